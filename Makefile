@@ -1,0 +1,84 @@
+# memleak-ai: build, test, demo and benchmark entry points.
+OUTPUT := build
+CLANG ?= clang
+BPFTOOL ?= bpftool
+CC ?= gcc
+ARCH := x86
+PREFIX ?= /usr/local
+VERSION := 0.1.0
+
+CFLAGS ?= -g -O2
+CFLAGS += -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -DML_VERSION='"$(VERSION)"'
+CPPFLAGS += -I$(OUTPUT) -Iuser -Ibpf -MMD -MP
+LDLIBS += -lbpf -lelf -ldw -lz -lstdc++
+# clang's own include paths, so BPF code sees the same system headers without the kernel's
+CLANG_BPF_SYS_INCLUDES ?= $(shell $(CLANG) -v -E - </dev/null 2>&1 | sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }')
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+USER_SRCS := $(filter-out user/main.c,$(wildcard user/*.c))
+USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/%.o,$(USER_SRCS))
+
+.DELETE_ON_ERROR:
+.PHONY: all deps test unit demo bench install clean format
+
+all: memleak-ai
+
+$(OUTPUT):
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/memleak.bpf.o: bpf/memleak.bpf.c bpf/memleak.h vmlinux/vmlinux.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) -g -O2 -Wall -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf $(CLANG_BPF_SYS_INCLUDES) \
+		-c $< -o $(OUTPUT)/memleak.tmp.bpf.o
+	$(Q)$(BPFTOOL) gen object $@ $(OUTPUT)/memleak.tmp.bpf.o
+
+$(OUTPUT)/memleak.skel.h: $(OUTPUT)/memleak.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name memleak_bpf > $@
+
+$(USER_OBJS) $(OUTPUT)/main.o: $(OUTPUT)/memleak.skel.h
+
+$(OUTPUT)/%.o: user/%.c | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+memleak-ai: $(OUTPUT)/main.o $(USER_OBJS)
+	$(call msg,BINARY,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+-include $(wildcard $(OUTPUT)/*.d)
+
+deps:
+	$(Q)scripts/install-deps.sh
+
+test: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/run-tests.sh
+
+unit: all
+	$(Q)scripts/run-tests.sh --unit-only
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/demo.sh
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/bench.sh
+
+install: memleak-ai
+	install -D -m 0755 memleak-ai $(DESTDIR)$(PREFIX)/sbin/memleak-ai
+	install -D -m 0644 docs/memleak-ai.8 $(DESTDIR)$(PREFIX)/share/man/man8/memleak-ai.8
+
+format:
+	clang-format -i user/*.c user/*.h bpf/*.c bpf/*.h tests/fixtures/*.c tests/unit/*.c
+
+clean:
+	rm -rf $(OUTPUT) memleak-ai

@@ -1,0 +1,101 @@
+/* The wire contract between the BPF programs and user space: keys, values, probe specs, counters. */
+#ifndef MEMLEAK_AI_WIRE_H
+#define MEMLEAK_AI_WIRE_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define ML_MAX_SPECS 64  /* rows of the allocator table that can be attached at once */
+#define ML_MAX_FRAMES 127 /* deepest user stack kept (the perf stack limit) */
+
+/* Layers: where an allocation comes from. User space owns the names (user/allocators.c). */
+enum ml_layer {
+	ML_LAYER_LIBC = 0,
+	ML_LAYER_MAX = 8,
+};
+
+/* What a probed function does. */
+enum ml_kind {
+	ML_KIND_ALLOC = 1,   /* returns (or writes) a new allocation */
+	ML_KIND_FREE = 2,    /* releases the pointer in free_arg */
+	ML_KIND_REALLOC = 3, /* releases free_arg and returns a new allocation */
+};
+
+/* How success is told at return. */
+enum ml_ret {
+	ML_RET_PTR = 0,  /* the return value is the pointer; NULL means failure */
+	ML_RET_ERR0 = 1, /* the return value is an error code, 0 = success; pointer in *out_arg */
+};
+
+/*
+ * One row of the allocator table as the BPF side sees it. Argument numbers are 1-based, 0 = unused.
+ * The uprobe's attach cookie is the row index.
+ */
+struct ml_spec {
+	__u8 kind;      /* enum ml_kind */
+	__u8 ret;       /* enum ml_ret */
+	__u8 layer;     /* enum ml_layer or a later layer id */
+	__u8 size_arg;  /* bytes */
+	__u8 count_arg; /* multiplies size (calloc, reallocarray) */
+	__u8 out_arg;   /* void ** out-parameter holding the pointer at return */
+	__u8 free_arg;  /* pointer released (free, realloc) */
+	__u8 pad;
+};
+
+/* Outstanding allocations, keyed by owner process and address. */
+struct ml_alloc_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 addr;
+};
+
+struct ml_alloc {
+	__u64 size;
+	__u64 ts_ns;   /* bpf_ktime_get_ns() at return; also the allocation's identity for realloc races */
+	__u64 caller;  /* return address at [rsp] on entry: the immediate caller, never lost */
+	__s32 stack_id; /* id in the stack-trace map, or a negative errno when capture failed */
+	__u8 layer;
+	__u8 spec;
+	__u16 pad;
+};
+
+/* Aggregation key: one allocation stack in one layer of one process. */
+struct ml_agg_key {
+	__u32 tgid;
+	__s32 stack_id;
+	__u64 caller;
+	__u8 layer;
+	__u8 pad[7];
+};
+
+struct ml_agg {
+	__u64 bytes;
+	__u64 count;
+	__u64 oldest_ts_ns;
+	__u64 gen; /* report generation that last touched this entry; older ones are stale */
+};
+
+/* Per-CPU counters, indexed by enum ml_stat. */
+enum ml_stat {
+	ML_STAT_ALLOC_CALLS = 0,  /* allocating calls that returned */
+	ML_STAT_ALLOC_FAILED,     /* returned NULL / an error: not recorded */
+	ML_STAT_FREE_CALLS,       /* free-like calls, free(NULL) excluded */
+	ML_STAT_FREE_NULL,        /* free(NULL) and realloc(NULL, n)'s release side */
+	ML_STAT_FREE_MATCHED,     /* released an allocation we had recorded */
+	ML_STAT_FREE_UNKNOWN,     /* released an address we never saw (allocated before attach) */
+	ML_STAT_NESTED,           /* allocator calls made by the allocator itself, counted once */
+	ML_STAT_DROP_ALLOCS_FULL, /* outstanding-allocation table full: allocation not recorded */
+	ML_STAT_DROP_STACK,       /* stack could not be stored (table full or bucket collision) */
+	ML_STAT_DROP_THREAD,      /* no per-thread state could be created */
+	ML_STAT_DROP_LOST_RETURN, /* an entry whose return probe never fired (replaced) */
+	ML_STAT_DROP_AGG_FULL,    /* aggregation table full at report time: stacks merged as unknown */
+	ML_STAT_REALLOC_RACE,     /* realloc's old block was freed and reused by another thread meanwhile */
+	ML_STAT_MAX,
+};
+
+/* Per-layer event counters (allocating calls and releases), for the header's rates. */
+#define ML_STAT_LAYER_BASE 32
+#define ML_STAT_SLOTS (ML_STAT_LAYER_BASE + 2 * ML_LAYER_MAX)
+
+#endif

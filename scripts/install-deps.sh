@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs every build and test dependency from Debian's packages; does nothing when all are present.
+set -e
+PKGS="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config libc6-dev
+python3 util-linux procps binutils systemtap-sdt-dev"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing packages:$missing (run as root to install them)" >&2
+	exit 1
+fi
+echo "install-deps: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,47 @@
+/* Function symbols and load segments of one ELF file, read with libelf. */
+#ifndef MEMLEAK_AI_ELFSYM_H
+#define MEMLEAK_AI_ELFSYM_H
+
+#include <libelf.h>
+#include <stdint.h>
+
+struct elf_syms;
+
+/*
+ * Read .symtab and .dynsym (merged, duplicates dropped) and the PT_LOAD program headers of the
+ * ELF file open on fd. fd is duplicated; the caller keeps its own. -ENOEXEC if not a usable ELF
+ * (not ET_EXEC/ET_DYN, no PT_LOAD, malformed), -ENOMEM.
+ */
+int elf_syms__open(int fd, struct elf_syms **out);
+void elf_syms__free(struct elf_syms *s); /* NULL-safe */
+
+/*
+ * Defined function symbol (STT_FUNC or STT_GNU_IFUNC, st_shndx != SHN_UNDEF, value != 0) by name.
+ * A versioned table name ("malloc@GLIBC_2.2.5", "cudaMalloc@@libcudart.so.13") matches its part
+ * before '@'. Prefers default-version over hidden-version, then global over weak over local.
+ * Returns 0 or -ENOENT.
+ */
+int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size);
+
+/*
+ * Call cb for every defined function symbol (raw table names, version suffix included). cb returns
+ * non-zero to stop; that value is returned, else 0.
+ */
+int elf_syms__for_each(const struct elf_syms *s,
+		       int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx), void *ctx);
+
+/* Translation through the PT_LOAD file images. -ENOENT outside them. */
+int elf_syms__vaddr_to_offset(const struct elf_syms *s, uint64_t vaddr, uint64_t *off);
+int elf_syms__offset_to_vaddr(const struct elf_syms *s, uint64_t off, uint64_t *vaddr);
+
+/*
+ * Symbol containing vaddr: vaddr in [st_value, st_value + max(size, 1)), or for a size-0 symbol the
+ * nearest preceding one when vaddr is in the same section. Returns the raw name (valid until
+ * elf_syms__free) and *sym_off = vaddr - st_value, or NULL.
+ */
+const char *elf_syms__lookup(const struct elf_syms *s, uint64_t vaddr, uint64_t *sym_off);
+
+Elf *elf_syms__elf(const struct elf_syms *s); /* for libdw; owned by s */
+int elf_syms__is_dyn(const struct elf_syms *s); /* ET_DYN */
+
+#endif

@@ -1,0 +1,50 @@
+/* The outstanding-allocation ledger: aggregates the kernel's tables by stack at report time and tracks growth. */
+#ifndef ML_LEDGER_H
+#define ML_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "../bpf/memleak.h"
+
+struct memleak_bpf;
+struct ledger;
+
+struct ledger_opts {
+	int tgid;
+	uint64_t min_age_ns;
+	uint32_t max_stacks;
+};
+
+struct ml_row {
+	struct ml_agg_key key;
+	uint64_t bytes, count;
+	uint64_t oldest_ts_ns;
+	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */
+};
+
+struct ml_layer_total {
+	uint64_t bytes, count;
+	int64_t growth_bytes;
+	bool active;
+};
+
+struct ml_snapshot {
+	uint64_t now_ns;       /* CLOCK_MONOTONIC, the clock of the BPF timestamps */
+	double elapsed_s;      /* since the previous snapshot (or since start) */
+	struct ml_row *rows;   /* every stack with outstanding allocations, largest first */
+	size_t nrows;
+	struct ml_layer_total layers[ML_LAYER_MAX];
+	uint64_t stats[ML_STAT_SLOTS];       /* cumulative since attach */
+	uint64_t stats_delta[ML_STAT_SLOTS]; /* since the previous snapshot */
+	uint64_t stacks_gc;                  /* stack-table entries released this time */
+};
+
+struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o);
+void ledger__free(struct ledger *l);
+/* Aggregate now. The snapshot stays valid until the next collect or free. */
+int ledger__collect(struct ledger *l, const struct ml_snapshot **out);
+/* The user stack of a row: [caller, frame-pointer frames...]. Returns the number of frames (>= 1 when the caller is known). */
+size_t ledger__frames(struct ledger *l, const struct ml_row *r, uint64_t *frames, size_t max);
+
+#endif

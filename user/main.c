@@ -1,0 +1,316 @@
+/* memleak-ai: wires options, target, probes, ledger, symbolizer and reports into the tracing loop. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "allocators.h"
+#include "ledger.h"
+#include "log.h"
+#include "opts.h"
+#include "probes.h"
+#include "procmaps.h"
+#include "report.h"
+#include "symbolizer.h"
+#include "target.h"
+#include "memleak.skel.h"
+
+int ml_log_level;
+
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if ((level == LIBBPF_DEBUG && ml_log_level < 2) || (level == LIBBPF_INFO && ml_log_level < 2) ||
+	    (level == LIBBPF_WARN && ml_log_level < 1))
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static FILE *open_output(const char *path)
+{
+	FILE *f;
+	int fd;
+
+	if (!path)
+		return stdout;
+	/* Reports can name a user's code paths: readable by the owner only; never follow a planted symlink. */
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		ml_err("cannot write output file '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		ml_err("cannot write output file '%s': %s", path, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
+static int load_bpf(const struct ml_opts *o, struct memleak_bpf **out)
+{
+	struct memleak_bpf *skel;
+	int err;
+
+	skel = memleak_bpf__open();
+	if (!skel) {
+		err = -errno;
+		ml_err("cannot open the BPF object: %s", strerror(-err));
+		return err;
+	}
+	for (unsigned int i = 0; i < ml_allocators_n; i++)
+		memcpy((void *)&skel->rodata->specs[i], &ml_allocators[i].spec, sizeof(struct ml_spec));
+	skel->rodata->min_size = o->min_size;
+	skel->rodata->max_size = o->max_size;
+	bpf_map__set_max_entries(skel->maps.allocs, o->max_allocs);
+	bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
+	bpf_map__set_max_entries(skel->maps.aggs, o->max_stacks + ML_LAYER_MAX);
+	err = memleak_bpf__load(skel);
+	if (err) {
+		ml_err("cannot load the BPF programs: %s (run with -v for the verifier's log)", strerror(-err));
+		memleak_bpf__destroy(skel);
+		return err;
+	}
+	*out = skel;
+	return 0;
+}
+
+/* Test hook: widen the window between attaching and checking that the target still lives. */
+static void test_attach_delay(void)
+{
+	const char *s = getenv("MEMLEAK_AI_TEST_ATTACH_DELAY_MS");
+	uint64_t ms;
+
+	if (s && ml_parse_u64(s, 0, 60000, &ms) == 0 && ms)
+		usleep((useconds_t)(ms * 1000));
+}
+
+static int sync_probes(struct probes *pr, struct symbolizer *sym, int pid, bool first)
+{
+	struct ml_maps maps = {};
+	int n, err;
+
+	err = ml_maps__read(pid, &maps);
+	if (err)
+		return err;
+	n = probes__sync(pr, &maps);
+	ml_maps__clear(&maps);
+	if (n < 0)
+		return n;
+	if (!first && n > 0)
+		for (unsigned int i = probes__n_objects(pr) - (unsigned int)n; i < probes__n_objects(pr); i++)
+			ml_notice("now also tracing %s (loaded after attach)", probes__object(pr, i, NULL));
+	if (sym)
+		symbolizer__refresh(sym);
+	return n;
+}
+
+static int arm_timer(int fd, double secs)
+{
+	struct itimerspec its = {};
+
+	its.it_value.tv_sec = (time_t)secs;
+	its.it_value.tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9);
+	if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+		its.it_value.tv_nsec = 1;
+	its.it_interval = its.it_value;
+	return timerfd_settime(fd, 0, &its, NULL) ? -errno : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct memleak_bpf *skel = NULL;
+	struct probes *probes = NULL;
+	struct symbolizer *sym = NULL;
+	struct ledger *ledger = NULL;
+	struct reporter *rep = NULL;
+	struct target tgt = { .pidfd = -1, .go_fd = -1, .status_fd = -1 };
+	struct ml_opts o;
+	FILE *out = NULL;
+	int sfd = -1, tick_fd = -1, scan_fd = -1, err, n;
+	uint64_t seq = 0;
+	sigset_t mask;
+	bool attached_ok = false;
+
+	err = ml_opts__parse(argc, argv, &o);
+	if (err)
+		return err > 0 ? 0 : 2;
+	ml_log_level = o.verbose;
+	libbpf_set_print(libbpf_log);
+	signal(SIGPIPE, SIG_IGN);
+
+	err = ml_check_system();
+	if (err)
+		goto cleanup;
+	out = open_output(o.output);
+	if (!out) {
+		err = -EIO;
+		goto cleanup;
+	}
+
+	err = o.pid ? target__open_pid(&tgt, o.pid) : target__spawn(&tgt, o.cmd_argv);
+	if (err)
+		goto cleanup;
+
+	err = load_bpf(&o, &skel);
+	if (err)
+		goto cleanup;
+	probes = probes__new(skel, tgt.pid);
+	if (!probes) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	n = sync_probes(probes, NULL, tgt.pid, true);
+	if (n == -ENOENT && !target__alive(&tgt))
+		n = -ESRCH;
+	if (n == -ESRCH || n == -ENOENT) {
+		if (n == -ESRCH || !target__alive(&tgt))
+			ml_err("pid %d exited during attach", tgt.pid);
+		else
+			ml_err("pid %d has no C library with malloc and free to probe (a static binary without symbols?)",
+			       tgt.pid);
+		err = n;
+		goto cleanup;
+	}
+	if (n < 0) {
+		err = n;
+		ml_err("cannot attach to pid %d: %s", tgt.pid, strerror(-err));
+		goto cleanup;
+	}
+	if (n == 0) {
+		ml_err("pid %d has no C library with malloc and free to probe", tgt.pid);
+		err = -ENOENT;
+		goto cleanup;
+	}
+	sym = symbolizer__new(tgt.pid);
+	if (!sym) {
+		err = -errno ? -errno : -ENOMEM;
+		ml_err("cannot start the symbolizer: %s", strerror(-err));
+		goto cleanup;
+	}
+	symbolizer__refresh(sym);
+	ledger = ledger__new(skel, &(struct ledger_opts){ .tgid = tgt.pid,
+							   .min_age_ns = (uint64_t)(o.min_age_s * 1e9),
+							   .max_stacks = o.max_stacks });
+	if (!ledger) {
+		err = -errno ? -errno : -ENOMEM;
+		goto cleanup;
+	}
+	rep = reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid }, ledger, sym);
+	if (!rep) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	test_attach_delay();
+	if (tgt.spawned) {
+		err = target__release(&tgt, o.cmd_argv[0]);
+		if (err)
+			goto cleanup;
+	} else if (!target__alive(&tgt)) {
+		ml_err("pid %d exited during attach", tgt.pid);
+		err = -ESRCH;
+		goto cleanup;
+	}
+	for (unsigned int i = 0; i < probes__n_objects(probes); i++) {
+		unsigned int nf = 0;
+		const char *path = probes__object(probes, i, &nf);
+
+		ml_notice("attached to pid %d: %u allocator functions in %s", tgt.pid, nf, path);
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (sfd < 0 || tick_fd < 0 || scan_fd < 0 || arm_timer(tick_fd, o.interval_s) ||
+	    arm_timer(scan_fd, o.interval_s < 1.0 ? o.interval_s : 1.0)) {
+		err = -errno;
+		ml_err("cannot set up the event loop: %s", strerror(-err));
+		goto cleanup;
+	}
+
+	for (;;) {
+		struct pollfd pf[3] = { { .fd = sfd, .events = POLLIN },
+					{ .fd = tgt.pidfd, .events = POLLIN },
+					{ .fd = tick_fd, .events = POLLIN } };
+		struct pollfd ps = { .fd = scan_fd, .events = POLLIN };
+		struct pollfd all[4] = { pf[0], pf[1], pf[2], ps };
+		const struct ml_snapshot *snap;
+		bool final = false;
+		uint64_t expirations;
+
+		if (poll(all, 4, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			break;
+		}
+		if (all[0].revents) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si))
+				ml_info("signal %u: final report", si.ssi_signo);
+			final = true;
+		}
+		if (all[1].revents) {
+			ml_notice("pid %d exited", tgt.pid);
+			final = true;
+		}
+		if (all[3].revents) {
+			if (read(scan_fd, &expirations, sizeof(expirations)) < 0)
+				expirations = 0;
+			if (!final && target__alive(&tgt)) {
+				n = sync_probes(probes, sym, tgt.pid, false);
+				if (n < 0 && n != -ESRCH && n != -ENOENT)
+					ml_notice("rescanning pid %d's libraries failed: %s", tgt.pid, strerror(-n));
+			}
+		}
+		if (!all[2].revents && !final)
+			continue;
+		if (all[2].revents && read(tick_fd, &expirations, sizeof(expirations)) < 0)
+			expirations = 0;
+		err = ledger__collect(ledger, &snap);
+		if (err)
+			break;
+		err = reporter__emit(rep, snap, ++seq, final || (o.count && seq >= o.count));
+		if (err) {
+			ml_err("cannot write the report: %s", strerror(-err));
+			break;
+		}
+		if (final || (o.count && seq >= o.count))
+			break;
+	}
+	attached_ok = err == 0;
+
+cleanup:
+	reporter__free(rep);
+	ledger__free(ledger);
+	probes__free(probes);
+	memleak_bpf__destroy(skel);
+	symbolizer__free(sym);
+	target__close(&tgt);
+	if (sfd >= 0)
+		close(sfd);
+	if (tick_fd >= 0)
+		close(tick_fd);
+	if (scan_fd >= 0)
+		close(scan_fd);
+	if (out && out != stdout && fclose(out)) {
+		ml_err("cannot write output file '%s': %s", o.output, strerror(errno));
+		attached_ok = false;
+	}
+	ml_opts__free(&o);
+	return attached_ok ? 0 : 1;
+}

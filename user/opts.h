@@ -1,0 +1,39 @@
+/* Command-line options: parsing, validation and the option struct every module is configured from. */
+#ifndef ML_OPTS_H
+#define ML_OPTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum ml_format { ML_FMT_TEXT, ML_FMT_JSON };
+
+struct ml_opts {
+	int pid;               /* -p; 0 when -c is used */
+	char **cmd_argv;       /* -c, split into words (NULL-terminated); NULL when -p is used */
+	double interval_s;     /* seconds between reports */
+	uint64_t count;        /* number of reports, 0 = until the target exits or a signal */
+	uint32_t top;          /* stacks per report */
+	double min_age_s;      /* only allocations at least this old */
+	uint64_t min_size;     /* only allocations of at least this many bytes */
+	uint64_t max_size;     /* ... and at most this many */
+	const char *output;    /* -o FILE, NULL = stdout */
+	enum ml_format format;
+	int verbose;
+	uint32_t max_allocs;   /* outstanding-allocation table size */
+	uint32_t max_stacks;   /* stack table and aggregation table size */
+};
+
+/* 0 on success, 1 when --help/--version was handled (exit 0), -EINVAL after printing a one-line error. */
+int ml_opts__parse(int argc, char **argv, struct ml_opts *o);
+void ml_opts__free(struct ml_opts *o);
+
+/* Split a command line into words, honouring '...' and "..." quoting and backslash escapes; no shell. */
+int ml_split_words(const char *s, char ***out);
+void ml_free_words(char **w);
+
+/* Strict number parsing: the whole string, in range. 0 or -EINVAL. */
+int ml_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+int ml_parse_size(const char *s, uint64_t *out); /* accepts K, M, G suffixes (powers of 1024) */
+int ml_parse_seconds(const char *s, double min, double max, double *out);
+
+#endif

@@ -1,0 +1,57 @@
+/* Parsing of /proc/PID/maps and opening the files behind a process's mappings. */
+#ifndef MEMLEAK_AI_PROCMAPS_H
+#define MEMLEAK_AI_PROCMAPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ml_mapping {
+	uint64_t start, end, offset, inode;
+	uint32_t dev_major, dev_minor;
+	char perms[5]; /* "r-xp", NUL-terminated */
+	char *path;    /* NULL for anonymous; as printed, " (deleted)" suffix removed */
+	bool deleted;
+};
+
+/* Sorted by start. */
+struct ml_maps {
+	struct ml_mapping *v;
+	size_t n;
+};
+
+/*
+ * Parse the text of a maps file. *out is overwritten (not freed) and is left empty on error.
+ * Returns 0, -EINVAL on any malformed line (the whole parse is rejected), -ENOMEM.
+ */
+int ml_maps__parse(const char *text, size_t len, struct ml_maps *out);
+
+/* Read /proc/PID/maps fully (any size) and parse it. -ENOENT/-ESRCH if the process is gone. */
+int ml_maps__read(int pid, struct ml_maps *out);
+
+/*
+ * Same, relative to an open /proc/PID directory. Holding that directory open pins the process
+ * identity: once the process has exited, lookups in it fail even if the pid was reused.
+ */
+int ml_maps__read_at(int proc_pid_dirfd, struct ml_maps *out);
+
+void ml_maps__clear(struct ml_maps *m);
+
+/* Mapping containing addr, or NULL. */
+const struct ml_mapping *ml_maps__find(const struct ml_maps *m, uint64_t addr);
+
+/*
+ * Open the file behind a mapping: fd (O_RDONLY|O_CLOEXEC) through /proc/PID/map_files/<start>-<end>
+ * (works for deleted or replaced files), falling back to <path> resolved inside /proc/PID/root
+ * (container mount namespaces). Only regular files are opened. Returns the fd or -errno.
+ */
+int ml_maps__open_file(int pid, const struct ml_mapping *mp);
+int ml_maps__open_file_at(int proc_pid_dirfd, const struct ml_mapping *mp);
+
+/*
+ * A malloc'd path naming the mapping's file, suitable for a uprobe attach: the map_files one if it
+ * opens, else /proc/PID/root/<path>. Returns 0 or -errno.
+ */
+int ml_maps__attach_path(int pid, const struct ml_mapping *mp, char **out);
+
+#endif

@@ -1,0 +1,280 @@
+/* Report output: one snapshot as human text or as one JSON Lines object. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "allocators.h"
+#include "json.h"
+#include "report.h"
+#include "symbolizer.h"
+
+struct reporter {
+	FILE *out;
+	struct report_opts o;
+	struct ledger *ledger;
+	struct symbolizer *sym;
+	uint64_t frames[ML_MAX_FRAMES + 1];
+};
+
+struct stat_name {
+	enum ml_stat idx;
+	const char *json;
+	const char *text;
+};
+
+static const struct stat_name event_stats[] = {
+	{ ML_STAT_ALLOC_CALLS, "allocs", "allocs" },
+	{ ML_STAT_FREE_CALLS, "frees", "frees" },
+	{ ML_STAT_ALLOC_FAILED, "failed_allocs", "failed (not recorded)" },
+	{ ML_STAT_FREE_NULL, "free_null", "free(NULL)" },
+	{ ML_STAT_FREE_MATCHED, "frees_matched", "matched" },
+	{ ML_STAT_FREE_UNKNOWN, "frees_unknown", "of blocks from before attach" },
+	{ ML_STAT_NESTED, "nested_calls", "nested" },
+	{ ML_STAT_REALLOC_RACE, "realloc_races", "realloc races" },
+};
+
+static const struct stat_name drop_stats[] = {
+	{ ML_STAT_DROP_ALLOCS_FULL, "allocs_table_full", "allocation table full (raise --max-allocs)" },
+	{ ML_STAT_DROP_STACK, "stack_unavailable", "stack not stored (raise --max-stacks)" },
+	{ ML_STAT_DROP_THREAD, "thread_state", "no per-thread state" },
+	{ ML_STAT_DROP_LOST_RETURN, "lost_return", "allocator return not seen" },
+	{ ML_STAT_DROP_AGG_FULL, "aggregation_full", "stacks merged as [unknown] (raise --max-stacks)" },
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct ledger *l, struct symbolizer *sym)
+{
+	struct reporter *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->out = out;
+	r->o = *o;
+	r->ledger = l;
+	r->sym = sym;
+	return r;
+}
+
+void reporter__free(struct reporter *r)
+{
+	free(r);
+}
+
+void ml_fmt_bytes(char *buf, size_t len, double bytes)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = bytes < 0 ? -bytes : bytes;
+	unsigned int u = 0;
+
+	while (v >= 1024 && u + 1 < ARRAY_LEN(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%s%.0f B", bytes < 0 ? "-" : "", v);
+	else
+		snprintf(buf, len, "%s%.1f %s", bytes < 0 ? "-" : "", v, units[u]);
+}
+
+static double age_s(const struct ml_snapshot *s, const struct ml_row *row)
+{
+	if (row->oldest_ts_ns == ~0ULL || row->oldest_ts_ns > s->now_ns)
+		return 0;
+	return (double)(s->now_ns - row->oldest_ts_ns) / 1e9;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *b = p ? strrchr(p, '/') : NULL;
+
+	return b ? b + 1 : p;
+}
+
+static size_t row_frames(struct reporter *r, const struct ml_row *row)
+{
+	return ledger__frames(r->ledger, row, r->frames, ARRAY_LEN(r->frames));
+}
+
+static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final)
+{
+	FILE *f = r->out;
+	char b1[32], b2[32], ts[64];
+	time_t now = time(NULL);
+	struct tm tm;
+	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
+	bool any_drop = false;
+
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " pid %d at %s (%.1f s since last) ===\n", final ? "final " : "",
+		seq, r->o.pid, ts, s->elapsed_s);
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		const struct ml_layer_total *t = &s->layers[layer];
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer], fr = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer + 1];
+
+		if (!t->active)
+			continue;
+		ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
+		ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
+		fprintf(f, "%-6s outstanding %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, %s%s since last; "
+			   "%.0f allocs/s, %.0f frees/s\n",
+			ml_layer_name(layer), t->bytes, b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2,
+			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0, s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
+	}
+	fprintf(f, "events:");
+	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
+		fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[event_stats[i].idx], event_stats[i].text);
+	fprintf(f, " (since attach)\n");
+	fprintf(f, "dropped:");
+	for (size_t i = 0; i < ARRAY_LEN(drop_stats); i++) {
+		uint64_t v = s->stats[drop_stats[i].idx];
+
+		if (!v)
+			continue;
+		fprintf(f, "%s %" PRIu64 " %s", any_drop ? "," : "", v, drop_stats[i].text);
+		any_drop = true;
+	}
+	fprintf(f, "%s\n", any_drop ? "" : " none");
+	fprintf(f, "showing %zu of %zu stacks, largest first\n", shown, s->nrows);
+	for (size_t i = 0; i < shown; i++) {
+		const struct ml_row *row = &s->rows[i];
+		size_t n = row_frames(r, row);
+
+		ml_fmt_bytes(b1, sizeof(b1), (double)row->bytes);
+		ml_fmt_bytes(b2, sizeof(b2), (double)row->growth_bytes);
+		fprintf(f, "[%zu] %s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s since last\n",
+			i + 1, ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
+			row->growth_bytes >= 0 ? "+" : "", b2);
+		if (n == 0)
+			fprintf(f, "      [stack unknown: allocations folded here when the stack tables were full]\n");
+		for (size_t k = 0; k < n; k++) {
+			const struct ml_frame *fr = NULL;
+
+			if (symbolizer__resolve(r->sym, r->frames[k], &fr) || !fr) {
+				fprintf(f, "      0x%" PRIx64 "\n", r->frames[k]);
+				continue;
+			}
+			if (fr->func)
+				fprintf(f, "      %s+0x%" PRIx64, fr->func, fr->offset);
+			else
+				fprintf(f, "      0x%" PRIx64, fr->addr);
+			if (fr->module)
+				fprintf(f, " (%s)", base_name(fr->module));
+			if (fr->file)
+				fprintf(f, " %s:%d", fr->file, fr->line);
+			fputc('\n', f);
+		}
+	}
+	fputc('\n', f);
+}
+
+static void emit_json(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final)
+{
+	struct jw w;
+	struct timespec rt;
+	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	jw_init(&w, r->out);
+	jw_obj_begin(&w, NULL);
+	jw_str(&w, "type", "report");
+	jw_u64(&w, "seq", seq);
+	jw_double(&w, "time_unix", (double)rt.tv_sec + (double)rt.tv_nsec / 1e9);
+	jw_i64(&w, "pid", r->o.pid);
+	jw_bool(&w, "final", final);
+	jw_double(&w, "interval_s", s->elapsed_s);
+	jw_obj_begin(&w, "totals");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		const struct ml_layer_total *t = &s->layers[layer];
+
+		if (!t->active)
+			continue;
+		jw_obj_begin(&w, ml_layer_name(layer));
+		jw_u64(&w, "bytes", t->bytes);
+		jw_u64(&w, "count", t->count);
+		jw_i64(&w, "growth_bytes", t->growth_bytes);
+		jw_obj_end(&w);
+	}
+	jw_obj_end(&w);
+	jw_obj_begin(&w, "stats");
+	jw_obj_begin(&w, "events");
+	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
+		jw_u64(&w, event_stats[i].json, s->stats[event_stats[i].idx]);
+	jw_obj_end(&w);
+	jw_obj_begin(&w, "dropped");
+	for (size_t i = 0; i < ARRAY_LEN(drop_stats); i++)
+		jw_u64(&w, drop_stats[i].json, s->stats[drop_stats[i].idx]);
+	jw_obj_end(&w);
+	jw_obj_begin(&w, "layers");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer], fr = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer + 1];
+
+		if (!s->layers[layer].active)
+			continue;
+		jw_obj_begin(&w, ml_layer_name(layer));
+		jw_u64(&w, "allocs", s->stats[ML_STAT_LAYER_BASE + 2 * layer]);
+		jw_u64(&w, "frees", s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1]);
+		jw_double(&w, "allocs_per_s", s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0);
+		jw_double(&w, "frees_per_s", s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
+		jw_obj_end(&w);
+	}
+	jw_obj_end(&w);
+	jw_u64(&w, "stacks_total", s->nrows);
+	jw_u64(&w, "stacks_shown", shown);
+	jw_obj_end(&w);
+	jw_arr_begin(&w, "stacks");
+	for (size_t i = 0; i < shown; i++) {
+		const struct ml_row *row = &s->rows[i];
+		size_t n = row_frames(r, row);
+
+		jw_obj_begin(&w, NULL);
+		jw_str(&w, "layer", ml_layer_name(row->key.layer));
+		jw_u64(&w, "bytes", row->bytes);
+		jw_u64(&w, "count", row->count);
+		jw_double(&w, "oldest_age_s", age_s(s, row));
+		jw_i64(&w, "growth_bytes", row->growth_bytes);
+		jw_arr_begin(&w, "frames");
+		for (size_t k = 0; k < n; k++) {
+			const struct ml_frame *fr = NULL;
+
+			jw_obj_begin(&w, NULL);
+			jw_str(&w, "kind", "native");
+			if (symbolizer__resolve(r->sym, r->frames[k], &fr) || !fr) {
+				jw_null(&w, "func");
+				jw_null(&w, "module");
+				jw_u64(&w, "offset", r->frames[k]);
+				jw_null(&w, "file");
+				jw_null(&w, "line");
+			} else {
+				jw_str(&w, "func", fr->func);
+				jw_str(&w, "module", fr->module);
+				jw_u64(&w, "offset", fr->offset);
+				jw_str(&w, "file", fr->file);
+				if (fr->line > 0)
+					jw_i64(&w, "line", fr->line);
+				else
+					jw_null(&w, "line");
+			}
+			jw_u64(&w, "addr", r->frames[k]);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	fputc('\n', r->out);
+}
+
+int reporter__emit(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final)
+{
+	if (r->o.format == ML_FMT_JSON)
+		emit_json(r, s, seq, final);
+	else
+		emit_text(r, s, seq, final);
+	if (fflush(r->out) || ferror(r->out))
+		return -EIO;
+	return 0;
+}

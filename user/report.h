@@ -1,0 +1,28 @@
+/* Report output: one snapshot as human text or as one JSON Lines object. */
+#ifndef ML_REPORT_H
+#define ML_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "ledger.h"
+#include "opts.h"
+
+struct symbolizer;
+struct reporter;
+
+struct report_opts {
+	enum ml_format format;
+	uint32_t top;
+	int pid;
+};
+
+struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct ledger *l, struct symbolizer *sym);
+void reporter__free(struct reporter *r);
+/* Write one report; 0 or a negative errno (the output could not be written). */
+int reporter__emit(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final);
+
+/* "12.0 KiB" style, for text. */
+void ml_fmt_bytes(char *buf, size_t len, double bytes);
+
+#endif

@@ -1,0 +1,28 @@
+/* The traced process: checks that it exists, starts it for -c, and tells when it exits. */
+#ifndef ML_TARGET_H
+#define ML_TARGET_H
+
+#include <stdbool.h>
+
+struct target {
+	int pid;
+	int pidfd;      /* readable once the process has exited */
+	bool spawned;   /* started by us (-c): reaped by us */
+	int go_fd;      /* -c: writing here lets the child exec */
+	int status_fd;  /* -c: the child reports a failed exec here; EOF means exec succeeded */
+	int exit_status;
+};
+
+/* Checks the privileges and kernel features memleak-ai needs; prints a one-line reason and returns -errno. */
+int ml_check_system(void);
+
+int target__open_pid(struct target *t, int pid);
+/* Fork a child that waits, so that probes can be in place before its first instruction. */
+int target__spawn(struct target *t, char *const argv[]);
+/* Let the spawned child exec; returns 0, or -errno when exec failed (the child has exited then). */
+int target__release(struct target *t, const char *what);
+bool target__alive(struct target *t);
+/* Reap a spawned child if it exited; NULL-safe on a closed target. */
+void target__close(struct target *t);
+
+#endif
