@@ -73,23 +73,34 @@ static __always_inline void stat_inc(__u32 idx)
 		*v += 1;
 }
 
-static __always_inline __u64 arg_n(struct pt_regs *ctx, __u32 n)
+/* The first six integer arguments, copied once: the verifier refuses a computed offset into the context. */
+struct ml_args {
+	__u64 v[6];
+};
+
+static __always_inline void load_args(struct pt_regs *ctx, struct ml_args *a)
 {
-	switch (n) {
-	case 1: return PT_REGS_PARM1(ctx);
-	case 2: return PT_REGS_PARM2(ctx);
-	case 3: return PT_REGS_PARM3(ctx);
-	case 4: return PT_REGS_PARM4(ctx);
-	case 5: return PT_REGS_PARM5(ctx);
-	case 6: return ctx->r9; /* libbpf 1.1 has no PT_REGS_PARM6 */
-	}
-	return 0;
+	a->v[0] = PT_REGS_PARM1(ctx);
+	a->v[1] = PT_REGS_PARM2(ctx);
+	a->v[2] = PT_REGS_PARM3(ctx);
+	a->v[3] = PT_REGS_PARM4(ctx);
+	a->v[4] = PT_REGS_PARM5(ctx);
+	a->v[5] = ctx->r9; /* libbpf 1.1 has no PT_REGS_PARM6 */
+}
+
+static __always_inline __u64 arg_n(const struct ml_args *a, __u32 n)
+{
+	__u32 i = n - 1;
+
+	if (i > 5)
+		return 0;
+	return a->v[i];
 }
 
 /*
  * Stack capture, kept behind this one function so a full unwinder can replace it. At function entry the
  * caller's return address is at [rsp] whether or not anything keeps frame pointers; the frame-pointer walk
- * supplies the rest, skipping frame 0 (the probed function itself).
+ * supplies the rest.
  */
 static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __s32 *stack_id)
 {
@@ -98,7 +109,9 @@ static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __
 
 	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx));
 	*caller = ret;
-	id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK | 1);
+	/* Frame 0 is the probed function itself; user space drops it. Skipping it here would make a
+	 * one-frame stack fail to store. */
+	id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	if (id < 0)
 		stat_inc(ML_STAT_DROP_STACK);
 	*stack_id = id;
@@ -148,33 +161,36 @@ int BPF_KPROBE(alloc_enter)
 	const volatile struct ml_spec *s;
 	struct ml_thread *t;
 	__u64 sp = PT_REGS_SP(ctx), size, count, key_ts = 0;
+	struct ml_args args;
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
 	s = &specs[idx];
+	load_args(ctx, &args);
 	t = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t) {
 		stat_inc(ML_STAT_DROP_THREAD);
 		return 0;
 	}
 	if (t->sp) {
-		/* A deeper stack pointer means glibc is calling itself: the outer call accounts for it. */
-		if (sp < t->sp) {
+		/* A deeper stack pointer means glibc is calling itself, an equal one a tail call (reallocarray
+		 * jumps to realloc): either way the outer call accounts for it. */
+		if (sp <= t->sp) {
 			stat_inc(ML_STAT_NESTED);
 			return 0;
 		}
 		stat_inc(ML_STAT_DROP_LOST_RETURN);
 	}
-	size = s->size_arg ? arg_n(ctx, s->size_arg) : 0;
+	size = s->size_arg ? arg_n(&args, s->size_arg) : 0;
 	if (s->count_arg) {
-		count = arg_n(ctx, s->count_arg);
+		count = arg_n(&args, s->count_arg);
 		size *= count;
 	}
 	t->sp = sp;
 	t->size = size;
 	t->spec = idx;
-	t->out_ptr = s->out_arg ? arg_n(ctx, s->out_arg) : 0;
-	t->free_ptr = s->free_arg ? arg_n(ctx, s->free_arg) : 0;
+	t->out_ptr = s->out_arg ? arg_n(&args, s->out_arg) : 0;
+	t->free_ptr = s->free_arg ? arg_n(&args, s->free_arg) : 0;
 	t->free_ts = 0;
 	if (t->free_ptr) {
 		struct ml_alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .addr = t->free_ptr };
@@ -255,12 +271,14 @@ int BPF_KPROBE(free_enter)
 	__u32 idx = bpf_get_attach_cookie(ctx);
 	const volatile struct ml_spec *s;
 	struct ml_thread *t;
+	struct ml_args args;
 	__u64 ptr;
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
 	s = &specs[idx];
-	ptr = arg_n(ctx, s->free_arg);
+	load_args(ctx, &args);
+	ptr = arg_n(&args, s->free_arg);
 	if (!ptr) {
 		stat_inc(ML_STAT_FREE_NULL);
 		return 0;

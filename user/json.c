@@ -12,25 +12,55 @@ void jw_init(struct jw *w, FILE *f)
 	w->err = 0;
 }
 
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 when the bytes there are not valid UTF-8. */
+static int utf8_len(const unsigned char *p)
+{
+	int n;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 3;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	for (int i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
 void jw_escape(FILE *f, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 
 	fputc('"', f);
-	for (; *p; p++) {
+	while (*p) {
+		int n;
+
 		switch (*p) {
-		case '"': fputs("\\\"", f); break;
-		case '\\': fputs("\\\\", f); break;
-		case '\n': fputs("\\n", f); break;
-		case '\r': fputs("\\r", f); break;
-		case '\t': fputs("\\t", f); break;
-		default:
-			/* Names come from an untrusted target: control bytes and non-ASCII are escaped, never passed raw. */
-			if (*p < 0x20 || *p >= 0x7f)
-				fprintf(f, "\\u%04x", *p);
-			else
-				fputc(*p, f);
+		case '"': fputs("\\\"", f); p++; continue;
+		case '\\': fputs("\\\\", f); p++; continue;
+		case '\n': fputs("\\n", f); p++; continue;
+		case '\r': fputs("\\r", f); p++; continue;
+		case '\t': fputs("\\t", f); p++; continue;
 		}
+		/* Names come from an untrusted target: control bytes are escaped, invalid UTF-8 becomes U+FFFD. */
+		if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p++);
+			continue;
+		}
+		n = utf8_len(p);
+		if (!n) {
+			fputs("\\ufffd", f);
+			p++;
+			continue;
+		}
+		fwrite(p, 1, (size_t)n, f);
+		p += n;
 	}
 	fputc('"', f);
 }
@@ -99,7 +129,7 @@ void jw_double(struct jw *w, const char *key, double val)
 {
 	item(w, key);
 	if (isfinite(val))
-		fprintf(w->f, "%.6g", val);
+		fprintf(w->f, "%.15g", val);
 	else
 		fputs("null", w->f);
 }

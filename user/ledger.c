@@ -243,7 +243,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	now = mono_ns();
 	l->gen++;
 	l->skel->bss->iter_gen = l->gen;
-	l->skel->bss->iter_newest_ts = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
+	l->skel->data->iter_newest_ts = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
 	reserve_catch_all(l);
 	err = run_iter(l);
 	if (err) {
@@ -346,7 +346,8 @@ size_t ledger__frames(struct ledger *l, const struct ml_row *r, uint64_t *frames
 		return n;
 	if (bpf_map_lookup_elem(bpf_map__fd(l->skel->maps.stacks), &r->key.stack_id, ips))
 		return n;
-	for (size_t i = 0; i < ML_MAX_FRAMES && n < max && ips[i]; i++)
+	/* ips[0] is the allocator function the probe sits on; ips[1] on come from the frame-pointer chain. */
+	for (size_t i = 1; i < ML_MAX_FRAMES && n < max && ips[i]; i++)
 		frames[n++] = ips[i];
 	return n;
 }

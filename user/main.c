@@ -24,7 +24,9 @@
 #include "target.h"
 #include "memleak.skel.h"
 
-int ml_log_level;
+
+#define FAST_SCAN_S 0.05
+#define FAST_SCANS 40
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list args)
 {
@@ -136,7 +138,7 @@ int main(int argc, char **argv)
 	struct ml_opts o;
 	FILE *out = NULL;
 	int sfd = -1, tick_fd = -1, scan_fd = -1, err, n;
-	uint64_t seq = 0;
+	uint64_t seq = 0, scans = 0;
 	sigset_t mask;
 	bool attached_ok = false;
 
@@ -214,6 +216,8 @@ int main(int argc, char **argv)
 		err = target__release(&tgt, o.cmd_argv[0]);
 		if (err)
 			goto cleanup;
+		/* The new image is mapped now; a short-lived command may be gone before the first rescan. */
+		symbolizer__refresh(sym);
 	} else if (!target__alive(&tgt)) {
 		ml_err("pid %d exited during attach", tgt.pid);
 		err = -ESRCH;
@@ -235,18 +239,17 @@ int main(int argc, char **argv)
 	tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (sfd < 0 || tick_fd < 0 || scan_fd < 0 || arm_timer(tick_fd, o.interval_s) ||
-	    arm_timer(scan_fd, o.interval_s < 1.0 ? o.interval_s : 1.0)) {
+	    arm_timer(scan_fd, FAST_SCAN_S)) {
 		err = -errno;
 		ml_err("cannot set up the event loop: %s", strerror(-err));
 		goto cleanup;
 	}
 
 	for (;;) {
-		struct pollfd pf[3] = { { .fd = sfd, .events = POLLIN },
-					{ .fd = tgt.pidfd, .events = POLLIN },
-					{ .fd = tick_fd, .events = POLLIN } };
-		struct pollfd ps = { .fd = scan_fd, .events = POLLIN };
-		struct pollfd all[4] = { pf[0], pf[1], pf[2], ps };
+		struct pollfd all[4] = { { .fd = sfd, .events = POLLIN },
+					 { .fd = tgt.pidfd, .events = POLLIN },
+					 { .fd = tick_fd, .events = POLLIN },
+					 { .fd = scan_fd, .events = POLLIN } };
 		const struct ml_snapshot *snap;
 		bool final = false;
 		uint64_t expirations;
@@ -271,6 +274,9 @@ int main(int argc, char **argv)
 		if (all[3].revents) {
 			if (read(scan_fd, &expirations, sizeof(expirations)) < 0)
 				expirations = 0;
+			/* Libraries come and go most right after start: rescan fast at first, then once a second. */
+			if (++scans == FAST_SCANS)
+				arm_timer(scan_fd, 1.0);
 			if (!final && target__alive(&tgt)) {
 				n = sync_probes(probes, sym, tgt.pid, false);
 				if (n < 0 && n != -ESRCH && n != -ENOENT)
@@ -284,12 +290,15 @@ int main(int argc, char **argv)
 		err = ledger__collect(ledger, &snap);
 		if (err)
 			break;
-		err = reporter__emit(rep, snap, ++seq, final || (o.count && seq >= o.count));
+		seq++;
+		if (o.count && seq >= o.count)
+			final = true;
+		err = reporter__emit(rep, snap, seq, final);
 		if (err) {
 			ml_err("cannot write the report: %s", strerror(-err));
 			break;
 		}
-		if (final || (o.count && seq >= o.count))
+		if (final)
 			break;
 	}
 	attached_ok = err == 0;

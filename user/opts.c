@@ -211,7 +211,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+p:c:T:o:f:vhV", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:c:T:o:f:vhV", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (ml_parse_u64(optarg, 1, 0x3fffffff, &v))
@@ -304,7 +304,8 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 		return -EINVAL;
 	}
 	if (!o->pid == !o->cmd_argv) {
-		ml_err(o->pid ? "give either -p PID or -c COMMAND, not both" : "nothing to trace: give -p PID or -c COMMAND (see --help)");
+		ml_err("%s", o->pid ? "give either -p PID or -c COMMAND, not both"
+				    : "nothing to trace: give -p PID or -c COMMAND (see --help)");
 		return -EINVAL;
 	}
 	if (o->min_size > o->max_size) {

@@ -185,6 +185,7 @@ static int read_all(int fd, char **out, size_t *out_len)
 	size_t cap = 64 * 1024, len = 0;
 	char *buf = malloc(cap), *nbuf;
 	ssize_t r;
+	int err;
 
 	if (!buf)
 		return -ENOMEM;
@@ -206,9 +207,9 @@ static int read_all(int fd, char **out, size_t *out_len)
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			r = -errno;
+			err = -errno;
 			free(buf);
-			return (int)r;
+			return err;
 		}
 		if (!r)
 			break;
@@ -221,8 +222,8 @@ static int read_all(int fd, char **out, size_t *out_len)
 
 int ml_maps__read_at(int proc_pid_dirfd, struct ml_maps *out)
 {
-	size_t len;
-	char *text;
+	char *text = NULL;
+	size_t len = 0;
 	int fd, err;
 
 	out->v = NULL;

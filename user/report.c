@@ -92,9 +92,21 @@ static const char *base_name(const char *p)
 	return b ? b + 1 : p;
 }
 
+/*
+ * Frames of a row, cut at the first one past the caller that lies in no mapped object: without frame
+ * pointers the chain walks into garbage, and a made-up frame is worse than a short stack.
+ */
 static size_t row_frames(struct reporter *r, const struct ml_row *row)
 {
-	return ledger__frames(r->ledger, row, r->frames, ARRAY_LEN(r->frames));
+	size_t n = ledger__frames(r->ledger, row, r->frames, ARRAY_LEN(r->frames));
+
+	for (size_t k = 1; k < n; k++) {
+		const struct ml_frame *fr = NULL;
+
+		if (symbolizer__resolve(r->sym, r->frames[k], &fr) || !fr || !fr->module)
+			return k;
+	}
+	return n;
 }
 
 static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final)

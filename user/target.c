@@ -127,7 +127,10 @@ int target__open_pid(struct target *t, int pid)
 	t->pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 	if (t->pidfd < 0) {
 		err = -errno;
-		ml_err(err == -ESRCH ? "no process with pid %d" : "cannot open pid %d: %s", tgid, strerror(-err));
+		if (err == -ESRCH)
+			ml_err("no process with pid %d", tgid);
+		else
+			ml_err("cannot open pid %d: %s", tgid, strerror(-err));
 		return err;
 	}
 	return 0;

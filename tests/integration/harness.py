@@ -1,0 +1,185 @@
+"""Integration-test helpers: run fixtures and memleak-ai for real, collect its reports, count results."""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOL = os.path.join(ROOT, "memleak-ai")
+FIX = os.path.join(ROOT, "build", "tests")
+
+_tests = []
+
+
+def test(fn):
+    _tests.append(fn)
+    return fn
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise Fail(f"{what}: got {got!r}, want {want!r}")
+
+
+def read_line(f, timeout, what):
+    """One line from a pipe, or Fail after timeout seconds."""
+    end = time.time() + timeout
+    buf = b""
+    fd = f.fileno()
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], max(0.0, end - time.time()))
+        if not r:
+            break
+        c = os.read(fd, 1)
+        if not c:
+            break
+        if c == b"\n":
+            return buf.decode(errors="replace")
+        buf += c
+    raise Fail(f"timed out waiting for {what} (got {buf!r})")
+
+
+class Fixture:
+    """A fixture process that waits on stdin: 'ready' -> go -> 'done' -> EOF exits."""
+
+    def __init__(self, prog, *args):
+        self.p = subprocess.Popen([os.path.join(FIX, prog), *args], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+        line = read_line(self.p.stdout, 10, f"{prog} ready")
+        check(line.startswith("ready"), f"fixture said {line!r}")
+        self.pid = self.p.pid
+
+    def go(self):
+        self.p.stdin.write(b"g")
+        self.p.stdin.flush()
+
+    def wait_done(self):
+        line = read_line(self.p.stdout, 30, "fixture done")
+        check(line == "done", f"fixture said {line!r}")
+
+    def finish(self):
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.p.wait(timeout=10)
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+class Tool:
+    """memleak-ai running in the background; stderr is watched for the 'attached' notice."""
+
+    def __init__(self, *args, env=None):
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        self.args = [TOOL, *args]
+        self.p = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        self.stderr_lines = []
+
+    def wait_attached(self, timeout=20):
+        end = time.time() + timeout
+        while time.time() < end:
+            line = read_line(self.p.stderr, end - time.time(), "memleak-ai attached")
+            self.stderr_lines.append(line)
+            if "attached to pid" in line:
+                return
+        raise Fail("memleak-ai did not attach")
+
+    def finish(self, timeout=30):
+        out, err = self.p.communicate(timeout=timeout)
+        self.stderr_lines += err.decode(errors="replace").splitlines()
+        self.out = out.decode(errors="replace")
+        return self.p.returncode
+
+    def reports(self):
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def run_tool(*args, env=None, timeout=30):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    r = subprocess.run([TOOL, *args], capture_output=True, text=True, env=e, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+def traced(scenario, *tool_args, prog="leaky"):
+    """Attach to a fixture, run its scenario, let it exit, and return the tool's final JSON report."""
+    fx = Fixture(prog, scenario)
+    tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60")
+    try:
+        tool.wait_attached()
+        fx.go()
+        fx.wait_done()
+        fx.finish()
+        rc = tool.finish()
+        eq(rc, 0, "memleak-ai exit status")
+        reps = tool.reports()
+        check(reps, "no report")
+        final = reps[-1]
+        eq(final["final"], True, "last report is final")
+        return final, tool
+    finally:
+        tool.kill()
+        fx.kill()
+
+
+def by_func(report, layer="libc"):
+    """Sum bytes and counts of stacks by the name of their first (innermost) frame's function."""
+    out = {}
+    for s in report["stacks"]:
+        if s["layer"] != layer or not s["frames"]:
+            continue
+        f = s["frames"][0]["func"] or "?"
+        b, c = out.get(f, (0, 0))
+        out[f] = (b + s["bytes"], c + s["count"])
+    return out
+
+
+def no_bpf_left():
+    """True when no memleak-ai BPF program is loaded any more."""
+    r = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True)
+    return "alloc_enter" not in r.stdout and "free_enter" not in r.stdout
+
+
+def main():
+    only = sys.argv[1:]
+    passed = failed = 0
+    for fn in _tests:
+        if only and fn.__name__ not in only:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+            passed += 1
+            print(f"ok - {fn.__name__} ({time.time() - t0:.1f}s)", flush=True)
+        except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
+            failed += 1
+            print(f"not ok - {fn.__name__}: {e}", flush=True)
+            if not isinstance(e, Fail):
+                traceback.print_exc()
+    print(f"integration: {passed} passed, {failed} failed", flush=True)
+    return 1 if failed else 0

@@ -1,0 +1,304 @@
+"""Integration tests of the core: real BPF programs attached to real fixture processes."""
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (FIX, ROOT, Fail, Fixture, Tool, by_func, check, eq, main, no_bpf_left, read_line,  # noqa: E402
+                     run_tool, test, traced)
+
+SRC = os.path.join(ROOT, "tests", "fixtures", "leaky.c")
+
+
+def src_line(text, after=None):
+    """Line number of the first source line containing text (after the line containing `after`)."""
+    lines = open(SRC).read().splitlines()
+    start = 0
+    if after:
+        start = next(i for i, l in enumerate(lines) if after in l)
+    for i in range(start, len(lines)):
+        if text in lines[i]:
+            return i + 1
+    raise Fail(f"{text!r} not in fixture source")
+
+
+@test
+def basic_leaks_exact_bytes_and_functions():
+    rep, _ = traced("basic")
+    f = by_func(rep)
+    eq(f.get("leak_malloc"), (100000, 100), "leak_malloc bytes, count")
+    eq(f.get("leak_calloc"), (15000, 5), "leak_calloc bytes, count (calloc n*size)")
+    check("churn" not in f, f"churn freed everything, yet reported: {f.get('churn')}")
+    eq(rep["totals"]["libc"], {"bytes": 115000, "count": 105, "growth_bytes": rep["totals"]["libc"]["growth_bytes"]},
+       "libc totals")
+    ev = rep["stats"]["events"]
+    check(ev["free_null"] >= 7, f"free(NULL) counted: {ev['free_null']}")
+    check(ev["frees_unknown"] >= 10, f"frees of pre-attach blocks ignored and counted: {ev['frees_unknown']}")
+    check(ev["allocs"] >= 20105, f"allocs counted: {ev['allocs']}")
+    check(ev["frees_matched"] >= 20000, f"churn frees matched: {ev['frees_matched']}")
+    eq(sum(rep["stats"]["dropped"].values()), 0, "nothing dropped")
+
+
+@test
+def frames_have_file_line_module_and_caller():
+    rep, _ = traced("basic")
+    s = next(s for s in rep["stacks"] if s["frames"] and s["frames"][0]["func"] == "leak_malloc")
+    fr = s["frames"][0]
+    eq(fr["kind"], "native", "frame kind")
+    eq(os.path.basename(fr["module"]), "leaky", "module")
+    eq(os.path.basename(fr["file"] or ""), "leaky.c", "file")
+    eq(fr["line"], src_line("kept(malloc(size));", after="void leak_malloc"), "line of the malloc call")
+    check(fr["offset"] > 0, "offset from function start")
+    check(s["oldest_age_s"] >= 0, "age")
+    eq(s["growth_bytes"], s["bytes"], "growth of a stack first seen in this report")
+
+
+@test
+def realloc_semantics():
+    rep, _ = traced("realloc")
+    f = by_func(rep)
+    eq(f.get("realloc_grow"), (5000, 1), "realloc(NULL,100) then grown to 5000: one block")
+    eq(f.get("realloc_shrink"), (10, 1), "shrunk block attributed to the realloc")
+    eq(f.get("realloc_src"), (55, 1), "only the block whose realloc failed stays at its malloc")
+    eq(f.get("reallocarray_site"), (128, 1), "reallocarray(NULL, 8, 16)")
+    eq(rep["stats"]["events"]["failed_allocs"], 1, "failed realloc not recorded, counted")
+
+
+@test
+def memalign_family():
+    rep, _ = traced("memalign")
+    f = by_func(rep)
+    eq(f.get("memalign_sites"), (3 * 1024 + 2 * 256 + 4 * 96 + 4096 + 100, 11),
+       "posix_memalign, aligned_alloc, memalign, valloc, pvalloc")
+    eq(rep["stats"]["events"]["failed_allocs"], 2, "EINVAL posix_memalign and NULL malloc not recorded")
+
+
+@test
+def threads_free_each_others_blocks():
+    rep, _ = traced("threads")
+    f = by_func(rep)
+    eq(f.get("thread_alloc"), (100 * 2048, 100), "half of 4x50 blocks freed by the main thread")
+    check("churn" not in f, "per-thread churn all freed")
+    eq(rep["stats"]["dropped"]["lost_return"], 0, "no lost returns")
+
+
+@test
+def size_filters():
+    rep, _ = traced("basic", "--min-size", "1000", "--max-size", "2000")
+    f = by_func(rep)
+    eq(f.get("leak_malloc"), (100000, 100), "1000-byte blocks kept")
+    check("leak_calloc" not in f, "3000-byte calloc blocks filtered out")
+
+
+@test
+def min_age_hides_young_allocations():
+    rep, _ = traced("basic", "--min-age", "30")
+    eq(rep["stacks"], [], "nothing is 30 s old")
+
+
+@test
+def top_limits_stacks():
+    rep, _ = traced("basic", "-T", "1")
+    eq(len(rep["stacks"]), 1, "one stack")
+    eq(rep["stacks"][0]["frames"][0]["func"], "leak_malloc", "largest first")
+    check(rep["stats"]["stacks_total"] >= 2, "total stacks still counted")
+
+
+@test
+def interval_count_and_growth():
+    fx = Fixture("leaky", "grow")
+    tool = Tool("-p", str(fx.pid), "-f", "json", "0.5", "4")
+    try:
+        tool.wait_attached()
+        fx.go()
+        eq(tool.finish(), 0, "exit status after COUNT reports")
+        reps = tool.reports()
+        eq([r["seq"] for r in reps], [1, 2, 3, 4], "sequence numbers")
+        eq([r["final"] for r in reps], [False, False, False, True], "last is final")
+        for r in reps[1:]:
+            g = [s for s in r["stacks"] if s["frames"] and s["frames"][0]["func"] == "grow_step"]
+            eq(len(g), 1, "one grow_step stack")
+            check(g[0]["growth_bytes"] > 0 and g[0]["growth_bytes"] % 4096 == 0,
+                  f"grows by whole 4 KiB blocks: {g[0]['growth_bytes']}")
+        check(reps[-1]["time_unix"] > reps[0]["time_unix"], "time advances")
+    finally:
+        tool.kill()
+        fx.kill()
+
+
+@test
+def sigterm_gives_final_report():
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        fx = Fixture("leaky", "idle")
+        tool = Tool("-p", str(fx.pid), "-f", "json", "60")
+        try:
+            tool.wait_attached()
+            fx.go()
+            fx.wait_done()
+            tool.p.send_signal(sig)
+            eq(tool.finish(), 0, f"exit status on {sig.name}")
+            reps = tool.reports()
+            eq(len(reps), 1, "one (final) report")
+            eq(reps[0]["final"], True, "final")
+            eq(by_func(reps[0]).get("leak_malloc"), (1536, 3), "3 x 512 leaked")
+            check(fx.p.poll() is None, "target still running")
+        finally:
+            tool.kill()
+            fx.kill()
+    check(no_bpf_left(), "probes detached")
+
+
+@test
+def text_format_and_output_file():
+    d = tempfile.mkdtemp()
+    out = os.path.join(d, "r.txt")
+    fx = Fixture("leaky", "basic")
+    tool = Tool("-p", str(fx.pid), "-o", out, "60")
+    try:
+        tool.wait_attached()
+        fx.go()
+        fx.wait_done()
+        fx.finish()
+        eq(tool.finish(), 0, "exit status")
+        eq(tool.out, "", "nothing on stdout with -o")
+        eq(stat.S_IMODE(os.stat(out).st_mode), 0o600, "output file mode")
+        text = open(out).read()
+        check("final report #1" in text, "final header")
+        check("libc   outstanding 115000 bytes" in text, f"totals line in:\n{text[:600]}")
+        check("100000 bytes (97.7 KiB) in 100 allocations" in text, "leak_malloc row")
+        check("leak_malloc+0x" in text and "leaky.c:" in text, "symbolized frame")
+        check("dropped: none" in text, "drops line")
+    finally:
+        tool.kill()
+        fx.kill()
+
+
+@test
+def command_mode_traces_from_start():
+    rc, out, err = run_tool("-f", "json", "-c", f"{FIX}/leaky basic auto", "60")
+    eq(rc, 0, f"exit status (stderr: {err})")
+    rep = [json.loads(l) for l in out.splitlines()][-1]
+    eq(rep["final"], True, "final on exit")
+    f = by_func(rep)
+    eq(f.get("leak_malloc"), (100000, 100), "leak_malloc from the first instruction on")
+    # the 10 blocks made before the scenario are freed again: traced from the start, so matched, not unknown
+    check(rep["stats"]["events"]["frees_matched"] >= 20010, "pre-scenario blocks matched")
+
+
+@test
+def command_quoting_and_missing_program():
+    rc, out, err = run_tool("-c", "/nonexistent/prog 'a b'", "60")
+    check(rc != 0, "non-zero exit")
+    check("cannot run '/nonexistent/prog'" in err, f"stderr: {err}")
+    eq(len(err.strip().splitlines()), 1, "one line")
+    rc, out, err = run_tool("-c", "leaky 'unbalanced", "60")
+    eq(rc, 2, "usage error")
+
+
+def one_line_error(args, want, rc_want=None, env=None):
+    rc, out, err = run_tool(*args, env=env)
+    check(rc != 0, f"{args}: non-zero exit")
+    if rc_want is not None:
+        eq(rc, rc_want, f"{args}: exit status")
+    lines = err.strip().splitlines()
+    eq(len(lines), 1, f"{args}: one line on stderr: {lines}")
+    check(want in lines[0], f"{args}: {want!r} in {lines[0]!r}")
+    eq(out, "", f"{args}: nothing on stdout")
+
+
+@test
+def bad_pid():
+    one_line_error(["-p", "999999"], "no process with pid 999999", 1)
+    one_line_error(["-p", "abc"], "invalid pid 'abc'", 2)
+    one_line_error(["-p", "0"], "invalid pid '0'", 2)
+    check(no_bpf_left(), "nothing left attached")
+
+
+@test
+def bad_options():
+    one_line_error(["-p", "1", "--top", "x"], "invalid --top 'x'", 2)
+    one_line_error(["-p", "1", "--bogus"], "unknown option '--bogus'", 2)
+    one_line_error(["-p", "1", "-0"], "unknown option '-0'", 2)
+    one_line_error(["-p", "1", "soon"], "invalid interval 'soon'", 2)
+    one_line_error(["-p", "1", "1", "0"], "invalid count '0'", 2)
+    one_line_error(["-p", "1", "1", "2", "3"], "unexpected argument '3'", 2)
+    one_line_error(["-p", "1", "--min-size", "9", "--max-size", "1"], "--min-size is larger", 2)
+    one_line_error(["-p", "1", "--min-size", "-1"], "invalid --min-size", 2)
+    one_line_error(["-p", "1", "-f", "xml"], "invalid --format 'xml'", 2)
+    one_line_error([], "nothing to trace", 2)
+    one_line_error(["-p", "1", "-c", "true"], "not both", 2)
+    one_line_error(["-p", "1", "--max-allocs", "99999999999"], "invalid --max-allocs", 2)
+    one_line_error(["-p"], "needs a value", 2)
+
+
+@test
+def unwritable_output():
+    fx = Fixture("leaky", "idle")
+    try:
+        one_line_error(["-p", str(fx.pid), "-o", "/nonexistent-dir/out.json"], "cannot write output file", 1)
+        d = tempfile.mkdtemp()
+        os.symlink("/etc/passwd-should-not-be-touched", os.path.join(d, "link"))
+        one_line_error(["-p", str(fx.pid), "-o", os.path.join(d, "link")], "cannot write output file", 1)
+    finally:
+        fx.kill()
+
+
+@test
+def static_binary_without_libc():
+    fx = Fixture("leaky-static-stripped", "idle")
+    try:
+        one_line_error(["-p", str(fx.pid)], "has no C library with malloc and free to probe", 1)
+        check(fx.p.poll() is None, "target untouched")
+    finally:
+        fx.kill()
+    check(no_bpf_left(), "nothing left attached")
+
+
+@test
+def static_binary_with_symbols_is_traced():
+    rep, _ = traced("basic", prog="leaky-static")
+    eq(by_func(rep).get("leak_malloc"), (100000, 100), "static malloc probed in the executable")
+
+
+@test
+def pid_exits_during_attach():
+    p = subprocess.Popen(["sleep", "0.3"])
+    try:
+        one_line_error(["-p", str(p.pid)], "exited during attach", 1, env={"MEMLEAK_AI_TEST_ATTACH_DELAY_MS": "1500"})
+    finally:
+        p.wait()
+    check(no_bpf_left(), "nothing left attached")
+
+
+@test
+def not_root():
+    fx = Fixture("leaky", "idle")
+    try:
+        rc, out, err = 0, "", ""
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                            os.path.join(ROOT, "memleak-ai"), "-p", str(fx.pid)], capture_output=True, text=True)
+        check(r.returncode != 0, "non-zero exit")
+        eq(r.stderr.strip(), "memleak-ai: needs root, or CAP_BPF and CAP_PERFMON (run it with sudo)", "message")
+    finally:
+        fx.kill()
+
+
+@test
+def kernel_without_btf_or_uprobes():
+    d = tempfile.mkdtemp()
+    os.makedirs(os.path.join(d, "bus/event_source/devices/uprobe"))
+    open(os.path.join(d, "bus/event_source/devices/uprobe/type"), "w").write("7\n")
+    one_line_error(["-p", "1"], "this kernel has no BTF", 1, env={"MEMLEAK_AI_SYSFS": d})
+    d2 = tempfile.mkdtemp()
+    os.makedirs(os.path.join(d2, "kernel/btf"))
+    open(os.path.join(d2, "kernel/btf/vmlinux"), "w").write("x")
+    one_line_error(["-p", "1"], "this kernel has no uprobe support", 1, env={"MEMLEAK_AI_SYSFS": d2})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+/* Turns runtime code addresses of one target process into functions, modules and source lines. */
+#ifndef MEMLEAK_AI_SYMBOLIZER_H
+#define MEMLEAK_AI_SYMBOLIZER_H
+
+#include <stdint.h>
+
+/* All strings are owned by the symbolizer and live until symbolizer__free. */
+struct ml_frame {
+	uint64_t addr;
+	char *func;      /* demangled C++ name, or symbol name without "@VERSION", or NULL when unknown */
+	char *module;    /* mapping path as in maps (" (deleted)" removed), or NULL */
+	uint64_t offset; /* addr - function start; if func is NULL: file offset in module (addr if none) */
+	char *file;      /* DWARF source file or NULL */
+	int line;        /* 0 when unknown */
+};
+
+struct symbolizer;
+
+/* NULL with errno set on failure (ESRCH when the process is gone). */
+struct symbolizer *symbolizer__new(int pid);
+void symbolizer__free(struct symbolizer *s); /* NULL-safe */
+
+/*
+ * Re-read the maps and keep an fd of every executable file mapping not seen before, so frames
+ * resolve after the target has exited. Known modules (dev + inode + start) are kept; old ones are
+ * dropped only where a new executable mapping now covers their addresses.
+ * Returns 0, -ESRCH when the process is gone (the old state stays usable), -ENOMEM.
+ */
+int symbolizer__refresh(struct symbolizer *s);
+
+/*
+ * Resolve a return address (symbol and line are looked up at addr - 1, offset is reported from
+ * addr). Cached per address; *out stays valid until symbolizer__free. Unknown addresses give a
+ * frame with func NULL. Returns 0 or -ENOMEM.
+ */
+int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_frame **out);
+
+/*
+ * Demangle a C++ symbol name ("_ZN3foo3barEi" -> "foo::bar(int)"), ignoring any "@VERSION"
+ * suffix. Returns a malloc'd string, or NULL with errno EINVAL when raw is not a mangled name
+ * (or does not demangle), ENOMEM on allocation failure.
+ */
+char *ml_demangle(const char *raw);
+
+#endif
