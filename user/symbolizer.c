@@ -623,6 +623,11 @@ static int display_name(struct symbolizer *s, const char *raw, char **out)
 	return 0;
 }
 
+static bool refresh_due(const struct symbolizer *s)
+{
+	return !s->gone && now_ns() - s->last_refresh_ns >= REFRESH_INTERVAL_NS;
+}
+
 /* A return address: the call is the byte before it, which may even lie in another function. */
 static uint64_t call_site(uint64_t addr)
 {
@@ -640,7 +645,7 @@ static int build_frame(struct symbolizer *s, uint64_t addr, bool may_refresh, st
 
 	*out = NULL;
 	r = find_region(s, pc);
-	if (!r && may_refresh && !s->gone && now_ns() - s->last_refresh_ns >= REFRESH_INTERVAL_NS) {
+	if (!r && may_refresh && refresh_due(s)) {
 		err = symbolizer__refresh(s);
 		if (err == -ENOMEM)
 			return err;
@@ -693,7 +698,15 @@ int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_fra
 
 	*out = NULL;
 	if (e) {
-		/* Found nowhere before, and the maps have changed since: the module may be known now. */
+		/*
+		 * Found nowhere before, possibly while the rate limit held a refresh back: refresh now if
+		 * due, and if the maps have changed since, the module may be known.
+		 */
+		if (!e->in_module && e->gen == s->gen && refresh_due(s)) {
+			err = symbolizer__refresh(s);
+			if (err == -ENOMEM)
+				return err;
+		}
 		if (!e->in_module && e->gen != s->gen) {
 			e->gen = s->gen;
 			if (find_region(s, call_site(addr))) {
