@@ -26,11 +26,19 @@ struct {
 } allocs SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1); /* sized by --max-stacks */
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, ML_MAX_FRAMES * sizeof(__u64));
+	__type(key, __u64);
+	__type(value, struct ml_stack);
 } stacks SEC(".maps");
+
+/* Where a stack is assembled before it is known whether the table already has it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ml_stack);
+} scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -39,11 +47,16 @@ struct {
 	__type(value, struct ml_agg);
 } aggs SEC(".maps");
 
+/* All counters in one per-CPU element: one lookup per event, not one per counter. */
+struct ml_counters {
+	__u64 v[ML_STAT_SLOTS];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, ML_STAT_SLOTS);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct ml_counters);
 } stats SEC(".maps");
 
 /* In-flight call of one thread. Task storage dies with the thread, so an exiting thread leaves nothing behind. */
@@ -54,7 +67,7 @@ struct ml_thread {
 	__u64 free_ptr; /* pointer being released by a realloc */
 	__u64 free_ts;  /* identity of that allocation when the call began */
 	__u64 caller;
-	__s32 stack_id;
+	__u64 stack_id;
 	__u32 spec;
 };
 
@@ -65,12 +78,22 @@ struct {
 	__type(value, struct ml_thread);
 } threads SEC(".maps");
 
+static __always_inline struct ml_counters *counters(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&stats, &zero);
+}
+
+static __always_inline void cnt_inc(struct ml_counters *c, __u32 idx)
+{
+	if (c && idx < ML_STAT_SLOTS)
+		c->v[idx] += 1;
+}
+
 static __always_inline void stat_inc(__u32 idx)
 {
-	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
-
-	if (v)
-		*v += 1;
+	cnt_inc(counters(), idx);
 }
 
 /* The first six integer arguments, copied once: the verifier refuses a computed offset into the context. */
@@ -99,25 +122,56 @@ static __always_inline __u64 arg_n(const struct ml_args *a, __u32 n)
 
 /*
  * Stack capture, kept behind this one function so a full unwinder can replace it. At function entry the
- * caller's return address is at [rsp] whether or not anything keeps frame pointers; the frame-pointer walk
- * supplies the rest.
+ * caller's return address is at [rsp] whether or not anything keeps frame pointers; a frame-pointer walk
+ * supplies the frames above it. The walk is our own rather than bpf_get_stackid(): that one reads on
+ * until a read faults, and a fault costs more than everything else done per event. This one stops at a
+ * NULL or non-increasing frame pointer, or one that leaves the stack window, so a well-formed chain ends
+ * without a fault, and rbp holding anything but a frame pointer (code built without them) is mostly
+ * rejected before the first read.
  */
-static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __s32 *stack_id)
+static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __u64 *stack_id)
 {
-	__u64 ret = 0;
-	long id;
+	__u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx), h = 0xcbf29ce484222325ULL, ret = 0;
+	struct { __u64 next, ret; } fr;
+	struct ml_stack *st;
+	__u32 zero = 0, nr = 0;
 
-	bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx));
+	bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
 	*caller = ret;
-	/* Frame 0 is the probed function itself; user space drops it. Skipping it here would make a
-	 * one-frame stack fail to store. */
-	id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-	if (id < 0)
+	*stack_id = ML_STACK_NONE;
+	if (fp < sp || fp - sp > ML_FP_WINDOW)
+		return;
+	st = bpf_map_lookup_elem(&scratch, &zero);
+	if (!st)
+		return;
+	for (__u32 i = 0; i < ML_MAX_FRAMES; i++) {
+		if (bpf_probe_read_user(&fr, sizeof(fr), (void *)fp) || !fr.ret)
+			break;
+		st->ips[i] = fr.ret;
+		nr = i + 1;
+		h = (h ^ fr.ret) * 0x100000001b3ULL;
+		if (fr.next <= fp || fr.next - fp > ML_FP_WINDOW)
+			break;
+		fp = fr.next;
+	}
+	if (!nr)
+		return;
+	st->nr = nr;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	if (h == ML_STACK_NONE || h == ML_STACK_LOST)
+		h = 1;
+	if (!bpf_map_lookup_elem(&stacks, &h) && bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&stacks, &h)) {
 		stat_inc(ML_STAT_DROP_STACK);
-	*stack_id = id;
+		return;
+	}
+	*stack_id = h;
 }
 
-static __always_inline void forget(__u32 tgid, __u64 addr, __u64 expect_ts, __u8 layer)
+/* Drop an allocation; with expect_ts, only if it is still the one seen when the call began. 1 if dropped. */
+static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u64 addr, __u64 expect_ts)
 {
 	struct ml_alloc_key key = { .tgid = tgid, .addr = addr };
 	struct ml_alloc *a;
@@ -126,16 +180,19 @@ static __always_inline void forget(__u32 tgid, __u64 addr, __u64 expect_ts, __u8
 		/* Copy what we compare before deleting: the entry can be reused the moment it is gone. */
 		a = bpf_map_lookup_elem(&allocs, &key);
 		if (!a)
-			return;
+			return 0;
 		if (a->ts_ns != expect_ts) {
-			stat_inc(ML_STAT_REALLOC_RACE);
-			return;
+			cnt_inc(c, ML_STAT_REALLOC_RACE);
+			return 0;
 		}
 	}
-	if (bpf_map_delete_elem(&allocs, &key) == 0)
-		stat_inc(ML_STAT_FREE_MATCHED);
-	else
-		stat_inc(ML_STAT_FREE_UNKNOWN);
+	if (bpf_map_delete_elem(&allocs, &key) == 0) {
+		cnt_inc(c, ML_STAT_FREE_MATCHED);
+		return 1;
+	}
+	if (!expect_ts)
+		cnt_inc(c, ML_STAT_FREE_UNKNOWN);
+	return 0;
 }
 
 static __always_inline void remember(__u32 tgid, __u64 addr, struct ml_thread *t, const volatile struct ml_spec *s)
@@ -201,7 +258,7 @@ int BPF_KPROBE(alloc_enter)
 		t->free_ts = key_ts ? key_ts : 1; /* 1: not ours, nothing to delete */
 	}
 	if (size < min_size || size > max_size) {
-		t->stack_id = -1;
+		t->stack_id = ML_STACK_NONE;
 		t->caller = 0;
 	} else {
 		capture_stack(ctx, &t->caller, &t->stack_id);
@@ -214,9 +271,10 @@ int BPF_KRETPROBE(alloc_exit)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const volatile struct ml_spec *s;
+	struct ml_counters *c;
 	struct ml_thread *t;
 	__u64 ret = PT_REGS_RC(ctx), addr = 0;
-	__u32 idx;
+	__u32 idx, layer_slot;
 	int ok;
 
 	t = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
@@ -228,6 +286,8 @@ int BPF_KRETPROBE(alloc_exit)
 	if (idx >= ML_MAX_SPECS)
 		return 0;
 	s = &specs[idx];
+	c = counters();
+	layer_slot = ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1));
 
 	if (s->ret == ML_RET_ERR0) {
 		ok = (__s32)ret == 0;
@@ -239,26 +299,30 @@ int BPF_KRETPROBE(alloc_exit)
 	}
 
 	if (s->kind == ML_KIND_REALLOC) {
-		/* realloc(p, 0) frees p and returns NULL; any other NULL is a failure that leaves p alone. */
-		if (t->free_ptr && (addr || t->size == 0)) {
-			if (t->free_ts > 1)
-				forget(tgid, t->free_ptr, t->free_ts, s->layer);
-			else
-				stat_inc(ML_STAT_FREE_UNKNOWN);
-			stat_inc(ML_STAT_FREE_CALLS);
-			stat_inc(ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1)) + 1);
-		} else if (!t->free_ptr) {
-			stat_inc(ML_STAT_FREE_NULL);
+		/*
+		 * realloc(p, 0) frees p and returns NULL; any other NULL is a failure that leaves p alone. glibc
+		 * releases p of realloc(p, 0) through free(), whose probe has then already dropped it: the
+		 * identity check makes the second drop a no-op, and counts a block reused meanwhile as a race.
+		 */
+		if (!t->free_ptr) {
+			cnt_inc(c, ML_STAT_FREE_NULL);
+		} else if (addr || t->size == 0) {
+			if (t->free_ts > 1 && forget(c, tgid, t->free_ptr, t->free_ts)) {
+				cnt_inc(c, ML_STAT_FREE_CALLS);
+				cnt_inc(c, layer_slot + 1);
+			} else if (t->free_ts <= 1 && addr) {
+				cnt_inc(c, ML_STAT_FREE_UNKNOWN);
+			}
 		}
 		if (!addr && t->size == 0)
 			return 0;
 	}
 	if (!ok || !addr) {
-		stat_inc(ML_STAT_ALLOC_FAILED);
+		cnt_inc(c, ML_STAT_ALLOC_FAILED);
 		return 0;
 	}
-	stat_inc(ML_STAT_ALLOC_CALLS);
-	stat_inc(ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1)));
+	cnt_inc(c, ML_STAT_ALLOC_CALLS);
+	cnt_inc(c, layer_slot);
 	if (t->size < min_size || t->size > max_size)
 		return 0;
 	remember(tgid, addr, t, s);
@@ -270,7 +334,7 @@ int BPF_KPROBE(free_enter)
 {
 	__u32 idx = bpf_get_attach_cookie(ctx);
 	const volatile struct ml_spec *s;
-	struct ml_thread *t;
+	struct ml_counters *c;
 	struct ml_args args;
 	__u64 ptr;
 
@@ -279,20 +343,14 @@ int BPF_KPROBE(free_enter)
 	s = &specs[idx];
 	load_args(ctx, &args);
 	ptr = arg_n(&args, s->free_arg);
+	c = counters();
 	if (!ptr) {
-		stat_inc(ML_STAT_FREE_NULL);
+		cnt_inc(c, ML_STAT_FREE_NULL);
 		return 0;
 	}
-	/* realloc(p, 0) releases p through free(); realloc's own return accounts for it. */
-	t = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-	if (t && t->sp && PT_REGS_SP(ctx) < t->sp && t->spec < ML_MAX_SPECS &&
-	    specs[t->spec & (ML_MAX_SPECS - 1)].kind == ML_KIND_REALLOC) {
-		stat_inc(ML_STAT_NESTED);
-		return 0;
-	}
-	stat_inc(ML_STAT_FREE_CALLS);
-	stat_inc(ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1)) + 1);
-	forget(bpf_get_current_pid_tgid() >> 32, ptr, 0, s->layer);
+	cnt_inc(c, ML_STAT_FREE_CALLS);
+	cnt_inc(c, ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1)) + 1);
+	forget(c, bpf_get_current_pid_tgid() >> 32, ptr, 0);
 	return 0;
 }
 
@@ -331,7 +389,7 @@ int aggregate(struct bpf_iter__bpf_map_elem *ctx)
 		if (!g) {
 			/* Full: fold into the per-layer catch-all user space reserved, so the bytes still count. */
 			stat_inc(ML_STAT_DROP_AGG_FULL);
-			ak.stack_id = -1;
+			ak.stack_id = ML_STACK_LOST;
 			ak.caller = 0;
 			g = bpf_map_lookup_elem(&aggs, &ak);
 			if (!g)

@@ -8,6 +8,9 @@
 
 #define ML_MAX_SPECS 64  /* rows of the allocator table that can be attached at once */
 #define ML_MAX_FRAMES 127 /* deepest user stack kept (the perf stack limit) */
+#define ML_STACK_NONE 0ULL     /* stack_id when only the immediate caller was captured (no frame-pointer chain) */
+#define ML_STACK_LOST (~0ULL)  /* stack_id of the per-layer catch-all when the aggregation table is full */
+#define ML_FP_WINDOW (1ULL << 20) /* rbp further than this above rsp at entry is not taken for a frame pointer */
 
 /* Layers: where an allocation comes from. User space owns the names (user/allocators.c). */
 enum ml_layer {
@@ -54,19 +57,27 @@ struct ml_alloc {
 	__u64 size;
 	__u64 ts_ns;   /* bpf_ktime_get_ns() at return; also the allocation's identity for realloc races */
 	__u64 caller;  /* return address at [rsp] on entry: the immediate caller, never lost */
-	__s32 stack_id; /* id in the stack-trace map, or a negative errno when capture failed */
+	__u64 stack_id; /* key in the stack table (a hash of the frames), or ML_STACK_NONE */
 	__u8 layer;
 	__u8 spec;
 	__u16 pad;
+	__u32 pad2;
+};
+
+/* Frames above the immediate caller, from the frame-pointer chain; the value of the stack table. */
+struct ml_stack {
+	__u32 nr;
+	__u32 pad;
+	__u64 ips[ML_MAX_FRAMES];
 };
 
 /* Aggregation key: one allocation stack in one layer of one process. */
 struct ml_agg_key {
 	__u32 tgid;
-	__s32 stack_id;
-	__u64 caller;
 	__u8 layer;
-	__u8 pad[7];
+	__u8 pad[3];
+	__u64 stack_id;
+	__u64 caller;
 };
 
 struct ml_agg {

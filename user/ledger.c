@@ -20,7 +20,7 @@ struct ledger {
 	struct ml_snapshot snap;
 	struct ml_row *prev; /* previous rows, sorted by key */
 	size_t nprev;
-	int32_t *prev_ids; /* stack ids referenced by the previous snapshot, sorted */
+	uint64_t *prev_ids; /* stack ids referenced by the previous snapshot, sorted */
 	size_t nprev_ids;
 	uint64_t prev_stats[ML_STAT_SLOTS];
 	struct ml_agg_key *keys; /* batch buffers */
@@ -51,7 +51,7 @@ struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o
 		err = l->ncpu ? l->ncpu : -EINVAL;
 		goto fail;
 	}
-	l->pcpu = calloc((size_t)l->ncpu, sizeof(uint64_t));
+	l->pcpu = calloc((size_t)l->ncpu * ML_STAT_SLOTS, sizeof(uint64_t));
 	l->keys = calloc(o->max_stacks + ML_LAYER_MAX, sizeof(*l->keys));
 	l->vals = calloc(o->max_stacks + ML_LAYER_MAX, sizeof(*l->vals));
 	if (!l->pcpu || !l->keys || !l->vals) {
@@ -104,9 +104,9 @@ static int cmp_bytes_desc(const void *a, const void *b)
 	return cmp_key(a, b);
 }
 
-static int cmp_i32(const void *a, const void *b)
+static int cmp_u64(const void *a, const void *b)
 {
-	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
 	return (x > y) - (x < y);
 }
@@ -134,7 +134,7 @@ static void reserve_catch_all(struct ledger *l)
 	int fd = bpf_map__fd(l->skel->maps.aggs);
 
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
-		struct ml_agg_key k = { .tgid = (uint32_t)l->o.tgid, .stack_id = -1, .layer = (uint8_t)layer };
+		struct ml_agg_key k = { .tgid = (uint32_t)l->o.tgid, .stack_id = ML_STACK_LOST, .layer = (uint8_t)layer };
 		struct ml_agg v = { .oldest_ts_ns = ~0ULL };
 
 		bpf_map_update_elem(fd, &k, &v, BPF_NOEXIST);
@@ -175,21 +175,25 @@ static void read_stats(struct ledger *l)
 {
 	int fd = bpf_map__fd(l->skel->maps.stats);
 
+	__u32 zero = 0;
+	int ok;
+
+	/* One element per CPU, each holding every counter. */
+	ok = bpf_map_lookup_elem(fd, &zero, l->pcpu) == 0;
 	for (__u32 i = 0; i < ML_STAT_SLOTS; i++) {
 		uint64_t sum = 0;
 
-		if (bpf_map_lookup_elem(fd, &i, l->pcpu) == 0)
-			for (int c = 0; c < l->ncpu; c++)
-				sum += l->pcpu[c];
+		for (int c = 0; ok && c < l->ncpu; c++)
+			sum += l->pcpu[(size_t)c * ML_STAT_SLOTS + i];
 		l->snap.stats[i] = sum;
 		l->snap.stats_delta[i] = sum - l->prev_stats[i];
 		l->prev_stats[i] = sum;
 	}
 }
 
-static bool id_referenced(const int32_t *ids, size_t n, int32_t id)
+static bool id_referenced(const uint64_t *ids, size_t n, uint64_t id)
 {
-	return bsearch(&id, ids, n, sizeof(*ids), cmp_i32) != NULL;
+	return bsearch(&id, ids, n, sizeof(*ids), cmp_u64) != NULL;
 }
 
 /*
@@ -198,10 +202,10 @@ static bool id_referenced(const int32_t *ids, size_t n, int32_t id)
  * entry but not yet in the allocation table (the call still running) is then very unlikely to be hit, and
  * if it is, the next allocation from that place stores it again.
  */
-static uint64_t gc_stacks(struct ledger *l, const int32_t *ids, size_t nids)
+static uint64_t gc_stacks(struct ledger *l, const uint64_t *ids, size_t nids)
 {
 	int fd = bpf_map__fd(l->skel->maps.stacks);
-	uint32_t key, next, *victims = NULL;
+	uint64_t key, next, *victims = NULL;
 	size_t n = 0, nv = 0, capv = 0;
 	bool has = false;
 	uint64_t freed = 0;
@@ -210,11 +214,11 @@ static uint64_t gc_stacks(struct ledger *l, const int32_t *ids, size_t nids)
 		key = next;
 		has = true;
 		n++;
-		if (id_referenced(ids, nids, (int32_t)key) || id_referenced(l->prev_ids, l->nprev_ids, (int32_t)key))
+		if (id_referenced(ids, nids, key) || id_referenced(l->prev_ids, l->nprev_ids, key))
 			continue;
 		if (nv == capv) {
 			size_t cap = capv ? capv * 2 : 256;
-			uint32_t *nvict = realloc(victims, cap * sizeof(*nvict));
+			uint64_t *nvict = realloc(victims, cap * sizeof(*nvict));
 
 			if (!nvict)
 				break;
@@ -236,7 +240,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	struct ml_snapshot *s = &l->snap;
 	int aggfd = bpf_map__fd(l->skel->maps.aggs);
 	size_t total = 0, nrows = 0, nids = 0;
-	int32_t *ids = NULL;
+	uint64_t *ids = NULL;
 	uint64_t now;
 	int err;
 
@@ -273,11 +277,11 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		struct ml_row *r;
 
 		if (v->gen != l->gen) {
-			if (k->stack_id != -1 || k->caller != 0)
+			if (k->stack_id != ML_STACK_LOST || k->caller != 0)
 				bpf_map_delete_elem(aggfd, k);
 			continue;
 		}
-		if (k->stack_id >= 0)
+		if (k->stack_id != ML_STACK_NONE && k->stack_id != ML_STACK_LOST)
 			ids[nids++] = k->stack_id;
 		if (!v->count)
 			continue;
@@ -324,7 +328,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_BASE + 2 * layer] ||
 					  s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1];
 
-	qsort(ids, nids, sizeof(*ids), cmp_i32);
+	qsort(ids, nids, sizeof(*ids), cmp_u64);
 	s->stacks_gc = gc_stacks(l, ids, nids);
 	free(l->prev_ids);
 	l->prev_ids = ids;
@@ -335,19 +339,18 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 
 size_t ledger__frames(struct ledger *l, const struct ml_row *r, uint64_t *frames, size_t max)
 {
-	uint64_t ips[ML_MAX_FRAMES] = {};
+	struct ml_stack st;
 	size_t n = 0;
 
 	if (!max)
 		return 0;
 	if (r->key.caller)
 		frames[n++] = r->key.caller;
-	if (r->key.stack_id < 0)
+	if (r->key.stack_id == ML_STACK_NONE || r->key.stack_id == ML_STACK_LOST)
 		return n;
-	if (bpf_map_lookup_elem(bpf_map__fd(l->skel->maps.stacks), &r->key.stack_id, ips))
+	if (bpf_map_lookup_elem(bpf_map__fd(l->skel->maps.stacks), &r->key.stack_id, &st))
 		return n;
-	/* ips[0] is the allocator function the probe sits on; ips[1] on come from the frame-pointer chain. */
-	for (size_t i = 1; i < ML_MAX_FRAMES && n < max && ips[i]; i++)
-		frames[n++] = ips[i];
+	for (size_t i = 0; i < st.nr && i < ML_MAX_FRAMES && n < max; i++)
+		frames[n++] = st.ips[i];
 	return n;
 }

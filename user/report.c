@@ -6,6 +6,7 @@
 #include <time.h>
 #include "allocators.h"
 #include "json.h"
+#include "log.h"
 #include "report.h"
 #include "symbolizer.h"
 
@@ -161,6 +162,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 			row->growth_bytes >= 0 ? "+" : "", b2);
 		if (n == 0)
 			fprintf(f, "      [stack unknown: allocations folded here when the stack tables were full]\n");
+		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
+			fprintf(f, "      (caller only: no frame-pointer chain above it)\n");
 		for (size_t k = 0; k < n; k++) {
 			const struct ml_frame *fr = NULL;
 

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
 		for (uint32_t j = 0; j < n; j++) {
 			keys[j] = (struct ml_alloc_key){ .tgid = 1, .addr = 0x100000ULL + (uint64_t)(i + j) * 64 };
 			vals[j] = (struct ml_alloc){ .size = 64 + (i + j) % 512, .ts_ns = 1 + i + j,
-						     .caller = 0x400000 + (i + j) % nstacks, .stack_id = (int32_t)((i + j) % nstacks) };
+						     .caller = 0x400000 + (i + j) % nstacks, .stack_id = 1 + (i + j) % nstacks };
 		}
 		LIBBPF_OPTS(bpf_map_batch_opts, bo);
 		if (bpf_map_update_batch(bpf_map__fd(skel->maps.allocs), keys, vals, &n, &bo)) {

@@ -35,7 +35,7 @@ static struct memleak_bpf *load(uint32_t max_allocs, uint32_t max_stacks)
 	return skel;
 }
 
-static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts, int32_t stack,
+static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts, uint64_t stack,
 		uint64_t caller)
 {
 	struct ml_alloc_key k = { .tgid = tgid, .addr = addr };
