@@ -141,11 +141,14 @@ static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __
 	*stack_id = ML_STACK_NONE;
 	if (fp < sp || fp - sp > ML_FP_WINDOW)
 		return;
+	/* Check the first frame before anything else: most garbage fails here, at the cost of one read. */
+	if (bpf_probe_read_user(&fr, sizeof(fr), (void *)fp) || fr.ret < 0x1000 || fr.ret >= ML_USER_TOP)
+		return;
 	st = bpf_map_lookup_elem(&scratch, &zero);
 	if (!st)
 		return;
 	for (__u32 i = 0; i < ML_MAX_FRAMES; i++) {
-		if (bpf_probe_read_user(&fr, sizeof(fr), (void *)fp) || !fr.ret)
+		if (i && (bpf_probe_read_user(&fr, sizeof(fr), (void *)fp) || fr.ret < 0x1000 || fr.ret >= ML_USER_TOP))
 			break;
 		st->ips[i] = fr.ret;
 		nr = i + 1;

@@ -10,6 +10,7 @@
 #define ML_MAX_FRAMES 127 /* deepest user stack kept (the perf stack limit) */
 #define ML_STACK_NONE 0ULL     /* stack_id when only the immediate caller was captured (no frame-pointer chain) */
 #define ML_STACK_LOST (~0ULL)  /* stack_id of the per-layer catch-all when the aggregation table is full */
+#define ML_USER_TOP 0x800000000000ULL /* x86_64 user addresses lie below this */
 #define ML_FP_WINDOW (1ULL << 20) /* rbp further than this above rsp at entry is not taken for a frame pointer */
 
 /* Layers: where an allocation comes from. User space owns the names (user/allocators.c). */
