@@ -35,7 +35,7 @@ $(OUTPUT):
 
 $(OUTPUT)/memleak.bpf.o: bpf/memleak.bpf.c bpf/memleak.h vmlinux/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) -g -O2 -Wall -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf $(CLANG_BPF_SYS_INCLUDES) \
+	$(Q)$(CLANG) -g -O2 -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf $(CLANG_BPF_SYS_INCLUDES) \
 		-c $< -o $(OUTPUT)/memleak.tmp.bpf.o
 	$(Q)$(BPFTOOL) gen object $@ $(OUTPUT)/memleak.tmp.bpf.o
 

@@ -6,24 +6,24 @@
 #include <bpf/bpf_core_read.h>
 #include "memleak.h"
 
+#define READ_ONCE(x) (*(const volatile typeof(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
+
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by user space between open and load. */
 const volatile struct ml_spec specs[ML_MAX_SPECS] = {};
 const volatile __u64 min_size = 0;
 const volatile __u64 max_size = ~0ULL;
-
-/* Report-time aggregation parameters, written by user space through the skeleton's bss. */
-__u64 iter_gen = 0;
-__u64 iter_newest_ts = ~0ULL; /* allocations younger than --min-age are left out */
-__u64 iter_seen = 0;
+const volatile __u32 table_mask = 0; /* slots - 1; slots is a power of two */
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1); /* sized by --max-allocs */
-	__type(key, struct ml_alloc_key);
-	__type(value, struct ml_alloc);
-} allocs SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* sized from --max-allocs */
+	__type(key, __u32);
+	__type(value, struct ml_slot);
+} table SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -39,13 +39,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ml_stack);
 } scratch SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1); /* sized by --max-stacks */
-	__type(key, struct ml_agg_key);
-	__type(value, struct ml_agg);
-} aggs SEC(".maps");
 
 /* All counters in one per-CPU element: one lookup per event, not one per counter. */
 struct ml_counters {
@@ -163,7 +156,7 @@ static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdULL;
 	h ^= h >> 33;
-	if (h == ML_STACK_NONE || h == ML_STACK_LOST)
+	if (h == ML_STACK_NONE)
 		h = 1;
 	if (!bpf_map_lookup_elem(&stacks, &h) && bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST) &&
 	    !bpf_map_lookup_elem(&stacks, &h)) {
@@ -173,45 +166,76 @@ static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __
 	*stack_id = h;
 }
 
+static __always_inline struct ml_slot *slot_find(__u32 tgid, __u64 addr)
+{
+	__u32 start = (__u32)ml_slot_hash(tgid, addr);
+
+	for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
+		__u32 i = (start + p) & table_mask;
+		struct ml_slot *s = bpf_map_lookup_elem(&table, &i);
+		__u64 k;
+
+		if (!s)
+			return NULL;
+		k = READ_ONCE(s->addr);
+		if (k == ML_SLOT_EMPTY)
+			return NULL;
+		if (k == addr && s->tgid == tgid)
+			return s;
+	}
+	return NULL;
+}
+
 /* Drop an allocation; with expect_ts, only if it is still the one seen when the call began. 1 if dropped. */
 static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u64 addr, __u64 expect_ts)
 {
-	struct ml_alloc_key key = { .tgid = tgid, .addr = addr };
-	struct ml_alloc *a;
+	struct ml_slot *s = slot_find(tgid, addr);
 
-	if (expect_ts) {
-		/* Copy what we compare before deleting: the entry can be reused the moment it is gone. */
-		a = bpf_map_lookup_elem(&allocs, &key);
-		if (!a)
-			return 0;
-		if (a->ts_ns != expect_ts) {
-			cnt_inc(c, ML_STAT_REALLOC_RACE);
-			return 0;
-		}
+	if (!s) {
+		if (!expect_ts)
+			cnt_inc(c, ML_STAT_FREE_UNKNOWN);
+		return 0;
 	}
-	if (bpf_map_delete_elem(&allocs, &key) == 0) {
-		cnt_inc(c, ML_STAT_FREE_MATCHED);
-		return 1;
+	/* Compare the identity before releasing: the slot can be claimed again the moment it is a tombstone. */
+	if (expect_ts && READ_ONCE(s->ts_ns) != expect_ts) {
+		cnt_inc(c, ML_STAT_REALLOC_RACE);
+		return 0;
 	}
-	if (!expect_ts)
-		cnt_inc(c, ML_STAT_FREE_UNKNOWN);
-	return 0;
+	if (__sync_val_compare_and_swap(&s->addr, addr, ML_SLOT_TOMB) != addr)
+		return 0; /* another thread released it first (a double free in the target) */
+	cnt_inc(c, ML_STAT_FREE_MATCHED);
+	return 1;
 }
 
-static __always_inline void remember(__u32 tgid, __u64 addr, struct ml_thread *t, const volatile struct ml_spec *s)
+static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u64 addr, struct ml_thread *t,
+				     const volatile struct ml_spec *sp)
 {
-	struct ml_alloc_key key = { .tgid = tgid, .addr = addr };
-	struct ml_alloc val = {
-		.size = t->size,
-		.ts_ns = bpf_ktime_get_ns(),
-		.caller = t->caller,
-		.stack_id = t->stack_id,
-		.layer = s->layer,
-		.spec = t->spec,
-	};
+	__u32 start = (__u32)ml_slot_hash(tgid, addr);
 
-	if (bpf_map_update_elem(&allocs, &key, &val, BPF_ANY))
-		stat_inc(ML_STAT_DROP_ALLOCS_FULL);
+	for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
+		__u32 i = (start + p) & table_mask;
+		struct ml_slot *s = bpf_map_lookup_elem(&table, &i);
+		__u64 k;
+
+		if (!s)
+			break;
+		k = READ_ONCE(s->addr);
+		if (k != ML_SLOT_EMPTY && k != ML_SLOT_TOMB)
+			continue;
+		if (__sync_val_compare_and_swap(&s->addr, k, addr) != k)
+			continue;
+		/* ts_ns goes last: a reader skips a slot whose ts_ns is 0, i.e. one still being written. */
+		WRITE_ONCE(s->ts_ns, 0);
+		s->size = t->size;
+		s->caller = t->caller;
+		s->stack_id = t->stack_id;
+		s->tgid = tgid;
+		s->layer = sp->layer;
+		s->spec = (__u8)t->spec;
+		WRITE_ONCE(s->ts_ns, bpf_ktime_get_ns());
+		return;
+	}
+	cnt_inc(c, ML_STAT_DROP_ALLOCS_FULL);
 }
 
 SEC("uprobe")
@@ -225,7 +249,7 @@ int BPF_KPROBE(alloc_enter)
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
-	s = &specs[idx];
+	s = &specs[idx & (ML_MAX_SPECS - 1)];
 	load_args(ctx, &args);
 	t = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t) {
@@ -253,11 +277,10 @@ int BPF_KPROBE(alloc_enter)
 	t->free_ptr = s->free_arg ? arg_n(&args, s->free_arg) : 0;
 	t->free_ts = 0;
 	if (t->free_ptr) {
-		struct ml_alloc_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .addr = t->free_ptr };
-		struct ml_alloc *a = bpf_map_lookup_elem(&allocs, &key);
+		struct ml_slot *a = slot_find(bpf_get_current_pid_tgid() >> 32, t->free_ptr);
 
 		if (a)
-			key_ts = a->ts_ns;
+			key_ts = READ_ONCE(a->ts_ns);
 		t->free_ts = key_ts ? key_ts : 1; /* 1: not ours, nothing to delete */
 	}
 	if (size < min_size || size > max_size) {
@@ -288,7 +311,7 @@ int BPF_KRETPROBE(alloc_exit)
 	t->sp = 0;
 	if (idx >= ML_MAX_SPECS)
 		return 0;
-	s = &specs[idx];
+	s = &specs[idx & (ML_MAX_SPECS - 1)];
 	c = counters();
 	layer_slot = ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1));
 
@@ -328,7 +351,7 @@ int BPF_KRETPROBE(alloc_exit)
 	cnt_inc(c, layer_slot);
 	if (t->size < min_size || t->size > max_size)
 		return 0;
-	remember(tgid, addr, t, s);
+	remember(c, tgid, addr, t, s);
 	return 0;
 }
 
@@ -343,7 +366,7 @@ int BPF_KPROBE(free_enter)
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
-	s = &specs[idx];
+	s = &specs[idx & (ML_MAX_SPECS - 1)];
 	load_args(ctx, &args);
 	ptr = arg_n(&args, s->free_arg);
 	c = counters();
@@ -354,63 +377,5 @@ int BPF_KPROBE(free_enter)
 	cnt_inc(c, ML_STAT_FREE_CALLS);
 	cnt_inc(c, ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1)) + 1);
 	forget(c, bpf_get_current_pid_tgid() >> 32, ptr, 0);
-	return 0;
-}
-
-/*
- * Report-time aggregation: walks the outstanding-allocation table once, in the kernel, and sums it by
- * stack into `aggs`. Nothing is added to the per-allocation path.
- */
-SEC("iter/bpf_map_elem")
-int aggregate(struct bpf_iter__bpf_map_elem *ctx)
-{
-	struct ml_alloc_key *k = ctx->key;
-	struct ml_alloc *a = ctx->value;
-	struct ml_agg_key ak = {};
-	struct ml_agg *g, init = {};
-	__u64 tick;
-
-	if (!k || !a)
-		return 0;
-	/* The kernel gives up on an iterator that emits nothing for a million elements: emit a byte now and then. */
-	tick = ++iter_seen;
-	if ((tick & 0xffff) == 0) {
-		char b = '.';
-
-		bpf_seq_write(ctx->meta->seq, &b, 1);
-	}
-	ak.tgid = k->tgid;
-	ak.stack_id = a->stack_id;
-	ak.caller = a->caller;
-	ak.layer = a->layer;
-	g = bpf_map_lookup_elem(&aggs, &ak);
-	if (!g) {
-		init.gen = iter_gen;
-		init.oldest_ts_ns = ~0ULL;
-		bpf_map_update_elem(&aggs, &ak, &init, BPF_NOEXIST);
-		g = bpf_map_lookup_elem(&aggs, &ak);
-		if (!g) {
-			/* Full: fold into the per-layer catch-all user space reserved, so the bytes still count. */
-			stat_inc(ML_STAT_DROP_AGG_FULL);
-			ak.stack_id = ML_STACK_LOST;
-			ak.caller = 0;
-			g = bpf_map_lookup_elem(&aggs, &ak);
-			if (!g)
-				return 0;
-		}
-	}
-	if (g->gen != iter_gen) {
-		g->gen = iter_gen;
-		g->bytes = 0;
-		g->count = 0;
-		g->oldest_ts_ns = ~0ULL;
-	}
-	/* Younger than --min-age: the stack stays referenced (entry exists) but nothing is counted. */
-	if (a->ts_ns > iter_newest_ts)
-		return 0;
-	g->bytes += a->size;
-	g->count += 1;
-	if (a->ts_ns < g->oldest_ts_ns)
-		g->oldest_ts_ns = a->ts_ns;
 	return 0;
 }

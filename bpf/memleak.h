@@ -9,7 +9,6 @@
 #define ML_MAX_SPECS 64  /* rows of the allocator table that can be attached at once */
 #define ML_MAX_FRAMES 127 /* deepest user stack kept (the perf stack limit) */
 #define ML_STACK_NONE 0ULL     /* stack_id when only the immediate caller was captured (no frame-pointer chain) */
-#define ML_STACK_LOST (~0ULL)  /* stack_id of the per-layer catch-all when the aggregation table is full */
 #define ML_USER_TOP 0x800000000000ULL /* x86_64 user addresses lie below this */
 #define ML_FP_WINDOW (1ULL << 20) /* rbp further than this above rsp at entry is not taken for a frame pointer */
 
@@ -47,23 +46,36 @@ struct ml_spec {
 	__u8 pad;
 };
 
-/* Outstanding allocations, keyed by owner process and address. */
-struct ml_alloc_key {
-	__u32 tgid;
-	__u32 pad;
-	__u64 addr;
-};
+/*
+ * Outstanding allocations live in one open-addressing table (a BPF array that user space maps read-only):
+ * slots are claimed with compare-and-swap on `addr`, probed linearly from ml_slot_hash(), and released by
+ * turning `addr` into a tombstone. A report is then a sequential read of memory, not a syscall per entry.
+ */
+#define ML_SLOT_EMPTY 0ULL
+#define ML_SLOT_TOMB 1ULL
+#define ML_MAX_PROBES 32 /* slots tried before an allocation is dropped (counted) as "table full" */
 
-struct ml_alloc {
+struct ml_slot {
+	__u64 addr;     /* ML_SLOT_EMPTY, ML_SLOT_TOMB, or the allocation's address */
+	__u64 ts_ns;    /* bpf_ktime_get_ns() at return, 0 while the slot is being written; also the identity */
 	__u64 size;
-	__u64 ts_ns;   /* bpf_ktime_get_ns() at return; also the allocation's identity for realloc races */
-	__u64 caller;  /* return address at [rsp] on entry: the immediate caller, never lost */
-	__u64 stack_id; /* key in the stack table (a hash of the frames), or ML_STACK_NONE */
+	__u64 caller;   /* return address at [rsp] on entry: the immediate caller, never lost */
+	__u64 stack_id; /* key in the stack table (a hash of the frames above the caller), or ML_STACK_NONE */
+	__u32 tgid;
 	__u8 layer;
 	__u8 spec;
 	__u16 pad;
-	__u32 pad2;
 };
+
+static inline __u64 ml_slot_hash(__u32 tgid, __u64 addr)
+{
+	__u64 h = (addr >> 4) ^ ((__u64)tgid << 40);
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h;
+}
 
 /* Frames above the immediate caller, from the frame-pointer chain; the value of the stack table. */
 struct ml_stack {
@@ -81,13 +93,6 @@ struct ml_agg_key {
 	__u64 caller;
 };
 
-struct ml_agg {
-	__u64 bytes;
-	__u64 count;
-	__u64 oldest_ts_ns;
-	__u64 gen; /* report generation that last touched this entry; older ones are stale */
-};
-
 /* Per-CPU counters, indexed by enum ml_stat. */
 enum ml_stat {
 	ML_STAT_ALLOC_CALLS = 0,  /* allocating calls that returned */
@@ -101,7 +106,6 @@ enum ml_stat {
 	ML_STAT_DROP_STACK,       /* stack could not be stored (table full or bucket collision) */
 	ML_STAT_DROP_THREAD,      /* no per-thread state could be created */
 	ML_STAT_DROP_LOST_RETURN, /* an entry whose return probe never fired (replaced) */
-	ML_STAT_DROP_AGG_FULL,    /* aggregation table full at report time: stacks merged as unknown */
 	ML_STAT_REALLOC_RACE,     /* realloc's old block was freed and reused by another thread meanwhile */
 	ML_STAT_MAX,
 };

@@ -1,7 +1,8 @@
-/* The outstanding-allocation ledger: aggregates the kernel's tables by stack at report time and tracks growth. */
+/* The outstanding-allocation ledger: reads the kernel's allocation table, sums it by stack and tracks growth. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -10,23 +11,38 @@
 #include "log.h"
 #include "memleak.skel.h"
 
+/* Rows indexed by key through an open-addressing table of row numbers (+1; 0 = empty). */
+struct row_index {
+	uint32_t *slot;
+	size_t cap; /* power of two */
+};
+
 struct ledger {
 	struct memleak_bpf *skel;
 	struct ledger_opts o;
-	struct bpf_link *iter;
+	const struct ml_slot *table; /* the kernel's table, mapped read-only */
+	size_t table_len, table_bytes;
 	int ncpu;
-	uint64_t gen;
-	uint64_t start_ns, last_ns;
+	uint64_t last_ns;
 	struct ml_snapshot snap;
+	size_t rows_cap;
+	struct row_index idx;
 	struct ml_row *prev; /* previous rows, sorted by key */
 	size_t nprev;
 	uint64_t *prev_ids; /* stack ids referenced by the previous snapshot, sorted */
 	size_t nprev_ids;
 	uint64_t prev_stats[ML_STAT_SLOTS];
-	struct ml_agg_key *keys; /* batch buffers */
-	struct ml_agg *vals;
 	uint64_t *pcpu;
 };
+
+uint32_t ledger_table_slots(uint32_t max_allocs)
+{
+	uint32_t n = 1024;
+
+	while (n < max_allocs * 2ULL && n < (1U << 30))
+		n <<= 1;
+	return n;
+}
 
 static uint64_t mono_ns(void)
 {
@@ -38,8 +54,9 @@ static uint64_t mono_ns(void)
 
 struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o)
 {
-	union bpf_iter_link_info linfo = {};
 	struct ledger *l = calloc(1, sizeof(*l));
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *m;
 	int err;
 
 	if (!l)
@@ -52,21 +69,20 @@ struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o
 		goto fail;
 	}
 	l->pcpu = calloc((size_t)l->ncpu * ML_STAT_SLOTS, sizeof(uint64_t));
-	l->keys = calloc(o->max_stacks + ML_LAYER_MAX, sizeof(*l->keys));
-	l->vals = calloc(o->max_stacks + ML_LAYER_MAX, sizeof(*l->vals));
-	if (!l->pcpu || !l->keys || !l->vals) {
+	if (!l->pcpu) {
 		err = -ENOMEM;
 		goto fail;
 	}
-	linfo.map.map_fd = bpf_map__fd(skel->maps.allocs);
-	LIBBPF_OPTS(bpf_iter_attach_opts, io, .link_info = &linfo, .link_info_len = sizeof(linfo));
-	l->iter = bpf_program__attach_iter(skel->progs.aggregate, &io);
-	if (!l->iter) {
+	l->table_len = bpf_map__max_entries(skel->maps.table);
+	l->table_bytes = (l->table_len * sizeof(struct ml_slot) + page - 1) / page * page;
+	m = mmap(NULL, l->table_bytes, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
+	if (m == MAP_FAILED) {
 		err = -errno;
-		ml_err("cannot create the aggregation iterator: %s", strerror(-err));
+		ml_err("cannot map the allocation table: %s", strerror(-err));
 		goto fail;
 	}
-	l->start_ns = l->last_ns = mono_ns();
+	l->table = m;
+	l->last_ns = mono_ns();
 	return l;
 fail:
 	ledger__free(l);
@@ -78,12 +94,12 @@ void ledger__free(struct ledger *l)
 {
 	if (!l)
 		return;
-	bpf_link__destroy(l->iter);
+	if (l->table)
+		munmap((void *)l->table, l->table_bytes);
 	free(l->snap.rows);
+	free(l->idx.slot);
 	free(l->prev);
 	free(l->prev_ids);
-	free(l->keys);
-	free(l->vals);
 	free(l->pcpu);
 	free(l);
 }
@@ -111,70 +127,79 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Run the in-kernel aggregation over the whole allocation table. */
-static int run_iter(struct ledger *l)
+static uint64_t key_hash(const struct ml_agg_key *k)
 {
-	char buf[4096];
-	ssize_t n;
-	int fd;
+	uint64_t h = k->stack_id * 0x9e3779b97f4a7c15ULL ^ k->caller ^ ((uint64_t)k->tgid << 32 | k->layer);
 
-	fd = bpf_iter_create(bpf_link__fd(l->iter));
-	if (fd < 0)
-		return -errno;
-	do {
-		n = read(fd, buf, sizeof(buf));
-	} while (n > 0 || (n < 0 && errno == EINTR));
-	n = n < 0 ? -errno : 0;
-	close(fd);
-	return (int)n;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h;
 }
 
-static void reserve_catch_all(struct ledger *l)
+static int index_reset(struct row_index *ix, size_t want)
 {
-	int fd = bpf_map__fd(l->skel->maps.aggs);
+	size_t cap = 1024;
 
-	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
-		struct ml_agg_key k = { .tgid = (uint32_t)l->o.tgid, .stack_id = ML_STACK_LOST, .layer = (uint8_t)layer };
-		struct ml_agg v = { .oldest_ts_ns = ~0ULL };
+	while (cap < want * 2)
+		cap <<= 1;
+	if (cap != ix->cap) {
+		uint32_t *n = calloc(cap, sizeof(*n));
 
-		bpf_map_update_elem(fd, &k, &v, BPF_NOEXIST);
+		if (!n)
+			return -ENOMEM;
+		free(ix->slot);
+		ix->slot = n;
+		ix->cap = cap;
+	} else {
+		memset(ix->slot, 0, cap * sizeof(*ix->slot));
 	}
+	return 0;
 }
 
-/* Read the whole aggregation table; rows of this generation are kept, stale ones deleted. */
-static int read_aggs(struct ledger *l, size_t *nout)
+/* The row for a key, created zeroed when new; NULL on allocation failure. */
+static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 {
-	int fd = bpf_map__fd(l->skel->maps.aggs), err = 0;
-	size_t cap = l->o.max_stacks + ML_LAYER_MAX, total = 0;
-	struct ml_agg_key batch_in, batch_out;
-	bool first = true;
+	struct ml_snapshot *s = &l->snap;
+	size_t i;
 
-	LIBBPF_OPTS(bpf_map_batch_opts, bo);
-	while (total < cap) {
-		__u32 count = (__u32)(cap - total);
-
-		err = bpf_map_lookup_batch(fd, first ? NULL : &batch_in, &batch_out, l->keys + total, l->vals + total,
-					   &count, &bo);
-		if (err)
-			err = -errno;
-		total += count;
-		if (err == -ENOENT) {
-			err = 0;
-			break;
+	if (s->nrows * 2 >= l->idx.cap) { /* grow the index and rebuild it from the rows */
+		if (index_reset(&l->idx, s->nrows * 2 + 1))
+			return NULL;
+		for (size_t r = 0; r < s->nrows; r++) {
+			i = key_hash(&s->rows[r].key) & (l->idx.cap - 1);
+			while (l->idx.slot[i])
+				i = (i + 1) & (l->idx.cap - 1);
+			l->idx.slot[i] = (uint32_t)r + 1;
 		}
-		if (err)
-			break;
-		batch_in = batch_out;
-		first = false;
 	}
-	*nout = total;
-	return err;
+	i = key_hash(k) & (l->idx.cap - 1);
+	while (l->idx.slot[i]) {
+		struct ml_row *r = &s->rows[l->idx.slot[i] - 1];
+
+		if (!memcmp(&r->key, k, sizeof(*k)))
+			return r;
+		i = (i + 1) & (l->idx.cap - 1);
+	}
+	if (s->nrows == l->rows_cap) {
+		size_t cap = l->rows_cap ? l->rows_cap * 2 : 1024;
+		struct ml_row *n = realloc(s->rows, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		s->rows = n;
+		l->rows_cap = cap;
+	}
+	l->idx.slot[i] = (uint32_t)s->nrows + 1;
+	memset(&s->rows[s->nrows], 0, sizeof(s->rows[0]));
+	s->rows[s->nrows].key = *k;
+	s->rows[s->nrows].oldest_ts_ns = ~0ULL;
+	return &s->rows[s->nrows++];
 }
 
 static void read_stats(struct ledger *l)
 {
 	int fd = bpf_map__fd(l->skel->maps.stats);
-
 	__u32 zero = 0;
 	int ok;
 
@@ -238,62 +263,66 @@ static uint64_t gc_stacks(struct ledger *l, const uint64_t *ids, size_t nids)
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 {
 	struct ml_snapshot *s = &l->snap;
-	int aggfd = bpf_map__fd(l->skel->maps.aggs);
-	size_t total = 0, nrows = 0, nids = 0;
-	uint64_t *ids = NULL;
-	uint64_t now;
-	int err;
+	uint64_t now = mono_ns(), newest, *ids = NULL;
+	size_t nids = 0, nrows;
+	struct ml_row *prev_rows = l->prev;
 
-	now = mono_ns();
-	l->gen++;
-	l->skel->bss->iter_gen = l->gen;
-	l->skel->data->iter_newest_ts = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
-	reserve_catch_all(l);
-	err = run_iter(l);
-	if (err) {
-		ml_err("aggregation failed: %s", strerror(-err));
-		return err;
-	}
-	err = read_aggs(l, &total);
-	if (err) {
-		ml_err("reading the aggregation table failed: %s", strerror(-err));
-		return err;
+	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
+	s->nrows = 0;
+	memset(s->layers, 0, sizeof(s->layers));
+	if (index_reset(&l->idx, l->nprev + 16))
+		return -ENOMEM;
+
+	/* One pass over the table. A slot being written (ts_ns 0) or released meanwhile is simply skipped. */
+	for (size_t i = 0; i < l->table_len; i++) {
+		const volatile struct ml_slot *sl = &l->table[i];
+		struct ml_agg_key k = {};
+		uint64_t addr = sl->addr, ts, size;
+		struct ml_row *r;
+
+		if (addr == ML_SLOT_EMPTY || addr == ML_SLOT_TOMB)
+			continue;
+		ts = sl->ts_ns;
+		if (!ts)
+			continue;
+		size = sl->size;
+		k.tgid = sl->tgid;
+		k.layer = sl->layer;
+		k.stack_id = sl->stack_id;
+		k.caller = sl->caller;
+		if (sl->addr != addr || sl->ts_ns != ts)
+			continue; /* reused while we read it */
+		r = row_for(l, &k);
+		if (!r)
+			return -ENOMEM;
+		/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
+		if (ts > newest)
+			continue;
+		r->bytes += size;
+		r->count++;
+		if (ts < r->oldest_ts_ns)
+			r->oldest_ts_ns = ts;
 	}
 
-	free(s->rows);
-	memset(s, 0, sizeof(*s));
 	s->now_ns = now;
 	s->elapsed_s = (double)(now - l->last_ns) / 1e9;
 	l->last_ns = now;
-	s->rows = calloc(total ? total : 1, sizeof(*s->rows));
-	ids = calloc(total ? total : 1, sizeof(*ids));
-	if (!s->rows || !ids) {
-		free(ids);
+	ids = malloc((s->nrows ? s->nrows : 1) * sizeof(*ids));
+	if (!ids)
 		return -ENOMEM;
-	}
-	for (size_t i = 0; i < total; i++) {
-		const struct ml_agg_key *k = &l->keys[i];
-		const struct ml_agg *v = &l->vals[i];
-		struct ml_row *r;
+	nrows = 0;
+	for (size_t i = 0; i < s->nrows; i++) {
+		struct ml_row *r = &s->rows[i];
 
-		if (v->gen != l->gen) {
-			if (k->stack_id != ML_STACK_LOST || k->caller != 0)
-				bpf_map_delete_elem(aggfd, k);
+		if (r->key.stack_id != ML_STACK_NONE)
+			ids[nids++] = r->key.stack_id;
+		if (!r->count)
 			continue;
+		if (r->key.layer < ML_LAYER_MAX) {
+			s->layers[r->key.layer].bytes += r->bytes;
+			s->layers[r->key.layer].count += r->count;
 		}
-		if (k->stack_id != ML_STACK_NONE && k->stack_id != ML_STACK_LOST)
-			ids[nids++] = k->stack_id;
-		if (!v->count)
-			continue;
-		r = &s->rows[nrows++];
-		r->key = *k;
-		r->bytes = v->bytes;
-		r->count = v->count;
-		r->oldest_ts_ns = v->oldest_ts_ns;
-		if (k->layer < ML_LAYER_MAX) {
-			s->layers[k->layer].bytes += v->bytes;
-			s->layers[k->layer].count += v->count;
-		}
+		s->rows[nrows++] = *r;
 	}
 	s->nrows = nrows;
 
@@ -302,19 +331,19 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	for (size_t i = 0, j = 0; i < nrows; i++) {
 		struct ml_row *r = &s->rows[i];
 
-		while (j < l->nprev && cmp_key(&l->prev[j], r) < 0)
+		while (j < l->nprev && cmp_key(&prev_rows[j], r) < 0)
 			j++;
 		r->growth_bytes = (int64_t)r->bytes;
-		if (j < l->nprev && cmp_key(&l->prev[j], r) == 0)
-			r->growth_bytes -= (int64_t)l->prev[j].bytes;
+		if (j < l->nprev && cmp_key(&prev_rows[j], r) == 0)
+			r->growth_bytes -= (int64_t)prev_rows[j].bytes;
 	}
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++)
 		s->layers[layer].growth_bytes = (int64_t)s->layers[layer].bytes;
 	for (size_t j = 0; j < l->nprev; j++)
-		if (l->prev[j].key.layer < ML_LAYER_MAX)
-			s->layers[l->prev[j].key.layer].growth_bytes -= (int64_t)l->prev[j].bytes;
-	free(l->prev);
+		if (prev_rows[j].key.layer < ML_LAYER_MAX)
+			s->layers[prev_rows[j].key.layer].growth_bytes -= (int64_t)prev_rows[j].bytes;
 	l->prev = malloc((nrows ? nrows : 1) * sizeof(*l->prev));
+	free(prev_rows);
 	if (l->prev) {
 		memcpy(l->prev, s->rows, nrows * sizeof(*s->rows));
 		l->nprev = nrows;
@@ -346,7 +375,7 @@ size_t ledger__frames(struct ledger *l, const struct ml_row *r, uint64_t *frames
 		return 0;
 	if (r->key.caller)
 		frames[n++] = r->key.caller;
-	if (r->key.stack_id == ML_STACK_NONE || r->key.stack_id == ML_STACK_LOST)
+	if (r->key.stack_id == ML_STACK_NONE)
 		return n;
 	if (bpf_map_lookup_elem(bpf_map__fd(l->skel->maps.stacks), &r->key.stack_id, &st))
 		return n;

@@ -16,6 +16,9 @@ struct ledger_opts {
 	uint32_t max_stacks;
 };
 
+/* Slots in the allocation table for --max-allocs: a power of two, at least twice as many, so probe chains stay short. */
+uint32_t ledger_table_slots(uint32_t max_allocs);
+
 struct ml_row {
 	struct ml_agg_key key;
 	uint64_t bytes, count;

@@ -72,9 +72,9 @@ static int load_bpf(const struct ml_opts *o, struct memleak_bpf **out)
 		memcpy((void *)&skel->rodata->specs[i], &ml_allocators[i].spec, sizeof(struct ml_spec));
 	skel->rodata->min_size = o->min_size;
 	skel->rodata->max_size = o->max_size;
-	bpf_map__set_max_entries(skel->maps.allocs, o->max_allocs);
+	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
+	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
-	bpf_map__set_max_entries(skel->maps.aggs, o->max_stacks + ML_LAYER_MAX);
 	err = memleak_bpf__load(skel);
 	if (err) {
 		ml_err("cannot load the BPF programs: %s (run with -v for the verifier's log)", strerror(-err));

@@ -40,7 +40,6 @@ static const struct stat_name drop_stats[] = {
 	{ ML_STAT_DROP_STACK, "stack_unavailable", "stack not stored (raise --max-stacks)" },
 	{ ML_STAT_DROP_THREAD, "thread_state", "no per-thread state" },
 	{ ML_STAT_DROP_LOST_RETURN, "lost_return", "allocator return not seen" },
-	{ ML_STAT_DROP_AGG_FULL, "aggregation_full", "stacks merged as [unknown] (raise --max-stacks)" },
 };
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -161,7 +160,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 			i + 1, ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
 			row->growth_bytes >= 0 ? "+" : "", b2);
 		if (n == 0)
-			fprintf(f, "      [stack unknown: allocations folded here when the stack tables were full]\n");
+			fprintf(f, "      [no frames captured]\n");
 		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
 			fprintf(f, "      (caller only: no frame-pointer chain above it)\n");
 		for (size_t k = 0; k < n; k++) {

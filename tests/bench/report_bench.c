@@ -1,6 +1,7 @@
-/* Benchmark: time to aggregate and rank a report over 1,000,000 outstanding allocations in the real BPF tables. */
+/* Benchmark: time to aggregate and rank a report over 1,000,000 outstanding allocations in the real BPF table. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -19,35 +20,39 @@ int main(int argc, char **argv)
 {
 	uint32_t nallocs = argc > 1 ? (uint32_t)atoi(argv[1]) : 1000000;
 	uint32_t nstacks = argc > 2 ? (uint32_t)atoi(argv[2]) : 10000;
-	uint32_t batch = 4096;
-	struct ml_alloc_key *keys = calloc(batch, sizeof(*keys));
-	struct ml_alloc *vals = calloc(batch, sizeof(*vals));
 	const struct ml_snapshot *s;
 	struct memleak_bpf *skel;
 	struct ledger *l;
 	double t0, best = 1e9, worst = 0;
 
 	skel = memleak_bpf__open();
-	bpf_map__set_max_entries(skel->maps.allocs, nallocs + 1024);
+	skel->rodata->table_mask = ledger_table_slots(nallocs) - 1;
+	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(nallocs));
 	bpf_map__set_max_entries(skel->maps.stacks, nstacks * 2);
-	bpf_map__set_max_entries(skel->maps.aggs, nstacks * 2 + ML_LAYER_MAX);
 	if (memleak_bpf__load(skel)) {
 		fprintf(stderr, "report_bench: cannot load BPF (root?)\n");
 		return 1;
 	}
-	for (uint32_t i = 0; i < nallocs; i += batch) {
-		uint32_t n = nallocs - i < batch ? nallocs - i : batch;
+	/* Fill the table through a writable mapping, probing as the BPF side does. */
+	{
+		uint32_t mask = skel->rodata->table_mask;
+		size_t bytes = ((size_t)mask + 1) * sizeof(struct ml_slot);
+		struct ml_slot *t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
 
-		for (uint32_t j = 0; j < n; j++) {
-			keys[j] = (struct ml_alloc_key){ .tgid = 1, .addr = 0x100000ULL + (uint64_t)(i + j) * 64 };
-			vals[j] = (struct ml_alloc){ .size = 64 + (i + j) % 512, .ts_ns = 1 + i + j,
-						     .caller = 0x400000 + (i + j) % nstacks, .stack_id = 1 + (i + j) % nstacks };
-		}
-		LIBBPF_OPTS(bpf_map_batch_opts, bo);
-		if (bpf_map_update_batch(bpf_map__fd(skel->maps.allocs), keys, vals, &n, &bo)) {
-			fprintf(stderr, "report_bench: filling the table failed\n");
+		if (t == MAP_FAILED) {
+			fprintf(stderr, "report_bench: cannot map the table\n");
 			return 1;
 		}
+		for (uint32_t i = 0; i < nallocs; i++) {
+			uint64_t addr = 0x100000ULL + (uint64_t)i * 64;
+			uint32_t h = (uint32_t)ml_slot_hash(1, addr);
+
+			while (t[h & mask].addr)
+				h++;
+			t[h & mask] = (struct ml_slot){ .addr = addr, .ts_ns = 1 + i, .size = 64 + i % 512,
+							.caller = 0x400000 + i % nstacks, .stack_id = 1 + i % nstacks, .tgid = 1 };
+		}
+		munmap(t, bytes);
 	}
 	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 1, .max_stacks = nstacks * 2 });
 	for (int r = 0; r < 5; r++) {

@@ -25,9 +25,9 @@ static struct memleak_bpf *load(uint32_t max_allocs, uint32_t max_stacks)
 
 	if (!skel)
 		return NULL;
-	bpf_map__set_max_entries(skel->maps.allocs, max_allocs);
+	skel->rodata->table_mask = ledger_table_slots(max_allocs) - 1;
+	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks, max_stacks);
-	bpf_map__set_max_entries(skel->maps.aggs, max_stacks + ML_LAYER_MAX);
 	if (memleak_bpf__load(skel)) {
 		memleak_bpf__destroy(skel);
 		return NULL;
@@ -35,20 +35,47 @@ static struct memleak_bpf *load(uint32_t max_allocs, uint32_t max_stacks)
 	return skel;
 }
 
+/* Insert or release like the BPF side does: linear probing from ml_slot_hash(). */
 static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts, uint64_t stack,
 		uint64_t caller)
 {
-	struct ml_alloc_key k = { .tgid = tgid, .addr = addr };
-	struct ml_alloc v = { .size = size, .ts_ns = ts, .caller = caller, .stack_id = stack, .layer = ML_LAYER_LIBC };
+	int fd = bpf_map__fd(skel->maps.table);
+	uint32_t mask = skel->rodata->table_mask;
+	uint32_t start = (uint32_t)ml_slot_hash(tgid, addr);
 
-	bpf_map_update_elem(bpf_map__fd(skel->maps.allocs), &k, &v, BPF_ANY);
+	for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
+		uint32_t i = (start + p) & mask;
+		struct ml_slot sl;
+
+		bpf_map_lookup_elem(fd, &i, &sl);
+		if (sl.addr != ML_SLOT_EMPTY && sl.addr != ML_SLOT_TOMB)
+			continue;
+		sl = (struct ml_slot){ .addr = addr, .ts_ns = ts, .size = size, .caller = caller, .stack_id = stack,
+				       .tgid = tgid, .layer = ML_LAYER_LIBC };
+		bpf_map_update_elem(fd, &i, &sl, BPF_ANY);
+		return;
+	}
 }
 
 static void del(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr)
 {
-	struct ml_alloc_key k = { .tgid = tgid, .addr = addr };
+	int fd = bpf_map__fd(skel->maps.table);
+	uint32_t mask = skel->rodata->table_mask;
+	uint32_t start = (uint32_t)ml_slot_hash(tgid, addr);
 
-	bpf_map_delete_elem(bpf_map__fd(skel->maps.allocs), &k);
+	for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
+		uint32_t i = (start + p) & mask;
+		struct ml_slot sl;
+
+		bpf_map_lookup_elem(fd, &i, &sl);
+		if (sl.addr == ML_SLOT_EMPTY)
+			return;
+		if (sl.addr == addr && sl.tgid == tgid) {
+			sl.addr = ML_SLOT_TOMB;
+			bpf_map_update_elem(fd, &i, &sl, BPF_ANY);
+			return;
+		}
+	}
 }
 
 static const struct ml_row *find(const struct ml_snapshot *s, uint64_t caller)
@@ -118,21 +145,26 @@ int main(void)
 	ledger__free(l);
 	memleak_bpf__destroy(skel);
 
-	/* aggregation table full: the rest folds into the per-layer catch-all, counted */
+	/* many stacks: every one gets its row, nothing is folded or lost */
 	skel = load(4096, 16);
 	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .max_stacks = 16 });
-	for (int i = 0; i < 40; i++)
-		put(skel, 7, 0x10000 + (uint64_t)i * 16, 10, now, i, 0x100 + (uint64_t)i);
-	CHECK(ledger__collect(l, &s) == 0, "collect overfull");
+	for (int i = 0; i < 3000; i++)
+		put(skel, 7, 0x10000 + (uint64_t)i * 16, 10 + (uint64_t)(i % 7), now, 1 + (uint64_t)i, 0x100 + (uint64_t)i);
+	CHECK(ledger__collect(l, &s) == 0, "collect 3000 stacks");
 	{
-		uint64_t bytes = 0, n = 0;
+		uint64_t bytes = 0, n = 0, want = 0;
 
+		for (int i = 0; i < 3000; i++)
+			want += 10 + (uint64_t)(i % 7);
 		for (size_t i = 0; i < s->nrows; i++)
 			bytes += s->rows[i].bytes, n += s->rows[i].count;
-		CHECK(bytes == 400 && n == 40, "no bytes lost when the table is full");
-		CHECK(find(s, 0) != NULL, "catch-all row present");
-		CHECK(s->stats[ML_STAT_DROP_AGG_FULL] > 0, "overflow counted");
+		CHECK(s->nrows == 3000 && bytes == want && n == 3000, "3000 rows, every byte accounted");
+		CHECK(s->rows[0].bytes == 16 && s->rows[s->nrows - 1].bytes == 10, "ranked by bytes");
 	}
+	/* a slot being written (ts 0) is skipped, not counted with stale fields */
+	put(skel, 7, 0x990000, 5, 0, 1, 0xdead0);
+	CHECK(ledger__collect(l, &s) == 0, "collect after a half-written slot");
+	CHECK(find(s, 0xdead0) == NULL && s->nrows == 3000, "half-written slot skipped");
 	ledger__free(l);
 	memleak_bpf__destroy(skel);
 	return SUMMARY("ledger");
