@@ -1,0 +1,13 @@
+#!/bin/sh
+# The demo: builds the bundled leaking workload, starts it, and attaches memleak-ai to it for a few reports.
+set -eu
+cd "$(dirname "$0")/.."
+mkdir -p build/tests
+gcc -g -O2 tests/fixtures/demo_trainer.c -o build/tests/demo_trainer
+build/tests/demo_trainer &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT INT TERM
+sleep 1
+echo "== memleak-ai -p $pid 2 4   (attached to a process already running; 4 reports, 2 s apart) =="
+echo "== expect: record_loss growing every report (the leak), cache_put stable at 64 x 16 KiB, train_step's churn absent =="
+./memleak-ai -p "$pid" 2 4
