@@ -159,10 +159,18 @@ def by_func(report, layer="libc"):
     return out
 
 
+def bpf_progs():
+    """How many memleak-ai BPF programs are loaded right now (by any instance)."""
+    r = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
+    return sum(1 for p in json.loads(r.stdout or "[]") if p.get("name") in ("alloc_enter", "alloc_exit", "free_enter"))
+
+
+_baseline = bpf_progs()
+
+
 def no_bpf_left():
-    """True when no memleak-ai BPF program is loaded any more."""
-    r = subprocess.run(["bpftool", "prog", "show"], capture_output=True, text=True)
-    return "alloc_enter" not in r.stdout and "free_enter" not in r.stdout
+    """True when no more memleak-ai BPF programs are loaded than before the tests began (other instances may run)."""
+    return bpf_progs() <= _baseline
 
 
 def main():
