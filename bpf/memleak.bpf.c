@@ -166,7 +166,11 @@ static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __
 	*stack_id = h;
 }
 
-static __always_inline struct ml_slot *slot_find(__u32 tgid, __u64 addr)
+/*
+ * Walk addr's probe chain. Without claim: the slot holding (tgid, addr), or NULL. With claim: the first
+ * empty or released slot, taken over with compare-and-swap, or NULL when the chain is full.
+ */
+static __always_inline struct ml_slot *slot_probe(__u32 tgid, __u64 addr, bool claim)
 {
 	__u32 start = (__u32)ml_slot_hash(tgid, addr);
 
@@ -178,6 +182,11 @@ static __always_inline struct ml_slot *slot_find(__u32 tgid, __u64 addr)
 		if (!s)
 			return NULL;
 		k = READ_ONCE(s->addr);
+		if (claim) {
+			if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) && __sync_val_compare_and_swap(&s->addr, k, addr) == k)
+				return s;
+			continue;
+		}
 		if (k == ML_SLOT_EMPTY)
 			return NULL;
 		if (k == addr && s->tgid == tgid)
@@ -189,7 +198,7 @@ static __always_inline struct ml_slot *slot_find(__u32 tgid, __u64 addr)
 /* Drop an allocation; with expect_ts, only if it is still the one seen when the call began. 1 if dropped. */
 static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u64 addr, __u64 expect_ts)
 {
-	struct ml_slot *s = slot_find(tgid, addr);
+	struct ml_slot *s = slot_probe(tgid, addr, false);
 
 	if (!s) {
 		if (!expect_ts)
@@ -210,32 +219,21 @@ static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u64 addr,
 static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u64 addr, struct ml_thread *t,
 				     const volatile struct ml_spec *sp)
 {
-	__u32 start = (__u32)ml_slot_hash(tgid, addr);
+	struct ml_slot *s = slot_probe(tgid, addr, true);
 
-	for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
-		__u32 i = (start + p) & table_mask;
-		struct ml_slot *s = bpf_map_lookup_elem(&table, &i);
-		__u64 k;
-
-		if (!s)
-			break;
-		k = READ_ONCE(s->addr);
-		if (k != ML_SLOT_EMPTY && k != ML_SLOT_TOMB)
-			continue;
-		if (__sync_val_compare_and_swap(&s->addr, k, addr) != k)
-			continue;
-		/* ts_ns goes last: a reader skips a slot whose ts_ns is 0, i.e. one still being written. */
-		WRITE_ONCE(s->ts_ns, 0);
-		s->size = t->size;
-		s->caller = t->caller;
-		s->stack_id = t->stack_id;
-		s->tgid = tgid;
-		s->layer = sp->layer;
-		s->spec = (__u8)t->spec;
-		WRITE_ONCE(s->ts_ns, bpf_ktime_get_ns());
+	if (!s) {
+		cnt_inc(c, ML_STAT_DROP_ALLOCS_FULL);
 		return;
 	}
-	cnt_inc(c, ML_STAT_DROP_ALLOCS_FULL);
+	/* ts_ns goes last: a reader skips a slot whose ts_ns is 0, i.e. one still being written. */
+	WRITE_ONCE(s->ts_ns, 0);
+	s->size = t->size;
+	s->caller = t->caller;
+	s->stack_id = t->stack_id;
+	s->tgid = tgid;
+	s->layer = sp->layer;
+	s->spec = (__u8)t->spec;
+	WRITE_ONCE(s->ts_ns, bpf_ktime_get_ns());
 }
 
 SEC("uprobe")
@@ -277,7 +275,7 @@ int BPF_KPROBE(alloc_enter)
 	t->free_ptr = s->free_arg ? arg_n(&args, s->free_arg) : 0;
 	t->free_ts = 0;
 	if (t->free_ptr) {
-		struct ml_slot *a = slot_find(bpf_get_current_pid_tgid() >> 32, t->free_ptr);
+		struct ml_slot *a = slot_probe(bpf_get_current_pid_tgid() >> 32, t->free_ptr, false);
 
 		if (a)
 			key_ts = READ_ONCE(a->ts_ns);

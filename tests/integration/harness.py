@@ -168,9 +168,15 @@ def bpf_progs():
 _baseline = bpf_progs()
 
 
-def no_bpf_left():
-    """True when no more memleak-ai BPF programs are loaded than before the tests began (other instances may run)."""
-    return bpf_progs() <= _baseline
+def no_bpf_left(timeout=10):
+    """True when no more memleak-ai BPF programs are loaded than before the tests began. The kernel frees a
+    program some time after its last holder exited, so give it a moment."""
+    end = time.time() + timeout
+    while bpf_progs() > _baseline:
+        if time.time() > end:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def main():

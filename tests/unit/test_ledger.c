@@ -35,9 +35,8 @@ static struct memleak_bpf *load(uint32_t max_allocs, uint32_t max_stacks)
 	return skel;
 }
 
-/* Insert or release like the BPF side does: linear probing from ml_slot_hash(). */
-static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts, uint64_t stack,
-		uint64_t caller)
+/* Walk a probe chain as the BPF side does: the slot index holding (tgid, addr), or with claim the first free one. */
+static int probe(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, bool claim, struct ml_slot *sl)
 {
 	int fd = bpf_map__fd(skel->maps.table);
 	uint32_t mask = skel->rodata->table_mask;
@@ -45,37 +44,38 @@ static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t
 
 	for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
 		uint32_t i = (start + p) & mask;
-		struct ml_slot sl;
 
-		bpf_map_lookup_elem(fd, &i, &sl);
-		if (sl.addr != ML_SLOT_EMPTY && sl.addr != ML_SLOT_TOMB)
-			continue;
-		sl = (struct ml_slot){ .addr = addr, .ts_ns = ts, .size = size, .caller = caller, .stack_id = stack,
-				       .tgid = tgid, .layer = ML_LAYER_LIBC };
-		bpf_map_update_elem(fd, &i, &sl, BPF_ANY);
-		return;
+		bpf_map_lookup_elem(fd, &i, sl);
+		if (claim && (sl->addr == ML_SLOT_EMPTY || sl->addr == ML_SLOT_TOMB))
+			return (int)i;
+		if (!claim && sl->addr == ML_SLOT_EMPTY)
+			return -1;
+		if (!claim && sl->addr == addr && sl->tgid == tgid)
+			return (int)i;
 	}
+	return -1;
+}
+
+static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts, uint64_t stack,
+		uint64_t caller)
+{
+	struct ml_slot sl;
+	int i = probe(skel, tgid, addr, true, &sl);
+
+	sl = (struct ml_slot){ .addr = addr, .ts_ns = ts, .size = size, .caller = caller, .stack_id = stack,
+			       .tgid = tgid, .layer = ML_LAYER_LIBC };
+	if (i >= 0)
+		bpf_map_update_elem(bpf_map__fd(skel->maps.table), &i, &sl, BPF_ANY);
 }
 
 static void del(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr)
 {
-	int fd = bpf_map__fd(skel->maps.table);
-	uint32_t mask = skel->rodata->table_mask;
-	uint32_t start = (uint32_t)ml_slot_hash(tgid, addr);
+	struct ml_slot sl;
+	int i = probe(skel, tgid, addr, false, &sl);
 
-	for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-		uint32_t i = (start + p) & mask;
-		struct ml_slot sl;
-
-		bpf_map_lookup_elem(fd, &i, &sl);
-		if (sl.addr == ML_SLOT_EMPTY)
-			return;
-		if (sl.addr == addr && sl.tgid == tgid) {
-			sl.addr = ML_SLOT_TOMB;
-			bpf_map_update_elem(fd, &i, &sl, BPF_ANY);
-			return;
-		}
-	}
+	sl.addr = ML_SLOT_TOMB;
+	if (i >= 0)
+		bpf_map_update_elem(bpf_map__fd(skel->maps.table), &i, &sl, BPF_ANY);
 }
 
 static const struct ml_row *find(const struct ml_snapshot *s, uint64_t caller)
