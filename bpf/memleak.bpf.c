@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
-/* BPF side of memleak-ai: generic allocator probes driven by the allocator table, and the report-time aggregator. */
+/* BPF side of memleak-ai: generic allocator probes driven by the allocator table, plus PyTorch's USDT probes. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
 #include "memleak.h"
 
 #define READ_ONCE(x) (*(const volatile typeof(x) *)&(x))
@@ -52,16 +53,26 @@ struct {
 	__type(value, struct ml_counters);
 } stats SEC(".maps");
 
-/* In-flight call of one thread. Task storage dies with the thread, so an exiting thread leaves nothing behind. */
-struct ml_thread {
-	__u64 sp;       /* stack pointer at entry of the outermost allocator call; 0 = none in flight */
-	__u64 size;
-	__u64 out_ptr;  /* address of the void ** out-parameter */
-	__u64 free_ptr; /* pointer being released by a realloc */
-	__u64 free_ts;  /* identity of that allocation when the call began */
+/*
+ * In-flight allocator calls of one thread, one per nesting group. Task storage dies with the thread, so an
+ * exiting thread leaves nothing behind.
+ */
+struct ml_call {
+	__u64 sp;           /* stack pointer at entry of the outermost call of the group; 0 = none in flight */
+	__u64 size;         /* bytes, or the multiplier of a size read at return */
+	__u64 out_ptr;      /* address of the out-parameter */
+	__u64 size_out_ptr; /* address of the size read at return */
+	__u64 addr;         /* address given as an input argument */
+	__u64 free_ptr;     /* pointer being released by a realloc */
+	__u64 free_ts;      /* identity of that allocation when the call began */
 	__u64 caller;
 	__u64 stack_id;
 	__u32 spec;
+	__u32 pad;
+};
+
+struct ml_thread {
+	struct ml_call calls[ML_GROUPS];
 };
 
 struct {
@@ -89,12 +100,17 @@ static __always_inline void stat_inc(__u32 idx)
 	cnt_inc(counters(), idx);
 }
 
-/* The first six integer arguments, copied once: the verifier refuses a computed offset into the context. */
+static __always_inline __u32 layer_slot(__u8 layer)
+{
+	return ML_STAT_LAYER_BASE + 2 * (layer & (ML_LAYER_MAX - 1));
+}
+
+/* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the context. */
 struct ml_args {
-	__u64 v[6];
+	__u64 v[9];
 };
 
-static __always_inline void load_args(struct pt_regs *ctx, struct ml_args *a)
+static __always_inline void load_args(struct pt_regs *ctx, struct ml_args *a, bool stack)
 {
 	a->v[0] = PT_REGS_PARM1(ctx);
 	a->v[1] = PT_REGS_PARM2(ctx);
@@ -102,13 +118,17 @@ static __always_inline void load_args(struct pt_regs *ctx, struct ml_args *a)
 	a->v[3] = PT_REGS_PARM4(ctx);
 	a->v[4] = PT_REGS_PARM5(ctx);
 	a->v[5] = ctx->r9; /* libbpf 1.1 has no PT_REGS_PARM6 */
+	a->v[6] = a->v[7] = a->v[8] = 0;
+	/* Structs over 16 bytes are passed in memory: cudaMalloc3D's cudaExtent sits above the return address. */
+	if (stack)
+		bpf_probe_read_user(&a->v[6], 3 * sizeof(__u64), (void *)(PT_REGS_SP(ctx) + 8));
 }
 
 static __always_inline __u64 arg_n(const struct ml_args *a, __u32 n)
 {
 	__u32 i = n - 1;
 
-	if (i > 5)
+	if (i > 8)
 		return 0;
 	return a->v[i];
 }
@@ -167,12 +187,13 @@ static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __
 }
 
 /*
- * Walk addr's probe chain. Without claim: the slot holding (tgid, addr), or NULL. With claim: the first
- * empty or released slot, taken over with compare-and-swap, or NULL when the chain is full.
+ * Walk a probe chain of the allocation table. Without claim: the slot holding (tgid, layer, addr), or NULL.
+ * With claim: the first empty or released slot, taken over with compare-and-swap, or NULL when the chain
+ * is full.
  */
-static __always_inline struct ml_slot *slot_probe(__u32 tgid, __u64 addr, bool claim)
+static __always_inline struct ml_slot *slot_probe(__u32 tgid, __u8 layer, __u64 addr, bool claim)
 {
-	__u32 start = (__u32)ml_slot_hash(tgid, addr);
+	__u32 start = (__u32)ml_slot_hash(tgid, layer, addr);
 
 	for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
 		__u32 i = (start + p) & table_mask;
@@ -189,16 +210,16 @@ static __always_inline struct ml_slot *slot_probe(__u32 tgid, __u64 addr, bool c
 		}
 		if (k == ML_SLOT_EMPTY)
 			return NULL;
-		if (k == addr && s->tgid == tgid)
+		if (k == addr && s->tgid == tgid && s->layer == layer)
 			return s;
 	}
 	return NULL;
 }
 
 /* Drop an allocation; with expect_ts, only if it is still the one seen when the call began. 1 if dropped. */
-static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u64 addr, __u64 expect_ts)
+static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u8 layer, __u64 addr, __u64 expect_ts)
 {
-	struct ml_slot *s = slot_probe(tgid, addr, false);
+	struct ml_slot *s = slot_probe(tgid, layer, addr, false);
 
 	if (!s) {
 		if (!expect_ts)
@@ -216,23 +237,29 @@ static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u64 addr,
 	return 1;
 }
 
-static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u64 addr, struct ml_thread *t,
-				     const volatile struct ml_spec *sp)
+static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u8 layer, __u64 addr, __u64 size,
+				     __u64 caller, __u64 stack_id, __u32 spec, __s16 device)
 {
-	struct ml_slot *s = slot_probe(tgid, addr, true);
+	struct ml_slot *s;
 
+	cnt_inc(c, ML_STAT_ALLOC_CALLS);
+	cnt_inc(c, layer_slot(layer));
+	if (size < min_size || size > max_size)
+		return;
+	s = slot_probe(tgid, layer, addr, true);
 	if (!s) {
 		cnt_inc(c, ML_STAT_DROP_ALLOCS_FULL);
 		return;
 	}
 	/* ts_ns goes last: a reader skips a slot whose ts_ns is 0, i.e. one still being written. */
 	WRITE_ONCE(s->ts_ns, 0);
-	s->size = t->size;
-	s->caller = t->caller;
-	s->stack_id = t->stack_id;
+	s->size = size;
+	s->caller = caller;
+	s->stack_id = stack_id;
 	s->tgid = tgid;
-	s->layer = sp->layer;
-	s->spec = (__u8)t->spec;
+	s->layer = layer;
+	s->spec = (__u8)spec;
+	s->device = device;
 	WRITE_ONCE(s->ts_ns, bpf_ktime_get_ns());
 }
 
@@ -241,47 +268,51 @@ int BPF_KPROBE(alloc_enter)
 {
 	__u32 idx = bpf_get_attach_cookie(ctx);
 	const volatile struct ml_spec *s;
-	struct ml_thread *t;
-	__u64 sp = PT_REGS_SP(ctx), size, count, key_ts = 0;
+	struct ml_thread *th;
+	struct ml_call *t;
+	__u64 sp = PT_REGS_SP(ctx), size;
 	struct ml_args args;
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
-	load_args(ctx, &args);
-	t = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t) {
+	load_args(ctx, &args, s->count_arg >= ML_ARG_STACK1 || s->count2_arg >= ML_ARG_STACK1);
+	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!th) {
 		stat_inc(ML_STAT_DROP_THREAD);
 		return 0;
 	}
+	t = &th->calls[s->group & (ML_GROUPS - 1)];
 	if (t->sp) {
-		/* A deeper stack pointer means glibc is calling itself, an equal one a tail call (reallocarray
-		 * jumps to realloc): either way the outer call accounts for it. */
+		/* A deeper stack pointer means the allocator is calling itself, an equal one a tail call
+		 * (reallocarray jumps to realloc): either way the outer call accounts for it. */
 		if (sp <= t->sp) {
 			stat_inc(ML_STAT_NESTED);
 			return 0;
 		}
 		stat_inc(ML_STAT_DROP_LOST_RETURN);
 	}
-	size = s->size_arg ? arg_n(&args, s->size_arg) : 0;
-	if (s->count_arg) {
-		count = arg_n(&args, s->count_arg);
-		size *= count;
-	}
+	size = s->size_arg ? arg_n(&args, s->size_arg) : 1;
+	if (s->count_arg)
+		size *= arg_n(&args, s->count_arg);
+	if (s->count2_arg)
+		size *= arg_n(&args, s->count2_arg);
 	t->sp = sp;
 	t->size = size;
 	t->spec = idx;
 	t->out_ptr = s->out_arg ? arg_n(&args, s->out_arg) : 0;
+	t->size_out_ptr = s->size_out_arg ? arg_n(&args, s->size_out_arg) + s->size_out_off : 0;
+	t->addr = s->addr_arg ? arg_n(&args, s->addr_arg) : 0;
 	t->free_ptr = s->free_arg ? arg_n(&args, s->free_arg) : 0;
 	t->free_ts = 0;
 	if (t->free_ptr) {
-		struct ml_slot *a = slot_probe(bpf_get_current_pid_tgid() >> 32, t->free_ptr, false);
+		struct ml_slot *a = slot_probe(bpf_get_current_pid_tgid() >> 32, s->layer, t->free_ptr, false);
+		__u64 ts = a ? READ_ONCE(a->ts_ns) : 0;
 
-		if (a)
-			key_ts = READ_ONCE(a->ts_ns);
-		t->free_ts = key_ts ? key_ts : 1; /* 1: not ours, nothing to delete */
+		t->free_ts = ts ? ts : 1; /* 1: not ours, nothing to release */
 	}
-	if (size < min_size || size > max_size) {
+	/* A size only known at return cannot be filtered here: capture, and let the return filter. */
+	if (!s->size_out_arg && (size < min_size || size > max_size)) {
 		t->stack_id = ML_STACK_NONE;
 		t->caller = 0;
 	} else {
@@ -293,17 +324,22 @@ int BPF_KPROBE(alloc_enter)
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_exit)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, idx = bpf_get_attach_cookie(ctx);
 	const volatile struct ml_spec *s;
 	struct ml_counters *c;
-	struct ml_thread *t;
-	__u64 ret = PT_REGS_RC(ctx), addr = 0;
-	__u32 idx, layer_slot;
+	struct ml_thread *th;
+	struct ml_call *t;
+	__u64 ret = PT_REGS_RC(ctx), addr = 0, size;
 	int ok;
 
-	t = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (idx >= ML_MAX_SPECS)
+		return 0;
+	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!th)
+		return 0;
+	t = &th->calls[specs[idx & (ML_MAX_SPECS - 1)].group & (ML_GROUPS - 1)];
 	/* The return of a nested call arrives with a deeper stack than the outer call's entry + 8. */
-	if (!t || !t->sp || PT_REGS_SP(ctx) != t->sp + 8)
+	if (!t->sp || PT_REGS_SP(ctx) != t->sp + 8)
 		return 0;
 	idx = t->spec;
 	t->sp = 0;
@@ -311,12 +347,20 @@ int BPF_KRETPROBE(alloc_exit)
 		return 0;
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
 	c = counters();
-	layer_slot = ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1));
+	size = t->size;
 
 	if (s->ret == ML_RET_ERR0) {
 		ok = (__s32)ret == 0;
 		if (ok && t->out_ptr)
 			bpf_probe_read_user(&addr, sizeof(addr), (void *)t->out_ptr);
+		else if (ok)
+			addr = t->addr;
+		if (ok && t->size_out_ptr) {
+			__u64 v = 0;
+
+			bpf_probe_read_user(&v, sizeof(v), (void *)t->size_out_ptr);
+			size *= v;
+		}
 	} else {
 		addr = ret;
 		ok = addr != 0;
@@ -330,26 +374,34 @@ int BPF_KRETPROBE(alloc_exit)
 		 */
 		if (!t->free_ptr) {
 			cnt_inc(c, ML_STAT_FREE_NULL);
-		} else if (addr || t->size == 0) {
-			if (t->free_ts > 1 && forget(c, tgid, t->free_ptr, t->free_ts)) {
+		} else if (addr || size == 0) {
+			if (t->free_ts > 1 && forget(c, tgid, s->layer, t->free_ptr, t->free_ts)) {
 				cnt_inc(c, ML_STAT_FREE_CALLS);
-				cnt_inc(c, layer_slot + 1);
+				cnt_inc(c, layer_slot(s->layer) + 1);
 			} else if (t->free_ts <= 1 && addr) {
 				cnt_inc(c, ML_STAT_FREE_UNKNOWN);
 			}
 		}
-		if (!addr && t->size == 0)
+		if (!addr && size == 0)
 			return 0;
 	}
 	if (!ok || !addr) {
 		cnt_inc(c, ML_STAT_ALLOC_FAILED);
 		return 0;
 	}
-	cnt_inc(c, ML_STAT_ALLOC_CALLS);
-	cnt_inc(c, layer_slot);
-	if (t->size < min_size || t->size > max_size)
+	remember(c, tgid, s->layer, addr, size, t->caller, t->stack_id, idx, -1);
+	return 0;
+}
+
+static __always_inline int release(struct ml_counters *c, __u8 layer, __u64 ptr)
+{
+	if (!ptr) {
+		cnt_inc(c, ML_STAT_FREE_NULL);
 		return 0;
-	remember(c, tgid, addr, t, s);
+	}
+	cnt_inc(c, ML_STAT_FREE_CALLS);
+	cnt_inc(c, layer_slot(layer) + 1);
+	forget(c, bpf_get_current_pid_tgid() >> 32, layer, ptr, 0);
 	return 0;
 }
 
@@ -358,22 +410,36 @@ int BPF_KPROBE(free_enter)
 {
 	__u32 idx = bpf_get_attach_cookie(ctx);
 	const volatile struct ml_spec *s;
-	struct ml_counters *c;
 	struct ml_args args;
-	__u64 ptr;
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
-	load_args(ctx, &args);
-	ptr = arg_n(&args, s->free_arg);
-	c = counters();
-	if (!ptr) {
-		cnt_inc(c, ML_STAT_FREE_NULL);
+	load_args(ctx, &args, false);
+	return release(counters(), s->layer, arg_n(&args, s->free_arg));
+}
+
+/*
+ * PyTorch's CUDA caching allocator announces every tensor block it hands out and takes back through
+ * USDT probes pytorch:malloc(ptr, device, size, stream) and pytorch:free(ptr). The probe sits inside
+ * the allocator, so frame 0 is the probe's own address; the frames above come from the frame-pointer walk.
+ */
+SEC("usdt")
+int BPF_USDT(torch_malloc, __u64 ptr, long device, __u64 size, long stream)
+{
+	__u64 caller, stack_id;
+
+	if (!ptr)
 		return 0;
-	}
-	cnt_inc(c, ML_STAT_FREE_CALLS);
-	cnt_inc(c, ML_STAT_LAYER_BASE + 2 * (s->layer & (ML_LAYER_MAX - 1)) + 1);
-	forget(c, bpf_get_current_pid_tgid() >> 32, ptr, 0);
+	capture_stack(ctx, &caller, &stack_id);
+	caller = PT_REGS_IP(ctx);
+	remember(counters(), bpf_get_current_pid_tgid() >> 32, ML_LAYER_TORCH_CUDA, ptr, size, caller, stack_id,
+		 ML_MAX_SPECS - 1, (__s16)device);
 	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(torch_free, __u64 ptr)
+{
+	return release(counters(), ML_LAYER_TORCH_CUDA, ptr);
 }

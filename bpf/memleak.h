@@ -14,9 +14,32 @@
 
 /* Layers: where an allocation comes from. User space owns the names (user/allocators.c). */
 enum ml_layer {
-	ML_LAYER_LIBC = 0,
+	ML_LAYER_LIBC = 0,       /* C heap */
+	ML_LAYER_CUDA = 1,       /* device memory reserved from the CUDA runtime or driver */
+	ML_LAYER_CUDA_HOST = 2,  /* pinned host memory */
+	ML_LAYER_TORCH_CUDA = 3, /* PyTorch's CUDA caching allocator: memory handed to tensors */
+	ML_LAYER_TORCH_CPU = 4,  /* PyTorch CPU tensors */
+	ML_LAYER_CUDA_MAP = 5,   /* virtual ranges mapped with cuMemMap (backed by cuMemCreate memory) */
 	ML_LAYER_MAX = 8,
 };
+
+/*
+ * Nesting groups. A call made while a call of the same group is in flight on the thread is the outer
+ * call's implementation (realloc calling malloc, cudaMalloc calling cuMemAlloc, c10::alloc_cpu calling
+ * posix_memalign) and is not counted again; a call of another group is (raw_alloc reaching cudaMalloc).
+ */
+enum ml_group {
+	ML_GROUP_HEAP = 0, /* libc, torch_cpu */
+	ML_GROUP_CUDA = 1, /* cuda, cuda_map */
+	ML_GROUP_CUDA_HOST = 2,
+	ML_GROUP_TORCH_CUDA = 3,
+	ML_GROUPS = 4,
+};
+
+/* Argument numbers 1-6 are registers; these name the first stack-passed words at function entry. */
+#define ML_ARG_STACK1 7 /* [rsp + 8] */
+#define ML_ARG_STACK2 8 /* [rsp + 16] */
+#define ML_ARG_STACK3 9 /* [rsp + 24] */
 
 /* What a probed function does. */
 enum ml_kind {
@@ -36,14 +59,19 @@ enum ml_ret {
  * The uprobe's attach cookie is the row index.
  */
 struct ml_spec {
-	__u8 kind;      /* enum ml_kind */
-	__u8 ret;       /* enum ml_ret */
-	__u8 layer;     /* enum ml_layer or a later layer id */
-	__u8 size_arg;  /* bytes */
-	__u8 count_arg; /* multiplies size (calloc, reallocarray) */
-	__u8 out_arg;   /* void ** out-parameter holding the pointer at return */
-	__u8 free_arg;  /* pointer released (free, realloc) */
-	__u8 pad;
+	__u8 kind;         /* enum ml_kind */
+	__u8 ret;          /* enum ml_ret */
+	__u8 layer;        /* enum ml_layer */
+	__u8 group;        /* enum ml_group */
+	__u8 size_arg;     /* bytes */
+	__u8 count_arg;    /* multiplies size (calloc, reallocarray, pitched heights) */
+	__u8 count2_arg;   /* multiplies again (3-D depth) */
+	__u8 out_arg;      /* pointer-sized out-parameter holding the pointer (or handle) at return */
+	__u8 free_arg;     /* pointer released (free, realloc) */
+	__u8 addr_arg;     /* the allocation's address is this input argument (cuMemMap) */
+	__u8 size_out_arg; /* the byte size is read at return from *(u64 *)(arg + size_out_off) (pitch) */
+	__u8 size_out_off;
+	__u8 pad[4];
 };
 
 /*
@@ -62,14 +90,14 @@ struct ml_slot {
 	__u64 caller;   /* return address at [rsp] on entry: the immediate caller, never lost */
 	__u64 stack_id; /* key in the stack table (a hash of the frames above the caller), or ML_STACK_NONE */
 	__u32 tgid;
-	__u8 layer;
+	__u8 layer;     /* part of the key: a caching allocator's first block shares its segment's address */
 	__u8 spec;
-	__u16 pad;
+	__s16 device;   /* CUDA device index, -1 when not known */
 };
 
-static inline __u64 ml_slot_hash(__u32 tgid, __u64 addr)
+static inline __u64 ml_slot_hash(__u32 tgid, __u8 layer, __u64 addr)
 {
-	__u64 h = (addr >> 4) ^ ((__u64)tgid << 40);
+	__u64 h = (addr >> 4) ^ ((__u64)tgid << 40) ^ ((__u64)layer << 56);
 
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdULL;

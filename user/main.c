@@ -95,7 +95,7 @@ static void test_attach_delay(void)
 		usleep((useconds_t)(ms * 1000));
 }
 
-static int sync_probes(struct probes *pr, struct symbolizer *sym, int pid, bool first)
+static int sync_probes(struct probes *pr, struct symbolizer *sym, int pid)
 {
 	struct ml_maps maps = {};
 	int n, err;
@@ -107,9 +107,6 @@ static int sync_probes(struct probes *pr, struct symbolizer *sym, int pid, bool 
 	ml_maps__clear(&maps);
 	if (n < 0)
 		return n;
-	if (!first && n > 0)
-		for (unsigned int i = probes__n_objects(pr) - (unsigned int)n; i < probes__n_objects(pr); i++)
-			ml_notice("now also tracing %s (loaded after attach)", probes__object(pr, i, NULL));
 	if (sym)
 		symbolizer__refresh(sym);
 	return n;
@@ -165,21 +162,15 @@ int main(int argc, char **argv)
 	err = load_bpf(&o, &skel);
 	if (err)
 		goto cleanup;
-	probes = probes__new(skel, tgt.pid);
+	probes = probes__new(skel, &(struct probes_opts){ .pid = tgt.pid, .layers = o.layers });
 	if (!probes) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	n = sync_probes(probes, NULL, tgt.pid, true);
-	if (n == -ENOENT && !target__alive(&tgt))
-		n = -ESRCH;
-	if (n == -ESRCH || n == -ENOENT) {
-		if (n == -ESRCH || !target__alive(&tgt))
-			ml_err("pid %d exited during attach", tgt.pid);
-		else
-			ml_err("pid %d has no C library with malloc and free to probe (a static binary without symbols?)",
-			       tgt.pid);
-		err = n;
+	n = sync_probes(probes, NULL, tgt.pid);
+	if (n == -ESRCH || (n == -ENOENT && !target__alive(&tgt))) {
+		ml_err("pid %d exited during attach", tgt.pid);
+		err = -ESRCH;
 		goto cleanup;
 	}
 	if (n < 0) {
@@ -187,8 +178,9 @@ int main(int argc, char **argv)
 		ml_err("cannot attach to pid %d: %s", tgt.pid, strerror(-err));
 		goto cleanup;
 	}
-	if (n == 0) {
-		ml_err("pid %d has no C library with malloc and free to probe", tgt.pid);
+	if ((o.layers & (1U << ML_LAYER_LIBC)) && !(probes__active_layers(probes) & (1U << ML_LAYER_LIBC))) {
+		ml_err("pid %d has no C library with malloc and free to probe (a static binary without symbols?)",
+		       tgt.pid);
 		err = -ENOENT;
 		goto cleanup;
 	}
@@ -216,18 +208,36 @@ int main(int argc, char **argv)
 		err = target__release(&tgt, o.cmd_argv[0]);
 		if (err)
 			goto cleanup;
-		/* The new image is mapped now; a short-lived command may be gone before the first rescan. */
-		symbolizer__refresh(sym);
+		/* Held at its first instruction: probe the new image (a static executable, another libc). */
+		n = sync_probes(probes, sym, tgt.pid);
+		target__resume(&tgt);
+		if (n < 0) {
+			err = n;
+			ml_err("cannot attach to pid %d: %s", tgt.pid, strerror(-err));
+			goto cleanup;
+		}
 	} else if (!target__alive(&tgt)) {
 		ml_err("pid %d exited during attach", tgt.pid);
 		err = -ESRCH;
 		goto cleanup;
 	}
-	for (unsigned int i = 0; i < probes__n_objects(probes); i++) {
-		unsigned int nf = 0;
-		const char *path = probes__object(probes, i, &nf);
+	{
+		unsigned int nf = 0, nobj = 0, missing = o.layers & ~probes__active_layers(probes) &
+							 ((1U << ML_LAYER_MAX) - 1) & ~(1U << ML_LAYER_CUDA_MAP);
 
-		ml_notice("attached to pid %d: %u allocator functions in %s", tgt.pid, nf, path);
+		for (unsigned int i = 0; i < probes__n_objects(probes); i++) {
+			unsigned int k = 0;
+
+			if (probes__object(probes, i, &k, NULL)) {
+				nf += k;
+				nobj++;
+			}
+		}
+		ml_notice("attached to pid %d: %u probes in %u objects", tgt.pid, nf, nobj);
+		probes__started(probes);
+		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
+			if (missing & (1U << l) && strcmp(ml_layer_name(l), "unknown"))
+				ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
 	}
 
 	sigemptyset(&mask);
@@ -278,7 +288,7 @@ int main(int argc, char **argv)
 			if (++scans == FAST_SCANS)
 				arm_timer(scan_fd, 1.0);
 			if (!final && target__alive(&tgt)) {
-				n = sync_probes(probes, sym, tgt.pid, false);
+				n = sync_probes(probes, sym, tgt.pid);
 				if (n < 0 && n != -ESRCH && n != -ENOENT)
 					ml_notice("rescanning pid %d's libraries failed: %s", tgt.pid, strerror(-n));
 			}
@@ -288,8 +298,10 @@ int main(int argc, char **argv)
 		if (all[2].revents && read(tick_fd, &expirations, sizeof(expirations)) < 0)
 			expirations = 0;
 		err = ledger__collect(ledger, &snap);
-		if (err)
+		if (err) {
+			ml_err("cannot collect the report: %s", strerror(-err));
 			break;
+		}
 		seq++;
 		if (o.count && seq >= o.count)
 			final = true;

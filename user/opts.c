@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "allocators.h"
 #include "log.h"
 #include "opts.h"
 
@@ -27,6 +28,8 @@ static const char usage[] =
 	"      --max-size BYTES   only track allocations of at most BYTES\n"
 	"  -o, --output FILE      write reports to FILE instead of stdout (created 0600)\n"
 	"  -f, --format FMT       text (default) or json (JSON Lines, one object per report)\n"
+	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
+	"                         torch_cuda, torch_cpu (cuda includes cuda_map, its cuMemMap'd ranges)\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
 	"      --max-stacks N     distinct stacks kept (default 16384)\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
@@ -47,6 +50,7 @@ static const struct option long_opts[] = {
 	{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
 	{ "output", required_argument, NULL, 'o' },
 	{ "format", required_argument, NULL, 'f' },
+	{ "layers", required_argument, NULL, 'l' },
 	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -208,10 +212,11 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	o->max_size = UINT64_MAX;
 	o->max_allocs = 1048576;
 	o->max_stacks = 16384;
+	o->layers = ~0U;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":p:c:T:o:f:vhV", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:c:T:o:f:l:vhV", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (ml_parse_u64(optarg, 1, 0x3fffffff, &v))
@@ -258,6 +263,10 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				o->format = ML_FMT_JSON;
 			else
 				return bad("--format", optarg, "text or json");
+			break;
+		case 'l':
+			if (ml_layers_parse(optarg, &o->layers))
+				return bad("--layers", optarg, "a comma-separated list of libc, cuda, cuda_host, torch_cuda, torch_cpu");
 			break;
 		case OPT_MAX_ALLOCS:
 			if (ml_parse_u64(optarg, 16, 1U << 28, &v))

@@ -20,7 +20,8 @@ struct ml_opts {
 	enum ml_format format;
 	int verbose;
 	uint32_t max_allocs;   /* outstanding-allocation table size */
-	uint32_t max_stacks;   /* stack table and aggregation table size */
+	uint32_t max_stacks;   /* stack table size */
+	unsigned int layers;   /* bit mask of enum ml_layer to trace (--layers) */
 };
 
 /* 0 on success, 1 when --help/--version was handled (exit 0), -EINVAL after printing a one-line error. */

@@ -1,5 +1,7 @@
 /* Probe attachment: finds the allocator table's functions in the target's mapped objects and attaches to them. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,32 +10,43 @@
 #include "elfsym.h"
 #include "log.h"
 #include "probes.h"
+#include "symbolizer.h"
 #include "memleak.skel.h"
 
-struct probed_object {
+struct object {
 	uint32_t dev_major, dev_minor;
 	uint64_t inode;
-	char *path;
+	char *path;         /* NULL for objects looked at and not probed */
+	bool libc_tried;    /* looked at as a C library (or static executable) */
 	unsigned int nfuncs;
+	unsigned int layers;
 };
 
 struct probes {
 	struct memleak_bpf *skel;
-	int pid;
+	struct probes_opts o;
 	struct bpf_link **links;
 	size_t nlinks, caplinks;
-	struct probed_object *objs;
+	struct object *objs;
 	size_t nobjs, capobjs;
+	unsigned int active;
+	bool started; /* initial attach done: later activations are news worth a notice */
 };
 
-struct probes *probes__new(struct memleak_bpf *skel, int pid)
+/* Where each row was found in the object being probed. */
+struct found {
+	bool ok;
+	uint64_t vaddr;
+};
+
+struct probes *probes__new(struct memleak_bpf *skel, const struct probes_opts *o)
 {
 	struct probes *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return NULL;
 	p->skel = skel;
-	p->pid = pid;
+	p->o = *o;
 	return p;
 }
 
@@ -50,28 +63,60 @@ void probes__free(struct probes *p)
 	free(p);
 }
 
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
 static bool is_libc_name(const char *path)
 {
-	const char *base = strrchr(path, '/');
+	const char *base = base_name(path);
 
-	base = base ? base + 1 : path;
 	return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-2.", 7) || !strncmp(base, "ld-musl-", 8) ||
 	       !strncmp(base, "libc.musl-", 10);
 }
 
-static bool known(const struct probes *p, const struct ml_mapping *m)
+static bool layer_on(const struct probes *p, unsigned int layer)
+{
+	return p->o.layers & (1U << layer);
+}
+
+static struct object *lookup(const struct probes *p, const struct ml_mapping *m)
 {
 	for (size_t i = 0; i < p->nobjs; i++)
 		if (p->objs[i].inode == m->inode && p->objs[i].dev_major == m->dev_major &&
 		    p->objs[i].dev_minor == m->dev_minor)
-			return true;
-	return false;
+			return &p->objs[i];
+	return NULL;
+}
+
+static struct object *add_object(struct probes *p, const struct ml_mapping *m)
+{
+	struct object *o;
+
+	if (p->nobjs == p->capobjs) {
+		size_t cap = p->capobjs ? p->capobjs * 2 : 16;
+		struct object *n = realloc(p->objs, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		p->objs = n;
+		p->capobjs = cap;
+	}
+	o = &p->objs[p->nobjs++];
+	memset(o, 0, sizeof(*o));
+	o->dev_major = m->dev_major;
+	o->dev_minor = m->dev_minor;
+	o->inode = m->inode;
+	return o;
 }
 
 static int push_link(struct probes *p, struct bpf_link *l)
 {
 	if (p->nlinks == p->caplinks) {
-		size_t cap = p->caplinks ? p->caplinks * 2 : 32;
+		size_t cap = p->caplinks ? p->caplinks * 2 : 64;
 		struct bpf_link **n = realloc(p->links, cap * sizeof(*n));
 
 		if (!n)
@@ -95,7 +140,7 @@ static int attach_one(struct probes *p, const char *path, uint64_t off, unsigned
 		prog = p->skel->progs.free_enter;
 	else
 		prog = ret ? p->skel->progs.alloc_exit : p->skel->progs.alloc_enter;
-	l = bpf_program__attach_uprobe_opts(prog, p->pid, path, off, &uo);
+	l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, off, &uo);
 	if (!l) {
 		err = -errno;
 		ml_err("cannot attach %s to %s in %s: %s", ret ? "uretprobe" : "uprobe", a->func, path, strerror(-err));
@@ -107,132 +152,304 @@ static int attach_one(struct probes *p, const char *path, uint64_t off, unsigned
 	return err;
 }
 
-/* Attach every libc row that the object defines. Returns the number of functions probed or -errno. */
-static int attach_object(struct probes *p, const struct ml_mapping *m, bool need_all_required)
-{
-	struct elf_syms *syms = NULL;
-	char *path = NULL;
-	int fd, err, n = 0;
-	size_t first_link = p->nlinks;
+struct demangle_ctx {
+	struct found *found;
+};
 
-	fd = ml_maps__open_file(p->pid, m);
-	if (fd < 0)
-		return fd;
+/* The identifier just before the parameter list: "raw_alloc" of "...::raw_alloc(unsigned long)". */
+static bool name_token(const char *demangled, const char **tok, size_t *len)
+{
+	const char *paren = strchr(demangled, '('), *start;
+
+	if (!paren)
+		return false;
+	start = paren;
+	while (start > demangled && start[-1] != ':' && start[-1] != ' ')
+		start--;
+	*tok = start;
+	*len = (size_t)(paren - start);
+	return *len > 0;
+}
+
+static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void *vctx)
+{
+	struct demangle_ctx *ctx = vctx;
+	char *dm = NULL;
+
+	if (strncmp(raw, "_Z", 2))
+		return 0;
+	for (unsigned int row = 0; row < ml_allocators_n; row++) {
+		const struct ml_allocator *a = &ml_allocators[row];
+		const char *tok;
+		size_t len;
+
+		if (a->match != ML_MATCH_DEMANGLED || ctx->found[row].ok || !name_token(a->func, &tok, &len))
+			continue;
+		/* Cheap filter first: the mangled name spells the identifier as <length><name>. */
+		if (!memmem(raw, strlen(raw), tok, len))
+			continue;
+		if (!dm && !(dm = ml_demangle(raw)))
+			return 0;
+		if (!strcmp(dm, a->func)) {
+			ctx->found[row].ok = true;
+			ctx->found[row].vaddr = vaddr;
+		}
+	}
+	free(dm);
+	return 0;
+}
+
+static bool has_section(Elf *elf, const char *want)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx))
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (name && !strcmp(name, want))
+			return true;
+	}
+	return false;
+}
+
+/* PyTorch's USDT probes. libbpf reads the notes and handles the semaphores. Returns probes attached. */
+static int attach_usdts(struct probes *p, const char *path, unsigned int *layers)
+{
+	int n = 0;
+
+	for (unsigned int i = 0; i < ml_usdts_n; i++) {
+		const struct ml_usdt *u = &ml_usdts[i];
+		struct bpf_program *prog = u->is_free ? p->skel->progs.torch_free : p->skel->progs.torch_malloc;
+		struct bpf_link *l;
+
+		if (!layer_on(p, u->layer))
+			continue;
+		l = bpf_program__attach_usdt(prog, p->o.pid, path, u->provider, u->name, NULL);
+		if (!l) {
+			ml_info("%s: no USDT probe %s:%s (%s)", path, u->provider, u->name, strerror(errno));
+			continue;
+		}
+		if (push_link(p, l)) {
+			bpf_link__destroy(l);
+			return -ENOMEM;
+		}
+		*layers |= 1U << u->layer;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Probe one object: the rows of enabled layers it defines (libc rows only in a C library, or a static
+ * executable when `as_libc`), and PyTorch's USDT probes. Returns the number of probes attached, -ENOENT
+ * when a C library lacks malloc/free, or another negative errno.
+ */
+static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_libc, unsigned int *layers)
+{
+	struct found *found = calloc(ml_allocators_n, sizeof(*found));
+	struct demangle_ctx dctx = { .found = found };
+	struct elf_syms *syms = NULL;
+	size_t first_link = p->nlinks;
+	bool any_demangled = false, usdt = false;
+	char *path = NULL;
+	int fd, err = 0, n = 0;
+
+	*layers = 0;
+	if (!found)
+		return -ENOMEM;
+	fd = ml_maps__open_file(p->o.pid, m);
+	if (fd < 0) {
+		err = fd;
+		goto out;
+	}
 	err = elf_syms__open(fd, &syms);
 	close(fd);
-	if (err)
-		return err;
-	err = ml_maps__attach_path(p->pid, m, &path);
 	if (err)
 		goto out;
 	for (unsigned int row = 0; row < ml_allocators_n; row++) {
 		const struct ml_allocator *a = &ml_allocators[row];
-		uint64_t vaddr, size, off;
+		uint64_t size;
 
-		if (a->lib != ML_LIB_LIBC)
+		if (!layer_on(p, a->spec.layer) || (a->lib == ML_LIB_LIBC) != as_libc)
 			continue;
-		if (elf_syms__find(syms, a->func, &vaddr, &size) || elf_syms__vaddr_to_offset(syms, vaddr, &off)) {
-			if (a->required && need_all_required) {
-				err = -ENOENT;
-				goto out;
-			}
-			ml_info("%s: no %s, not probed", m->path, a->func);
-			continue;
+		if (a->match == ML_MATCH_DEMANGLED)
+			any_demangled = true;
+		else if (elf_syms__find(syms, a->func, &found[row].vaddr, &size) == 0)
+			found[row].ok = true;
+		else if (a->required) {
+			err = -ENOENT;
+			goto out;
 		}
-		err = attach_one(p, path, off, row, false);
-		if (!err && a->spec.kind != ML_KIND_FREE)
+	}
+	if (any_demangled && !as_libc)
+		elf_syms__for_each(syms, match_demangled, &dctx);
+	usdt = !as_libc && layer_on(p, ML_LAYER_TORCH_CUDA) && has_section(elf_syms__elf(syms), ".note.stapsdt");
+
+	err = ml_maps__attach_path(p->o.pid, m, &path);
+	if (err)
+		goto out;
+	for (unsigned int row = 0; row < ml_allocators_n; row++) {
+		const struct ml_allocator *a = &ml_allocators[row];
+		uint64_t off;
+
+		if (!found[row].ok || elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
+			continue;
+		/*
+		 * Return probe first: an entry seen without its return hooked would leave a call "in flight"
+		 * for good, and later calls at that depth would pass for nested ones.
+		 */
+		if (a->spec.kind != ML_KIND_FREE)
 			err = attach_one(p, path, off, row, true);
+		if (!err)
+			err = attach_one(p, path, off, row, false);
 		if (err)
 			goto out;
+		*layers |= 1U << a->spec.layer;
 		n++;
+	}
+	if (usdt) {
+		int u = attach_usdts(p, path, layers);
+		bool raw = false;
+
+		if (u < 0) {
+			err = u;
+			goto out;
+		}
+		for (unsigned int row = 0; row < ml_allocators_n; row++)
+			if (found[row].ok && ml_allocators[row].spec.layer == ML_LAYER_TORCH_CUDA)
+				raw = true;
+		if (u > 0 && !raw)
+			ml_notice("%s has PyTorch's allocator probes but no raw_alloc/raw_delete symbols (stripped?): "
+				  "torch_cuda misses memory taken through raw_alloc", m->path);
+		n += u;
 	}
 	err = n;
 out:
-	if (err < 0) {
+	if (err < 0)
 		while (p->nlinks > first_link)
 			bpf_link__destroy(p->links[--p->nlinks]);
-	}
 	free(path);
+	free(found);
 	elf_syms__free(syms);
 	return err;
 }
 
-static int remember(struct probes *p, const struct ml_mapping *m, unsigned int nfuncs)
+static void announce(struct probes *p, const char *path, unsigned int layers, int nfuncs)
 {
-	struct probed_object *o;
+	unsigned int fresh = layers & ~p->active;
 
-	if (p->nobjs == p->capobjs) {
-		size_t cap = p->capobjs ? p->capobjs * 2 : 8;
-		struct probed_object *n = realloc(p->objs, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		p->objs = n;
-		p->capobjs = cap;
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+		if (!(fresh & (1U << l)))
+			continue;
+		if (p->started)
+			ml_notice("layer %s now active: %s (loaded after attach)", ml_layer_name(l), path);
+		else
+			ml_info("layer %s active: %s", ml_layer_name(l), path);
 	}
-	o = &p->objs[p->nobjs];
-	o->path = strdup(m->path);
-	if (!o->path)
-		return -ENOMEM;
-	o->dev_major = m->dev_major;
-	o->dev_minor = m->dev_minor;
-	o->inode = m->inode;
-	o->nfuncs = nfuncs;
-	p->nobjs++;
-	return 0;
+	ml_info("probing %d functions in %s", nfuncs, path);
+	p->active |= layers;
 }
 
 int probes__sync(struct probes *p, const struct ml_maps *maps)
 {
 	const struct ml_mapping *exe = NULL;
 	bool any_libc = false;
-	int added = 0, n;
+	int added = 0;
 
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ml_mapping *m = &maps->v[i];
+		unsigned int layers = 0;
+		bool libc;
+		struct object *o;
+		int n;
 
 		if (!m->path || m->path[0] != '/' || !m->inode)
 			continue;
 		if (!exe)
 			exe = m; /* the kernel maps the executable first */
-		if (!is_libc_name(m->path))
+		libc = is_libc_name(m->path);
+		any_libc |= libc;
+		if (lookup(p, m))
 			continue;
-		any_libc = true;
-		if (known(p, m))
-			continue;
-		n = attach_object(p, m, true);
-		if (n == -ENOENT) {
+		n = probe_object(p, m, libc, &layers);
+		if (n == -ENOENT && libc) {
 			ml_notice("%s looks like a C library but lacks malloc/free symbols; not probed", m->path);
-			continue;
+			n = 0;
+		} else if (n == -ENOEXEC || n == -ENOENT || n == -EACCES) {
+			ml_info("%s: not probed (%s)", m->path, strerror(-n));
+			n = 0;
 		}
 		if (n < 0)
 			return n;
-		if (remember(p, m, (unsigned int)n))
+		o = add_object(p, m);
+		if (!o)
 			return -ENOMEM;
-		added++;
+		o->libc_tried = libc;
+		if (n > 0) {
+			o->path = strdup(m->path);
+			o->nfuncs = (unsigned int)n;
+			o->layers = layers;
+			if (!o->path)
+				return -ENOMEM;
+			announce(p, m->path, layers, n);
+			added++;
+		}
 	}
 	/* A statically linked program carries its own allocator: probe the executable if it has the symbols. */
-	if (!any_libc && p->nobjs == 0 && exe) {
-		n = attach_object(p, exe, true);
-		if (n == -ENOENT || n == -ENOEXEC)
-			return -ENOENT;
-		if (n < 0)
-			return n;
-		if (remember(p, exe, (unsigned int)n))
+	if (!any_libc && layer_on(p, ML_LAYER_LIBC) && exe) {
+		struct object *o = lookup(p, exe);
+		unsigned int layers = 0;
+		int n;
+
+		if (!o && !(o = add_object(p, exe)))
 			return -ENOMEM;
-		added++;
+		if (o->libc_tried)
+			return added;
+		o->libc_tried = true;
+		n = probe_object(p, exe, true, &layers);
+		if (n > 0) {
+			if (!o->path && !(o->path = strdup(exe->path)))
+				return -ENOMEM;
+			o->nfuncs += (unsigned int)n;
+			o->layers |= layers;
+			announce(p, exe->path, layers, n);
+			added++;
+		} else if (n < 0 && n != -ENOENT && n != -ENOEXEC) {
+			return n;
+		}
 	}
 	return added;
 }
 
-unsigned int probes__n_objects(const struct probes *p) { return (unsigned int)p->nobjs; }
-unsigned int probes__n_links(const struct probes *p) { return (unsigned int)p->nlinks; }
+void probes__started(struct probes *p)
+{
+	p->started = true;
+}
 
-const char *probes__object(const struct probes *p, unsigned int i, unsigned int *nfuncs)
+unsigned int probes__n_objects(const struct probes *p)
+{
+	return (unsigned int)p->nobjs;
+}
+
+unsigned int probes__active_layers(const struct probes *p)
+{
+	return p->active;
+}
+
+const char *probes__object(const struct probes *p, unsigned int i, unsigned int *nfuncs, unsigned int *layers)
 {
 	if (i >= p->nobjs)
 		return NULL;
 	if (nfuncs)
 		*nfuncs = p->objs[i].nfuncs;
+	if (layers)
+		*layers = p->objs[i].layers;
 	return p->objs[i].path;
 }

@@ -8,19 +8,27 @@
 struct memleak_bpf;
 struct probes;
 
-struct probes *probes__new(struct memleak_bpf *skel, int pid);
+struct probes_opts {
+	int pid;
+	unsigned int layers; /* bit mask of enum ml_layer to trace */
+};
+
+struct probes *probes__new(struct memleak_bpf *skel, const struct probes_opts *o);
 void probes__free(struct probes *p); /* detaches everything; NULL-safe */
 
 /*
- * Attach to every object in `maps` the table applies to that is not attached yet (objects are known by
- * device and inode, so a library mapped again or under another name is not probed twice). Returns the
- * number of objects newly attached, or a negative errno; on error nothing from this call stays attached.
+ * Attach to every object in `maps` not looked at yet (objects are known by device and inode, so a library
+ * mapped again or under another name is not probed twice). Prints a notice when a layer becomes active.
+ * Returns the number of objects newly probed, or a negative errno; on error nothing from the failing
+ * object stays attached.
  */
 int probes__sync(struct probes *p, const struct ml_maps *maps);
 
+/* The initial attach is complete: layers activated from now on are announced on stderr. */
+void probes__started(struct probes *p);
 unsigned int probes__n_objects(const struct probes *p);
-unsigned int probes__n_links(const struct probes *p);
-/* The path of the i-th attached object (as the target maps it) and how many functions it has probed. */
-const char *probes__object(const struct probes *p, unsigned int i, unsigned int *nfuncs);
+unsigned int probes__active_layers(const struct probes *p); /* bit mask of layers with probes attached */
+/* The path of the i-th probed object (as the target maps it), its probe count and its layers. */
+const char *probes__object(const struct probes *p, unsigned int i, unsigned int *nfuncs, unsigned int *layers);
 
 #endif

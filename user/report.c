@@ -30,7 +30,7 @@ static const struct stat_name event_stats[] = {
 	{ ML_STAT_ALLOC_FAILED, "failed_allocs", "failed (not recorded)" },
 	{ ML_STAT_FREE_NULL, "free_null", "free(NULL)" },
 	{ ML_STAT_FREE_MATCHED, "frees_matched", "matched" },
-	{ ML_STAT_FREE_UNKNOWN, "frees_unknown", "of blocks from before attach" },
+	{ ML_STAT_FREE_UNKNOWN, "frees_unknown", "of untracked blocks (from before attach, or filtered out)" },
 	{ ML_STAT_NESTED, "nested_calls", "nested" },
 	{ ML_STAT_REALLOC_RACE, "realloc_races", "realloc races" },
 };
@@ -289,6 +289,6 @@ int reporter__emit(struct reporter *r, const struct ml_snapshot *s, uint64_t seq
 	else
 		emit_text(r, s, seq, final);
 	if (fflush(r->out) || ferror(r->out))
-		return -EIO;
+		return errno ? -errno : -EIO;
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/capability.h>
@@ -57,8 +58,12 @@ int ml_check_system(void)
 		ml_err("cannot read own capabilities: %s", strerror(errno));
 		return -errno;
 	}
-	if (!has_cap(d, CAP_SYS_ADMIN) && !(has_cap(d, CAP_BPF) && has_cap(d, CAP_PERFMON))) {
-		ml_err("needs root, or CAP_BPF and CAP_PERFMON (run it with sudo)");
+	/*
+	 * CAP_BPF + CAP_PERFMON once sufficed; kernels since 2025 (6.18 here, and stable backports) want
+	 * CAP_SYS_ADMIN again for uprobes, and reading another user's maps wants CAP_SYS_PTRACE.
+	 */
+	if (!has_cap(d, CAP_SYS_ADMIN)) { /* it implies CAP_BPF and CAP_PERFMON */
+		ml_err("needs root: CAP_SYS_ADMIN (which uprobes require), CAP_BPF and CAP_PERFMON (run it with sudo)");
 		return -EPERM;
 	}
 	if (!sysfs_exists("kernel/btf/vmlinux")) {
@@ -167,6 +172,10 @@ int target__spawn(struct target *t, char *const argv[])
 		/* Wait until the probes are attached; EOF means the tracer gave up. */
 		if (read(go[0], &c, 1) != 1)
 			_exit(127);
+		signal(SIGPIPE, SIG_DFL); /* ignored in memleak-ai, and an ignored signal stays ignored across exec */
+		/* Stop right after exec, so that probes go on the new image before its first instruction. */
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL))
+			_exit(127);
 		execvp(argv[0], argv);
 		e = errno;
 		if (write(st[1], &e, sizeof(e)) < 0)
@@ -191,7 +200,7 @@ int target__spawn(struct target *t, char *const argv[])
 int target__release(struct target *t, const char *what)
 {
 	ssize_t n;
-	int e = 0;
+	int e = 0, status;
 
 	if (!t->spawned || t->go_fd < 0)
 		return 0;
@@ -199,6 +208,18 @@ int target__release(struct target *t, const char *what)
 		return -errno;
 	close(t->go_fd);
 	t->go_fd = -1;
+	/* The child stops with SIGTRAP once exec succeeded, or exits when it failed. */
+	while (waitpid(t->pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFSTOPPED(status)) {
+		t->stopped = true;
+		close(t->status_fd);
+		t->status_fd = -1;
+		return 0;
+	}
+	t->exit_status = status;
+	t->reaped = true;
 	do {
 		n = read(t->status_fd, &e, sizeof(e));
 	} while (n < 0 && errno == EINTR);
@@ -208,7 +229,14 @@ int target__release(struct target *t, const char *what)
 		ml_err("cannot run '%s': %s", what, strerror(e));
 		return -e;
 	}
-	return 0;
+	ml_err("'%s' exited before it started", what);
+	return -ECHILD;
+}
+
+void target__resume(struct target *t)
+{
+	if (t->stopped && ptrace(PTRACE_DETACH, t->pid, NULL, NULL) == 0)
+		t->stopped = false;
 }
 
 bool target__alive(struct target *t)
@@ -224,7 +252,8 @@ void target__close(struct target *t)
 		close(t->go_fd); /* an unreleased child sees EOF and exits without running anything */
 	if (t->status_fd >= 0)
 		close(t->status_fd);
-	if (t->spawned && t->pid > 0) {
+	target__resume(t);
+	if (t->spawned && t->pid > 0 && !t->reaped) {
 		int status;
 
 		if (waitpid(t->pid, &status, t->go_fd >= 0 ? 0 : WNOHANG) == t->pid)

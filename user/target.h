@@ -11,6 +11,8 @@ struct target {
 	int go_fd;      /* -c: writing here lets the child exec */
 	int status_fd;  /* -c: the child reports a failed exec here; EOF means exec succeeded */
 	int exit_status;
+	bool stopped;   /* -c: held at its first instruction after exec */
+	bool reaped;
 };
 
 /* Checks the privileges and kernel features memleak-ai needs; prints a one-line reason and returns -errno. */
@@ -19,8 +21,12 @@ int ml_check_system(void);
 int target__open_pid(struct target *t, int pid);
 /* Fork a child that waits, so that probes can be in place before its first instruction. */
 int target__spawn(struct target *t, char *const argv[]);
-/* Let the spawned child exec; returns 0, or -errno when exec failed (the child has exited then). */
+/*
+ * Let the spawned child exec. It is then held at the new image's first instruction until target__resume(),
+ * so probes can be placed on it. Returns 0, or -errno when exec failed (the child has exited then).
+ */
 int target__release(struct target *t, const char *what);
+void target__resume(struct target *t);
 bool target__alive(struct target *t);
 /* Reap a spawned child if it exited; NULL-safe on a closed target. */
 void target__close(struct target *t);

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
 		}
 		for (uint32_t i = 0; i < nallocs; i++) {
 			uint64_t addr = 0x100000ULL + (uint64_t)i * 64;
-			uint32_t h = (uint32_t)ml_slot_hash(1, addr);
+			uint32_t h = (uint32_t)ml_slot_hash(1, ML_LAYER_LIBC, addr);
 
 			while (t[h & mask].addr)
 				h++;

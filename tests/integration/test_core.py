@@ -266,6 +266,14 @@ def static_binary_with_symbols_is_traced():
 
 
 @test
+def command_mode_static_binary():
+    rc, out, err = run_tool("-f", "json", "-c", f"{FIX}/leaky-static basic auto", "60")
+    eq(rc, 0, f"exit status (stderr: {err})")
+    rep = [json.loads(l) for l in out.splitlines()][-1]
+    eq(by_func(rep).get("leak_malloc"), (100000, 100), "the executable's own malloc probed after exec")
+
+
+@test
 def pid_exits_during_attach():
     p = subprocess.Popen(["sleep", "0.3"])
     try:
@@ -283,7 +291,7 @@ def not_root():
         r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
                             os.path.join(ROOT, "memleak-ai"), "-p", str(fx.pid)], capture_output=True, text=True)
         check(r.returncode != 0, "non-zero exit")
-        eq(r.stderr.strip(), "memleak-ai: needs root, or CAP_BPF and CAP_PERFMON (run it with sudo)", "message")
+        eq(r.stderr.strip(), "memleak-ai: needs root: CAP_SYS_ADMIN (which uprobes require), CAP_BPF and CAP_PERFMON (run it with sudo)", "message")
     finally:
         fx.kill()
 

@@ -40,7 +40,7 @@ static int probe(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, bool cl
 {
 	int fd = bpf_map__fd(skel->maps.table);
 	uint32_t mask = skel->rodata->table_mask;
-	uint32_t start = (uint32_t)ml_slot_hash(tgid, addr);
+	uint32_t start = (uint32_t)ml_slot_hash(tgid, ML_LAYER_LIBC, addr);
 
 	for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
 		uint32_t i = (start + p) & mask;
@@ -50,7 +50,7 @@ static int probe(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, bool cl
 			return (int)i;
 		if (!claim && sl->addr == ML_SLOT_EMPTY)
 			return -1;
-		if (!claim && sl->addr == addr && sl->tgid == tgid)
+		if (!claim && sl->addr == addr && sl->tgid == tgid && sl->layer == ML_LAYER_LIBC)
 			return (int)i;
 	}
 	return -1;
