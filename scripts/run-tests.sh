@@ -15,6 +15,20 @@ build() {
 build leaky $CC -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/leaky.c -o $B/leaky
 build leaky-static $CC -g -O2 -static -fno-optimize-sibling-calls -pthread tests/fixtures/leaky.c -o $B/leaky-static
 build leaky-static-stripped sh -c "cp $B/leaky-static $B/leaky-static-stripped && strip -s $B/leaky-static-stripped"
+G=$B/gpu
+mkdir -p $G
+# Stand-ins for the CUDA driver, runtime and PyTorch's libc10_cuda.so: this machine has no GPU.
+build libcuda.so.1 $CC -g -O2 -shared -fPIC tests/fixtures/gpu/fake_cuda.c -Wl,-soname,libcuda.so.1 -o $G/libcuda.so.1
+build libcudart.so.13 $CC -g -O2 -shared -fPIC tests/fixtures/gpu/fake_cudart.c -Wl,-soname,libcudart.so.13 \
+	-Wl,--version-script=tests/fixtures/gpu/fake_cudart.map $G/libcuda.so.1 -Wl,-rpath,'$ORIGIN' -o $G/libcudart.so.13
+build libc10_cuda.so g++ -g -O2 -shared -fPIC -fvisibility=hidden tests/fixtures/gpu/fake_c10_cuda.cpp \
+	$G/libcudart.so.13 -Wl,-rpath,'$ORIGIN' -o $G/libc10_cuda.so
+build gpu_app $CC -g -O2 tests/fixtures/gpu/gpu_app.c -ldl -o $G/gpu_app
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ -e "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
+	build cuda_real $CC -g -O2 -I$CUDA_HOME/include tests/fixtures/gpu/cuda_real.c -L$CUDA_HOME/lib64 -lcudart \
+		-Wl,-rpath,$CUDA_HOME/lib64 -o $G/cuda_real
+fi
 for t in tests/unit/test_*.c; do
 	n=$(basename "$t" .c)
 	build "$n" $CC -g -O0 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Ibuild -Iuser -Ibpf \

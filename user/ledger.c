@@ -17,6 +17,13 @@ struct row_index {
 	size_t cap; /* power of two */
 };
 
+/* A CUDA segment or tensor block seen in this pass, for the per-device split. */
+struct gpu_block {
+	uint64_t addr, size;
+	int16_t device;
+	uint8_t layer;
+};
+
 struct ledger {
 	struct memleak_bpf *skel;
 	struct ledger_opts o;
@@ -33,6 +40,8 @@ struct ledger {
 	size_t nprev_ids;
 	uint64_t prev_stats[ML_STAT_SLOTS];
 	uint64_t *pcpu;
+	struct gpu_block *gpu; /* this pass's cuda and torch_cuda allocations */
+	size_t ngpu, capgpu;
 };
 
 uint32_t ledger_table_slots(uint32_t max_allocs)
@@ -101,6 +110,7 @@ void ledger__free(struct ledger *l)
 	free(l->prev);
 	free(l->prev_ids);
 	free(l->pcpu);
+	free(l->gpu);
 	free(l);
 }
 
@@ -197,6 +207,86 @@ static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 	return &s->rows[s->nrows++];
 }
 
+static int push_gpu(struct ledger *l, uint64_t addr, uint64_t size, int16_t device, uint8_t layer)
+{
+	if (l->ngpu == l->capgpu) {
+		size_t cap = l->capgpu ? l->capgpu * 2 : 256;
+		struct gpu_block *n = realloc(l->gpu, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		l->gpu = n;
+		l->capgpu = cap;
+	}
+	l->gpu[l->ngpu++] = (struct gpu_block){ .addr = addr, .size = size, .device = device, .layer = layer };
+	return 0;
+}
+
+static int cmp_gpu(const void *a, const void *b)
+{
+	const struct gpu_block *x = a, *y = b;
+
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1; /* cuda segments first, sorted by address */
+	return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+/* The cuda segment (among the first nseg entries, sorted) that contains addr, or NULL. */
+static struct gpu_block *segment_of(struct gpu_block *seg, size_t nseg, uint64_t addr)
+{
+	size_t lo = 0, hi = nseg;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (seg[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || addr >= seg[lo - 1].addr + seg[lo - 1].size)
+		return NULL;
+	return &seg[lo - 1];
+}
+
+/*
+ * Reserved vs allocated per device. Tensor blocks announced with their device lend it to the segment that
+ * holds them, and segments lend theirs to blocks whose device was not announced (raw_alloc).
+ */
+static void split_devices(struct ledger *l)
+{
+	struct ml_snapshot *s = &l->snap;
+	size_t nseg = 0;
+
+	memset(s->devices, 0, sizeof(s->devices));
+	qsort(l->gpu, l->ngpu, sizeof(*l->gpu), cmp_gpu);
+	while (nseg < l->ngpu && l->gpu[nseg].layer == ML_LAYER_CUDA)
+		nseg++;
+	for (size_t i = nseg; i < l->ngpu; i++) {
+		struct gpu_block *seg = segment_of(l->gpu, nseg, l->gpu[i].addr);
+
+		if (seg && seg->device < 0 && l->gpu[i].device >= 0)
+			seg->device = l->gpu[i].device;
+	}
+	for (size_t i = 0; i < l->ngpu; i++) {
+		struct gpu_block *b = &l->gpu[i];
+		struct ml_device_total *d;
+
+		if (b->layer == ML_LAYER_TORCH_CUDA && b->device < 0) {
+			struct gpu_block *seg = segment_of(l->gpu, nseg, b->addr);
+
+			if (seg)
+				b->device = seg->device;
+		}
+		d = &s->devices[b->device >= 0 && b->device < ML_MAX_DEVICES ? b->device + 1 : 0];
+		d->seen = true;
+		if (b->layer == ML_LAYER_CUDA)
+			d->reserved += b->size;
+		else
+			d->allocated += b->size;
+	}
+}
+
 static void read_stats(struct ledger *l)
 {
 	int fd = bpf_map__fd(l->skel->maps.stats);
@@ -270,6 +360,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
 	s->nrows = 0;
 	memset(s->layers, 0, sizeof(s->layers));
+	l->ngpu = 0;
 	if (index_reset(&l->idx, l->nprev + 16))
 		return -ENOMEM;
 
@@ -302,7 +393,11 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		r->count++;
 		if (ts < r->oldest_ts_ns)
 			r->oldest_ts_ns = ts;
+		if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA) &&
+		    push_gpu(l, addr, size, sl->device, k.layer))
+			return -ENOMEM;
 	}
+	split_devices(l);
 
 	s->now_ns = now;
 	s->elapsed_s = (double)(now - l->last_ns) / 1e9;

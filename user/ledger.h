@@ -32,6 +32,14 @@ struct ml_layer_total {
 	bool active;
 };
 
+#define ML_MAX_DEVICES 64
+
+/* Per CUDA device: memory reserved from CUDA (cuda layer) against memory handed to tensors (torch_cuda). */
+struct ml_device_total {
+	uint64_t reserved, allocated;
+	bool seen;
+};
+
 struct ml_snapshot {
 	uint64_t now_ns;       /* CLOCK_MONOTONIC, the clock of the BPF timestamps */
 	double elapsed_s;      /* since the previous snapshot (or since start) */
@@ -41,6 +49,8 @@ struct ml_snapshot {
 	uint64_t stats[ML_STAT_SLOTS];       /* cumulative since attach */
 	uint64_t stats_delta[ML_STAT_SLOTS]; /* since the previous snapshot */
 	uint64_t stacks_gc;                  /* stack-table entries released this time */
+	/* [0] collects memory whose device is not known; [d + 1] is device d */
+	struct ml_device_total devices[ML_MAX_DEVICES + 1];
 };
 
 struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o);

@@ -135,6 +135,21 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 			ml_layer_name(layer), t->bytes, b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2,
 			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0, s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
 	}
+	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
+		const struct ml_device_total *t = &s->devices[d];
+		char b3[32];
+
+		if (!t->seen)
+			continue;
+		ml_fmt_bytes(b1, sizeof(b1), (double)t->reserved);
+		ml_fmt_bytes(b2, sizeof(b2), (double)t->allocated);
+		ml_fmt_bytes(b3, sizeof(b3), (double)t->reserved - (double)t->allocated);
+		if (d)
+			fprintf(f, "cuda device %u: ", d - 1);
+		else
+			fprintf(f, "cuda device unknown: ");
+		fprintf(f, "reserved %s, allocated to tensors %s, cached (reserved - allocated) %s\n", b1, b2, b3);
+	}
 	fprintf(f, "events:");
 	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
 		fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[event_stats[i].idx], event_stats[i].text);
@@ -212,6 +227,23 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 		jw_obj_end(&w);
 	}
 	jw_obj_end(&w);
+	jw_arr_begin(&w, "devices");
+	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
+		const struct ml_device_total *t = &s->devices[d];
+
+		if (!t->seen)
+			continue;
+		jw_obj_begin(&w, NULL);
+		if (d)
+			jw_u64(&w, "device", d - 1);
+		else
+			jw_null(&w, "device");
+		jw_u64(&w, "reserved_bytes", t->reserved);
+		jw_u64(&w, "allocated_bytes", t->allocated);
+		jw_i64(&w, "cached_bytes", (int64_t)t->reserved - (int64_t)t->allocated);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
 	jw_obj_begin(&w, "stats");
 	jw_obj_begin(&w, "events");
 	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)

@@ -1,0 +1,166 @@
+"""Integration tests of the GPU and PyTorch layers: stand-in CUDA/PyTorch libraries (no GPU here), the real CUDA
+13 runtime, and real PyTorch on CPU."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import FIX, ROOT, Fail, Fixture, Tool, check, eq, main, read_line, test  # noqa: E402
+
+GPU = os.path.join(FIX, "gpu")
+TORCH_PY = "/usr/bin/python3"  # Debian's python3.11, which has python3-torch
+
+
+def by_layer_func(rep, layer):
+    out = {}
+    for s in rep["stacks"]:
+        if s["layer"] != layer or not s["frames"]:
+            continue
+        f = s["frames"][0]["func"] or "?"
+        b, c = out.get(f, (0, 0))
+        out[f] = (b + s["bytes"], c + s["count"])
+    return out
+
+
+def wait_stderr(tool, text, timeout=10):
+    while True:
+        line = read_line(tool.p.stderr, timeout, text)
+        tool.stderr_lines.append(line)
+        if text in line:
+            return line
+
+
+def run_gpu_app(*tool_args):
+    fx = Fixture("gpu/gpu_app", GPU)
+    tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60")
+    try:
+        tool.wait_attached()
+        fx.go()  # dlopen the libraries now, after attach
+        check(read_line(fx.p.stdout, 10, "loaded") == "loaded", "fixture loaded its libraries")
+        want = [l for l in ("torch_cuda", "cuda", "cuda_host", "cuda_map") if not tool_args or l in tool_args[-1].split(",")]
+        for layer in want:
+            wait_stderr(tool, f"layer {layer} now active")
+        fx.go()
+        fx.wait_done()
+        tool.p.send_signal(signal.SIGINT)  # final report while the target still holds everything
+        eq(tool.finish(), 0, "exit status")
+        return tool.reports()[-1], tool
+    finally:
+        tool.kill()
+        fx.kill()
+
+
+CUDA_BYTES = 3 * (1 << 20) + 2 * (2 << 20) + 65536 + 12288 + 10240 + 8192 + 5000 + 3000 + 896
+
+
+@test
+def gpu_layers_exact_bytes_after_late_dlopen():
+    rep, tool = run_gpu_app()
+    t = rep["totals"]
+    eq((t["cuda"]["bytes"], t["cuda"]["count"]), (CUDA_BYTES, 12),
+       "cuda: runtime+driver allocations, failed ones and frees excluded, runtime->driver counted once")
+    eq((t["cuda_map"]["bytes"], t["cuda_map"]["count"]), (2 << 20, 1), "cuMemMap'd range")
+    eq((t["cuda_host"]["bytes"], t["cuda_host"]["count"]), (3000 + 700 + 900, 3), "pinned host memory")
+    eq((t["torch_cuda"]["bytes"], t["torch_cuda"]["count"]), (4 * 512 + 2048 + 1536, 6),
+       "tensor blocks: USDT malloc/free and raw_alloc/raw_delete")
+    check(rep["stats"]["events"]["failed_allocs"] >= 2, "failed cudaMalloc and cuMemMap counted")
+    cuda = by_layer_func(rep, "cuda")
+    eq(cuda.get("main"), (CUDA_BYTES - (2 << 20), 11), "allocations made by main")
+    eq(cuda.get("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::carve(unsigned long)"),
+       (2 << 20, 1), "the caching allocator's segment, reached from inside raw_alloc/allocate")
+    tc = by_layer_func(rep, "torch_cuda")
+    eq(tc.get("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long, signed char)"),
+       (2048, 4), "USDT-announced blocks (frame 0: the probe site)")
+    devs = {d["device"]: d for d in rep["devices"]}
+    eq((devs[1]["reserved_bytes"], devs[1]["allocated_bytes"], devs[1]["cached_bytes"]),
+       (2 << 20, 4 * 512 + 2048 + 1536, (2 << 20) - (4 * 512 + 2048 + 1536)),
+       "device 1: the segment holding its tensors, reserved vs allocated")
+    eq(devs[None]["reserved_bytes"], CUDA_BYTES - (2 << 20), "segments of unknown device")
+    check(any("layer cuda now active" in l and "libcudart.so.13" in l for l in tool.stderr_lines),
+          "late library announced")
+
+
+@test
+def layers_option_limits_probes():
+    rep, tool = run_gpu_app("--layers", "torch_cuda")
+    eq(sorted(rep["totals"]), ["torch_cuda"], "only the requested layer")
+    eq(rep["totals"]["torch_cuda"]["bytes"], 4 * 512 + 2048 + 1536, "same tensor bytes")
+    check(not any("layer cuda now active" in l for l in tool.stderr_lines), "cuda not probed")
+
+
+@test
+def layers_option_rejects_unknown():
+    from harness import run_tool
+    rc, out, err = run_tool("-p", "1", "--layers", "libc,gpu")
+    eq(rc, 2, "usage error")
+    check("invalid --layers 'libc,gpu'" in err, err)
+
+
+@test
+def real_cuda_runtime_without_gpu():
+    if not os.path.exists(os.path.join(GPU, "cuda_real")):
+        raise Fail("cuda_real not built: the CUDA 13 toolkit is expected on the build machines")
+    fx = Fixture("gpu/cuda_real")
+    tool = Tool("-p", str(fx.pid), "-f", "json", "-v", "60")
+    try:
+        tool.wait_attached()
+        fx.go()
+        line = read_line(fx.p.stdout, 30, "done")
+        eq(line, "done 6", "every real CUDA allocation failed (no GPU)")
+        tool.p.send_signal(signal.SIGINT)
+        eq(tool.finish(), 0, "exit status")
+        rep = tool.reports()[-1]
+        check(any("layer cuda active" in l and "libcudart.so.13" in l for l in tool.stderr_lines),
+              f"real libcudart.so.13 probed: {tool.stderr_lines}")
+        eq(rep["totals"].get("cuda", {}).get("bytes", 0), 0, "nothing recorded for failed calls")
+        eq(rep["totals"].get("cuda_host", {}).get("bytes", 0), 0, "nothing recorded for failed pinned allocations")
+        check(rep["stats"]["events"]["failed_allocs"] >= 6, f"failures counted: {rep['stats']['events']}")
+    finally:
+        tool.kill()
+        fx.kill()
+
+
+def torch_run(mode):
+    script = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
+    fx = subprocess.Popen([TORCH_PY, script, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        check(read_line(fx.stdout, 60, "torch ready").startswith("ready"), "torch fixture ready")
+        tool = Tool("-p", str(fx.pid), "-f", "json", "--layers", "torch_cpu", "--top", "50", "0.5")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            eq(read_line(fx.stdout, 120, "torch done"), "done", "loop finished")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "exit status")
+            return tool.reports()
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+@test
+def pytorch_cpu_kept_losses_grow():
+    if not os.path.exists(TORCH_PY):
+        raise Fail("Debian python3 with python3-torch missing")
+    keep = torch_run("keep")
+    item = torch_run("item")
+    kb = keep[-1]["totals"].get("torch_cpu", {}).get("bytes", 0)
+    ib = item[-1]["totals"].get("torch_cpu", {}).get("bytes", 0)
+    # 400 steps, each keeping its graph: the fixture's activations alone are 64 x 256 floats per step.
+    check(kb >= 400 * 64 * 256 * 4, f"losses.append(loss) keeps graphs: torch_cpu holds {kb} bytes")
+    check(ib < kb / 10, f"loss.item() keeps nothing: torch_cpu holds {ib} bytes vs {kb}")
+    growing = [r["totals"]["torch_cpu"]["growth_bytes"] for r in keep[1:-1] if "torch_cpu" in r["totals"]]
+    check(growing and sum(1 for g in growing if g > 0) >= len(growing) * 0.7,
+          f"kept losses grow report after report: {growing}")
+    steady = [r["totals"]["torch_cpu"]["growth_bytes"] for r in item[2:-1] if "torch_cpu" in r["totals"]]
+    check(all(abs(g) < 1 << 20 for g in steady), f"item() loop stays flat: {steady}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
