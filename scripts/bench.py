@@ -95,10 +95,60 @@ def main():
         if cnt:
             print(f"  BPF run time {k:11s}: {ns / cnt:6.1f} ns per event over {cnt} events")
     print(f"  memleak-ai CPU while attached: {tool_cpu:.2f} s total, peak RSS {tool_rss / 1024:.1f} MiB")
+    torch_bench()
     r = subprocess.run([os.path.join(B, "report_bench"), "1000000", "10000"], capture_output=True, text=True)
     print("  " + (r.stdout.strip() or r.stderr.strip()))
     r = subprocess.run([os.path.join(B, "report_bench"), "1000000", "100000"], capture_output=True, text=True)
     print("  " + (r.stdout.strip() or r.stderr.strip()))
+
+
+def torch_bench():
+    """PyTorch CPU training step: no tool, only the torch/CUDA layers, every layer. One process, interleaved."""
+    py = "/usr/bin/python3"
+    if not os.path.exists(py):
+        print("  (PyTorch step benchmark skipped: Debian python3 with python3-torch not found)")
+        return
+    steps = int(os.environ.get("BENCH_TORCH_STEPS", "150"))
+    target = subprocess.Popen([py, os.path.join(ROOT, "tests", "bench", "torch_step.py"), str(steps)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    read_line(target.stdout, 120, "torch ready")
+    modes = {"none": None, "torch/cuda layers": "torch_cpu,torch_cuda,cuda,cuda_host", "all layers": ""}
+    res = {k: [] for k in modes}
+    rates = {}
+
+    def run_once():
+        target.stdin.write(b"g")
+        target.stdin.flush()
+        return float(read_line(target.stdout, 300, "torch step result"))
+
+    try:
+        run_once()  # warm-up
+        for _ in range(ROUNDS):
+            for name, layers in modes.items():
+                tool = None
+                if layers is not None:
+                    args = [os.path.join(ROOT, "memleak-ai"), "-p", str(target.pid), "-f", "json", "3600"]
+                    if layers:
+                        args[1:1] = ["--layers", layers]
+                    tool = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                    while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
+                        pass
+                res[name].append(run_once())
+                if tool:
+                    tool.send_signal(2)
+                    out, _ = tool.communicate(timeout=30)
+                    rep = json.loads(out.decode().splitlines()[-1])
+                    rates[name] = {k: v["allocs"] + v["frees"] for k, v in rep["stats"]["layers"].items()}
+    finally:
+        target.kill()
+    med = {k: statistics.median(v) for k, v in res.items()}
+    print(f"PyTorch CPU training step ({steps} steps per run, {ROUNDS} rounds interleaved, one process):")
+    for k, v in med.items():
+        slow = (v / med["none"] - 1) * 100
+        print(f"  {k:18s} median {v:7.3f} ms/step ({slow:+.2f}%)   runs: {' '.join(f'{x:.3f}' for x in res[k])}")
+    for k, r in rates.items():
+        per_step = {layer: n / steps for layer, n in r.items()}
+        print(f"  events per step with {k}: " + ", ".join(f"{l} {n:.1f}" for l, n in per_step.items()))
 
 
 if __name__ == "__main__":

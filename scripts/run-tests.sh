@@ -23,6 +23,12 @@ build libcudart.so.13 $CC -g -O2 -shared -fPIC tests/fixtures/gpu/fake_cudart.c 
 	-Wl,--version-script=tests/fixtures/gpu/fake_cudart.map $G/libcuda.so.1 -Wl,-rpath,'$ORIGIN' -o $G/libcudart.so.13
 build libc10_cuda.so g++ -g -O2 -shared -fPIC -fvisibility=hidden tests/fixtures/gpu/fake_c10_cuda.cpp \
 	$G/libcudart.so.13 -Wl,-rpath,'$ORIGIN' -o $G/libc10_cuda.so
+# A PyTorch build whose .symtab was stripped: USDT notes stay, raw_alloc & co. are gone.
+build gpu-stripped sh -c "mkdir -p $B/gpu-stripped && cp $G/libcuda.so.1 $G/libcudart.so.13 $B/gpu-stripped/ &&
+	cp $G/libc10_cuda.so $B/gpu-stripped/ && strip --strip-all $B/gpu-stripped/libc10_cuda.so"
+build libtorchext.so $CC -g -O2 -shared -fPIC -DCUDART_STATIC tests/fixtures/gpu/fake_cudart.c $G/libcuda.so.1 \
+	-Wl,-rpath,'$ORIGIN' -o $G/libtorchext.so
+build ext_app $CC -g -O2 tests/fixtures/gpu/ext_app.c $G/libtorchext.so -Wl,-rpath,'$ORIGIN' -o $G/ext_app
 build gpu_app $CC -g -O2 tests/fixtures/gpu/gpu_app.c -ldl -o $G/gpu_app
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ -e "$CUDA_HOME/include/cuda_runtime_api.h" ]; then

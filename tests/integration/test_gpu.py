@@ -33,8 +33,8 @@ def wait_stderr(tool, text, timeout=10):
             return line
 
 
-def run_gpu_app(*tool_args):
-    fx = Fixture("gpu/gpu_app", GPU)
+def run_gpu_app(*tool_args, libdir=GPU):
+    fx = Fixture("gpu/gpu_app", libdir)
     tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60")
     try:
         tool.wait_attached()
@@ -81,6 +81,35 @@ def gpu_layers_exact_bytes_after_late_dlopen():
     eq(devs[None]["reserved_bytes"], CUDA_BYTES - (2 << 20), "segments of unknown device")
     check(any("layer cuda now active" in l and "libcudart.so.13" in l for l in tool.stderr_lines),
           "late library announced")
+
+
+@test
+def stripped_pytorch_build_degrades_with_notice():
+    rep, tool = run_gpu_app(libdir=os.path.join(FIX, "gpu-stripped"))
+    notes = [l for l in tool.stderr_lines if "no raw_alloc/raw_delete symbols" in l]
+    eq(len(notes), 1, f"one notice: {tool.stderr_lines}")
+    check("libc10_cuda.so" in notes[0], notes[0])
+    eq((rep["totals"]["torch_cuda"]["bytes"], rep["totals"]["torch_cuda"]["count"]), (4 * 512, 4),
+       "USDT-announced blocks still seen, raw_alloc ones not")
+
+
+@test
+def cuda_runtime_linked_into_another_library():
+    fx = Fixture("gpu/ext_app")
+    tool = Tool("-p", str(fx.pid), "-f", "json", "-v", "60")
+    try:
+        tool.wait_attached()
+        fx.go()
+        fx.wait_done()
+        tool.p.send_signal(signal.SIGINT)
+        eq(tool.finish(), 0, "exit status")
+        rep = tool.reports()[-1]
+        check(any("probing 11 functions in" in l and "libtorchext.so" in l for l in tool.stderr_lines),
+              f"found cudaMalloc in libtorchext.so's .symtab: {tool.stderr_lines}")
+        eq((rep["totals"]["cuda"]["bytes"], rep["totals"]["cuda"]["count"]), (3 * 4096, 3), "cuda totals")
+    finally:
+        tool.kill()
+        fx.kill()
 
 
 @test
