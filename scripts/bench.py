@@ -108,7 +108,7 @@ def torch_bench():
     if not os.path.exists(py):
         print("  (PyTorch step benchmark skipped: Debian python3 with python3-torch not found)")
         return
-    steps = int(os.environ.get("BENCH_TORCH_STEPS", "150"))
+    steps = int(os.environ.get("BENCH_TORCH_STEPS", "20"))
     target = subprocess.Popen([py, os.path.join(ROOT, "tests", "bench", "torch_step.py"), str(steps)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     read_line(target.stdout, 120, "torch ready")
