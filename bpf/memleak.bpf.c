@@ -68,7 +68,7 @@ struct ml_call {
 	__u64 caller;
 	__u64 stack_id;
 	__u32 spec;
-	__u32 pad;
+	__s32 device;
 };
 
 struct ml_thread {
@@ -305,6 +305,13 @@ int BPF_KPROBE(alloc_enter)
 	t->addr = s->addr_arg ? arg_n(&args, s->addr_arg) : 0;
 	t->free_ptr = s->free_arg ? arg_n(&args, s->free_arg) : 0;
 	t->free_ts = 0;
+	t->device = -1;
+	if (s->device_arg) {
+		__s32 dev = -1;
+
+		if (!bpf_probe_read_user(&dev, sizeof(dev), (void *)(arg_n(&args, s->device_arg) + s->device_off)))
+			t->device = dev;
+	}
 	if (t->free_ptr) {
 		struct ml_slot *a = slot_probe(bpf_get_current_pid_tgid() >> 32, s->layer, t->free_ptr, false);
 		__u64 ts = a ? READ_ONCE(a->ts_ns) : 0;
@@ -389,7 +396,7 @@ int BPF_KRETPROBE(alloc_exit)
 		cnt_inc(c, ML_STAT_ALLOC_FAILED);
 		return 0;
 	}
-	remember(c, tgid, s->layer, addr, size, t->caller, t->stack_id, idx, -1);
+	remember(c, tgid, s->layer, addr, size, t->caller, t->stack_id, idx, (__s16)t->device);
 	return 0;
 }
 
@@ -416,7 +423,46 @@ int BPF_KPROBE(free_enter)
 		return 0;
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
 	load_args(ctx, &args, false);
+	/*
+	 * The low-rate releases (cudaFree, free_cpu, ...) have a return probe and mark themselves in flight,
+	 * so the release they make inside (cudaFree calling cuMemFree, cudaFreeHost calling cuMemFreeHost)
+	 * is not counted twice. The C library's free, the hot path, skips this.
+	 */
+	if (s->track_free) {
+		struct ml_thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+							    BPF_LOCAL_STORAGE_GET_F_CREATE);
+		struct ml_call *t;
+		__u64 sp = PT_REGS_SP(ctx);
+
+		if (th) {
+			t = &th->calls[s->group & (ML_GROUPS - 1)];
+			if (t->sp && sp <= t->sp) {
+				stat_inc(ML_STAT_NESTED);
+				return 0;
+			}
+			t->sp = sp;
+			t->spec = idx;
+		}
+	}
 	return release(counters(), s->layer, arg_n(&args, s->free_arg));
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(free_exit)
+{
+	__u32 idx = bpf_get_attach_cookie(ctx);
+	struct ml_thread *th;
+	struct ml_call *t;
+
+	if (idx >= ML_MAX_SPECS)
+		return 0;
+	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!th)
+		return 0;
+	t = &th->calls[specs[idx & (ML_MAX_SPECS - 1)].group & (ML_GROUPS - 1)];
+	if (t->sp && PT_REGS_SP(ctx) == t->sp + 8)
+		t->sp = 0;
+	return 0;
 }
 
 /*

@@ -71,7 +71,10 @@ struct ml_spec {
 	__u8 addr_arg;     /* the allocation's address is this input argument (cuMemMap) */
 	__u8 size_out_arg; /* the byte size is read at return from *(u64 *)(arg + size_out_off) (pitch) */
 	__u8 size_out_off;
-	__u8 pad[4];
+	__u8 device_arg;   /* the CUDA device index is the s32 at *(arg + device_off) at entry (cuMemCreate's prop) */
+	__u8 device_off;
+	__u8 handle;       /* the "pointer" is a handle, not an address (cuMemCreate) */
+	__u8 track_free;   /* a release with a return probe: releases nested in it are not counted again */
 };
 
 /*

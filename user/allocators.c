@@ -8,7 +8,7 @@
 #define ALLOC_(l, g, sz, cnt) { .kind = ML_KIND_ALLOC, .ret = ML_RET_PTR, .layer = l, .group = g, .size_arg = sz, .count_arg = cnt }
 #define ALLOC_OUT_(l, g, out, sz) { .kind = ML_KIND_ALLOC, .ret = ML_RET_ERR0, .layer = l, .group = g, .out_arg = out, .size_arg = sz }
 #define REALLOC_(l, g, p, sz, cnt) { .kind = ML_KIND_REALLOC, .ret = ML_RET_PTR, .layer = l, .group = g, .free_arg = p, .size_arg = sz, .count_arg = cnt }
-#define FREE_(l, g, p) { .kind = ML_KIND_FREE, .layer = l, .group = g, .free_arg = p }
+#define FREE_(l, g, p) { .kind = ML_KIND_FREE, .layer = l, .group = g, .free_arg = p, .track_free = l != ML_LAYER_LIBC }
 
 /* The layer argument is a pair (layer, group): expand it before the row macro counts its arguments. */
 #define ALLOC(...) ALLOC_(__VA_ARGS__)
@@ -62,7 +62,10 @@ const struct ml_allocator ml_allocators[] = {
 	{ "cuMemFree_v2", ML_LIB_ANY, ML_MATCH_SYMBOL, false, FREE(CUDA, 1) },
 	{ "cuMemFreeAsync", ML_LIB_ANY, ML_MATCH_SYMBOL, false, FREE(CUDA, 1) },
 	/* Virtual memory management (expandable segments): physical memory by handle, mappings by address */
-	{ "cuMemCreate", ML_LIB_ANY, ML_MATCH_SYMBOL, false, ALLOC_OUT(CUDA, 1, 2) },
+	/* cuMemCreate(handle *, size, const CUmemAllocationProp *prop, flags): prop->location.id (offset 12) is the device */
+	{ "cuMemCreate", ML_LIB_ANY, ML_MATCH_SYMBOL, false,
+	  { .kind = ML_KIND_ALLOC, .ret = ML_RET_ERR0, .layer = ML_LAYER_CUDA, .group = ML_GROUP_CUDA, .out_arg = 1,
+	    .size_arg = 2, .device_arg = 3, .device_off = 12, .handle = 1 } },
 	{ "cuMemRelease", ML_LIB_ANY, ML_MATCH_SYMBOL, false, FREE(CUDA, 1) },
 	{ "cuMemMap", ML_LIB_ANY, ML_MATCH_SYMBOL, false,
 	  { .kind = ML_KIND_ALLOC, .ret = ML_RET_ERR0, .layer = ML_LAYER_CUDA_MAP, .group = ML_GROUP_CUDA, .addr_arg = 1, .size_arg = 2 } },

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "allocators.h"
 #include "ledger.h"
 #include "log.h"
 #include "memleak.skel.h"
@@ -22,7 +23,13 @@ struct gpu_block {
 	uint64_t addr, size;
 	int16_t device;
 	uint8_t layer;
+	bool handle; /* a cuMemCreate handle: memory with no address of its own */
 };
+
+static bool is_handle(uint8_t spec)
+{
+	return spec < ml_allocators_n && ml_allocators[spec].spec.handle;
+}
 
 struct ledger {
 	struct memleak_bpf *skel;
@@ -207,7 +214,7 @@ static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 	return &s->rows[s->nrows++];
 }
 
-static int push_gpu(struct ledger *l, uint64_t addr, uint64_t size, int16_t device, uint8_t layer)
+static int push_gpu(struct ledger *l, uint64_t addr, uint64_t size, int16_t device, uint8_t layer, bool handle)
 {
 	if (l->ngpu == l->capgpu) {
 		size_t cap = l->capgpu ? l->capgpu * 2 : 256;
@@ -218,20 +225,27 @@ static int push_gpu(struct ledger *l, uint64_t addr, uint64_t size, int16_t devi
 		l->gpu = n;
 		l->capgpu = cap;
 	}
-	l->gpu[l->ngpu++] = (struct gpu_block){ .addr = addr, .size = size, .device = device, .layer = layer };
+	l->gpu[l->ngpu++] = (struct gpu_block){ .addr = addr, .size = size, .device = device, .layer = layer,
+						 .handle = handle };
 	return 0;
+}
+
+/* Address ranges first (cuda segments and cuda_map ranges, by address), then handles and tensor blocks. */
+static bool is_range(const struct gpu_block *b)
+{
+	return (b->layer == ML_LAYER_CUDA && !b->handle) || b->layer == ML_LAYER_CUDA_MAP;
 }
 
 static int cmp_gpu(const void *a, const void *b)
 {
 	const struct gpu_block *x = a, *y = b;
 
-	if (x->layer != y->layer)
-		return x->layer < y->layer ? -1 : 1; /* cuda segments first, sorted by address */
+	if (is_range(x) != is_range(y))
+		return is_range(x) ? -1 : 1;
 	return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
-/* The cuda segment (among the first nseg entries, sorted) that contains addr, or NULL. */
+/* The range (among the first nseg entries, sorted) that contains addr, or NULL. */
 static struct gpu_block *segment_of(struct gpu_block *seg, size_t nseg, uint64_t addr)
 {
 	size_t lo = 0, hi = nseg;
@@ -250,8 +264,10 @@ static struct gpu_block *segment_of(struct gpu_block *seg, size_t nseg, uint64_t
 }
 
 /*
- * Reserved vs allocated per device. Tensor blocks announced with their device lend it to the segment that
- * holds them, and segments lend theirs to blocks whose device was not announced (raw_alloc).
+ * Reserved vs allocated per device. Reserved is the cuda layer: cudaMalloc'd segments and cuMemCreate'd
+ * physical memory (whose device the call names). Tensor blocks announced with their device lend it to the
+ * segment or cuMemMap'd range that holds them, and those lend theirs to blocks whose device was not
+ * announced (raw_alloc). cuda_map ranges only carry devices: their memory is cuMemCreate's, counted once.
  */
 static void split_devices(struct ledger *l)
 {
@@ -260,11 +276,14 @@ static void split_devices(struct ledger *l)
 
 	memset(s->devices, 0, sizeof(s->devices));
 	qsort(l->gpu, l->ngpu, sizeof(*l->gpu), cmp_gpu);
-	while (nseg < l->ngpu && l->gpu[nseg].layer == ML_LAYER_CUDA)
+	while (nseg < l->ngpu && is_range(&l->gpu[nseg]))
 		nseg++;
 	for (size_t i = nseg; i < l->ngpu; i++) {
-		struct gpu_block *seg = segment_of(l->gpu, nseg, l->gpu[i].addr);
+		struct gpu_block *seg;
 
+		if (l->gpu[i].layer != ML_LAYER_TORCH_CUDA)
+			continue;
+		seg = segment_of(l->gpu, nseg, l->gpu[i].addr);
 		if (seg && seg->device < 0 && l->gpu[i].device >= 0)
 			seg->device = l->gpu[i].device;
 	}
@@ -272,6 +291,8 @@ static void split_devices(struct ledger *l)
 		struct gpu_block *b = &l->gpu[i];
 		struct ml_device_total *d;
 
+		if (b->layer == ML_LAYER_CUDA_MAP)
+			continue;
 		if (b->layer == ML_LAYER_TORCH_CUDA && b->device < 0) {
 			struct gpu_block *seg = segment_of(l->gpu, nseg, b->addr);
 
@@ -393,8 +414,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		r->count++;
 		if (ts < r->oldest_ts_ns)
 			r->oldest_ts_ns = ts;
-		if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA) &&
-		    push_gpu(l, addr, size, sl->device, k.layer))
+		if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&
+		    push_gpu(l, addr, size, sl->device, k.layer, is_handle(sl->spec)))
 			return -ENOMEM;
 	}
 	split_devices(l);

@@ -210,6 +210,21 @@ int main(int argc, char **argv)
 			goto cleanup;
 		/* Held at its first instruction: probe the new image (a static executable, another libc). */
 		n = sync_probes(probes, sym, tgt.pid);
+		if (n >= 0 && (o.layers & (1U << ML_LAYER_LIBC))) {
+			struct ml_maps maps = {};
+
+			if (ml_maps__read(tgt.pid, &maps) == 0 && probes__libc_missing(probes, &maps)) {
+				ml_err("'%s' has no C library with malloc and free to probe (a static binary without "
+				       "symbols?); not started", o.cmd_argv[0]);
+				kill(tgt.pid, SIGKILL); /* held before its first instruction: it never ran */
+				n = -ENOENT;
+			}
+			ml_maps__clear(&maps);
+		}
+		if (n == -ENOENT) {
+			err = n;
+			goto cleanup;
+		}
 		target__resume(&tgt);
 		if (n < 0) {
 			err = n;

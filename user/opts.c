@@ -29,7 +29,7 @@ static const char usage[] =
 	"  -o, --output FILE      write reports to FILE instead of stdout (created 0600)\n"
 	"  -f, --format FMT       text (default) or json (JSON Lines, one object per report)\n"
 	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
-	"                         torch_cuda, torch_cpu (cuda includes cuda_map, its cuMemMap'd ranges)\n"
+	"                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges)\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
 	"      --max-stacks N     distinct stacks kept (default 16384)\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
@@ -266,7 +266,8 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			break;
 		case 'l':
 			if (ml_layers_parse(optarg, &o->layers))
-				return bad("--layers", optarg, "a comma-separated list of libc, cuda, cuda_host, torch_cuda, torch_cpu");
+				return bad("--layers", optarg,
+					   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
 			break;
 		case OPT_MAX_ALLOCS:
 			if (ml_parse_u64(optarg, 16, 1U << 28, &v))

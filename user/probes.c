@@ -137,7 +137,7 @@ static int attach_one(struct probes *p, const char *path, uint64_t off, unsigned
 
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = row, .retprobe = ret);
 	if (a->spec.kind == ML_KIND_FREE)
-		prog = p->skel->progs.free_enter;
+		prog = ret ? p->skel->progs.free_exit : p->skel->progs.free_enter;
 	else
 		prog = ret ? p->skel->progs.alloc_exit : p->skel->progs.alloc_enter;
 	l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, off, &uo);
@@ -233,7 +233,7 @@ static int attach_usdts(struct probes *p, const char *path, unsigned int *layers
 			continue;
 		l = bpf_program__attach_usdt(prog, p->o.pid, path, u->provider, u->name, NULL);
 		if (!l) {
-			ml_info("%s: no USDT probe %s:%s (%s)", path, u->provider, u->name, strerror(errno));
+			ml_dbg("%s: no USDT probe %s:%s (%s)", path, u->provider, u->name, strerror(errno));
 			continue;
 		}
 		if (push_link(p, l)) {
@@ -305,7 +305,7 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 		 * Return probe first: an entry seen without its return hooked would leave a call "in flight"
 		 * for good, and later calls at that depth would pass for nested ones.
 		 */
-		if (a->spec.kind != ML_KIND_FREE)
+		if (a->spec.kind != ML_KIND_FREE || a->spec.track_free)
 			err = attach_one(p, path, off, row, true);
 		if (!err)
 			err = attach_one(p, path, off, row, false);
@@ -426,6 +426,27 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 		}
 	}
 	return added;
+}
+
+bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps)
+{
+	const struct ml_mapping *exe = NULL;
+	const struct object *o;
+
+	for (size_t i = 0; i < maps->n; i++) {
+		const char *path = maps->v[i].path, *base;
+
+		if (!path || path[0] != '/' || !maps->v[i].inode)
+			continue;
+		if (!exe)
+			exe = &maps->v[i];
+		base = base_name(path);
+		/* A C library, or a dynamic loader that will map one: not (yet) a reason to give up. */
+		if (is_libc_name(path) || !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-musl", 7))
+			return false;
+	}
+	o = exe ? lookup(p, exe) : NULL;
+	return !(o && (o->layers & (1U << ML_LAYER_LIBC)));
 }
 
 void probes__started(struct probes *p)

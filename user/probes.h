@@ -24,6 +24,8 @@ void probes__free(struct probes *p); /* detaches everything; NULL-safe */
  */
 int probes__sync(struct probes *p, const struct ml_maps *maps);
 
+/* A static executable without allocator symbols: no C library mapped, none coming, nothing probed. */
+bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
 /* The initial attach is complete: layers activated from now on are announced on stderr. */
 void probes__started(struct probes *p);
 unsigned int probes__n_objects(const struct probes *p);

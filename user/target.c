@@ -63,7 +63,7 @@ int ml_check_system(void)
 	 * CAP_SYS_ADMIN again for uprobes, and reading another user's maps wants CAP_SYS_PTRACE.
 	 */
 	if (!has_cap(d, CAP_SYS_ADMIN)) { /* it implies CAP_BPF and CAP_PERFMON */
-		ml_err("needs root: CAP_SYS_ADMIN (which uprobes require), CAP_BPF and CAP_PERFMON (run it with sudo)");
+		ml_err("needs root: CAP_SYS_ADMIN, which this kernel requires for uprobes (run it with sudo)");
 		return -EPERM;
 	}
 	if (!sysfs_exists("kernel/btf/vmlinux")) {

@@ -78,7 +78,10 @@ def gpu_layers_exact_bytes_after_late_dlopen():
     eq((devs[1]["reserved_bytes"], devs[1]["allocated_bytes"], devs[1]["cached_bytes"]),
        (2 << 20, 4 * 512 + 2048 + 1536, (2 << 20) - (4 * 512 + 2048 + 1536)),
        "device 1: the segment holding its tensors, reserved vs allocated")
-    eq(devs[None]["reserved_bytes"], CUDA_BYTES - (2 << 20), "segments of unknown device")
+    eq((devs[2]["reserved_bytes"], devs[2]["allocated_bytes"]), (2 << 20, 0),
+       "device 2: cuMemCreate's physical memory, device read from its CUmemAllocationProp")
+    eq(devs[None]["reserved_bytes"], CUDA_BYTES - 2 * (2 << 20), "segments of unknown device")
+    eq(rep["stats"]["events"]["frees_unknown"], 0, "releases nested in cudaFree/cudaFreeHost not counted twice")
     check(any("layer cuda now active" in l and "libcudart.so.13" in l for l in tool.stderr_lines),
           "late library announced")
 
