@@ -8,21 +8,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, Fixture, Tool, check, eq, main, read_line, test  # noqa: E402
+from harness import FIX, ROOT, Fail, Fixture, Tool, by_func, check, eq, main, read_line, test  # noqa: E402
 
 GPU = os.path.join(FIX, "gpu")
 TORCH_PY = "/usr/bin/python3"  # Debian's python3.11, which has python3-torch
-
-
-def by_layer_func(rep, layer):
-    out = {}
-    for s in rep["stacks"]:
-        if s["layer"] != layer or not s["frames"]:
-            continue
-        f = s["frames"][0]["func"] or "?"
-        b, c = out.get(f, (0, 0))
-        out[f] = (b + s["bytes"], c + s["count"])
-    return out
 
 
 def wait_stderr(tool, text, timeout=10):
@@ -67,11 +56,11 @@ def gpu_layers_exact_bytes_after_late_dlopen():
     eq((t["torch_cuda"]["bytes"], t["torch_cuda"]["count"]), (4 * 512 + 2048 + 1536, 6),
        "tensor blocks: USDT malloc/free and raw_alloc/raw_delete")
     check(rep["stats"]["events"]["failed_allocs"] >= 2, "failed cudaMalloc and cuMemMap counted")
-    cuda = by_layer_func(rep, "cuda")
+    cuda = by_func(rep, "cuda")
     eq(cuda.get("main"), (CUDA_BYTES - (2 << 20), 11), "allocations made by main")
     eq(cuda.get("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::carve(unsigned long)"),
        (2 << 20, 1), "the caching allocator's segment, reached from inside raw_alloc/allocate")
-    tc = by_layer_func(rep, "torch_cuda")
+    tc = by_func(rep, "torch_cuda")
     eq(tc.get("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long, signed char)"),
        (2048, 4), "USDT-announced blocks (frame 0: the probe site)")
     devs = {d["device"]: d for d in rep["devices"]}
