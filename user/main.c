@@ -140,8 +140,10 @@ int main(int argc, char **argv)
 	bool attached_ok = false;
 
 	err = ml_opts__parse(argc, argv, &o);
-	if (err)
+	if (err) {
+		ml_opts__free(&o);
 		return err > 0 ? 0 : 2;
+	}
 	ml_log_level = o.verbose;
 	libbpf_set_print(libbpf_log);
 	signal(SIGPIPE, SIG_IGN);
