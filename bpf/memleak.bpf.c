@@ -9,6 +9,7 @@
 
 #define READ_ONCE(x) (*(const volatile typeof(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
+#define barrier() asm volatile("" ::: "memory")
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -71,8 +72,14 @@ struct ml_call {
 	__s32 device;
 };
 
+/* The caller of the innermost ML_KIND_WRAP function entered (c10::alloc_cpu), for the allocation it makes. */
+struct ml_wrap {
+	__u64 sp, caller, stack_id;
+};
+
 struct ml_thread {
 	struct ml_call calls[ML_GROUPS];
+	struct ml_wrap wrap;
 };
 
 struct {
@@ -122,6 +129,17 @@ static __always_inline void load_args(struct pt_regs *ctx, struct ml_args *a, bo
 	/* Structs over 16 bytes are passed in memory: cudaMalloc3D's cudaExtent sits above the return address. */
 	if (stack)
 		bpf_probe_read_user(&a->v[6], 3 * sizeof(__u64), (void *)(PT_REGS_SP(ctx) + 8));
+}
+
+static __always_inline __u64 mul_sat(__u64 a, __u64 b)
+{
+	__u64 lim = ~0ULL;
+
+	/* Opaque to the optimizer, which would otherwise turn the check into a 128-bit multiply BPF lacks. */
+	asm volatile("" : "+r"(lim));
+	if (b && a > lim / b)
+		return ~0ULL;
+	return a * b;
 }
 
 static __always_inline __u64 arg_n(const struct ml_args *a, __u32 n)
@@ -186,12 +204,8 @@ static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __
 	*stack_id = h;
 }
 
-/*
- * Walk a probe chain of the allocation table. Without claim: the slot holding (tgid, layer, addr), or NULL.
- * With claim: the first empty or released slot, taken over with compare-and-swap, or NULL when the chain
- * is full.
- */
-static __always_inline struct ml_slot *slot_probe(__u32 tgid, __u8 layer, __u64 addr, bool claim)
+/* Walk a probe chain of the allocation table: the slot holding (tgid, layer, addr), or NULL. */
+static __always_inline struct ml_slot *slot_find(__u32 tgid, __u8 layer, __u64 addr)
 {
 	__u32 start = (__u32)ml_slot_hash(tgid, layer, addr);
 
@@ -203,11 +217,6 @@ static __always_inline struct ml_slot *slot_probe(__u32 tgid, __u8 layer, __u64 
 		if (!s)
 			return NULL;
 		k = READ_ONCE(s->addr);
-		if (claim) {
-			if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) && __sync_val_compare_and_swap(&s->addr, k, addr) == k)
-				return s;
-			continue;
-		}
 		if (k == ML_SLOT_EMPTY)
 			return NULL;
 		if (k == addr && s->tgid == tgid && s->layer == layer)
@@ -216,10 +225,46 @@ static __always_inline struct ml_slot *slot_probe(__u32 tgid, __u8 layer, __u64 
 	return NULL;
 }
 
+/*
+ * The slot for a new allocation at addr. The allocator just handed addr out, so a record already holding
+ * the same key is dead (its release raced with this allocation, e.g. a realloc that moved on another
+ * thread): it is taken over, never duplicated. Otherwise the first released or empty slot of the chain
+ * is claimed with compare-and-swap. NULL when the chain is full.
+ */
+static __always_inline struct ml_slot *slot_claim(struct ml_counters *c, __u32 tgid, __u8 layer, __u64 addr)
+{
+	__u32 start = (__u32)ml_slot_hash(tgid, layer, addr);
+	struct ml_slot *cand = NULL;
+	__u64 cand_k = 0;
+
+	for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
+		__u32 i = (start + p) & table_mask;
+		struct ml_slot *s = bpf_map_lookup_elem(&table, &i);
+		__u64 k;
+
+		if (!s)
+			break;
+		k = READ_ONCE(s->addr);
+		if (k == addr && s->tgid == tgid && s->layer == layer) {
+			cnt_inc(c, ML_STAT_REALLOC_RACE);
+			return s;
+		}
+		if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) && !cand) {
+			cand = s;
+			cand_k = k;
+		}
+		if (k == ML_SLOT_EMPTY)
+			break;
+	}
+	if (cand && __sync_val_compare_and_swap(&cand->addr, cand_k, addr) == cand_k)
+		return cand;
+	return NULL;
+}
+
 /* Drop an allocation; with expect_ts, only if it is still the one seen when the call began. 1 if dropped. */
 static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u8 layer, __u64 addr, __u64 expect_ts)
 {
-	struct ml_slot *s = slot_probe(tgid, layer, addr, false);
+	struct ml_slot *s = slot_find(tgid, layer, addr);
 
 	if (!s) {
 		if (!expect_ts)
@@ -246,13 +291,15 @@ static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u8 lay
 	cnt_inc(c, layer_slot(layer));
 	if (size < min_size || size > max_size)
 		return;
-	s = slot_probe(tgid, layer, addr, true);
+	s = slot_claim(c, tgid, layer, addr);
 	if (!s) {
 		cnt_inc(c, ML_STAT_DROP_ALLOCS_FULL);
 		return;
 	}
-	/* ts_ns goes last: a reader skips a slot whose ts_ns is 0, i.e. one still being written. */
+	/* ts_ns goes last: a reader skips a slot whose ts_ns is 0, i.e. one still being written. The barriers
+	 * keep the compiler from moving the field stores across the two timestamp stores. */
 	WRITE_ONCE(s->ts_ns, 0);
+	barrier();
 	s->size = size;
 	s->caller = caller;
 	s->stack_id = stack_id;
@@ -260,6 +307,7 @@ static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u8 lay
 	s->layer = layer;
 	s->spec = (__u8)spec;
 	s->device = device;
+	barrier();
 	WRITE_ONCE(s->ts_ns, bpf_ktime_get_ns());
 }
 
@@ -282,6 +330,13 @@ int BPF_KPROBE(alloc_enter)
 		stat_inc(ML_STAT_DROP_THREAD);
 		return 0;
 	}
+	if (s->kind == ML_KIND_WRAP) {
+		/* No return probe on C++ code: an exception unwinding through the kernel's return trampoline
+		 * would terminate the target. The allocation is taken where the wrapper calls into C. */
+		th->wrap.sp = sp;
+		capture_stack(ctx, &th->wrap.caller, &th->wrap.stack_id);
+		return 0;
+	}
 	t = &th->calls[s->group & (ML_GROUPS - 1)];
 	if (t->sp) {
 		/* A deeper stack pointer means the allocator is calling itself, an equal one a tail call
@@ -293,10 +348,11 @@ int BPF_KPROBE(alloc_enter)
 		stat_inc(ML_STAT_DROP_LOST_RETURN);
 	}
 	size = s->size_arg ? arg_n(&args, s->size_arg) : 1;
+	/* A product that overflows is an allocation that fails: keep it from reading as realloc(p, 0). */
 	if (s->count_arg)
-		size *= arg_n(&args, s->count_arg);
+		size = mul_sat(size, arg_n(&args, s->count_arg));
 	if (s->count2_arg)
-		size *= arg_n(&args, s->count2_arg);
+		size = mul_sat(size, arg_n(&args, s->count2_arg));
 	t->sp = sp;
 	t->size = size;
 	t->spec = idx;
@@ -313,7 +369,7 @@ int BPF_KPROBE(alloc_enter)
 			t->device = dev;
 	}
 	if (t->free_ptr) {
-		struct ml_slot *a = slot_probe(bpf_get_current_pid_tgid() >> 32, s->layer, t->free_ptr, false);
+		struct ml_slot *a = slot_find(bpf_get_current_pid_tgid() >> 32, s->layer, t->free_ptr);
 		__u64 ts = a ? READ_ONCE(a->ts_ns) : 0;
 
 		t->free_ts = ts ? ts : 1; /* 1: not ours, nothing to release */
@@ -322,6 +378,10 @@ int BPF_KPROBE(alloc_enter)
 	if (!s->size_out_arg && (size < min_size || size > max_size)) {
 		t->stack_id = ML_STACK_NONE;
 		t->caller = 0;
+	} else if (s->use_wrap && th->wrap.sp && sp < th->wrap.sp) {
+		t->caller = th->wrap.caller;
+		t->stack_id = th->wrap.stack_id;
+		th->wrap.sp = 0;
 	} else {
 		capture_stack(ctx, &t->caller, &t->stack_id);
 	}
@@ -386,6 +446,8 @@ int BPF_KRETPROBE(alloc_exit)
 				cnt_inc(c, ML_STAT_FREE_CALLS);
 				cnt_inc(c, layer_slot(s->layer) + 1);
 			} else if (t->free_ts <= 1 && addr) {
+				cnt_inc(c, ML_STAT_FREE_CALLS);
+				cnt_inc(c, layer_slot(s->layer) + 1);
 				cnt_inc(c, ML_STAT_FREE_UNKNOWN);
 			}
 		}

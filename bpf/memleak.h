@@ -46,6 +46,7 @@ enum ml_kind {
 	ML_KIND_ALLOC = 1,   /* returns (or writes) a new allocation */
 	ML_KIND_FREE = 2,    /* releases the pointer in free_arg */
 	ML_KIND_REALLOC = 3, /* releases free_arg and returns a new allocation */
+	ML_KIND_WRAP = 4,    /* entry only: remembers its caller for the allocation made inside it (no return probe) */
 };
 
 /* How success is told at return. */
@@ -75,6 +76,8 @@ struct ml_spec {
 	__u8 device_off;
 	__u8 handle;       /* the "pointer" is a handle, not an address (cuMemCreate) */
 	__u8 track_free;   /* a release with a return probe: releases nested in it are not counted again */
+	__u8 use_wrap;     /* take caller and stack from the ML_KIND_WRAP call this one runs inside */
+	__u8 pad[7];
 };
 
 /*

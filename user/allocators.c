@@ -79,17 +79,33 @@ const struct ml_allocator ml_allocators[] = {
 	{ "cuMemHostAlloc", ML_LIB_ANY, ML_MATCH_SYMBOL, false, ALLOC_OUT(HOST, 1, 2) },
 	{ "cuMemFreeHost", ML_LIB_ANY, ML_MATCH_SYMBOL, false, FREE(HOST, 1) },
 
-	/* PyTorch's CUDA caching allocator, paths its USDT probes do not see (hidden symbols: .symtab only) */
+	/*
+	 * PyTorch's CUDA caching allocator, paths its USDT probes do not see (hidden symbols: .symtab only).
+	 * raw_alloc can throw (out of memory, which callers catch), and a C++ exception cannot unwind through
+	 * the kernel's return-probe trampoline: the target would terminate. So the two allocating rows need
+	 * --torch-raw-alloc; raw_delete has no return probe and is always safe.
+	 */
 	{ "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::raw_alloc(unsigned long)", ML_LIB_ANY,
-	  ML_MATCH_DEMANGLED, false, ALLOC(TCUDA, 2, 0) },
+	  ML_MATCH_DEMANGLED, false, ALLOC(TCUDA, 2, 0), .optin = true },
 	{ "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::raw_alloc_with_stream(unsigned long, CUstream_st*)",
-	  ML_LIB_ANY, ML_MATCH_DEMANGLED, false, ALLOC(TCUDA, 2, 0) },
+	  ML_LIB_ANY, ML_MATCH_DEMANGLED, false, ALLOC(TCUDA, 2, 0), .optin = true },
 	{ "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::raw_delete(void*)", ML_LIB_ANY,
-	  ML_MATCH_DEMANGLED, false, FREE(TCUDA, 2) },
+	  ML_MATCH_DEMANGLED, false, { .kind = ML_KIND_FREE, .layer = ML_LAYER_TORCH_CUDA, .group = ML_GROUP_TORCH_CUDA,
+				       .free_arg = 2 } },
 
-	/* PyTorch CPU tensors */
-	{ "c10::alloc_cpu(unsigned long)", ML_LIB_ANY, ML_MATCH_DEMANGLED, false, ALLOC(TCPU, 1, 0) },
-	{ "c10::free_cpu(void*)", ML_LIB_ANY, ML_MATCH_DEMANGLED, false, FREE(TCPU, 1) },
+	/*
+	 * PyTorch CPU tensors. c10::alloc_cpu throws when memory runs out, so it gets no return probe: its
+	 * entry remembers the caller, and the allocation is taken at the C call it makes, posix_memalign
+	 * through libc10's own PLT stub (C code, no exception passes there). free_cpu: entry only.
+	 */
+	{ "c10::alloc_cpu(unsigned long)", ML_LIB_ANY, ML_MATCH_DEMANGLED, false,
+	  { .kind = ML_KIND_WRAP, .layer = ML_LAYER_TORCH_CPU, .group = ML_GROUP_HEAP } },
+	{ "posix_memalign", ML_LIB_PLT, ML_MATCH_SYMBOL, false,
+	  { .kind = ML_KIND_ALLOC, .ret = ML_RET_ERR0, .layer = ML_LAYER_TORCH_CPU, .group = ML_GROUP_HEAP, .out_arg = 1,
+	    .size_arg = 3, .use_wrap = 1 },
+	  .host = "c10::alloc_cpu(unsigned long)" },
+	{ "c10::free_cpu(void*)", ML_LIB_ANY, ML_MATCH_DEMANGLED, false,
+	  { .kind = ML_KIND_FREE, .layer = ML_LAYER_TORCH_CPU, .group = ML_GROUP_HEAP, .free_arg = 1 } },
 };
 
 const unsigned int ml_allocators_n = sizeof(ml_allocators) / sizeof(ml_allocators[0]);

@@ -9,6 +9,7 @@
 enum ml_lib {
 	ML_LIB_LIBC, /* the target's C library (or a static executable that defines the function) */
 	ML_LIB_ANY,  /* any mapped object that defines the function (cudart in a wheel, linked statically, ...) */
+	ML_LIB_PLT,  /* the PLT stub through which the object defining `host` calls the function */
 };
 
 /* How the row's name is matched against an object's symbols. */
@@ -23,6 +24,8 @@ struct ml_allocator {
 	enum ml_match match;
 	bool required; /* the object is not usable for its layer without it (malloc, free) */
 	struct ml_spec spec;
+	const char *host; /* ML_LIB_PLT: demangled name of a function the calling object defines */
+	bool optin;       /* a return probe on C++ code: only with --torch-raw-alloc (see user/allocators.c) */
 };
 
 extern const struct ml_allocator ml_allocators[];

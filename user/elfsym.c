@@ -494,3 +494,71 @@ int elf_syms__is_dyn(const struct elf_syms *s)
 {
 	return s->dyn;
 }
+
+/* The section called `want`, or NULL. */
+static Elf_Scn *section_by_name(Elf *elf, const char *want, GElf_Shdr *out)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+
+		if (!gelf_getshdr(scn, out))
+			continue;
+		name = elf_strptr(elf, shstrndx, out->sh_name);
+		if (name && !strcmp(name, want))
+			return scn;
+	}
+	return NULL;
+}
+
+/*
+ * x86-64 PLT: the i-th .rela.plt relocation has its stub at .plt.sec + 16 i when the object has a
+ * .plt.sec (IBT builds), else at .plt + 16 (i + 1) after the resolver stub. A probe on such a stub fires
+ * only for this object's calls to that function.
+ */
+int elf_syms__plt_stub(const struct elf_syms *s, const char *name, uint64_t *vaddr)
+{
+	GElf_Shdr rela_sh, plt_sh, sec_sh, dynsym_sh;
+	Elf_Scn *rela, *plt, *sec, *dynsym;
+	Elf_Data *rd, *sd;
+	size_t n, len = strlen(name);
+
+	rela = section_by_name(s->elf, ".rela.plt", &rela_sh);
+	plt = section_by_name(s->elf, ".plt", &plt_sh);
+	sec = section_by_name(s->elf, ".plt.sec", &sec_sh);
+	if (!rela || !plt || rela_sh.sh_type != SHT_RELA || !rela_sh.sh_entsize)
+		return -ENOENT;
+	dynsym = elf_getscn(s->elf, rela_sh.sh_link);
+	if (!dynsym || !gelf_getshdr(dynsym, &dynsym_sh) || dynsym_sh.sh_type != SHT_DYNSYM)
+		return -ENOENT;
+	rd = elf_getdata(rela, NULL);
+	sd = elf_getdata(dynsym, NULL);
+	if (!rd || !sd)
+		return -ENOENT;
+	n = rela_sh.sh_size / rela_sh.sh_entsize;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Rela r;
+		GElf_Sym sym;
+		const char *sname;
+		uint64_t stub;
+
+		if (!gelf_getrela(rd, (int)i, &r) || GELF_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT)
+			continue;
+		if (!gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sym))
+			continue;
+		sname = elf_strptr(s->elf, dynsym_sh.sh_link, sym.st_name);
+		if (!sname || strncmp(sname, name, len) || (sname[len] && sname[len] != '@'))
+			continue;
+		stub = sec ? sec_sh.sh_addr + 16 * i : plt_sh.sh_addr + 16 * (i + 1);
+		if ((sec && stub + 16 > sec_sh.sh_addr + sec_sh.sh_size) ||
+		    (!sec && stub + 16 > plt_sh.sh_addr + plt_sh.sh_size))
+			return -ENOENT; /* a malformed object: the index points past the stubs */
+		*vaddr = stub;
+		return 0;
+	}
+	return -ENOENT;
+}

@@ -41,6 +41,9 @@ int elf_syms__offset_to_vaddr(const struct elf_syms *s, uint64_t off, uint64_t *
  */
 const char *elf_syms__lookup(const struct elf_syms *s, uint64_t vaddr, uint64_t *sym_off);
 
+/* The address of this object's PLT stub for calls to `name` (version suffix ignored). 0 or -ENOENT. */
+int elf_syms__plt_stub(const struct elf_syms *s, const char *name, uint64_t *vaddr);
+
 Elf *elf_syms__elf(const struct elf_syms *s); /* for libdw; owned by s */
 int elf_syms__is_dyn(const struct elf_syms *s); /* ET_DYN */
 

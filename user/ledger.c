@@ -314,8 +314,13 @@ static void read_stats(struct ledger *l)
 	__u32 zero = 0;
 	int ok;
 
-	/* One element per CPU, each holding every counter. */
+	/* One element per CPU, each holding every counter. A failed read keeps the last sums. */
 	ok = bpf_map_lookup_elem(fd, &zero, l->pcpu) == 0;
+	if (!ok) {
+		memcpy(l->snap.stats, l->prev_stats, sizeof(l->prev_stats));
+		memset(l->snap.stats_delta, 0, sizeof(l->snap.stats_delta));
+		return;
+	}
 	for (__u32 i = 0; i < ML_STAT_SLOTS; i++) {
 		uint64_t sum = 0;
 

@@ -164,7 +164,7 @@ int main(int argc, char **argv)
 	err = load_bpf(&o, &skel);
 	if (err)
 		goto cleanup;
-	probes = probes__new(skel, &(struct probes_opts){ .pid = tgt.pid, .layers = o.layers });
+	probes = probes__new(skel, &(struct probes_opts){ .pid = tgt.pid, .layers = o.layers, .torch_raw = o.torch_raw });
 	if (!probes) {
 		err = -ENOMEM;
 		goto cleanup;
@@ -333,6 +333,8 @@ int main(int argc, char **argv)
 	attached_ok = err == 0;
 
 cleanup:
+	if (err && tgt.spawned && tgt.stopped)
+		kill(tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
 	reporter__free(rep);
 	ledger__free(ledger);
 	probes__free(probes);

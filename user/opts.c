@@ -30,6 +30,9 @@ static const char usage[] =
 	"  -f, --format FMT       text (default) or json (JSON Lines, one object per report)\n"
 	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
 	"                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges)\n"
+	"      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) with return\n"
+	"                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
+	"                         exception thrown through a return probe terminates the process\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
 	"      --max-stacks N     distinct stacks kept (default 16384)\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
@@ -39,7 +42,7 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -52,6 +55,7 @@ static const struct option long_opts[] = {
 	{ "format", required_argument, NULL, 'f' },
 	{ "layers", required_argument, NULL, 'l' },
 	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
+	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -269,9 +273,13 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				return bad("--layers", optarg,
 					   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
 			break;
+		case OPT_TORCH_RAW:
+			o->torch_raw = true;
+			break;
 		case OPT_MAX_ALLOCS:
-			if (ml_parse_u64(optarg, 16, 1U << 28, &v))
-				return bad("--max-allocs", optarg, "a number from 16 to 268435456");
+			/* 2^24 allocations: a 1.5 GiB table of pinned kernel memory, the most worth allowing */
+			if (ml_parse_u64(optarg, 16, 1U << 24, &v))
+				return bad("--max-allocs", optarg, "a number from 16 to 16777216");
 			o->max_allocs = (uint32_t)v;
 			break;
 		case OPT_MAX_STACKS:

@@ -224,8 +224,9 @@ static int attach_usdts(struct probes *p, const char *path, unsigned int *layers
 {
 	int n = 0;
 
-	for (unsigned int i = 0; i < ml_usdts_n; i++) {
-		const struct ml_usdt *u = &ml_usdts[i];
+	for (unsigned int j = 0; j < ml_usdts_n; j++) {
+		/* the release probe first, as for the functions */
+		const struct ml_usdt *u = &ml_usdts[(j + 1) % ml_usdts_n];
 		struct bpf_program *prog = u->is_free ? p->skel->progs.torch_free : p->skel->progs.torch_malloc;
 		struct bpf_link *l;
 
@@ -233,7 +234,13 @@ static int attach_usdts(struct probes *p, const char *path, unsigned int *layers
 			continue;
 		l = bpf_program__attach_usdt(prog, p->o.pid, path, u->provider, u->name, NULL);
 		if (!l) {
-			ml_dbg("%s: no USDT probe %s:%s (%s)", path, u->provider, u->name, strerror(errno));
+			int e = errno;
+
+			if (e == ENOENT)
+				ml_dbg("%s: no USDT probe %s:%s", path, u->provider, u->name);
+			else
+				ml_notice("cannot attach USDT probe %s:%s in %s: %s", u->provider, u->name, path,
+					  strerror(e));
 			continue;
 		}
 		if (push_link(p, l)) {
@@ -281,6 +288,8 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			continue;
 		if (a->match == ML_MATCH_DEMANGLED)
 			any_demangled = true;
+		else if (a->lib == ML_LIB_PLT)
+			continue; /* after the demangled pass has found the host */
 		else if (elf_syms__find(syms, a->func, &found[row].vaddr, &size) == 0)
 			found[row].ok = true;
 		else if (a->required) {
@@ -290,29 +299,53 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 	}
 	if (any_demangled && !as_libc)
 		elf_syms__for_each(syms, match_demangled, &dctx);
+	for (unsigned int row = 0; row < ml_allocators_n && !as_libc; row++) {
+		const struct ml_allocator *a = &ml_allocators[row];
+
+		if (a->lib != ML_LIB_PLT || !layer_on(p, a->spec.layer))
+			continue;
+		for (unsigned int h = 0; h < ml_allocators_n; h++)
+			if (found[h].ok && ml_allocators[h].match == ML_MATCH_DEMANGLED &&
+			    !strcmp(ml_allocators[h].func, a->host) &&
+			    elf_syms__plt_stub(syms, a->func, &found[row].vaddr) == 0)
+				found[row].ok = true;
+	}
+	for (unsigned int row = 0; row < ml_allocators_n; row++) {
+		if (found[row].ok && ml_allocators[row].optin && !p->o.torch_raw) {
+			ml_info("%s: %s not probed (needs --torch-raw-alloc)", m->path, ml_allocators[row].func);
+			found[row].ok = false;
+		}
+	}
 	usdt = !as_libc && layer_on(p, ML_LAYER_TORCH_CUDA) && has_section(elf_syms__elf(syms), ".note.stapsdt");
 
 	err = ml_maps__attach_path(p->o.pid, m, &path);
 	if (err)
 		goto out;
-	for (unsigned int row = 0; row < ml_allocators_n; row++) {
-		const struct ml_allocator *a = &ml_allocators[row];
-		uint64_t off;
+	/*
+	 * Releases go on first: a block allocated and freed while only the allocation probe was on would
+	 * stay "outstanding" for good.
+	 */
+	for (int pass = 0; pass < 2; pass++) {
+		for (unsigned int row = 0; row < ml_allocators_n; row++) {
+			const struct ml_allocator *a = &ml_allocators[row];
+			uint64_t off;
 
-		if (!found[row].ok || elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
-			continue;
-		/*
-		 * Return probe first: an entry seen without its return hooked would leave a call "in flight"
-		 * for good, and later calls at that depth would pass for nested ones.
-		 */
-		if (a->spec.kind != ML_KIND_FREE || a->spec.track_free)
-			err = attach_one(p, path, off, row, true);
-		if (!err)
-			err = attach_one(p, path, off, row, false);
-		if (err)
-			goto out;
-		*layers |= 1U << a->spec.layer;
-		n++;
+			if (!found[row].ok || (a->spec.kind == ML_KIND_FREE) != (pass == 0) ||
+			    elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
+				continue;
+			/*
+			 * Return probe first: an entry seen without its return hooked would leave a call "in flight"
+			 * for good, and later calls at that depth would pass for nested ones.
+			 */
+			if ((a->spec.kind != ML_KIND_FREE || a->spec.track_free) && a->spec.kind != ML_KIND_WRAP)
+				err = attach_one(p, path, off, row, true);
+			if (!err)
+				err = attach_one(p, path, off, row, false);
+			if (err)
+				goto out;
+			*layers |= 1U << a->spec.layer;
+			n++;
+		}
 	}
 	if (usdt) {
 		int u = attach_usdts(p, path, layers);
@@ -323,7 +356,8 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			goto out;
 		}
 		for (unsigned int row = 0; row < ml_allocators_n; row++)
-			if (found[row].ok && ml_allocators[row].spec.layer == ML_LAYER_TORCH_CUDA)
+			if (found[row].ok && ml_allocators[row].spec.layer == ML_LAYER_TORCH_CUDA &&
+			    ml_allocators[row].spec.kind == ML_KIND_FREE)
 				raw = true;
 		if (u > 0 && !raw)
 			ml_notice("%s has PyTorch's allocator probes but no raw_alloc/raw_delete symbols (stripped?): "
@@ -384,6 +418,10 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 			n = 0;
 		} else if (n == -ENOEXEC || n == -ENOENT || n == -EACCES) {
 			ml_info("%s: not probed (%s)", m->path, strerror(-n));
+			n = 0;
+		} else if (n < 0 && n != -ENOMEM && n != -ESRCH) {
+			/* One object we cannot use must not keep the others from being probed. */
+			ml_notice("%s: not probed: %s", m->path, strerror(-n));
 			n = 0;
 		}
 		if (n < 0)

@@ -22,9 +22,10 @@ def wait_stderr(tool, text, timeout=10):
             return line
 
 
-def run_gpu_app(*tool_args, libdir=GPU):
+def run_gpu_app(*tool_args, libdir=GPU, raw=True):
     fx = Fixture("gpu/gpu_app", libdir)
-    tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60")
+    tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *(["--torch-raw-alloc"] if raw else []), *tool_args,
+                "60")
     try:
         tool.wait_attached()
         fx.go()  # dlopen the libraries now, after attach
@@ -73,6 +74,14 @@ def gpu_layers_exact_bytes_after_late_dlopen():
     eq(rep["stats"]["events"]["frees_unknown"], 0, "releases nested in cudaFree/cudaFreeHost not counted twice")
     check(any("layer cuda now active" in l and "libcudart.so.13" in l for l in tool.stderr_lines),
           "late library announced")
+
+
+@test
+def raw_alloc_needs_opt_in():
+    rep, tool = run_gpu_app(raw=False)
+    eq((rep["totals"]["torch_cuda"]["bytes"], rep["totals"]["torch_cuda"]["count"]), (4 * 512, 4),
+       "without --torch-raw-alloc only USDT-announced blocks (no return probes on C++ code)")
+    eq(rep["stats"]["events"]["frees_unknown"], 1, "raw_delete (always probed, entry only) of a block not recorded")
 
 
 @test
@@ -158,6 +167,37 @@ def torch_run(mode):
             tool.p.send_signal(signal.SIGINT)
             eq(tool.finish(), 0, "exit status")
             return tool.reports()
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+@test
+def pytorch_cpu_exception_through_alloc_cpu_is_safe():
+    """alloc_cpu throws when memory runs out; an exception through a return probe would kill the job."""
+    code = ("import torch, sys\n"
+            "sys.stdin.buffer.read(1)\n"
+            "try:\n    torch.empty(1 << 60, dtype=torch.uint8)\nexcept RuntimeError:\n    print('caught', flush=True)\n"
+            "keep = [torch.ones(1000) for _ in range(10)]\nprint('done', flush=True)\nsys.stdin.buffer.read(1)\n")
+    fx = subprocess.Popen([TORCH_PY, "-c", "import os; print('ready', os.getpid(), flush=True)\n" + code],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        read_line(fx.stdout, 60, "ready")
+        tool = Tool("-p", str(fx.pid), "-f", "json", "--layers", "torch_cpu", "60")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            eq(read_line(fx.stdout, 60, "caught"), "caught", "the job caught its out-of-memory error")
+            eq(read_line(fx.stdout, 60, "done"), "done", "and went on")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "exit status")
+            rep = tool.reports()[-1]
+            f = by_func(rep, "torch_cpu")
+            check(sum(c for b, c in f.values()) >= 10, f"the ten tensors after it are recorded: {f}")
+            check(fx.poll() is None, "target alive")
         finally:
             tool.kill()
     finally:
