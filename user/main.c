@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -146,6 +147,15 @@ int main(int argc, char **argv)
 	}
 	ml_log_level = o.verbose;
 	libbpf_set_print(libbpf_log);
+	{
+		/* One open file per probed link and per symbolized library: a large job needs more than 1024. */
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 	signal(SIGPIPE, SIG_IGN);
 
 	err = ml_check_system();

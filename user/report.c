@@ -85,6 +85,17 @@ static double age_s(const struct ml_snapshot *s, const struct ml_row *row)
 	return (double)(s->now_ns - row->oldest_ts_ns) / 1e9;
 }
 
+/* Names come from the target: print control bytes and escapes as \xNN, so they cannot forge report lines. */
+static void put_safe(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f || *p == '\\')
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+	}
+}
+
 static const char *base_name(const char *p)
 {
 	const char *b = p ? strrchr(p, '/') : NULL;
@@ -185,14 +196,23 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 				fprintf(f, "      0x%" PRIx64 "\n", r->frames[k]);
 				continue;
 			}
-			if (fr->func)
-				fprintf(f, "      %s+0x%" PRIx64, fr->func, fr->offset);
-			else
-				fprintf(f, "      0x%" PRIx64, fr->addr);
-			if (fr->module)
-				fprintf(f, " (%s)", base_name(fr->module));
-			if (fr->file)
-				fprintf(f, " %s:%d", fr->file, fr->line);
+			fputs("      ", f);
+			if (fr->func) {
+				put_safe(f, fr->func);
+				fprintf(f, "+0x%" PRIx64, fr->offset);
+			} else {
+				fprintf(f, "0x%" PRIx64, fr->addr);
+			}
+			if (fr->module) {
+				fputs(" (", f);
+				put_safe(f, base_name(fr->module));
+				fputc(')', f);
+			}
+			if (fr->file) {
+				fputc(' ', f);
+				put_safe(f, fr->file);
+				fprintf(f, ":%d", fr->line);
+			}
 			fputc('\n', f);
 		}
 	}

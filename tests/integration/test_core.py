@@ -92,13 +92,29 @@ def size_filters():
     rep, _ = traced("basic", "--min-size", "1000", "--max-size", "2000")
     f = by_func(rep)
     eq(f.get("leak_malloc"), (100000, 100), "1000-byte blocks kept")
-    check("leak_calloc" not in f, "3000-byte calloc blocks filtered out")
+    check("leak_calloc" not in f, "3000-byte calloc blocks filtered out by --max-size")
+    rep, _ = traced("small", "--min-size", "1000")
+    f = by_func(rep)
+    check("leak_malloc" not in f, f"500-byte blocks filtered out by --min-size: {f}")
+    eq(f.get("leak_calloc"), (6000, 4), "1500-byte blocks kept")
 
 
 @test
 def min_age_hides_young_allocations():
     rep, _ = traced("basic", "--min-age", "30")
     eq(rep["stacks"], [], "nothing is 30 s old")
+    eq(rep["totals"]["libc"]["count"], 0, "and nothing counted")
+    check(rep["stats"]["events"]["allocs"] >= 20105, "yet every allocation was seen")
+
+
+@test
+def full_table_drops_are_counted():
+    rep, _ = traced("many", "--max-allocs", "16")
+    f = by_func(rep)
+    dropped = rep["stats"]["dropped"]["allocs_table_full"]
+    check(dropped > 0, "a 1024-slot table cannot hold 3000 blocks")
+    eq(f.get("leak_malloc", (0, 0))[1] + dropped, 3000, "recorded + dropped = allocated")
+    eq(f.get("leak_malloc", (0, 0))[0], 16 * f.get("leak_malloc", (0, 0))[1], "recorded bytes")
 
 
 @test
