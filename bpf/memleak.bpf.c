@@ -551,3 +551,14 @@ int BPF_USDT(torch_free, __u64 ptr)
 {
 	return release(counters(), ML_LAYER_TORCH_CUDA, ptr);
 }
+
+/*
+ * -c only: the dynamic loader calls _dl_debug_state() before and after it maps a program's libraries.
+ * Stopping the program there lets memleak-ai probe those libraries before any of their code runs.
+ */
+SEC("uprobe")
+int ldso_stop(struct pt_regs *ctx)
+{
+	bpf_send_signal(19 /* SIGSTOP */);
+	return 0;
+}

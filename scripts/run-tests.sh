@@ -29,6 +29,7 @@ build gpu-stripped sh -c "mkdir -p $B/gpu-stripped && cp $G/libcuda.so.1 $G/libc
 build libtorchext.so $CC -g -O2 -shared -fPIC -DCUDART_STATIC tests/fixtures/gpu/fake_cudart.c $G/libcuda.so.1 \
 	-Wl,-rpath,'$ORIGIN' -o $G/libtorchext.so
 build ext_app $CC -g -O2 tests/fixtures/gpu/ext_app.c $G/libtorchext.so -Wl,-rpath,'$ORIGIN' -o $G/ext_app
+build early_app $CC -g -O2 tests/fixtures/gpu/early_app.c $G/libcudart.so.13 -Wl,-rpath,'$ORIGIN' -o $G/early_app
 build gpu_app $CC -g -O2 tests/fixtures/gpu/gpu_app.c -ldl -o $G/gpu_app
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ -e "$CUDA_HOME/include/cuda_runtime_api.h" ]; then

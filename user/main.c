@@ -222,16 +222,31 @@ int main(int argc, char **argv)
 			goto cleanup;
 		/* Held at its first instruction: probe the new image (a static executable, another libc). */
 		n = sync_probes(probes, sym, tgt.pid);
-		if (n >= 0 && (o.layers & (1U << ML_LAYER_LIBC))) {
+		if (n >= 0) {
 			struct ml_maps maps = {};
+			struct bpf_link *hold = NULL;
 
-			if (ml_maps__read(tgt.pid, &maps) == 0 && probes__libc_missing(probes, &maps)) {
-				ml_err("'%s' has no C library with malloc and free to probe (a static binary without "
-				       "symbols?); not started", o.cmd_argv[0]);
-				kill(tgt.pid, SIGKILL); /* held before its first instruction: it never ran */
-				n = -ENOENT;
+			if (ml_maps__read(tgt.pid, &maps) == 0) {
+				if ((o.layers & (1U << ML_LAYER_LIBC)) && probes__libc_missing(probes, &maps)) {
+					ml_err("'%s' has no C library with malloc and free to probe (a static binary "
+					       "without symbols?); not started", o.cmd_argv[0]);
+					kill(tgt.pid, SIGKILL); /* held before its first instruction: it never ran */
+					n = -ENOENT;
+				} else {
+					hold = probes__loader_stop(probes, &maps);
+				}
 			}
 			ml_maps__clear(&maps);
+			/*
+			 * Dynamically linked: run it to the loader's two reports (before and after mapping its
+			 * libraries) and probe what it mapped before any library code runs.
+			 */
+			for (int stops = 0; hold && n >= 0 && stops < 2; stops++) {
+				if (target__run_until_stop(&tgt, 2000))
+					break;
+				n = sync_probes(probes, sym, tgt.pid);
+			}
+			bpf_link__destroy(hold);
 		}
 		if (n == -ENOENT) {
 			err = n;

@@ -466,6 +466,32 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 	return added;
 }
 
+struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *maps)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct ml_mapping *m = &maps->v[i];
+		struct elf_syms *syms = NULL;
+		struct bpf_link *l = NULL;
+		uint64_t vaddr, size, off;
+		char *path = NULL;
+		int fd;
+
+		if (!m->path || m->path[0] != '/' || strncmp(base_name(m->path), "ld-linux", 8))
+			continue;
+		fd = ml_maps__open_file(p->o.pid, m);
+		if (fd < 0)
+			return NULL;
+		if (elf_syms__open(fd, &syms) == 0 && elf_syms__find(syms, "_dl_debug_state", &vaddr, &size) == 0 &&
+		    elf_syms__vaddr_to_offset(syms, vaddr, &off) == 0 && ml_maps__attach_path(p->o.pid, m, &path) == 0)
+			l = bpf_program__attach_uprobe(p->skel->progs.ldso_stop, false, p->o.pid, path, off);
+		close(fd);
+		free(path);
+		elf_syms__free(syms);
+		return l;
+	}
+	return NULL;
+}
+
 bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps)
 {
 	const struct ml_mapping *exe = NULL;

@@ -6,6 +6,7 @@
 #include "procmaps.h"
 
 struct memleak_bpf;
+struct bpf_link;
 struct probes;
 
 struct probes_opts {
@@ -25,6 +26,8 @@ void probes__free(struct probes *p); /* detaches everything; NULL-safe */
  */
 int probes__sync(struct probes *p, const struct ml_maps *maps);
 
+/* -c: a probe that stops the target where the dynamic loader has mapped its libraries; NULL if none. */
+struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *maps);
 /* A static executable without allocator symbols: no C library mapped, none coming, nothing probed. */
 bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
 /* The initial attach is complete: layers activated from now on are announced on stderr. */

@@ -208,10 +208,21 @@ int target__release(struct target *t, const char *what)
 		return -errno;
 	close(t->go_fd);
 	t->go_fd = -1;
-	/* The child stops with SIGTRAP once exec succeeded, or exits when it failed. */
-	while (waitpid(t->pid, &status, 0) < 0)
-		if (errno != EINTR)
+	/*
+	 * The child stops with SIGTRAP once exec succeeded, or exits when it failed. A signal that reached it
+	 * before the exec (Ctrl-C, say) stops it too: pass that on and wait for the exec.
+	 */
+	for (;;) {
+		if (waitpid(t->pid, &status, 0) < 0) {
+			if (errno == EINTR)
+				continue;
 			return -errno;
+		}
+		if (!WIFSTOPPED(status) || WSTOPSIG(status) == SIGTRAP)
+			break;
+		if (ptrace(PTRACE_CONT, t->pid, NULL, (void *)(long)WSTOPSIG(status)))
+			return -errno;
+	}
 	if (WIFSTOPPED(status)) {
 		t->stopped = true;
 		close(t->status_fd);
@@ -231,6 +242,45 @@ int target__release(struct target *t, const char *what)
 	}
 	ml_err("'%s' exited before it started", what);
 	return -ECHILD;
+}
+
+int target__run_until_stop(struct target *t, int timeout_ms)
+{
+	int status, sig = 0;
+	bool forced = false;
+
+	if (!t->stopped)
+		return -EINVAL;
+	for (int waited = 0;;) {
+		pid_t r;
+
+		if (ptrace(PTRACE_CONT, t->pid, NULL, (void *)(long)sig))
+			return -errno;
+		sig = 0;
+		for (;;) {
+			r = waitpid(t->pid, &status, WNOHANG);
+			if (r == t->pid || (r < 0 && errno != EINTR))
+				break;
+			if (waited >= timeout_ms && !forced) {
+				/* It never reached the stop point: stop it ourselves, so it can be let go. */
+				kill(t->pid, SIGSTOP);
+				forced = true;
+			}
+			usleep(1000);
+			waited++;
+		}
+		if (r < 0)
+			return -errno;
+		if (!WIFSTOPPED(status)) {
+			t->stopped = false;
+			t->reaped = true;
+			t->exit_status = status;
+			return -ECHILD;
+		}
+		if (WSTOPSIG(status) == SIGSTOP)
+			return forced ? -ETIMEDOUT : 0;
+		sig = WSTOPSIG(status) == SIGTRAP ? 0 : WSTOPSIG(status); /* its own signals go on to it */
+	}
 }
 
 void target__resume(struct target *t)

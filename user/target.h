@@ -27,6 +27,11 @@ int target__spawn(struct target *t, char *const argv[]);
  */
 int target__release(struct target *t, const char *what);
 void target__resume(struct target *t);
+/*
+ * Let a held child run until it stops with SIGSTOP (sent by the loader probe), passing its other signals
+ * on. 0 when stopped so; -ETIMEDOUT when it had to be stopped after timeout_ms; -ECHILD when it exited.
+ */
+int target__run_until_stop(struct target *t, int timeout_ms);
 bool target__alive(struct target *t);
 /* Reap a spawned child if it exited; NULL-safe on a closed target. */
 void target__close(struct target *t);

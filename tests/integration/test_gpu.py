@@ -114,6 +114,16 @@ def cuda_runtime_linked_into_another_library():
 
 
 @test
+def command_mode_probes_linked_libraries_before_they_run():
+    from harness import run_tool
+    rc, out, err = run_tool("-f", "json", "-c", os.path.join(GPU, "early_app"), "60")
+    eq(rc, 0, f"exit status ({err})")
+    rep = [json.loads(l) for l in out.splitlines()][-1]
+    eq((rep["totals"].get("cuda", {}).get("bytes"), rep["totals"].get("cuda", {}).get("count")), (3 * 65536, 3),
+       "allocations in main's first microseconds, through libcudart.so.13 mapped by the loader")
+
+
+@test
 def layers_option_limits_probes():
     rep, tool = run_gpu_app("--layers", "torch_cuda")
     eq(sorted(rep["totals"]), ["torch_cuda"], "only the requested layer")
