@@ -23,6 +23,7 @@
 #include "report.h"
 #include "symbolizer.h"
 #include "target.h"
+#include "uprobe_multi.h"
 #include "memleak.skel.h"
 
 
@@ -58,7 +59,7 @@ static FILE *open_output(const char *path)
 	return f;
 }
 
-static int load_bpf(const struct ml_opts *o, struct memleak_bpf **out)
+static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **out)
 {
 	struct memleak_bpf *skel;
 	int err;
@@ -76,6 +77,12 @@ static int load_bpf(const struct ml_opts *o, struct memleak_bpf **out)
 	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
+	if (multi) {
+		bpf_program__set_expected_attach_type(skel->progs.alloc_enter, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.alloc_exit, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.free_enter, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.free_exit, ML_BPF_TRACE_UPROBE_MULTI);
+	}
 	err = memleak_bpf__load(skel);
 	if (err) {
 		ml_err("cannot load the BPF programs: %s (run with -v for the verifier's log)", strerror(-err));
@@ -138,7 +145,7 @@ int main(int argc, char **argv)
 	int sfd = -1, tick_fd = -1, scan_fd = -1, err, n;
 	uint64_t seq = 0, scans = 0;
 	sigset_t mask;
-	bool attached_ok = false;
+	bool attached_ok = false, multi;
 
 	err = ml_opts__parse(argc, argv, &o);
 	if (err) {
@@ -171,10 +178,14 @@ int main(int argc, char **argv)
 	if (err)
 		goto cleanup;
 
-	err = load_bpf(&o, &skel);
+	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
+	multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
+	ml_info("uprobe_multi links %s", multi ? "supported: one link per program and library" : "not supported");
+	err = load_bpf(&o, multi, &skel);
 	if (err)
 		goto cleanup;
-	probes = probes__new(skel, &(struct probes_opts){ .pid = tgt.pid, .layers = o.layers, .torch_raw = o.torch_raw });
+	probes = probes__new(skel, &(struct probes_opts){ .pid = tgt.pid, .layers = o.layers, .torch_raw = o.torch_raw,
+						       .multi = multi });
 	if (!probes) {
 		err = -ENOMEM;
 		goto cleanup;

@@ -13,6 +13,7 @@ struct probes_opts {
 	int pid;
 	unsigned int layers; /* bit mask of enum ml_layer to trace */
 	bool torch_raw;      /* also the allocator rows marked optin (return probes on C++ code) */
+	bool multi;          /* the four allocator programs were loaded for uprobe_multi links */
 };
 
 struct probes *probes__new(struct memleak_bpf *skel, const struct probes_opts *o);

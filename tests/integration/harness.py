@@ -126,10 +126,10 @@ def run_tool(*args, env=None, timeout=30):
     return r.returncode, r.stdout, r.stderr
 
 
-def traced(scenario, *tool_args, prog="leaky"):
+def traced(scenario, *tool_args, prog="leaky", env=None):
     """Attach to a fixture, run its scenario, let it exit, and return the tool's final JSON report."""
     fx = Fixture(prog, scenario)
-    tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60")
+    tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60", env=env)
     try:
         tool.wait_attached()
         fx.go()

@@ -45,6 +45,16 @@ def basic_leaks_exact_bytes_and_functions():
 
 
 @test
+def single_probes_without_uprobe_multi():
+    """Kernels before 6.6 have no uprobe_multi links: the one-probe-per-function path gives the same result."""
+    for scenario, func, want in (("basic", "leak_malloc", (100000, 100)), ("realloc", "realloc_grow", (5000, 1)),
+                                 ("memalign", "memalign_sites", (3 * 1024 + 2 * 256 + 4 * 96 + 4096 + 100, 11))):
+        rep, tool = traced(scenario, "-v", env={"MEMLEAK_AI_NO_UPROBE_MULTI": "1"})
+        check(any("uprobe_multi links not supported" in l for l in tool.stderr_lines), "single-probe path taken")
+        eq(by_func(rep).get(func), want, f"{scenario}: {func}")
+
+
+@test
 def frames_have_file_line_module_and_caller():
     rep, _ = traced("basic")
     s = next(s for s in rep["stacks"] if s["frames"] and s["frames"][0]["func"] == "leak_malloc")
