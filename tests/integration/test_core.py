@@ -98,6 +98,17 @@ def threads_free_each_others_blocks():
 
 
 @test
+def cross_thread_churn_leaves_only_the_kept_blocks():
+    rep, _ = traced("stress")
+    f = by_func(rep)
+    eq(f.get("stress_keep"), (4 * 25 * 777, 100), "the kept blocks, exactly")
+    for fn in ("stress_make", "stress_grow", "stress_main"):
+        check(fn not in f, f"{fn}: everything made, moved and freed across threads was matched: {f.get(fn)}")
+    eq(rep["stats"]["dropped"]["lost_return"], 0, "no lost returns")
+    check(rep["stats"]["events"]["frees_matched"] >= 80000, f"frees matched: {rep['stats']['events']}")
+
+
+@test
 def size_filters():
     rep, _ = traced("basic", "--min-size", "1000", "--max-size", "2000")
     f = by_func(rep)

@@ -52,11 +52,14 @@ def gpu_layers_exact_bytes_after_late_dlopen():
     t = rep["totals"]
     eq((t["cuda"]["bytes"], t["cuda"]["count"]), (CUDA_BYTES, 12),
        "cuda: runtime+driver allocations, failed ones and frees excluded, runtime->driver counted once")
-    eq((t["cuda_map"]["bytes"], t["cuda_map"]["count"]), (2 << 20, 1), "cuMemMap'd range")
+    eq((t["cuda_map"]["bytes"], t["cuda_map"]["count"]), (2 << 20, 1), "cuMemMap'd range (the other one unmapped)")
     eq((t["cuda_host"]["bytes"], t["cuda_host"]["count"]), (3000 + 700 + 900, 3), "pinned host memory")
     eq((t["torch_cuda"]["bytes"], t["torch_cuda"]["count"]), (4 * 512 + 2048 + 1536, 6),
        "tensor blocks: USDT malloc/free and raw_alloc/raw_delete")
     check(rep["stats"]["events"]["failed_allocs"] >= 2, "failed cudaMalloc and cuMemMap counted")
+    lay = rep["stats"]["layers"]
+    eq((lay["cuda_map"]["allocs"], lay["cuda_map"]["frees"]), (2, 1), "cuMemMap twice, cuMemUnmap once")
+    eq(lay["cuda_host"]["frees"], 2, "cudaFreeHost and cuMemFreeHost")
     cuda = by_func(rep, "cuda")
     eq(cuda.get("main"), (CUDA_BYTES - (2 << 20), 11), "allocations made by main")
     eq(cuda.get("c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::carve(unsigned long)"),
