@@ -109,6 +109,33 @@ def cross_thread_churn_leaves_only_the_kept_blocks():
 
 
 @test
+def deleted_executable_still_probed_and_symbolized():
+    """Files are opened through /proc/PID/map_files: a binary deleted (or replaced) on disk still works."""
+    import shutil
+    d = tempfile.mkdtemp()
+    exe = os.path.join(d, "leaky-deleted")
+    shutil.copy(os.path.join(FIX, "leaky"), exe)
+    fx = Fixture(exe, "basic")
+    os.unlink(exe)
+    open(exe, "w").write("not an ELF any more\n")  # and something else under the same name
+    tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "50", "60")
+    try:
+        tool.wait_attached()
+        fx.go()
+        fx.wait_done()
+        fx.finish()
+        eq(tool.finish(), 0, "exit status")
+        rep = tool.reports()[-1]
+        s = next((s for s in rep["stacks"] if s["frames"] and s["frames"][0]["func"] == "leak_malloc"), None)
+        check(s is not None, f"leak_malloc symbolized from the deleted file: {[x['frames'][:1] for x in rep['stacks']]}")
+        eq((s["bytes"], s["count"]), (100000, 100), "bytes and count")
+        eq(os.path.basename(s["frames"][0]["file"] or ""), "leaky.c", "file:line from the deleted file's DWARF")
+    finally:
+        tool.kill()
+        fx.kill()
+
+
+@test
 def size_filters():
     rep, _ = traced("basic", "--min-size", "1000", "--max-size", "2000")
     f = by_func(rep)
