@@ -24,6 +24,7 @@
 #include "symbolizer.h"
 #include "target.h"
 #include "uprobe_multi.h"
+#include "verdict.h"
 #include "memleak.skel.h"
 
 
@@ -139,6 +140,7 @@ int main(int argc, char **argv)
 	struct symbolizer *sym = NULL;
 	struct ledger *ledger = NULL;
 	struct reporter *rep = NULL;
+	struct verdicts *verdicts = NULL;
 	struct target tgt = { .pidfd = -1, .go_fd = -1, .status_fd = -1 };
 	struct ml_opts o;
 	FILE *out = NULL;
@@ -219,6 +221,11 @@ int main(int argc, char **argv)
 							   .max_stacks = o.max_stacks });
 	if (!ledger) {
 		err = -errno ? -errno : -ENOMEM;
+		goto cleanup;
+	}
+	verdicts = verdicts__new();
+	if (!verdicts) {
+		err = -ENOMEM;
 		goto cleanup;
 	}
 	rep = reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid }, ledger, sym);
@@ -314,6 +321,8 @@ int main(int argc, char **argv)
 					 { .fd = tick_fd, .events = POLLIN },
 					 { .fd = scan_fd, .events = POLLIN } };
 		const struct ml_snapshot *snap;
+		const struct ml_judgement *judged;
+		const size_t *order;
 		bool final = false;
 		uint64_t expirations;
 
@@ -358,7 +367,12 @@ int main(int argc, char **argv)
 		seq++;
 		if (o.count && seq >= o.count)
 			final = true;
-		err = reporter__emit(rep, snap, seq, final);
+		err = verdicts__update(verdicts, snap, o.sort_bytes, &judged, &order);
+		if (err) {
+			ml_err("cannot judge the report: %s", strerror(-err));
+			break;
+		}
+		err = reporter__emit(rep, snap, judged, order, seq, final);
 		if (err) {
 			ml_err("cannot write the report: %s", strerror(-err));
 			break;
@@ -372,6 +386,7 @@ cleanup:
 	if (err && tgt.spawned && tgt.stopped)
 		kill(tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
 	reporter__free(rep);
+	verdicts__free(verdicts);
 	ledger__free(ledger);
 	probes__free(probes);
 	memleak_bpf__destroy(skel);

@@ -28,6 +28,7 @@ static const char usage[] =
 	"      --max-size BYTES   only track allocations of at most BYTES\n"
 	"  -o, --output FILE      write reports to FILE instead of stdout (created 0600)\n"
 	"  -f, --format FMT       text (default) or json (JSON Lines, one object per report)\n"
+	"  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
 	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
 	"                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges)\n"
 	"      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) with return\n"
@@ -54,6 +55,7 @@ static const struct option long_opts[] = {
 	{ "output", required_argument, NULL, 'o' },
 	{ "format", required_argument, NULL, 'f' },
 	{ "layers", required_argument, NULL, 'l' },
+	{ "sort", required_argument, NULL, 's' },
 	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
 	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
@@ -220,7 +222,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":p:c:T:o:f:l:vhV", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:c:T:o:f:l:s:vhV", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (ml_parse_u64(optarg, 1, 0x3fffffff, &v))
@@ -267,6 +269,12 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				o->format = ML_FMT_JSON;
 			else
 				return bad("--format", optarg, "text or json");
+			break;
+		case 's':
+			if (!strcmp(optarg, "leak") || !strcmp(optarg, "bytes"))
+				o->sort_bytes = !strcmp(optarg, "bytes");
+			else
+				return bad("--sort", optarg, "leak or bytes");
 			break;
 		case 'l':
 			if (ml_layers_parse(optarg, &o->layers))

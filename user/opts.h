@@ -23,6 +23,7 @@ struct ml_opts {
 	uint32_t max_stacks;   /* stack table size */
 	unsigned int layers;   /* bit mask of enum ml_layer to trace (--layers) */
 	bool torch_raw;        /* --torch-raw-alloc: return probes on the caching allocator's raw_alloc */
+	bool sort_bytes;       /* --sort bytes: plain outstanding-bytes ranking, no leak candidates first */
 };
 
 /* 0 on success, 1 when --help/--version was handled (exit 0), -EINVAL after printing a one-line error. */

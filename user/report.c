@@ -9,6 +9,7 @@
 #include "log.h"
 #include "report.h"
 #include "symbolizer.h"
+#include "verdict.h"
 
 struct reporter {
 	FILE *out;
@@ -120,7 +121,8 @@ static size_t row_frames(struct reporter *r, const struct ml_row *row)
 	return n;
 }
 
-static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final)
+static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		      const size_t *order, uint64_t seq, bool final)
 {
 	FILE *f = r->out;
 	char b1[32], b2[32], ts[64];
@@ -175,9 +177,10 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 		any_drop = true;
 	}
 	fprintf(f, "%s\n", any_drop ? "" : " none");
-	fprintf(f, "showing %zu of %zu stacks, largest first\n", shown, s->nrows);
+	fprintf(f, "showing %zu of %zu stacks, leak candidates (growing) first, then largest\n", shown, s->nrows);
 	for (size_t i = 0; i < shown; i++) {
-		const struct ml_row *row = &s->rows[i];
+		const struct ml_row *row = &s->rows[order[i]];
+		const struct ml_judgement *j = &jv[order[i]];
 		size_t n = row_frames(r, row);
 
 		ml_fmt_bytes(b1, sizeof(b1), (double)row->bytes);
@@ -185,6 +188,13 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 		fprintf(f, "[%zu] %s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s since last\n",
 			i + 1, ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
 			row->growth_bytes >= 0 ? "+" : "", b2);
+		if (j->verdict == ML_V_GROWING) {
+			ml_fmt_bytes(b1, sizeof(b1), j->growth_bytes_per_s);
+			fprintf(f, "    LEAK CANDIDATE: growing %s/s over %u reports (%.0f%% of them up), score %.2f\n", b1,
+				j->intervals, j->monotonic * 100, j->leak_score);
+		} else {
+			fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
+		}
 		if (n == 0)
 			fprintf(f, "      [no frames captured]\n");
 		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
@@ -219,7 +229,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 	fputc('\n', f);
 }
 
-static void emit_json(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final)
+static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		      const size_t *order, uint64_t seq, bool final)
 {
 	struct jw w;
 	struct timespec rt;
@@ -292,7 +303,8 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 	jw_obj_end(&w);
 	jw_arr_begin(&w, "stacks");
 	for (size_t i = 0; i < shown; i++) {
-		const struct ml_row *row = &s->rows[i];
+		const struct ml_row *row = &s->rows[order[i]];
+		const struct ml_judgement *j = &jv[order[i]];
 		size_t n = row_frames(r, row);
 
 		jw_obj_begin(&w, NULL);
@@ -301,6 +313,14 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 		jw_u64(&w, "count", row->count);
 		jw_double(&w, "oldest_age_s", age_s(s, row));
 		jw_i64(&w, "growth_bytes", row->growth_bytes);
+		jw_str(&w, "verdict", ml_verdict_name(j->verdict));
+		jw_double(&w, "leak_score", j->leak_score);
+		jw_double(&w, "growth_bytes_per_s", j->growth_bytes_per_s);
+		jw_double(&w, "growth_bytes_per_interval", j->growth_per_interval);
+		jw_obj_begin(&w, "evidence");
+		jw_u64(&w, "intervals", j->intervals);
+		jw_double(&w, "monotonic", j->monotonic);
+		jw_obj_end(&w);
 		jw_arr_begin(&w, "frames");
 		for (size_t k = 0; k < n; k++) {
 			const struct ml_frame *fr = NULL;
@@ -334,12 +354,13 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, uint64_t 
 	fputc('\n', r->out);
 }
 
-int reporter__emit(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final)
+int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
+		   uint64_t seq, bool final)
 {
 	if (r->o.format == ML_FMT_JSON)
-		emit_json(r, s, seq, final);
+		emit_json(r, s, j, order, seq, final);
 	else
-		emit_text(r, s, seq, final);
+		emit_text(r, s, j, order, seq, final);
 	if (fflush(r->out) || ferror(r->out))
 		return errno ? -errno : -EIO;
 	return 0;

@@ -19,8 +19,14 @@ struct report_opts {
 
 struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct ledger *l, struct symbolizer *sym);
 void reporter__free(struct reporter *r);
-/* Write one report; 0 or a negative errno (the output could not be written). */
-int reporter__emit(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final);
+struct ml_judgement;
+
+/*
+ * Write one report, rows in the given order with their verdicts (both from verdicts__update); 0 or a
+ * negative errno (the output could not be written).
+ */
+int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
+		   uint64_t seq, bool final);
 
 /* "12.0 KiB" style, for text. */
 void ml_fmt_bytes(char *buf, size_t len, double bytes);

@@ -196,6 +196,35 @@ def interval_count_and_growth():
 
 
 @test
+def verdicts_on_the_demo_trainer():
+    """record_loss leaks a block per step; cache_put fills 64 slots then only replaces; train_step frees all."""
+    def run(*args):
+        demo = subprocess.Popen([f"{FIX}/demo_trainer"], stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            rc, out, err = run_tool("-f", "json", "-p", str(demo.pid), *args, timeout=60)
+            eq(rc, 0, f"exit status ({err})")
+            return [json.loads(l) for l in out.splitlines()]
+        finally:
+            demo.kill()
+            demo.wait()
+
+    reps = run("0.4", "10")
+    last = reps[-1]
+    by = {s["frames"][0]["func"]: s for s in last["stacks"] if s["frames"] and s["layer"] == "libc"}
+    eq(by["record_loss"]["verdict"], "growing", "the leak is flagged")
+    check(by["record_loss"]["leak_score"] > 0.8, f"with a high score: {by['record_loss']['leak_score']}")
+    rate = by["record_loss"]["growth_bytes_per_s"]
+    check(50 * 1032 < rate < 150 * 1032, f"about 100 records of 1032 bytes a second: {rate}")
+    eq(by["cache_put"]["verdict"], "stable", "the bounded cache is not a leak")
+    eq(last["stacks"][0]["frames"][0]["func"], "record_loss", "leak candidates first, though the cache is larger")
+    first_flag = next(r["seq"] for r in reps if any(s["verdict"] == "growing" for s in r["stacks"]))
+    check(first_flag <= 5, f"flagged within a few intervals: report {first_flag}")
+    last = run("--sort", "bytes", "0.4", "4")[-1]
+    eq(last["stacks"][0]["frames"][0]["func"], "cache_put", "--sort bytes: largest first")
+
+
+@test
 def sigterm_gives_final_report():
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         fx = Fixture("leaky", "idle")
@@ -297,6 +326,7 @@ def bad_options():
     one_line_error([], "nothing to trace", 2)
     one_line_error(["-p", "1", "-c", "true"], "not both", 2)
     one_line_error(["-p", "1", "--max-allocs", "99999999999"], "invalid --max-allocs", 2)
+    one_line_error(["-p", "1", "--sort", "size"], "invalid --sort 'size'", 2)
     one_line_error(["-p"], "needs a value", 2)
 
 
