@@ -27,7 +27,9 @@ static const char usage[] =
 	"      --min-size BYTES   only track allocations of at least BYTES (K/M/G suffixes)\n"
 	"      --max-size BYTES   only track allocations of at most BYTES\n"
 	"  -o, --output FILE      write reports to FILE instead of stdout (created 0600)\n"
-	"  -f, --format FMT       text (default) or json (JSON Lines, one object per report)\n"
+	"  -f, --format FMT       text (default), json (JSON Lines, one object per report) or folded\n"
+	"                         (one line per stack, frames root-first joined by ';', weight in bytes:\n"
+	"                         for flamegraph.pl, speedscope, inferno; only the final report)\n"
 	"  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
 	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
 	"                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges)\n"
@@ -267,8 +269,10 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				o->format = ML_FMT_TEXT;
 			else if (!strcmp(optarg, "json"))
 				o->format = ML_FMT_JSON;
+			else if (!strcmp(optarg, "folded"))
+				o->format = ML_FMT_FOLDED;
 			else
-				return bad("--format", optarg, "text or json");
+				return bad("--format", optarg, "text, json or folded");
 			break;
 		case 's':
 			if (!strcmp(optarg, "leak") || !strcmp(optarg, "bytes"))

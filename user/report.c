@@ -354,10 +354,48 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	fputc('\n', r->out);
 }
 
+/* A frame's name in folded output: ';' separates frames and ' ' the weight, so neither may appear inside. */
+static void put_folded(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		fputc(*p == ';' || *p == ' ' || *p < 0x20 || *p == 0x7f ? '_' : *p, f);
+}
+
+/*
+ * Folded stacks of the final report, every stack (not only the top N): layer as the root frame, then the
+ * frames from the outermost caller down to the allocation site, and outstanding bytes as the weight.
+ */
+static void emit_folded(struct reporter *r, const struct ml_snapshot *s, bool final)
+{
+	if (!final)
+		return;
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *row = &s->rows[i];
+		size_t n = row_frames(r, row);
+
+		put_folded(r->out, ml_layer_name(row->key.layer));
+		for (size_t k = n; k-- > 0;) {
+			const struct ml_frame *fr = NULL;
+			char buf[32];
+
+			fputc(';', r->out);
+			if (!symbolizer__resolve(r->sym, r->frames[k], &fr) && fr && fr->func) {
+				put_folded(r->out, fr->func);
+			} else {
+				snprintf(buf, sizeof(buf), "0x%" PRIx64, r->frames[k]);
+				fputs(buf, r->out);
+			}
+		}
+		fprintf(r->out, " %" PRIu64 "\n", row->bytes);
+	}
+}
+
 int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
 		   uint64_t seq, bool final)
 {
-	if (r->o.format == ML_FMT_JSON)
+	if (r->o.format == ML_FMT_FOLDED)
+		emit_folded(r, s, final);
+	else if (r->o.format == ML_FMT_JSON)
 		emit_json(r, s, j, order, seq, final);
 	else
 		emit_text(r, s, j, order, seq, final);

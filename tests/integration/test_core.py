@@ -272,6 +272,31 @@ def text_format_and_output_file():
 
 
 @test
+def folded_output_for_flame_graphs():
+    fx = Fixture("leaky", "basic")
+    tool = Tool("-p", str(fx.pid), "-f", "folded", "60")
+    try:
+        tool.wait_attached()
+        fx.go()
+        fx.wait_done()
+        fx.finish()
+        eq(tool.finish(), 0, "exit status")
+        lines = tool.out.splitlines()
+        weights = {}
+        for l in lines:
+            stack, w = l.rsplit(" ", 1)
+            frames = stack.split(";")
+            eq(frames[0], "libc", "layer as the root frame")
+            weights[frames[-1]] = weights.get(frames[-1], 0) + int(w)
+        eq(weights.get("leak_malloc"), 100000, "leaf frame and weight in bytes")
+        eq(weights.get("leak_calloc"), 15000, "calloc leaf")
+        eq(sum(weights.values()), 115000, "every stack, weights summing to the outstanding bytes")
+    finally:
+        tool.kill()
+        fx.kill()
+
+
+@test
 def command_mode_traces_from_start():
     rc, out, err = run_tool("-f", "json", "-c", f"{FIX}/leaky basic auto", "60")
     eq(rc, 0, f"exit status (stderr: {err})")
