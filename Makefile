@@ -10,7 +10,7 @@ VERSION := 0.1.0
 CFLAGS ?= -g -O2
 CFLAGS += -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -DML_VERSION='"$(VERSION)"'
 CPPFLAGS += -I$(OUTPUT) -Iuser -Ibpf -MMD -MP
-LDLIBS += -lbpf -lelf -ldw -lz -lstdc++ -lm
+LDLIBS += -lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c
 # clang's own include paths, so BPF code sees the same system headers without the kernel's
 CLANG_BPF_SYS_INCLUDES ?= $(shell $(CLANG) -v -E - </dev/null 2>&1 | sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }')
 
@@ -43,13 +43,21 @@ $(OUTPUT)/memleak.skel.h: $(OUTPUT)/memleak.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name memleak_bpf > $@
 
-$(USER_OBJS) $(OUTPUT)/main.o: $(OUTPUT)/memleak.skel.h
+$(USER_OBJS) $(OUTPUT)/main.o: $(OUTPUT)/memleak.skel.h $(OUTPUT)/profile.pb-c.h
+
+$(OUTPUT)/profile.pb-c.c $(OUTPUT)/profile.pb-c.h: proto/profile.proto | $(OUTPUT)
+	$(call msg,PROTOC-C,$@)
+	$(Q)protoc-c --proto_path=proto --c_out=$(OUTPUT) $<
+
+$(OUTPUT)/profile.pb-c.o: $(OUTPUT)/profile.pb-c.c
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
 
 $(OUTPUT)/%.o: user/%.c | $(OUTPUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-memleak-ai: $(OUTPUT)/main.o $(USER_OBJS)
+memleak-ai: $(OUTPUT)/main.o $(USER_OBJS) $(OUTPUT)/profile.pb-c.o
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 

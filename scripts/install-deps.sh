@@ -2,7 +2,7 @@
 # Installs every build and test dependency from Debian's packages; does nothing when all are present.
 set -e
 PKGS="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config libc6-dev
-python3 util-linux procps binutils systemtap-sdt-dev"
+python3 util-linux procps binutils systemtap-sdt-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

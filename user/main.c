@@ -145,7 +145,7 @@ int main(int argc, char **argv)
 	struct ml_opts o;
 	FILE *out = NULL;
 	int sfd = -1, tick_fd = -1, scan_fd = -1, err, n;
-	uint64_t seq = 0, scans = 0;
+	uint64_t seq = 0, scans = 0, start_ns = 0;
 	sigset_t mask;
 	bool attached_ok = false, multi;
 
@@ -300,6 +300,12 @@ int main(int argc, char **argv)
 				ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
 	}
 
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		start_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	}
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
@@ -372,6 +378,7 @@ int main(int argc, char **argv)
 			ml_err("cannot judge the report: %s", strerror(-err));
 			break;
 		}
+		reporter__set_duration(rep, snap->now_ns - start_ns);
 		err = reporter__emit(rep, snap, judged, order, seq, final);
 		if (err) {
 			ml_err("cannot write the report: %s", strerror(-err));

@@ -29,7 +29,8 @@ static const char usage[] =
 	"  -o, --output FILE      write reports to FILE instead of stdout (created 0600)\n"
 	"  -f, --format FMT       text (default), json (JSON Lines, one object per report) or folded\n"
 	"                         (one line per stack, frames root-first joined by ';', weight in bytes:\n"
-	"                         for flamegraph.pl, speedscope, inferno; only the final report)\n"
+	"                         for flamegraph.pl, speedscope, inferno; only the final report) or pprof\n"
+	"                         (the final report as a gzipped profile.proto; needs -o FILE)\n"
 	"  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
 	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
 	"                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges)\n"
@@ -271,8 +272,10 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				o->format = ML_FMT_JSON;
 			else if (!strcmp(optarg, "folded"))
 				o->format = ML_FMT_FOLDED;
+			else if (!strcmp(optarg, "pprof"))
+				o->format = ML_FMT_PPROF;
 			else
-				return bad("--format", optarg, "text, json or folded");
+				return bad("--format", optarg, "text, json, folded or pprof");
 			break;
 		case 's':
 			if (!strcmp(optarg, "leak") || !strcmp(optarg, "bytes"))
@@ -336,6 +339,10 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	if (!o->pid == !o->cmd_argv) {
 		ml_err("%s", o->pid ? "give either -p PID or -c COMMAND, not both"
 				    : "nothing to trace: give -p PID or -c COMMAND (see --help)");
+		return -EINVAL;
+	}
+	if (o->format == ML_FMT_PPROF && !o->output) {
+		ml_err("--format pprof writes a binary file: give it with -o FILE");
 		return -EINVAL;
 	}
 	if (o->min_size > o->max_size) {

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum ml_format { ML_FMT_TEXT, ML_FMT_JSON, ML_FMT_FOLDED };
+enum ml_format { ML_FMT_TEXT, ML_FMT_JSON, ML_FMT_FOLDED, ML_FMT_PPROF };
 
 struct ml_opts {
 	int pid;               /* -p; 0 when -c is used */

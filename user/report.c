@@ -6,6 +6,7 @@
 #include <time.h>
 #include "allocators.h"
 #include "json.h"
+#include "pprof.h"
 #include "log.h"
 #include "report.h"
 #include "symbolizer.h"
@@ -56,6 +57,11 @@ struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct le
 	r->ledger = l;
 	r->sym = sym;
 	return r;
+}
+
+void reporter__set_duration(struct reporter *r, uint64_t ns)
+{
+	r->o.duration_ns = ns;
 }
 
 void reporter__free(struct reporter *r)
@@ -393,7 +399,12 @@ static void emit_folded(struct reporter *r, const struct ml_snapshot *s, bool fi
 int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
 		   uint64_t seq, bool final)
 {
-	if (r->o.format == ML_FMT_FOLDED)
+	if (r->o.format == ML_FMT_PPROF) {
+		int err = final ? ml_pprof_write(r->out, s, j, r->ledger, r->sym, r->o.duration_ns) : 0;
+
+		if (err)
+			return err;
+	} else if (r->o.format == ML_FMT_FOLDED)
 		emit_folded(r, s, final);
 	else if (r->o.format == ML_FMT_JSON)
 		emit_json(r, s, j, order, seq, final);

@@ -15,10 +15,12 @@ struct report_opts {
 	enum ml_format format;
 	uint32_t top;
 	int pid;
+	uint64_t duration_ns; /* pprof: how long the profile covers, set before the final report */
 };
 
 struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct ledger *l, struct symbolizer *sym);
 void reporter__free(struct reporter *r);
+void reporter__set_duration(struct reporter *r, uint64_t ns);
 struct ml_judgement;
 
 /*

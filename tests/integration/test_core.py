@@ -297,6 +297,32 @@ def folded_output_for_flame_graphs():
 
 
 @test
+def pprof_output_decodes_with_protoc():
+    import gzip
+    import re
+    d = tempfile.mkdtemp()
+    out = os.path.join(d, "leaks.pb.gz")
+    rc, _, err = run_tool("-f", "pprof", "-o", out, "-c", f"{FIX}/leaky basic auto", "60")
+    eq(rc, 0, f"exit status ({err})")
+    raw = gzip.open(out).read()
+    r = subprocess.run(["protoc", f"--proto_path={ROOT}/proto", "--decode=perftools.profiles.Profile",
+                        f"{ROOT}/proto/profile.proto"], input=raw, capture_output=True)
+    eq(r.returncode, 0, f"protoc decodes it: {r.stderr[:200]}")
+    text = r.stdout.decode()
+    strings = re.findall(r'string_table: "(.*)"', text)
+    for want in ("outstanding_space", "bytes", "outstanding_objects", "count", "growth_space", "layer", "libc",
+                 "leak_malloc", "leak_calloc"):
+        check(want in strings, f"{want} in the string table")
+    samples = re.findall(r"sample \{(.*?)\n\}", text, re.S)
+    values = sorted(tuple(int(v) for v in re.findall(r"value: (-?\d+)", s_)) for s_ in samples)
+    eq(values, [(15000, 5, 15000), (100000, 100, 100000)], "samples: bytes, objects, growth")
+    fn = re.findall(r"function \{(.*?)\n\}", text, re.S)
+    names = {strings[int(re.search(r"name: (\d+)", f).group(1))] for f in fn}
+    check({"leak_malloc", "leak_calloc"} <= names, f"functions: {names}")
+    one_line_error(["-p", "1", "-f", "pprof"], "give it with -o FILE", 2)
+
+
+@test
 def command_mode_traces_from_start():
     rc, out, err = run_tool("-f", "json", "-c", f"{FIX}/leaky basic auto", "60")
     eq(rc, 0, f"exit status (stderr: {err})")

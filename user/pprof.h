@@ -1,0 +1,17 @@
+/* pprof output: the final report as a gzipped profile.proto, for go tool pprof, Pyroscope and Parca. */
+#ifndef ML_PPROF_H
+#define ML_PPROF_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct ml_snapshot;
+struct ml_judgement;
+struct ledger;
+struct symbolizer;
+
+/* Write one profile of every stack of the snapshot; 0 or a negative errno. */
+int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l,
+		   struct symbolizer *sym, uint64_t duration_ns);
+
+#endif
