@@ -57,7 +57,23 @@ $(OUTPUT)/%.o: user/%.c | $(OUTPUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-memleak-ai: $(OUTPUT)/main.o $(USER_OBJS) $(OUTPUT)/profile.pb-c.o
+# The HTML report's libraries come from the npm registry and are inlined at build time.
+HTML_NPM := scripts/html/node_modules/.package-lock.json
+
+$(HTML_NPM): scripts/html/package.json scripts/html/package-lock.json
+	$(call msg,NPM,scripts/html)
+	$(Q)cd scripts/html && npm ci --silent --no-audit --no-fund
+	$(Q)touch $@
+
+$(OUTPUT)/html_assets.c: scripts/gen-html-assets.py scripts/html/report.html scripts/html/render.js $(HTML_NPM) | $(OUTPUT)
+	$(call msg,GEN,$@)
+	$(Q)python3 scripts/gen-html-assets.py $@
+
+$(OUTPUT)/html_assets.o: $(OUTPUT)/html_assets.c
+	$(call msg,CC,$@)
+	$(Q)$(CC) -c $< -o $@
+
+memleak-ai: $(OUTPUT)/main.o $(USER_OBJS) $(OUTPUT)/profile.pb-c.o $(OUTPUT)/html_assets.o
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 

@@ -48,8 +48,11 @@ void jw_escape(FILE *f, const char *s)
 		case '\r': fputs("\\r", f); p++; continue;
 		case '\t': fputs("\\t", f); p++; continue;
 		}
-		/* Names come from an untrusted target: control bytes are escaped, invalid UTF-8 becomes U+FFFD. */
-		if (*p < 0x20 || *p == 0x7f) {
+		/*
+		 * Names come from an untrusted target: control bytes are escaped, invalid UTF-8 becomes U+FFFD,
+		 * and < > & too, so that JSON placed in an HTML <script> cannot end it.
+		 */
+		if (*p < 0x20 || *p == 0x7f || *p == '<' || *p == '>' || *p == '&') {
 			fprintf(f, "\\u%04x", *p++);
 			continue;
 		}

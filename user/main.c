@@ -25,6 +25,7 @@
 #include "target.h"
 #include "uprobe_multi.h"
 #include "verdict.h"
+#include "html.h"
 #include "memleak.skel.h"
 
 
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
 	struct ledger *ledger = NULL;
 	struct reporter *rep = NULL;
 	struct verdicts *verdicts = NULL;
+	struct html_timeline *timeline = NULL;
 	struct target tgt = { .pidfd = -1, .go_fd = -1, .status_fd = -1 };
 	struct ml_opts o;
 	FILE *out = NULL;
@@ -224,7 +226,8 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	verdicts = verdicts__new();
-	if (!verdicts) {
+	timeline = o.html ? html_timeline__new() : NULL;
+	if (!verdicts || (o.html && !timeline)) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -378,11 +381,24 @@ int main(int argc, char **argv)
 			ml_err("cannot judge the report: %s", strerror(-err));
 			break;
 		}
+		if (timeline && html_timeline__add(timeline, snap)) {
+			err = -ENOMEM;
+			break;
+		}
 		reporter__set_duration(rep, snap->now_ns - start_ns);
 		err = reporter__emit(rep, snap, judged, order, seq, final);
 		if (err) {
 			ml_err("cannot write the report: %s", strerror(-err));
 			break;
+		}
+		if (final && o.html) {
+			struct html_opts ho = { .pid = tgt.pid, .top = o.top, .reports = seq };
+
+			err = ml_html_write(o.html, &ho, timeline, snap, judged, order, verdicts, ledger, sym);
+			if (err) {
+				ml_err("cannot write the HTML report '%s': %s", o.html, strerror(-err));
+				break;
+			}
 		}
 		if (final)
 			break;
@@ -394,6 +410,7 @@ cleanup:
 		kill(tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
 	reporter__free(rep);
 	verdicts__free(verdicts);
+	html_timeline__free(timeline);
 	ledger__free(ledger);
 	probes__free(probes);
 	memleak_bpf__destroy(skel);

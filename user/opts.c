@@ -31,6 +31,8 @@ static const char usage[] =
 	"                         (one line per stack, frames root-first joined by ';', weight in bytes:\n"
 	"                         for flamegraph.pl, speedscope, inferno; only the final report) or pprof\n"
 	"                         (the final report as a gzipped profile.proto; needs -o FILE)\n"
+	"      --html FILE        also write the final report as one self-contained HTML page (timeline,\n"
+	"                         flame graph, leak table; opens offline), created 0600\n"
 	"  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
 	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
 	"                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges)\n"
@@ -46,7 +48,7 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -61,6 +63,7 @@ static const struct option long_opts[] = {
 	{ "sort", required_argument, NULL, 's' },
 	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
 	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
+	{ "html", required_argument, NULL, OPT_HTML },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -287,6 +290,11 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			if (ml_layers_parse(optarg, &o->layers))
 				return bad("--layers", optarg,
 					   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
+			break;
+		case OPT_HTML:
+			if (!*optarg)
+				return bad("--html", optarg, "a file name");
+			o->html = optarg;
 			break;
 		case OPT_TORCH_RAW:
 			o->torch_raw = true;

@@ -17,6 +17,7 @@ struct ml_opts {
 	uint64_t min_size;     /* only allocations of at least this many bytes */
 	uint64_t max_size;     /* ... and at most this many */
 	const char *output;    /* -o FILE, NULL = stdout */
+	const char *html;      /* --html FILE: the final report as a page */
 	enum ml_format format;
 	int verbose;
 	uint32_t max_allocs;   /* outstanding-allocation table size */

@@ -201,3 +201,19 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	*order = ord;
 	return 0;
 }
+
+size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max)
+{
+	const struct hist *h = v->n ? bsearch(key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
+	double tt[ML_HIST_SHORT + ML_HIST_LONG], bb[ML_HIST_SHORT + ML_HIST_LONG];
+	size_t n;
+
+	if (!h)
+		return 0;
+	n = series(h, tt, bb);
+	if (n > max)
+		n = max;
+	memcpy(t, tt, n * sizeof(*t));
+	memcpy(bytes, bb, n * sizeof(*bytes));
+	return n;
+}

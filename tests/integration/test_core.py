@@ -323,6 +323,42 @@ def pprof_output_decodes_with_protoc():
 
 
 @test
+def html_report_renders_in_headless_chromium():
+    d = tempfile.mkdtemp()
+    page, shot = os.path.join(d, "report.html"), os.path.join(d, "report.png")
+    demo = subprocess.Popen([f"{FIX}/demo_trainer"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        rc, _, err = run_tool("-f", "json", "--html", page, "-p", str(demo.pid), "0.3", "8", timeout=60)
+        eq(rc, 0, f"exit status ({err})")
+    finally:
+        demo.kill()
+        demo.wait()
+    eq(stat.S_IMODE(os.stat(page).st_mode), 0o600, "page mode")
+    html = open(page).read()
+    check("<script src" not in html and "<link" not in html, "self-contained: nothing loaded from elsewhere")
+    env = dict(os.environ, PLAYWRIGHT_CORE=os.path.join(ROOT, "scripts", "html", "node_modules", "playwright-core"))
+    r = subprocess.run(["node", os.path.join(ROOT, "tests", "integration", "html_check.js"), page, shot],
+                       capture_output=True, text=True, env=env, timeout=120)
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    check("fatal" not in res, f"browser ran: {res.get('fatal')} {r.stderr[-500:]}")
+    eq(res["errors"], [], "no page errors")
+    eq(res["requests"], [], "no network requests (opens offline)")
+    check(res["rendered"], "render script finished")
+    eq(res["plots"], 2, "two timeline plots (layers, top stacks)")
+    check(any("record_loss" in l for l in res["legend"]), f"top stacks legend: {res['legend']}")
+    check(res["flameRects"] >= 3, f"flame graph drawn: {res['flameRects']} frames")
+    check(any("record_loss" in t for t in res["flameText"]), f"flame graph names the leak: {res['flameText'][:8]}")
+    eq(res["rows"][0][2], "growing", "leak table: the candidate first")
+    check("record_loss" in res["rows"][0][8], f"with its stack: {res['rows'][0]}")
+    # The screenshot shows a drawn page, not a blank one: many distinct colours.
+    png = open(shot, "rb").read()
+    check(png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 30000, f"screenshot taken ({len(png)} bytes)")
+    shutil_copy = os.path.join(ROOT, "build", "tests", "html-report.png")
+    open(shutil_copy, "wb").write(png)
+
+
+@test
 def command_mode_traces_from_start():
     rc, out, err = run_tool("-f", "json", "-c", f"{FIX}/leaky basic auto", "60")
     eq(rc, 0, f"exit status (stderr: {err})")

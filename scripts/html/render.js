@@ -1,0 +1,52 @@
+// Draws the memleak-ai report from window.MEMLEAK with the inlined uPlot and d3-flame-graph.
+(function () {
+  "use strict";
+  const M = window.MEMLEAK;
+  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                  "#bcbd22", "#17becf"];
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  function fmtBytes(v) {
+    if (v == null) return "";
+    let u = 0, x = Math.abs(v);
+    while (x >= 1024 && u < units.length - 1) { x /= 1024; u++; }
+    return (v < 0 ? "-" : "") + (u ? x.toFixed(1) : x.toFixed(0)) + " " + units[u];
+  }
+  function plot(el, t, series) {
+    if (!t.length || !series.length) { el.textContent = "(no data)"; return; }
+    const opts = {
+      width: Math.min(1100, window.innerWidth - 60), height: 280,
+      scales: { x: { time: false } },
+      series: [{ label: "s since start" }].concat(series.map((s, i) => ({
+        label: s.label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true,
+        value: (u, v) => fmtBytes(v) }))),
+      axes: [{ label: "seconds" }, { size: 90, values: (u, vals) => vals.map(fmtBytes) }],
+    };
+    new uPlot(opts, [t].concat(series.map(s => s.values)), el);
+  }
+  document.getElementById("title").textContent = "memleak-ai report: pid " + M.pid;
+  document.getElementById("meta").textContent = M.reports + " reports over " + M.duration_s.toFixed(1) +
+    " s; generated " + new Date(M.time_unix * 1000).toISOString();
+  plot(document.getElementById("layers"), M.timeline.t,
+       Object.keys(M.timeline.layers).map(k => ({ label: k, values: M.timeline.layers[k] })));
+  plot(document.getElementById("stacks"), M.timeline.t, M.timeline.stacks);
+  const flame = flamegraph.default().width(Math.min(1100, window.innerWidth - 60)).cellHeight(18)
+    .minFrameSize(1).label(d => d.data.name + ": " + fmtBytes(d.data.value));
+  d3.select("#flame").datum(M.flame).call(flame);
+  const body = document.querySelector("#table tbody");
+  M.table.forEach((r, i) => {
+    const tr = document.createElement("tr");
+    const cells = [i + 1, r.layer, r.verdict, r.leak_score.toFixed(2), fmtBytes(r.bytes), r.count,
+                   r.oldest_age_s.toFixed(1), fmtBytes(r.growth_bytes_per_s) + "/s",
+                   r.frames.join("\n")];
+    cells.forEach((c, k) => {
+      const td = document.createElement("td");
+      td.textContent = c;  // names come from the traced program: text, never markup
+      if (k === 2 && r.verdict === "growing") td.className = "growing";
+      if (k >= 3 && k <= 7) td.className = "num";
+      if (k === 8) td.className = "stack";
+      tr.appendChild(td);
+    });
+    body.appendChild(tr);
+  });
+  document.body.dataset.rendered = "yes";
+})();

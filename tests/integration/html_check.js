@@ -1,0 +1,31 @@
+// Loads a memleak-ai HTML report in headless Chromium, offline: reports page errors, what rendered, and a screenshot.
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+(async () => {
+  const [file, shot] = process.argv.slice(2);
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 2000 } });
+  const errors = [], requests = [];
+  page.on("pageerror", e => errors.push(String(e)));
+  page.on("console", m => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("request", r => { if (!r.url().startsWith("file:")) requests.push(r.url()); });
+  await page.goto("file://" + file);
+  await page.waitForSelector("body[data-rendered=yes]", { timeout: 15000 }).catch(() => {});
+  await page.waitForTimeout(1500); // the flame graph draws its labels at the end of a transition
+  const result = await page.evaluate(() => ({
+    rendered: document.body.dataset.rendered === "yes",
+    plots: document.querySelectorAll(".uplot canvas").length,
+    legend: Array.from(document.querySelectorAll("#stacks .u-legend .u-label")).map(e => e.textContent),
+    flameRects: document.querySelectorAll("#flame svg rect").length,
+    flameText: Array.from(document.querySelectorAll("#flame svg .d3-flame-graph-label")).map(e => e.textContent),
+    rows: Array.from(document.querySelectorAll("#table tbody tr")).map(tr =>
+      Array.from(tr.children).map(td => td.textContent)),
+  }));
+  await page.screenshot({ path: shot, fullPage: true });
+  await browser.close();
+  console.log(JSON.stringify({ errors, requests, ...result }));
+})().catch(e => { console.log(JSON.stringify({ fatal: String(e) })); process.exit(1); });

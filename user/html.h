@@ -1,0 +1,31 @@
+/* HTML report: a self-contained page (timeline, flame graph, leak table) with the chart libraries inlined. */
+#ifndef ML_HTML_H
+#define ML_HTML_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ml_snapshot;
+struct ml_judgement;
+struct verdicts;
+struct ledger;
+struct symbolizer;
+struct html_timeline;
+
+/* Per-layer outstanding bytes at every report; bounded (halved when full). */
+struct html_timeline *html_timeline__new(void);
+void html_timeline__free(struct html_timeline *h);
+int html_timeline__add(struct html_timeline *h, const struct ml_snapshot *s);
+
+struct html_opts {
+	int pid;
+	uint32_t top;
+	uint64_t reports;
+};
+
+/* Write the page for the final snapshot to path (created 0600, never through a symlink). 0 or -errno. */
+int ml_html_write(const char *path, const struct html_opts *o, const struct html_timeline *tl,
+		  const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order, struct verdicts *v,
+		  struct ledger *l, struct symbolizer *sym);
+
+#endif
