@@ -217,3 +217,8 @@ size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, 
 	memcpy(bytes, bb, n * sizeof(*bytes));
 	return n;
 }
+
+size_t verdicts__memory(const struct verdicts *v)
+{
+	return v->n * (sizeof(struct hist) + sizeof(struct ml_judgement) + sizeof(size_t));
+}

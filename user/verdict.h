@@ -40,6 +40,8 @@ void verdicts__free(struct verdicts *v);
 int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, const struct ml_judgement **out,
 		     const size_t **order);
 const char *ml_verdict_name(enum ml_verdict v);
+/* Bytes the history holds now: one fixed-size record per stack in the last report. */
+size_t verdicts__memory(const struct verdicts *v);
 /* The kept history of a stack (seconds since the first report, bytes), oldest first; the number of samples. */
 size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max);
 
