@@ -189,6 +189,10 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		const struct ml_judgement *j = &jv[order[i]];
 		size_t n = row_frames(r, row);
 
+		if (i == 0 && j->verdict == ML_V_GROWING)
+			fprintf(f, "--- leak candidates: growing stacks, strongest first ---\n");
+		if (j->verdict != ML_V_GROWING && (i == 0 || jv[order[i - 1]].verdict == ML_V_GROWING))
+			fprintf(f, "--- not growing: largest first ---\n");
 		ml_fmt_bytes(b1, sizeof(b1), (double)row->bytes);
 		ml_fmt_bytes(b2, sizeof(b2), (double)row->growth_bytes);
 		fprintf(f, "[%zu] %s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s since last\n",
@@ -326,6 +330,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_obj_begin(&w, "evidence");
 		jw_u64(&w, "intervals", j->intervals);
 		jw_double(&w, "monotonic", j->monotonic);
+		jw_double(&w, "oldest_age_s", age_s(s, row));
 		jw_obj_end(&w);
 		jw_arr_begin(&w, "frames");
 		for (size_t k = 0; k < n; k++) {

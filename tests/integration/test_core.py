@@ -218,6 +218,8 @@ def verdicts_on_the_demo_trainer():
     check(50 * 1032 < rate < 150 * 1032, f"about 100 records of 1032 bytes a second: {rate}")
     eq(by["cache_put"]["verdict"], "stable", "the bounded cache is not a leak")
     eq(last["stacks"][0]["frames"][0]["func"], "record_loss", "leak candidates first, though the cache is larger")
+    eq(by["record_loss"]["evidence"]["intervals"] >= 4, True, "evidence: reports judged")
+    check(by["record_loss"]["evidence"]["oldest_age_s"] > 2, "evidence: the oldest block survived the run")
     first_flag = next(r["seq"] for r in reps if any(s["verdict"] == "growing" for s in r["stacks"]))
     check(first_flag <= 5, f"flagged within a few intervals: report {first_flag}")
     last = run("--sort", "bytes", "0.4", "4")[-1]
