@@ -15,7 +15,9 @@ const { chromium } = require(process.env.PLAYWRIGHT_CORE);
   page.on("request", r => { if (!r.url().startsWith("file:")) requests.push(r.url()); });
   await page.goto("file://" + file);
   await page.waitForSelector("body[data-rendered=yes]", { timeout: 15000 }).catch(() => {});
-  await page.waitForTimeout(1500); // the flame graph draws its labels at the end of a transition
+  // The flame graph writes its labels at the end of a transition: wait for them rather than a fixed time.
+  await page.waitForFunction(() => Array.from(document.querySelectorAll("#flame svg .d3-flame-graph-label"))
+    .some(e => e.textContent.length > 0), null, { timeout: 15000 }).catch(() => {});
   const result = await page.evaluate(() => ({
     rendered: document.body.dataset.rendered === "yes",
     plots: document.querySelectorAll(".uplot canvas").length,
