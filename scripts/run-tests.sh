@@ -63,6 +63,23 @@ for t in $B/test_*; do
 	"$t" 2>&1 | tee "$log"
 	tally "$log" "$t"
 done
+# Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
+# undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
+for f in maps elf; do
+	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser tests/fuzz/fuzz_$f.c \
+		$([ $f = maps ] && echo user/procmaps.c || echo "user/elfsym.c -lelf") -o $B/fuzz_$f
+	scratch=$(mktemp -d)
+	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-10} -max_len=65536 -print_final_stats=1 "$scratch" \
+		tests/fuzz/corpus/$f >"$log" 2>&1; then
+		echo "ok - fuzz_$f: $(grep -o 'Done [0-9]* runs' "$log")"
+		echo "fuzz $f: 1 passed, 0 failed" >"$log"
+	else
+		tail -n 30 "$log"
+		echo "not ok - fuzz_$f crashed (input kept in $scratch)"
+		echo "fuzz $f: 0 passed, 1 failed" >"$log"
+	fi
+	tally "$log" "fuzz_$f"
+done
 if [ "${1:-}" != "--unit-only" ]; then
 	for t in tests/integration/test_*.py; do
 		python3 "$t" 2>&1 | tee "$log"
