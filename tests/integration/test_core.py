@@ -9,8 +9,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (FIX, ROOT, Fail, Fixture, Tool, by_func, check, eq, main, no_bpf_left, read_line,  # noqa: E402
-                     run_tool, test, traced)
+from harness import (FIX, ROOT, Fail, Fixture, Tool, bpf_progs, by_func, check, eq, main, no_bpf_left,  # noqa: E402
+                     read_line, run_tool, test, traced)
 
 SRC = os.path.join(ROOT, "tests", "fixtures", "leaky.c")
 
@@ -246,6 +246,25 @@ def sigterm_gives_final_report():
             tool.kill()
             fx.kill()
     check(no_bpf_left(), "probes detached")
+
+
+@test
+def sigkill_of_the_tool_leaves_no_probe_behind():
+    fx = Fixture("leaky", "idle")
+    before = bpf_progs()
+    tool = Tool("-p", str(fx.pid), "60")
+    try:
+        tool.wait_attached()
+        check(bpf_progs() > before, "programs loaded while attached")
+        tool.p.kill()
+        tool.p.wait()
+        check(no_bpf_left(), "the kernel removed every probe with the killed tool")
+        fx.go()
+        fx.wait_done()
+        check(fx.p.poll() is None, "target unharmed")
+    finally:
+        tool.kill()
+        fx.kill()
 
 
 @test
