@@ -85,6 +85,22 @@ if [ "${1:-}" != "--unit-only" ]; then
 		python3 "$t" 2>&1 | tee "$log"
 		tally "$log" "$t"
 	done
+	# The same integration tests once more against memleak-ai built with AddressSanitizer (leaks included)
+	# and UndefinedBehaviorSanitizer, which stops at the first report: bad input must never be a crash.
+	A=build/asan
+	mkdir -p $A
+	for f in user/*.c; do
+		$CC -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -Ibuild -Iuser -Ibpf -DML_VERSION='"asan"' \
+			-c "$f" -o $A/$(basename "$f" .c).o || { echo "asan build failed: $f" >&2; exit 1; }
+	done
+	build memleak-ai-asan sh -c "$CC -g -O1 -fsanitize=address,undefined -Ibuild -c build/profile.pb-c.c -o $A/profile.pb-c.o &&
+		$CC -c build/html_assets.c -o $A/html_assets.o &&
+		$CC -fsanitize=address,undefined $A/*.o $LIBS -o $A/memleak-ai"
+	for t in tests/integration/test_*.py; do
+		MEMLEAK_AI_BIN=$A/memleak-ai ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+			python3 "$t" 2>&1 | sed 's/^integration:/integration (asan):/' | tee "$log"
+		tally "$log" "$t (asan)"
+	done
 fi
 rm -f "$log"
 echo "$passed passed, $failed failed"

@@ -271,14 +271,16 @@ static int load_symbols(struct elf_syms *s)
 	if (!s->nsyms)
 		return 0;
 	/* .symtab repeats what .dynsym has; keep one entry per address and base name. */
-	qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_dedup);
+	if (s->nsyms)
+		qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_dedup);
 	for (i = 1, j = 1; i < s->nsyms; i++) {
 		if (s->syms[i].value == s->syms[j - 1].value && !cmp_base(s->syms[i].name, s->syms[j - 1].name))
 			continue;
 		s->syms[j++] = s->syms[i];
 	}
 	s->nsyms = j;
-	qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_addr);
+	if (s->nsyms)
+		qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_addr);
 	return 0;
 }
 

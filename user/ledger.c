@@ -275,7 +275,8 @@ static void split_devices(struct ledger *l)
 	size_t nseg = 0;
 
 	memset(s->devices, 0, sizeof(s->devices));
-	qsort(l->gpu, l->ngpu, sizeof(*l->gpu), cmp_gpu);
+	if (l->ngpu)
+		qsort(l->gpu, l->ngpu, sizeof(*l->gpu), cmp_gpu);
 	while (nseg < l->ngpu && is_range(&l->gpu[nseg]))
 		nseg++;
 	for (size_t i = nseg; i < l->ngpu; i++) {
@@ -334,7 +335,7 @@ static void read_stats(struct ledger *l)
 
 static bool id_referenced(const uint64_t *ids, size_t n, uint64_t id)
 {
-	return bsearch(&id, ids, n, sizeof(*ids), cmp_u64) != NULL;
+	return n && bsearch(&id, ids, n, sizeof(*ids), cmp_u64) != NULL;
 }
 
 /*
@@ -448,7 +449,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	s->nrows = nrows;
 
 	/* Growth against the previous snapshot, matched by key (both sorted by key). */
-	qsort(s->rows, nrows, sizeof(*s->rows), cmp_key);
+	if (nrows)
+		qsort(s->rows, nrows, sizeof(*s->rows), cmp_key);
 	for (size_t i = 0, j = 0; i < nrows; i++) {
 		struct ml_row *r = &s->rows[i];
 
@@ -471,14 +473,16 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	} else {
 		l->nprev = 0;
 	}
-	qsort(s->rows, nrows, sizeof(*s->rows), cmp_bytes_desc);
+	if (nrows)
+		qsort(s->rows, nrows, sizeof(*s->rows), cmp_bytes_desc);
 
 	read_stats(l);
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++)
 		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_BASE + 2 * layer] ||
 					  s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1];
 
-	qsort(ids, nids, sizeof(*ids), cmp_u64);
+	if (nids)
+		qsort(ids, nids, sizeof(*ids), cmp_u64);
 	s->stacks_gc = gc_stacks(l, ids, nids);
 	free(l->prev_ids);
 	l->prev_ids = ids;

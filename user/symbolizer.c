@@ -393,7 +393,8 @@ int symbolizer__refresh(struct symbolizer *s)
 		else if (!region_in(cur, ncur, &s->regions[i]))
 			changed = true;
 	}
-	qsort(merged, n, sizeof(*merged), cmp_region);
+	if (n)
+		qsort(merged, n, sizeof(*merged), cmp_region);
 	free(s->regions);
 	s->regions = merged;
 	s->nregions = n;

@@ -9,7 +9,7 @@ import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOOL = os.path.join(ROOT, "memleak-ai")
+TOOL = os.environ.get("MEMLEAK_AI_BIN") or os.path.join(ROOT, "memleak-ai")  # the ASan build in `make test`
 FIX = os.path.join(ROOT, "build", "tests")
 
 _tests = []

@@ -9,7 +9,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (FIX, ROOT, Fail, Fixture, Tool, bpf_progs, by_func, check, eq, main, no_bpf_left,  # noqa: E402
+from harness import (FIX, ROOT, TOOL, Fail, Fixture, Tool, bpf_progs, by_func, check, eq, main, no_bpf_left,  # noqa: E402
                      read_line, run_tool, test, traced)
 
 SRC = os.path.join(ROOT, "tests", "fixtures", "leaky.c")
@@ -496,7 +496,7 @@ def not_root():
     try:
         rc, out, err = 0, "", ""
         r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-                            os.path.join(ROOT, "memleak-ai"), "-p", str(fx.pid)], capture_output=True, text=True)
+                            TOOL, "-p", str(fx.pid)], capture_output=True, text=True)
         check(r.returncode != 0, "non-zero exit")
         eq(r.stderr.strip(), "memleak-ai: needs root: CAP_SYS_ADMIN, which this kernel requires for uprobes (run it with sudo)", "message")
     finally:
