@@ -136,6 +136,40 @@ def deleted_executable_still_probed_and_symbolized():
 
 
 @test
+def target_in_its_own_pid_and_mount_namespace():
+    """A containerised target: its executable lives on a tmpfs only its own mount namespace sees."""
+    d = tempfile.mkdtemp()
+    script = (f"mount -t tmpfs none {d} && cp {FIX}/leaky {d}/app && exec {d}/app basic")
+    p = subprocess.Popen(["unshare", "--pid", "--mount", "--fork", "--mount-proc", "sh", "-c", script],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    tool = None
+    try:
+        line = read_line(p.stdout, 10, "ready")
+        check(line.startswith("ready"), line)
+        eq(line.split()[1], "1", "pid 1 in its own namespace")
+        kids = open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()
+        eq(len(kids), 1, "one child of unshare")
+        host_pid = kids[0]
+        check(not os.path.exists(f"{d}/app"), "the executable is not visible from the host")
+        tool = Tool("-p", host_pid, "-f", "json", "--top", "50", "60")
+        tool.wait_attached()
+        p.stdin.write(b"g")
+        p.stdin.flush()
+        eq(read_line(p.stdout, 30, "done"), "done", "scenario ran")
+        p.stdin.close()
+        eq(tool.finish(), 0, "exit status")
+        rep = tool.reports()[-1]
+        eq(rep["pid"], int(host_pid), "the host's pid in the report")
+        f = by_func(rep)
+        eq(f.get("leak_malloc"), (100000, 100), "probed and symbolized through /proc/PID/map_files and root")
+    finally:
+        if tool:
+            tool.kill()
+        p.kill()
+        p.wait()
+
+
+@test
 def size_filters():
     rep, _ = traced("basic", "--min-size", "1000", "--max-size", "2000")
     f = by_func(rep)
