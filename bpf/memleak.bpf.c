@@ -388,25 +388,37 @@ int BPF_KPROBE(alloc_enter)
 	return 0;
 }
 
+/*
+ * The in-flight call a return probe belongs to, or NULL. The return of a nested call arrives with a
+ * deeper stack than the outer call's entry + 8, and finds nothing here.
+ */
+static __always_inline struct ml_call *returning_call(struct pt_regs *ctx, __u32 idx)
+{
+	struct ml_thread *th;
+	struct ml_call *t;
+
+	/* The cookie is a row number user space set; the mask alone bounds it for the verifier (a range check
+	 * here lets the compiler drop the mask, and the verifier then loses the bound). */
+	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!th)
+		return NULL;
+	t = &th->calls[specs[idx & (ML_MAX_SPECS - 1)].group & (ML_GROUPS - 1)];
+	if (!t->sp || PT_REGS_SP(ctx) != t->sp + 8)
+		return NULL;
+	return t;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_exit)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, idx = bpf_get_attach_cookie(ctx);
 	const volatile struct ml_spec *s;
 	struct ml_counters *c;
-	struct ml_thread *th;
-	struct ml_call *t;
+	struct ml_call *t = returning_call(ctx, idx);
 	__u64 ret = PT_REGS_RC(ctx), addr = 0, size;
 	int ok;
 
-	if (idx >= ML_MAX_SPECS)
-		return 0;
-	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-	if (!th)
-		return 0;
-	t = &th->calls[specs[idx & (ML_MAX_SPECS - 1)].group & (ML_GROUPS - 1)];
-	/* The return of a nested call arrives with a deeper stack than the outer call's entry + 8. */
-	if (!t->sp || PT_REGS_SP(ctx) != t->sp + 8)
+	if (!t)
 		return 0;
 	idx = t->spec;
 	t->sp = 0;
@@ -512,17 +524,9 @@ int BPF_KPROBE(free_enter)
 SEC("uretprobe")
 int BPF_KRETPROBE(free_exit)
 {
-	__u32 idx = bpf_get_attach_cookie(ctx);
-	struct ml_thread *th;
-	struct ml_call *t;
+	struct ml_call *t = returning_call(ctx, bpf_get_attach_cookie(ctx));
 
-	if (idx >= ML_MAX_SPECS)
-		return 0;
-	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
-	if (!th)
-		return 0;
-	t = &th->calls[specs[idx & (ML_MAX_SPECS - 1)].group & (ML_GROUPS - 1)];
-	if (t->sp && PT_REGS_SP(ctx) == t->sp + 8)
+	if (t)
 		t->sp = 0;
 	return 0;
 }

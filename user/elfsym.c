@@ -517,6 +517,13 @@ static Elf_Scn *section_by_name(Elf *elf, const char *want, GElf_Shdr *out)
 	return NULL;
 }
 
+bool elf_syms__has_section(const struct elf_syms *s, const char *name)
+{
+	GElf_Shdr sh;
+
+	return section_by_name(s->elf, name, &sh) != NULL;
+}
+
 /*
  * x86-64 PLT: the i-th .rela.plt relocation has its stub at .plt.sec + 16 i when the object has a
  * .plt.sec (IBT builds), else at .plt + 16 (i + 1) after the resolver stub. A probe on such a stub fires

@@ -3,6 +3,7 @@
 #define MEMLEAK_AI_ELFSYM_H
 
 #include <libelf.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct elf_syms;
@@ -40,6 +41,9 @@ int elf_syms__offset_to_vaddr(const struct elf_syms *s, uint64_t off, uint64_t *
  * elf_syms__free) and *sym_off = vaddr - st_value, or NULL.
  */
 const char *elf_syms__lookup(const struct elf_syms *s, uint64_t vaddr, uint64_t *sym_off);
+
+/* Whether the object has a section of this name (".note.stapsdt", say). */
+bool elf_syms__has_section(const struct elf_syms *s, const char *name);
 
 /* The address of this object's PLT stub for calls to `name` (version suffix ignored). 0 or -ENOENT. */
 int elf_syms__plt_stub(const struct elf_syms *s, const char *name, uint64_t *vaddr);

@@ -1,7 +1,6 @@
 /* Probe attachment: finds the allocator table's functions in the target's mapped objects and attaches to them. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -149,6 +148,14 @@ static int push_mfd(struct probes *p, int fd)
 	return 0;
 }
 
+/* Whether a row's function gets a return probe as well as its entry probe. */
+static bool needs_return_probe(const struct ml_spec *sp)
+{
+	if (sp->kind == ML_KIND_FREE)
+		return sp->track_free;
+	return sp->kind != ML_KIND_WRAP;
+}
+
 /* Which program a row goes to, as a batch: 0 alloc return, 1 free return, 2 free entry, 3 alloc entry. */
 enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
 
@@ -171,15 +178,12 @@ static int attach_batched(struct probes *p, const char *path, const struct found
 
 		if (!found[row].ok || elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
 			continue;
-		if (sp->kind == ML_KIND_FREE) {
-			if (sp->track_free)
-				offs[B_FREE_RET][cnt[B_FREE_RET]] = off, cookies[B_FREE_RET][cnt[B_FREE_RET]++] = row;
-			offs[B_FREE][cnt[B_FREE]] = off, cookies[B_FREE][cnt[B_FREE]++] = row;
-		} else {
-			if (sp->kind != ML_KIND_WRAP)
-				offs[B_ALLOC_RET][cnt[B_ALLOC_RET]] = off, cookies[B_ALLOC_RET][cnt[B_ALLOC_RET]++] = row;
-			offs[B_ALLOC][cnt[B_ALLOC]] = off, cookies[B_ALLOC][cnt[B_ALLOC]++] = row;
-		}
+		int entry = sp->kind == ML_KIND_FREE ? B_FREE : B_ALLOC;
+		int ret = sp->kind == ML_KIND_FREE ? B_FREE_RET : B_ALLOC_RET;
+
+		if (needs_return_probe(sp))
+			offs[ret][cnt[ret]] = off, cookies[ret][cnt[ret]++] = row;
+		offs[entry][cnt[entry]] = off, cookies[entry][cnt[entry]++] = row;
 	}
 	for (int b = 0; b < B_N; b++) {
 		int fd, err;
@@ -270,26 +274,6 @@ static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void 
 	}
 	free(dm);
 	return 0;
-}
-
-static bool has_section(Elf *elf, const char *want)
-{
-	size_t shstrndx;
-	Elf_Scn *scn = NULL;
-
-	if (!elf || elf_getshdrstrndx(elf, &shstrndx))
-		return false;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && !strcmp(name, want))
-			return true;
-	}
-	return false;
 }
 
 /* PyTorch's USDT probes. libbpf reads the notes and handles the semaphores. Returns probes attached. */
@@ -389,7 +373,7 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			found[row].ok = false;
 		}
 	}
-	usdt = !as_libc && layer_on(p, ML_LAYER_TORCH_CUDA) && has_section(elf_syms__elf(syms), ".note.stapsdt");
+	usdt = !as_libc && layer_on(p, ML_LAYER_TORCH_CUDA) && elf_syms__has_section(syms, ".note.stapsdt");
 
 	err = ml_maps__attach_path(p->o.pid, m, &path);
 	if (err)
@@ -423,7 +407,7 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			 * Return probe first: an entry seen without its return hooked would leave a call "in flight"
 			 * for good, and later calls at that depth would pass for nested ones.
 			 */
-			if ((a->spec.kind != ML_KIND_FREE || a->spec.track_free) && a->spec.kind != ML_KIND_WRAP)
+			if (needs_return_probe(&a->spec))
 				err = attach_one(p, path, off, row, true);
 			if (!err)
 				err = attach_one(p, path, off, row, false);
