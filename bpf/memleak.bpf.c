@@ -27,20 +27,35 @@ struct {
 	__type(value, struct ml_slot);
 } table SEC(".maps");
 
+/* Not preallocated: an entry is 4 KiB, and most runs use a small share of --max-stacks. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 1); /* sized by --max-stacks */
 	__type(key, __u64);
 	__type(value, struct ml_stack);
 } stacks SEC(".maps");
 
 /* Where a stack is assembled before it is known whether the table already has it. */
+struct ml_scratch {
+	struct ml_stack st;
+	__u8 frame[136]; /* one _PyInterpreterFrame (at most ML_PY_FRAME_MAX bytes), read at once; indexes mask with 127 */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ml_stack);
+	__type(value, struct ml_scratch);
 } scratch SEC(".maps");
+
+/* Traced processes running a CPython interpreter whose layout is known, by tgid. Written by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct ml_pyproc);
+} pyprocs SEC(".maps");
 
 /* All counters in one per-CPU element: one lookup per event, not one per counter. */
 struct ml_counters {
@@ -80,7 +95,11 @@ struct ml_wrap {
 struct ml_thread {
 	struct ml_call calls[ML_GROUPS];
 	struct ml_wrap wrap;
+	__u64 py_tstate;  /* this thread's PyThreadState, once found (checked again at every use) */
+	__u64 py_miss_ns; /* when a search last found none: not searched again for ML_PY_RETRY_NS */
 };
+
+#define ML_PY_RETRY_NS 10000000ULL
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -151,46 +170,252 @@ static __always_inline __u64 arg_n(const struct ml_args *a, __u32 n)
 	return a->v[i];
 }
 
+static __always_inline __u64 read_u64(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)addr))
+		return 0;
+	return v;
+}
+
+/* A field of the frame copy at an offset user space chose; the mask keeps the verifier's bounds. */
+static __always_inline __u64 frame_u64(const struct ml_scratch *sc, __u16 off)
+{
+	return *(const __u64 *)&sc->frame[off & 127];
+}
+
+/*
+ * The loops below run under bpf_loop(): a callback is verified once, where an unrolled or bounded loop is
+ * verified once per iteration and per path into it, which the three allocator programs cannot afford.
+ */
+struct py_thread_walk {
+	const struct ml_pyproc *pp;
+	__u64 self, ts;
+	int found;
+};
+
+static long py_thread_step(__u32 i, void *arg)
+{
+	struct py_thread_walk *c = arg;
+
+	if (!c->ts)
+		return 1;
+	if (read_u64(c->ts + c->pp->tstate_thread_id) == c->self) {
+		c->found = 1;
+		return 1;
+	}
+	c->ts = read_u64(c->ts + c->pp->tstate_next);
+	return 0;
+}
+
+/*
+ * The calling thread's PyThreadState: the one whose thread_id (pthread_self(), the fs base on x86_64) is
+ * this thread's. Remembered per thread and checked again at every use; a thread without one is searched
+ * for again only after ML_PY_RETRY_NS, so threads that never run Python cost one timestamp per event.
+ */
+static __always_inline __u64 py_tstate(const struct ml_pyproc *pp, struct ml_thread *th, __u64 self)
+{
+	struct py_thread_walk c = { .pp = pp, .self = self };
+	__u64 interp, now;
+
+	if (th && th->py_tstate) {
+		if (read_u64(th->py_tstate + pp->tstate_thread_id) == self)
+			return th->py_tstate;
+		th->py_tstate = 0;
+	}
+	now = bpf_ktime_get_ns();
+	if (th && th->py_miss_ns && now - th->py_miss_ns < ML_PY_RETRY_NS)
+		return 0;
+	interp = read_u64(pp->runtime + pp->runtime_interp_head);
+	for (__u32 n = 0; n < ML_PY_MAX_INTERPS && interp; n++) {
+		c.ts = read_u64(interp + pp->interp_threads_head);
+		bpf_loop(ML_PY_MAX_THREADS, py_thread_step, &c, 0);
+		if (c.found) {
+			if (th) {
+				th->py_tstate = c.ts;
+				th->py_miss_ns = 0;
+			}
+			return c.ts;
+		}
+		interp = read_u64(interp + pp->interp_next);
+	}
+	if (th)
+		th->py_miss_ns = now;
+	return 0;
+}
+
+struct py_frame_walk {
+	struct ml_scratch *sc;
+	const struct ml_pyproc *pp;
+	__u64 frame, prev_w;
+	__u32 w, nr_py, size;
+};
+
+/*
+ * One _PyInterpreterFrame. Frames owned by the C stack (the eval loop's entry marker, 3.12+) are not
+ * frames of the program: they mark the frame before them as the outermost of its eval-loop call, as
+ * is_entry does in 3.11.
+ */
+static long py_frame_step(__u32 i, void *arg)
+{
+	struct py_frame_walk *c = arg;
+	struct ml_scratch *sc = c->sc;
+	const struct ml_pyproc *pp = c->pp;
+	__u64 code, instr, idx = ML_PY_INSTR_UNKNOWN, start, frame = c->frame;
+	__u8 owner;
+	int entry = 0;
+
+	if (!frame)
+		return 1;
+	if (frame >= ML_USER_TOP || bpf_probe_read_user(sc->frame, c->size & 127, (void *)frame)) {
+		sc->st.flags |= ML_STACK_PY_BROKEN;
+		return 1;
+	}
+	owner = sc->frame[pp->frame_owner & 127];
+	c->frame = frame_u64(sc, pp->frame_previous);
+	if (pp->owner_cstack != 0xff && owner == pp->owner_cstack) {
+		if (c->nr_py && c->w >= 2)
+			sc->st.ips[(c->w - 2) & 511] = c->prev_w | ML_PY_ENTRY;
+		return 0;
+	}
+	if (c->nr_py >= ML_MAX_PYFRAMES || c->w + 1 >= ML_STACK_WORDS) {
+		sc->st.flags |= ML_STACK_PY_TRUNCATED;
+		return 1;
+	}
+	code = frame_u64(sc, pp->frame_code);
+	instr = frame_u64(sc, pp->frame_instr);
+	start = code + pp->code_adaptive;
+	if (code && instr >= start) {
+		idx = (instr - start) / 2;
+		if (pp->instr_is_next && idx)
+			idx--;
+		if (idx >= ML_PY_INSTR_UNKNOWN)
+			idx = ML_PY_INSTR_UNKNOWN;
+	}
+	if (pp->frame_is_entry != ML_PY_NONE)
+		entry = sc->frame[pp->frame_is_entry & 127] & 1;
+	c->prev_w = ml_py_word0(code, idx, entry);
+	sc->st.ips[c->w & 511] = c->prev_w;
+	sc->st.ips[(c->w + 1) & 511] = frame_u64(sc, pp->frame_func);
+	c->w += 2;
+	c->nr_py++;
+	return 0;
+}
+
+/* Append the Python frames of the calling thread to the stack being built, innermost first. */
+static __always_inline void py_frames(struct ml_scratch *sc, const struct ml_pyproc *pp, struct ml_thread *th)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct py_frame_walk c = { .sc = sc, .pp = pp, .w = sc->st.nr, .size = pp->frame_size };
+	__u64 ts = py_tstate(pp, th, task->thread.fsbase);
+
+	if (!ts) {
+		stat_inc(ML_STAT_PY_NO_THREAD);
+		return;
+	}
+	if (pp->tstate_current_frame != ML_PY_NONE)
+		c.frame = read_u64(ts + pp->tstate_current_frame);
+	else
+		c.frame = read_u64(read_u64(ts + pp->tstate_cframe) + pp->cframe_current_frame);
+	if (c.size > ML_PY_FRAME_MAX)
+		c.size = ML_PY_FRAME_MAX;
+	bpf_loop(ML_MAX_PYFRAMES + 16, py_frame_step, &c, 0);
+	if (c.frame && !(sc->st.flags & ML_STACK_PY_BROKEN))
+		sc->st.flags |= ML_STACK_PY_TRUNCATED;
+	sc->st.nr_py = c.nr_py;
+	stat_inc(c.nr_py ? ML_STAT_PY_FRAMES : ML_STAT_PY_NO_THREAD);
+	if (sc->st.flags & ML_STACK_PY_TRUNCATED)
+		stat_inc(ML_STAT_PY_TRUNCATED);
+	if (sc->st.flags & ML_STACK_PY_BROKEN)
+		stat_inc(ML_STAT_PY_BROKEN);
+}
+
+struct fp_walk {
+	struct ml_stack *st;
+	__u64 fp;
+	__u32 nr;
+};
+
+/* One frame of the frame-pointer chain. */
+static long fp_step(__u32 i, void *arg)
+{
+	struct fp_walk *c = arg;
+	struct { __u64 next, ret; } fr;
+
+	if (bpf_probe_read_user(&fr, sizeof(fr), (void *)c->fp) || fr.ret < 0x1000 || fr.ret >= ML_USER_TOP)
+		return 1;
+	c->st->ips[i & 127] = fr.ret;
+	c->nr = i + 1;
+	if (fr.next <= c->fp || fr.next - c->fp > ML_FP_WINDOW)
+		return 1;
+	c->fp = fr.next;
+	return 0;
+}
+
+struct hash_walk {
+	const struct ml_stack *st;
+	__u64 h;
+	__u32 words;
+};
+
+static long hash_step(__u32 i, void *arg)
+{
+	struct hash_walk *c = arg;
+
+	if (i >= c->words)
+		return 1;
+	c->h = (c->h ^ c->st->ips[i & 511]) * 0x100000001b3ULL;
+	return 0;
+}
+
 /*
  * Stack capture, kept behind this one function so a full unwinder can replace it. At function entry the
  * caller's return address is at [rsp] whether or not anything keeps frame pointers; a frame-pointer walk
- * supplies the frames above it. The walk is our own rather than bpf_get_stackid(): that one reads on
- * until a read faults, and a fault costs more than everything else done per event. This one stops at a
- * NULL or non-increasing frame pointer, or one that leaves the stack window, so a well-formed chain ends
- * without a fault, and rbp holding anything but a frame pointer (code built without them) is mostly
- * rejected before the first read.
+ * supplies the native frames above it, and in a Python process the interpreter's own frame records supply
+ * the Python frames. The walk is our own rather than bpf_get_stackid(): that one reads on until a read
+ * faults, and a fault costs more than everything else done per event. This one stops at a NULL or
+ * non-increasing frame pointer, or one that leaves the stack window, so a well-formed chain ends without a
+ * fault, and rbp holding anything but a frame pointer (code built without them) is mostly rejected before
+ * the first read.
  */
-static __always_inline void capture_stack(struct pt_regs *ctx, __u64 *caller, __u64 *stack_id)
+static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread *th, __u64 *caller,
+					  __u64 *stack_id)
 {
-	__u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx), h = 0xcbf29ce484222325ULL, ret = 0;
-	struct { __u64 next, ret; } fr;
+	__u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx), ret = 0;
+	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
+	struct hash_walk hw = { .h = 0xcbf29ce484222325ULL };
+	const struct ml_pyproc *pp;
+	struct ml_scratch *sc;
 	struct ml_stack *st;
-	__u32 zero = 0, nr = 0;
+	__u64 h;
 
 	bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
 	*caller = ret;
 	*stack_id = ML_STACK_NONE;
-	if (fp < sp || fp - sp > ML_FP_WINDOW)
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
 		return;
-	/* Check the first frame before anything else: most garbage fails here, at the cost of one read. */
-	if (bpf_probe_read_user(&fr, sizeof(fr), (void *)fp) || fr.ret < 0x1000 || fr.ret >= ML_USER_TOP)
-		return;
-	st = bpf_map_lookup_elem(&scratch, &zero);
-	if (!st)
-		return;
-	for (__u32 i = 0; i < ML_MAX_FRAMES; i++) {
-		if (i && (bpf_probe_read_user(&fr, sizeof(fr), (void *)fp) || fr.ret < 0x1000 || fr.ret >= ML_USER_TOP))
-			break;
-		st->ips[i] = fr.ret;
-		nr = i + 1;
-		h = (h ^ fr.ret) * 0x100000001b3ULL;
-		if (fr.next <= fp || fr.next - fp > ML_FP_WINDOW)
-			break;
-		fp = fr.next;
+	st = &sc->st;
+	st->flags = 0;
+	st->nr_py = 0;
+	st->nr = 0;
+	/* The window check rejects most garbage in rbp before the first read. */
+	if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
+		struct fp_walk fw = { .st = st, .fp = fp };
+
+		bpf_loop(ML_MAX_FRAMES, fp_step, &fw, 0);
+		st->nr = fw.nr;
 	}
-	if (!nr)
+	pp = bpf_map_lookup_elem(&pyprocs, &tgid);
+	if (pp)
+		py_frames(sc, pp, th);
+	hw.st = st;
+	hw.words = st->nr + 2 * st->nr_py;
+	if (!hw.words)
 		return;
-	st->nr = nr;
+	bpf_loop(ML_STACK_WORDS, hash_step, &hw, 0);
+	h = hw.h ^ st->flags;
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdULL;
 	h ^= h >> 33;
@@ -334,7 +559,7 @@ int BPF_KPROBE(alloc_enter)
 		/* No return probe on C++ code: an exception unwinding through the kernel's return trampoline
 		 * would terminate the target. The allocation is taken where the wrapper calls into C. */
 		th->wrap.sp = sp;
-		capture_stack(ctx, &th->wrap.caller, &th->wrap.stack_id);
+		capture_stack(ctx, th, &th->wrap.caller, &th->wrap.stack_id);
 		return 0;
 	}
 	t = &th->calls[s->group & (ML_GROUPS - 1)];
@@ -383,7 +608,7 @@ int BPF_KPROBE(alloc_enter)
 		t->stack_id = th->wrap.stack_id;
 		th->wrap.sp = 0;
 	} else {
-		capture_stack(ctx, &t->caller, &t->stack_id);
+		capture_stack(ctx, th, &t->caller, &t->stack_id);
 	}
 	return 0;
 }
@@ -543,7 +768,8 @@ int BPF_USDT(torch_malloc, __u64 ptr, long device, __u64 size, long stream)
 
 	if (!ptr)
 		return 0;
-	capture_stack(ctx, &caller, &stack_id);
+	capture_stack(ctx, bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE),
+		      &caller, &stack_id);
 	caller = PT_REGS_IP(ctx);
 	remember(counters(), bpf_get_current_pid_tgid() >> 32, ML_LAYER_TORCH_CUDA, ptr, size, caller, stack_id,
 		 ML_MAX_SPECS - 1, (__s16)device);

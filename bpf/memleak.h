@@ -111,11 +111,66 @@ static inline __u64 ml_slot_hash(__u32 tgid, __u8 layer, __u64 addr)
 	return h;
 }
 
-/* Frames above the immediate caller, from the frame-pointer chain; the value of the stack table. */
+/*
+ * Python frames. A thread's PyThreadState is found by its pthread_self() value, which on x86_64 glibc is the
+ * thread's fs base; its chain of _PyInterpreterFrame records is then walked. Each frame takes two words of
+ * the stack table: word 0 packs the code object's address, the instruction index and whether the frame is
+ * the outermost of its call of the eval loop; word 1 is the frame's function object, the check user space
+ * uses to tell that the code object at that address is still the one that ran.
+ */
+#define ML_MAX_PYFRAMES 192
+#define ML_PY_CODE_BITS 44 /* code address >> 3 */
+#define ML_PY_INSTR_SHIFT 44
+#define ML_PY_INSTR_UNKNOWN 0x7ffffULL /* 19 bits: no instruction index (frame not started, or index too large) */
+#define ML_PY_ENTRY (1ULL << 63)
+#define ML_PY_NONE 0xffff /* an offset the interpreter version does not have */
+#define ML_PY_FRAME_MAX 96 /* bytes of an _PyInterpreterFrame read at once: every field used lies below */
+#define ML_PY_MAX_THREADS 256 /* PyThreadState records looked at to find the current thread's */
+#define ML_PY_MAX_INTERPS 4
+
+static inline __u64 ml_py_word0(__u64 code, __u64 instr, int entry)
+{
+	return (code >> 3) | (instr << ML_PY_INSTR_SHIFT) | (entry ? ML_PY_ENTRY : 0);
+}
+static inline __u64 ml_py_code(__u64 w0)
+{
+	return (w0 & ((1ULL << ML_PY_CODE_BITS) - 1)) << 3;
+}
+static inline __u64 ml_py_instr(__u64 w0)
+{
+	return (w0 >> ML_PY_INSTR_SHIFT) & ML_PY_INSTR_UNKNOWN;
+}
+
+/* Where a traced process's interpreter keeps its threads and frames (offsets from user/pyoffsets.c). */
+struct ml_pyproc {
+	__u64 runtime;              /* address of _PyRuntime */
+	__u16 runtime_interp_head;  /* _PyRuntimeState.interpreters.head */
+	__u16 interp_next, interp_threads_head;
+	__u16 tstate_next, tstate_thread_id;
+	__u16 tstate_cframe, cframe_current_frame; /* 3.11, 3.12: tstate->cframe->current_frame */
+	__u16 tstate_current_frame;                /* 3.13: tstate->current_frame */
+	__u16 frame_code, frame_previous, frame_func, frame_instr, frame_owner, frame_is_entry, frame_size;
+	__u16 code_adaptive; /* first instruction: offset of co_code_adaptive in the code object */
+	__u8 owner_cstack;   /* owner value of the eval loop's own entry frames (3.12+), 0xff when none */
+	__u8 instr_is_next;  /* frame_instr points past the current instruction */
+	__u8 pad[4];
+};
+
+#define ML_STACK_WORDS (ML_MAX_FRAMES + 2 * ML_MAX_PYFRAMES) /* 511: indexes mask with 511 */
+
+/* Stack flags */
+#define ML_STACK_PY_TRUNCATED 1 /* deeper Python frames than ML_MAX_PYFRAMES: the outermost are missing */
+#define ML_STACK_PY_BROKEN 2    /* the frame chain could not be read to its end */
+
+/*
+ * The value of the stack table: nr native frames above the immediate caller (from the frame-pointer chain),
+ * then nr_py Python frames, two words each, innermost first.
+ */
 struct ml_stack {
 	__u32 nr;
-	__u32 pad;
-	__u64 ips[ML_MAX_FRAMES];
+	__u16 nr_py;
+	__u16 flags;
+	__u64 ips[ML_STACK_WORDS];
 };
 
 /* Aggregation key: one allocation stack in one layer of one process. */
@@ -141,6 +196,10 @@ enum ml_stat {
 	ML_STAT_DROP_THREAD,      /* no per-thread state could be created */
 	ML_STAT_DROP_LOST_RETURN, /* an entry whose return probe never fired (replaced) */
 	ML_STAT_REALLOC_RACE,     /* realloc's old block was freed and reused by another thread meanwhile */
+	ML_STAT_PY_FRAMES,        /* stacks captured in a Python process with Python frames */
+	ML_STAT_PY_NO_THREAD,     /* ... from a thread with no Python thread state (or none running Python code) */
+	ML_STAT_PY_TRUNCATED,     /* ... deeper than ML_MAX_PYFRAMES: the outermost frames are missing */
+	ML_STAT_PY_BROKEN,        /* ... whose frame chain could not be read to its end */
 	ML_STAT_MAX,
 };
 

@@ -348,6 +348,43 @@ static bool name_matches(const char *table_name, const char *name, size_t len)
 	return !strncmp(table_name, name, len) && (table_name[len] == '\0' || table_name[len] == '@');
 }
 
+int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+	size_t len = strlen(name), entsize = gelf_fsize(s->elf, ELF_T_SYM, 1, EV_CURRENT);
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (!entsize)
+		return -ENOENT;
+	/* Data symbols are looked up rarely and by name: read the tables on demand rather than keep them. */
+	while ((scn = elf_nextscn(s->elf, scn))) {
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data)
+			continue;
+		for (size_t i = 1; i < data->d_size / entsize && i <= INT_MAX; i++) {
+			const char *nm;
+			GElf_Sym es;
+
+			if (!gelf_getsym(data, (int)i, &es) || GELF_ST_TYPE(es.st_info) != STT_OBJECT ||
+			    es.st_shndx == SHN_UNDEF || !es.st_value)
+				continue;
+			nm = elf_strptr(s->elf, sh.sh_link, es.st_name);
+			if (!nm || !name_matches(nm, name, len))
+				continue;
+			if (vaddr)
+				*vaddr = es.st_value;
+			if (size)
+				*size = es.st_size;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size)
 {
 	const struct ml_sym *best = NULL;

@@ -24,6 +24,8 @@ void elf_syms__free(struct elf_syms *s); /* NULL-safe */
  */
 int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size);
 
+/* Defined data symbol (STT_OBJECT) by name, version suffix ignored: _PyRuntime, Py_Version. 0 or -ENOENT. */
+int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size);
 /*
  * Call cb for every defined function symbol (raw table names, version suffix included). cb returns
  * non-zero to stop; that value is returned, else 0.

@@ -1,4 +1,5 @@
 /* HTML report: a self-contained page (timeline, flame graph, leak table) with the chart libraries inlined. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,7 +13,7 @@
 #include "html.h"
 #include "json.h"
 #include "ledger.h"
-#include "symbolizer.h"
+#include "stackview.h"
 #include "verdict.h"
 
 extern const unsigned char ml_html_head[], ml_html_tail[];
@@ -108,26 +109,18 @@ static void tree_free(struct node *n)
 	free(n->name);
 }
 
-static const char *frame_name(struct symbolizer *sym, uint64_t addr, char *buf, size_t len)
-{
-	const struct ml_frame *fr = NULL;
-
-	if (!symbolizer__resolve(sym, addr, &fr) && fr && fr->func)
-		return fr->func;
-	snprintf(buf, len, "0x%" PRIx64, addr);
-	return buf;
-}
-
 static int write_data(FILE *f, const struct html_opts *o, const struct html_timeline *tl, const struct ml_snapshot *s,
-		      const struct ml_judgement *j, const size_t *order, struct verdicts *v, struct ledger *l,
-		      struct symbolizer *sym)
+		      const struct ml_judgement *j, const size_t *order, struct verdicts *v, struct stackview *sv)
 {
-	uint64_t frames[ML_MAX_FRAMES + 1];
+	const struct ml_frame *const *frames;
 	struct node root = { .name = "all" };
 	size_t shown = s->nrows < o->top ? s->nrows : o->top, nstack = shown < 8 ? shown : 8;
 	struct jw w;
-	char buf[64];
+	char *buf = malloc(ML_FRAME_LABEL_MAX);
 	int err = 0;
+
+	if (!buf)
+		return -ENOMEM;
 
 	jw_init(&w, f);
 	jw_obj_begin(&w, NULL);
@@ -156,16 +149,23 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 		const struct ml_row *row = &s->rows[order[r]];
 		double st[ML_HIST_SHORT + ML_HIST_LONG], sb[ML_HIST_SHORT + ML_HIST_LONG];
 		size_t n = verdicts__series(v, &row->key, st, sb, ML_HIST_SHORT + ML_HIST_LONG), k = 0;
-		size_t nf = ledger__frames(l, row, frames, ML_MAX_FRAMES + 1);
+		size_t nf = stackview__frames(sv, row, &frames, NULL);
+		char *label = NULL;
 
 		jw_obj_begin(&w, NULL);
-		{
-			char label[512];
-
-			snprintf(label, sizeof(label), "#%zu %s %s", r + 1, ml_layer_name(row->key.layer),
-				 nf ? frame_name(sym, frames[0], buf, sizeof(buf)) : "?");
-			jw_str(&w, "label", label);
-		}
+		/* The stack's first Python frame names it best; else the allocation's caller. */
+		for (size_t k = 0; k < nf && !label; k++)
+			if (frames[k]->kind == ML_FRAME_PYTHON && frames[k]->func &&
+			    asprintf(&label, "#%zu %s %s", r + 1, ml_layer_name(row->key.layer),
+				     ml_frame_label(frames[k], buf, ML_FRAME_LABEL_MAX)) < 0)
+				label = NULL;
+		if (!label && asprintf(&label, "#%zu %s %s", r + 1, ml_layer_name(row->key.layer),
+				       nf ? ml_frame_label(frames[0], buf, ML_FRAME_LABEL_MAX) : "?") < 0)
+			label = NULL;
+		if (!label)
+			err = -ENOMEM;
+		jw_str(&w, "label", label ? label : "?");
+		free(label);
 		jw_arr_begin(&w, "values");
 		for (size_t i = 0; i < tl->n; i++) {
 			while (k < n && st[k] < tl->t[i] - 1e-3)
@@ -184,14 +184,14 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 	/* Flame graph of every stack: layer, then frames from the outermost caller to the allocation site. */
 	for (size_t i = 0; i < s->nrows && !err; i++) {
 		const struct ml_row *row = &s->rows[i];
-		size_t n = ledger__frames(l, row, frames, ML_MAX_FRAMES + 1);
+		size_t n = stackview__frames(sv, row, &frames, NULL);
 		struct node *cur = child(&root, ml_layer_name(row->key.layer));
 
 		root.value += row->bytes;
 		if (cur)
 			cur->value += row->bytes;
 		for (size_t k = n; cur && k-- > 0;) {
-			cur = child(cur, frame_name(sym, frames[k], buf, sizeof(buf)));
+			cur = child(cur, ml_frame_label(frames[k], buf, ML_FRAME_LABEL_MAX));
 			if (cur)
 				cur->value += row->bytes;
 		}
@@ -207,7 +207,7 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 	for (size_t r = 0; r < shown; r++) {
 		const struct ml_row *row = &s->rows[order[r]];
 		const struct ml_judgement *jj = &j[order[r]];
-		size_t n = ledger__frames(l, row, frames, ML_MAX_FRAMES + 1);
+		size_t n = stackview__frames(sv, row, &frames, NULL);
 
 		jw_obj_begin(&w, NULL);
 		jw_str(&w, "layer", ml_layer_name(row->key.layer));
@@ -219,31 +219,38 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 			  row->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - row->oldest_ts_ns) / 1e9 : 0);
 		jw_double(&w, "growth_bytes_per_s", jj->growth_bytes_per_s);
 		jw_arr_begin(&w, "frames");
-		for (size_t k = 0; k < n; k++) {
-			const struct ml_frame *fr = NULL;
-			char line[1024];
+		for (size_t k = 0; k < n && !err; k++) {
+			const struct ml_frame *fr = frames[k];
+			char *line = NULL;
+			int rc;
 
-			if (symbolizer__resolve(sym, frames[k], &fr) || !fr || (k && !fr->module))
-				break;
-			if (fr->file)
-				snprintf(line, sizeof(line), "%s (%s) %s:%d", fr->func ? fr->func : "?",
-					 fr->module ? fr->module : "?", fr->file, fr->line);
+			if (fr->kind == ML_FRAME_PYTHON)
+				rc = asprintf(&line, "%s:%d in %s", fr->file ? fr->file : "?", fr->line,
+					      fr->func ? fr->func : "?");
+			else if (fr->file)
+				rc = asprintf(&line, "%s (%s) %s:%d", fr->func ? fr->func : "?",
+					      fr->module ? fr->module : "?", fr->file, fr->line);
 			else
-				snprintf(line, sizeof(line), "%s (%s)", fr->func ? fr->func : "?",
-					 fr->module ? fr->module : "?");
+				rc = asprintf(&line, "%s (%s)", fr->func ? fr->func : "?", fr->module ? fr->module : "?");
+			if (rc < 0) {
+				err = -ENOMEM;
+				break;
+			}
 			jw_str(&w, NULL, line);
+			free(line);
 		}
 		jw_arr_end(&w);
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
 	jw_obj_end(&w);
+	free(buf);
 	return err ? err : w.err;
 }
 
 int ml_html_write(const char *path, const struct html_opts *o, const struct html_timeline *tl,
 		  const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order, struct verdicts *v,
-		  struct ledger *l, struct symbolizer *sym)
+		  struct stackview *sv)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600), err;
 	FILE *f;
@@ -257,7 +264,7 @@ int ml_html_write(const char *path, const struct html_opts *o, const struct html
 		return err;
 	}
 	fwrite(ml_html_head, 1, ml_html_head_len, f);
-	err = write_data(f, o, tl, s, j, order, v, l, sym);
+	err = write_data(f, o, tl, s, j, order, v, sv);
 	fwrite(ml_html_tail, 1, ml_html_tail_len, f);
 	if (fclose(f) && !err)
 		err = -errno;

@@ -9,6 +9,7 @@ struct ml_snapshot;
 struct ml_judgement;
 struct verdicts;
 struct ledger;
+struct stackview;
 struct symbolizer;
 struct html_timeline;
 
@@ -26,6 +27,6 @@ struct html_opts {
 /* Write the page for the final snapshot to path (created 0600, never through a symlink). 0 or -errno. */
 int ml_html_write(const char *path, const struct html_opts *o, const struct html_timeline *tl,
 		  const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order, struct verdicts *v,
-		  struct ledger *l, struct symbolizer *sym);
+		  struct stackview *sv);
 
 #endif

@@ -49,6 +49,7 @@ struct ledger {
 	uint64_t *pcpu;
 	struct gpu_block *gpu; /* this pass's cuda and torch_cuda allocations */
 	size_t ngpu, capgpu;
+	struct ml_stack stack_buf; /* one stack-table value, read by ledger__stack */
 };
 
 uint32_t ledger_table_slots(uint32_t max_allocs)
@@ -491,20 +492,30 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	return 0;
 }
 
-size_t ledger__frames(struct ledger *l, const struct ml_row *r, uint64_t *frames, size_t max)
+int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)
 {
-	struct ml_stack st;
-	size_t n = 0;
+	struct ml_stack *st = &l->stack_buf;
 
-	if (!max)
-		return 0;
+	out->nr = out->nr_py = 0;
+	out->flags = 0;
 	if (r->key.caller)
-		frames[n++] = r->key.caller;
+		out->ips[out->nr++] = r->key.caller;
 	if (r->key.stack_id == ML_STACK_NONE)
-		return n;
-	if (bpf_map_lookup_elem(bpf_map__fd(l->skel->maps.stacks), &r->key.stack_id, &st))
-		return n;
-	for (size_t i = 0; i < st.nr && i < ML_MAX_FRAMES && n < max; i++)
-		frames[n++] = st.ips[i];
-	return n;
+		return 0;
+	if (bpf_map_lookup_elem(bpf_map__fd(l->skel->maps.stacks), &r->key.stack_id, st))
+		return -errno;
+	out->flags = st->flags;
+	/* The counts come from the kernel map, which the target cannot write; bound them all the same. */
+	for (size_t i = 0; i < st->nr && i < ML_MAX_FRAMES; i++)
+		out->ips[out->nr++] = st->ips[i];
+	for (size_t i = 0; i < st->nr_py && i < ML_MAX_PYFRAMES && st->nr + 2 * i + 1 < ML_STACK_WORDS; i++) {
+		uint64_t w0 = st->ips[st->nr + 2 * i];
+
+		out->py[i].code = ml_py_code(w0);
+		out->py[i].instr = ml_py_instr(w0) == ML_PY_INSTR_UNKNOWN ? ML_PYFRAME_NO_INSTR : (uint32_t)ml_py_instr(w0);
+		out->py[i].entry = !!(w0 & ML_PY_ENTRY);
+		out->py[i].func = st->ips[st->nr + 2 * i + 1];
+		out->nr_py = i + 1;
+	}
+	return 0;
 }

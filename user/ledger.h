@@ -57,7 +57,25 @@ struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o
 void ledger__free(struct ledger *l);
 /* Aggregate now. The snapshot stays valid until the next collect or free. */
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out);
-/* The user stack of a row: [caller, frame-pointer frames...]. Returns the number of frames (>= 1 when the caller is known). */
-size_t ledger__frames(struct ledger *l, const struct ml_row *r, uint64_t *frames, size_t max);
+/* A Python frame as captured: decoded by user/pyframes.c. */
+#define ML_PYFRAME_NO_INSTR UINT32_MAX
+struct ml_pyframe_raw {
+	uint64_t code;  /* code object address */
+	uint64_t func;  /* function object that ran it: the check */
+	uint32_t instr; /* instruction index in code units, or ML_PYFRAME_NO_INSTR */
+	bool entry;     /* outermost frame of its call of the eval loop */
+};
+
+/* The captured stack of a row. */
+struct ml_rawstack {
+	size_t nr; /* native frames, the caller first */
+	uint64_t ips[ML_MAX_FRAMES + 1];
+	size_t nr_py; /* Python frames, innermost first */
+	struct ml_pyframe_raw py[ML_MAX_PYFRAMES];
+	unsigned int flags; /* ML_STACK_* */
+};
+
+/* The captured stack of a row. 0, or a negative errno when its stack-table entry cannot be read (the caller stays). */
+int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out);
 
 #endif

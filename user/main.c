@@ -20,6 +20,8 @@
 #include "opts.h"
 #include "probes.h"
 #include "procmaps.h"
+#include "pyframes.h"
+#include "stackview.h"
 #include "report.h"
 #include "symbolizer.h"
 #include "target.h"
@@ -105,7 +107,7 @@ static void test_attach_delay(void)
 		usleep((useconds_t)(ms * 1000));
 }
 
-static int sync_probes(struct probes *pr, struct symbolizer *sym, int pid)
+static int sync_probes(struct probes *pr, struct pyframes *py, struct symbolizer *sym, int pid)
 {
 	struct ml_maps maps = {};
 	int n, err;
@@ -114,6 +116,9 @@ static int sync_probes(struct probes *pr, struct symbolizer *sym, int pid)
 	if (err)
 		return err;
 	n = probes__sync(pr, &maps);
+	/* An interpreter not usable for Python frames is a notice, never a reason to stop tracing. */
+	if (n >= 0 && py && pyframes__sync(py, &maps) < 0)
+		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
 	ml_maps__clear(&maps);
 	if (n < 0)
 		return n;
@@ -138,6 +143,8 @@ int main(int argc, char **argv)
 {
 	struct memleak_bpf *skel = NULL;
 	struct probes *probes = NULL;
+	struct pyframes *py = NULL;
+	struct stackview *sv = NULL;
 	struct symbolizer *sym = NULL;
 	struct ledger *ledger = NULL;
 	struct reporter *rep = NULL;
@@ -194,7 +201,14 @@ int main(int argc, char **argv)
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	n = sync_probes(probes, NULL, tgt.pid);
+	if (o.python) {
+		py = pyframes__new(skel, tgt.pid);
+		if (!py) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	n = sync_probes(probes, py, NULL, tgt.pid);
 	if (n == -ESRCH || (n == -ENOENT && !target__alive(&tgt))) {
 		ml_err("pid %d exited during attach", tgt.pid);
 		err = -ESRCH;
@@ -231,7 +245,9 @@ int main(int argc, char **argv)
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	rep = reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid }, ledger, sym);
+	sv = stackview__new(ledger, sym, py);
+	rep = sv ? reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid }, sv)
+		 : NULL;
 	if (!rep) {
 		err = -ENOMEM;
 		goto cleanup;
@@ -242,7 +258,7 @@ int main(int argc, char **argv)
 		if (err)
 			goto cleanup;
 		/* Held at its first instruction: probe the new image (a static executable, another libc). */
-		n = sync_probes(probes, sym, tgt.pid);
+		n = sync_probes(probes, py, sym, tgt.pid);
 		if (n >= 0) {
 			struct ml_maps maps = {};
 			struct bpf_link *hold = NULL;
@@ -265,7 +281,7 @@ int main(int argc, char **argv)
 			for (int stops = 0; hold && n >= 0 && stops < 2; stops++) {
 				if (target__run_until_stop(&tgt, 2000))
 					break;
-				n = sync_probes(probes, sym, tgt.pid);
+				n = sync_probes(probes, py, sym, tgt.pid);
 			}
 			bpf_link__destroy(hold);
 		}
@@ -359,7 +375,7 @@ int main(int argc, char **argv)
 			if (++scans == FAST_SCANS)
 				arm_timer(scan_fd, 1.0);
 			if (!final && target__alive(&tgt)) {
-				n = sync_probes(probes, sym, tgt.pid);
+				n = sync_probes(probes, py, sym, tgt.pid);
 				if (n < 0 && n != -ESRCH && n != -ENOENT)
 					ml_notice("rescanning pid %d's libraries failed: %s", tgt.pid, strerror(-n));
 			}
@@ -385,6 +401,7 @@ int main(int argc, char **argv)
 			err = -ENOMEM;
 			break;
 		}
+		stackview__begin(sv);
 		reporter__set_duration(rep, snap->now_ns - start_ns);
 		err = reporter__emit(rep, snap, judged, order, seq, final);
 		if (err) {
@@ -394,7 +411,7 @@ int main(int argc, char **argv)
 		if (final && o.html) {
 			struct html_opts ho = { .pid = tgt.pid, .top = o.top, .reports = seq };
 
-			err = ml_html_write(o.html, &ho, timeline, snap, judged, order, verdicts, ledger, sym);
+			err = ml_html_write(o.html, &ho, timeline, snap, judged, order, verdicts, sv);
 			if (err) {
 				ml_err("cannot write the HTML report '%s': %s", o.html, strerror(-err));
 				break;
@@ -409,10 +426,12 @@ cleanup:
 	if (err && tgt.spawned && tgt.stopped)
 		kill(tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
 	reporter__free(rep);
+	stackview__free(sv);
 	verdicts__free(verdicts);
 	html_timeline__free(timeline);
 	ledger__free(ledger);
 	probes__free(probes);
+	pyframes__free(py);
 	memleak_bpf__destroy(skel);
 	symbolizer__free(sym);
 	target__close(&tgt);

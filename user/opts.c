@@ -39,6 +39,7 @@ static const char usage[] =
 	"      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) with return\n"
 	"                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
 	"                         exception thrown through a return probe terminates the process\n"
+	"      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
 	"      --max-stacks N     distinct stacks kept (default 16384)\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
@@ -48,7 +49,7 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -63,6 +64,7 @@ static const struct option long_opts[] = {
 	{ "sort", required_argument, NULL, 's' },
 	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
 	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
+	{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 	{ "html", required_argument, NULL, OPT_HTML },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -224,6 +226,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	o->max_size = UINT64_MAX;
 	o->max_allocs = 1048576;
 	o->max_stacks = 16384;
+	o->python = true;
 	o->layers = ~0U;
 
 	opterr = 0;
@@ -295,6 +298,9 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			if (!*optarg)
 				return bad("--html", optarg, "a file name");
 			o->html = optarg;
+			break;
+		case OPT_NO_PYTHON:
+			o->python = false;
 			break;
 		case OPT_TORCH_RAW:
 			o->torch_raw = true;

@@ -8,7 +8,7 @@
 #include "ledger.h"
 #include "pprof.h"
 #include "profile.pb-c.h"
-#include "symbolizer.h"
+#include "stackview.h"
 #include "verdict.h"
 
 /* An interning table: strings, functions (name+file) or locations (address) to 0-based ids, hashed. */
@@ -112,21 +112,23 @@ static int64_t str(struct builder *b, const char *s)
 	return intern(&b->strings, s ? s : "", 0, NULL);
 }
 
-/* The location id of a frame address, creating its function and location on first sight. */
-static int64_t location(struct builder *b, struct symbolizer *sym, uint64_t addr)
+/*
+ * The location id of a frame, creating its function and location on first sight. Native frames are known
+ * by address; a Python frame by its decoded frame (one per code object, function and instruction), whose
+ * address lies in this process: bit 63 keeps it apart from the target's code addresses.
+ */
+static int64_t location(struct builder *b, const struct ml_frame *fr)
 {
-	const struct ml_frame *fr = NULL;
-	bool added = false;
-	int64_t li = intern(&b->locs, NULL, addr, &added), fi;
+	bool added = false, py = fr->kind == ML_FRAME_PYTHON;
+	uint64_t key = py ? (uint64_t)(uintptr_t)fr | (1ULL << 63) : fr->addr;
+	int64_t li = intern(&b->locs, NULL, key, &added), fi;
 	char name[32];
 
 	if (li < 0 || !added)
 		return li < 0 ? li : li + 1;
-	if (symbolizer__resolve(sym, addr, &fr) || !fr)
-		fr = NULL;
-	snprintf(name, sizeof(name), "0x%llx", (unsigned long long)addr);
+	snprintf(name, sizeof(name), py ? "[python]" : "0x%llx", (unsigned long long)fr->addr);
 	{
-		const char *fname = fr && fr->func ? fr->func : name, *file = fr && fr->file ? fr->file : "";
+		const char *fname = fr->func ? fr->func : name, *file = fr->file ? fr->file : "";
 		char *key = malloc(strlen(fname) + strlen(file) + 2);
 		bool fadded = false;
 
@@ -160,9 +162,9 @@ static int64_t location(struct builder *b, struct symbolizer *sym, uint64_t addr
 		perftools__profiles__location__init(l);
 		perftools__profiles__line__init(line);
 		line->function_id = (uint64_t)fi + 1;
-		line->line = fr && fr->line > 0 ? fr->line : 0;
+		line->line = fr->line > 0 ? fr->line : 0;
 		l->id = (uint64_t)li + 1;
-		l->address = addr;
+		l->address = py ? 0 : fr->addr;
 		l->n_line = 1;
 		l->line = malloc(sizeof(*l->line));
 		if (!l->line)
@@ -196,14 +198,14 @@ static int gzip_write(FILE *out, const uint8_t *buf, size_t len)
 	return zr == Z_STREAM_END ? 0 : -EIO;
 }
 
-int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l,
-		   struct symbolizer *sym, uint64_t duration_ns)
+int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct stackview *sv,
+		   uint64_t duration_ns)
 {
 	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
 	Perftools__Profiles__ValueType vt[3], *vtp[3];
 	Perftools__Profiles__Sample **samples = calloc(s->nrows ? s->nrows : 1, sizeof(*samples));
 	struct builder b = {};
-	uint64_t frames[ML_MAX_FRAMES + 1];
+	const struct ml_frame *const *frames;
 	struct timespec now;
 	uint8_t *buf = NULL;
 	size_t nsamples = 0, len;
@@ -223,7 +225,7 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 	}
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *row = &s->rows[i];
-		size_t n = ledger__frames(l, row, frames, ML_MAX_FRAMES + 1);
+		size_t n = stackview__frames(sv, row, &frames, NULL);
 		Perftools__Profiles__Sample *sm = calloc(1, sizeof(*sm));
 		Perftools__Profiles__Label *lab = calloc(2, sizeof(*lab));
 
@@ -236,7 +238,7 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 		if (!sm->location_id || !sm->value || !sm->label)
 			goto out;
 		for (size_t k = 0; k < n; k++) {
-			int64_t id = location(&b, sym, frames[k]);
+			int64_t id = location(&b, frames[k]);
 
 			if (id < 0)
 				goto out;

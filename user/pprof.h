@@ -7,11 +7,10 @@
 
 struct ml_snapshot;
 struct ml_judgement;
-struct ledger;
-struct symbolizer;
+struct stackview;
 
 /* Write one profile of every stack of the snapshot; 0 or a negative errno. */
-int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l,
-		   struct symbolizer *sym, uint64_t duration_ns);
+int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct stackview *sv,
+		   uint64_t duration_ns);
 
 #endif

@@ -9,15 +9,14 @@
 #include "pprof.h"
 #include "log.h"
 #include "report.h"
-#include "symbolizer.h"
+#include "stackview.h"
 #include "verdict.h"
 
 struct reporter {
 	FILE *out;
 	struct report_opts o;
-	struct ledger *ledger;
-	struct symbolizer *sym;
-	uint64_t frames[ML_MAX_FRAMES + 1];
+	struct stackview *sv;
+	char label[ML_FRAME_LABEL_MAX];
 };
 
 struct stat_name {
@@ -44,9 +43,17 @@ static const struct stat_name drop_stats[] = {
 	{ ML_STAT_DROP_LOST_RETURN, "lost_return", "allocator return not seen" },
 };
 
+/* Python frame capture: shown once a Python interpreter is being walked. */
+static const struct stat_name python_stats[] = {
+	{ ML_STAT_PY_FRAMES, "stacks_with_frames", "stacks with Python frames" },
+	{ ML_STAT_PY_NO_THREAD, "stacks_without_frames", "from threads not running Python code" },
+	{ ML_STAT_PY_TRUNCATED, "truncated", "deeper than the frames kept (outermost missing)" },
+	{ ML_STAT_PY_BROKEN, "unreadable", "frame chain unreadable (outermost missing)" },
+};
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct ledger *l, struct symbolizer *sym)
+struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv)
 {
 	struct reporter *r = calloc(1, sizeof(*r));
 
@@ -54,8 +61,7 @@ struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct le
 		return NULL;
 	r->out = out;
 	r->o = *o;
-	r->ledger = l;
-	r->sym = sym;
+	r->sv = sv;
 	return r;
 }
 
@@ -110,21 +116,40 @@ static const char *base_name(const char *p)
 	return b ? b + 1 : p;
 }
 
-/*
- * Frames of a row, cut at the first one past the caller that lies in no mapped object: without frame
- * pointers the chain walks into garbage, and a made-up frame is worse than a short stack.
- */
-static size_t row_frames(struct reporter *r, const struct ml_row *row)
+/* A frame on its own line: "func+0x1a (module) file:line", or "train.py:42 in train_step" for Python. */
+static void put_frame(FILE *f, const struct ml_frame *fr)
 {
-	size_t n = ledger__frames(r->ledger, row, r->frames, ARRAY_LEN(r->frames));
-
-	for (size_t k = 1; k < n; k++) {
-		const struct ml_frame *fr = NULL;
-
-		if (symbolizer__resolve(r->sym, r->frames[k], &fr) || !fr || !fr->module)
-			return k;
+	fputs("      ", f);
+	if (fr->kind == ML_FRAME_PYTHON) {
+		if (!fr->func) {
+			fputs("[python frame: its code object is no longer readable]\n", f);
+			return;
+		}
+		put_safe(f, fr->file ? fr->file : "?");
+		if (fr->line > 0)
+			fprintf(f, ":%d", fr->line);
+		fputs(" in ", f);
+		put_safe(f, fr->func);
+		fputc('\n', f);
+		return;
 	}
-	return n;
+	if (fr->func) {
+		put_safe(f, fr->func);
+		fprintf(f, "+0x%" PRIx64, fr->offset);
+	} else {
+		fprintf(f, "0x%" PRIx64, fr->addr);
+	}
+	if (fr->module) {
+		fputs(" (", f);
+		put_safe(f, base_name(fr->module));
+		fputc(')', f);
+	}
+	if (fr->file) {
+		fputc(' ', f);
+		put_safe(f, fr->file);
+		fprintf(f, ":%d", fr->line);
+	}
+	fputc('\n', f);
 }
 
 static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
@@ -183,11 +208,19 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		any_drop = true;
 	}
 	fprintf(f, "%s\n", any_drop ? "" : " none");
+	if (s->stats[ML_STAT_PY_FRAMES] || s->stats[ML_STAT_PY_NO_THREAD]) {
+		fprintf(f, "python:");
+		for (size_t i = 0; i < ARRAY_LEN(python_stats); i++)
+			fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[python_stats[i].idx], python_stats[i].text);
+		fprintf(f, " (since attach)\n");
+	}
 	fprintf(f, "showing %zu of %zu stacks, leak candidates (growing) first, then largest\n", shown, s->nrows);
 	for (size_t i = 0; i < shown; i++) {
 		const struct ml_row *row = &s->rows[order[i]];
 		const struct ml_judgement *j = &jv[order[i]];
-		size_t n = row_frames(r, row);
+		const struct ml_frame *const *frames;
+		unsigned int flags;
+		size_t n = stackview__frames(r->sv, row, &frames, &flags);
 
 		if (i == 0 && j->verdict == ML_V_GROWING)
 			fprintf(f, "--- leak candidates: growing stacks, strongest first ---\n");
@@ -209,32 +242,12 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "      [no frames captured]\n");
 		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
 			fprintf(f, "      (caller only: no frame-pointer chain above it)\n");
-		for (size_t k = 0; k < n; k++) {
-			const struct ml_frame *fr = NULL;
-
-			if (symbolizer__resolve(r->sym, r->frames[k], &fr) || !fr) {
-				fprintf(f, "      0x%" PRIx64 "\n", r->frames[k]);
-				continue;
-			}
-			fputs("      ", f);
-			if (fr->func) {
-				put_safe(f, fr->func);
-				fprintf(f, "+0x%" PRIx64, fr->offset);
-			} else {
-				fprintf(f, "0x%" PRIx64, fr->addr);
-			}
-			if (fr->module) {
-				fputs(" (", f);
-				put_safe(f, base_name(fr->module));
-				fputc(')', f);
-			}
-			if (fr->file) {
-				fputc(' ', f);
-				put_safe(f, fr->file);
-				fprintf(f, ":%d", fr->line);
-			}
-			fputc('\n', f);
-		}
+		for (size_t k = 0; k < n; k++)
+			put_frame(f, frames[k]);
+		if (flags & ML_STACK_PY_TRUNCATED)
+			fprintf(f, "      [outer Python frames not captured: deeper than %d]\n", ML_MAX_PYFRAMES);
+		if (flags & ML_STACK_PY_BROKEN)
+			fprintf(f, "      [outer Python frames not captured: the frame chain was unreadable]\n");
 	}
 	fputc('\n', f);
 }
@@ -294,6 +307,10 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	for (size_t i = 0; i < ARRAY_LEN(drop_stats); i++)
 		jw_u64(&w, drop_stats[i].json, s->stats[drop_stats[i].idx]);
 	jw_obj_end(&w);
+	jw_obj_begin(&w, "python");
+	for (size_t i = 0; i < ARRAY_LEN(python_stats); i++)
+		jw_u64(&w, python_stats[i].json, s->stats[python_stats[i].idx]);
+	jw_obj_end(&w);
 	jw_obj_begin(&w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer], fr = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer + 1];
@@ -315,7 +332,9 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	for (size_t i = 0; i < shown; i++) {
 		const struct ml_row *row = &s->rows[order[i]];
 		const struct ml_judgement *j = &jv[order[i]];
-		size_t n = row_frames(r, row);
+		const struct ml_frame *const *frames;
+		unsigned int flags;
+		size_t n = stackview__frames(r->sv, row, &frames, &flags);
 
 		jw_obj_begin(&w, NULL);
 		jw_str(&w, "layer", ml_layer_name(row->key.layer));
@@ -332,29 +351,34 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_double(&w, "monotonic", j->monotonic);
 		jw_double(&w, "oldest_age_s", age_s(s, row));
 		jw_obj_end(&w);
+		jw_bool(&w, "python_truncated", !!(flags & (ML_STACK_PY_TRUNCATED | ML_STACK_PY_BROKEN)));
 		jw_arr_begin(&w, "frames");
 		for (size_t k = 0; k < n; k++) {
-			const struct ml_frame *fr = NULL;
+			const struct ml_frame *fr = frames[k];
 
 			jw_obj_begin(&w, NULL);
-			jw_str(&w, "kind", "native");
-			if (symbolizer__resolve(r->sym, r->frames[k], &fr) || !fr) {
-				jw_null(&w, "func");
-				jw_null(&w, "module");
-				jw_u64(&w, "offset", r->frames[k]);
-				jw_null(&w, "file");
-				jw_null(&w, "line");
-			} else {
+			if (fr->kind == ML_FRAME_PYTHON) {
+				jw_str(&w, "kind", "python");
 				jw_str(&w, "func", fr->func);
-				jw_str(&w, "module", fr->module);
-				jw_u64(&w, "offset", fr->offset);
 				jw_str(&w, "file", fr->file);
 				if (fr->line > 0)
 					jw_i64(&w, "line", fr->line);
 				else
 					jw_null(&w, "line");
+				jw_u64(&w, "code", fr->addr);
+				jw_obj_end(&w);
+				continue;
 			}
-			jw_u64(&w, "addr", r->frames[k]);
+			jw_str(&w, "kind", "native");
+			jw_str(&w, "func", fr->func);
+			jw_str(&w, "module", fr->module);
+			jw_u64(&w, "offset", fr->offset);
+			jw_str(&w, "file", fr->file);
+			if (fr->line > 0)
+				jw_i64(&w, "line", fr->line);
+			else
+				jw_null(&w, "line");
+			jw_u64(&w, "addr", fr->addr);
 			jw_obj_end(&w);
 		}
 		jw_arr_end(&w);
@@ -382,20 +406,13 @@ static void emit_folded(struct reporter *r, const struct ml_snapshot *s, bool fi
 		return;
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *row = &s->rows[i];
-		size_t n = row_frames(r, row);
+		const struct ml_frame *const *frames;
+		size_t n = stackview__frames(r->sv, row, &frames, NULL);
 
 		put_folded(r->out, ml_layer_name(row->key.layer));
 		for (size_t k = n; k-- > 0;) {
-			const struct ml_frame *fr = NULL;
-			char buf[32];
-
 			fputc(';', r->out);
-			if (!symbolizer__resolve(r->sym, r->frames[k], &fr) && fr && fr->func) {
-				put_folded(r->out, fr->func);
-			} else {
-				snprintf(buf, sizeof(buf), "0x%" PRIx64, r->frames[k]);
-				fputs(buf, r->out);
-			}
+			put_folded(r->out, ml_frame_label(frames[k], r->label, ML_FRAME_LABEL_MAX));
 		}
 		fprintf(r->out, " %" PRIu64 "\n", row->bytes);
 	}
@@ -405,7 +422,7 @@ int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct
 		   uint64_t seq, bool final)
 {
 	if (r->o.format == ML_FMT_PPROF) {
-		int err = final ? ml_pprof_write(r->out, s, j, r->ledger, r->sym, r->o.duration_ns) : 0;
+		int err = final ? ml_pprof_write(r->out, s, j, r->sv, r->o.duration_ns) : 0;
 
 		if (err)
 			return err;

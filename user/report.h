@@ -8,7 +8,7 @@
 #include "ledger.h"
 #include "opts.h"
 
-struct symbolizer;
+struct stackview;
 struct reporter;
 
 struct report_opts {
@@ -18,7 +18,7 @@ struct report_opts {
 	uint64_t duration_ns; /* pprof: how long the profile covers, set before the final report */
 };
 
-struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct ledger *l, struct symbolizer *sym);
+struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv);
 void reporter__free(struct reporter *r);
 void reporter__set_duration(struct reporter *r, uint64_t ns);
 struct ml_judgement;

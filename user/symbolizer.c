@@ -13,6 +13,7 @@
 
 #include "elfsym.h"
 #include "procmaps.h"
+#include "u64map.h"
 #include "symbolizer.h"
 
 /* From libstdc++ (C linkage); the binary links with -lstdc++. */
@@ -26,18 +27,6 @@ char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
  * and memory a hostile symbol table can make us spend. Longer names are shown raw.
  */
 #define DEMANGLE_MAX (64 * 1024)
-
-/* Open-addressing hash table from a 64-bit key to a non-NULL pointer. */
-struct u64slot {
-	uint64_t key;
-	void *val; /* NULL: slot free */
-};
-
-struct u64map {
-	struct u64slot *slots;
-	size_t cap; /* power of two, or 0 */
-	size_t n;
-};
 
 struct cu_range {
 	uint64_t start, end;
@@ -86,92 +75,6 @@ struct symbolizer {
 	struct u64map names;  /* raw symbol name pointer -> display name */
 	struct u64map srcs;   /* libdw file name pointer -> our copy */
 };
-
-static uint64_t hash64(uint64_t x)
-{
-	/* splitmix64 finalizer: addresses share low and high bits, the table index must not. */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
-static struct u64slot *map_slot(struct u64slot *slots, size_t cap, uint64_t key)
-{
-	size_t mask = cap - 1, i = hash64(key) & mask;
-
-	while (slots[i].val && slots[i].key != key)
-		i = (i + 1) & mask;
-	return &slots[i];
-}
-
-static void *map_get(const struct u64map *m, uint64_t key)
-{
-	if (!m->cap)
-		return NULL;
-	return map_slot(m->slots, m->cap, key)->val;
-}
-
-static int map_grow(struct u64map *m)
-{
-	size_t cap = m->cap ? m->cap * 2 : 64, i;
-	struct u64slot *slots, *sl;
-
-	if (cap > SIZE_MAX / sizeof(*slots))
-		return -ENOMEM;
-	slots = calloc(cap, sizeof(*slots));
-	if (!slots)
-		return -ENOMEM;
-	for (i = 0; i < m->cap; i++) {
-		if (!m->slots[i].val)
-			continue;
-		sl = map_slot(slots, cap, m->slots[i].key);
-		*sl = m->slots[i];
-	}
-	free(m->slots);
-	m->slots = slots;
-	m->cap = cap;
-	return 0;
-}
-
-/* Insert, or replace the value of an existing key (which never allocates). */
-static int map_put(struct u64map *m, uint64_t key, void *val)
-{
-	struct u64slot *sl;
-	int err;
-
-	if (m->cap) {
-		sl = map_slot(m->slots, m->cap, key);
-		if (sl->val) {
-			sl->val = val;
-			return 0;
-		}
-	}
-	/* Keep the load at or under 3/4 so probe chains stay short. */
-	if ((m->n + 1) * 4 > m->cap * 3) {
-		err = map_grow(m);
-		if (err)
-			return err;
-	}
-	sl = map_slot(m->slots, m->cap, key);
-	m->n++;
-	sl->key = key;
-	sl->val = val;
-	return 0;
-}
-
-static void map_free_values(struct u64map *m)
-{
-	size_t i;
-
-	for (i = 0; i < m->cap; i++)
-		free(m->slots[i].val);
-	free(m->slots);
-	m->slots = NULL;
-	m->cap = m->n = 0;
-}
 
 static uint64_t now_ns(void)
 {
@@ -454,9 +357,9 @@ void symbolizer__free(struct symbolizer *s)
 		}
 		s->frames.slots[i].val = NULL;
 	}
-	map_free_values(&s->frames);
-	map_free_values(&s->names);
-	map_free_values(&s->srcs);
+	u64map__free_values(&s->frames);
+	u64map__free_values(&s->names);
+	u64map__free_values(&s->srcs);
 	for (i = 0; i < s->nfiles; i++)
 		file_free(s->files[i]);
 	free(s->files);
@@ -583,12 +486,12 @@ static int find_line(struct symbolizer *s, struct sym_file *f, uint64_t vaddr, s
 	src = dwarf_linesrc(line, NULL, NULL);
 	if (!src)
 		return 0;
-	copy = map_get(&s->srcs, (uintptr_t)src);
+	copy = u64map__get(&s->srcs, (uintptr_t)src);
 	if (!copy) {
 		copy = strdup(src);
 		if (!copy)
 			return -ENOMEM;
-		if (map_put(&s->srcs, (uintptr_t)src, copy)) {
+		if (u64map__put(&s->srcs, (uintptr_t)src, copy)) {
 			free(copy);
 			return -ENOMEM;
 		}
@@ -600,7 +503,7 @@ static int find_line(struct symbolizer *s, struct sym_file *f, uint64_t vaddr, s
 
 static int display_name(struct symbolizer *s, const char *raw, char **out)
 {
-	char *d = map_get(&s->names, (uintptr_t)raw);
+	char *d = u64map__get(&s->names, (uintptr_t)raw);
 	size_t len;
 
 	if (d) {
@@ -616,7 +519,7 @@ static int display_name(struct symbolizer *s, const char *raw, char **out)
 		if (!d)
 			return -ENOMEM;
 	}
-	if (map_put(&s->names, (uintptr_t)raw, d)) {
+	if (u64map__put(&s->names, (uintptr_t)raw, d)) {
 		free(d);
 		return -ENOMEM;
 	}
@@ -694,7 +597,7 @@ fail:
 
 int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_frame **out)
 {
-	struct frame_ent *e = map_get(&s->frames, addr), *n;
+	struct frame_ent *e = u64map__get(&s->frames, addr), *n;
 	int err;
 
 	*out = NULL;
@@ -716,7 +619,7 @@ int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_fra
 					return err;
 				n->older = e;
 				/* Replacing an existing key cannot allocate. */
-				map_put(&s->frames, addr, n);
+				u64map__put(&s->frames, addr, n);
 				e = n;
 			}
 		}
@@ -726,7 +629,7 @@ int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_fra
 	err = build_frame(s, addr, true, &e);
 	if (err)
 		return err;
-	err = map_put(&s->frames, addr, e);
+	err = u64map__put(&s->frames, addr, e);
 	if (err) {
 		free(e);
 		return err;

@@ -4,8 +4,14 @@
 
 #include <stdint.h>
 
-/* All strings are owned by the symbolizer and live until symbolizer__free. */
+enum ml_frame_kind {
+	ML_FRAME_NATIVE = 0,
+	ML_FRAME_PYTHON = 1, /* func: qualified name, file: co_filename, addr: code object, offset: instruction index */
+};
+
+/* All strings are owned by the symbolizer (or the Python frame decoder) and live until it is freed. */
 struct ml_frame {
+	enum ml_frame_kind kind;
 	uint64_t addr;
 	char *func;      /* demangled C++ name, or symbol name without "@VERSION", or NULL when unknown */
 	char *module;    /* mapping path as in maps (" (deleted)" removed), or NULL */

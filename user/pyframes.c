@@ -1,0 +1,538 @@
+/*
+ * Python frames. Finding the interpreter: an object mapped by the target that defines _PyRuntime and
+ * Py_Version (3.11+) is a CPython runtime; its version picks a layout from user/pyoffsets.c, and for
+ * 3.13+ the interpreter's own _Py_DebugOffsets must agree with it. The BPF side then walks frames at every
+ * allocation (bpf/memleak.bpf.c) and records code object, instruction index and function object.
+ *
+ * Decoding reads the target's memory with process_vm_readv: the function object must still point to the
+ * code object, and every object must have the type it should (the type objects' addresses come from the
+ * runtime's symbols), so a freed and reused address decodes to "unknown", never to another function.
+ * Everything read is untrusted: lengths are bounded, strings converted and checked.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "elfsym.h"
+#include "log.h"
+#include "pyframes.h"
+#include "pyline.h"
+#include "pyoffsets.h"
+#include "u64map.h"
+#include "memleak.skel.h"
+
+#define STR_MAX 4096            /* longest file or function name taken from the target */
+#define LINETABLE_MAX (1 << 20) /* longest co_linetable */
+#define CACHE_MAX 65536         /* decoded code objects, and frames, kept between reports */
+
+/* A code object as run by one function object. */
+struct py_code {
+	uint64_t code, func;
+	bool ok; /* false: could not be decoded (gone, replaced, or not a code object) */
+	char *filename, *qualname;
+	int firstlineno;
+	uint8_t *linetable;
+	size_t linetable_len;
+};
+
+struct py_frame {
+	uint64_t code, func;
+	uint32_t instr;
+	struct ml_frame fr;
+};
+
+struct seen_obj {
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+};
+
+struct pyframes {
+	struct memleak_bpf *skel;
+	int pid;
+	bool configured, refused;
+	char version[32];
+	const struct ml_py_layout *lay;
+	uint64_t type_code, type_func, type_str, type_bytes; /* runtime addresses of the type objects */
+	struct seen_obj *seen;
+	size_t nseen, capseen;
+	struct u64map codes;  /* hash(code, func) -> struct py_code */
+	struct u64map frames; /* hash(code, func, instr) -> struct py_frame */
+	struct py_frame **spill; /* frames whose key collided with a cached one: kept until the next trim */
+	size_t nspill;
+};
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdULL;
+}
+
+struct pyframes *pyframes__new(struct memleak_bpf *skel, int pid)
+{
+	struct pyframes *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->skel = skel;
+	p->pid = pid;
+	return p;
+}
+
+static void code_free(struct py_code *c)
+{
+	if (!c)
+		return;
+	free(c->filename);
+	free(c->qualname);
+	free(c->linetable);
+}
+
+static void frame_free(struct py_frame *f)
+{
+	if (!f)
+		return;
+	free(f->fr.func);
+	free(f->fr.file);
+	free(f);
+}
+
+static void caches_clear(struct pyframes *p)
+{
+	for (size_t i = 0; i < p->codes.cap; i++)
+		code_free(p->codes.slots[i].val);
+	u64map__free_values(&p->codes);
+	for (size_t i = 0; i < p->frames.cap; i++) {
+		struct py_frame *f = p->frames.slots[i].val;
+
+		if (f) {
+			free(f->fr.func);
+			free(f->fr.file);
+		}
+	}
+	u64map__free_values(&p->frames);
+	for (size_t i = 0; i < p->nspill; i++)
+		frame_free(p->spill[i]);
+	free(p->spill);
+	p->spill = NULL;
+	p->nspill = 0;
+}
+
+void pyframes__free(struct pyframes *p)
+{
+	if (!p)
+		return;
+	if (p->configured && p->skel) {
+		__u32 key = (__u32)p->pid;
+
+		bpf_map_delete_elem(bpf_map__fd(p->skel->maps.pyprocs), &key);
+	}
+	caches_clear(p);
+	free(p->seen);
+	free(p);
+}
+
+void pyframes__trim(struct pyframes *p)
+{
+	if (p && (p->codes.n > CACHE_MAX || p->frames.n > CACHE_MAX || p->nspill > 1024))
+		caches_clear(p);
+}
+
+const char *pyframes__version(const struct pyframes *p)
+{
+	return p->configured ? p->version : NULL;
+}
+
+/* Exactly len bytes of the target's memory at addr. 0 or a negative errno. */
+static int peek(const struct pyframes *p, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n;
+
+	if (!addr)
+		return -EFAULT;
+	n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+static uint64_t get_u64(const uint8_t *buf, uint16_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, buf + off, sizeof(v));
+	return v;
+}
+
+static bool seen_before(struct pyframes *p, const struct ml_mapping *m)
+{
+	for (size_t i = 0; i < p->nseen; i++)
+		if (p->seen[i].inode == m->inode && p->seen[i].dev_major == m->dev_major &&
+		    p->seen[i].dev_minor == m->dev_minor)
+			return true;
+	if (p->nseen == p->capseen) {
+		size_t cap = p->capseen ? 2 * p->capseen : 16;
+		struct seen_obj *n = realloc(p->seen, cap * sizeof(*n));
+
+		if (!n)
+			return true; /* not looked at; tried again at the next sync */
+		p->seen = n;
+		p->capseen = cap;
+	}
+	p->seen[p->nseen++] = (struct seen_obj){ m->dev_major, m->dev_minor, m->inode };
+	return false;
+}
+
+/* Load bias of the object behind m: runtime address minus ELF virtual address. */
+static int load_bias(const struct elf_syms *es, const struct ml_maps *maps, const struct ml_mapping *m,
+		     uint64_t *bias)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct ml_mapping *o = &maps->v[i];
+		uint64_t va;
+
+		if (o->inode != m->inode || o->dev_major != m->dev_major || o->dev_minor != m->dev_minor)
+			continue;
+		if (elf_syms__offset_to_vaddr(es, o->offset, &va))
+			continue;
+		*bias = elf_syms__is_dyn(es) ? o->start - va : 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* The CPython version of an object mapped by the target, if it is an interpreter runtime. */
+static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const struct ml_mapping *m)
+{
+	const char *base = strrchr(m->path, '/') ? strrchr(m->path, '/') + 1 : m->path;
+	uint64_t rt, ver_addr, bias, version = 0, sym;
+	const struct ml_py_layout *lay;
+	struct elf_syms *es = NULL;
+	struct ml_pyproc pp = {};
+	__u32 key = (__u32)p->pid;
+	int fd, err;
+
+	/* Only objects named like an interpreter are opened again: libraries such as libtorch are huge. */
+	if (!strstr(base, "python"))
+		return 0;
+	fd = ml_maps__open_file(p->pid, m);
+	if (fd < 0)
+		return 0;
+	err = elf_syms__open(fd, &es);
+	close(fd);
+	if (err)
+		return 0;
+	if (elf_syms__find_object(es, "_PyRuntime", &rt, NULL) || load_bias(es, maps, m, &bias)) {
+		elf_syms__free(es);
+		return 0;
+	}
+	rt += bias;
+	if (elf_syms__find_object(es, "Py_Version", &ver_addr, NULL) ||
+	    peek(p, ver_addr + bias, &version, sizeof(version))) {
+		ml_notice("pid %d runs a CPython runtime without Py_Version (%s): Python frames need CPython 3.11 to "
+			"3.13; native stacks only", p->pid, m->path);
+		goto refuse;
+	}
+	snprintf(p->version, sizeof(p->version), "%u.%u.%u", (unsigned int)(version >> 24) & 0xff,
+		 (unsigned int)(version >> 16) & 0xff, (unsigned int)(version >> 8) & 0xff);
+	lay = ml_py_layout_find((unsigned int)version);
+	if (!lay) {
+		ml_notice("pid %d runs CPython %s (%s): Python frames need CPython 3.11 to 3.13; native stacks only",
+			p->pid, p->version, m->path);
+		goto refuse;
+	}
+	if (lay->version >= 0x030d0000) {
+		uint8_t dbg[4096];
+		char why[128] = "";
+
+		/* The interpreter describes itself: any disagreement means a build we do not know. */
+		if (peek(p, rt, dbg, sizeof(dbg)) ||
+		    ml_py_layout_check_debug(lay, dbg, sizeof(dbg), why, sizeof(why))) {
+			ml_notice("pid %d: CPython %s (%s) does not match the known %s layout (%s); native stacks only",
+				p->pid, p->version, m->path, lay->name, why[0] ? why : "no _Py_DebugOffsets");
+			goto refuse;
+		}
+	}
+	if (elf_syms__find_object(es, "PyCode_Type", &sym, NULL) ||
+	    !(p->type_code = sym + bias) || elf_syms__find_object(es, "PyFunction_Type", &sym, NULL) ||
+	    !(p->type_func = sym + bias) || elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) ||
+	    !(p->type_str = sym + bias) || elf_syms__find_object(es, "PyBytes_Type", &sym, NULL) ||
+	    !(p->type_bytes = sym + bias)) {
+		ml_notice("pid %d: CPython %s (%s) lacks its type symbols; native stacks only", p->pid, p->version,
+			m->path);
+		goto refuse;
+	}
+	elf_syms__free(es);
+	pp.runtime = rt;
+	pp.runtime_interp_head = lay->runtime_interpreters_head;
+	pp.interp_next = lay->interp_next;
+	pp.interp_threads_head = lay->interp_threads_head;
+	pp.tstate_next = lay->tstate_next;
+	pp.tstate_thread_id = lay->tstate_thread_id;
+	pp.tstate_cframe = lay->tstate_cframe;
+	pp.cframe_current_frame = lay->cframe_current_frame;
+	pp.tstate_current_frame = lay->tstate_current_frame;
+	pp.frame_code = lay->frame_code;
+	pp.frame_previous = lay->frame_previous;
+	pp.frame_func = lay->frame_func;
+	pp.frame_instr = lay->frame_instr;
+	pp.frame_owner = lay->frame_owner;
+	pp.frame_is_entry = lay->frame_is_entry;
+	pp.frame_size = lay->frame_size;
+	pp.code_adaptive = lay->code_adaptive;
+	pp.owner_cstack = lay->owner_cstack;
+	pp.instr_is_next = lay->instr_is_next;
+	if (lay->frame_size > ML_PY_FRAME_MAX) {
+		ml_notice("pid %d: CPython %s frames are larger than the walker reads; native stacks only", p->pid,
+			p->version);
+		p->refused = true;
+		return 0;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(p->skel->maps.pyprocs), &key, &pp, BPF_ANY)) {
+		err = -errno;
+		ml_err("pid %d: cannot enable Python frames: %s", p->pid, strerror(-err));
+		p->refused = true;
+		return 0;
+	}
+	p->lay = lay;
+	p->configured = true;
+	ml_notice("Python frames: CPython %s in %s (pid %d)", p->version, m->path, p->pid);
+	return 1;
+refuse:
+	elf_syms__free(es);
+	p->refused = true;
+	return 0;
+}
+
+int pyframes__sync(struct pyframes *p, const struct ml_maps *maps)
+{
+	if (p->configured)
+		return 1;
+	if (p->refused)
+		return 0;
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct ml_mapping *m = &maps->v[i];
+
+		if (!m->path || !strchr(m->perms, 'x') || seen_before(p, m))
+			continue;
+		if (probe_runtime(p, maps, m) || p->refused)
+			break;
+	}
+	return p->configured;
+}
+
+/*
+ * A str object as UTF-8: compact strings only (code object names and file names always are). Characters
+ * outside Unicode, and surrogates, become U+FFFD.
+ */
+static int read_str(const struct pyframes *p, uint64_t addr, char **out)
+{
+	const struct ml_py_layout *l = p->lay;
+	uint8_t hdr[256];
+	uint64_t len, data;
+	uint32_t state, kind;
+	uint8_t *raw = NULL;
+	char *s, *o;
+
+	if (l->unicode_compact_size > sizeof(hdr) || peek(p, addr, hdr, l->unicode_compact_size))
+		return -EFAULT;
+	if (get_u64(hdr, l->ob_type) != p->type_str)
+		return -EINVAL;
+	len = get_u64(hdr, l->unicode_length);
+	memcpy(&state, hdr + l->unicode_state, sizeof(state));
+	kind = ML_PY_STATE_KIND(state);
+	if (!ML_PY_STATE_COMPACT(state) || (kind != 1 && kind != 2 && kind != 4) || len > STR_MAX)
+		return -EINVAL;
+	data = addr + (ML_PY_STATE_ASCII(state) ? l->unicode_ascii_size : l->unicode_compact_size);
+	raw = malloc(len * kind + 1);
+	s = malloc(len * 4 + 1);
+	if (!raw || !s) {
+		free(raw);
+		free(s);
+		return -ENOMEM;
+	}
+	if (len && peek(p, data, raw, len * kind)) {
+		free(raw);
+		free(s);
+		return -EFAULT;
+	}
+	o = s;
+	for (uint64_t i = 0; i < len; i++) {
+		uint32_t c;
+
+		if (kind == 1) {
+			c = raw[i];
+		} else if (kind == 2) {
+			uint16_t v;
+
+			memcpy(&v, raw + 2 * i, 2);
+			c = v;
+		} else {
+			memcpy(&c, raw + 4 * i, 4);
+		}
+		if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+			c = 0xfffd;
+		if (c < 0x80) {
+			*o++ = (char)(c ? c : '?');
+		} else if (c < 0x800) {
+			*o++ = (char)(0xc0 | (c >> 6));
+			*o++ = (char)(0x80 | (c & 0x3f));
+		} else if (c < 0x10000) {
+			*o++ = (char)(0xe0 | (c >> 12));
+			*o++ = (char)(0x80 | ((c >> 6) & 0x3f));
+			*o++ = (char)(0x80 | (c & 0x3f));
+		} else {
+			*o++ = (char)(0xf0 | (c >> 18));
+			*o++ = (char)(0x80 | ((c >> 12) & 0x3f));
+			*o++ = (char)(0x80 | ((c >> 6) & 0x3f));
+			*o++ = (char)(0x80 | (c & 0x3f));
+		}
+	}
+	*o = '\0';
+	free(raw);
+	*out = s;
+	return 0;
+}
+
+static int read_bytes(const struct pyframes *p, uint64_t addr, uint8_t **out, size_t *outlen)
+{
+	const struct ml_py_layout *l = p->lay;
+	uint8_t hdr[64];
+	uint64_t len;
+	uint8_t *b;
+
+	if (l->bytes_sval > sizeof(hdr) || peek(p, addr, hdr, l->bytes_sval))
+		return -EFAULT;
+	if (get_u64(hdr, l->ob_type) != p->type_bytes)
+		return -EINVAL;
+	len = get_u64(hdr, l->bytes_size);
+	if (len > LINETABLE_MAX)
+		return -EINVAL;
+	b = malloc(len ? len : 1);
+	if (!b)
+		return -ENOMEM;
+	if (len && peek(p, addr + l->bytes_sval, b, len)) {
+		free(b);
+		return -EFAULT;
+	}
+	*out = b;
+	*outlen = len;
+	return 0;
+}
+
+/* Read a code object as run by func. -ENOMEM, or 0 with c->ok telling whether it decoded. */
+static int decode_code(const struct pyframes *p, struct py_code *c)
+{
+	const struct ml_py_layout *l = p->lay;
+	uint8_t fn[64], co[256];
+	uint16_t need = 0;
+	int32_t first;
+	int err;
+
+	const uint16_t fields[] = { l->code_filename, l->code_qualname, l->code_linetable, l->code_firstlineno };
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (fields[i] + 8 > need)
+			need = fields[i] + 8;
+	c->ok = false;
+	/* The check: the function object that ran the frame still runs this code object. */
+	if ((size_t)l->func_code + 8 > sizeof(fn) || need > sizeof(co) || peek(p, c->func, fn, l->func_code + 8) ||
+	    get_u64(fn, l->ob_type) != p->type_func || get_u64(fn, l->func_code) != c->code)
+		return 0;
+	if (peek(p, c->code, co, need) || get_u64(co, l->ob_type) != p->type_code)
+		return 0;
+	memcpy(&first, co + l->code_firstlineno, sizeof(first));
+	c->firstlineno = first;
+	err = read_str(p, get_u64(co, l->code_filename), &c->filename);
+	if (!err)
+		err = read_str(p, get_u64(co, l->code_qualname), &c->qualname);
+	if (!err)
+		err = read_bytes(p, get_u64(co, l->code_linetable), &c->linetable, &c->linetable_len);
+	if (err == -ENOMEM)
+		return err;
+	c->ok = !err;
+	return 0;
+}
+
+/* The decoded code object, from the cache or read now; NULL only with *err = -ENOMEM. */
+static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t func, int *err)
+{
+	uint64_t key = mix(mix(1, code), func);
+	struct py_code *c = u64map__get(&p->codes, key);
+
+	*err = 0;
+	if (c && c->code == code && c->func == func)
+		return c;
+	if (c) {
+		/* Another identity with the same key: the newer one takes the place (frames own their strings). */
+		code_free(c);
+		memset(c, 0, sizeof(*c));
+	} else {
+		c = calloc(1, sizeof(*c));
+		if (!c || u64map__put(&p->codes, key, c)) {
+			free(c);
+			*err = -ENOMEM;
+			return NULL;
+		}
+	}
+	c->code = code;
+	c->func = func;
+	*err = decode_code(p, c);
+	return *err ? NULL : c;
+}
+
+int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out)
+{
+	uint64_t key = mix(mix(mix(2, raw->code), raw->func), raw->instr);
+	struct py_frame *f = u64map__get(&p->frames, key);
+	struct py_code *c;
+	int err, line = 0;
+
+	if (f && f->code == raw->code && f->func == raw->func && f->instr == raw->instr) {
+		*out = &f->fr;
+		return 0;
+	}
+	c = p->lay ? code_get(p, raw->code, raw->func, &err) : NULL;
+	if (p->lay && !c)
+		return err;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->code = raw->code;
+	f->func = raw->func;
+	f->instr = raw->instr;
+	f->fr.kind = ML_FRAME_PYTHON;
+	f->fr.addr = raw->code;
+	f->fr.offset = raw->instr == ML_PYFRAME_NO_INSTR ? 0 : raw->instr;
+	if (c && c->ok) {
+		f->fr.func = strdup(c->qualname);
+		f->fr.file = strdup(c->filename);
+		if (!f->fr.func || !f->fr.file) {
+			frame_free(f);
+			return -ENOMEM;
+		}
+		if (raw->instr == ML_PYFRAME_NO_INSTR)
+			line = c->firstlineno; /* not started yet: its def line */
+		else if (c->linetable && ml_pyline_lookup(c->linetable, c->linetable_len, c->firstlineno, raw->instr,
+							  &line))
+			line = 0;
+		f->fr.line = line > 0 ? line : 0;
+	}
+	if (u64map__get(&p->frames, key) || u64map__put(&p->frames, key, f)) {
+		struct py_frame **sp = realloc(p->spill, (p->nspill + 1) * sizeof(*sp));
+
+		if (!sp) {
+			frame_free(f);
+			return -ENOMEM;
+		}
+		p->spill = sp;
+		p->spill[p->nspill++] = f;
+	}
+	*out = &f->fr;
+	return 0;
+}

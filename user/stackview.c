@@ -1,0 +1,121 @@
+/* The frames of a row as every output shows them: native frames resolved, Python frames spliced in. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pyframes.h"
+#include "stackview.h"
+
+/* The interpreter's eval loop: one native frame per run of Python frames. */
+#define EVAL_LOOP "_PyEval_EvalFrameDefault"
+
+struct stackview {
+	struct ledger *l;
+	struct symbolizer *sym;
+	struct pyframes *py;
+	struct ml_rawstack raw;
+	const struct ml_frame *out[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES];
+	struct ml_frame unknown[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES]; /* frames nothing could be said about */
+};
+
+struct stackview *stackview__new(struct ledger *l, struct symbolizer *sym, struct pyframes *py)
+{
+	struct stackview *sv = calloc(1, sizeof(*sv));
+
+	if (!sv)
+		return NULL;
+	sv->l = l;
+	sv->sym = sym;
+	sv->py = py;
+	return sv;
+}
+
+void stackview__free(struct stackview *sv)
+{
+	free(sv);
+}
+
+void stackview__begin(struct stackview *sv)
+{
+	if (sv->py)
+		pyframes__trim(sv->py);
+}
+
+static const struct ml_frame *native(struct stackview *sv, size_t slot, uint64_t addr)
+{
+	const struct ml_frame *fr = NULL;
+
+	if (!symbolizer__resolve(sv->sym, addr, &fr) && fr)
+		return fr;
+	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_NATIVE, .addr = addr, .offset = addr };
+	return &sv->unknown[slot];
+}
+
+static const struct ml_frame *python(struct stackview *sv, size_t slot, const struct ml_pyframe_raw *raw)
+{
+	const struct ml_frame *fr = NULL;
+
+	if (sv->py && !pyframes__resolve(sv->py, raw, &fr) && fr)
+		return fr;
+	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_PYTHON, .addr = raw->code };
+	return &sv->unknown[slot];
+}
+
+size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const struct ml_frame *const **out,
+			 unsigned int *flags)
+{
+	struct ml_rawstack *r = &sv->raw;
+	size_t n = 0, pi = 0, nn;
+
+	ledger__stack(sv->l, row, r);
+	/* Native frames up to the first one outside every mapped object (the caller always stays). */
+	for (nn = 0; nn < r->nr; nn++) {
+		const struct ml_frame *fr = native(sv, nn, r->ips[nn]);
+
+		if (nn && !fr->module)
+			break;
+	}
+	for (size_t k = 0; k < nn; k++) {
+		const struct ml_frame *fr = native(sv, n, r->ips[k]);
+
+		if (pi < r->nr_py && fr->func && !strcmp(fr->func, EVAL_LOOP)) {
+			/* This eval-loop call ran the Python frames up to the next one marked as its outermost. */
+			bool last;
+
+			do {
+				last = r->py[pi].entry;
+				sv->out[n] = python(sv, n, &r->py[pi]);
+				n++;
+				pi++;
+			} while (!last && pi < r->nr_py);
+			continue;
+		}
+		sv->out[n++] = fr;
+	}
+	for (; pi < r->nr_py; pi++, n++)
+		sv->out[n] = python(sv, n, &r->py[pi]);
+	*out = sv->out;
+	if (flags)
+		*flags = r->flags;
+	return n;
+}
+
+const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len)
+{
+	if (fr->kind == ML_FRAME_PYTHON) {
+		const char *file = fr->file ? strrchr(fr->file, '/') : NULL;
+
+		if (!fr->func)
+			return "[python]";
+		file = file ? file + 1 : fr->file;
+		if (fr->line > 0)
+			snprintf(buf, len, "%s (%s:%d)", fr->func, file ? file : "?", fr->line);
+		else
+			snprintf(buf, len, "%s (%s)", fr->func, file ? file : "?");
+		return buf;
+	}
+	if (fr->func)
+		return fr->func;
+	snprintf(buf, len, "0x%llx", (unsigned long long)fr->addr);
+	return buf;
+}

@@ -1,0 +1,35 @@
+/* The frames of a row as every output shows them: native frames resolved, Python frames spliced in. */
+#ifndef ML_STACKVIEW_H
+#define ML_STACKVIEW_H
+
+#include <stddef.h>
+#include "ledger.h"
+#include "symbolizer.h"
+
+struct pyframes;
+struct stackview;
+
+/* py may be NULL (no Python frames). Nothing is owned. */
+struct stackview *stackview__new(struct ledger *l, struct symbolizer *sym, struct pyframes *py);
+void stackview__free(struct stackview *sv); /* NULL-safe */
+
+/* Before each report: lets the caches drop what they hold beyond their bounds. */
+void stackview__begin(struct stackview *sv);
+
+/*
+ * The frames of a row, innermost (the allocation's caller) first. Python frames take the place of the
+ * interpreter's eval-loop frame that ran them; those the native chain does not reach follow it at the
+ * outer end. A native chain is cut at the first frame past the caller that lies in no mapped object
+ * (without frame pointers the chain walks into garbage, and a made-up frame is worse than a short stack).
+ * *out stays valid until the next call; *flags gets the stack's ML_STACK_* flags. Returns the count.
+ */
+size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const struct ml_frame *const **out,
+			 unsigned int *flags);
+
+/* Room for any label: names taken from a Python target are at most 4096 bytes each. */
+#define ML_FRAME_LABEL_MAX (2 * 4 * 4096 + 64) /* UTF-8: up to 4 bytes a character */
+
+/* A frame's one-line name: "func", "train_step (train.py:42)", or "0x1234" when unknown. */
+const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len);
+
+#endif
