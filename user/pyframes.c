@@ -37,6 +37,7 @@ struct py_code {
 	bool ok; /* false: could not be decoded (gone, replaced, or not a code object) */
 	char *filename, *qualname;
 	int firstlineno;
+	uint32_t firsttraceable; /* instructions before this one belong to no line: frame setup */
 	uint8_t *linetable;
 	size_t linetable_len;
 };
@@ -235,8 +236,8 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	rt += bias;
 	if (elf_syms__find_object(es, "Py_Version", &ver_addr, NULL) ||
 	    peek(p, ver_addr + bias, &version, sizeof(version))) {
-		ml_notice("pid %d runs a CPython runtime without Py_Version (%s): Python frames need CPython 3.11 to "
-			"3.13; native stacks only", p->pid, m->path);
+		ml_notice("pid %d: the CPython runtime in %s is older than 3.11 (no Py_Version): Python frames need "
+			  "CPython 3.11 to 3.13; native stacks only", p->pid, m->path);
 		goto refuse;
 	}
 	snprintf(p->version, sizeof(p->version), "%u.%u.%u", (unsigned int)(version >> 24) & 0xff,
@@ -435,7 +436,8 @@ static int decode_code(const struct pyframes *p, struct py_code *c)
 	int32_t first;
 	int err;
 
-	const uint16_t fields[] = { l->code_filename, l->code_qualname, l->code_linetable, l->code_firstlineno };
+	const uint16_t fields[] = { l->code_filename, l->code_qualname, l->code_linetable, l->code_firstlineno,
+				    l->code_firsttraceable };
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		if (fields[i] + 8 > need)
 			need = fields[i] + 8;
@@ -448,6 +450,8 @@ static int decode_code(const struct pyframes *p, struct py_code *c)
 		return 0;
 	memcpy(&first, co + l->code_firstlineno, sizeof(first));
 	c->firstlineno = first;
+	memcpy(&first, co + l->code_firsttraceable, sizeof(first));
+	c->firsttraceable = first > 0 ? (uint32_t)first : 0;
 	err = read_str(p, get_u64(co, l->code_filename), &c->filename);
 	if (!err)
 		err = read_str(p, get_u64(co, l->code_qualname), &c->qualname);
@@ -509,6 +513,15 @@ int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, cons
 	f->fr.kind = ML_FRAME_PYTHON;
 	f->fr.addr = raw->code;
 	f->fr.offset = raw->instr == ML_PYFRAME_NO_INSTR ? 0 : raw->instr;
+	/*
+	 * A frame that has not reached its first traceable instruction is being set up (3.11, 3.12), or is
+	 * the interpreter's own shim for a specialised call (3.13): tracebacks leave it out, and so do we.
+	 */
+	if (c && c->ok && (raw->instr == ML_PYFRAME_NO_INSTR || raw->instr < c->firsttraceable)) {
+		free(f);
+		*out = NULL;
+		return 1;
+	}
 	if (c && c->ok) {
 		f->fr.func = strdup(c->qualname);
 		f->fr.file = strdup(c->filename);
@@ -516,10 +529,7 @@ int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, cons
 			frame_free(f);
 			return -ENOMEM;
 		}
-		if (raw->instr == ML_PYFRAME_NO_INSTR)
-			line = c->firstlineno; /* not started yet: its def line */
-		else if (c->linetable && ml_pyline_lookup(c->linetable, c->linetable_len, c->firstlineno, raw->instr,
-							  &line))
+		if (ml_pyline_lookup(c->linetable, c->linetable_len, c->firstlineno, raw->instr, &line))
 			line = 0;
 		f->fr.line = line > 0 ? line : 0;
 	}

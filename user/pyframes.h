@@ -28,7 +28,8 @@ const char *pyframes__version(const struct pyframes *p);
  * Decode a captured frame: function (qualified name), file and line, read from the target's code object.
  * A frame whose code object is gone, was replaced, or reads as anything but a code object of the function
  * that ran it, decodes to func NULL: never to another function's name. The frame lives until
- * pyframes__free or the next pyframes__trim. Returns 0 or -ENOMEM.
+ * pyframes__free or the next pyframes__trim. Returns 0; 1 with *out NULL for a frame still being set up
+ * (before its first traceable instruction), which tracebacks leave out too; or -ENOMEM.
  */
 int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out);
 

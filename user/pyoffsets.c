@@ -1,8 +1,8 @@
 /*
  * CPython struct offsets for 3.11, 3.12 and 3.13 (x86_64, default builds), checked against each
  * version's headers and running library by tests/unit/pyoffsets_probe.c (3.11.2, 3.11.7, 3.12.1,
- * 3.13.0). CPython keeps these layouts within a minor release; for 3.13+ the target's own
- * _Py_DebugOffsets confirms them at run time (ml_py_layout_check_debug).
+ * 3.13.0). Micro releases are assumed to keep them (3.11.2 and 3.11.7 agree); for 3.13+ the
+ * target's own _Py_DebugOffsets confirms them at run time (ml_py_layout_check_debug).
  *
  * Current frame of a PyThreadState:
  *   3.11, 3.12  tstate->cframe->current_frame. cframe is the _PyCFrame of the innermost running
@@ -266,7 +266,7 @@ int ml_py_layout_check_debug(const struct ml_py_layout *l, const void *buf, size
 		return -ENOENT;
 	}
 	if (!buf || len < DEBUG_VERSION_OFF + sizeof(uint64_t) || memcmp(buf, DEBUG_COOKIE, DEBUG_COOKIE_LEN)) {
-		set_why(why, whylen, "no _Py_DebugOffsets cookie");
+		set_why(why, whylen, "not a _Py_DebugOffsets: no cookie or under 16 bytes");
 		return -EINVAL;
 	}
 	version = get_u64(buf, DEBUG_VERSION_OFF);

@@ -45,8 +45,8 @@ static const struct stat_name drop_stats[] = {
 
 /* Python frame capture: shown once a Python interpreter is being walked. */
 static const struct stat_name python_stats[] = {
-	{ ML_STAT_PY_FRAMES, "stacks_with_frames", "stacks with Python frames" },
-	{ ML_STAT_PY_NO_THREAD, "stacks_without_frames", "from threads not running Python code" },
+	{ ML_STAT_PY_FRAMES, "with_frames", "allocations with Python frames" },
+	{ ML_STAT_PY_NO_THREAD, "without_frames", "without (thread not running Python code)" },
 	{ ML_STAT_PY_TRUNCATED, "truncated", "deeper than the frames kept (outermost missing)" },
 	{ ML_STAT_PY_BROKEN, "unreadable", "frame chain unreadable (outermost missing)" },
 };

@@ -1,4 +1,5 @@
 /* The frames of a row as every output shows them: native frames resolved, Python frames spliced in. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,11 +52,15 @@ static const struct ml_frame *native(struct stackview *sv, size_t slot, uint64_t
 	return &sv->unknown[slot];
 }
 
+/* The decoded Python frame, or NULL for one to leave out (still being set up). */
 static const struct ml_frame *python(struct stackview *sv, size_t slot, const struct ml_pyframe_raw *raw)
 {
 	const struct ml_frame *fr = NULL;
+	int rc = sv->py ? pyframes__resolve(sv->py, raw, &fr) : -ENOENT;
 
-	if (sv->py && !pyframes__resolve(sv->py, raw, &fr) && fr)
+	if (rc == 1)
+		return NULL;
+	if (!rc && fr)
 		return fr;
 	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_PYTHON, .addr = raw->code };
 	return &sv->unknown[slot];
@@ -85,15 +90,17 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 			do {
 				last = r->py[pi].entry;
 				sv->out[n] = python(sv, n, &r->py[pi]);
-				n++;
+				n += sv->out[n] != NULL;
 				pi++;
 			} while (!last && pi < r->nr_py);
 			continue;
 		}
 		sv->out[n++] = fr;
 	}
-	for (; pi < r->nr_py; pi++, n++)
+	for (; pi < r->nr_py; pi++) {
 		sv->out[n] = python(sv, n, &r->py[pi]);
+		n += sv->out[n] != NULL;
+	}
 	*out = sv->out;
 	if (flags)
 		*flags = r->flags;

@@ -1,0 +1,283 @@
+"""Python frames: exact files, functions and lines from real interpreters, attached with -p like a user would."""
+import os
+import re
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import FIX, ROOT, Fail, Tool, check, eq, main, read_line, test  # noqa: E402
+
+SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_leaky.py")
+TORCH_SCRIPT = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
+DEBIAN_PY = "/usr/bin/python3.11"  # libpython linked into the executable; has python3-torch
+PYENV = os.path.expanduser("~/.pyenv/versions")
+
+
+def pyenv(minor):
+    """The pyenv interpreter of a minor version (shared libpython), or None."""
+    if not os.path.isdir(PYENV):
+        return None
+    for v in sorted(os.listdir(PYENV), reverse=True):
+        exe = os.path.join(PYENV, v, "bin", "python" + minor)
+        if v.startswith(minor + ".") and os.access(exe, os.X_OK):
+            return exe
+    return None
+
+
+def markers(path):
+    """{'name': line} from the fixture's '# at: name' comments."""
+    out = {}
+    with open(path) as f:
+        for n, text in enumerate(f, 1):
+            m = re.search(r"# at: (\w+)", text)
+            if m:
+                out[m.group(1)] = n
+    return out
+
+
+AT = markers(SCRIPT)
+
+
+def run_py(python, scenario, *args, tool_args=(), script=SCRIPT):
+    """Start the fixture, attach with -p, run it, stop the tool with SIGINT: (final JSON report, tool)."""
+    fx = subprocess.Popen([python, script, scenario, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        line = read_line(fx.stdout, 60, "fixture ready")
+        check(line.startswith("ready"), f"fixture said {line!r}")
+        tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            eq(read_line(fx.stdout, 120, "fixture done"), "done", "fixture finished")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "memleak-ai exit status")
+            reps = tool.reports()
+            check(reps and reps[-1]["final"], "a final report")
+            check(fx.poll() is None, "the target is still running")
+            return reps[-1], tool
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+def py_frames(stack):
+    return [(f["file"], f["func"], f["line"]) for f in stack["frames"] if f["kind"] == "python"]
+
+
+def sized(rep, size, layer="libc"):
+    """Stacks holding allocations of exactly `size` bytes each."""
+    return [s for s in rep["stacks"] if s["layer"] == layer and s["count"] and s["bytes"] == size * s["count"]]
+
+
+def expect_chain(rep, size, count, chain, what):
+    """All `count` blocks of `size` bytes sit on one stack whose Python frames begin with `chain`."""
+    st = sized(rep, size)
+    eq(sum(s["count"] for s in st), count, f"{what}: blocks of {size} bytes outstanding")
+    eq(len(st), 1, f"{what}: one stack for them")
+    got = py_frames(st[0])
+    want = [(SCRIPT, func, AT[mark]) for func, mark in chain]
+    eq(got[:len(want)], want, f"{what}: Python frames, innermost first")
+    return st[0]
+
+
+def check_basic(python):
+    rep, tool = run_py(python, "basic")
+    check(any("Python frames: CPython 3." in l for l in tool.stderr_lines), f"notice: {tool.stderr_lines}")
+    # 20 kept blocks of 300000 + i bytes (+1 for bytearray's NUL), all from one line through leak_step.
+    sizes = set(300001 + i for i in range(20))
+    st = [s for s in rep["stacks"] if s["layer"] == "libc" and s["count"] == 20 and
+          s["bytes"] == sum(sizes)]
+    eq(len(st), 1, "one stack holds the 20 kept blocks, exactly")
+    want = [(SCRIPT, func, AT[mark]) for func, mark in
+            [("make_block", "make_block"), ("leak_step", "leak_step"), ("basic", "basic"), ("<module>", "main")]]
+    eq(py_frames(st[0]), want, "its Python frames, innermost first")
+    # churn()'s 50 blocks were freed: none outstanding, and every free matched its allocation.
+    eq(sized(rep, 200001), [], "churn's freed blocks are not outstanding")
+    # 70 allocations ran Python code: 20 kept, 50 churned (smaller objects come from CPython's own arenas).
+    check(rep["stats"]["python"]["with_frames"] >= 70, f"python stats: {rep['stats']['python']}")
+    check(rep["stats"]["events"]["frees_matched"] >= 50, f"churn's frees matched: {rep['stats']['events']}")
+    # Frames appear in call order with the native ones: the allocator's caller first, then Python.
+    kinds = [f["kind"] for f in st[0]["frames"]]
+    check(kinds[0] == "native" and kinds[-1] == "python", f"frame kinds: {kinds}")
+
+
+@test
+def python_pyenv_311_shared_libpython():
+    exe = pyenv("3.11")
+    if not exe:
+        raise Fail("the pyenv Python 3.11 (shared libpython, first on PATH) is missing")
+    check_basic(exe)
+
+
+@test
+def python_debian_311_static_libpython():
+    if not os.access(DEBIAN_PY, os.X_OK):
+        raise Fail("Debian python3.11 missing")
+    check_basic(DEBIAN_PY)
+
+
+@test
+def python_312():
+    exe = pyenv("3.12")
+    if not exe:
+        print("# skipped: no Python 3.12 on this machine")
+        return
+    check_basic(exe)
+
+
+@test
+def python_313_checked_against_debug_offsets():
+    exe = pyenv("3.13")
+    if not exe:
+        print("# skipped: no Python 3.13 on this machine")
+        return
+    check_basic(exe)
+
+
+@test
+def python_threads_each_to_its_own_frames():
+    rep, _ = run_py(pyenv("3.11") or DEBIAN_PY, "threads")
+    a = expect_chain(rep, 410001, 10, [("Worker.run_a", "run_a")], "thread a")
+    b = expect_chain(rep, 420001, 10, [("Worker.run_b", "run_b")], "thread b")
+    # A thread's outermost Python frame is threading's bootstrap, never the main thread's frames.
+    for st in (a, b):
+        funcs = [f for _, f, _ in py_frames(st)]
+        check("Thread._bootstrap" in funcs and "<module>" not in funcs, f"thread frames: {funcs}")
+
+
+@test
+def python_frames_of_a_call_that_released_the_gil():
+    # ctypes releases the GIL around libc.malloc: the frames are the caller's all the same.
+    rep, _ = run_py(pyenv("3.11") or DEBIAN_PY, "nogil")
+    expect_chain(rep, 123457, 5, [("nogil", "nogil"), ("<module>", "main")], "malloc without the GIL")
+
+
+@test
+def python_deep_recursion_whole_and_truncated():
+    exe = pyenv("3.11") or DEBIAN_PY
+    rep, _ = run_py(exe, "deep", "150")
+    st = expect_chain(rep, 510001, 3, [("recurse", "recurse_leaf")] + [("recurse", "recurse")] * 149, "150 deep")
+    funcs = [f for _, f, _ in py_frames(st)]
+    eq(funcs[150:], ["deep", "<module>"], "the frames below the recursion")
+    eq(st["python_truncated"], False, "150 + 2 frames fit")
+    rep, _ = run_py(exe, "deep", "300")
+    st = sized(rep, 510001)
+    eq(len(st), 1, "one stack")
+    eq(len(py_frames(st[0])), 192, "the innermost 192 frames are kept")
+    eq(st[0]["python_truncated"], True, "the rest is reported missing")
+    check(rep["stats"]["python"]["truncated"] >= 3, f"counted: {rep['stats']['python']}")
+
+
+@test
+def python_frames_off():
+    rep, tool = run_py(pyenv("3.11") or DEBIAN_PY, "basic", tool_args=("--no-python",))
+    st = [s for s in rep["stacks"] if s["count"] == 20 and s["bytes"] == sum(300001 + i for i in range(20))]
+    eq(len(st), 1, "the leak is still found")
+    eq(py_frames(st[0]), [], "no Python frames")
+    check(not any("Python frames" in l for l in tool.stderr_lines), "no notice")
+
+
+@test
+def python_older_interpreter_gets_a_notice_and_native_stacks():
+    exe = pyenv("3.10")
+    if not exe:
+        print("# skipped: no Python 3.10 on this machine")
+        return
+    rep, tool = run_py(exe, "basic")
+    check(any("older than 3.11" in l and "native stacks only" in l for l in tool.stderr_lines),
+          f"notice: {tool.stderr_lines}")
+    st = [s for s in rep["stacks"] if s["count"] == 20 and s["bytes"] == sum(300001 + i for i in range(20))]
+    eq(len(st), 1, "the leak is still found")
+    eq(py_frames(st[0]), [], "no Python frames")
+
+
+@test
+def c_program_native_stacks_and_no_python_notice():
+    fx = subprocess.Popen([os.path.join(FIX, "leaky"), "basic"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        read_line(fx.stdout, 10, "ready")
+        tool = Tool("-p", str(fx.pid), "-f", "json", "60")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            read_line(fx.stdout, 30, "done")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "exit status")
+            rep = tool.reports()[-1]
+            check(rep["stacks"], "stacks reported")
+            eq([f for s in rep["stacks"] for f in s["frames"] if f["kind"] != "native"], [], "only native frames")
+            eq(rep["stats"]["python"], {"with_frames": 0, "without_frames": 0, "truncated": 0, "unreadable": 0},
+               "no Python capture")
+            check(not any("Python" in l for l in tool.stderr_lines), f"no Python notice: {tool.stderr_lines}")
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+@test
+def python_frames_in_text_report():
+    fx = subprocess.Popen([pyenv("3.11") or DEBIAN_PY, SCRIPT, "basic"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE)
+    try:
+        read_line(fx.stdout, 60, "ready")
+        tool = Tool("-p", str(fx.pid), "--top", "100", "60")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            read_line(fx.stdout, 60, "done")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "exit status")
+            text = tool.out
+            for func, mark in [("make_block", "make_block"), ("leak_step", "leak_step"), ("basic", "basic")]:
+                want = f"      {SCRIPT}:{AT[mark]} in {func}"
+                check(want in text.splitlines(), f"text report has {want!r}")
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+@test
+def pytorch_kept_losses_name_the_forward_line():
+    if not os.access(DEBIAN_PY, os.X_OK):
+        raise Fail("Debian python3.11 missing")
+    fx = subprocess.Popen([DEBIAN_PY, TORCH_SCRIPT, "keep"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        check(read_line(fx.stdout, 60, "torch ready").startswith("ready"), "torch fixture ready")
+        tool = Tool("-p", str(fx.pid), "-f", "json", "--layers", "torch_cpu", "--top", "50", "0.5")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            eq(read_line(fx.stdout, 120, "torch done"), "done", "loop finished")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "exit status")
+            reps = tool.reports()
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+    fwd = markers(TORCH_SCRIPT)["forward"]
+    rep = reps[-2]
+    growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
+    check(growing, "kept losses: growing torch_cpu stacks")
+    top = max(growing, key=lambda s: s["bytes"])
+    # Inner frames are PyTorch's own Python (functional.py's relu, ...); the job's line is the outermost.
+    eq(py_frames(top)[-1], (TORCH_SCRIPT, "<module>", fwd), "the largest growing stack's outermost Python frame")
+    on_line = sum(s["bytes"] for s in growing if (TORCH_SCRIPT, "<module>", fwd) in py_frames(s))
+    check(on_line >= sum(s["bytes"] for s in growing) * 0.9,
+          f"the growth is attributed to the forward line: {on_line} of {sum(s['bytes'] for s in growing)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
