@@ -300,6 +300,13 @@ int main(int argc, char **argv)
 		err = -ESRCH;
 		goto cleanup;
 	}
+	/* Taken from here on by the event loop: a signal right after the "attached" notice gets its final report. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	{
 		unsigned int nf = 0, nobj = 0, missing = o.layers & ~probes__active_layers(probes) &
 							 ((1U << ML_LAYER_MAX) - 1) & ~(1U << ML_LAYER_CUDA_MAP);
@@ -325,12 +332,6 @@ int main(int argc, char **argv)
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		start_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	}
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (sfd < 0 || tick_fd < 0 || scan_fd < 0 || arm_timer(tick_fd, o.interval_s) ||

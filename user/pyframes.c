@@ -34,6 +34,9 @@
 /* A code object as run by one function object. */
 struct py_code {
 	uint64_t code, func;
+	uint64_t ident;  /* the objects the code object refers to, as read: a replaced code object differs */
+	uint32_t epoch;  /* report in which ident was last checked */
+	uint32_t gen;    /* bumped when the address turned out to hold another code object */
 	bool ok; /* false: could not be decoded (gone, replaced, or not a code object) */
 	char *filename, *qualname;
 	int firstlineno;
@@ -44,7 +47,7 @@ struct py_code {
 
 struct py_frame {
 	uint64_t code, func;
-	uint32_t instr;
+	uint32_t instr, gen;
 	struct ml_frame fr;
 };
 
@@ -57,6 +60,7 @@ struct pyframes {
 	struct memleak_bpf *skel;
 	int pid;
 	bool configured, refused;
+	uint32_t epoch; /* reports so far: cached code objects are checked again once per report */
 	char version[32];
 	const struct ml_py_layout *lay;
 	uint64_t type_code, type_func, type_str, type_bytes; /* runtime addresses of the type objects */
@@ -140,7 +144,10 @@ void pyframes__free(struct pyframes *p)
 
 void pyframes__trim(struct pyframes *p)
 {
-	if (p && (p->codes.n > CACHE_MAX || p->frames.n > CACHE_MAX || p->nspill > 1024))
+	if (!p)
+		return;
+	p->epoch++;
+	if (p->codes.n > CACHE_MAX || p->frames.n > CACHE_MAX || p->nspill > 1024)
 		caches_clear(p);
 }
 
@@ -427,26 +434,43 @@ static int read_bytes(const struct pyframes *p, uint64_t addr, uint8_t **out, si
 	return 0;
 }
 
-/* Read a code object as run by func. -ENOMEM, or 0 with c->ok telling whether it decoded. */
-static int decode_code(const struct pyframes *p, struct py_code *c)
+/*
+ * The header of the code object that func runs, if that is code: the function object that ran the frame
+ * still runs this code object, and both have their types. 0, or -ESRCH when that no longer holds.
+ */
+static int code_header(const struct pyframes *p, uint64_t code, uint64_t func, uint8_t *co, size_t cap,
+		       uint64_t *ident)
 {
 	const struct ml_py_layout *l = p->lay;
-	uint8_t fn[64], co[256];
+	uint8_t fn[64];
 	uint16_t need = 0;
-	int32_t first;
-	int err;
 
 	const uint16_t fields[] = { l->code_filename, l->code_qualname, l->code_linetable, l->code_firstlineno,
 				    l->code_firsttraceable };
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		if (fields[i] + 8 > need)
 			need = fields[i] + 8;
+	if ((size_t)l->func_code + 8 > sizeof(fn) || need > cap || peek(p, func, fn, l->func_code + 8) ||
+	    get_u64(fn, l->ob_type) != p->type_func || get_u64(fn, l->func_code) != code)
+		return -ESRCH;
+	if (peek(p, code, co, need) || get_u64(co, l->ob_type) != p->type_code)
+		return -ESRCH;
+	*ident = mix(mix(mix(mix(3, get_u64(co, l->code_filename)), get_u64(co, l->code_qualname)),
+			 get_u64(co, l->code_linetable)), get_u64(co, l->code_firstlineno));
+	return 0;
+}
+
+/* Read a code object as run by func. -ENOMEM, or 0 with c->ok telling whether it decoded. */
+static int decode_code(const struct pyframes *p, struct py_code *c)
+{
+	const struct ml_py_layout *l = p->lay;
+	uint8_t co[256];
+	int32_t first;
+	int err;
+
 	c->ok = false;
-	/* The check: the function object that ran the frame still runs this code object. */
-	if ((size_t)l->func_code + 8 > sizeof(fn) || need > sizeof(co) || peek(p, c->func, fn, l->func_code + 8) ||
-	    get_u64(fn, l->ob_type) != p->type_func || get_u64(fn, l->func_code) != c->code)
-		return 0;
-	if (peek(p, c->code, co, need) || get_u64(co, l->ob_type) != p->type_code)
+	c->epoch = p->epoch;
+	if (code_header(p, c->code, c->func, co, sizeof(co), &c->ident))
 		return 0;
 	memcpy(&first, co + l->code_firstlineno, sizeof(first));
 	c->firstlineno = first;
@@ -470,9 +494,33 @@ static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t func
 	struct py_code *c = u64map__get(&p->codes, key);
 
 	*err = 0;
-	if (c && c->code == code && c->func == func)
-		return c;
-	if (c) {
+	if (c && c->code == code && c->func == func) {
+		uint8_t co[256];
+		uint64_t ident;
+
+		/*
+		 * Once a report, check that the address still holds the code object decoded then. One freed
+		 * and replaced (along with its function object, at the same two addresses) is decoded again
+		 * under a new generation, so its frames do not take the old names.
+		 */
+		if (c->epoch == p->epoch)
+			return c;
+		if (c->ok && !code_header(p, code, func, co, sizeof(co), &ident) && ident == c->ident) {
+			c->epoch = p->epoch;
+			return c;
+		}
+		if (!c->ok && code_header(p, code, func, co, sizeof(co), &ident)) {
+			c->epoch = p->epoch;
+			return c; /* still nothing there */
+		}
+		{
+			uint32_t gen = c->gen + 1;
+
+			code_free(c);
+			memset(c, 0, sizeof(*c));
+			c->gen = gen;
+		}
+	} else if (c) {
 		/* Another identity with the same key: the newer one takes the place (frames own their strings). */
 		code_free(c);
 		memset(c, 0, sizeof(*c));
@@ -492,24 +540,31 @@ static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t func
 
 int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out)
 {
-	uint64_t key = mix(mix(mix(2, raw->code), raw->func), raw->instr);
-	struct py_frame *f = u64map__get(&p->frames, key);
-	struct py_code *c;
+	struct py_code *c = NULL;
+	struct py_frame *f;
+	uint32_t gen = 0;
+	uint64_t key;
 	int err, line = 0;
 
-	if (f && f->code == raw->code && f->func == raw->func && f->instr == raw->instr) {
+	if (p->lay) {
+		c = code_get(p, raw->code, raw->func, &err);
+		if (!c)
+			return err;
+		gen = c->gen;
+	}
+	key = mix(mix(mix(mix(2, raw->code), raw->func), raw->instr), gen);
+	f = u64map__get(&p->frames, key);
+	if (f && f->code == raw->code && f->func == raw->func && f->instr == raw->instr && f->gen == gen) {
 		*out = &f->fr;
 		return 0;
 	}
-	c = p->lay ? code_get(p, raw->code, raw->func, &err) : NULL;
-	if (p->lay && !c)
-		return err;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	f->code = raw->code;
 	f->func = raw->func;
 	f->instr = raw->instr;
+	f->gen = gen;
 	f->fr.kind = ML_FRAME_PYTHON;
 	f->fr.addr = raw->code;
 	f->fr.offset = raw->instr == ML_PYFRAME_NO_INSTR ? 0 : raw->instr;
