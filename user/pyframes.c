@@ -151,6 +151,15 @@ void pyframes__trim(struct pyframes *p)
 		caches_clear(p);
 }
 
+void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[4])
+{
+	p->lay = lay;
+	p->type_code = types[0];
+	p->type_func = types[1];
+	p->type_str = types[2];
+	p->type_bytes = types[3];
+}
+
 const char *pyframes__version(const struct pyframes *p)
 {
 	return p->configured ? p->version : NULL;

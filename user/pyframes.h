@@ -8,6 +8,7 @@
 #include "symbolizer.h"
 
 struct memleak_bpf;
+struct ml_py_layout;
 struct pyframes;
 
 struct pyframes *pyframes__new(struct memleak_bpf *skel, int pid);
@@ -32,6 +33,9 @@ const char *pyframes__version(const struct pyframes *p);
  * (before its first traceable instruction), which tracebacks leave out too; or -ENOMEM.
  */
 int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out);
+
+/* Tests: decode with this layout and these type objects (code, function, str, bytes), no interpreter search. */
+void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[4]);
 
 /* Bound the caches: drops them when over their limit. Only between reports (frames handed out die). */
 void pyframes__trim(struct pyframes *p);
