@@ -57,6 +57,19 @@ struct {
 	__type(value, struct ml_pyproc);
 } pyprocs SEC(".maps");
 
+/* --follow: the processes traced, by tgid (user space adds the first ones; forks of traced ones add theirs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} traced SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} proc_events SEC(".maps");
+
 /* All counters in one per-CPU element: one lookup per event, not one per counter. */
 struct ml_counters {
 	__u64 v[ML_STAT_SLOTS];
@@ -790,5 +803,49 @@ SEC("uprobe")
 int ldso_stop(struct pt_regs *ctx)
 {
 	bpf_send_signal(19 /* SIGSTOP */);
+	return 0;
+}
+
+static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent)
+{
+	struct ml_proc_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+
+	if (!e) {
+		stat_inc(ML_STAT_DROP_PROC_EVENT);
+		return;
+	}
+	e->type = type;
+	e->tgid = tgid;
+	e->parent = parent;
+	e->pad = 0;
+	e->ts_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(e, 0);
+}
+
+/*
+ * --follow: a traced process that forks a new process (not a thread) makes it traced too, and user space
+ * attaches to it at once; an exec replaces a traced process's image, whose libraries must be probed anew.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid, one = 1;
+
+	if (child->pid != child->tgid || !bpf_map_lookup_elem(&traced, &ptgid))
+		return 0;
+	if (bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY))
+		stat_inc(ML_STAT_DROP_PROC_EVENT);
+	else
+		proc_event(ML_PROC_FORK, ctgid, ptgid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = p->tgid;
+
+	if (bpf_map_lookup_elem(&traced, &tgid))
+		proc_event(ML_PROC_EXEC, tgid, 0);
 	return 0;
 }

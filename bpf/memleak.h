@@ -182,6 +182,20 @@ struct ml_agg_key {
 	__u64 caller;
 };
 
+/* Process events for --follow: a traced process forked a new process, or a traced process ran exec. */
+enum ml_proc_event_type {
+	ML_PROC_FORK = 1,
+	ML_PROC_EXEC = 2,
+};
+
+struct ml_proc_event {
+	__u32 type;
+	__u32 tgid;   /* the new process (fork) or the one that ran exec */
+	__u32 parent; /* fork: the traced process that forked it */
+	__u32 pad;
+	__u64 ts_ns;
+};
+
 /* Per-CPU counters, indexed by enum ml_stat. */
 enum ml_stat {
 	ML_STAT_ALLOC_CALLS = 0,  /* allocating calls that returned */
@@ -200,6 +214,7 @@ enum ml_stat {
 	ML_STAT_PY_NO_THREAD,     /* ... from a thread with no Python thread state (or none running Python code) */
 	ML_STAT_PY_TRUNCATED,     /* ... deeper than ML_MAX_PYFRAMES: the outermost frames are missing */
 	ML_STAT_PY_BROKEN,        /* ... whose frame chain could not be read to its end */
+	ML_STAT_DROP_PROC_EVENT,  /* a fork or exec of a traced process not told to user space (ring buffer full) */
 	ML_STAT_MAX,
 };
 

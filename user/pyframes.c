@@ -445,7 +445,8 @@ static int read_bytes(const struct pyframes *p, uint64_t addr, uint8_t **out, si
 
 /*
  * The header of the code object that func runs, if that is code: the function object that ran the frame
- * still runs this code object, and both have their types. 0, or -ESRCH when that no longer holds.
+ * still runs this code object, and both have their types. 0; -EINVAL when that no longer holds; -ESRCH
+ * when the process is gone (nothing can be checked any more); another negative errno from the read.
  */
 static int code_header(const struct pyframes *p, uint64_t code, uint64_t func, uint8_t *co, size_t cap,
 		       uint64_t *ident)
@@ -459,11 +460,19 @@ static int code_header(const struct pyframes *p, uint64_t code, uint64_t func, u
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		if (fields[i] + 8 > need)
 			need = fields[i] + 8;
-	if ((size_t)l->func_code + 8 > sizeof(fn) || need > cap || peek(p, func, fn, l->func_code + 8) ||
-	    get_u64(fn, l->ob_type) != p->type_func || get_u64(fn, l->func_code) != code)
-		return -ESRCH;
-	if (peek(p, code, co, need) || get_u64(co, l->ob_type) != p->type_code)
-		return -ESRCH;
+	int err;
+
+	if ((size_t)l->func_code + 8 > sizeof(fn) || need > cap)
+		return -EINVAL;
+	err = peek(p, func, fn, l->func_code + 8);
+	if (!err && (get_u64(fn, l->ob_type) != p->type_func || get_u64(fn, l->func_code) != code))
+		err = -EINVAL;
+	if (!err)
+		err = peek(p, code, co, need);
+	if (!err && get_u64(co, l->ob_type) != p->type_code)
+		err = -EINVAL;
+	if (err)
+		return err;
 	*ident = mix(mix(mix(mix(3, get_u64(co, l->code_filename)), get_u64(co, l->code_qualname)),
 			 get_u64(co, l->code_linetable)), get_u64(co, l->code_firstlineno));
 	return 0;
@@ -512,15 +521,15 @@ static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t func
 		 * and replaced (along with its function object, at the same two addresses) is decoded again
 		 * under a new generation, so its frames do not take the old names.
 		 */
+		int rc;
+
 		if (c->epoch == p->epoch)
 			return c;
-		if (c->ok && !code_header(p, code, func, co, sizeof(co), &ident) && ident == c->ident) {
+		rc = code_header(p, code, func, co, sizeof(co), &ident);
+		/* After the process exited, what was decoded while it ran stays. */
+		if (rc == -ESRCH || (c->ok && !rc && ident == c->ident) || (!c->ok && rc)) {
 			c->epoch = p->epoch;
 			return c;
-		}
-		if (!c->ok && code_header(p, code, func, co, sizeof(co), &ident)) {
-			c->epoch = p->epoch;
-			return c; /* still nothing there */
 		}
 		{
 			uint32_t gen = c->gen + 1;
