@@ -88,6 +88,7 @@ struct {
  */
 struct ml_call {
 	__u64 sp;           /* stack pointer at entry of the outermost call of the group; 0 = none in flight */
+	__u64 entry_ns;     /* when it began: a call in flight for longer lost its return (see ML_CALL_STALE_NS) */
 	__u64 size;         /* bytes, or the multiplier of a size read at return */
 	__u64 out_ptr;      /* address of the out-parameter */
 	__u64 size_out_ptr; /* address of the size read at return */
@@ -102,7 +103,7 @@ struct ml_call {
 
 /* The caller of the innermost ML_KIND_WRAP function entered (c10::alloc_cpu), for the allocation it makes. */
 struct ml_wrap {
-	__u64 sp, caller, stack_id;
+	__u64 sp, caller, stack_id, entry_ns;
 };
 
 struct ml_thread {
@@ -113,6 +114,19 @@ struct ml_thread {
 };
 
 #define ML_PY_RETRY_NS 10000000ULL
+
+/*
+ * An allocator call still "in flight" after this long lost its return probe (its links were replaced when
+ * its process ran exec, say, or its thread longjmp'd out): it no longer hides the calls after it as nested
+ * ones. The C heap's calls take microseconds; CUDA's may wait on the device for much longer.
+ */
+#define ML_CALL_STALE_NS 1000000000ULL
+#define ML_HEAP_CALL_STALE_NS 50000000ULL
+
+static __always_inline bool in_flight(const struct ml_call *t, __u64 now, __u8 group)
+{
+	return t->sp && now - t->entry_ns < (group == ML_GROUP_HEAP ? ML_HEAP_CALL_STALE_NS : ML_CALL_STALE_NS);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -556,7 +570,7 @@ int BPF_KPROBE(alloc_enter)
 	const volatile struct ml_spec *s;
 	struct ml_thread *th;
 	struct ml_call *t;
-	__u64 sp = PT_REGS_SP(ctx), size;
+	__u64 sp = PT_REGS_SP(ctx), size, now;
 	struct ml_args args;
 
 	if (idx >= ML_MAX_SPECS)
@@ -572,14 +586,16 @@ int BPF_KPROBE(alloc_enter)
 		/* No return probe on C++ code: an exception unwinding through the kernel's return trampoline
 		 * would terminate the target. The allocation is taken where the wrapper calls into C. */
 		th->wrap.sp = sp;
+		th->wrap.entry_ns = bpf_ktime_get_ns();
 		capture_stack(ctx, th, &th->wrap.caller, &th->wrap.stack_id);
 		return 0;
 	}
 	t = &th->calls[s->group & (ML_GROUPS - 1)];
+	now = bpf_ktime_get_ns();
 	if (t->sp) {
 		/* A deeper stack pointer means the allocator is calling itself, an equal one a tail call
 		 * (reallocarray jumps to realloc): either way the outer call accounts for it. */
-		if (sp <= t->sp) {
+		if (sp <= t->sp && in_flight(t, now, s->group)) {
 			stat_inc(ML_STAT_NESTED);
 			return 0;
 		}
@@ -592,6 +608,7 @@ int BPF_KPROBE(alloc_enter)
 	if (s->count2_arg)
 		size = mul_sat(size, arg_n(&args, s->count2_arg));
 	t->sp = sp;
+	t->entry_ns = now;
 	t->size = size;
 	t->spec = idx;
 	t->out_ptr = s->out_arg ? arg_n(&args, s->out_arg) : 0;
@@ -616,7 +633,7 @@ int BPF_KPROBE(alloc_enter)
 	if (!s->size_out_arg && (size < min_size || size > max_size)) {
 		t->stack_id = ML_STACK_NONE;
 		t->caller = 0;
-	} else if (s->use_wrap && th->wrap.sp && sp < th->wrap.sp) {
+	} else if (s->use_wrap && th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS) {
 		t->caller = th->wrap.caller;
 		t->stack_id = th->wrap.stack_id;
 		th->wrap.sp = 0;
@@ -747,12 +764,15 @@ int BPF_KPROBE(free_enter)
 		__u64 sp = PT_REGS_SP(ctx);
 
 		if (th) {
+			__u64 now = bpf_ktime_get_ns();
+
 			t = &th->calls[s->group & (ML_GROUPS - 1)];
-			if (t->sp && sp <= t->sp) {
+			if (sp <= t->sp && in_flight(t, now, s->group)) {
 				stat_inc(ML_STAT_NESTED);
 				return 0;
 			}
 			t->sp = sp;
+			t->entry_ns = now;
 			t->spec = idx;
 		}
 	}
@@ -845,7 +865,10 @@ int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 {
 	__u32 tgid = p->tgid;
 
-	if (bpf_map_lookup_elem(&traced, &tgid))
-		proc_event(ML_PROC_EXEC, tgid, 0);
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	/* The task lives on in the new image: calls in flight in the old one never return. */
+	bpf_task_storage_delete(&threads, p);
+	proc_event(ML_PROC_EXEC, tgid, 0);
 	return 0;
 }

@@ -185,7 +185,17 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 	for (size_t i = 0; i < s->nrows && !err; i++) {
 		const struct ml_row *row = &s->rows[i];
 		size_t n = stackview__frames(sv, row, &frames, NULL);
-		struct node *cur = child(&root, ml_layer_name(row->key.layer));
+		struct node *cur = &root;
+		char pid[32];
+
+		/* With children followed, each process is a subtree of its own. */
+		if (ml_snapshot_multi(s, o->pid)) {
+			snprintf(pid, sizeof(pid), "pid %u", row->key.tgid);
+			cur = child(cur, pid);
+			if (cur)
+				cur->value += row->bytes;
+		}
+		cur = cur ? child(cur, ml_layer_name(row->key.layer)) : NULL;
 
 		root.value += row->bytes;
 		if (cur)
@@ -210,6 +220,7 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 		size_t n = stackview__frames(sv, row, &frames, NULL);
 
 		jw_obj_begin(&w, NULL);
+		jw_i64(&w, "pid", row->key.tgid);
 		jw_str(&w, "layer", ml_layer_name(row->key.layer));
 		jw_str(&w, "verdict", ml_verdict_name(jj->verdict));
 		jw_double(&w, "leak_score", jj->leak_score);

@@ -39,7 +39,7 @@ struct ledger {
 	int ncpu;
 	uint64_t last_ns;
 	struct ml_snapshot snap;
-	size_t rows_cap;
+	size_t rows_cap, procs_cap;
 	struct row_index idx;
 	struct ml_row *prev; /* previous rows, sorted by key */
 	size_t nprev;
@@ -114,6 +114,7 @@ void ledger__free(struct ledger *l)
 	if (l->table)
 		munmap((void *)l->table, l->table_bytes);
 	free(l->snap.rows);
+	free(l->snap.procs);
 	free(l->idx.slot);
 	free(l->prev);
 	free(l->prev_ids);
@@ -378,6 +379,76 @@ static uint64_t gc_stacks(struct ledger *l, const uint64_t *ids, size_t nids)
 	return freed;
 }
 
+static struct ml_proc_total *proc_slot(struct ledger *l, int tgid)
+{
+	struct ml_snapshot *s = &l->snap;
+
+	if (s->nprocs && s->procs[s->nprocs - 1].tgid == tgid)
+		return &s->procs[s->nprocs - 1];
+	if (s->nprocs == l->procs_cap) {
+		size_t cap = l->procs_cap ? 2 * l->procs_cap : 8;
+		struct ml_proc_total *n = realloc(s->procs, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		s->procs = n;
+		l->procs_cap = cap;
+	}
+	memset(&s->procs[s->nprocs], 0, sizeof(s->procs[0]));
+	s->procs[s->nprocs].tgid = tgid;
+	return &s->procs[s->nprocs++];
+}
+
+/* Per-process totals from this snapshot's rows and the previous ones, both sorted by key (tgid first). */
+static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows, const struct ml_row *prev,
+		       size_t nprev)
+{
+	size_t i = 0, j = 0;
+
+	l->snap.nprocs = 0;
+	while (i < nrows || j < nprev) {
+		bool cur = i < nrows && (j >= nprev || rows[i].key.tgid <= prev[j].key.tgid);
+		const struct ml_row *r = cur ? &rows[i++] : &prev[j++];
+		struct ml_proc_total *p = proc_slot(l, (int)r->key.tgid);
+		struct ml_layer_total *t;
+
+		if (!p)
+			return -ENOMEM;
+		if (r->key.layer >= ML_LAYER_MAX)
+			continue;
+		t = &p->layers[r->key.layer];
+		if (cur) {
+			t->bytes += r->bytes;
+			t->count += r->count;
+			t->growth_bytes += (int64_t)r->bytes;
+			t->active = true;
+		} else {
+			t->growth_bytes -= (int64_t)r->bytes;
+		}
+	}
+	return 0;
+}
+
+uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns)
+{
+	int fd = bpf_map__fd(l->skel->maps.table);
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < l->table_len; i++) {
+		struct ml_slot v = l->table[i];
+		__u32 key = (__u32)i;
+
+		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || v.tgid != (uint32_t)tgid || !v.ts_ns ||
+		    v.ts_ns >= before_ns)
+			continue;
+		/* Nothing in the kernel touches a dead image's records; a tombstone is free for the taking. */
+		v.addr = ML_SLOT_TOMB;
+		if (bpf_map_update_elem(fd, &key, &v, BPF_ANY) == 0)
+			n++;
+	}
+	return n;
+}
+
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 {
 	struct ml_snapshot *s = &l->snap;
@@ -461,6 +532,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		if (j < l->nprev && cmp_key(&prev_rows[j], r) == 0)
 			r->growth_bytes -= (int64_t)prev_rows[j].bytes;
 	}
+	if (proc_totals(l, s->rows, nrows, prev_rows, l->nprev))
+		return -ENOMEM;
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++)
 		s->layers[layer].growth_bytes = (int64_t)s->layers[layer].bytes;
 	for (size_t j = 0; j < l->nprev; j++)

@@ -40,12 +40,20 @@ struct ml_device_total {
 	bool seen;
 };
 
+/* One traced process's share (with --follow, children are traced too). */
+struct ml_proc_total {
+	int tgid;
+	struct ml_layer_total layers[ML_LAYER_MAX];
+};
+
 struct ml_snapshot {
 	uint64_t now_ns;       /* CLOCK_MONOTONIC, the clock of the BPF timestamps */
 	double elapsed_s;      /* since the previous snapshot (or since start) */
 	struct ml_row *rows;   /* every stack with outstanding allocations, largest first */
 	size_t nrows;
 	struct ml_layer_total layers[ML_LAYER_MAX];
+	struct ml_proc_total *procs;         /* per process with outstanding memory now or at the previous snapshot, by tgid */
+	size_t nprocs;
 	uint64_t stats[ML_STAT_SLOTS];       /* cumulative since attach */
 	uint64_t stats_delta[ML_STAT_SLOTS]; /* since the previous snapshot */
 	uint64_t stacks_gc;                  /* stack-table entries released this time */
@@ -53,10 +61,22 @@ struct ml_snapshot {
 	struct ml_device_total devices[ML_MAX_DEVICES + 1];
 };
 
+/* Whether a snapshot holds more than one process, or one other than root: rows then name their pid. */
+static inline bool ml_snapshot_multi(const struct ml_snapshot *s, int root)
+{
+	return s->nprocs > 1 || (s->nprocs == 1 && s->procs[0].tgid != root);
+}
+
 struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o);
 void ledger__free(struct ledger *l);
 /* Aggregate now. The snapshot stays valid until the next collect or free. */
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out);
+/*
+ * Release every recorded allocation of a process made before before_ns (UINT64_MAX: all of them): the
+ * process exited, or replaced its image with exec, and its memory went with it. Returns how many.
+ */
+uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns);
+
 /* A Python frame as captured: decoded by user/pyframes.c. */
 #define ML_PYFRAME_NO_INSTR UINT32_MAX
 struct ml_pyframe_raw {

@@ -13,6 +13,7 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "allocators.h"
 #include "ledger.h"
@@ -20,6 +21,7 @@
 #include "opts.h"
 #include "probes.h"
 #include "procmaps.h"
+#include "follow.h"
 #include "pyframes.h"
 #include "stackview.h"
 #include "report.h"
@@ -127,6 +129,120 @@ static int sync_probes(struct probes *pr, struct pyframes *py, struct symbolizer
 	return n;
 }
 
+/* What the ring buffer's and stack view's callbacks need of the main loop. */
+struct session {
+	struct memleak_bpf *skel;
+	const struct ml_opts *o;
+	int root;
+	bool multi;
+	struct probes **probes;
+	struct pyframes **py;
+	struct symbolizer **sym;
+	struct followers *followers;
+	struct ledger *ledger;
+	bool root_exec; /* the first process ran exec (once or more) since the events were last read */
+};
+
+static int resolver(void *ctx, int tgid, struct ml_resolver *out)
+{
+	struct session *ss = ctx;
+
+	if (tgid == ss->root) {
+		out->sym = *ss->sym;
+		out->py = *ss->py;
+		return 0;
+	}
+	return ss->followers ? followers__resolver(ss->followers, tgid, out) : -ENOENT;
+}
+
+/* The first process ran exec: its old probes filter on an address space that is gone; start over. */
+static void reattach_root(struct session *ss)
+{
+	struct probes_opts po = { .pid = ss->root, .layers = ss->o->layers, .torch_raw = ss->o->torch_raw,
+				  .multi = ss->multi };
+	struct probes *np = probes__new(ss->skel, &po);
+	struct pyframes *npy = ss->o->python ? pyframes__new(ss->skel, ss->root) : NULL;
+	int n;
+
+	if (!np || (ss->o->python && !npy)) {
+		probes__free(np);
+		pyframes__free(npy);
+		ml_notice("pid %d ran exec; out of memory probing its new image", ss->root);
+		return;
+	}
+	probes__free(*ss->probes);
+	pyframes__free(*ss->py);
+	*ss->probes = np;
+	*ss->py = npy;
+	n = sync_probes(np, npy, *ss->sym, ss->root);
+	probes__started(np);
+	if (n < 0 && n != -ESRCH)
+		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root, strerror(-n));
+	else
+		ml_info("pid %d ran exec: its new image is probed", ss->root);
+}
+
+static void follower_gone(void *ctx, int pid)
+{
+	struct session *ss = ctx;
+
+	ledger__forget(ss->ledger, pid, UINT64_MAX);
+}
+
+static int on_proc_event(void *ctx, void *data, size_t len)
+{
+	struct session *ss = ctx;
+	const struct ml_proc_event *e = data;
+
+	if (len < sizeof(*e))
+		return 0;
+	if (e->type == ML_PROC_FORK) {
+		followers__add(ss->followers, (int)e->tgid, (int)e->parent);
+	} else if (e->type == ML_PROC_EXEC) {
+		/* What the old image had allocated went away with it. */
+		if (ss->ledger)
+			ledger__forget(ss->ledger, (int)e->tgid, e->ts_ns);
+		if ((int)e->tgid == ss->root)
+			ss->root_exec = true; /* a launcher script can exec several times in a row: probe the last image */
+		else
+			followers__exec(ss->followers, (int)e->tgid);
+	}
+	return 0;
+}
+
+/* --follow: fork and exec of the traced processes, and the descendants the first one has already. */
+static int start_following(struct session *ss, struct ring_buffer **rb)
+{
+	struct follow_opts fo = { .probes = { .layers = ss->o->layers, .torch_raw = ss->o->torch_raw,
+					      .multi = ss->multi },
+				  .python = ss->o->python,
+				  .max = 1024 };
+	__u32 key = (__u32)ss->root, one = 1;
+	struct ml_child *kids = NULL;
+	size_t nkids = 0;
+	int err;
+
+	ss->followers = followers__new(ss->skel, &fo);
+	if (!ss->followers)
+		return -ENOMEM;
+	if (bpf_map_update_elem(bpf_map__fd(ss->skel->maps.traced), &key, &one, BPF_ANY))
+		return -errno;
+	if (!bpf_program__attach(ss->skel->progs.follow_fork) || !bpf_program__attach(ss->skel->progs.follow_exec)) {
+		err = -errno;
+		ml_err("cannot attach the fork and exec tracepoints for --follow: %s (--no-follow goes without)",
+		       strerror(-err));
+		return err;
+	}
+	*rb = ring_buffer__new(bpf_map__fd(ss->skel->maps.proc_events), on_proc_event, ss, NULL);
+	if (!*rb)
+		return -errno;
+	if (ml_descendants(ss->root, &kids, &nkids) == 0)
+		for (size_t i = 0; i < nkids; i++)
+			followers__add(ss->followers, kids[i].pid, kids[i].parent);
+	free(kids);
+	return 0;
+}
+
 static int arm_timer(int fd, double secs)
 {
 	struct itimerspec its = {};
@@ -145,6 +261,8 @@ int main(int argc, char **argv)
 	struct probes *probes = NULL;
 	struct pyframes *py = NULL;
 	struct stackview *sv = NULL;
+	struct ring_buffer *rb = NULL;
+	struct session ss = {};
 	struct symbolizer *sym = NULL;
 	struct ledger *ledger = NULL;
 	struct reporter *rep = NULL;
@@ -245,7 +363,9 @@ int main(int argc, char **argv)
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	sv = stackview__new(ledger, sym, py);
+	ss = (struct session){ .skel = skel, .o = &o, .root = tgt.pid, .multi = multi, .probes = &probes, .py = &py,
+			       .sym = &sym, .ledger = ledger };
+	sv = stackview__new(ledger, resolver, &ss);
 	rep = sv ? reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid }, sv)
 		 : NULL;
 	if (!rep) {
@@ -300,6 +420,15 @@ int main(int argc, char **argv)
 		err = -ESRCH;
 		goto cleanup;
 	}
+	/* After -c's own exec: that one is the start, not a new image to probe again. */
+	if (o.follow) {
+		err = start_following(&ss, &rb);
+		if (err) {
+			if (err == -ENOMEM)
+				ml_err("cannot follow pid %d's children: %s", tgt.pid, strerror(-err));
+			goto cleanup;
+		}
+	}
 	/* Taken from here on by the event loop: a signal right after the "attached" notice gets its final report. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -342,17 +471,18 @@ int main(int argc, char **argv)
 	}
 
 	for (;;) {
-		struct pollfd all[4] = { { .fd = sfd, .events = POLLIN },
+		struct pollfd all[5] = { { .fd = sfd, .events = POLLIN },
 					 { .fd = tgt.pidfd, .events = POLLIN },
 					 { .fd = tick_fd, .events = POLLIN },
-					 { .fd = scan_fd, .events = POLLIN } };
+					 { .fd = scan_fd, .events = POLLIN },
+					 { .fd = rb ? ring_buffer__epoll_fd(rb) : -1, .events = POLLIN } };
 		const struct ml_snapshot *snap;
 		const struct ml_judgement *judged;
 		const size_t *order;
 		bool final = false;
 		uint64_t expirations;
 
-		if (poll(all, 4, -1) < 0) {
+		if (poll(all, 5, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			err = -errno;
@@ -369,12 +499,22 @@ int main(int argc, char **argv)
 			ml_notice("pid %d exited", tgt.pid);
 			final = true;
 		}
+		/* Forks and execs first: a new child is probed before its first scan tick. */
+		if (all[4].revents && !final) {
+			ring_buffer__consume(rb);
+			if (ss.root_exec) {
+				ss.root_exec = false;
+				reattach_root(&ss);
+			}
+		}
 		if (all[3].revents) {
 			if (read(scan_fd, &expirations, sizeof(expirations)) < 0)
 				expirations = 0;
 			/* Libraries come and go most right after start: rescan fast at first, then once a second. */
 			if (++scans == FAST_SCANS)
 				arm_timer(scan_fd, 1.0);
+			if (!final && ss.followers)
+				followers__sync(ss.followers, follower_gone, &ss);
 			if (!final && target__alive(&tgt)) {
 				n = sync_probes(probes, py, sym, tgt.pid);
 				if (n < 0 && n != -ESRCH && n != -ENOENT)
@@ -402,7 +542,9 @@ int main(int argc, char **argv)
 			err = -ENOMEM;
 			break;
 		}
-		stackview__begin(sv);
+		pyframes__trim(py);
+		if (ss.followers)
+			followers__trim(ss.followers);
 		reporter__set_duration(rep, snap->now_ns - start_ns);
 		err = reporter__emit(rep, snap, judged, order, seq, final);
 		if (err) {
@@ -428,6 +570,8 @@ cleanup:
 		kill(tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
 	reporter__free(rep);
 	stackview__free(sv);
+	ring_buffer__free(rb);
+	followers__free(ss.followers);
 	verdicts__free(verdicts);
 	html_timeline__free(timeline);
 	ledger__free(ledger);

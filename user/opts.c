@@ -40,6 +40,8 @@ static const char usage[] =
 	"                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
 	"                         exception thrown through a return probe terminates the process\n"
 	"      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
+	"      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
+	"                         nor its new image after exec\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
 	"      --max-stacks N     distinct stacks kept (default 16384)\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
@@ -49,7 +51,7 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON, OPT_NO_FOLLOW };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -65,6 +67,7 @@ static const struct option long_opts[] = {
 	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
 	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
 	{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
+	{ "no-follow", no_argument, NULL, OPT_NO_FOLLOW },
 	{ "html", required_argument, NULL, OPT_HTML },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -227,6 +230,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	o->max_allocs = 1048576;
 	o->max_stacks = 16384;
 	o->python = true;
+	o->follow = true;
 	o->layers = ~0U;
 
 	opterr = 0;
@@ -301,6 +305,9 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			break;
 		case OPT_NO_PYTHON:
 			o->python = false;
+			break;
+		case OPT_NO_FOLLOW:
+			o->follow = false;
 			break;
 		case OPT_TORCH_RAW:
 			o->torch_raw = true;

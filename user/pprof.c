@@ -227,14 +227,14 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 		const struct ml_row *row = &s->rows[i];
 		size_t n = stackview__frames(sv, row, &frames, NULL);
 		Perftools__Profiles__Sample *sm = calloc(1, sizeof(*sm));
-		Perftools__Profiles__Label *lab = calloc(2, sizeof(*lab));
+		Perftools__Profiles__Label *lab = calloc(3, sizeof(*lab));
 
 		if (!sm || !lab)
 			goto out;
 		perftools__profiles__sample__init(sm);
 		sm->location_id = calloc(n ? n : 1, sizeof(uint64_t));
 		sm->value = calloc(3, sizeof(int64_t));
-		sm->label = calloc(2, sizeof(*sm->label));
+		sm->label = calloc(3, sizeof(*sm->label));
 		if (!sm->location_id || !sm->value || !sm->label)
 			goto out;
 		for (size_t k = 0; k < n; k++) {
@@ -248,7 +248,7 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 		sm->value[0] = (int64_t)row->bytes;
 		sm->value[1] = (int64_t)row->count;
 		sm->value[2] = row->growth_bytes;
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 3; k++) {
 			perftools__profiles__label__init(&lab[k]);
 			sm->label[k] = &lab[k];
 		}
@@ -256,7 +256,9 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 		lab[0].str = str(&b, ml_layer_name(row->key.layer));
 		lab[1].key = str(&b, "verdict");
 		lab[1].str = str(&b, ml_verdict_name(j[i].verdict));
-		sm->n_label = 2;
+		lab[2].key = str(&b, "pid");
+		lab[2].num = row->key.tgid;
+		sm->n_label = 3;
 		samples[nsamples++] = sm;
 	}
 	prof.n_sample_type = 3;

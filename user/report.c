@@ -160,7 +160,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	time_t now = time(NULL);
 	struct tm tm;
 	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
-	bool any_drop = false;
+	bool any_drop = false, multi = ml_snapshot_multi(s, r->o.pid);
 
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -178,6 +178,22 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			   "%.0f allocs/s, %.0f frees/s\n",
 			ml_layer_name(layer), t->bytes, b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2,
 			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0, s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
+	}
+	/* With --follow: each process's share, the first one and its children, each under its own pid. */
+	for (size_t p = 0; multi && p < s->nprocs; p++) {
+		fprintf(f, "  pid %d:", s->procs[p].tgid);
+		for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
+			const struct ml_layer_total *t = &s->procs[p].layers[layer];
+
+			if (!t->active && !t->growth_bytes)
+				continue;
+			ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
+			ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
+			fprintf(f, "%s %s %s in %" PRIu64 " allocations (%s%s)", first ? "" : ",", ml_layer_name(layer), b1,
+				t->count, t->growth_bytes >= 0 ? "+" : "", b2);
+			first = 0;
+		}
+		fputc('\n', f);
 	}
 	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
 		const struct ml_device_total *t = &s->devices[d];
@@ -228,8 +244,11 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "--- not growing: largest first ---\n");
 		ml_fmt_bytes(b1, sizeof(b1), (double)row->bytes);
 		ml_fmt_bytes(b2, sizeof(b2), (double)row->growth_bytes);
-		fprintf(f, "[%zu] %s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s since last\n",
-			i + 1, ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
+		fprintf(f, "[%zu] ", i + 1);
+		if (multi)
+			fprintf(f, "pid %u ", row->key.tgid);
+		fprintf(f, "%s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s since last\n",
+			ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
 			row->growth_bytes >= 0 ? "+" : "", b2);
 		if (j->verdict == ML_V_GROWING) {
 			ml_fmt_bytes(b1, sizeof(b1), j->growth_bytes_per_s);
@@ -298,6 +317,26 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
+	jw_arr_begin(&w, "processes");
+	for (size_t p = 0; p < s->nprocs; p++) {
+		jw_obj_begin(&w, NULL);
+		jw_i64(&w, "pid", s->procs[p].tgid);
+		jw_obj_begin(&w, "totals");
+		for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+			const struct ml_layer_total *t = &s->procs[p].layers[layer];
+
+			if (!t->active && !t->growth_bytes)
+				continue;
+			jw_obj_begin(&w, ml_layer_name(layer));
+			jw_u64(&w, "bytes", t->bytes);
+			jw_u64(&w, "count", t->count);
+			jw_i64(&w, "growth_bytes", t->growth_bytes);
+			jw_obj_end(&w);
+		}
+		jw_obj_end(&w);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
 	jw_obj_begin(&w, "stats");
 	jw_obj_begin(&w, "events");
 	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
@@ -337,6 +376,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		size_t n = stackview__frames(r->sv, row, &frames, &flags);
 
 		jw_obj_begin(&w, NULL);
+		jw_i64(&w, "pid", row->key.tgid);
 		jw_str(&w, "layer", ml_layer_name(row->key.layer));
 		jw_u64(&w, "bytes", row->bytes);
 		jw_u64(&w, "count", row->count);
@@ -402,6 +442,8 @@ static void put_folded(FILE *f, const char *s)
  */
 static void emit_folded(struct reporter *r, const struct ml_snapshot *s, bool final)
 {
+	bool multi = ml_snapshot_multi(s, r->o.pid);
+
 	if (!final)
 		return;
 	for (size_t i = 0; i < s->nrows; i++) {
@@ -409,6 +451,8 @@ static void emit_folded(struct reporter *r, const struct ml_snapshot *s, bool fi
 		const struct ml_frame *const *frames;
 		size_t n = stackview__frames(r->sv, row, &frames, NULL);
 
+		if (multi)
+			fprintf(r->out, "pid_%u;", row->key.tgid);
 		put_folded(r->out, ml_layer_name(row->key.layer));
 		for (size_t k = n; k-- > 0;) {
 			fputc(';', r->out);

@@ -12,22 +12,24 @@
 
 struct stackview {
 	struct ledger *l;
-	struct symbolizer *sym;
+	stackview_lookup_fn lookup;
+	void *ctx;
+	struct symbolizer *sym; /* of the row being resolved */
 	struct pyframes *py;
 	struct ml_rawstack raw;
 	const struct ml_frame *out[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES];
 	struct ml_frame unknown[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES]; /* frames nothing could be said about */
 };
 
-struct stackview *stackview__new(struct ledger *l, struct symbolizer *sym, struct pyframes *py)
+struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx)
 {
 	struct stackview *sv = calloc(1, sizeof(*sv));
 
 	if (!sv)
 		return NULL;
 	sv->l = l;
-	sv->sym = sym;
-	sv->py = py;
+	sv->lookup = lookup;
+	sv->ctx = ctx;
 	return sv;
 }
 
@@ -36,17 +38,11 @@ void stackview__free(struct stackview *sv)
 	free(sv);
 }
 
-void stackview__begin(struct stackview *sv)
-{
-	if (sv->py)
-		pyframes__trim(sv->py);
-}
-
 static const struct ml_frame *native(struct stackview *sv, size_t slot, uint64_t addr)
 {
 	const struct ml_frame *fr = NULL;
 
-	if (!symbolizer__resolve(sv->sym, addr, &fr) && fr)
+	if (sv->sym && !symbolizer__resolve(sv->sym, addr, &fr) && fr)
 		return fr;
 	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_NATIVE, .addr = addr, .offset = addr };
 	return &sv->unknown[slot];
@@ -70,14 +66,19 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 			 unsigned int *flags)
 {
 	struct ml_rawstack *r = &sv->raw;
+	struct ml_resolver res = {};
 	size_t n = 0, pi = 0, nn;
 
+	if (sv->lookup(sv->ctx, (int)row->key.tgid, &res))
+		res = (struct ml_resolver){};
+	sv->sym = res.sym;
+	sv->py = res.py;
 	ledger__stack(sv->l, row, r);
 	/* Native frames up to the first one outside every mapped object (the caller always stays). */
 	for (nn = 0; nn < r->nr; nn++) {
 		const struct ml_frame *fr = native(sv, nn, r->ips[nn]);
 
-		if (nn && !fr->module)
+		if (nn && !fr->module && sv->sym)
 			break;
 	}
 	for (size_t k = 0; k < nn; k++) {

@@ -9,12 +9,18 @@
 struct pyframes;
 struct stackview;
 
-/* py may be NULL (no Python frames). Nothing is owned. */
-struct stackview *stackview__new(struct ledger *l, struct symbolizer *sym, struct pyframes *py);
-void stackview__free(struct stackview *sv); /* NULL-safe */
+/* Where the frames of one traced process are resolved; py may be NULL (no Python frames). */
+struct ml_resolver {
+	struct symbolizer *sym;
+	struct pyframes *py;
+};
 
-/* Before each report: lets the caches drop what they hold beyond their bounds. */
-void stackview__begin(struct stackview *sv);
+/* Fills *out for a traced process; non-zero when the process is not known (its frames show as addresses). */
+typedef int (*stackview_lookup_fn)(void *ctx, int tgid, struct ml_resolver *out);
+
+/* Nothing is owned. */
+struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx);
+void stackview__free(struct stackview *sv); /* NULL-safe */
 
 /*
  * The frames of a row, innermost (the allocation's caller) first. Python frames take the place of the

@@ -1,0 +1,125 @@
+"""--follow: children that existed at attach, forked after it, and after exec, each reported under its own pid."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import FIX, ROOT, Fail, Tool, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
+
+TORCH_PY = "/usr/bin/python3.11"
+
+
+def wait_stderr(tool, pred, what, timeout=20):
+    """Read the tool's stderr until a line satisfies pred."""
+    end = time.time() + timeout
+    while not any(pred(l) for l in tool.stderr_lines):
+        if time.time() > end:
+            raise Fail(f"timed out waiting for {what}: {tool.stderr_lines}")
+        tool.stderr_lines.append(read_line(tool.p.stderr, end - time.time(), what))
+
+
+def by_pid_func(rep):
+    """{(pid, innermost function): (bytes, count)} over the report's stacks."""
+    out = {}
+    for s in rep["stacks"]:
+        if not s["frames"]:
+            continue
+        k = (s["pid"], s["frames"][0]["func"])
+        b, c = out.get(k, (0, 0))
+        out[k] = (b + s["bytes"], c + s["count"])
+    return out
+
+
+def run_family(*tool_args):
+    fx = subprocess.Popen([os.path.join(FIX, "family")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        line = read_line(fx.stdout, 10, "ready")
+        check(line.startswith("ready"), f"fixture said {line!r}")
+        tool = Tool("-p", str(fx.pid), "-f", "json", "-v", "--top", "1000", *tool_args, "60")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            forked = read_line(fx.stdout, 10, "forked").split()
+            b, c = int(forked[1]), int(forked[2])
+            if "--no-follow" not in tool_args:
+                wait_stderr(tool, lambda l: f"following pid {b} " in l, "B followed")
+                wait_stderr(tool, lambda l: f"pid {c} ran exec: its new image is probed" in l, "C's exec followed")
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            kids = [int(x) for x in read_line(fx.stdout, 10, "kids").split()[1:]]
+            eq(read_line(fx.stdout, 10, "done"), "done", "fixture done")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "exit status")
+            return fx.pid, kids, tool
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+@test
+def follow_children_forked_before_after_and_exec():
+    parent, (a, b, c), tool = run_family()
+    rep = tool.reports()[-1]
+    f = by_pid_func(rep)
+    eq(f.get((parent, "parent_leak")), (4 * 40001, 4), "the parent's leak, under its pid")
+    eq(f.get((a, "child_leak_a")), (7 * 70001, 7), "child A (there before attach), under its pid")
+    eq(f.get((b, "child_leak_b")), (5 * 50001, 5), "child B (forked after attach), under its pid")
+    eq(f.get((c, "exec_leak")), (3 * 30001, 3), "child C after its exec, under its pid")
+    # Nobody's leak shows up under another pid.
+    for (pid, fn), _ in f.items():
+        want = {"parent_leak": parent, "child_leak_a": a, "child_leak_b": b, "exec_leak": c}.get(fn)
+        check(want is None or want == pid, f"{fn} reported under pid {pid}")
+    procs = {p["pid"]: p["totals"]["libc"]["bytes"] for p in rep["processes"] if "libc" in p["totals"]}
+    check(set(procs) >= {parent, a, b, c}, f"per-process totals: {procs}")
+    check(procs[a] >= 7 * 70001 and procs[b] >= 5 * 50001, f"children's totals: {procs}")
+    check(any(f"following pid {a} (child of {parent})" in l for l in tool.stderr_lines), "A's notice")
+    check(no_bpf_left(), "probes detached")
+
+
+@test
+def follow_off_traces_only_the_process():
+    parent, (a, b, c), tool = run_family("--no-follow")
+    rep = tool.reports()[-1]
+    f = by_pid_func(rep)
+    eq(f.get((parent, "parent_leak")), (4 * 40001, 4), "the parent's leak")
+    eq(sorted({s["pid"] for s in rep["stacks"]}), [parent], "no other process")
+    check(not any("following" in l for l in tool.stderr_lines), "no follow notice")
+
+
+@test
+def follow_text_report_names_each_pid():
+    fx = subprocess.Popen([os.path.join(FIX, "family")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        read_line(fx.stdout, 10, "ready")
+        tool = Tool("-p", str(fx.pid), "--top", "1000", "60")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            _, b, _ = read_line(fx.stdout, 10, "forked").split()
+            wait_stderr(tool, lambda l: f"following pid {b} " in l, "B followed")
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            read_line(fx.stdout, 10, "kids")
+            read_line(fx.stdout, 10, "done")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "exit status")
+            lines = tool.out.splitlines()
+            check(any(l.startswith(f"  pid {b}: libc 244.1 KiB in 5 allocations") for l in lines),
+                  f"B's total line: {[l for l in lines if l.startswith('  pid')]}")
+            check(any(l.startswith("[") and f"] pid {b} libc: 250005 bytes" in l for l in lines),
+                  "B's stack line names its pid")
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+/*
+ * --follow: the traced process's children. The BPF side sees every fork of a traced process (a tracepoint,
+ * so nothing is missed between two scans) and marks the child traced; user space then attaches the same
+ * probes to it, filtered by its pid, with its own symbolizer and Python decoder, since after exec it can
+ * be any program. Exits are seen through a pidfd per follower, which also pins its identity.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "follow.h"
+#include "log.h"
+#include "procmaps.h"
+#include "pyframes.h"
+#include "symbolizer.h"
+#include "memleak.skel.h"
+
+struct follower {
+	int pid, parent, pidfd;
+	struct probes *probes;
+	struct symbolizer *sym;
+	struct pyframes *py;
+};
+
+struct followers {
+	struct memleak_bpf *skel;
+	struct follow_opts o;
+	struct follower *v;
+	size_t n, cap, skipped;
+};
+
+struct followers *followers__new(struct memleak_bpf *skel, const struct follow_opts *o)
+{
+	struct followers *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->skel = skel;
+	f->o = *o;
+	return f;
+}
+
+static void untrace(struct followers *f, int pid)
+{
+	__u32 key = (__u32)pid;
+
+	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.traced), &key);
+}
+
+static void follower_release(struct followers *f, struct follower *t)
+{
+	probes__free(t->probes);
+	pyframes__free(t->py);
+	symbolizer__free(t->sym);
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	untrace(f, t->pid);
+}
+
+void followers__free(struct followers *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		follower_release(f, &f->v[i]);
+	free(f->v);
+	free(f);
+}
+
+static struct follower *find(struct followers *f, int pid)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].pid == pid)
+			return &f->v[i];
+	return NULL;
+}
+
+/* (Re)attach: probes on every object the process maps, and its Python interpreter if any. */
+static int attach(struct followers *f, struct follower *t)
+{
+	struct probes_opts po = f->o.probes;
+	struct ml_maps maps = {};
+	int err;
+
+	po.pid = t->pid;
+	t->probes = probes__new(f->skel, &po);
+	if (!t->probes)
+		return -ENOMEM;
+	if (f->o.python && !(t->py = pyframes__new(f->skel, t->pid)))
+		return -ENOMEM;
+	err = ml_maps__read(t->pid, &maps);
+	if (err)
+		return err;
+	err = probes__sync(t->probes, &maps);
+	if (err >= 0 && t->py)
+		pyframes__sync(t->py, &maps);
+	ml_maps__clear(&maps);
+	if (err < 0)
+		return err;
+	if (!t->sym)
+		t->sym = symbolizer__new(t->pid);
+	if (!t->sym)
+		return errno ? -errno : -ENOMEM;
+	symbolizer__refresh(t->sym);
+	return 0;
+}
+
+int followers__add(struct followers *f, int pid, int parent)
+{
+	struct follower *t;
+	int err;
+
+	if (find(f, pid))
+		return -EEXIST;
+	if (f->n >= f->o.max) {
+		f->skipped++;
+		untrace(f, pid);
+		if (f->skipped == 1)
+			ml_notice("not following pid %d (child of %d): %zu processes followed already (the limit)", pid,
+				  parent, f->n);
+		return -ENOSPC;
+	}
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 8;
+		struct follower *v = realloc(f->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		f->v = v;
+		f->cap = cap;
+	}
+	t = &f->v[f->n];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->parent = parent;
+	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (t->pidfd < 0) {
+		err = -errno;
+		untrace(f, pid);
+		return err == -ESRCH ? -ESRCH : err;
+	}
+	{
+		__u32 key = (__u32)pid, one = 1;
+
+		bpf_map_update_elem(bpf_map__fd(f->skel->maps.traced), &key, &one, BPF_ANY);
+	}
+	err = attach(f, t);
+	if (err) {
+		follower_release(f, t);
+		if (err != -ESRCH && err != -ENOENT)
+			ml_notice("cannot follow pid %d (child of %d): %s", pid, parent, strerror(-err));
+		return err == -ENOENT ? -ESRCH : err;
+	}
+	f->n++;
+	ml_notice("following pid %d (child of %d): %u objects probed", pid, parent, probes__n_objects(t->probes));
+	return 0;
+}
+
+int followers__exec(struct followers *f, int pid)
+{
+	struct follower *t = find(f, pid);
+	int err;
+
+	if (!t)
+		return -ENOENT;
+	/* The old image's probes filter on its address space, which is gone: start over. */
+	probes__free(t->probes);
+	pyframes__free(t->py);
+	t->probes = NULL;
+	t->py = NULL;
+	err = attach(f, t);
+	if (err)
+		ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
+	else
+		ml_info("pid %d ran exec: its new image is probed", pid);
+	return err;
+}
+
+static bool exited(const struct follower *t)
+{
+	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) == 1;
+}
+
+void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void *ctx)
+{
+	for (size_t i = 0; i < f->n;) {
+		struct follower *t = &f->v[i];
+		struct ml_maps maps = {};
+
+		if (exited(t)) {
+			ml_info("followed pid %d exited", t->pid);
+			if (gone)
+				gone(ctx, t->pid);
+			follower_release(f, t);
+			f->v[i] = f->v[--f->n];
+			continue;
+		}
+		if (t->probes && ml_maps__read(t->pid, &maps) == 0) {
+			if (probes__sync(t->probes, &maps) > 0 && t->sym)
+				symbolizer__refresh(t->sym);
+			if (t->py)
+				pyframes__sync(t->py, &maps);
+			ml_maps__clear(&maps);
+		}
+		i++;
+	}
+}
+
+void followers__trim(struct followers *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		pyframes__trim(f->v[i].py);
+}
+
+int followers__resolver(struct followers *f, int pid, struct ml_resolver *out)
+{
+	struct follower *t = find(f, pid);
+
+	if (!t)
+		return -ENOENT;
+	out->sym = t->sym;
+	out->py = t->py;
+	return 0;
+}
+
+size_t followers__count(const struct followers *f)
+{
+	return f->n;
+}
+
+size_t followers__skipped(const struct followers *f)
+{
+	return f->skipped;
+}
+
+/* The parent pid of a process, from /proc/PID/stat; -errno when gone or unreadable. */
+static int parent_of(int pid)
+{
+	char path[64], buf[512], *p;
+	FILE *fp;
+	int ppid;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fp = fopen(path, "re");
+	if (!fp)
+		return -errno;
+	p = fgets(buf, sizeof(buf), fp);
+	fclose(fp);
+	/* The command name may hold anything, ')' included: the fields after it follow the last ')'. */
+	if (!p || !(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %d", &ppid) != 1)
+		return -EINVAL;
+	return ppid;
+}
+
+int ml_descendants(int root, struct ml_child **out, size_t *n)
+{
+	struct ml_child *all = NULL, *res;
+	size_t nall = 0, cap = 0, nout = 0;
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+
+	*out = NULL;
+	*n = 0;
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		int ppid;
+
+		if (*end || pid <= 0 || pid > INT32_MAX || pid == root || (ppid = parent_of((int)pid)) <= 0)
+			continue;
+		if (nall == cap) {
+			struct ml_child *a = realloc(all, (cap = cap ? 2 * cap : 256) * sizeof(*a));
+
+			if (!a) {
+				closedir(d);
+				free(all);
+				return -ENOMEM;
+			}
+			all = a;
+		}
+		all[nall++] = (struct ml_child){ (int)pid, ppid };
+	}
+	closedir(d);
+	res = malloc((nall ? nall : 1) * sizeof(*res));
+	if (!res) {
+		free(all);
+		return -ENOMEM;
+	}
+	/* Breadth first from root; each process has one parent, so none is found twice. */
+	for (size_t i = 0; i < nall; i++)
+		if (all[i].parent == root)
+			res[nout++] = all[i];
+	for (size_t k = 0; k < nout; k++)
+		for (size_t i = 0; i < nall && nout < nall; i++)
+			if (all[i].parent == res[k].pid)
+				res[nout++] = all[i];
+	free(all);
+	*out = res;
+	*n = nout;
+	return 0;
+}

@@ -1,0 +1,57 @@
+/* --follow: the traced process's children (DataLoader workers and the like), each probed and resolved on its own. */
+#ifndef ML_FOLLOW_H
+#define ML_FOLLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "probes.h"
+#include "stackview.h"
+
+struct memleak_bpf;
+struct followers;
+
+struct follow_opts {
+	struct probes_opts probes; /* as for the first process; pid is set per follower */
+	bool python;               /* Python frames */
+	size_t max;                /* followers at most; more are counted and left alone */
+};
+
+struct followers *followers__new(struct memleak_bpf *skel, const struct follow_opts *o);
+void followers__free(struct followers *f); /* detaches from all of them; NULL-safe */
+
+/*
+ * Trace a process: one forked by a traced process, or a descendant found at start. Prints a notice.
+ * 0, -EEXIST when it is traced already, -ESRCH when it is gone, -ENOSPC over the limit, other -errno.
+ */
+int followers__add(struct followers *f, int pid, int parent);
+
+/* The process ran exec: its old probes and Python state are dropped and its new image is probed. */
+int followers__exec(struct followers *f, int pid);
+
+/*
+ * Probe libraries the followers loaded since the last call, and drop those that exited, calling
+ * gone(ctx, pid) for each (before it is forgotten).
+ */
+void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void *ctx);
+
+/* Once per report: bound the followers' Python caches. */
+void followers__trim(struct followers *f);
+
+/* The symbolizer and Python decoder of a follower; -ENOENT when pid is not one. */
+int followers__resolver(struct followers *f, int pid, struct ml_resolver *out);
+
+size_t followers__count(const struct followers *f);
+/* Children left untraced because of the limit. */
+size_t followers__skipped(const struct followers *f);
+
+struct ml_child {
+	int pid, parent;
+};
+
+/*
+ * The living descendants of root (children, their children, ...) read from /proc, parents before their
+ * children, for those that existed before memleak-ai attached. *out is malloc'd. 0 or -errno.
+ */
+int ml_descendants(int root, struct ml_child **out, size_t *n);
+
+#endif
