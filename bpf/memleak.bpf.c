@@ -324,7 +324,7 @@ static long py_frame_step(__u32 i, void *arg)
 		entry = sc->frame[pp->frame_is_entry & 127] & 1;
 	c->prev_w = ml_py_word0(code, idx, entry);
 	sc->st.ips[c->w & 511] = c->prev_w;
-	sc->st.ips[(c->w + 1) & 511] = frame_u64(sc, pp->frame_func);
+	sc->st.ips[(c->w + 1) & 511] = code ? read_u64(code + pp->code_check) : 0;
 	c->w += 2;
 	c->nr_py++;
 	return 0;

@@ -115,8 +115,10 @@ static inline __u64 ml_slot_hash(__u32 tgid, __u8 layer, __u64 addr)
  * Python frames. A thread's PyThreadState is found by its pthread_self() value, which on x86_64 glibc is the
  * thread's fs base; its chain of _PyInterpreterFrame records is then walked. Each frame takes two words of
  * the stack table: word 0 packs the code object's address, the instruction index and whether the frame is
- * the outermost of its call of the eval loop; word 1 is the frame's function object, the check user space
- * uses to tell that the code object at that address is still the one that ran.
+ * the outermost of its call of the eval loop; word 1 is the code object's co_linetable pointer, the check
+ * user space uses to tell that the code object at that address is still the one that ran (every live code
+ * object has a line table of its own; function objects would not do: a closure or a 3.11 comprehension
+ * gets a new one at each call).
  */
 #define ML_MAX_PYFRAMES 192
 #define ML_PY_CODE_BITS 44 /* code address >> 3 */
@@ -151,9 +153,10 @@ struct ml_pyproc {
 	__u16 tstate_current_frame;                /* 3.13: tstate->current_frame */
 	__u16 frame_code, frame_previous, frame_func, frame_instr, frame_owner, frame_is_entry, frame_size;
 	__u16 code_adaptive; /* first instruction: offset of co_code_adaptive in the code object */
+	__u16 code_check;    /* co_linetable: a pointer each live code object has its own of */
 	__u8 owner_cstack;   /* owner value of the eval loop's own entry frames (3.12+), 0xff when none */
 	__u8 instr_is_next;  /* frame_instr points past the current instruction */
-	__u8 pad[4];
+	__u8 pad[2];
 };
 
 #define ML_STACK_WORDS (ML_MAX_FRAMES + 2 * ML_MAX_PYFRAMES) /* 511: indexes mask with 511 */

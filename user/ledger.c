@@ -587,7 +587,7 @@ int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *
 		out->py[i].code = ml_py_code(w0);
 		out->py[i].instr = ml_py_instr(w0) == ML_PY_INSTR_UNKNOWN ? ML_PYFRAME_NO_INSTR : (uint32_t)ml_py_instr(w0);
 		out->py[i].entry = !!(w0 & ML_PY_ENTRY);
-		out->py[i].func = st->ips[st->nr + 2 * i + 1];
+		out->py[i].check = st->ips[st->nr + 2 * i + 1];
 		out->nr_py = i + 1;
 	}
 	return 0;

@@ -81,7 +81,7 @@ uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns);
 #define ML_PYFRAME_NO_INSTR UINT32_MAX
 struct ml_pyframe_raw {
 	uint64_t code;  /* code object address */
-	uint64_t func;  /* function object that ran it: the check */
+	uint64_t check; /* the code object's co_linetable pointer when the frame ran */
 	uint32_t instr; /* instruction index in code units, or ML_PYFRAME_NO_INSTR */
 	bool entry;     /* outermost frame of its call of the eval loop */
 };

@@ -2,10 +2,11 @@
  * Python frames. Finding the interpreter: an object mapped by the target that defines _PyRuntime and
  * Py_Version (3.11+) is a CPython runtime; its version picks a layout from user/pyoffsets.c, and for
  * 3.13+ the interpreter's own _Py_DebugOffsets must agree with it. The BPF side then walks frames at every
- * allocation (bpf/memleak.bpf.c) and records code object, instruction index and function object.
+ * allocation (bpf/memleak.bpf.c) and records code object, instruction index and the code object's line
+ * table pointer as a check.
  *
- * Decoding reads the target's memory with process_vm_readv: the function object must still point to the
- * code object, and every object must have the type it should (the type objects' addresses come from the
+ * Decoding reads the target's memory with process_vm_readv: the code object must still have that line
+ * table, and every object must have the type it should (the type objects' addresses come from the
  * runtime's symbols), so a freed and reused address decodes to "unknown", never to another function.
  * Everything read is untrusted: lengths are bounded, strings converted and checked.
  */
@@ -31,9 +32,9 @@
 #define LINETABLE_MAX (1 << 20) /* longest co_linetable */
 #define CACHE_MAX 65536         /* decoded code objects, and frames, kept between reports */
 
-/* A code object as run by one function object. */
+/* A code object, known by its address and its line table's (the check the BPF side recorded). */
 struct py_code {
-	uint64_t code, func;
+	uint64_t code, check;
 	uint64_t ident;  /* the objects the code object refers to, as read: a replaced code object differs */
 	uint32_t epoch;  /* report in which ident was last checked */
 	uint32_t gen;    /* bumped when the address turned out to hold another code object */
@@ -46,7 +47,7 @@ struct py_code {
 };
 
 struct py_frame {
-	uint64_t code, func;
+	uint64_t code, check;
 	uint32_t instr, gen;
 	struct ml_frame fr;
 };
@@ -63,11 +64,11 @@ struct pyframes {
 	uint32_t epoch; /* reports so far: cached code objects are checked again once per report */
 	char version[32];
 	const struct ml_py_layout *lay;
-	uint64_t type_code, type_func, type_str, type_bytes; /* runtime addresses of the type objects */
+	uint64_t type_code, type_str, type_bytes; /* runtime addresses of the type objects */
 	struct seen_obj *seen;
 	size_t nseen, capseen;
-	struct u64map codes;  /* hash(code, func) -> struct py_code */
-	struct u64map frames; /* hash(code, func, instr) -> struct py_frame */
+	struct u64map codes;  /* hash(code, check) -> struct py_code */
+	struct u64map frames; /* hash(code, check, instr, generation) -> struct py_frame */
 	struct py_frame **spill; /* frames whose key collided with a cached one: kept until the next trim */
 	size_t nspill;
 };
@@ -151,13 +152,12 @@ void pyframes__trim(struct pyframes *p)
 		caches_clear(p);
 }
 
-void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[4])
+void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[3])
 {
 	p->lay = lay;
 	p->type_code = types[0];
-	p->type_func = types[1];
-	p->type_str = types[2];
-	p->type_bytes = types[3];
+	p->type_str = types[1];
+	p->type_bytes = types[2];
 }
 
 const char *pyframes__version(const struct pyframes *p)
@@ -277,8 +277,7 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 		}
 	}
 	if (elf_syms__find_object(es, "PyCode_Type", &sym, NULL) ||
-	    !(p->type_code = sym + bias) || elf_syms__find_object(es, "PyFunction_Type", &sym, NULL) ||
-	    !(p->type_func = sym + bias) || elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) ||
+	    !(p->type_code = sym + bias) || elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) ||
 	    !(p->type_str = sym + bias) || elf_syms__find_object(es, "PyBytes_Type", &sym, NULL) ||
 	    !(p->type_bytes = sym + bias)) {
 		ml_notice("pid %d: CPython %s (%s) lacks its type symbols; native stacks only", p->pid, p->version,
@@ -298,6 +297,7 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	pp.frame_code = lay->frame_code;
 	pp.frame_previous = lay->frame_previous;
 	pp.frame_func = lay->frame_func;
+	pp.code_check = lay->code_linetable;
 	pp.frame_instr = lay->frame_instr;
 	pp.frame_owner = lay->frame_owner;
 	pp.frame_is_entry = lay->frame_is_entry;
@@ -444,32 +444,26 @@ static int read_bytes(const struct pyframes *p, uint64_t addr, uint8_t **out, si
 }
 
 /*
- * The header of the code object that func runs, if that is code: the function object that ran the frame
- * still runs this code object, and both have their types. 0; -EINVAL when that no longer holds; -ESRCH
- * when the process is gone (nothing can be checked any more); another negative errno from the read.
+ * The header of the code object at code, if it still is the one the frame ran: a code object whose line
+ * table is the one recorded then. 0; -EINVAL when that no longer holds; -ESRCH when the process is gone
+ * (nothing can be checked any more); another negative errno from the read.
  */
-static int code_header(const struct pyframes *p, uint64_t code, uint64_t func, uint8_t *co, size_t cap,
+static int code_header(const struct pyframes *p, uint64_t code, uint64_t check, uint8_t *co, size_t cap,
 		       uint64_t *ident)
 {
 	const struct ml_py_layout *l = p->lay;
-	uint8_t fn[64];
 	uint16_t need = 0;
+	int err;
 
 	const uint16_t fields[] = { l->code_filename, l->code_qualname, l->code_linetable, l->code_firstlineno,
-				    l->code_firsttraceable };
+				    l->code_firsttraceable, l->ob_type };
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		if (fields[i] + 8 > need)
 			need = fields[i] + 8;
-	int err;
-
-	if ((size_t)l->func_code + 8 > sizeof(fn) || need > cap)
+	if (need > cap)
 		return -EINVAL;
-	err = peek(p, func, fn, l->func_code + 8);
-	if (!err && (get_u64(fn, l->ob_type) != p->type_func || get_u64(fn, l->func_code) != code))
-		err = -EINVAL;
-	if (!err)
-		err = peek(p, code, co, need);
-	if (!err && get_u64(co, l->ob_type) != p->type_code)
+	err = peek(p, code, co, need);
+	if (!err && (get_u64(co, l->ob_type) != p->type_code || get_u64(co, l->code_linetable) != check))
 		err = -EINVAL;
 	if (err)
 		return err;
@@ -478,7 +472,7 @@ static int code_header(const struct pyframes *p, uint64_t code, uint64_t func, u
 	return 0;
 }
 
-/* Read a code object as run by func. -ENOMEM, or 0 with c->ok telling whether it decoded. */
+/* Read a code object. -ENOMEM, or 0 with c->ok telling whether it decoded. */
 static int decode_code(const struct pyframes *p, struct py_code *c)
 {
 	const struct ml_py_layout *l = p->lay;
@@ -488,7 +482,7 @@ static int decode_code(const struct pyframes *p, struct py_code *c)
 
 	c->ok = false;
 	c->epoch = p->epoch;
-	if (code_header(p, c->code, c->func, co, sizeof(co), &c->ident))
+	if (code_header(p, c->code, c->check, co, sizeof(co), &c->ident))
 		return 0;
 	memcpy(&first, co + l->code_firstlineno, sizeof(first));
 	c->firstlineno = first;
@@ -506,26 +500,25 @@ static int decode_code(const struct pyframes *p, struct py_code *c)
 }
 
 /* The decoded code object, from the cache or read now; NULL only with *err = -ENOMEM. */
-static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t func, int *err)
+static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t check, int *err)
 {
-	uint64_t key = mix(mix(1, code), func);
+	uint64_t key = mix(mix(1, code), check);
 	struct py_code *c = u64map__get(&p->codes, key);
 
 	*err = 0;
-	if (c && c->code == code && c->func == func) {
+	if (c && c->code == code && c->check == check) {
 		uint8_t co[256];
 		uint64_t ident;
+		int rc;
 
 		/*
 		 * Once a report, check that the address still holds the code object decoded then. One freed
-		 * and replaced (along with its function object, at the same two addresses) is decoded again
-		 * under a new generation, so its frames do not take the old names.
+		 * and replaced (along with its line table, at the same two addresses) is decoded again under
+		 * a new generation, so its frames do not take the old names.
 		 */
-		int rc;
-
 		if (c->epoch == p->epoch)
 			return c;
-		rc = code_header(p, code, func, co, sizeof(co), &ident);
+		rc = code_header(p, code, check, co, sizeof(co), &ident);
 		/* After the process exited, what was decoded while it ran stays. */
 		if (rc == -ESRCH || (c->ok && !rc && ident == c->ident) || (!c->ok && rc)) {
 			c->epoch = p->epoch;
@@ -551,7 +544,7 @@ static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t func
 		}
 	}
 	c->code = code;
-	c->func = func;
+	c->check = check;
 	*err = decode_code(p, c);
 	return *err ? NULL : c;
 }
@@ -565,14 +558,14 @@ int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, cons
 	int err, line = 0;
 
 	if (p->lay) {
-		c = code_get(p, raw->code, raw->func, &err);
+		c = code_get(p, raw->code, raw->check, &err);
 		if (!c)
 			return err;
 		gen = c->gen;
 	}
-	key = mix(mix(mix(mix(2, raw->code), raw->func), raw->instr), gen);
+	key = mix(mix(mix(mix(2, raw->code), raw->check), raw->instr), gen);
 	f = u64map__get(&p->frames, key);
-	if (f && f->code == raw->code && f->func == raw->func && f->instr == raw->instr && f->gen == gen) {
+	if (f && f->code == raw->code && f->check == raw->check && f->instr == raw->instr && f->gen == gen) {
 		*out = &f->fr;
 		return 0;
 	}
@@ -580,7 +573,7 @@ int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, cons
 	if (!f)
 		return -ENOMEM;
 	f->code = raw->code;
-	f->func = raw->func;
+	f->check = raw->check;
 	f->instr = raw->instr;
 	f->gen = gen;
 	f->fr.kind = ML_FRAME_PYTHON;

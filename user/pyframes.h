@@ -34,8 +34,8 @@ const char *pyframes__version(const struct pyframes *p);
  */
 int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out);
 
-/* Tests: decode with this layout and these type objects (code, function, str, bytes), no interpreter search. */
-void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[4]);
+/* Tests: decode with this layout and these type objects (code, str, bytes), no interpreter search. */
+void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[3]);
 
 /* Bound the caches: drops them when over their limit. Only between reports (frames handed out die). */
 void pyframes__trim(struct pyframes *p);

@@ -121,5 +121,53 @@ def follow_text_report_names_each_pid():
         fx.wait()
 
 
+@test
+def dataloader_workers_leak_found_in_the_workers():
+    """num_workers=2, the Dataset keeps what it makes: the growth is in the workers, at the Dataset's line."""
+    if not os.access(TORCH_PY, os.X_OK):
+        raise Fail("Debian python3.11 with python3-torch missing")
+    script = os.path.join(ROOT, "tests", "fixtures", "dataloader.py")
+    line = next(n for n, text in enumerate(open(script), 1) if "# at: cache" in text)
+    fx = subprocess.Popen([TORCH_PY, script, "250"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        check(read_line(fx.stdout, 60, "ready").startswith("ready"), "fixture ready")
+        tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "50", "0.5")
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            workers = [int(p) for p in read_line(fx.stdout, 60, "workers").split()[1:]]
+            eq(len(workers), 2, "two workers")
+            eq(read_line(fx.stdout, 120, "done"), "done", "loop finished")
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "exit status")
+            reps = tool.reports()
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+    for w in workers:
+        check(any(f"following pid {w} (child of {fx.pid})" in l for l in tool.stderr_lines), f"worker {w} followed")
+    at = (script, "CachingDataset.__getitem__", line)
+
+    def leaks(rep, pid):
+        return [s for s in rep["stacks"] if s["pid"] == pid and
+                any((f["file"], f["func"], f["line"]) == at for f in s["frames"] if f["kind"] == "python")]
+
+    final = reps[-1]
+    for wid, w in enumerate(workers):
+        st = leaks(final, w)
+        eq(len(st), 1, f"worker {w}: one stack at the Dataset's line")
+        size = 800000 + wid
+        eq(st[0]["bytes"], st[0]["count"] * size, f"worker {w}: its blocks of {size} bytes")
+        check(st[0]["count"] >= 60, f"worker {w}: most of its ~125 items seen: {st[0]['count']}")
+    eq([s for s in final["stacks"] if s["pid"] == fx.pid and
+        any(f.get("func") == "CachingDataset.__getitem__" for f in s["frames"])], [],
+       "nothing of it in the training process")
+    check(any(s["verdict"] == "growing" for r in reps[-3:-1] for w in workers for s in leaks(r, w)),
+          f"a worker's cache is a leak candidate: {[[s['verdict'] for w in workers for s in leaks(r, w)] for r in reps]}")
+
+
 if __name__ == "__main__":
     sys.exit(main())
