@@ -9,6 +9,7 @@
 #include <bpf/libbpf.h>
 #include "allocators.h"
 #include "ledger.h"
+#include "u64map.h"
 #include "log.h"
 #include "memleak.skel.h"
 
@@ -50,6 +51,10 @@ struct ledger {
 	struct gpu_block *gpu; /* this pass's cuda and torch_cuda allocations */
 	size_t ngpu, capgpu;
 	struct ml_stack stack_buf; /* one stack-table value, read by ledger__stack */
+	ledger_canon_fn canon;
+	void *canon_ctx;
+	struct u64map canon_ids;  /* mix(tgid, stack id) -> struct canon_ent, for the stacks of the last pass */
+	uint32_t pass;            /* passes so far: an entry not seen in one is dropped */
 };
 
 uint32_t ledger_table_slots(uint32_t max_allocs)
@@ -115,6 +120,7 @@ void ledger__free(struct ledger *l)
 		munmap((void *)l->table, l->table_bytes);
 	free(l->snap.rows);
 	free(l->snap.procs);
+	u64map__free_values(&l->canon_ids);
 	free(l->idx.slot);
 	free(l->prev);
 	free(l->prev_ids);
@@ -379,6 +385,79 @@ static uint64_t gc_stacks(struct ledger *l, const uint64_t *ids, size_t nids)
 	return freed;
 }
 
+struct canon_ent {
+	uint32_t tgid, pass;
+	uint64_t raw, canon;
+};
+
+void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx)
+{
+	l->canon = fn;
+	l->canon_ctx = ctx;
+}
+
+static uint64_t canon_key(uint32_t tgid, uint64_t id)
+{
+	uint64_t h = id ^ ((uint64_t)tgid * 0x9e3779b97f4a7c15ULL);
+
+	return h ? h : 1;
+}
+
+/* The stack a captured one is shown as, computed once per stack and kept while allocations refer to it. */
+static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id)
+{
+	uint64_t key = canon_key(tgid, id);
+	struct canon_ent *e;
+
+	if (!l->canon || id == ML_STACK_NONE)
+		return id;
+	e = u64map__get(&l->canon_ids, key);
+	if (e && (e->tgid != tgid || e->raw != id))
+		return id; /* a colliding key: shown as itself */
+	if (!e) {
+		uint64_t c = l->canon(l->canon_ctx, tgid, id);
+
+		e = malloc(sizeof(*e));
+		if (!e || u64map__put(&l->canon_ids, key, e)) {
+			free(e);
+			return id;
+		}
+		*e = (struct canon_ent){ .tgid = tgid, .raw = id, .canon = c ? c : id };
+	}
+	e->pass = l->pass;
+	return e->canon;
+}
+
+/* After a pass: forget the stacks no allocation refers to any more; add the live ones to ids (for the GC). */
+static int canon_sweep(struct ledger *l, uint64_t **ids, size_t *nids)
+{
+	struct u64map keep = {};
+	size_t n = *nids;
+	uint64_t *v;
+
+	if (!l->canon_ids.n)
+		return 0;
+	v = realloc(*ids, (n + l->canon_ids.n + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->canon_ids.cap; i++) {
+		struct canon_ent *e = l->canon_ids.slots[i].val;
+
+		if (!e)
+			continue;
+		if (e->pass != l->pass || u64map__put(&keep, l->canon_ids.slots[i].key, e)) {
+			free(e);
+			continue;
+		}
+		v[n++] = e->raw;
+	}
+	free(l->canon_ids.slots);
+	l->canon_ids = keep;
+	*ids = v;
+	*nids = n;
+	return 0;
+}
+
 static struct ml_proc_total *proc_slot(struct ledger *l, int tgid)
 {
 	struct ml_snapshot *s = &l->snap;
@@ -457,6 +536,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	struct ml_row *prev_rows = l->prev;
 
 	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
+	l->pass++;
 	s->nrows = 0;
 	memset(s->layers, 0, sizeof(s->layers));
 	l->ngpu = 0;
@@ -478,7 +558,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		size = sl->size;
 		k.tgid = sl->tgid;
 		k.layer = sl->layer;
-		k.stack_id = sl->stack_id;
+		k.stack_id = canonical(l, sl->tgid, sl->stack_id);
 		k.caller = sl->caller;
 		if (sl->addr != addr || sl->ts_ns != ts)
 			continue; /* reused while we read it */
@@ -555,6 +635,11 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_BASE + 2 * layer] ||
 					  s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1];
 
+	/* The stacks allocations refer to directly stay too, not only those rows are shown as. */
+	if (canon_sweep(l, &ids, &nids)) {
+		free(ids);
+		return -ENOMEM;
+	}
 	if (nids)
 		qsort(ids, nids, sizeof(*ids), cmp_u64);
 	s->stacks_gc = gc_stacks(l, ids, nids);

@@ -72,6 +72,14 @@ void ledger__free(struct ledger *l);
 /* Aggregate now. The snapshot stays valid until the next collect or free. */
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out);
 /*
+ * How a captured stack is shown: the id of the stack it reads the same as (the first one seen that way), or
+ * stack_id itself. Frame-pointer walks through code without frame pointers pick up garbage frames that the
+ * report cuts away; stacks differing only there are one row. Return 0 on failure (the stack stays itself).
+ */
+typedef uint64_t (*ledger_canon_fn)(void *ctx, uint32_t tgid, uint64_t stack_id);
+void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx);
+
+/*
  * Release every recorded allocation of a process made before before_ns (UINT64_MAX: all of them): the
  * process exited, or replaced its image with exec, and its memory went with it. Returns how many.
  */

@@ -366,6 +366,8 @@ int main(int argc, char **argv)
 	ss = (struct session){ .skel = skel, .o = &o, .root = tgt.pid, .multi = multi, .probes = &probes, .py = &py,
 			       .sym = &sym, .ledger = ledger };
 	sv = stackview__new(ledger, resolver, &ss);
+	if (sv)
+		ledger__set_canon(ledger, stackview__canon, sv);
 	rep = sv ? reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid }, sv)
 		 : NULL;
 	if (!rep) {

@@ -595,6 +595,17 @@ fail:
 	return err;
 }
 
+bool symbolizer__in_module(struct symbolizer *s, uint64_t addr)
+{
+	uint64_t pc = call_site(addr);
+
+	if (find_region(s, pc))
+		return true;
+	if (refresh_due(s) && symbolizer__refresh(s) == 0)
+		return find_region(s, pc) != NULL;
+	return false;
+}
+
 int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_frame **out)
 {
 	struct frame_ent *e = u64map__get(&s->frames, addr), *n;

@@ -2,6 +2,7 @@
 #ifndef MEMLEAK_AI_SYMBOLIZER_H
 #define MEMLEAK_AI_SYMBOLIZER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum ml_frame_kind {
@@ -43,6 +44,12 @@ int symbolizer__refresh(struct symbolizer *s);
  * new stacks avoids the wait. Returns 0 or -ENOMEM.
  */
 int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_frame **out);
+
+/*
+ * Whether a return address lies in a mapped object (what resolve reports as a frame with a module), without
+ * looking up its symbol. An unknown address re-reads the maps as resolve does.
+ */
+bool symbolizer__in_module(struct symbolizer *s, uint64_t addr);
 
 /*
  * Demangle a C++ symbol name ("_ZN3foo3barEi" -> "foo::bar(int)"), ignoring any "@VERSION"

@@ -5,6 +5,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -93,6 +94,10 @@ class Tool:
         self.args = [TOOL, *args]
         self.p = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
         self.stderr_lines = []
+        # Reports are drained as they come: a full pipe would block the tool, not the test.
+        self._out = []
+        self._reader = threading.Thread(target=lambda: self._out.append(self.p.stdout.read()), daemon=True)
+        self._reader.start()
 
     def wait_attached(self, timeout=20):
         end = time.time() + timeout
@@ -104,9 +109,11 @@ class Tool:
         raise Fail("memleak-ai did not attach")
 
     def finish(self, timeout=30):
-        out, err = self.p.communicate(timeout=timeout)
+        self.p.wait(timeout=timeout)
+        err = self.p.stderr.read()
         self.stderr_lines += err.decode(errors="replace").splitlines()
-        self.out = out.decode(errors="replace")
+        self._reader.join(timeout)
+        self.out = b"".join(self._out).decode(errors="replace")
         return self.p.returncode
 
     def reports(self):

@@ -157,11 +157,13 @@ def dataloader_workers_leak_found_in_the_workers():
 
     final = reps[-1]
     for wid, w in enumerate(workers):
-        st = leaks(final, w)
-        eq(len(st), 1, f"worker {w}: one stack at the Dataset's line")
+        # The line also grows the cache list (a realloc); the blocks are those of the worker's size.
         size = 800000 + wid
-        eq(st[0]["bytes"], st[0]["count"] * size, f"worker {w}: its blocks of {size} bytes")
-        check(st[0]["count"] >= 60, f"worker {w}: most of its ~125 items seen: {st[0]['count']}")
+        st = [s for s in leaks(final, w) if s["bytes"] == s["count"] * size]
+        check(st, f"worker {w}: stacks of {size}-byte blocks at the Dataset's line: {leaks(final, w)}")
+        count = sum(s["count"] for s in st)
+        check(count >= 60, f"worker {w}: most of its ~125 items seen: {count}")
+        check(max(s["count"] for s in st) >= count * 0.9, f"worker {w}: one stack holds them: {[s['count'] for s in st]}")
     eq([s for s in final["stacks"] if s["pid"] == fx.pid and
         any(f.get("func") == "CachingDataset.__getitem__" for f in s["frames"])], [],
        "nothing of it in the training process")
