@@ -65,6 +65,14 @@ struct {
 	__type(value, __u32);
 } traced SEC(".maps");
 
+/* Processes whose C heap is followed through its system calls (heap-growth mode), by tgid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct ml_heap_proc);
+} heap_procs SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
@@ -870,5 +878,81 @@ int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	/* The task lives on in the new image: calls in flight in the old one never return. */
 	bpf_task_storage_delete(&threads, p);
 	proc_event(ML_PROC_EXEC, tgid, 0);
+	return 0;
+}
+
+#define ML_NR_MMAP 9
+#define ML_NR_MPROTECT 10
+#define ML_NR_MUNMAP 11
+#define ML_NR_BRK 12
+#define ML_NR_MREMAP 25
+#define ML_MAP_ANONYMOUS 0x20
+
+/*
+ * Heap-growth mode. Every system call exit passes here while the mode is on anywhere, so the test for the
+ * five calls of interest comes first, then the process filter.
+ */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
+{
+	long nr = regs->orig_ax;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ml_heap_proc *hp;
+	struct ml_counters *c;
+	struct ml_thread *th;
+	__u64 caller, stack_id, addr = 0, size = 0;
+
+	if (nr != ML_NR_BRK && nr != ML_NR_MMAP && nr != ML_NR_MUNMAP && nr != ML_NR_MREMAP)
+		return 0;
+	hp = bpf_map_lookup_elem(&heap_procs, &tgid);
+	if (!hp || (ret < 0 && ret > -4096))
+		return 0;
+	/* Memory taken inside a traced allocator call (posix_memalign for a PyTorch tensor, pinned memory)
+	 * belongs to that call's layer. */
+	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (th) {
+		__u64 now = bpf_ktime_get_ns();
+
+		for (__u32 g = 0; g < ML_GROUPS; g++)
+			if (in_flight(&th->calls[g], now, g))
+				return 0;
+	}
+	c = counters();
+	if (nr == ML_NR_BRK) {
+		if (!hp->max_brk || (__u64)ret <= hp->max_brk) {
+			if (!hp->max_brk)
+				hp->max_brk = ret;
+			return 0;
+		}
+		addr = hp->max_brk;
+		size = (__u64)ret - hp->max_brk;
+		hp->max_brk = ret;
+	} else if (nr == ML_NR_MMAP) {
+		if (!(regs->r10 & ML_MAP_ANONYMOUS) || !regs->dx /* PROT_NONE: a reservation */)
+			return 0;
+		addr = ret;
+		size = regs->si;
+	} else if (nr == ML_NR_MUNMAP) {
+		if (ret == 0)
+			release(c, ML_LAYER_LIBC, regs->di);
+		return 0;
+	} else {
+		/* mremap: the old range goes (when it was ours), the new one comes. */
+		if (forget(c, tgid, ML_LAYER_LIBC, regs->di, 0)) {
+			cnt_inc(c, ML_STAT_FREE_CALLS);
+			cnt_inc(c, layer_slot(ML_LAYER_LIBC) + 1);
+		}
+		addr = ret;
+		size = regs->dx;
+	}
+	capture_stack(regs, th, &caller, &stack_id);
+	remember(c, tgid, ML_LAYER_LIBC, addr, size, caller, stack_id, ML_SPEC_HEAP, -1);
+	return 0;
+}
+
+/* Start-up calibration of the cost of one probe hit (user/overhead.c): does nothing. */
+SEC("uprobe")
+int calib(struct pt_regs *ctx)
+{
 	return 0;
 }

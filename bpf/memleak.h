@@ -185,6 +185,17 @@ struct ml_agg_key {
 	__u64 caller;
 };
 
+/*
+ * Heap-growth mode (--max-overhead): with the C library's probes off, the growth of a process's address
+ * space is taken at the system calls that make it: brk beyond its previous peak, anonymous mmap (large
+ * malloc blocks, Python's arenas), mremap, munmap. Such records carry this pseudo row number.
+ */
+#define ML_SPEC_HEAP (ML_MAX_SPECS - 2)
+
+struct ml_heap_proc {
+	__u64 max_brk; /* highest program break seen; 0 until the first brk call */
+};
+
 /* Process events for --follow: a traced process forked a new process, or a traced process ran exec. */
 enum ml_proc_event_type {
 	ML_PROC_FORK = 1,

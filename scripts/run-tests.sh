@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 B=build/tests
 mkdir -p "$B"
 CC=${CC:-gcc}
-OBJS="build/u64map.o build/pyline.o build/pyoffsets.o build/pyframes.o build/stackview.o build/follow.o build/log.o build/procmaps.o build/elfsym.o build/symbolizer.o build/json.o build/opts.o build/allocators.o build/ledger.o build/report.o build/probes.o build/target.o build/uprobe_multi.o build/verdict.o build/pprof.o build/profile.pb-c.o build/html.o build/html_assets.o"
+OBJS="build/u64map.o build/pyline.o build/pyoffsets.o build/pyframes.o build/stackview.o build/follow.o build/overhead.o build/log.o build/procmaps.o build/elfsym.o build/symbolizer.o build/json.o build/opts.o build/allocators.o build/ledger.o build/report.o build/probes.o build/target.o build/uprobe_multi.o build/verdict.o build/pprof.o build/profile.pb-c.o build/html.o build/html_assets.o"
 LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c"
 build() {
 	echo "  BUILD    $1" >&2
@@ -16,6 +16,7 @@ build leaky $CC -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -pthread
 build leaky-static $CC -g -O2 -static -fno-optimize-sibling-calls -pthread tests/fixtures/leaky.c -o $B/leaky-static
 build demo_trainer $CC -g -O2 tests/fixtures/demo_trainer.c -o $B/demo_trainer
 build family $CC -g -O2 tests/fixtures/family.c -o $B/family
+
 build leaky-static-stripped sh -c "cp $B/leaky-static $B/leaky-static-stripped && strip -s $B/leaky-static-stripped"
 G=$B/gpu
 mkdir -p $G

@@ -32,6 +32,7 @@ struct follower {
 struct followers {
 	struct memleak_bpf *skel;
 	struct follow_opts o;
+	bool heap_mode; /* the C heap is followed through system calls: no C library probes */
 	struct follower *v;
 	size_t n, cap, skipped;
 };
@@ -52,6 +53,16 @@ static void untrace(struct followers *f, int pid)
 	__u32 key = (__u32)pid;
 
 	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.traced), &key);
+	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.heap_procs), &key);
+}
+
+/* Heap-growth mode for one process: a fresh entry (its program break is learnt at its next brk). */
+int ml_heap_track(struct memleak_bpf *skel, int pid)
+{
+	struct ml_heap_proc hp = {};
+	__u32 key = (__u32)pid;
+
+	return bpf_map_update_elem(bpf_map__fd(skel->maps.heap_procs), &key, &hp, BPF_ANY) ? -errno : 0;
 }
 
 static void follower_release(struct followers *f, struct follower *t)
@@ -90,6 +101,10 @@ static int attach(struct followers *f, struct follower *t)
 	int err;
 
 	po.pid = t->pid;
+	if (f->heap_mode) {
+		po.layers &= ~(1U << ML_LAYER_LIBC);
+		ml_heap_track(f->skel, t->pid);
+	}
 	t->probes = probes__new(f->skel, &po);
 	if (!t->probes)
 		return -ENOMEM;
@@ -213,6 +228,25 @@ void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void
 		}
 		i++;
 	}
+}
+
+void followers__heap_mode(struct followers *f)
+{
+	f->heap_mode = true;
+	for (size_t i = 0; i < f->n; i++) {
+		if (f->v[i].probes)
+			probes__drop_libc(f->v[i].probes);
+		ml_heap_track(f->skel, f->v[i].pid);
+	}
+}
+
+size_t followers__pids(const struct followers *f, int *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < f->n && n < max; i++)
+		out[n++] = f->v[i].pid;
+	return n;
 }
 
 void followers__trim(struct followers *f)

@@ -34,6 +34,13 @@ int followers__exec(struct followers *f, int pid);
  */
 void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void *ctx);
 
+/* Heap-growth mode (--max-overhead) for every follower, now and later ones. */
+void followers__heap_mode(struct followers *f);
+/* Heap-growth mode for one process (bpf heap_procs). 0 or -errno. */
+int ml_heap_track(struct memleak_bpf *skel, int pid);
+/* The followers' pids, at most max of them; returns how many. */
+size_t followers__pids(const struct followers *f, int *out, size_t max);
+
 /* Once per report: bound the followers' Python caches. */
 void followers__trim(struct followers *f);
 

@@ -528,6 +528,24 @@ uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns)
 	return n;
 }
 
+uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
+{
+	int fd = bpf_map__fd(l->skel->maps.table);
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < l->table_len; i++) {
+		struct ml_slot v = l->table[i];
+		__u32 key = (__u32)i;
+
+		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || v.layer != layer || !v.ts_ns)
+			continue;
+		v.addr = ML_SLOT_TOMB;
+		if (bpf_map_update_elem(fd, &key, &v, BPF_ANY) == 0)
+			n++;
+	}
+	return n;
+}
+
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 {
 	struct ml_snapshot *s = &l->snap;

@@ -85,6 +85,9 @@ void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx);
  */
 uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns);
 
+/* Release every recorded allocation of a layer, in every process (the layer changes how it is traced). */
+uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
+
 /* A Python frame as captured: decoded by user/pyframes.c. */
 #define ML_PYFRAME_NO_INSTR UINT32_MAX
 struct ml_pyframe_raw {

@@ -22,6 +22,7 @@
 #include "probes.h"
 #include "procmaps.h"
 #include "follow.h"
+#include "overhead.h"
 #include "pyframes.h"
 #include "stackview.h"
 #include "report.h"
@@ -141,6 +142,9 @@ struct session {
 	struct followers *followers;
 	struct ledger *ledger;
 	bool root_exec; /* the first process ran exec (once or more) since the events were last read */
+	unsigned int layers;   /* as --layers, less libc once in heap-growth mode */
+	struct overhead *ov;
+	struct bpf_link *heap_link; /* the system-call tracepoint of heap-growth mode, once on */
 };
 
 static int resolver(void *ctx, int tgid, struct ml_resolver *out)
@@ -158,7 +162,7 @@ static int resolver(void *ctx, int tgid, struct ml_resolver *out)
 /* The first process ran exec: its old probes filter on an address space that is gone; start over. */
 static void reattach_root(struct session *ss)
 {
-	struct probes_opts po = { .pid = ss->root, .layers = ss->o->layers, .torch_raw = ss->o->torch_raw,
+	struct probes_opts po = { .pid = ss->root, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
 				  .multi = ss->multi };
 	struct probes *np = probes__new(ss->skel, &po);
 	struct pyframes *npy = ss->o->python ? pyframes__new(ss->skel, ss->root) : NULL;
@@ -172,6 +176,8 @@ static void reattach_root(struct session *ss)
 	}
 	probes__free(*ss->probes);
 	pyframes__free(*ss->py);
+	if (ss->heap_link)
+		ml_heap_track(ss->skel, ss->root); /* a new image: its program break starts over */
 	*ss->probes = np;
 	*ss->py = npy;
 	n = sync_probes(np, npy, *ss->sym, ss->root);
@@ -240,6 +246,38 @@ static int start_following(struct session *ss, struct ring_buffer **rb)
 		for (size_t i = 0; i < nkids; i++)
 			followers__add(ss->followers, kids[i].pid, kids[i].parent);
 	free(kids);
+	return 0;
+}
+
+/*
+ * --max-overhead: the C heap's probes cost more than the budget. Follow it through its system calls
+ * instead, in every traced process; its records so far are dropped (their frees would not be seen).
+ */
+static int heap_growth_mode(struct session *ss, uint64_t next_report)
+{
+	const struct ml_overhead *ov = overhead__info(ss->ov);
+	int err;
+
+	err = ml_heap_track(ss->skel, ss->root);
+	if (!err) {
+		ss->heap_link = bpf_program__attach(ss->skel->progs.heap_exit);
+		if (!ss->heap_link)
+			err = -errno;
+	}
+	if (err) {
+		ml_notice("tracing costs %.1f%% of pid %d's CPU time, over the %g%% budget, and heap-growth mode "
+			  "cannot start (%s): every probe stays", ov->pct, ss->root, ov->budget_pct, strerror(-err));
+		return err;
+	}
+	if (ss->followers)
+		followers__heap_mode(ss->followers);
+	probes__drop_libc(*ss->probes);
+	ss->layers &= ~(1U << ML_LAYER_LIBC);
+	ledger__forget_layer(ss->ledger, ML_LAYER_LIBC);
+	overhead__heap_mode(ss->ov, next_report);
+	ml_notice("tracing cost %.1f%% of the traced processes' CPU time, over the %g%% budget (--max-overhead): "
+		  "the C heap is now followed through its system calls (heap-growth mode), CUDA and PyTorch as before",
+		  ov->full_pct, ov->budget_pct);
 	return 0;
 }
 
@@ -364,7 +402,12 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	ss = (struct session){ .skel = skel, .o = &o, .root = tgt.pid, .multi = multi, .probes = &probes, .py = &py,
-			       .sym = &sym, .ledger = ledger };
+			       .sym = &sym, .ledger = ledger, .layers = o.layers };
+	ss.ov = overhead__new(skel, o.max_overhead);
+	if (!ss.ov) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
 	sv = stackview__new(ledger, resolver, &ss);
 	if (sv)
 		ledger__set_canon(ledger, stackview__canon, sv);
@@ -422,6 +465,10 @@ int main(int argc, char **argv)
 		err = -ESRCH;
 		goto cleanup;
 	}
+	n = overhead__calibrate(ss.ov);
+	if (n)
+		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
+	reporter__set_overhead(rep, overhead__info(ss.ov));
 	/* After -c's own exec: that one is the start, not a new image to probe again. */
 	if (o.follow) {
 		err = start_following(&ss, &rb);
@@ -517,6 +564,16 @@ int main(int argc, char **argv)
 				arm_timer(scan_fd, 1.0);
 			if (!final && ss.followers)
 				followers__sync(ss.followers, follower_gone, &ss);
+			if (!final) {
+				int pids[1025];
+				size_t np = 1;
+
+				pids[0] = tgt.pid;
+				if (ss.followers)
+					np += followers__pids(ss.followers, pids + 1, 1024);
+				if (overhead__sample(ss.ov, pids, np) == 1)
+					heap_growth_mode(&ss, seq + 1);
+			}
 			if (!final && target__alive(&tgt)) {
 				n = sync_probes(probes, py, sym, tgt.pid);
 				if (n < 0 && n != -ESRCH && n != -ENOENT)
@@ -573,7 +630,9 @@ cleanup:
 	reporter__free(rep);
 	stackview__free(sv);
 	ring_buffer__free(rb);
+	bpf_link__destroy(ss.heap_link);
 	followers__free(ss.followers);
+	overhead__free(ss.ov);
 	verdicts__free(verdicts);
 	html_timeline__free(timeline);
 	ledger__free(ledger);

@@ -40,6 +40,9 @@ static const char usage[] =
 	"                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
 	"                         exception thrown through a return probe terminates the process\n"
 	"      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
+	"      --max-overhead PCT budget for tracing's cost, in % of the traced processes' CPU time (default\n"
+	"                         2): over it, the C heap is followed through its system calls instead of\n"
+	"                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
 	"      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
 	"                         nor its new image after exec\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
@@ -51,7 +54,7 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON, OPT_NO_FOLLOW };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -68,6 +71,7 @@ static const struct option long_opts[] = {
 	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
 	{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 	{ "no-follow", no_argument, NULL, OPT_NO_FOLLOW },
+	{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 	{ "html", required_argument, NULL, OPT_HTML },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -231,6 +235,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	o->max_stacks = 16384;
 	o->python = true;
 	o->follow = true;
+	o->max_overhead = 2;
 	o->layers = ~0U;
 
 	opterr = 0;
@@ -309,6 +314,15 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 		case OPT_NO_FOLLOW:
 			o->follow = false;
 			break;
+		case OPT_MAX_OVERHEAD: {
+			char *end = NULL;
+			double v = strtod(optarg, &end);
+
+			if (!end || end == optarg || (*end && strcmp(end, "%")) || !(v >= 0.1 && v <= 100))
+				return bad("--max-overhead", optarg, "a percentage from 0.1 to 100");
+			o->max_overhead = v;
+			break;
+		}
 		case OPT_TORCH_RAW:
 			o->torch_raw = true;
 			break;

@@ -27,6 +27,7 @@ struct ml_opts {
 	bool sort_bytes;       /* --sort bytes: plain outstanding-bytes ranking, no leak candidates first */
 	bool python;           /* Python frames in stacks (--no-python turns them off) */
 	bool follow;           /* children and exec followed (--no-follow turns it off) */
+	double max_overhead;   /* --max-overhead, percent of the traced processes' CPU time */
 };
 
 /* 0 on success, 1 when --help/--version was handled (exit 0), -EINVAL after printing a one-line error. */

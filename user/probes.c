@@ -26,8 +26,10 @@ struct probes {
 	struct memleak_bpf *skel;
 	struct probes_opts o;
 	struct bpf_link **links;
+	bool *link_libc; /* per link: on a C library (dropped by probes__drop_libc) */
 	size_t nlinks, caplinks;
 	int *mfds; /* uprobe_multi link fds */
+	bool *mfd_libc;
 	size_t nmfds, capmfds;
 	struct object *objs;
 	size_t nobjs, capobjs;
@@ -63,7 +65,9 @@ void probes__free(struct probes *p)
 	for (size_t i = 0; i < p->nobjs; i++)
 		free(p->objs[i].path);
 	free(p->mfds);
+	free(p->mfd_libc);
 	free(p->links);
+	free(p->link_libc);
 	free(p->objs);
 	free(p);
 }
@@ -123,12 +127,18 @@ static int push_link(struct probes *p, struct bpf_link *l)
 	if (p->nlinks == p->caplinks) {
 		size_t cap = p->caplinks ? p->caplinks * 2 : 64;
 		struct bpf_link **n = realloc(p->links, cap * sizeof(*n));
+		bool *t;
 
 		if (!n)
 			return -ENOMEM;
 		p->links = n;
+		t = realloc(p->link_libc, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		p->link_libc = t;
 		p->caplinks = cap;
 	}
+	p->link_libc[p->nlinks] = false;
 	p->links[p->nlinks++] = l;
 	return 0;
 }
@@ -138,12 +148,18 @@ static int push_mfd(struct probes *p, int fd)
 	if (p->nmfds == p->capmfds) {
 		size_t cap = p->capmfds ? p->capmfds * 2 : 16;
 		int *n = realloc(p->mfds, cap * sizeof(*n));
+		bool *t;
 
 		if (!n)
 			return -ENOMEM;
 		p->mfds = n;
+		t = realloc(p->mfd_libc, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		p->mfd_libc = t;
 		p->capmfds = cap;
 	}
+	p->mfd_libc[p->nmfds] = false;
 	p->mfds[p->nmfds++] = fd;
 	return 0;
 }
@@ -435,6 +451,10 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 		n += u;
 	}
 	err = n;
+	for (size_t i = first_link; i < p->nlinks; i++)
+		p->link_libc[i] = as_libc;
+	for (size_t i = first_mfd; i < p->nmfds; i++)
+		p->mfd_libc[i] = as_libc;
 out:
 	if (err < 0) {
 		while (p->nlinks > first_link)
@@ -589,6 +609,35 @@ bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps)
 void probes__started(struct probes *p)
 {
 	p->started = true;
+}
+
+void probes__drop_libc(struct probes *p)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < p->nmfds; i++) {
+		if (p->mfd_libc[i]) {
+			close(p->mfds[i]);
+			continue;
+		}
+		p->mfd_libc[j] = false;
+		p->mfds[j++] = p->mfds[i];
+	}
+	p->nmfds = j;
+	j = 0;
+	for (size_t i = 0; i < p->nlinks; i++) {
+		if (p->link_libc[i]) {
+			bpf_link__destroy(p->links[i]);
+			continue;
+		}
+		p->link_libc[j] = false;
+		p->links[j++] = p->links[i];
+	}
+	p->nlinks = j;
+	p->o.layers &= ~(1U << ML_LAYER_LIBC);
+	p->active &= ~(1U << ML_LAYER_LIBC);
+	for (size_t i = 0; i < p->nobjs; i++)
+		p->objs[i].layers &= ~(1U << ML_LAYER_LIBC);
 }
 
 unsigned int probes__n_objects(const struct probes *p)

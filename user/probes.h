@@ -33,6 +33,8 @@ struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *map
 bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
 /* The initial attach is complete: layers activated from now on are announced on stderr. */
 void probes__started(struct probes *p);
+/* Heap-growth mode: detach the C library's probes, and probe no C library found later. */
+void probes__drop_libc(struct probes *p);
 unsigned int probes__n_objects(const struct probes *p);
 unsigned int probes__active_layers(const struct probes *p); /* bit mask of layers with probes attached */
 /* The path of the i-th probed object (as the target maps it), its probe count and its layers. */

@@ -6,6 +6,7 @@
 #include <time.h>
 #include "allocators.h"
 #include "json.h"
+#include "overhead.h"
 #include "pprof.h"
 #include "log.h"
 #include "report.h"
@@ -16,6 +17,7 @@ struct reporter {
 	FILE *out;
 	struct report_opts o;
 	struct stackview *sv;
+	const struct ml_overhead *ov;
 	char label[ML_FRAME_LABEL_MAX];
 };
 
@@ -68,6 +70,11 @@ struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct st
 void reporter__set_duration(struct reporter *r, uint64_t ns)
 {
 	r->o.duration_ns = ns;
+}
+
+void reporter__set_overhead(struct reporter *r, const struct ml_overhead *ov)
+{
+	r->ov = ov;
 }
 
 void reporter__free(struct reporter *r)
@@ -179,6 +186,18 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			ml_layer_name(layer), t->bytes, b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2,
 			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0, s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
 	}
+	if (r->ov && r->ov->measured) {
+		const struct ml_overhead *ov = r->ov;
+
+		fprintf(f, "overhead: %.1f%% of the traced processes' CPU time (budget %g%%): %.0f probe hits/s at "
+			   "%.2f us, BPF %.1f ms/s\n",
+			ov->pct, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->bpf_ns_per_s / 1e6);
+	}
+	if (r->ov && r->ov->heap_mode)
+		fprintf(f, "libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%): "
+			   "libc shows the address space each stack added (program break beyond its peak, anonymous "
+			   "mmap), not malloc blocks\n",
+			r->ov->heap_since_report, r->ov->full_pct);
 	/* With --follow: each process's share, the first one and its children, each under its own pid. */
 	for (size_t p = 0; multi && p < s->nprocs; p++) {
 		fprintf(f, "  pid %d:", s->procs[p].tgid);
@@ -317,6 +336,23 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
+	if (r->ov) {
+		const struct ml_overhead *ov = r->ov;
+
+		jw_obj_begin(&w, "overhead");
+		jw_bool(&w, "measured", ov->measured);
+		jw_double(&w, "pct", ov->pct);
+		jw_double(&w, "budget_pct", ov->budget_pct);
+		jw_double(&w, "hits_per_s", ov->hits_per_s);
+		jw_double(&w, "hit_ns", ov->hit_ns);
+		jw_double(&w, "ret_ns", ov->ret_ns);
+		jw_double(&w, "bpf_ns_per_s", ov->bpf_ns_per_s);
+		jw_double(&w, "cpu_per_s", ov->cpu_per_s);
+		jw_obj_end(&w);
+		jw_obj_begin(&w, "modes");
+		jw_str(&w, "libc", ov->heap_mode ? "heap_growth" : "full");
+		jw_obj_end(&w);
+	}
 	jw_arr_begin(&w, "processes");
 	for (size_t p = 0; p < s->nprocs; p++) {
 		jw_obj_begin(&w, NULL);

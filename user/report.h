@@ -21,6 +21,9 @@ struct report_opts {
 struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv);
 void reporter__free(struct reporter *r);
 void reporter__set_duration(struct reporter *r, uint64_t ns);
+struct ml_overhead;
+/* The tool's cost and the C heap's mode, shown in every report from now on (NULL: not shown). */
+void reporter__set_overhead(struct reporter *r, const struct ml_overhead *ov);
 struct ml_judgement;
 
 /*

@@ -84,6 +84,14 @@ class Fixture:
             self.p.wait()
 
 
+def exact(args):
+    """Tests count exact bytes and calls: every probe stays on (--max-overhead 100) unless a test sets a budget."""
+    args = list(args)
+    if "--max-overhead" in args or not any(a in ("-p", "-c") for a in args):
+        return args
+    return ["--max-overhead", "100", *args]
+
+
 class Tool:
     """memleak-ai running in the background; stderr is watched for the 'attached' notice."""
 
@@ -91,7 +99,7 @@ class Tool:
         e = dict(os.environ)
         if env:
             e.update(env)
-        self.args = [TOOL, *args]
+        self.args = [TOOL, *exact(args)]
         self.p = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
         self.stderr_lines = []
         # Reports are drained as they come: a full pipe would block the tool, not the test.
@@ -129,7 +137,7 @@ def run_tool(*args, env=None, timeout=30):
     e = dict(os.environ)
     if env:
         e.update(env)
-    r = subprocess.run([TOOL, *args], capture_output=True, text=True, env=e, timeout=timeout)
+    r = subprocess.run([TOOL, *exact(args)], capture_output=True, text=True, env=e, timeout=timeout)
     return r.returncode, r.stdout, r.stderr
 
 

@@ -1,0 +1,52 @@
+/* The tool's own cost to the traced processes, measured as it runs, and the --max-overhead budget. */
+#ifndef ML_OVERHEAD_H
+#define ML_OVERHEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct memleak_bpf;
+struct overhead;
+
+/* What every report shows. */
+struct ml_overhead {
+	double pct;          /* share of the traced processes' CPU time spent in probes, over the last sample */
+	double budget_pct;   /* --max-overhead */
+	double hits_per_s;   /* probe hits (entries and returns) */
+	double hit_ns;       /* one probe hit (the trap, calibrated at start-up) */
+	double ret_ns;       /* one return-probe hit */
+	double bpf_ns_per_s; /* time in the BPF programs (kernel statistics) */
+	double cpu_per_s;    /* CPU seconds the traced processes used per second */
+	bool measured;       /* a sample has been taken */
+	bool heap_mode;      /* the C heap is followed through its system calls, its probes are off */
+	double full_pct;     /* the cost measured when heap-growth mode was entered */
+	uint64_t heap_since_report; /* the report the mode began before */
+};
+
+struct overhead *overhead__new(struct memleak_bpf *skel, double budget_pct);
+void overhead__free(struct overhead *o); /* NULL-safe */
+
+/*
+ * Time one probe hit on this machine: a do-nothing program on a function of memleak-ai itself, called with
+ * and without it. 0 or a negative errno (the cost then counts as 1 µs a hit).
+ */
+int overhead__calibrate(struct overhead *o);
+
+/*
+ * Take a sample over the time since the last one, for the traced processes pids[]. Returns 1 when the C
+ * heap's probes alone push the cost over the budget while the rest would fit: the caller then switches
+ * to heap-growth mode (overhead__heap_mode). 0 otherwise. Samples closer than a second apart are skipped.
+ */
+int overhead__sample(struct overhead *o, const int *pids, size_t npids);
+
+/* Heap-growth mode begins now (before report number `report`). */
+void overhead__heap_mode(struct overhead *o, uint64_t report);
+
+const struct ml_overhead *overhead__info(const struct overhead *o);
+
+/* Tests: the cost estimate of one sample. Times in ns. */
+double ml_overhead_pct(double entry_hits, double ret_hits, double hit_ns, double ret_ns, double bpf_ns,
+		       double cpu_ns);
+
+#endif
