@@ -145,6 +145,7 @@ struct session {
 	unsigned int layers;   /* as --layers, less libc once in heap-growth mode */
 	struct overhead *ov;
 	struct bpf_link *heap_link; /* the system-call tracepoint of heap-growth mode, once on */
+	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
 };
 
 static int resolver(void *ctx, int tgid, struct ml_resolver *out)
@@ -233,7 +234,9 @@ static int start_following(struct session *ss, struct ring_buffer **rb)
 		return -ENOMEM;
 	if (bpf_map_update_elem(bpf_map__fd(ss->skel->maps.traced), &key, &one, BPF_ANY))
 		return -errno;
-	if (!bpf_program__attach(ss->skel->progs.follow_fork) || !bpf_program__attach(ss->skel->progs.follow_exec)) {
+	ss->fork_link = bpf_program__attach(ss->skel->progs.follow_fork);
+	ss->exec_link = ss->fork_link ? bpf_program__attach(ss->skel->progs.follow_exec) : NULL;
+	if (!ss->exec_link) {
 		err = -errno;
 		ml_err("cannot attach the fork and exec tracepoints for --follow: %s (--no-follow goes without)",
 		       strerror(-err));
@@ -631,6 +634,8 @@ cleanup:
 	stackview__free(sv);
 	ring_buffer__free(rb);
 	bpf_link__destroy(ss.heap_link);
+	bpf_link__destroy(ss.fork_link);
+	bpf_link__destroy(ss.exec_link);
 	followers__free(ss.followers);
 	overhead__free(ss.ov);
 	verdicts__free(verdicts);
