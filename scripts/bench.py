@@ -1,4 +1,14 @@
-"""Overhead benchmark, one run, modes interleaved: no tool, empty uprobes (the floor), memleak-ai."""
+"""Benchmarks (docs/BENCHMARKS.md), each measuring its modes side by side in one run, interleaved.
+
+Usage: scripts/bench.py [overhead|pyframes|torch|report ...]   (no argument: all four, as `make bench` runs them)
+  overhead  malloc/free loop: no tool, empty uprobes (the floor), memleak-ai
+  pyframes  the BPF Python frame walk at 10, 50 and 100 Python frames: memleak-ai with and without --no-python
+  torch     PyTorch CPU training step: no tool, torch/CUDA layers, every layer, each with and without Python frames
+  report    report time over 1,000,000 outstanding allocations
+Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
+BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
+BENCH_TORCH_STEPS (20).
+"""
 import json
 import os
 import statistics
@@ -13,14 +23,34 @@ from harness import read_line  # noqa: E402
 
 ITERS = int(os.environ.get("BENCH_ITERS", "300000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+# the memleak-ai binary measured: a copy keeps one run's figures to one build while the tree is rebuilt
+TOOL = os.environ.get("BENCH_TOOL", os.path.join(ROOT, "memleak-ai"))
 
 
-def prog_stats(names):
+def prog_ids(pid):
+    """IDs of the BPF programs process PID holds open (other memleak-ai runs may have programs of the same names)."""
+    ids = set()
+    fdinfo = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(fdinfo):
+        try:
+            with open(os.path.join(fdinfo, fd)) as f:
+                for line in f:
+                    if line.startswith("prog_id:"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return ids
+
+
+def prog_stats(names, pid=None):
+    """(run_time_ns, run_cnt) by program name, only programs of process PID when given."""
+    ids = prog_ids(pid) if pid else None
     out = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True).stdout)
     res = {}
     for p in out:
-        if p.get("name") in names:
-            res[p["name"]] = (p.get("run_time_ns", 0), p.get("run_cnt", 0))
+        if p.get("name") in names and (ids is None or p.get("id") in ids):
+            ns, cnt = res.get(p["name"], (0, 0))
+            res[p["name"]] = (ns + p.get("run_time_ns", 0), cnt + p.get("run_cnt", 0))
     return res
 
 
@@ -36,7 +66,7 @@ def proc_cpu_rss(pid):
     return ticks / os.sysconf("SC_CLK_TCK"), rss
 
 
-def main():
+def overhead_bench():
     target = subprocess.Popen([os.path.join(B, "mallocbench"), str(ITERS)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE)
     read_line(target.stdout, 10, "bench ready")
@@ -62,13 +92,13 @@ def main():
             fl.kill()
             fl.wait()
 
-            tool = subprocess.Popen([os.path.join(ROOT, "memleak-ai"), "-p", str(pid), "-f", "json", "3600"],
+            tool = subprocess.Popen([TOOL, "-p", str(pid), "-f", "json", "3600"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             while "attached to pid" not in read_line(tool.stderr, 20, "memleak-ai attached"):
                 pass
-            before = prog_stats({"alloc_enter", "alloc_exit", "free_enter"})
+            before = prog_stats({"alloc_enter", "alloc_exit", "free_enter"}, tool.pid)
             results["memleak-ai"].append(run_once())
-            after = prog_stats({"alloc_enter", "alloc_exit", "free_enter"})
+            after = prog_stats({"alloc_enter", "alloc_exit", "free_enter"}, tool.pid)
             for k, (ns, cnt) in after.items():
                 b_ns, b_cnt = before.get(k, (0, 0))
                 a_ns, a_cnt = bpf.get(k, (0, 0))
@@ -95,61 +125,222 @@ def main():
         if cnt:
             print(f"  BPF run time {k:11s}: {ns / cnt:6.1f} ns per event over {cnt} events")
     print(f"  memleak-ai CPU while attached: {tool_cpu:.2f} s total, peak RSS {tool_rss / 1024:.1f} MiB")
-    torch_bench()
-    r = subprocess.run([os.path.join(B, "report_bench"), "1000000", "10000"], capture_output=True, text=True)
-    print("  " + (r.stdout.strip() or r.stderr.strip()))
-    r = subprocess.run([os.path.join(B, "report_bench"), "1000000", "100000"], capture_output=True, text=True)
-    print("  " + (r.stdout.strip() or r.stderr.strip()))
+
+
+def report_bench():
+    for stacks in ("10000", "100000"):
+        r = subprocess.run([os.path.join(B, "report_bench"), "1000000", stacks], capture_output=True, text=True)
+        print("  " + (r.stdout.strip() or r.stderr.strip()))
+
+
+PROGS = ("alloc_enter", "alloc_exit", "free_enter")
+
+
+def start_tool(pid, extra):
+    """memleak-ai -p PID with JSON reports and no periodic report during the run; returns once attached."""
+    tool = subprocess.Popen([TOOL, "-p", str(pid), "-f", "json", *extra, "3600"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
+        pass
+    return tool
+
+
+def stop_tool(tool):
+    """Ctrl-C, and the final JSON report."""
+    tool.send_signal(2)
+    out, _ = tool.communicate(timeout=60)
+    return json.loads(out.decode().splitlines()[-1])
+
+
+def stat_delta(before, after):
+    return {k: (after[k][0] - before.get(k, (0, 0))[0], after[k][1] - before.get(k, (0, 0))[1]) for k in after}
+
+
+def med_range(xs, fmt="{:.0f}"):
+    """'median [min, max]' of a list."""
+    return f"{fmt.format(statistics.median(xs))} [{fmt.format(min(xs))}, {fmt.format(max(xs))}]"
+
+
+def py_depths(rep):
+    """Python frames in each stack of a JSON report."""
+    return [sum(1 for f in st["frames"] if f.get("kind") == "python") for st in rep["stacks"]]
+
+
+def pyframes_bench():
+    """
+    The BPF Python frame walk: one py_depth.py target per depth (10, 50, 100 Python frames at every
+    allocation), each iteration one bytearray(1000): exactly one libc malloc and one free. Per round and
+    depth: no tool, memleak-ai (Python frames on), memleak-ai --no-python (the two tool modes in alternating
+    order). BPF run time per event from kernel.bpf_stats_enabled, of this memleak-ai's programs only.
+    """
+    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    if not os.path.exists(py):
+        print(f"  (Python frame-walk benchmark skipped: {py} not found)")
+        return
+    iters = int(os.environ.get("BENCH_PY_ITERS", "50000"))
+    rounds = int(os.environ.get("BENCH_PY_ROUNDS", str(max(ROUNDS, 7))))
+    depths = (10, 50, 100)
+    version = subprocess.run([py, "--version"], capture_output=True, text=True).stdout.strip()
+    targets = {}
+    res = {(d, m): {"wall": [], **{k: [] for k in PROGS}} for d in depths for m in ("none", "python", "no-python")}
+    failures = []
+
+    def run_once(d):
+        t = targets[d]
+        t.stdin.write(b"g")
+        t.stdin.flush()
+        return float(read_line(t.stdout, 300, "py_depth result"))
+
+    def command(d, c):
+        targets[d].stdin.write(c)
+        targets[d].stdin.flush()
+        return read_line(targets[d].stdout, 30, "py_depth reply")
+
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=False)
+    try:
+        for d in depths:
+            targets[d] = subprocess.Popen([py, os.path.join(ROOT, "tests", "bench", "py_depth.py"), str(d), str(iters)],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            read_line(targets[d].stdout, 30, "py_depth ready")
+            if int(command(d, b"d")) != d:
+                failures.append(f"depth {d}: target reports another depth")
+            run_once(d)  # warm-up
+        for r in range(rounds):
+            for d in depths:
+                res[(d, "none")]["wall"].append(run_once(d))
+                for mode in (("python", "no-python") if r % 2 == 0 else ("no-python", "python")):
+                    tool = start_tool(targets[d].pid, ["--no-python"] if mode == "no-python" else [])
+                    before = prog_stats(set(PROGS), tool.pid)
+                    res[(d, mode)]["wall"].append(run_once(d))
+                    delta = stat_delta(before, prog_stats(set(PROGS), tool.pid))
+                    keep = r == 0 and mode == "python"
+                    if keep:
+                        command(d, b"k")  # one outstanding allocation: its stack shows the depth walked
+                    rep = stop_tool(tool)
+                    for k in PROGS:
+                        ns, cnt = delta.get(k, (0, 0))
+                        res[(d, mode)][k].append(ns / cnt if cnt else float("nan"))
+                        if cnt != iters:
+                            failures.append(f"depth {d} {mode}: {k} ran {cnt} times for {iters} iterations")
+                    ev, pys = rep["stats"]["events"], rep["stats"]["python"]
+                    if ev["allocs"] != iters + keep or ev["frees"] != iters:
+                        failures.append(f"depth {d} {mode}: {ev['allocs']} allocs, {ev['frees']} frees")
+                    want = ev["allocs"] if mode == "python" else 0
+                    if pys["with_frames"] != want or pys["truncated"] or pys["unreadable"]:
+                        failures.append(f"depth {d} {mode}: python stats {pys}")
+                    if keep and py_depths(rep) != [d]:
+                        failures.append(f"depth {d}: kept allocation's stack has {py_depths(rep)} Python frames")
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
+        for t in targets.values():
+            t.kill()
+    print(f"Python frame walk ({py}, {version}; {iters} x bytearray(1000) = one malloc + one free per run; "
+          f"{rounds} rounds, modes interleaved, one target per depth):")
+    for d in depths:
+        p, n = res[(d, "python")], res[(d, "no-python")]
+        walk = [a - b for a, b in zip(p["alloc_enter"], n["alloc_enter"])]
+        ratio = [a / b for a, b in zip(p["wall"], n["wall"])]
+        added = [a - b for a, b in zip(p["wall"], n["wall"])]
+        print(f"  depth {d:3d}: BPF alloc_enter ns/event: Python frames {med_range(p['alloc_enter'])}, "
+              f"--no-python {med_range(n['alloc_enter'])}; walk adds {med_range(walk)} ns")
+        print(f"             alloc_exit {statistics.median(p['alloc_exit']):.0f} / {statistics.median(n['alloc_exit']):.0f} ns, "
+              f"free_enter {statistics.median(p['free_enter']):.0f} / {statistics.median(n['free_enter']):.0f} ns "
+              "(Python frames / --no-python)")
+        print(f"             ns per iteration: no tool {med_range(res[(d, 'none')]['wall'])}, Python frames "
+              f"{med_range(p['wall'])}, --no-python {med_range(n['wall'])}")
+        print(f"             ratio Python frames / --no-python per iteration {med_range(ratio, '{:.3f}')}, "
+              f"added {med_range(added)} ns")
+        print(f"             runs alloc_enter Python frames: {' '.join(f'{x:.0f}' for x in p['alloc_enter'])}")
+    at50 = statistics.median(res[(50, "python")]["alloc_enter"])
+    print(f"  goal: alloc_enter < 2000 ns per event at 50 Python frames: {'met' if at50 < 2000 else 'NOT met'} "
+          f"({at50:.0f} ns)")
+    for f in failures:
+        print(f"  CHECK FAILED: {f}")
 
 
 def torch_bench():
-    """PyTorch CPU training step: no tool, only the torch/CUDA layers, every layer. One process, interleaved."""
+    """
+    PyTorch CPU training step, one process, interleaved: no tool; the torch/CUDA layers; every layer; each
+    tool mode with Python frames (the default) and with --no-python.
+    """
     py = "/usr/bin/python3"
     if not os.path.exists(py):
         print("  (PyTorch step benchmark skipped: Debian python3 with python3-torch not found)")
         return
     steps = int(os.environ.get("BENCH_TORCH_STEPS", "20"))
+    # step times wander by about 1 %: more rounds for a stable median
+    rounds = int(os.environ.get("BENCH_TORCH_ROUNDS", str(max(ROUNDS, 7))))
     target = subprocess.Popen([py, os.path.join(ROOT, "tests", "bench", "torch_step.py"), str(steps)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     read_line(target.stdout, 120, "torch ready")
-    modes = {"none": None, "torch/cuda layers": "torch_cpu,torch_cuda,cuda,cuda_host", "all layers": ""}
+    tc = ["--layers", "torch_cpu,torch_cuda,cuda,cuda_host"]
+    modes = {"none": None, "torch/cuda layers": tc, "torch/cuda --no-python": tc + ["--no-python"],
+             "all layers": [], "all --no-python": ["--no-python"]}
     res = {k: [] for k in modes}
-    rates = {}
+    bpf = {k: {} for k in modes}
+    rates, pystats = {}, {}
 
     def run_once():
         target.stdin.write(b"g")
         target.stdin.flush()
         return float(read_line(target.stdout, 300, "torch step result"))
 
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=False)
     try:
         run_once()  # warm-up
-        for _ in range(max(ROUNDS, 7)):  # step times wander by about 1 %: more rounds for a stable median
-            for name, layers in modes.items():
-                tool = None
-                if layers is not None:
-                    args = [os.path.join(ROOT, "memleak-ai"), "-p", str(target.pid), "-f", "json", "3600"]
-                    if layers:
-                        args[1:1] = ["--layers", layers]
-                    tool = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                    while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
-                        pass
+        for _ in range(rounds):
+            for name, extra in modes.items():
+                tool = start_tool(target.pid, extra) if extra is not None else None
+                if tool:
+                    before = prog_stats(set(PROGS), tool.pid)
                 res[name].append(run_once())
                 if tool:
-                    tool.send_signal(2)
-                    out, _ = tool.communicate(timeout=30)
-                    rep = json.loads(out.decode().splitlines()[-1])
+                    for k, (ns, cnt) in stat_delta(before, prog_stats(set(PROGS), tool.pid)).items():
+                        a_ns, a_cnt = bpf[name].get(k, (0, 0))
+                        bpf[name][k] = (a_ns + ns, a_cnt + cnt)
+                    rep = stop_tool(tool)
                     rates[name] = {k: v["allocs"] + v["frees"] for k, v in rep["stats"]["layers"].items()}
+                    pystats[name] = rep["stats"]["python"]
     finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
         target.kill()
     med = {k: statistics.median(v) for k, v in res.items()}
-    print(f"PyTorch CPU training step ({steps} steps per run, {max(ROUNDS, 7)} rounds interleaved, one process):")
+    print(f"PyTorch CPU training step ({steps} steps per run, {rounds} rounds interleaved, one process):")
     for k, v in med.items():
         slow = (v / med["none"] - 1) * 100
-        print(f"  {k:18s} median {v:7.3f} ms/step ({slow:+.2f}%)   runs: {' '.join(f'{x:.3f}' for x in res[k])}")
+        print(f"  {k:22s} median {v:7.3f} ms/step ({slow:+.2f}%)   runs: {' '.join(f'{x:.3f}' for x in res[k])}")
     for k, r in rates.items():
         per_step = {layer: n / steps for layer, n in r.items()}
         print(f"  events per step with {k}: " + ", ".join(f"{l} {n:.1f}" for l, n in per_step.items()))
+    for k, b in bpf.items():
+        if not b:
+            continue
+        total = sum(ns for ns, _ in b.values()) / (rounds * steps) / 1e6
+        ae_ns, ae_cnt = b.get("alloc_enter", (0, 1))
+        pys = pystats[k]
+        print(f"  BPF with {k}: alloc_enter {ae_ns / max(ae_cnt, 1):.0f} ns/event, all programs {total:.3f} ms/step; "
+              f"allocations with Python frames {pys['with_frames']} of {pys['with_frames'] + pys['without_frames']} "
+              f"(last run)")
+    for on, off in (("torch/cuda layers", "torch/cuda --no-python"), ("all layers", "all --no-python")):
+        added = [a - b for a, b in zip(res[on], res[off])]
+        b_on = sum(ns for ns, _ in bpf[on].values()) / (rounds * steps) / 1e6
+        b_off = sum(ns for ns, _ in bpf[off].values()) / (rounds * steps) / 1e6
+        ae_on, ae_off = (bpf[m].get("alloc_enter", (0, 1)) for m in (on, off))
+        print(f"  Python frames' added cost, {on}: step time {med[on] - med[off]:+.3f} ms "
+              f"({(med[on] / med[off] - 1) * 100:+.2f}%; per round {med_range(added, '{:+.3f}')} ms); "
+              f"BPF run time {b_on - b_off:+.3f} ms/step ({(b_on - b_off) / med['none'] * 100:+.2f}% of a step), "
+              f"{ae_on[0] / max(ae_on[1], 1) - ae_off[0] / max(ae_off[1], 1):+.0f} ns per allocation")
+
+
+def main(argv):
+    benches = {"overhead": overhead_bench, "pyframes": pyframes_bench, "torch": torch_bench, "report": report_bench}
+    names = argv or list(benches)
+    for n in names:
+        if n not in benches:
+            sys.exit(f"usage: bench.py [{'|'.join(benches)} ...]")
+    for n in names:
+        benches[n]()
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -174,28 +174,49 @@ int followers__add(struct followers *f, int pid, int parent)
 		return err == -ENOENT ? -ESRCH : err;
 	}
 	f->n++;
-	ml_notice("following pid %d (child of %d): %u objects probed", pid, parent, probes__n_objects(t->probes));
+	{
+		unsigned int nobj = 0, nfuncs = 0;
+
+		for (unsigned int i = 0; i < probes__n_objects(t->probes); i++) {
+			unsigned int k = 0;
+
+			if (probes__object(t->probes, i, &k, NULL)) {
+				nfuncs += k;
+				nobj++;
+			}
+		}
+		ml_notice("following pid %d (child of %d): %u probes in %u objects", pid, parent, nfuncs, nobj);
+	}
 	return 0;
 }
 
 int followers__exec(struct followers *f, int pid)
 {
 	struct follower *t = find(f, pid);
+	struct ml_maps maps = {};
 	int err;
 
 	if (!t)
 		return -ENOENT;
-	/* The old image's probes filter on its address space, which is gone: start over. */
-	probes__free(t->probes);
+	/* The probes follow the process across exec; the new image needs its libraries and Python looked at. */
 	pyframes__free(t->py);
-	t->probes = NULL;
-	t->py = NULL;
-	err = attach(f, t);
-	if (err)
+	t->py = f->o.python ? pyframes__new(f->skel, t->pid) : NULL;
+	if (f->heap_mode)
+		ml_heap_track(f->skel, t->pid);
+	err = ml_maps__read(t->pid, &maps);
+	if (!err) {
+		err = probes__sync(t->probes, &maps);
+		if (err >= 0 && t->py)
+			pyframes__sync(t->py, &maps);
+		ml_maps__clear(&maps);
+	}
+	if (err >= 0 && t->sym)
+		symbolizer__refresh(t->sym);
+	if (err < 0 && err != -ESRCH && err != -ENOENT)
 		ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
 	else
 		ml_info("pid %d ran exec: its new image is probed", pid);
-	return err;
+	return err < 0 ? err : 0;
 }
 
 static bool exited(const struct follower *t)

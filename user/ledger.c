@@ -21,6 +21,7 @@ struct row_index {
 
 /* A CUDA segment or tensor block seen in this pass, for the per-device split. */
 struct gpu_block {
+	uint32_t tgid; /* blocks match segments of their own process only */
 	uint64_t addr, size;
 	int16_t device;
 	uint8_t layer;
@@ -222,7 +223,8 @@ static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 	return &s->rows[s->nrows++];
 }
 
-static int push_gpu(struct ledger *l, uint64_t addr, uint64_t size, int16_t device, uint8_t layer, bool handle)
+static int push_gpu(struct ledger *l, uint32_t tgid, uint64_t addr, uint64_t size, int16_t device, uint8_t layer,
+		    bool handle)
 {
 	if (l->ngpu == l->capgpu) {
 		size_t cap = l->capgpu ? l->capgpu * 2 : 256;
@@ -233,8 +235,8 @@ static int push_gpu(struct ledger *l, uint64_t addr, uint64_t size, int16_t devi
 		l->gpu = n;
 		l->capgpu = cap;
 	}
-	l->gpu[l->ngpu++] = (struct gpu_block){ .addr = addr, .size = size, .device = device, .layer = layer,
-						 .handle = handle };
+	l->gpu[l->ngpu++] = (struct gpu_block){ .tgid = tgid, .addr = addr, .size = size, .device = device,
+						 .layer = layer, .handle = handle };
 	return 0;
 }
 
@@ -250,23 +252,26 @@ static int cmp_gpu(const void *a, const void *b)
 
 	if (is_range(x) != is_range(y))
 		return is_range(x) ? -1 : 1;
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
 	return (x->addr > y->addr) - (x->addr < y->addr);
 }
 
 /* The range (among the first nseg entries, sorted) that contains addr, or NULL. */
-static struct gpu_block *segment_of(struct gpu_block *seg, size_t nseg, uint64_t addr)
+/* The segment of process tgid holding addr (segments sorted by process, then address), or NULL. */
+static struct gpu_block *segment_of(struct gpu_block *seg, size_t nseg, uint32_t tgid, uint64_t addr)
 {
 	size_t lo = 0, hi = nseg;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (seg[mid].addr <= addr)
+		if (seg[mid].tgid < tgid || (seg[mid].tgid == tgid && seg[mid].addr <= addr))
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo == 0 || addr >= seg[lo - 1].addr + seg[lo - 1].size)
+	if (lo == 0 || seg[lo - 1].tgid != tgid || addr >= seg[lo - 1].addr + seg[lo - 1].size)
 		return NULL;
 	return &seg[lo - 1];
 }
@@ -292,7 +297,7 @@ static void split_devices(struct ledger *l)
 
 		if (l->gpu[i].layer != ML_LAYER_TORCH_CUDA)
 			continue;
-		seg = segment_of(l->gpu, nseg, l->gpu[i].addr);
+		seg = segment_of(l->gpu, nseg, l->gpu[i].tgid, l->gpu[i].addr);
 		if (seg && seg->device < 0 && l->gpu[i].device >= 0)
 			seg->device = l->gpu[i].device;
 	}
@@ -303,7 +308,7 @@ static void split_devices(struct ledger *l)
 		if (b->layer == ML_LAYER_CUDA_MAP)
 			continue;
 		if (b->layer == ML_LAYER_TORCH_CUDA && b->device < 0) {
-			struct gpu_block *seg = segment_of(l->gpu, nseg, b->addr);
+			struct gpu_block *seg = segment_of(l->gpu, nseg, b->tgid, b->addr);
 
 			if (seg)
 				b->device = seg->device;
@@ -478,6 +483,13 @@ static struct ml_proc_total *proc_slot(struct ledger *l, int tgid)
 	return &s->procs[s->nprocs++];
 }
 
+static int cmp_proc(const void *a, const void *b)
+{
+	const struct ml_proc_total *x = a, *y = b;
+
+	return (x->tgid > y->tgid) - (x->tgid < y->tgid);
+}
+
 /* Per-process totals from this snapshot's rows and the previous ones, both sorted by key (tgid first). */
 static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows, const struct ml_row *prev,
 		       size_t nprev)
@@ -485,8 +497,10 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 	size_t i = 0, j = 0;
 
 	l->snap.nprocs = 0;
+	/* Both are sorted by cmp_key, a memcmp: compare tgids the same way. */
 	while (i < nrows || j < nprev) {
-		bool cur = i < nrows && (j >= nprev || rows[i].key.tgid <= prev[j].key.tgid);
+		bool cur = i < nrows && (j >= nprev || memcmp(&rows[i].key.tgid, &prev[j].key.tgid,
+							      sizeof(rows[i].key.tgid)) <= 0);
 		const struct ml_row *r = cur ? &rows[i++] : &prev[j++];
 		struct ml_proc_total *p = proc_slot(l, (int)r->key.tgid);
 		struct ml_layer_total *t;
@@ -505,6 +519,8 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 			t->growth_bytes -= (int64_t)r->bytes;
 		}
 	}
+	if (l->snap.nprocs > 1)
+		qsort(l->snap.procs, l->snap.nprocs, sizeof(*l->snap.procs), cmp_proc);
 	return 0;
 }
 
@@ -591,7 +607,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		if (ts < r->oldest_ts_ns)
 			r->oldest_ts_ns = ts;
 		if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&
-		    push_gpu(l, addr, size, sl->device, k.layer, is_handle(sl->spec)))
+		    push_gpu(l, k.tgid, addr, size, sl->device, k.layer, is_handle(sl->spec)))
 			return -ENOMEM;
 	}
 	split_devices(l);

@@ -160,30 +160,27 @@ static int resolver(void *ctx, int tgid, struct ml_resolver *out)
 	return ss->followers ? followers__resolver(ss->followers, tgid, out) : -ENOENT;
 }
 
-/* The first process ran exec: its old probes filter on an address space that is gone; start over. */
-static void reattach_root(struct session *ss)
+/*
+ * The first process ran exec. Its probes live on (they follow the process, and the libraries the new image
+ * shares are the same files); what changes is the image: its new libraries are probed, its Python
+ * interpreter (if any) is looked for anew, its program break starts over. Links are not swapped: a call in
+ * flight would lose its return.
+ */
+static void root_exec(struct session *ss)
 {
-	struct probes_opts po = { .pid = ss->root, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
-				  .multi = ss->multi };
-	struct probes *np = probes__new(ss->skel, &po);
 	struct pyframes *npy = ss->o->python ? pyframes__new(ss->skel, ss->root) : NULL;
 	int n;
 
-	if (!np || (ss->o->python && !npy)) {
-		probes__free(np);
-		pyframes__free(npy);
-		ml_notice("pid %d ran exec; out of memory probing its new image", ss->root);
+	if (ss->o->python && !npy) {
+		ml_notice("pid %d ran exec; out of memory looking at its new image", ss->root);
 		return;
 	}
-	probes__free(*ss->probes);
 	pyframes__free(*ss->py);
-	if (ss->heap_link)
-		ml_heap_track(ss->skel, ss->root); /* a new image: its program break starts over */
-	*ss->probes = np;
 	*ss->py = npy;
-	n = sync_probes(np, npy, *ss->sym, ss->root);
-	probes__started(np);
-	if (n < 0 && n != -ESRCH)
+	if (ss->heap_link)
+		ml_heap_track(ss->skel, ss->root);
+	n = sync_probes(*ss->probes, npy, *ss->sym, ss->root);
+	if (n < 0 && n != -ESRCH && n != -ENOENT)
 		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root, strerror(-n));
 	else
 		ml_info("pid %d ran exec: its new image is probed", ss->root);
@@ -230,10 +227,15 @@ static int start_following(struct session *ss, struct ring_buffer **rb)
 	int err;
 
 	ss->followers = followers__new(ss->skel, &fo);
-	if (!ss->followers)
+	if (!ss->followers) {
+		ml_err("cannot follow pid %d's children: %s", ss->root, strerror(ENOMEM));
 		return -ENOMEM;
-	if (bpf_map_update_elem(bpf_map__fd(ss->skel->maps.traced), &key, &one, BPF_ANY))
-		return -errno;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(ss->skel->maps.traced), &key, &one, BPF_ANY)) {
+		err = -errno;
+		ml_err("cannot follow pid %d's children: %s (--no-follow goes without)", ss->root, strerror(-err));
+		return err;
+	}
 	ss->fork_link = bpf_program__attach(ss->skel->progs.follow_fork);
 	ss->exec_link = ss->fork_link ? bpf_program__attach(ss->skel->progs.follow_exec) : NULL;
 	if (!ss->exec_link) {
@@ -243,8 +245,11 @@ static int start_following(struct session *ss, struct ring_buffer **rb)
 		return err;
 	}
 	*rb = ring_buffer__new(bpf_map__fd(ss->skel->maps.proc_events), on_proc_event, ss, NULL);
-	if (!*rb)
-		return -errno;
+	if (!*rb) {
+		err = -errno;
+		ml_err("cannot follow pid %d's children: %s (--no-follow goes without)", ss->root, strerror(-err));
+		return err;
+	}
 	if (ml_descendants(ss->root, &kids, &nkids) == 0)
 		for (size_t i = 0; i < nkids; i++)
 			followers__add(ss->followers, kids[i].pid, kids[i].parent);
@@ -475,11 +480,8 @@ int main(int argc, char **argv)
 	/* After -c's own exec: that one is the start, not a new image to probe again. */
 	if (o.follow) {
 		err = start_following(&ss, &rb);
-		if (err) {
-			if (err == -ENOMEM)
-				ml_err("cannot follow pid %d's children: %s", tgt.pid, strerror(-err));
-			goto cleanup;
-		}
+		if (err)
+			goto cleanup; /* said why */
 	}
 	/* Taken from here on by the event loop: a signal right after the "attached" notice gets its final report. */
 	sigemptyset(&mask);
@@ -556,7 +558,7 @@ int main(int argc, char **argv)
 			ring_buffer__consume(rb);
 			if (ss.root_exec) {
 				ss.root_exec = false;
-				reattach_root(&ss);
+				root_exec(&ss);
 			}
 		}
 		if (all[3].revents) {

@@ -44,7 +44,6 @@ static const char usage[] =
 	"                         2): over it, the C heap is followed through its system calls instead of\n"
 	"                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
 	"      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
-	"                         nor its new image after exec\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
 	"      --max-stacks N     distinct stacks kept (default 16384)\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"

@@ -43,6 +43,7 @@ static const struct stat_name drop_stats[] = {
 	{ ML_STAT_DROP_STACK, "stack_unavailable", "stack not stored (raise --max-stacks)" },
 	{ ML_STAT_DROP_THREAD, "thread_state", "no per-thread state" },
 	{ ML_STAT_DROP_LOST_RETURN, "lost_return", "allocator return not seen" },
+	{ ML_STAT_DROP_PROC_EVENT, "proc_events", "fork or exec not followed (event buffer full)" },
 };
 
 /* Python frame capture: shown once a Python interpreter is being walked. */

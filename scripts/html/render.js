@@ -33,9 +33,11 @@
     .minFrameSize(1).label(d => d.data.name + ": " + fmtBytes(d.data.value));
   d3.select("#flame").datum(M.flame).call(flame);
   const body = document.querySelector("#table tbody");
+  // With children followed, the rows of several processes share the table: each names its pid.
+  const multi = new Set(M.table.map(r => r.pid)).size > 1 || M.table.some(r => r.pid !== M.pid);
   M.table.forEach((r, i) => {
     const tr = document.createElement("tr");
-    const cells = [i + 1, r.layer, r.verdict, r.leak_score.toFixed(2), fmtBytes(r.bytes), r.count,
+    const cells = [i + 1, multi ? `${r.layer} (pid ${r.pid})` : r.layer, r.verdict, r.leak_score.toFixed(2), fmtBytes(r.bytes), r.count,
                    r.oldest_age_s.toFixed(1), fmtBytes(r.growth_bytes_per_s) + "/s",
                    r.frames.join("\n")];
     cells.forEach((c, k) => {
