@@ -30,3 +30,16 @@ for r in reps:
     t = r["totals"]
     print(r["seq"], {k: (v["bytes"], v["growth_bytes"]) for k, v in t.items()}, r.get("devices"))
 PYEOF
+echo "== Python frames with this machine's interpreter ($($PY -V 2>&1))"
+# The same fixture as tests/integration/test_python.py: the kept blocks' stack must name make_block,
+# leak_step, basic and <module> at their '# at:' lines.
+(printf g; sleep 5) | ./memleak-ai -f json --max-overhead 100 -c "$PY tests/fixtures/py_leaky.py basic" 1 5 \
+	> /tmp/gpu-validate-py.json
+$PY - <<'PYEOF'
+import json
+reps = [json.loads(l) for l in open("/tmp/gpu-validate-py.json")]
+st = [s for s in reps[-1]["stacks"] if s["count"] == 20 and s["bytes"] == sum(300001 + i for i in range(20))]
+for s in st:
+    print([(f["file"].rsplit("/", 1)[-1], f["func"], f["line"]) for f in s["frames"] if f["kind"] == "python"])
+print("python stats:", reps[-1]["stats"]["python"])
+PYEOF
