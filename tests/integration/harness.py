@@ -133,6 +133,39 @@ class Tool:
             self.p.wait()
 
 
+def attached_run(argv, *tool_args, after_go=None, ready_timeout=60, done_timeout=120):
+    """Start a fixture speaking the ready / go / done protocol on stdin and stdout, attach memleak-ai to it
+    with -p, let it run, stop the tool with SIGINT once the fixture is done, and check both ended well.
+    after_go(fx, tool) runs between go and done (more handshakes). Returns (tool, fixture pid); the
+    fixture's further output lines are in tool.fixture_lines."""
+    fx = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        line = read_line(fx.stdout, ready_timeout, "fixture ready")
+        check(line.startswith("ready"), f"fixture said {line!r}")
+        tool = Tool("-p", str(fx.pid), *tool_args)
+        tool.fixture_lines = []
+        try:
+            tool.wait_attached()
+            fx.stdin.write(b"g")
+            fx.stdin.flush()
+            if after_go:
+                after_go(fx, tool)
+            while True:
+                line = read_line(fx.stdout, done_timeout, "fixture done")
+                if line == "done":
+                    break
+                tool.fixture_lines.append(line)
+            tool.p.send_signal(signal.SIGINT)
+            eq(tool.finish(), 0, "memleak-ai exit status")
+            check(fx.poll() is None, "the target is still running")
+            return tool, fx.pid
+        finally:
+            tool.kill()
+    finally:
+        fx.kill()
+        fx.wait()
+
+
 def run_tool(*args, env=None, timeout=30):
     e = dict(os.environ)
     if env:

@@ -1,12 +1,10 @@
 """--follow: children that existed at attach, forked after it, and after exec, each reported under its own pid."""
 import os
-import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, Tool, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
+from harness import FIX, ROOT, Fail, attached_run, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
 
 TORCH_PY = "/usr/bin/python3.11"
 
@@ -32,33 +30,22 @@ def by_pid_func(rep):
     return out
 
 
-def run_family(*tool_args):
-    fx = subprocess.Popen([os.path.join(FIX, "family")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        line = read_line(fx.stdout, 10, "ready")
-        check(line.startswith("ready"), f"fixture said {line!r}")
-        tool = Tool("-p", str(fx.pid), "-f", "json", "-v", "--top", "1000", *tool_args, "60")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            forked = read_line(fx.stdout, 10, "forked").split()
-            b, c = int(forked[1]), int(forked[2])
-            if "--no-follow" not in tool_args:
-                wait_stderr(tool, lambda l: f"following pid {b} " in l, "B followed")
+def run_family(*tool_args, fmt=("-f", "json", "-v")):
+    """The family fixture under memleak-ai: (parent pid, [A, B, C], tool). B and C are let go only once the
+    tool follows them (with --follow): what a child does before it is probed is not seen."""
+    def let_children_go(fx, tool):
+        b, c = (int(x) for x in read_line(fx.stdout, 10, "forked").split()[1:])
+        if "--no-follow" not in tool_args:
+            wait_stderr(tool, lambda l: f"following pid {b} " in l, "B followed")
+            if "-v" in fmt:
                 wait_stderr(tool, lambda l: f"pid {c} ran exec: its new image is probed" in l, "C's exec followed")
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            kids = [int(x) for x in read_line(fx.stdout, 10, "kids").split()[1:]]
-            eq(read_line(fx.stdout, 10, "done"), "done", "fixture done")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "exit status")
-            return fx.pid, kids, tool
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+        fx.stdin.write(b"g")
+        fx.stdin.flush()
+
+    tool, pid = attached_run([os.path.join(FIX, "family")], *fmt, "--top", "1000", *tool_args, "60",
+                             after_go=let_children_go, ready_timeout=10, done_timeout=20)
+    kids = [int(x) for x in tool.fixture_lines[0].split()[1:]]
+    return pid, kids, tool
 
 
 @test
@@ -93,32 +80,12 @@ def follow_off_traces_only_the_process():
 
 @test
 def follow_text_report_names_each_pid():
-    fx = subprocess.Popen([os.path.join(FIX, "family")], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        read_line(fx.stdout, 10, "ready")
-        tool = Tool("-p", str(fx.pid), "--top", "1000", "60")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            _, b, _ = read_line(fx.stdout, 10, "forked").split()
-            wait_stderr(tool, lambda l: f"following pid {b} " in l, "B followed")
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            read_line(fx.stdout, 10, "kids")
-            read_line(fx.stdout, 10, "done")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "exit status")
-            lines = tool.out.splitlines()
-            check(any(l.startswith(f"  pid {b}: libc 244.1 KiB in 5 allocations") for l in lines),
-                  f"B's total line: {[l for l in lines if l.startswith('  pid')]}")
-            check(any(l.startswith("[") and f"] pid {b} libc: 250005 bytes" in l for l in lines),
-                  "B's stack line names its pid")
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+    _, (_, b, _), tool = run_family(fmt=())
+    lines = tool.out.splitlines()
+    check(any(l.startswith(f"  pid {b}: libc 244.1 KiB in 5 allocations") for l in lines),
+          f"B's total line: {[l for l in lines if l.startswith('  pid')]}")
+    check(any(l.startswith("[") and f"] pid {b} libc: 250005 bytes" in l for l in lines),
+          "B's stack line names its pid")
 
 
 @test
@@ -128,27 +95,12 @@ def dataloader_workers_leak_found_in_the_workers():
         raise Fail("Debian python3.11 with python3-torch missing")
     script = os.path.join(ROOT, "tests", "fixtures", "dataloader.py")
     line = next(n for n, text in enumerate(open(script), 1) if "# at: cache" in text)
-    fx = subprocess.Popen([TORCH_PY, script, "250"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        check(read_line(fx.stdout, 60, "ready").startswith("ready"), "fixture ready")
-        tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "50", "0.5")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            workers = [int(p) for p in read_line(fx.stdout, 60, "workers").split()[1:]]
-            eq(len(workers), 2, "two workers")
-            eq(read_line(fx.stdout, 120, "done"), "done", "loop finished")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "exit status")
-            reps = tool.reports()
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+    tool, parent = attached_run([TORCH_PY, script, "250"], "-f", "json", "--top", "50", "0.5")
+    reps = tool.reports()
+    workers = [int(p) for p in tool.fixture_lines[0].split()[1:]]
+    eq(len(workers), 2, "two workers")
     for w in workers:
-        check(any(f"following pid {w} (child of {fx.pid})" in l for l in tool.stderr_lines), f"worker {w} followed")
+        check(any(f"following pid {w} (child of {parent})" in l for l in tool.stderr_lines), f"worker {w} followed")
     at = (script, "CachingDataset.__getitem__", line)
 
     def leaks(rep, pid):
@@ -164,7 +116,7 @@ def dataloader_workers_leak_found_in_the_workers():
         count = sum(s["count"] for s in st)
         check(count >= 60, f"worker {w}: most of its ~125 items seen: {count}")
         check(max(s["count"] for s in st) >= count * 0.9, f"worker {w}: one stack holds them: {[s['count'] for s in st]}")
-    eq([s for s in final["stacks"] if s["pid"] == fx.pid and
+    eq([s for s in final["stacks"] if s["pid"] == parent and
         any(f.get("func") == "CachingDataset.__getitem__" for f in s["frames"])], [],
        "nothing of it in the training process")
     check(any(s["verdict"] == "growing" for r in reps[-3:-1] for w in workers for s in leaks(r, w)),

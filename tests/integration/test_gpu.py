@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, Fixture, Tool, by_func, check, eq, main, read_line, test  # noqa: E402
+from harness import FIX, ROOT, Fail, Fixture, Tool, attached_run, by_func, check, eq, main, read_line, test  # noqa: E402
 
 GPU = os.path.join(FIX, "gpu")
 TORCH_PY = "/usr/bin/python3"  # Debian's python3.11, which has python3-torch
@@ -168,23 +168,8 @@ def real_cuda_runtime_without_gpu():
 
 def torch_run(mode):
     script = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
-    fx = subprocess.Popen([TORCH_PY, script, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        check(read_line(fx.stdout, 60, "torch ready").startswith("ready"), "torch fixture ready")
-        tool = Tool("-p", str(fx.pid), "-f", "json", "--layers", "torch_cpu", "--top", "50", "0.5")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            eq(read_line(fx.stdout, 120, "torch done"), "done", "loop finished")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "exit status")
-            return tool.reports()
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+    tool, _ = attached_run([TORCH_PY, script, mode], "-f", "json", "--layers", "torch_cpu", "--top", "50", "0.5")
+    return tool.reports()
 
 
 @test

@@ -1,12 +1,11 @@
 """--max-overhead: the tool measures its own cost and, over budget, follows the C heap through its system calls."""
 import os
 import re
-import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ROOT, Fail, Tool, check, eq, main, read_line, test  # noqa: E402
+from harness import ROOT, attached_run, check, eq, main, test  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_hot.py")
 PY = os.path.expanduser("~/.pyenv/versions/3.11.7/bin/python3.11")
@@ -19,24 +18,8 @@ def line_of(mark):
 
 
 def run(secs, *tool_args):
-    fx = subprocess.Popen([PY, SCRIPT, str(secs)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        check(read_line(fx.stdout, 30, "ready").startswith("ready"), "fixture ready")
-        tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "50", *tool_args, "1")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            eq(read_line(fx.stdout, 60, "done"), "done", "fixture done")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "exit status")
-            check(fx.poll() is None, "target still running")
-            return tool.reports(), tool
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+    tool, _ = attached_run([PY, SCRIPT, str(secs)], "-f", "json", "--top", "50", *tool_args, "1")
+    return tool.reports(), tool
 
 
 def py_lines(stack):

@@ -1,12 +1,10 @@
 """Python frames: exact files, functions and lines from real interpreters, attached with -p like a user would."""
 import os
 import re
-import signal
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, Tool, check, eq, main, read_line, test  # noqa: E402
+from harness import FIX, ROOT, Fail, attached_run, check, eq, main, test  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_leaky.py")
 TORCH_SCRIPT = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
@@ -39,29 +37,12 @@ def markers(path):
 AT = markers(SCRIPT)
 
 
-def run_py(python, scenario, *args, tool_args=(), script=SCRIPT):
-    """Start the fixture, attach with -p, run it, stop the tool with SIGINT: (final JSON report, tool)."""
-    fx = subprocess.Popen([python, script, scenario, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        line = read_line(fx.stdout, 60, "fixture ready")
-        check(line.startswith("ready"), f"fixture said {line!r}")
-        tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            eq(read_line(fx.stdout, 120, "fixture done"), "done", "fixture finished")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "memleak-ai exit status")
-            reps = tool.reports()
-            check(reps and reps[-1]["final"], "a final report")
-            check(fx.poll() is None, "the target is still running")
-            return reps[-1], tool
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+def run_py(python, scenario, *args, tool_args=()):
+    """Run the fixture under memleak-ai -p: (final JSON report, tool)."""
+    tool, _ = attached_run([python, SCRIPT, scenario, *args], "-f", "json", "--top", "1000", *tool_args, "60")
+    reps = tool.reports()
+    check(reps and reps[-1]["final"], "a final report")
+    return reps[-1], tool
 
 
 def py_frames(stack):
@@ -197,76 +178,30 @@ def python_older_interpreter_gets_a_notice_and_native_stacks():
 
 @test
 def c_program_native_stacks_and_no_python_notice():
-    fx = subprocess.Popen([os.path.join(FIX, "leaky"), "basic"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        read_line(fx.stdout, 10, "ready")
-        tool = Tool("-p", str(fx.pid), "-f", "json", "60")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            read_line(fx.stdout, 30, "done")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "exit status")
-            rep = tool.reports()[-1]
-            check(rep["stacks"], "stacks reported")
-            eq([f for s in rep["stacks"] for f in s["frames"] if f["kind"] != "native"], [], "only native frames")
-            eq(rep["stats"]["python"], {"with_frames": 0, "without_frames": 0, "truncated": 0, "unreadable": 0},
-               "no Python capture")
-            check(not any("Python" in l for l in tool.stderr_lines), f"no Python notice: {tool.stderr_lines}")
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+    tool, _ = attached_run([os.path.join(FIX, "leaky"), "basic"], "-f", "json", "60")
+    rep = tool.reports()[-1]
+    check(rep["stacks"], "stacks reported")
+    eq([f for s in rep["stacks"] for f in s["frames"] if f["kind"] != "native"], [], "only native frames")
+    eq(rep["stats"]["python"], {"with_frames": 0, "without_frames": 0, "truncated": 0, "unreadable": 0},
+       "no Python capture")
+    check(not any("Python" in l for l in tool.stderr_lines), f"no Python notice: {tool.stderr_lines}")
 
 
 @test
 def python_frames_in_text_report():
-    fx = subprocess.Popen([pyenv("3.11") or DEBIAN_PY, SCRIPT, "basic"], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE)
-    try:
-        read_line(fx.stdout, 60, "ready")
-        tool = Tool("-p", str(fx.pid), "--top", "100", "60")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            read_line(fx.stdout, 60, "done")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "exit status")
-            text = tool.out
-            for func, mark in [("make_block", "make_block"), ("leak_step", "leak_step"), ("basic", "basic")]:
-                want = f"      {SCRIPT}:{AT[mark]} in {func}"
-                check(want in text.splitlines(), f"text report has {want!r}")
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+    tool, _ = attached_run([pyenv("3.11") or DEBIAN_PY, SCRIPT, "basic"], "--top", "100", "60")
+    for func, mark in [("make_block", "make_block"), ("leak_step", "leak_step"), ("basic", "basic")]:
+        want = f"      {SCRIPT}:{AT[mark]} in {func}"
+        check(want in tool.out.splitlines(), f"text report has {want!r}")
 
 
 @test
 def pytorch_kept_losses_name_the_forward_line():
     if not os.access(DEBIAN_PY, os.X_OK):
         raise Fail("Debian python3.11 missing")
-    fx = subprocess.Popen([DEBIAN_PY, TORCH_SCRIPT, "keep"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        check(read_line(fx.stdout, 60, "torch ready").startswith("ready"), "torch fixture ready")
-        tool = Tool("-p", str(fx.pid), "-f", "json", "--layers", "torch_cpu", "--top", "50", "0.5")
-        try:
-            tool.wait_attached()
-            fx.stdin.write(b"g")
-            fx.stdin.flush()
-            eq(read_line(fx.stdout, 120, "torch done"), "done", "loop finished")
-            tool.p.send_signal(signal.SIGINT)
-            eq(tool.finish(), 0, "exit status")
-            reps = tool.reports()
-        finally:
-            tool.kill()
-    finally:
-        fx.kill()
-        fx.wait()
+    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
+                           "0.5")
+    reps = tool.reports()
     fwd = markers(TORCH_SCRIPT)["forward"]
     rep = reps[-2]
     growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
