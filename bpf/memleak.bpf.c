@@ -506,7 +506,7 @@ static __always_inline struct ml_slot *slot_claim(struct ml_counters *c, __u32 t
 			break;
 		k = READ_ONCE(s->addr);
 		if (k == addr && s->tgid == tgid && s->layer == layer) {
-			cnt_inc(c, ML_STAT_REALLOC_RACE);
+			cnt_inc(c, ML_STAT_TAKEOVER);
 			return s;
 		}
 		if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) && !cand) {
@@ -549,8 +549,10 @@ static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u8 lay
 
 	cnt_inc(c, ML_STAT_ALLOC_CALLS);
 	cnt_inc(c, layer_slot(layer));
-	if (size < min_size || size > max_size)
+	if (size < min_size || size > max_size) {
+		cnt_inc(c, ML_STAT_FILTERED);
 		return;
+	}
 	s = slot_claim(c, tgid, layer, addr);
 	if (!s) {
 		cnt_inc(c, ML_STAT_DROP_ALLOCS_FULL);
@@ -834,7 +836,7 @@ int ldso_stop(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent)
+static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent, __u32 relink)
 {
 	struct ml_proc_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
 
@@ -845,7 +847,7 @@ static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent)
 	e->type = type;
 	e->tgid = tgid;
 	e->parent = parent;
-	e->pad = 0;
+	e->relink = relink;
 	e->ts_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(e, 0);
 }
@@ -864,7 +866,7 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	if (bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY))
 		stat_inc(ML_STAT_DROP_PROC_EVENT);
 	else
-		proc_event(ML_PROC_FORK, ctgid, ptgid);
+		proc_event(ML_PROC_FORK, ctgid, ptgid, 0);
 	return 0;
 }
 
@@ -877,7 +879,7 @@ int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 		return 0;
 	/* The task lives on in the new image: calls in flight in the old one never return. */
 	bpf_task_storage_delete(&threads, p);
-	proc_event(ML_PROC_EXEC, tgid, 0);
+	proc_event(ML_PROC_EXEC, tgid, 0, old_pid != (pid_t)tgid);
 	return 0;
 }
 

@@ -206,7 +206,8 @@ struct ml_proc_event {
 	__u32 type;
 	__u32 tgid;   /* the new process (fork) or the one that ran exec */
 	__u32 parent; /* fork: the traced process that forked it */
-	__u32 pad;
+	__u32 relink; /* exec: run by a thread other than the leader, whose task (the one the probes were
+		       * attached for) is gone: the probes must be attached again */
 	__u64 ts_ns;
 };
 
@@ -229,6 +230,8 @@ enum ml_stat {
 	ML_STAT_PY_TRUNCATED,     /* ... deeper than ML_MAX_PYFRAMES: the outermost frames are missing */
 	ML_STAT_PY_BROKEN,        /* ... whose frame chain could not be read to its end */
 	ML_STAT_DROP_PROC_EVENT,  /* a fork or exec of a traced process not told to user space (ring buffer full) */
+	ML_STAT_FILTERED,         /* allocations outside --min-size/--max-size: not recorded */
+	ML_STAT_TAKEOVER,         /* a record whose address the allocator handed out again: its release was missed */
 	ML_STAT_MAX,
 };
 

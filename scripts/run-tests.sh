@@ -16,6 +16,7 @@ build leaky $CC -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -pthread
 build leaky-static $CC -g -O2 -static -fno-optimize-sibling-calls -pthread tests/fixtures/leaky.c -o $B/leaky-static
 build demo_trainer $CC -g -O2 tests/fixtures/demo_trainer.c -o $B/demo_trainer
 build family $CC -g -O2 tests/fixtures/family.c -o $B/family
+build soak $CC -g -O2 -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/soak.c -o $B/soak
 
 build leaky-static-stripped sh -c "cp $B/leaky-static $B/leaky-static-stripped && strip -s $B/leaky-static-stripped"
 G=$B/gpu

@@ -190,7 +190,7 @@ int followers__add(struct followers *f, int pid, int parent)
 	return 0;
 }
 
-int followers__exec(struct followers *f, int pid)
+int followers__exec(struct followers *f, int pid, bool relink)
 {
 	struct follower *t = find(f, pid);
 	struct ml_maps maps = {};
@@ -198,7 +198,23 @@ int followers__exec(struct followers *f, int pid)
 
 	if (!t)
 		return -ENOENT;
-	/* The probes follow the process across exec; the new image needs its libraries and Python looked at. */
+	/*
+	 * The probes follow the process's leader across exec; the new image needs its libraries and Python
+	 * looked at. An exec by another thread leaves the leader's task behind, and the probes with it.
+	 */
+	if (relink) {
+		struct probes_opts po = f->o.probes;
+		struct probes *np;
+
+		po.pid = t->pid;
+		if (f->heap_mode)
+			po.layers &= ~(1U << ML_LAYER_LIBC);
+		np = probes__new(f->skel, &po);
+		if (!np)
+			return -ENOMEM;
+		probes__free(t->probes);
+		t->probes = np;
+	}
 	pyframes__free(t->py);
 	t->py = f->o.python ? pyframes__new(f->skel, t->pid) : NULL;
 	if (f->heap_mode)

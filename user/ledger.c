@@ -55,6 +55,7 @@ struct ledger {
 	ledger_canon_fn canon;
 	void *canon_ctx;
 	struct u64map canon_ids;  /* mix(tgid, stack id) -> struct canon_ent, for the stacks of the last pass */
+	struct u64map shown;      /* mix(tgid, how it reads) -> struct shown_ent: the stack rows read that way use */
 	uint32_t pass;            /* passes so far: an entry not seen in one is dropped */
 };
 
@@ -122,6 +123,7 @@ void ledger__free(struct ledger *l)
 	free(l->snap.rows);
 	free(l->snap.procs);
 	u64map__free_values(&l->canon_ids);
+	u64map__free_values(&l->shown);
 	free(l->idx.slot);
 	free(l->prev);
 	free(l->prev_ids);
@@ -392,7 +394,12 @@ static uint64_t gc_stacks(struct ledger *l, const uint64_t *ids, size_t nids)
 
 struct canon_ent {
 	uint32_t tgid, pass;
-	uint64_t raw, canon;
+	uint64_t raw, how, canon;
+};
+
+struct shown_ent {
+	uint32_t tgid;
+	uint64_t how, first;
 };
 
 void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx)
@@ -408,6 +415,25 @@ static uint64_t canon_key(uint32_t tgid, uint64_t id)
 	return h ? h : 1;
 }
 
+/* The stack rows show a captured one as: the first one in use that reads the same. */
+static uint64_t shown_as(struct ledger *l, uint32_t tgid, uint64_t id, uint64_t how)
+{
+	uint64_t key = canon_key(tgid, how);
+	struct shown_ent *e = u64map__get(&l->shown, key);
+
+	if (e && (e->tgid != tgid || e->how != how))
+		return id; /* a colliding key: shown as itself */
+	if (e)
+		return e->first;
+	e = malloc(sizeof(*e));
+	if (!e || u64map__put(&l->shown, key, e)) {
+		free(e);
+		return id;
+	}
+	*e = (struct shown_ent){ .tgid = tgid, .how = how, .first = id };
+	return id;
+}
+
 /* The stack a captured one is shown as, computed once per stack and kept while allocations refer to it. */
 static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id)
 {
@@ -420,23 +446,26 @@ static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id)
 	if (e && (e->tgid != tgid || e->raw != id))
 		return id; /* a colliding key: shown as itself */
 	if (!e) {
-		uint64_t c = l->canon(l->canon_ctx, tgid, id);
+		uint64_t how = l->canon(l->canon_ctx, tgid, id);
 
 		e = malloc(sizeof(*e));
 		if (!e || u64map__put(&l->canon_ids, key, e)) {
 			free(e);
 			return id;
 		}
-		*e = (struct canon_ent){ .tgid = tgid, .raw = id, .canon = c ? c : id };
+		*e = (struct canon_ent){ .tgid = tgid, .raw = id, .how = how, .canon = how ? shown_as(l, tgid, id, how) : id };
 	}
 	e->pass = l->pass;
 	return e->canon;
 }
 
-/* After a pass: forget the stacks no allocation refers to any more; add the live ones to ids (for the GC). */
+/*
+ * After a pass: forget the stacks no allocation refers to any more, and the ways of reading no live stack
+ * is shown by (the next stack read that way is shown as itself); add the live ones to ids (for the GC).
+ */
 static int canon_sweep(struct ledger *l, uint64_t **ids, size_t *nids)
 {
-	struct u64map keep = {};
+	struct u64map keep = {}, shown = {};
 	size_t n = *nids;
 	uint64_t *v;
 
@@ -455,9 +484,26 @@ static int canon_sweep(struct ledger *l, uint64_t **ids, size_t *nids)
 			continue;
 		}
 		v[n++] = e->raw;
+		if (e->how) {
+			uint64_t k = canon_key(e->tgid, e->how);
+			struct shown_ent *se = u64map__get(&l->shown, k);
+
+			/* Kept while a live stack is shown by it (a failed put only makes it be learnt again). */
+			if (se && se->first == e->canon && !u64map__get(&shown, k))
+				u64map__put(&shown, k, se);
+		}
 	}
 	free(l->canon_ids.slots);
 	l->canon_ids = keep;
+	/* The ways of reading still in use moved to the new map; free the rest. */
+	for (size_t i = 0; i < l->shown.cap; i++) {
+		struct shown_ent *se = l->shown.slots[i].val;
+
+		if (se && u64map__get(&shown, l->shown.slots[i].key) != se)
+			free(se);
+	}
+	free(l->shown.slots);
+	l->shown = shown;
 	*ids = v;
 	*nids = n;
 	return 0;
@@ -524,7 +570,8 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 	return 0;
 }
 
-uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns)
+/* Tombstones for the records of tgid (-1: any) in layer (ML_LAYER_MAX: any) made before before_ns. */
+static uint64_t forget_where(struct ledger *l, int tgid, unsigned int layer, uint64_t before_ns)
 {
 	int fd = bpf_map__fd(l->skel->maps.table);
 	uint64_t n = 0;
@@ -533,8 +580,8 @@ uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns)
 		struct ml_slot v = l->table[i];
 		__u32 key = (__u32)i;
 
-		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || v.tgid != (uint32_t)tgid || !v.ts_ns ||
-		    v.ts_ns >= before_ns)
+		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns || v.ts_ns >= before_ns ||
+		    (tgid >= 0 && v.tgid != (uint32_t)tgid) || (layer < ML_LAYER_MAX && v.layer != layer))
 			continue;
 		/* Nothing in the kernel touches a dead image's records; a tombstone is free for the taking. */
 		v.addr = ML_SLOT_TOMB;
@@ -544,23 +591,23 @@ uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns)
 	return n;
 }
 
-uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
+uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns)
 {
-	int fd = bpf_map__fd(l->skel->maps.table);
-	uint64_t n = 0;
+	uint64_t n = forget_where(l, tgid, ML_LAYER_MAX, before_ns);
 
-	for (size_t i = 0; i < l->table_len; i++) {
-		struct ml_slot v = l->table[i];
-		__u32 key = (__u32)i;
-
-		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || v.layer != layer || !v.ts_ns)
-			continue;
-		v.addr = ML_SLOT_TOMB;
-		if (bpf_map_update_elem(fd, &key, &v, BPF_ANY) == 0)
-			n++;
-	}
+	l->snap.forgotten += n;
 	return n;
 }
+
+uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
+{
+	uint64_t n = forget_where(l, -1, layer, UINT64_MAX);
+
+	l->snap.forgotten += n;
+	return n;
+}
+
+
 
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 {

@@ -57,6 +57,7 @@ struct ml_snapshot {
 	uint64_t stats[ML_STAT_SLOTS];       /* cumulative since attach */
 	uint64_t stats_delta[ML_STAT_SLOTS]; /* since the previous snapshot */
 	uint64_t stacks_gc;                  /* stack-table entries released this time */
+	uint64_t forgotten;                  /* records dropped with their process's exit, exec or a mode switch, since attach */
 	/* [0] collects memory whose device is not known; [d + 1] is device d */
 	struct ml_device_total devices[ML_MAX_DEVICES + 1];
 };
@@ -72,9 +73,9 @@ void ledger__free(struct ledger *l);
 /* Aggregate now. The snapshot stays valid until the next collect or free. */
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out);
 /*
- * How a captured stack is shown: the id of the stack it reads the same as (the first one seen that way), or
- * stack_id itself. Frame-pointer walks through code without frame pointers pick up garbage frames that the
- * report cuts away; stacks differing only there are one row. Return 0 on failure (the stack stays itself).
+ * How a captured stack reads once its native chain is cut where the report cuts it: a hash of what is shown,
+ * or 0 on failure. Frame-pointer walks through code without frame pointers pick up garbage frames that the
+ * report cuts away; stacks that read the same are one row, shown as the first of them still in use.
  */
 typedef uint64_t (*ledger_canon_fn)(void *ctx, uint32_t tgid, uint64_t stack_id);
 void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx);

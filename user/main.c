@@ -141,7 +141,8 @@ struct session {
 	struct symbolizer **sym;
 	struct followers *followers;
 	struct ledger *ledger;
-	bool root_exec; /* the first process ran exec (once or more) since the events were last read */
+	bool root_exec;   /* the first process ran exec (once or more) since the events were last read */
+	bool root_relink; /* ... from a thread other than its leader: its probes must be attached again */
 	unsigned int layers;   /* as --layers, less libc once in heap-growth mode */
 	struct overhead *ov;
 	struct bpf_link *heap_link; /* the system-call tracepoint of heap-growth mode, once on */
@@ -161,19 +162,34 @@ static int resolver(void *ctx, int tgid, struct ml_resolver *out)
 }
 
 /*
- * The first process ran exec. Its probes live on (they follow the process, and the libraries the new image
- * shares are the same files); what changes is the image: its new libraries are probed, its Python
- * interpreter (if any) is looked for anew, its program break starts over. Links are not swapped: a call in
- * flight would lose its return.
+ * The first process ran exec. Its probes live on (they follow the process's leader task, and the libraries
+ * the new image shares are the same files); what changes is the image: its new libraries are probed, its
+ * Python interpreter (if any) is looked for anew, its program break starts over. Links are not swapped
+ * (a call in flight would lose its return), except when a thread other than the leader ran the exec: the
+ * leader's task, which the links were made for, is gone then, and so is every call of the old image.
  */
-static void root_exec(struct session *ss)
+static void root_exec(struct session *ss, bool relink)
 {
 	struct pyframes *npy = ss->o->python ? pyframes__new(ss->skel, ss->root) : NULL;
+	struct probes *np = NULL;
 	int n;
 
-	if (ss->o->python && !npy) {
+	if (relink) {
+		struct probes_opts po = { .pid = ss->root, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
+					  .multi = ss->multi };
+
+		np = probes__new(ss->skel, &po);
+	}
+	if ((ss->o->python && !npy) || (relink && !np)) {
+		pyframes__free(npy);
+		probes__free(np);
 		ml_notice("pid %d ran exec; out of memory looking at its new image", ss->root);
 		return;
+	}
+	if (relink) {
+		probes__free(*ss->probes);
+		*ss->probes = np;
+		probes__started(np);
 	}
 	pyframes__free(*ss->py);
 	*ss->py = npy;
@@ -206,10 +222,12 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 		/* What the old image had allocated went away with it. */
 		if (ss->ledger)
 			ledger__forget(ss->ledger, (int)e->tgid, e->ts_ns);
-		if ((int)e->tgid == ss->root)
+		if ((int)e->tgid == ss->root) {
 			ss->root_exec = true; /* a launcher script can exec several times in a row: probe the last image */
-		else
-			followers__exec(ss->followers, (int)e->tgid);
+			ss->root_relink |= !!e->relink;
+		} else {
+			followers__exec(ss->followers, (int)e->tgid, !!e->relink);
+		}
 	}
 	return 0;
 }
@@ -557,8 +575,8 @@ int main(int argc, char **argv)
 		if (all[4].revents && !final) {
 			ring_buffer__consume(rb);
 			if (ss.root_exec) {
-				ss.root_exec = false;
-				root_exec(&ss);
+				root_exec(&ss, ss.root_relink);
+				ss.root_exec = ss.root_relink = false;
 			}
 		}
 		if (all[3].revents) {

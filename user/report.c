@@ -36,6 +36,8 @@ static const struct stat_name event_stats[] = {
 	{ ML_STAT_FREE_UNKNOWN, "frees_unknown", "of untracked blocks (from before attach, or filtered out)" },
 	{ ML_STAT_NESTED, "nested_calls", "nested" },
 	{ ML_STAT_REALLOC_RACE, "realloc_races", "realloc races" },
+	{ ML_STAT_TAKEOVER, "takeovers", "records replaced (address handed out again before its release was seen)" },
+	{ ML_STAT_FILTERED, "filtered", "outside --min-size/--max-size" },
 };
 
 static const struct stat_name drop_stats[] = {
@@ -233,6 +235,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	fprintf(f, "events:");
 	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
 		fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[event_stats[i].idx], event_stats[i].text);
+	fprintf(f, ", %" PRIu64 " records dropped with their process's exit or exec (or the heap-growth switch)",
+		s->forgotten);
 	fprintf(f, " (since attach)\n");
 	fprintf(f, "dropped:");
 	for (size_t i = 0; i < ARRAY_LEN(drop_stats); i++) {
@@ -378,6 +382,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_obj_begin(&w, "events");
 	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
 		jw_u64(&w, event_stats[i].json, s->stats[event_stats[i].idx]);
+	jw_u64(&w, "forgotten", s->forgotten);
 	jw_obj_end(&w);
 	jw_obj_begin(&w, "dropped");
 	for (size_t i = 0; i < ARRAY_LEN(drop_stats); i++)

@@ -6,9 +6,7 @@
 #include <string.h>
 #include "pyframes.h"
 #include "stackview.h"
-#include "u64map.h"
 
-#define CANON_MAX (1 << 20) /* stacks remembered by how they read; all forgotten when over */
 
 /* The interpreter's eval loop: one native frame per run of Python frames. */
 #define EVAL_LOOP "_PyEval_EvalFrameDefault"
@@ -20,7 +18,6 @@ struct stackview {
 	struct symbolizer *sym; /* of the row being resolved */
 	struct pyframes *py;
 	struct ml_rawstack raw;
-	struct u64map shown; /* mix(tgid, how a stack reads) -> struct shown_ent: the first stack read that way */
 	const struct ml_frame *out[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES];
 	struct ml_frame unknown[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES]; /* frames nothing could be said about */
 };
@@ -39,16 +36,8 @@ struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, v
 
 void stackview__free(struct stackview *sv)
 {
-	if (!sv)
-		return;
-	u64map__free_values(&sv->shown);
 	free(sv);
 }
-
-struct shown_ent {
-	uint32_t tgid;
-	uint64_t how, first;
-};
 
 /* How many of the frame-pointer frames (after the caller) are shown: up to the first in no mapped object. */
 static size_t native_shown(struct stackview *sv, const uint64_t *ips, size_t n)
@@ -67,15 +56,14 @@ uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id)
 	struct ml_row row = { .key = { .tgid = tgid, .stack_id = stack_id } };
 	struct ml_rawstack *r = &sv->raw;
 	struct ml_resolver res = {};
-	struct shown_ent *e;
-	uint64_t how = 0xcbf29ce484222325ULL, key;
+	uint64_t how = 0xcbf29ce484222325ULL;
 	size_t nn;
 
 	if (sv->lookup(sv->ctx, (int)tgid, &res))
-		return stack_id;
+		return 0;
 	sv->sym = res.sym;
 	if (ledger__stack(sv->l, &row, r))
-		return stack_id;
+		return 0;
 	nn = native_shown(sv, r->ips, r->nr);
 	for (size_t k = 0; k < nn; k++)
 		how = (how ^ r->ips[k]) * 0x100000001b3ULL;
@@ -85,29 +73,7 @@ uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id)
 		how = (how ^ r->py[k].check ^ r->py[k].entry) * 0x100000001b3ULL;
 	}
 	how = (how ^ r->flags) * 0x100000001b3ULL;
-	key = how ^ ((uint64_t)tgid << 32);
-	e = u64map__get(&sv->shown, key ? key : 1);
-	if (e && (e->tgid != tgid || e->how != how))
-		return stack_id; /* a colliding key: shown as itself */
-	if (e && e->first != stack_id) {
-		struct ml_row first = { .key = { .tgid = tgid, .stack_id = e->first } };
-
-		/* The first one may have been collected since: this one takes its place. */
-		if (ledger__stack(sv->l, &first, r))
-			e->first = stack_id;
-		return e->first;
-	}
-	if (e)
-		return stack_id;
-	if (sv->shown.n >= CANON_MAX)
-		u64map__free_values(&sv->shown);
-	e = malloc(sizeof(*e));
-	if (!e || u64map__put(&sv->shown, key ? key : 1, e)) {
-		free(e);
-		return stack_id;
-	}
-	*e = (struct shown_ent){ .tgid = tgid, .how = how, .first = stack_id };
-	return stack_id;
+	return how ? how : 1;
 }
 
 static const struct ml_frame *native(struct stackview *sv, size_t slot, uint64_t addr)

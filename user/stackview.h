@@ -35,10 +35,7 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 /* Room for any label: names taken from a Python target are at most 4096 bytes each. */
 #define ML_FRAME_LABEL_MAX (2 * 4 * 4096 + 64) /* UTF-8: up to 4 bytes a character */
 
-/*
- * For ledger__set_canon: the first stack seen that reads the same as this one once its native chain is cut
- * where the report cuts it, or the stack itself. ctx is the stack view.
- */
+/* For ledger__set_canon: a hash of how the stack reads once its native chain is cut; ctx is the stack view. */
 uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id);
 
 /* A frame's one-line name: "func", "train_step (train.py:42)", or "0x1234" when unknown. */

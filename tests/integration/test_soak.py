@@ -13,8 +13,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (FIX, TOOL, Fail, Tool, by_func, check, eq, main, no_bpf_left, read_line,  # noqa: E402
-                     test)
+from harness import FIX, TOOL, Fail, Tool, by_func, check, eq, main, read_line, test  # noqa: E402
 
 SOAK_S = float(os.environ.get("MEMLEAK_AI_SOAK_S", "25"))  # the long run; the whole file takes about 2x
 SOAK_BITS = int(os.environ.get("MEMLEAK_AI_SOAK_BITS", "6"))  # 2^BITS call-chain shapes; 20+: a stream of new stacks
@@ -25,16 +24,23 @@ CHURN_FUNCS = ("soak_make", "soak_grow", "soak_side", "soak_deep_a", "soak_deep_
 def _asan():
     try:
         with open(TOOL, "rb") as f:
-            return b"AddressSanitizer" in f.read()
+            return b"__asan_init" in f.read()
     except OSError:
         return False
 
 
 ASAN = _asan()
+# Under ASan, freed memory waits in a quarantine (256 MiB by default) before reuse, so RSS climbs by design;
+# a small one keeps use-after-free detection and lets the tool's memory settle.
+TOOL_ENV = {"ASAN_OPTIONS": ":".join(o for o in (os.environ.get("ASAN_OPTIONS"), "quarantine_size_mb=1") if o)} \
+    if ASAN else None
 
 
 def _help_has(opt):
-    r = subprocess.run([TOOL, "--help"], capture_output=True, text=True)
+    try:
+        r = subprocess.run([TOOL, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
     return opt in r.stdout + r.stderr
 
 
@@ -48,7 +54,6 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _NR_BPF = 321  # x86_64
 _BPF_MAP_GET_NEXT_KEY = 4
 _BPF_MAP_GET_FD_BY_ID = 14
-_STACK_VALUE = 4 + 2 + 2 + 511 * 8  # struct ml_stack
 
 
 def _bpf(cmd, attr):
@@ -58,7 +63,7 @@ def _bpf(cmd, attr):
 
 
 def stack_map_id(pid):
-    """The id of the stack table among the BPF maps a memleak-ai process holds open, or None."""
+    """The id and size of the stack table ("stacks") among the BPF maps a memleak-ai process holds, or None."""
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-map":
@@ -67,8 +72,14 @@ def stack_map_id(pid):
         except OSError:
             continue
         info = {k.strip(): v.strip() for k, v in info.items()}
-        if info.get("map_type") == "1" and info.get("key_size") == "8" and info.get("value_size") == str(_STACK_VALUE):
-            return int(info["map_id"]), int(info["max_entries"])
+        if info.get("map_type") != "1" or "map_id" not in info:  # a hash map
+            continue
+        r = subprocess.run(["bpftool", "map", "show", "id", info["map_id"], "-j"], capture_output=True, text=True)
+        try:
+            if json.loads(r.stdout).get("name") == "stacks":
+                return int(info["map_id"]), int(info["max_entries"])
+        except ValueError:
+            continue
     return None
 
 
@@ -95,6 +106,35 @@ class MapCounter:
 
     def close(self):
         os.close(self.fd)
+
+
+def tool_prog_ids(pid):
+    """The ids of the BPF programs a memleak-ai process holds, through its program and link files."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") not in ("anon_inode:bpf-prog", "anon_inode:bpf_link"):
+                continue
+            for l in open(f"/proc/{pid}/fdinfo/{fd}").read().splitlines():
+                if l.startswith("prog_id:"):
+                    ids.add(int(l.split()[1]))
+        except OSError:
+            continue
+    return ids
+
+
+def progs_gone(ids, timeout=10):
+    """True once none of these programs is loaded (the kernel frees one a little after its last holder exits).
+    Other memleak-ai runs on the machine (tests in parallel) do not count."""
+    end = time.time() + timeout
+    while True:
+        r = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
+        left = ids & {p.get("id") for p in json.loads(r.stdout or "[]")}
+        if not left:
+            return True
+        if time.time() > end:
+            return False
+        time.sleep(0.1)
 
 
 # --- the tool, watched at every report -------------------------------------------------------------------------
@@ -131,6 +171,8 @@ class WatchedTool(Tool):
         found = stack_map_id(self.p.pid)
         check(found is not None, "the tool's stack table among its open BPF maps")
         self.stacks = MapCounter(*found)
+        self.prog_ids = tool_prog_ids(self.p.pid)
+        check(self.prog_ids, "the tool's BPF programs among its open files")
 
     def _read(self):
         for line in iter(self.p.stdout.readline, b""):
@@ -144,11 +186,19 @@ class WatchedTool(Tool):
             self.samples.append((time.time(), rep, st, n))
 
     def finish(self, timeout=30):
-        rc = super().finish(timeout)
+        rc = super().finish(timeout)  # the reader is done once this returns
+        self._close_map()
+        return rc
+
+    def kill(self):
+        super().kill()
+        self._reader.join(5)
+        self._close_map()
+
+    def _close_map(self):
         if self.stacks:
             self.stacks.close()
             self.stacks = None
-        return rc
 
 
 class Soak:
@@ -161,13 +211,13 @@ class Soak:
         check(line.startswith("ready"), f"fixture said {line!r}")
         self.pid = self.p.pid
 
-    def byte(self):
-        self.p.stdin.write(b"g")
+    def byte(self, b=b"g"):
+        self.p.stdin.write(b)
         self.p.stdin.flush()
 
     def stop(self):
         """Stop the churn; the fixture's own count of its successful allocating calls, frees and threads ended."""
-        self.byte()
+        self.byte(b"s")
         line = read_line(self.p.stdout, 60, "soak done")
         w = line.split()
         check(len(w) == 4 and w[0] == "done", f"fixture said {line!r}")
@@ -196,7 +246,8 @@ def soak_run(seconds, fixture_args, *tool_args, interval="0.5"):
     """Trace the soak fixture while it churns for `seconds`, stop it, take a report of the quiescent target, let it
     exit. Returns (tool, samples, final report, fixture counts)."""
     fx = Soak(*fixture_args)
-    tool = WatchedTool("-p", str(fx.pid), "-f", "json", "--top", "1000", *KEEP_PROBES, *tool_args, interval)
+    tool = WatchedTool("-p", str(fx.pid), "-f", "json", "--top", "1000", *KEEP_PROBES, *tool_args, interval,
+                       env=TOOL_ENV)
     try:
         tool.wait_attached()
         fx.byte()
@@ -231,28 +282,34 @@ def check_accounting(rep, counts, what):
     eq(ev["failed_allocs"], 0, f"{what}: failed allocations")
     eq(dr["lost_return"], 0, f"{what}: lost returns (threads exit between calls, never inside one)")
     eq(dr["thread_state"], 0, f"{what}: per-thread state always available")
-    # Releases: each one found its record, or was of a block never recorded. A release that loses the race
-    # for a record to a realloc's (only after a realloc race) is the only one in neither.
+    # Releases: each one found its record (matched) or was of a block never recorded (unknown: from before attach,
+    # dropped, or already released: glibc's thread exit flushes its tcache through free). Only a release whose
+    # record a racing realloc took first, which needs a realloc race, is in neither.
     lost = ev["frees"] - ev["frees_matched"] - ev["frees_unknown"]
     check(0 <= lost <= races, f"{what}: frees {ev['frees']} = matched {ev['frees_matched']} + unknown "
                               f"{ev['frees_unknown']} (+ at most {races} lost to realloc races), off by {lost}")
-    # Allocations: each one is outstanding now, was released (matched), or was dropped (table full). A realloc
-    # race can also take over a record whose block the realloc had already given back (counted as a race).
-    recorded = ev["allocs"] - dr["allocs_table_full"] - ev["frees_matched"]
+    # Allocations: each one is outstanding now, was released (matched), was dropped (table full), was outside the
+    # size filter, had its record taken over (another allocation got its address before its release was seen:
+    # a realloc moved the block and another thread got the old address first), or went with its process
+    # (exit, exec). Exactly.
+    recorded = (ev["allocs"] - dr["allocs_table_full"] - ev["filtered"] - ev["frees_matched"] - ev["takeovers"] -
+                ev["forgotten"])
     out = rep["totals"]["libc"]["count"]
-    check(recorded - races <= out <= recorded,
-          f"{what}: outstanding {out} != allocs {ev['allocs']} - table full {dr['allocs_table_full']} - matched "
-          f"{ev['frees_matched']} = {recorded} (less at most {races} realloc races)")
-    if not races:
-        eq(out, recorded, f"{what}: outstanding = allocs - dropped - matched, exactly")
+    eq(out, recorded, f"{what}: outstanding = allocs - table full - filtered - matched - taken over - forgotten "
+                      f"({ev}, {dr})")
     # The fixture's own count: every call it made was seen; the few more are the C library's own (thread set-up).
     check(fa <= ev["allocs"] <= fa + 1000, f"{what}: allocs seen {ev['allocs']}, the fixture made {fa}")
     extra = ev["allocs"] - fa
     print(f"# {what}: fixture {fa} allocs {ff} frees; seen allocs {ev['allocs']} (+{extra}) frees {ev['frees']} = "
           f"matched {ev['frees_matched']} + unknown {ev['frees_unknown']} (+{lost}); outstanding {out} = {recorded}"
           f" - {recorded - out}; realloc races {races}; dropped {dr}", flush=True)
-    check(ff - races <= ev["frees_matched"] + ev["frees_unknown"],
-          f"{what}: releases seen {ev['frees_matched']} + {ev['frees_unknown']}, the fixture made {ff}")
+    if dr["allocs_table_full"]:
+        check(ff - races <= ev["frees_matched"] + ev["frees_unknown"],
+              f"{what}: releases seen {ev['frees_matched']} + {ev['frees_unknown']}, the fixture made {ff}")
+    else:
+        # Every release the fixture made matched, less those lost to a takeover; more only for the C library's own.
+        check(ff - races <= ev["frees_matched"] <= ff + extra,
+              f"{what}: releases matched {ev['frees_matched']}, the fixture made {ff}")
     return extra
 
 
@@ -290,12 +347,11 @@ def soak_tool_memory_files_and_stack_table_stay_flat():
     print(f"# soak {SOAK_S:.0f} s: {len(live)} reports, {counts[2]} threads, {counts[0]} allocs; tool VmRSS "
           f"{rss[0]}..{max(rss)} KiB (last {rss[-1]}), RssAnon {anon[0]}..{max(anon)} KiB (last {anon[-1]}), "
           f"fds {min(fds)}..{max(fds)}, stack table {min(nst)}..{max(nst)} entries", flush=True)
-    if not ASAN:  # ASan's quarantine holds freed memory: its RSS grows by design
-        for name, xs in (("VmRSS", rss), ("RssAnon", anon)):
-            check_flat(name, xs)
+    for name, xs in (("VmRSS", rss), ("RssAnon", anon)):
+        check_flat(name, xs)
     # Files: the rescans open and close /proc files, so a sample may catch one in flight.
     q2, q4 = quarters(fds)
-    check(max(q4) <= min(q2) + 2 and statistics.mode(q4) == statistics.mode(q2),
+    check(max(q4) <= min(q2) + 2 and statistics.median(q4) <= statistics.median(q2),
           f"tool's open files grow: {fds}")
     # The kernel's stack table: 2^BITS chain shapes and a few other sites, whatever the threads; a stream of new
     # stacks is collected once the table is half full.
@@ -336,14 +392,14 @@ def tiny_tables_degrade_with_counted_drops():
     check(counts[0] > 10000 and counts[2] > 4, f"the target kept running: {counts}")
     check_accounting(final, counts, "tiny tables")
     check(final["totals"]["libc"]["count"] <= 1024, f"no more recorded than the table holds: {final['totals']}")
-    check(no_bpf_left(), "BPF programs unloaded")
+    check(progs_gone(tool.prog_ids), "the tool's BPF programs unloaded")
 
 
 @test
 def target_killed_mid_churn():
     """SIGKILL while threads are inside malloc and free: a final report, exit 0, nothing left in the kernel."""
     fx = Soak(4)
-    tool = Tool("-p", str(fx.pid), "-f", "json", *KEEP_PROBES, "0.5")
+    tool = WatchedTool("-p", str(fx.pid), "-f", "json", *KEEP_PROBES, "0.5", env=TOOL_ENV)
     try:
         tool.wait_attached()
         fx.byte()
@@ -360,7 +416,57 @@ def target_killed_mid_churn():
         check(reps and reps[-1]["final"], "a final report")
         check(reps[-1]["stats"]["events"]["allocs"] > 1000, "events were seen")
         check(any(f"pid {fx.pid} exited" in l for l in tool.stderr_lines), f"exit noticed: {tool.stderr_lines}")
-        check(no_bpf_left(), "BPF programs unloaded")
+        check(progs_gone(tool.prog_ids), "the tool's BPF programs unloaded")
+    finally:
+        tool.kill()
+        fx.kill()
+
+
+@test
+def exec_from_a_thread_mid_call():
+    """A worker thread runs execve from a signal handler (most often between an allocator's entry and its return)
+    while the other threads churn: the new image is traced from a clean slate, with no lost return nor call taken
+    for a nested one, and the old image's records are gone."""
+    fx = Soak(4)
+    tool = WatchedTool("-p", str(fx.pid), "-f", "json", "--top", "1000", "-v", *KEEP_PROBES, "0.5", env=TOOL_ENV)
+    try:
+        tool.wait_attached()
+        fx.byte()
+        time.sleep(2)
+        fx.byte(b"x")
+        line = read_line(fx.p.stdout, 10, "soak ready after exec")
+        eq(line, f"ready {fx.pid}", "the new image, same pid")
+        end = time.time() + 20
+        while not any(f"pid {fx.pid} ran exec: its new image is probed" in l for l in tool.stderr_lines):
+            tool.stderr_lines.append(read_line(tool.p.stderr, end - time.time(), "the new image probed"))
+        time.sleep(1)
+        before = len(tool.samples)
+        seen_at_exec = tool.samples[-1][1]["stats"]["events"]["allocs"]
+        fx.byte()
+        time.sleep(2)
+        counts = fx.stop()
+        end = time.time() + 10
+        while len(tool.samples) < before + 2 and time.time() < end:
+            time.sleep(0.05)
+        fx.finish()
+        eq(tool.finish(), 0, "exit status")
+        final = tool.reports()[-1]
+        check(final["final"], "a final report")
+        ev, dr = final["stats"]["events"], final["stats"]["dropped"]
+        check(ev["allocs"] >= seen_at_exec + counts[0],
+              f"the new image is traced: {counts[0]} allocations made after the exec, the tool's count went from "
+              f"{seen_at_exec} to {ev['allocs']}")
+        eq(dr["lost_return"], 0, "no return lost: the exec'ing thread's call in flight went with its old image")
+        eq(ev["nested_calls"], 0, "no call of the new image taken for one nested in a stale call")
+        eq(dr["thread_state"], 0, "per-thread state")
+        f = by_func(final)
+        eq(f.get("soak_leak"), LEAK, "the new image's leak only: the old image's records went with it")
+        for fn in CHURN_FUNCS:
+            check(fn not in f, f"{fn}: nothing of the churn outstanding: {f.get(fn)}")
+        # The old image's records are dropped by user space, in no counter: only an inequality here.
+        out = final["totals"]["libc"]["count"]
+        check(out <= ev["allocs"] - dr["allocs_table_full"] - ev["frees_matched"], f"outstanding {out}: {ev}")
+        check(progs_gone(tool.prog_ids), "the tool's BPF programs unloaded")
     finally:
         tool.kill()
         fx.kill()
