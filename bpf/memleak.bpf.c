@@ -37,9 +37,17 @@ struct {
 } stacks SEC(".maps");
 
 /* Where a stack is assembled before it is known whether the table already has it. */
+/*
+ * Python frames are read a window at a time: CPython pushes the frames of a thread onto its own stack of
+ * memory chunks, each callee right above its caller, so one read of the memory below a frame brings its
+ * callers too, and a read costs about as much whatever its size up to a few KiB.
+ */
+#define ML_PY_WINDOW 4096
+#define ML_PY_CHECKED 8 /* innermost frames whose code object's line table is read as the check */
+
 struct ml_scratch {
 	struct ml_stack st;
-	__u8 frame[136]; /* one _PyInterpreterFrame (at most ML_PY_FRAME_MAX bytes), read at once; indexes mask with 127 */
+	__u8 win[2 * ML_PY_WINDOW + 128]; /* the window [win_lo, win_lo + ML_PY_WINDOW); indexes mask with 8191 */
 };
 
 struct {
@@ -214,10 +222,15 @@ static __always_inline __u64 read_u64(__u64 addr)
 	return v;
 }
 
-/* A field of the frame copy at an offset user space chose; the mask keeps the verifier's bounds. */
-static __always_inline __u64 frame_u64(const struct ml_scratch *sc, __u16 off)
+/* A field at window offset off; the masks keep the verifier's bounds. */
+static __always_inline __u64 win_u64(const struct ml_scratch *sc, __u64 off)
 {
-	return *(const __u64 *)&sc->frame[off & 127];
+	return *(const __u64 *)&sc->win[off & (2 * ML_PY_WINDOW - 1)];
+}
+
+static __always_inline __u8 win_u8(const struct ml_scratch *sc, __u64 off)
+{
+	return sc->win[off & (2 * ML_PY_WINDOW - 1)];
 }
 
 /*
@@ -284,8 +297,34 @@ struct py_frame_walk {
 	struct ml_scratch *sc;
 	const struct ml_pyproc *pp;
 	__u64 frame, prev_w;
+	__u64 win_lo, win_hi; /* the target's memory now in sc->win; win_hi == 0: none */
 	__u32 w, nr_py, size;
 };
+
+/* Bring the frame at address frame into the window; its offset there, or -1 when it cannot be read. */
+static __always_inline long frame_in_window(struct py_frame_walk *c, __u64 frame)
+{
+	struct ml_scratch *sc = c->sc;
+	__u64 lo;
+
+	if (frame >= c->win_lo && frame + c->size <= c->win_hi)
+		return frame - c->win_lo;
+	/* The frame at the top of a window, its callers below it. */
+	lo = frame + c->size > ML_PY_WINDOW ? frame + c->size - ML_PY_WINDOW : 0;
+	if (!bpf_probe_read_user(sc->win, ML_PY_WINDOW, (void *)lo)) {
+		c->win_lo = lo;
+		c->win_hi = lo + ML_PY_WINDOW;
+		return frame - lo;
+	}
+	/* Nothing mapped right below (the start of a chunk, a frame outside the stack): this frame alone. */
+	if (bpf_probe_read_user(sc->win, c->size & 127, (void *)frame)) {
+		c->win_hi = 0;
+		return -1;
+	}
+	c->win_lo = frame;
+	c->win_hi = frame + c->size;
+	return 0;
+}
 
 /*
  * One _PyInterpreterFrame. Frames owned by the C stack (the eval loop's entry marker, 3.12+) are not
@@ -298,17 +337,19 @@ static long py_frame_step(__u32 i, void *arg)
 	struct ml_scratch *sc = c->sc;
 	const struct ml_pyproc *pp = c->pp;
 	__u64 code, instr, idx = ML_PY_INSTR_UNKNOWN, start, frame = c->frame;
+	long off;
 	__u8 owner;
 	int entry = 0;
 
 	if (!frame)
 		return 1;
-	if (frame >= ML_USER_TOP || bpf_probe_read_user(sc->frame, c->size & 127, (void *)frame)) {
+	off = frame < ML_USER_TOP ? frame_in_window(c, frame) : -1;
+	if (off < 0 || off >= ML_PY_WINDOW) {
 		sc->st.flags |= ML_STACK_PY_BROKEN;
 		return 1;
 	}
-	owner = sc->frame[pp->frame_owner & 127];
-	c->frame = frame_u64(sc, pp->frame_previous);
+	owner = win_u8(sc, off + (pp->frame_owner & 127));
+	c->frame = win_u64(sc, off + (pp->frame_previous & 127));
 	if (pp->owner_cstack != 0xff && owner == pp->owner_cstack) {
 		if (c->nr_py && c->w >= 2)
 			sc->st.ips[(c->w - 2) & 511] = c->prev_w | ML_PY_ENTRY;
@@ -318,8 +359,8 @@ static long py_frame_step(__u32 i, void *arg)
 		sc->st.flags |= ML_STACK_PY_TRUNCATED;
 		return 1;
 	}
-	code = frame_u64(sc, pp->frame_code);
-	instr = frame_u64(sc, pp->frame_instr);
+	code = win_u64(sc, off + (pp->frame_code & 127));
+	instr = win_u64(sc, off + (pp->frame_instr & 127));
 	start = code + pp->code_adaptive;
 	if (code && instr >= start) {
 		idx = (instr - start) / 2;
@@ -329,10 +370,14 @@ static long py_frame_step(__u32 i, void *arg)
 			idx = ML_PY_INSTR_UNKNOWN;
 	}
 	if (pp->frame_is_entry != ML_PY_NONE)
-		entry = sc->frame[pp->frame_is_entry & 127] & 1;
+		entry = win_u8(sc, off + (pp->frame_is_entry & 127)) & 1;
 	c->prev_w = ml_py_word0(code, idx, entry);
 	sc->st.ips[c->w & 511] = c->prev_w;
-	sc->st.ips[(c->w + 1) & 511] = code ? read_u64(code + pp->code_check) : 0;
+	/*
+	 * The check costs a read of its own: taken for the innermost frames, where short-lived code (closures,
+	 * code compiled at run time) runs; the outer ones are long-lived, and user space checks their type.
+	 */
+	sc->st.ips[(c->w + 1) & 511] = code && c->nr_py < ML_PY_CHECKED ? read_u64(code + pp->code_check) : 0;
 	c->w += 2;
 	c->nr_py++;
 	return 0;
@@ -836,7 +881,7 @@ int ldso_stop(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent, __u32 relink)
+static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent)
 {
 	struct ml_proc_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
 
@@ -847,7 +892,7 @@ static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent, __u
 	e->type = type;
 	e->tgid = tgid;
 	e->parent = parent;
-	e->relink = relink;
+	e->pad = 0;
 	e->ts_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(e, 0);
 }
@@ -866,7 +911,7 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	if (bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY))
 		stat_inc(ML_STAT_DROP_PROC_EVENT);
 	else
-		proc_event(ML_PROC_FORK, ctgid, ptgid, 0);
+		proc_event(ML_PROC_FORK, ctgid, ptgid);
 	return 0;
 }
 
@@ -879,7 +924,7 @@ int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 		return 0;
 	/* The task lives on in the new image: calls in flight in the old one never return. */
 	bpf_task_storage_delete(&threads, p);
-	proc_event(ML_PROC_EXEC, tgid, 0, old_pid != (pid_t)tgid);
+	proc_event(ML_PROC_EXEC, tgid, 0);
 	return 0;
 }
 

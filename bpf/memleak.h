@@ -118,7 +118,8 @@ static inline __u64 ml_slot_hash(__u32 tgid, __u8 layer, __u64 addr)
  * the outermost of its call of the eval loop; word 1 is the code object's co_linetable pointer, the check
  * user space uses to tell that the code object at that address is still the one that ran (every live code
  * object has a line table of its own; function objects would not do: a closure or a 3.11 comprehension
- * gets a new one at each call).
+ * gets a new one at each call). Only the innermost ML_PY_CHECKED frames carry it (it costs a read); 0 in
+ * the others, which user space checks by type alone.
  */
 #define ML_MAX_PYFRAMES 192
 #define ML_PY_CODE_BITS 44 /* code address >> 3 */
@@ -206,8 +207,7 @@ struct ml_proc_event {
 	__u32 type;
 	__u32 tgid;   /* the new process (fork) or the one that ran exec */
 	__u32 parent; /* fork: the traced process that forked it */
-	__u32 relink; /* exec: run by a thread other than the leader, whose task (the one the probes were
-		       * attached for) is gone: the probes must be attached again */
+	__u32 pad;
 	__u64 ts_ns;
 };
 

@@ -190,49 +190,53 @@ int followers__add(struct followers *f, int pid, int parent)
 	return 0;
 }
 
-int followers__exec(struct followers *f, int pid, bool relink)
+int followers__exec(struct followers *f, int pid)
 {
 	struct follower *t = find(f, pid);
+	struct probes_opts po = f->o.probes;
+	struct pyframes *npy = NULL;
 	struct ml_maps maps = {};
+	struct probes *np;
 	int err;
 
 	if (!t)
 		return -ENOENT;
-	/*
-	 * The probes follow the process's leader across exec; the new image needs its libraries and Python
-	 * looked at. An exec by another thread leaves the leader's task behind, and the probes with it.
-	 */
-	if (relink) {
-		struct probes_opts po = f->o.probes;
-		struct probes *np;
-
-		po.pid = t->pid;
-		if (f->heap_mode)
-			po.layers &= ~(1U << ML_LAYER_LIBC);
-		np = probes__new(f->skel, &po);
-		if (!np)
-			return -ENOMEM;
-		probes__free(t->probes);
-		t->probes = np;
-	}
-	pyframes__free(t->py);
-	t->py = f->o.python ? pyframes__new(f->skel, t->pid) : NULL;
-	if (f->heap_mode)
+	/* New probes on before the old ones come off, as for the first process (main.c: root_exec). */
+	po.pid = t->pid;
+	if (f->heap_mode) {
+		po.layers &= ~(1U << ML_LAYER_LIBC);
 		ml_heap_track(f->skel, t->pid);
+	}
+	np = probes__new(f->skel, &po);
+	if (f->o.python)
+		npy = pyframes__new(f->skel, t->pid);
+	if (!np || (f->o.python && !npy)) {
+		probes__free(np);
+		pyframes__free(npy);
+		return -ENOMEM;
+	}
 	err = ml_maps__read(t->pid, &maps);
 	if (!err) {
-		err = probes__sync(t->probes, &maps);
-		if (err >= 0 && t->py)
-			pyframes__sync(t->py, &maps);
+		err = probes__sync(np, &maps);
+		if (err >= 0 && npy)
+			pyframes__sync(npy, &maps);
 		ml_maps__clear(&maps);
 	}
-	if (err >= 0 && t->sym)
+	if (err < 0) {
+		probes__free(np);
+		pyframes__free(npy);
+		if (err != -ESRCH && err != -ENOENT)
+			ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
+		return err;
+	}
+	probes__free(t->probes);
+	t->probes = np;
+	pyframes__free(t->py);
+	t->py = npy;
+	if (t->sym)
 		symbolizer__refresh(t->sym);
-	if (err < 0 && err != -ESRCH && err != -ENOENT)
-		ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
-	else
-		ml_info("pid %d ran exec: its new image is probed", pid);
-	return err < 0 ? err : 0;
+	ml_info("pid %d ran exec: its new image is probed", pid);
+	return 0;
 }
 
 static bool exited(const struct follower *t)

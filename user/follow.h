@@ -25,11 +25,8 @@ void followers__free(struct followers *f); /* detaches from all of them; NULL-sa
  */
 int followers__add(struct followers *f, int pid, int parent);
 
-/*
- * The process ran exec: its new image is probed and its Python interpreter looked for. relink: a thread
- * other than the leader ran it, so the probes, made for the leader's task, are made again.
- */
-int followers__exec(struct followers *f, int pid, bool relink);
+/* The process ran exec: its new image gets new probes (on before the old come off) and a new Python decoder. */
+int followers__exec(struct followers *f, int pid);
 
 /*
  * Probe libraries the followers loaded since the last call, and drop those that exited, calling

@@ -141,8 +141,7 @@ struct session {
 	struct symbolizer **sym;
 	struct followers *followers;
 	struct ledger *ledger;
-	bool root_exec;   /* the first process ran exec (once or more) since the events were last read */
-	bool root_relink; /* ... from a thread other than its leader: its probes must be attached again */
+	bool root_exec; /* the first process ran exec (once or more) since the events were last read */
 	unsigned int layers;   /* as --layers, less libc once in heap-growth mode */
 	struct overhead *ov;
 	struct bpf_link *heap_link; /* the system-call tracepoint of heap-growth mode, once on */
@@ -162,44 +161,41 @@ static int resolver(void *ctx, int tgid, struct ml_resolver *out)
 }
 
 /*
- * The first process ran exec. Its probes live on (they follow the process's leader task, and the libraries
- * the new image shares are the same files); what changes is the image: its new libraries are probed, its
- * Python interpreter (if any) is looked for anew, its program break starts over. Links are not swapped
- * (a call in flight would lose its return), except when a thread other than the leader ran the exec: the
- * leader's task, which the links were made for, is gone then, and so is every call of the old image.
+ * The first process ran exec: its new image gets new probes, its Python interpreter (if any) is looked for
+ * anew and its program break starts over. The new links go on before the old ones come off: both run the
+ * same programs on the same per-thread state, so a call in flight across the swap keeps its return. (Links
+ * made for the old image do not reliably fire in the new one: after an exec by a thread other than the
+ * leader the task they were made for is gone, and they were seen to stop after some other execs too.)
  */
-static void root_exec(struct session *ss, bool relink)
+static void root_exec(struct session *ss)
 {
+	struct probes_opts po = { .pid = ss->root, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
+				  .multi = ss->multi };
 	struct pyframes *npy = ss->o->python ? pyframes__new(ss->skel, ss->root) : NULL;
-	struct probes *np = NULL;
+	struct probes *np = probes__new(ss->skel, &po);
 	int n;
 
-	if (relink) {
-		struct probes_opts po = { .pid = ss->root, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
-					  .multi = ss->multi };
-
-		np = probes__new(ss->skel, &po);
-	}
-	if ((ss->o->python && !npy) || (relink && !np)) {
+	if ((ss->o->python && !npy) || !np) {
 		pyframes__free(npy);
 		probes__free(np);
 		ml_notice("pid %d ran exec; out of memory looking at its new image", ss->root);
 		return;
 	}
-	if (relink) {
-		probes__free(*ss->probes);
-		*ss->probes = np;
-		probes__started(np);
-	}
-	pyframes__free(*ss->py);
-	*ss->py = npy;
 	if (ss->heap_link)
 		ml_heap_track(ss->skel, ss->root);
-	n = sync_probes(*ss->probes, npy, *ss->sym, ss->root);
-	if (n < 0 && n != -ESRCH && n != -ENOENT)
+	n = sync_probes(np, npy, *ss->sym, ss->root);
+	if (n < 0 && n != -ESRCH && n != -ENOENT) {
 		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root, strerror(-n));
-	else
-		ml_info("pid %d ran exec: its new image is probed", ss->root);
+		probes__free(np);
+		pyframes__free(npy);
+		return;
+	}
+	probes__started(np);
+	probes__free(*ss->probes);
+	*ss->probes = np;
+	pyframes__free(*ss->py);
+	*ss->py = npy;
+	ml_info("pid %d ran exec: its new image is probed", ss->root);
 }
 
 static void follower_gone(void *ctx, int pid)
@@ -224,9 +220,8 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 			ledger__forget(ss->ledger, (int)e->tgid, e->ts_ns);
 		if ((int)e->tgid == ss->root) {
 			ss->root_exec = true; /* a launcher script can exec several times in a row: probe the last image */
-			ss->root_relink |= !!e->relink;
 		} else {
-			followers__exec(ss->followers, (int)e->tgid, !!e->relink);
+			followers__exec(ss->followers, (int)e->tgid);
 		}
 	}
 	return 0;
@@ -575,8 +570,8 @@ int main(int argc, char **argv)
 		if (all[4].revents && !final) {
 			ring_buffer__consume(rb);
 			if (ss.root_exec) {
-				root_exec(&ss, ss.root_relink);
-				ss.root_exec = ss.root_relink = false;
+				root_exec(&ss);
+				ss.root_exec = false;
 			}
 		}
 		if (all[3].revents) {
