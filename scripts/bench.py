@@ -11,6 +11,7 @@ BENCH_TORCH_STEPS (20).
 """
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -92,7 +93,7 @@ def overhead_bench():
             fl.kill()
             fl.wait()
 
-            tool = subprocess.Popen([TOOL, "-p", str(pid), "-f", "json", "3600"],
+            tool = subprocess.Popen([TOOL, "-p", str(pid), "-f", "json", "--max-overhead", "100", "3600"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             while "attached to pid" not in read_line(tool.stderr, 20, "memleak-ai attached"):
                 pass
@@ -137,8 +138,10 @@ PROGS = ("alloc_enter", "alloc_exit", "free_enter")
 
 
 def start_tool(pid, extra):
-    """memleak-ai -p PID with JSON reports and no periodic report during the run; returns once attached."""
-    tool = subprocess.Popen([TOOL, "-p", str(pid), "-f", "json", *extra, "3600"],
+    """memleak-ai -p PID with JSON reports and no periodic report during the run; returns once attached. Every
+    probe stays on (--max-overhead 100) unless extra sets a budget: these runs measure the cost of tracing."""
+    budget = [] if "--max-overhead" in extra else ["--max-overhead", "100"]
+    tool = subprocess.Popen([TOOL, "-p", str(pid), "-f", "json", *budget, *extra, "3600"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
         pass
@@ -332,8 +335,67 @@ def torch_bench():
               f"{ae_on[0] / max(ae_on[1], 1) - ae_off[0] / max(ae_off[1], 1):+.0f} ns per allocation")
 
 
+def budget_bench():
+    """
+    The overhead budget on the PyTorch CPU training step with a planted leak (256 KiB kept every step):
+    no tool; every layer with every probe kept on (--max-overhead 100); every layer at the default budget.
+    In budget mode one run goes first (the tool measures its cost and switches the C heap to heap-growth
+    mode), then the measured run; the planted leak must be flagged at its Python line in that mode.
+    """
+    py = "/usr/bin/python3"
+    if not os.path.exists(py):
+        print("  (budget benchmark skipped: Debian python3 with python3-torch not found)")
+        return
+    script = os.path.join(ROOT, "tests", "bench", "torch_step.py")
+    plant_line = next(n for n, t in enumerate(open(script), 1) if "# at: plant" in t)
+    steps = int(os.environ.get("BENCH_TORCH_STEPS", "20"))
+    rounds = int(os.environ.get("BENCH_BUDGET_ROUNDS", str(max(ROUNDS, 7))))
+    target = subprocess.Popen([py, script, str(steps), "plant"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    read_line(target.stdout, 120, "torch ready")
+    res = {"none": [], "every probe (--max-overhead 100)": [], "default budget (2%)": []}
+    flagged, modes_seen, costs = [], [], []
+
+    def run_once():
+        target.stdin.write(b"g")
+        target.stdin.flush()
+        return float(read_line(target.stdout, 300, "torch step result"))
+
+    try:
+        run_once()  # warm-up
+        for _ in range(rounds):
+            res["none"].append(run_once())
+            tool = start_tool(target.pid, ["--max-overhead", "100"])
+            res["every probe (--max-overhead 100)"].append(run_once())
+            stop_tool(tool)
+            tool = subprocess.Popen([TOOL, "-p", str(target.pid), "-f", "json", "--top", "20", "1"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
+                pass
+            run_once()  # the tool measures and, over budget, switches
+            res["default budget (2%)"].append(run_once())
+            tool.send_signal(signal.SIGINT)
+            out, _ = tool.communicate(timeout=60)
+            reps = [json.loads(l) for l in out.decode().splitlines() if l.strip()]
+            modes_seen.append(reps[-1].get("modes", {}).get("libc"))
+            costs.append(max(r["overhead"]["pct"] for r in reps if r["overhead"]["measured"]))
+            flagged.append(any(s["verdict"] == "growing" and any(f.get("line") == plant_line and
+                                                                f["kind"] == "python" for f in s["frames"])
+                               for r in reps[-3:] for s in r["stacks"]))
+    finally:
+        target.kill()
+    med = {k: statistics.median(v) for k, v in res.items()}
+    print(f"Overhead budget on the PyTorch CPU step with a planted leak ({steps} steps per run, {rounds} rounds):")
+    for k, v in med.items():
+        print(f"  {k:34s} median {v:7.3f} ms/step ({(v / med['none'] - 1) * 100:+.2f}%)   runs: "
+              f"{' '.join(f'{x:.3f}' for x in res[k])}")
+    print(f"  budget mode: libc mode at the end of each run {modes_seen}; cost measured before the switch "
+          f"{med_range(costs, '{:.1f}')}%; planted leak flagged at torch_step.py:{plant_line} in "
+          f"{sum(flagged)} of {len(flagged)} runs")
+
+
 def main(argv):
-    benches = {"overhead": overhead_bench, "pyframes": pyframes_bench, "torch": torch_bench, "report": report_bench}
+    benches = {"overhead": overhead_bench, "pyframes": pyframes_bench, "torch": torch_bench, "budget": budget_bench,
+               "report": report_bench}
     names = argv or list(benches)
     for n in names:
         if n not in benches:

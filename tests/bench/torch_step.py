@@ -6,6 +6,8 @@ import time
 import torch
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+plant = len(sys.argv) > 2 and sys.argv[2] == "plant"  # a planted leak: 256 KiB kept every step
+leaked = []
 torch.manual_seed(0)
 torch.set_num_threads(1)
 model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
@@ -22,4 +24,6 @@ while sys.stdin.buffer.read(1):
         loss.backward()
         opt.step()
         loss.item()
+        if plant:
+            leaked.append(bytearray(262144))  # at: plant
     print(f"{(time.perf_counter() - t0) * 1e3 / steps:.4f}", flush=True)
