@@ -38,12 +38,15 @@ struct {
 
 /* Where a stack is assembled before it is known whether the table already has it. */
 /*
- * Python frames are read a window at a time: CPython pushes the frames of a thread onto its own stack of
- * memory chunks, each callee right above its caller, so one read of the memory below a frame brings its
- * callers too, and a read costs about as much whatever its size up to a few KiB.
+ * Python frames are read a page at a time: CPython pushes the frames of a thread onto its own stack of
+ * memory chunks, each callee right above its caller, so one read of the memory below a frame brings the
+ * callers in the same page too, and a read costs about as much whatever its size up to a page.
  */
 #define ML_PY_WINDOW 4096
-#define ML_PY_CHECKED 8 /* innermost frames whose code object's line table is read as the check */
+
+/* Stack hashes are built as the words are written (FNV-1a over the words): no second pass over them. */
+#define ML_FNV_PRIME 0x100000001b3ULL
+#define ML_PY_CHECKED 1 /* innermost frames whose code object's line table is read as the check */
 
 struct ml_scratch {
 	struct ml_stack st;
@@ -296,34 +299,30 @@ static __always_inline __u64 py_tstate(const struct ml_pyproc *pp, struct ml_thr
 struct py_frame_walk {
 	struct ml_scratch *sc;
 	const struct ml_pyproc *pp;
-	__u64 frame, prev_w;
+	__u64 frame, prev_w, h;
 	__u64 win_lo, win_hi; /* the target's memory now in sc->win; win_hi == 0: none */
 	__u32 w, nr_py, size;
 };
 
-/* Bring the frame at address frame into the window; its offset there, or -1 when it cannot be read. */
+/*
+ * Bring the frame at address frame into the window; its offset there, or -1 when it cannot be read. The
+ * window starts at the frame's page: that page is mapped (the frame is in it), while what lies below it
+ * may not be (the start of a chunk), and a read that faults costs more than many reads that do not.
+ */
 static __always_inline long frame_in_window(struct py_frame_walk *c, __u64 frame)
 {
 	struct ml_scratch *sc = c->sc;
-	__u64 lo;
+	__u64 lo = frame & ~(__u64)(ML_PY_WINDOW - 1), len = frame + c->size - lo;
 
 	if (frame >= c->win_lo && frame + c->size <= c->win_hi)
 		return frame - c->win_lo;
-	/* The frame at the top of a window, its callers below it. */
-	lo = frame + c->size > ML_PY_WINDOW ? frame + c->size - ML_PY_WINDOW : 0;
-	if (!bpf_probe_read_user(sc->win, ML_PY_WINDOW, (void *)lo)) {
-		c->win_lo = lo;
-		c->win_hi = lo + ML_PY_WINDOW;
-		return frame - lo;
-	}
-	/* Nothing mapped right below (the start of a chunk, a frame outside the stack): this frame alone. */
-	if (bpf_probe_read_user(sc->win, c->size & 127, (void *)frame)) {
+	if (len > ML_PY_WINDOW + 128 || bpf_probe_read_user(sc->win, len & (2 * ML_PY_WINDOW - 1), (void *)lo)) {
 		c->win_hi = 0;
 		return -1;
 	}
-	c->win_lo = frame;
-	c->win_hi = frame + c->size;
-	return 0;
+	c->win_lo = lo;
+	c->win_hi = lo + len;
+	return frame - lo;
 }
 
 /*
@@ -331,9 +330,8 @@ static __always_inline long frame_in_window(struct py_frame_walk *c, __u64 frame
  * frames of the program: they mark the frame before them as the outermost of its eval-loop call, as
  * is_entry does in 3.11.
  */
-static long py_frame_step(__u32 i, void *arg)
+static __always_inline long py_frame_one(struct py_frame_walk *c)
 {
-	struct py_frame_walk *c = arg;
 	struct ml_scratch *sc = c->sc;
 	const struct ml_pyproc *pp = c->pp;
 	__u64 code, instr, idx = ML_PY_INSTR_UNKNOWN, start, frame = c->frame;
@@ -344,15 +342,17 @@ static long py_frame_step(__u32 i, void *arg)
 	if (!frame)
 		return 1;
 	off = frame < ML_USER_TOP ? frame_in_window(c, frame) : -1;
-	if (off < 0 || off >= ML_PY_WINDOW) {
+	if (off < 0 || off >= ML_PY_WINDOW + 128) {
 		sc->st.flags |= ML_STACK_PY_BROKEN;
 		return 1;
 	}
 	owner = win_u8(sc, off + (pp->frame_owner & 127));
 	c->frame = win_u64(sc, off + (pp->frame_previous & 127));
 	if (pp->owner_cstack != 0xff && owner == pp->owner_cstack) {
-		if (c->nr_py && c->w >= 2)
+		if (c->nr_py && c->w >= 2) {
 			sc->st.ips[(c->w - 2) & 511] = c->prev_w | ML_PY_ENTRY;
+			c->h = (c->h ^ ML_PY_ENTRY ^ c->nr_py) * ML_FNV_PRIME;
+		}
 		return 0;
 	}
 	if (c->nr_py >= ML_MAX_PYFRAMES || c->w + 1 >= ML_STACK_WORDS) {
@@ -378,29 +378,48 @@ static long py_frame_step(__u32 i, void *arg)
 	 * code compiled at run time) runs; the outer ones are long-lived, and user space checks their type.
 	 */
 	sc->st.ips[(c->w + 1) & 511] = code && c->nr_py < ML_PY_CHECKED ? read_u64(code + pp->code_check) : 0;
+	c->h = (c->h ^ c->prev_w) * ML_FNV_PRIME;
+	c->h = (c->h ^ sc->st.ips[(c->w + 1) & 511]) * ML_FNV_PRIME;
 	c->w += 2;
 	c->nr_py++;
 	return 0;
 }
 
-/* Append the Python frames of the calling thread to the stack being built, innermost first. */
-static __always_inline void py_frames(struct ml_scratch *sc, const struct ml_pyproc *pp, struct ml_thread *th)
+/* Two frames a callback: the callback's own cost is a good part of a frame's. */
+static long py_frame_step(__u32 i, void *arg)
+{
+	struct py_frame_walk *c = arg;
+
+	return py_frame_one(c) || py_frame_one(c);
+}
+
+/* Append the Python frames of the calling thread to the stack being built, innermost first; *h goes on. */
+static __always_inline void py_frames(struct ml_scratch *sc, const struct ml_pyproc *pp, struct ml_thread *th,
+				      __u64 *h)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct py_frame_walk c = { .sc = sc, .pp = pp, .w = sc->st.nr, .size = pp->frame_size };
-	__u64 ts = py_tstate(pp, th, task->thread.fsbase);
+	struct py_frame_walk c = { .sc = sc, .pp = pp, .w = sc->st.nr, .size = pp->frame_size, .h = *h };
+	__u64 self = task->thread.fsbase, ts = th ? th->py_tstate : 0, fptr = 0;
+	__u16 fptr_off = pp->tstate_current_frame != ML_PY_NONE ? pp->tstate_current_frame : pp->tstate_cframe;
 
-	if (!ts) {
-		stat_inc(ML_STAT_PY_NO_THREAD);
-		return;
+	/* The usual case, one read: this thread's known thread state, still its own, and its frame pointer. */
+	if (ts && pp->tstate_block_len &&
+	    !bpf_probe_read_user(sc->win, pp->tstate_block_len & 127, (void *)(ts + pp->tstate_block_off)) &&
+	    win_u64(sc, (pp->tstate_thread_id - pp->tstate_block_off) & 127) == self) {
+		fptr = win_u64(sc, (fptr_off - pp->tstate_block_off) & 127);
+	} else {
+		ts = py_tstate(pp, th, self);
+		if (!ts) {
+			stat_inc(ML_STAT_PY_NO_THREAD);
+			return;
+		}
+		fptr = read_u64(ts + fptr_off);
 	}
-	if (pp->tstate_current_frame != ML_PY_NONE)
-		c.frame = read_u64(ts + pp->tstate_current_frame);
-	else
-		c.frame = read_u64(read_u64(ts + pp->tstate_cframe) + pp->cframe_current_frame);
+	c.frame = pp->tstate_current_frame != ML_PY_NONE ? fptr : read_u64(fptr + pp->cframe_current_frame);
 	if (c.size > ML_PY_FRAME_MAX)
 		c.size = ML_PY_FRAME_MAX;
-	bpf_loop(ML_MAX_PYFRAMES + 16, py_frame_step, &c, 0);
+	bpf_loop(ML_MAX_PYFRAMES / 2 + 8, py_frame_step, &c, 0);
+	*h = c.h;
 	if (c.frame && !(sc->st.flags & ML_STACK_PY_BROKEN))
 		sc->st.flags |= ML_STACK_PY_TRUNCATED;
 	sc->st.nr_py = c.nr_py;
@@ -413,7 +432,7 @@ static __always_inline void py_frames(struct ml_scratch *sc, const struct ml_pyp
 
 struct fp_walk {
 	struct ml_stack *st;
-	__u64 fp;
+	__u64 fp, h;
 	__u32 nr;
 };
 
@@ -426,26 +445,11 @@ static long fp_step(__u32 i, void *arg)
 	if (bpf_probe_read_user(&fr, sizeof(fr), (void *)c->fp) || fr.ret < 0x1000 || fr.ret >= ML_USER_TOP)
 		return 1;
 	c->st->ips[i & 127] = fr.ret;
+	c->h = (c->h ^ fr.ret) * ML_FNV_PRIME;
 	c->nr = i + 1;
 	if (fr.next <= c->fp || fr.next - c->fp > ML_FP_WINDOW)
 		return 1;
 	c->fp = fr.next;
-	return 0;
-}
-
-struct hash_walk {
-	const struct ml_stack *st;
-	__u64 h;
-	__u32 words;
-};
-
-static long hash_step(__u32 i, void *arg)
-{
-	struct hash_walk *c = arg;
-
-	if (i >= c->words)
-		return 1;
-	c->h = (c->h ^ c->st->ips[i & 511]) * 0x100000001b3ULL;
 	return 0;
 }
 
@@ -464,11 +468,10 @@ static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread 
 {
 	__u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx), ret = 0;
 	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
-	struct hash_walk hw = { .h = 0xcbf29ce484222325ULL };
 	const struct ml_pyproc *pp;
 	struct ml_scratch *sc;
 	struct ml_stack *st;
-	__u64 h;
+	__u64 h = 0xcbf29ce484222325ULL;
 
 	bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
 	*caller = ret;
@@ -482,20 +485,19 @@ static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread 
 	st->nr = 0;
 	/* The window check rejects most garbage in rbp before the first read. */
 	if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
-		struct fp_walk fw = { .st = st, .fp = fp };
+		struct fp_walk fw = { .st = st, .fp = fp, .h = h };
 
 		bpf_loop(ML_MAX_FRAMES, fp_step, &fw, 0);
 		st->nr = fw.nr;
+		h = fw.h;
 	}
 	pp = bpf_map_lookup_elem(&pyprocs, &tgid);
 	if (pp)
-		py_frames(sc, pp, th);
-	hw.st = st;
-	hw.words = st->nr + 2 * st->nr_py;
-	if (!hw.words)
+		py_frames(sc, pp, th, &h);
+	if (!st->nr && !st->nr_py)
 		return;
-	bpf_loop(ML_STACK_WORDS, hash_step, &hw, 0);
-	h = hw.h ^ st->flags;
+	h ^= st->flags;
+	h ^= (__u64)st->nr << 48;
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdULL;
 	h ^= h >> 33;

@@ -298,6 +298,14 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	pp.frame_previous = lay->frame_previous;
 	pp.frame_func = lay->frame_func;
 	pp.code_check = lay->code_linetable;
+	{
+		uint16_t fptr = lay->tstate_current_frame != ML_PY_NONE ? lay->tstate_current_frame : lay->tstate_cframe;
+		uint16_t lo = fptr < lay->tstate_thread_id ? fptr : lay->tstate_thread_id;
+		uint16_t hi = (fptr > lay->tstate_thread_id ? fptr : lay->tstate_thread_id) + 8;
+
+		pp.tstate_block_off = lo;
+		pp.tstate_block_len = hi - lo <= 128 ? hi - lo : 0; /* 0: two reads instead */
+	}
 	pp.frame_instr = lay->frame_instr;
 	pp.frame_owner = lay->frame_owner;
 	pp.frame_is_entry = lay->frame_is_entry;
