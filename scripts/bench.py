@@ -337,7 +337,8 @@ def torch_bench():
 
 def budget_bench():
     """
-    The overhead budget on the PyTorch CPU training step with a planted leak (256 KiB kept every step):
+    The overhead budget on the PyTorch CPU training step with planted leaks (a 256 KiB tensor and a 256 KiB
+    bytearray kept every step):
     no tool; every layer with every probe kept on (--max-overhead 100); every layer at the default budget.
     In budget mode one run goes first (the tool measures its cost and switches the C heap to heap-growth
     mode), then the measured run; the planted leak must be flagged at its Python line in that mode.
@@ -347,13 +348,14 @@ def budget_bench():
         print("  (budget benchmark skipped: Debian python3 with python3-torch not found)")
         return
     script = os.path.join(ROOT, "tests", "bench", "torch_step.py")
-    plant_line = next(n for n, t in enumerate(open(script), 1) if "# at: plant" in t)
+    plant_line = next(n for n, t in enumerate(open(script), 1) if "# at: plant\n" in t)
+    tensor_line = next(n for n, t in enumerate(open(script), 1) if "# at: plant-tensor" in t)
     steps = int(os.environ.get("BENCH_TORCH_STEPS", "20"))
     rounds = int(os.environ.get("BENCH_BUDGET_ROUNDS", str(max(ROUNDS, 7))))
     target = subprocess.Popen([py, script, str(steps), "plant"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     read_line(target.stdout, 120, "torch ready")
     res = {"none": [], "every probe (--max-overhead 100)": [], "default budget (2%)": []}
-    flagged, modes_seen, costs = [], [], []
+    flagged, flagged_t, modes_seen, costs = [], [], [], []
 
     def run_once():
         target.stdin.write(b"g")
@@ -378,9 +380,12 @@ def budget_bench():
             reps = [json.loads(l) for l in out.decode().splitlines() if l.strip()]
             modes_seen.append(reps[-1].get("modes", {}).get("libc"))
             costs.append(max(r["overhead"]["pct"] for r in reps if r["overhead"]["measured"]))
-            flagged.append(any(s["verdict"] == "growing" and any(f.get("line") == plant_line and
-                                                                f["kind"] == "python" for f in s["frames"])
-                               for r in reps[-3:] for s in r["stacks"]))
+            def at(line, layer):
+                return any(s["verdict"] == "growing" and s["layer"] == layer and
+                           any(f.get("line") == line and f["kind"] == "python" for f in s["frames"])
+                           for r in reps[-3:] for s in r["stacks"])
+            flagged.append(at(plant_line, "libc"))
+            flagged_t.append(at(tensor_line, "torch_cpu"))
     finally:
         target.kill()
     med = {k: statistics.median(v) for k, v in res.items()}
@@ -389,8 +394,10 @@ def budget_bench():
         print(f"  {k:34s} median {v:7.3f} ms/step ({(v / med['none'] - 1) * 100:+.2f}%)   runs: "
               f"{' '.join(f'{x:.3f}' for x in res[k])}")
     print(f"  budget mode: libc mode at the end of each run {modes_seen}; cost measured before the switch "
-          f"{med_range(costs, '{:.1f}')}%; planted leak flagged at torch_step.py:{plant_line} in "
-          f"{sum(flagged)} of {len(flagged)} runs")
+          f"{med_range(costs, '{:.1f}')}%")
+    print(f"  planted tensor leak (torch_cpu) flagged at torch_step.py:{tensor_line} in {sum(flagged_t)} of "
+          f"{len(flagged_t)} runs; planted C-heap leak (libc, 256 KiB blocks) flagged at torch_step.py:{plant_line} "
+          f"in {sum(flagged)} of {len(flagged)} runs")
 
 
 def main(argv):

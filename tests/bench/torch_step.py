@@ -6,7 +6,7 @@ import time
 import torch
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-plant = len(sys.argv) > 2 and sys.argv[2] == "plant"  # a planted leak: 256 KiB kept every step
+plant = len(sys.argv) > 2 and sys.argv[2] == "plant"  # planted leaks: a tensor and a C-heap block kept every step
 leaked = []
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -25,5 +25,6 @@ while sys.stdin.buffer.read(1):
         opt.step()
         loss.item()
         if plant:
+            leaked.append(torch.empty(65536))  # at: plant-tensor
             leaked.append(bytearray(262144))  # at: plant
     print(f"{(time.perf_counter() - t0) * 1e3 / steps:.4f}", flush=True)
