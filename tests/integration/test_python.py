@@ -101,22 +101,22 @@ def python_debian_311_static_libpython():
     check_basic(DEBIAN_PY)
 
 
-@test
-def python_312():
-    exe = pyenv("3.12")
+def check_pyenv(minor):
+    exe = pyenv(minor)
     if not exe:
-        print("# skipped: no Python 3.12 on this machine")
+        print(f"# skipped: no Python {minor} on this machine")
         return
     check_basic(exe)
+
+
+@test
+def python_312():
+    check_pyenv("3.12")
 
 
 @test
 def python_313_checked_against_debug_offsets():
-    exe = pyenv("3.13")
-    if not exe:
-        print("# skipped: no Python 3.13 on this machine")
-        return
-    check_basic(exe)
+    check_pyenv("3.13")
 
 
 @test

@@ -13,7 +13,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, TOOL, Fail, Tool, by_func, check, eq, main, read_line, test  # noqa: E402
+from harness import FIX, TOOL, Fail, Fixture, Tool, by_func, check, eq, main, read_line, test  # noqa: E402
 
 SOAK_S = float(os.environ.get("MEMLEAK_AI_SOAK_S", "25"))  # the long run; the whole file takes about 2x
 SOAK_BITS = int(os.environ.get("MEMLEAK_AI_SOAK_BITS", "6"))  # 2^BITS call-chain shapes; 20+: a stream of new stacks
@@ -201,15 +201,11 @@ class WatchedTool(Tool):
             self.stacks = None
 
 
-class Soak:
+class Soak(Fixture):
     """The soak fixture: 'ready PID'; a byte starts the churn, a second one stops it: 'done ALLOCS FREES THREADS'."""
 
     def __init__(self, *args):
-        self.p = subprocess.Popen([os.path.join(FIX, "soak"), *map(str, args)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE)
-        line = read_line(self.p.stdout, 10, "soak ready")
-        check(line.startswith("ready"), f"fixture said {line!r}")
-        self.pid = self.p.pid
+        super().__init__("soak", *map(str, args))
 
     def byte(self, b=b"g"):
         self.p.stdin.write(b)
@@ -222,18 +218,6 @@ class Soak:
         w = line.split()
         check(len(w) == 4 and w[0] == "done", f"fixture said {line!r}")
         return int(w[1]), int(w[2]), int(w[3])
-
-    def finish(self):
-        try:
-            self.p.stdin.close()
-        except BrokenPipeError:
-            pass
-        self.p.wait(timeout=10)
-
-    def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
 
 
 def cpu_s(pid):
