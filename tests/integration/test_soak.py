@@ -13,7 +13,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, TOOL, Fail, Fixture, Tool, by_func, check, eq, main, read_line, test  # noqa: E402
+from harness import TOOL, Fail, Fixture, Tool, by_func, check, eq, main, read_line, test  # noqa: E402
 
 SOAK_S = float(os.environ.get("MEMLEAK_AI_SOAK_S", "25"))  # the long run; the whole file takes about 2x
 SOAK_BITS = int(os.environ.get("MEMLEAK_AI_SOAK_BITS", "6"))  # 2^BITS call-chain shapes; 20+: a stream of new stacks
