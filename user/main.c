@@ -286,7 +286,7 @@ static int heap_growth_mode(struct session *ss, uint64_t next_report)
 			err = -errno;
 	}
 	if (err) {
-		ml_notice("tracing costs %.1f%% of pid %d's CPU time, over the %g%% budget, and heap-growth mode "
+		ml_notice("tracing costs %.1f%% of pid %d's time, over the %g%% budget, and heap-growth mode "
 			  "cannot start (%s): every probe stays", ov->pct, ss->root, ov->budget_pct, strerror(-err));
 		return err;
 	}
@@ -296,7 +296,7 @@ static int heap_growth_mode(struct session *ss, uint64_t next_report)
 	ss->layers &= ~(1U << ML_LAYER_LIBC);
 	ledger__forget_layer(ss->ledger, ML_LAYER_LIBC);
 	overhead__heap_mode(ss->ov, next_report);
-	ml_notice("tracing cost %.1f%% of the traced processes' CPU time, over the %g%% budget (--max-overhead): "
+	ml_notice("tracing cost %.1f%% of the traced processes' time, over the %g%% budget (--max-overhead): "
 		  "the C heap is now followed through its system calls (heap-growth mode), CUDA and PyTorch as before",
 		  ov->full_pct, ov->budget_pct);
 	return 0;

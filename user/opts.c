@@ -40,7 +40,7 @@ static const char usage[] =
 	"                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
 	"                         exception thrown through a return probe terminates the process\n"
 	"      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
-	"      --max-overhead PCT budget for tracing's cost, in % of the traced processes' CPU time (default\n"
+	"      --max-overhead PCT budget for tracing's cost, in % of the traced processes' time (default\n"
 	"                         2): over it, the C heap is followed through its system calls instead of\n"
 	"                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
 	"      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"

@@ -2,8 +2,9 @@
  * The tool's own cost. A probe hit is a trap into the kernel whatever the BPF program does, so the cost is
  * counted as probe hits (from the BPF counters) times the cost of one hit, calibrated at start-up on this
  * machine, plus the time spent in the BPF programs (the kernel's own statistics). It is related to the CPU
- * time the traced processes used meanwhile: the trap's time is charged to them, so the share is what
- * tracing takes of the job's CPU.
+ * time the traced processes used meanwhile, or the time that passed if that is more (a job that mostly waits
+ * is not slowed in proportion to its little CPU): the trap's time is charged to them, so the share is what
+ * tracing takes of the job's work.
  *
  * --max-overhead: when the C heap's probes (by far the most frequent) push the share over the budget, the
  * C heap is followed through the system calls that grow the address space instead (heap-growth mode,
@@ -300,7 +301,7 @@ static uint64_t cpu_ns(const int *pids, size_t n)
 int overhead__sample(struct overhead *o, const int *pids, size_t npids)
 {
 	uint64_t now = mono_ns(), cpu = cpu_ns(pids, npids), bpf = bpf_run_ns(o), v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
-	double entry, ret, libc_entry, libc_ret, pct, libc_pct, secs;
+	double entry, ret, libc_entry, libc_ret, pct, libc_pct, secs, base;
 	const uint32_t libc = ML_STAT_LAYER_BASE + 2 * ML_LAYER_LIBC;
 
 	if (o->have_last && now - o->last_ns < MIN_SAMPLE_NS)
@@ -342,10 +343,17 @@ int overhead__sample(struct overhead *o, const int *pids, size_t npids)
 		o->last_bpf_ns = bpf;
 		return 0;
 	}
-	pct = ml_overhead_pct(entry, ret, o->info.hit_ns, o->info.ret_ns, (double)(bpf - o->last_bpf_ns),
-			      (double)(cpu - o->last_cpu_ns));
-	libc_pct = ml_overhead_pct(libc_entry, libc_ret, o->info.hit_ns, o->info.ret_ns, 0,
-				   (double)(cpu - o->last_cpu_ns));
+	/*
+	 * Related to the CPU time the traced processes used, but never to less than the time that passed: a job
+	 * that mostly waits (for I/O, the GPU, a timer) is slowed by the time tracing adds to its work, not in
+	 * proportion to the little CPU it uses. For a busy single thread both are the same; for busy threads in
+	 * parallel, each pays for its own probes, and CPU time is the measure.
+	 */
+	base = (double)(cpu - o->last_cpu_ns);
+	if (base < secs * 1e9)
+		base = secs * 1e9;
+	pct = ml_overhead_pct(entry, ret, o->info.hit_ns, o->info.ret_ns, (double)(bpf - o->last_bpf_ns), base);
+	libc_pct = ml_overhead_pct(libc_entry, libc_ret, o->info.hit_ns, o->info.ret_ns, 0, base);
 	o->info.pct = pct;
 	o->info.hits_per_s = (entry + ret) / secs;
 	o->info.bpf_ns_per_s = (double)(bpf - o->last_bpf_ns) / secs;

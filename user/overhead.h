@@ -11,7 +11,7 @@ struct overhead;
 
 /* What every report shows. */
 struct ml_overhead {
-	double pct;          /* share of the traced processes' CPU time spent in probes, over the last sample */
+	double pct;          /* share of the traced processes' time (CPU time, or elapsed time if more) in probes */
 	double budget_pct;   /* --max-overhead */
 	double hits_per_s;   /* probe hits (entries and returns) */
 	double hit_ns;       /* one probe hit (the trap, calibrated at start-up) */

@@ -192,7 +192,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	if (r->ov && r->ov->measured) {
 		const struct ml_overhead *ov = r->ov;
 
-		fprintf(f, "overhead: %.1f%% of the traced processes' CPU time (budget %g%%): %.0f probe hits/s at "
+		fprintf(f, "overhead: %.1f%% of the traced processes' time (budget %g%%): %.0f probe hits/s at "
 			   "%.2f us, BPF %.1f ms/s\n",
 			ov->pct, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->bpf_ns_per_s / 1e6);
 	}
