@@ -536,35 +536,41 @@ static __always_inline struct ml_slot *slot_find(__u32 tgid, __u8 layer, __u64 a
  * The slot for a new allocation at addr. The allocator just handed addr out, so a record already holding
  * the same key is dead (its release raced with this allocation, e.g. a realloc that moved on another
  * thread): it is taken over, never duplicated. Otherwise the first released or empty slot of the chain
- * is claimed with compare-and-swap. NULL when the chain is full.
+ * is claimed with compare-and-swap; another thread claiming the same slot first sends this one along the
+ * chain again (twice at most). NULL when the chain is full.
  */
 static __always_inline struct ml_slot *slot_claim(struct ml_counters *c, __u32 tgid, __u8 layer, __u64 addr)
 {
 	__u32 start = (__u32)ml_slot_hash(tgid, layer, addr);
-	struct ml_slot *cand = NULL;
-	__u64 cand_k = 0;
 
-	for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
-		__u32 i = (start + p) & table_mask;
-		struct ml_slot *s = bpf_map_lookup_elem(&table, &i);
-		__u64 k;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct ml_slot *cand = NULL;
+		__u64 cand_k = 0;
 
-		if (!s)
-			break;
-		k = READ_ONCE(s->addr);
-		if (k == addr && s->tgid == tgid && s->layer == layer) {
-			cnt_inc(c, ML_STAT_TAKEOVER);
-			return s;
+		for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
+			__u32 i = (start + p) & table_mask;
+			struct ml_slot *s = bpf_map_lookup_elem(&table, &i);
+			__u64 k;
+
+			if (!s)
+				break;
+			k = READ_ONCE(s->addr);
+			if (k == addr && s->tgid == tgid && s->layer == layer) {
+				cnt_inc(c, ML_STAT_TAKEOVER);
+				return s;
+			}
+			if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) && !cand) {
+				cand = s;
+				cand_k = k;
+			}
+			if (k == ML_SLOT_EMPTY)
+				break;
 		}
-		if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) && !cand) {
-			cand = s;
-			cand_k = k;
-		}
-		if (k == ML_SLOT_EMPTY)
-			break;
+		if (!cand)
+			return NULL;
+		if (__sync_val_compare_and_swap(&cand->addr, cand_k, addr) == cand_k)
+			return cand;
 	}
-	if (cand && __sync_val_compare_and_swap(&cand->addr, cand_k, addr) == cand_k)
-		return cand;
 	return NULL;
 }
 

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 B=build/tests
 mkdir -p "$B"
 CC=${CC:-gcc}
-OBJS="build/u64map.o build/pyline.o build/pyoffsets.o build/pyframes.o build/stackview.o build/follow.o build/overhead.o build/log.o build/procmaps.o build/elfsym.o build/symbolizer.o build/json.o build/opts.o build/allocators.o build/ledger.o build/report.o build/probes.o build/target.o build/uprobe_multi.o build/verdict.o build/pprof.o build/profile.pb-c.o build/html.o build/html_assets.o"
+OBJS="build/u64map.o build/pyline.o build/pyoffsets.o build/pyframes.o build/stackview.o build/follow.o build/overhead.o build/ehframe.o build/log.o build/procmaps.o build/elfsym.o build/symbolizer.o build/json.o build/opts.o build/allocators.o build/ledger.o build/report.o build/probes.o build/target.o build/uprobe_multi.o build/verdict.o build/pprof.o build/profile.pb-c.o build/html.o build/html_assets.o"
 LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c"
 build() {
 	echo "  BUILD    $1" >&2
@@ -68,9 +68,9 @@ for t in $B/test_*; do
 done
 # Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
 # undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
-for f in maps elf pyline; do
+for f in maps elf pyline ehframe; do
 	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser tests/fuzz/fuzz_$f.c \
-		$(case $f in maps) echo user/procmaps.c ;; pyline) echo user/pyline.c ;; *) echo "user/elfsym.c -lelf" ;; esac) \
+		$(case $f in maps) echo user/procmaps.c ;; pyline) echo user/pyline.c ;; ehframe) echo "user/ehframe.c -lelf" ;; *) echo "user/elfsym.c -lelf" ;; esac) \
 		-o $B/fuzz_$f
 	scratch=$(mktemp -d)
 	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-10} -max_len=65536 -print_final_stats=1 "$scratch" \

@@ -209,7 +209,9 @@ static int attach_batched(struct probes *p, const char *path, const struct found
 		fd = ml_uprobe_multi_attach(bpf_program__fd(progs[b]), path, offs[b], cookies[b], cnt[b],
 					    b == B_ALLOC_RET || b == B_FREE_RET, p->o.pid);
 		if (fd < 0) {
-			ml_err("cannot attach uprobes in %s: %s", path, strerror(-fd));
+			/* A process gone meanwhile is the caller's to report (once), not an attach failure. */
+			if (fd != -ESRCH)
+				ml_err("cannot attach uprobes in %s: %s", path, strerror(-fd));
 			return fd;
 		}
 		err = push_mfd(p, fd);
