@@ -397,9 +397,15 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	if ((o.layers & (1U << ML_LAYER_LIBC)) && !(probes__active_layers(probes) & (1U << ML_LAYER_LIBC))) {
-		ml_err("pid %d has no C library with malloc and free to probe (a static binary without symbols?)",
-		       tgt.pid);
-		err = -ENOENT;
+		/* Its files cannot be opened once it is gone: that is an exit, not a missing C library. */
+		if (!target__alive(&tgt)) {
+			ml_err("pid %d exited during attach", tgt.pid);
+			err = -ESRCH;
+		} else {
+			ml_err("pid %d has no C library with malloc and free to probe (a static binary without "
+			       "symbols?)", tgt.pid);
+			err = -ENOENT;
+		}
 		goto cleanup;
 	}
 	sym = symbolizer__new(tgt.pid);
