@@ -65,6 +65,42 @@ int ml_heap_track(struct memleak_bpf *skel, int pid)
 	return bpf_map_update_elem(bpf_map__fd(skel->maps.heap_procs), &key, &hp, BPF_ANY) ? -errno : 0;
 }
 
+int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct symbolizer *sym)
+{
+	struct ml_maps maps = {};
+	int n, err;
+
+	err = ml_maps__read(pid, &maps);
+	if (err)
+		return err;
+	n = probes__sync(pr, &maps);
+	if (n >= 0 && py && pyframes__sync(py, &maps) < 0)
+		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
+	ml_maps__clear(&maps);
+	if (n >= 0 && sym)
+		symbolizer__refresh(sym);
+	return n;
+}
+
+int ml_process_reprobe(struct memleak_bpf *skel, const struct probes_opts *po, bool python, struct probes **pr,
+		       struct pyframes **py, struct symbolizer *sym)
+{
+	struct probes *np = probes__new(skel, po);
+	struct pyframes *npy = python ? pyframes__new(skel, po->pid) : NULL;
+	int n = !np || (python && !npy) ? -ENOMEM : ml_process_sync(po->pid, np, npy, sym);
+
+	if (n < 0) {
+		probes__free(np);
+		pyframes__free(npy);
+		return n;
+	}
+	probes__free(*pr);
+	*pr = np;
+	pyframes__free(*py);
+	*py = npy;
+	return 0;
+}
+
 static void follower_release(struct followers *f, struct follower *t)
 {
 	probes__free(t->probes);
@@ -94,33 +130,34 @@ static struct follower *find(struct followers *f, int pid)
 }
 
 /* (Re)attach: probes on every object the process maps, and its Python interpreter if any. */
-static int attach(struct followers *f, struct follower *t)
+/* The probes options of a follower: as the first process's, less the C heap in heap-growth mode. */
+static struct probes_opts follower_opts(struct followers *f, int pid)
 {
 	struct probes_opts po = f->o.probes;
-	struct ml_maps maps = {};
-	int err;
 
-	po.pid = t->pid;
+	po.pid = pid;
 	if (f->heap_mode) {
 		po.layers &= ~(1U << ML_LAYER_LIBC);
-		ml_heap_track(f->skel, t->pid);
+		ml_heap_track(f->skel, pid); /* a new image's program break starts over too */
 	}
+	return po;
+}
+
+/* Attach: probes on every object it maps, its Python interpreter if any, its symbolizer. */
+static int attach(struct followers *f, struct follower *t)
+{
+	struct probes_opts po = follower_opts(f, t->pid);
+	int n;
+
 	t->probes = probes__new(f->skel, &po);
 	if (!t->probes)
 		return -ENOMEM;
 	if (f->o.python && !(t->py = pyframes__new(f->skel, t->pid)))
 		return -ENOMEM;
-	err = ml_maps__read(t->pid, &maps);
-	if (err)
-		return err;
-	err = probes__sync(t->probes, &maps);
-	if (err >= 0 && t->py)
-		pyframes__sync(t->py, &maps);
-	ml_maps__clear(&maps);
-	if (err < 0)
-		return err;
-	if (!t->sym)
-		t->sym = symbolizer__new(t->pid);
+	n = ml_process_sync(t->pid, t->probes, t->py, NULL);
+	if (n < 0)
+		return n;
+	t->sym = symbolizer__new(t->pid);
 	if (!t->sym)
 		return errno ? -errno : -ENOMEM;
 	symbolizer__refresh(t->sym);
@@ -175,16 +212,8 @@ int followers__add(struct followers *f, int pid, int parent)
 	}
 	f->n++;
 	{
-		unsigned int nobj = 0, nfuncs = 0;
+		unsigned int nfuncs, nobj = probes__n_probed(t->probes, &nfuncs);
 
-		for (unsigned int i = 0; i < probes__n_objects(t->probes); i++) {
-			unsigned int k = 0;
-
-			if (probes__object(t->probes, i, &k, NULL)) {
-				nfuncs += k;
-				nobj++;
-			}
-		}
 		ml_notice("following pid %d (child of %d): %u probes in %u objects", pid, parent, nfuncs, nobj);
 	}
 	return 0;
@@ -193,50 +222,18 @@ int followers__add(struct followers *f, int pid, int parent)
 int followers__exec(struct followers *f, int pid)
 {
 	struct follower *t = find(f, pid);
-	struct probes_opts po = f->o.probes;
-	struct pyframes *npy = NULL;
-	struct ml_maps maps = {};
-	struct probes *np;
+	struct probes_opts po;
 	int err;
 
 	if (!t)
 		return -ENOENT;
-	/* New probes on before the old ones come off, as for the first process (main.c: root_exec). */
-	po.pid = t->pid;
-	if (f->heap_mode) {
-		po.layers &= ~(1U << ML_LAYER_LIBC);
-		ml_heap_track(f->skel, t->pid);
-	}
-	np = probes__new(f->skel, &po);
-	if (f->o.python)
-		npy = pyframes__new(f->skel, t->pid);
-	if (!np || (f->o.python && !npy)) {
-		probes__free(np);
-		pyframes__free(npy);
-		return -ENOMEM;
-	}
-	err = ml_maps__read(t->pid, &maps);
-	if (!err) {
-		err = probes__sync(np, &maps);
-		if (err >= 0 && npy)
-			pyframes__sync(npy, &maps);
-		ml_maps__clear(&maps);
-	}
-	if (err < 0) {
-		probes__free(np);
-		pyframes__free(npy);
-		if (err != -ESRCH && err != -ENOENT)
-			ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
-		return err;
-	}
-	probes__free(t->probes);
-	t->probes = np;
-	pyframes__free(t->py);
-	t->py = npy;
-	if (t->sym)
-		symbolizer__refresh(t->sym);
-	ml_info("pid %d ran exec: its new image is probed", pid);
-	return 0;
+	po = follower_opts(f, t->pid);
+	err = ml_process_reprobe(f->skel, &po, f->o.python, &t->probes, &t->py, t->sym);
+	if (err && err != -ESRCH && err != -ENOENT)
+		ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
+	else if (!err)
+		ml_info("pid %d ran exec: its new image is probed", pid);
+	return err;
 }
 
 static bool exited(const struct follower *t)
@@ -250,7 +247,6 @@ void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void
 {
 	for (size_t i = 0; i < f->n;) {
 		struct follower *t = &f->v[i];
-		struct ml_maps maps = {};
 
 		if (exited(t)) {
 			ml_info("followed pid %d exited", t->pid);
@@ -260,13 +256,8 @@ void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void
 			f->v[i] = f->v[--f->n];
 			continue;
 		}
-		if (t->probes && ml_maps__read(t->pid, &maps) == 0) {
-			if (probes__sync(t->probes, &maps) > 0 && t->sym)
-				symbolizer__refresh(t->sym);
-			if (t->py)
-				pyframes__sync(t->py, &maps);
-			ml_maps__clear(&maps);
-		}
+		if (t->probes)
+			ml_process_sync(t->pid, t->probes, t->py, t->sym);
 		i++;
 	}
 }
@@ -317,25 +308,6 @@ size_t followers__skipped(const struct followers *f)
 	return f->skipped;
 }
 
-/* The parent pid of a process, from /proc/PID/stat; -errno when gone or unreadable. */
-static int parent_of(int pid)
-{
-	char path[64], buf[512], *p;
-	FILE *fp;
-	int ppid;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fp = fopen(path, "re");
-	if (!fp)
-		return -errno;
-	p = fgets(buf, sizeof(buf), fp);
-	fclose(fp);
-	/* The command name may hold anything, ')' included: the fields after it follow the last ')'. */
-	if (!p || !(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %d", &ppid) != 1)
-		return -EINVAL;
-	return ppid;
-}
-
 int ml_descendants(int root, struct ml_child **out, size_t *n)
 {
 	struct ml_child *all = NULL, *res;
@@ -350,9 +322,9 @@ int ml_descendants(int root, struct ml_child **out, size_t *n)
 	while ((de = readdir(d))) {
 		char *end;
 		long pid = strtol(de->d_name, &end, 10);
-		int ppid;
+		struct ml_proc_stat st;
 
-		if (*end || pid <= 0 || pid > INT32_MAX || pid == root || (ppid = parent_of((int)pid)) <= 0)
+		if (*end || pid <= 0 || pid > INT32_MAX || pid == root || ml_proc_stat((int)pid, &st) || st.ppid <= 0)
 			continue;
 		if (nall == cap) {
 			struct ml_child *a = realloc(all, (cap = cap ? 2 * cap : 256) * sizeof(*a));
@@ -364,7 +336,7 @@ int ml_descendants(int root, struct ml_child **out, size_t *n)
 			}
 			all = a;
 		}
-		all[nall++] = (struct ml_child){ (int)pid, ppid };
+		all[nall++] = (struct ml_child){ (int)pid, st.ppid };
 	}
 	closedir(d);
 	res = malloc((nall ? nall : 1) * sizeof(*res));

@@ -9,6 +9,24 @@
 
 struct memleak_bpf;
 struct followers;
+struct pyframes;
+struct symbolizer;
+
+/*
+ * One traced process's image, the first one's or a follower's: probe the objects pid maps that pr has not
+ * seen, look for its Python interpreter (py may be NULL; not finding one usable is a notice, never an
+ * error), and refresh sym (may be NULL) with the maps as they are now. Returns probes__sync's result.
+ */
+int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct symbolizer *sym);
+
+/*
+ * The process ran exec: probes made from po and, with python, a Python decoder, synced on its new image
+ * and swapped in for *pr and *py only when that worked. The new links go on before the old ones come off:
+ * both run the same programs on the same per-thread state, so a call in flight across the swap keeps its
+ * return. 0 or a negative errno (the old probes then stay).
+ */
+int ml_process_reprobe(struct memleak_bpf *skel, const struct probes_opts *po, bool python, struct probes **pr,
+		       struct pyframes **py, struct symbolizer *sym);
 
 struct follow_opts {
 	struct probes_opts probes; /* as for the first process; pid is set per follower */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "clock.h"
 #include "allocators.h"
 #include "ledger.h"
 #include "u64map.h"
@@ -68,14 +69,6 @@ uint32_t ledger_table_slots(uint32_t max_allocs)
 	return n;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o)
 {
 	struct ledger *l = calloc(1, sizeof(*l));
@@ -106,7 +99,7 @@ struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o
 		goto fail;
 	}
 	l->table = m;
-	l->last_ns = mono_ns();
+	l->last_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	return l;
 fail:
 	ledger__free(l);
@@ -612,7 +605,7 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 {
 	struct ml_snapshot *s = &l->snap;
-	uint64_t now = mono_ns(), newest, *ids = NULL;
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), newest, *ids = NULL;
 	size_t nids = 0, nrows;
 	struct ml_row *prev_rows = l->prev;
 

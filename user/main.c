@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "clock.h"
 #include "allocators.h"
 #include "ledger.h"
 #include "log.h"
@@ -110,26 +111,6 @@ static void test_attach_delay(void)
 		usleep((useconds_t)(ms * 1000));
 }
 
-static int sync_probes(struct probes *pr, struct pyframes *py, struct symbolizer *sym, int pid)
-{
-	struct ml_maps maps = {};
-	int n, err;
-
-	err = ml_maps__read(pid, &maps);
-	if (err)
-		return err;
-	n = probes__sync(pr, &maps);
-	/* An interpreter not usable for Python frames is a notice, never a reason to stop tracing. */
-	if (n >= 0 && py && pyframes__sync(py, &maps) < 0)
-		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
-	ml_maps__clear(&maps);
-	if (n < 0)
-		return n;
-	if (sym)
-		symbolizer__refresh(sym);
-	return n;
-}
-
 /* What the ring buffer's and stack view's callbacks need of the main loop. */
 struct session {
 	struct memleak_bpf *skel;
@@ -171,31 +152,19 @@ static void root_exec(struct session *ss)
 {
 	struct probes_opts po = { .pid = ss->root, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
 				  .multi = ss->multi };
-	struct pyframes *npy = ss->o->python ? pyframes__new(ss->skel, ss->root) : NULL;
-	struct probes *np = probes__new(ss->skel, &po);
-	int n;
+	int err;
 
-	if ((ss->o->python && !npy) || !np) {
-		pyframes__free(npy);
-		probes__free(np);
-		ml_notice("pid %d ran exec; out of memory looking at its new image", ss->root);
-		return;
-	}
 	if (ss->heap_link)
 		ml_heap_track(ss->skel, ss->root);
-	n = sync_probes(np, npy, *ss->sym, ss->root);
-	if (n < 0 && n != -ESRCH && n != -ENOENT) {
-		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root, strerror(-n));
-		probes__free(np);
-		pyframes__free(npy);
+	err = ml_process_reprobe(ss->skel, &po, ss->o->python, ss->probes, ss->py, *ss->sym);
+	if (err && err != -ESRCH && err != -ENOENT) {
+		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root, strerror(-err));
 		return;
 	}
-	probes__started(np);
-	probes__free(*ss->probes);
-	*ss->probes = np;
-	pyframes__free(*ss->py);
-	*ss->py = npy;
-	ml_info("pid %d ran exec: its new image is probed", ss->root);
+	if (!err) {
+		probes__started(*ss->probes);
+		ml_info("pid %d ran exec: its new image is probed", ss->root);
+	}
 }
 
 static void follower_gone(void *ctx, int pid)
@@ -385,7 +354,7 @@ int main(int argc, char **argv)
 			goto cleanup;
 		}
 	}
-	n = sync_probes(probes, py, NULL, tgt.pid);
+	n = ml_process_sync(tgt.pid, probes, py, NULL);
 	if (n == -ESRCH || (n == -ENOENT && !target__alive(&tgt))) {
 		ml_err("pid %d exited during attach", tgt.pid);
 		err = -ESRCH;
@@ -450,7 +419,7 @@ int main(int argc, char **argv)
 		if (err)
 			goto cleanup;
 		/* Held at its first instruction: probe the new image (a static executable, another libc). */
-		n = sync_probes(probes, py, sym, tgt.pid);
+		n = ml_process_sync(tgt.pid, probes, py, sym);
 		if (n >= 0) {
 			struct ml_maps maps = {};
 			struct bpf_link *hold = NULL;
@@ -473,7 +442,7 @@ int main(int argc, char **argv)
 			for (int stops = 0; hold && n >= 0 && stops < 2; stops++) {
 				if (target__run_until_stop(&tgt, 2000))
 					break;
-				n = sync_probes(probes, py, sym, tgt.pid);
+				n = ml_process_sync(tgt.pid, probes, py, sym);
 			}
 			bpf_link__destroy(hold);
 		}
@@ -510,17 +479,10 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	{
-		unsigned int nf = 0, nobj = 0, missing = o.layers & ~probes__active_layers(probes) &
-							 ((1U << ML_LAYER_MAX) - 1) & ~(1U << ML_LAYER_CUDA_MAP);
+		unsigned int nf, nobj = probes__n_probed(probes, &nf);
+		unsigned int missing = o.layers & ~probes__active_layers(probes) & ((1U << ML_LAYER_MAX) - 1) &
+				       ~(1U << ML_LAYER_CUDA_MAP);
 
-		for (unsigned int i = 0; i < probes__n_objects(probes); i++) {
-			unsigned int k = 0;
-
-			if (probes__object(probes, i, &k, NULL)) {
-				nf += k;
-				nobj++;
-			}
-		}
 		ml_notice("attached to pid %d: %u probes in %u objects", tgt.pid, nf, nobj);
 		probes__started(probes);
 		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
@@ -528,12 +490,7 @@ int main(int argc, char **argv)
 				ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
 	}
 
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		start_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-	}
+	start_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (sfd < 0 || tick_fd < 0 || scan_fd < 0 || arm_timer(tick_fd, o.interval_s) ||
@@ -599,7 +556,7 @@ int main(int argc, char **argv)
 					heap_growth_mode(&ss, seq + 1);
 			}
 			if (!final && target__alive(&tgt)) {
-				n = sync_probes(probes, py, sym, tgt.pid);
+				n = ml_process_sync(tgt.pid, probes, py, sym);
 				if (n < 0 && n != -ESRCH && n != -ENOENT)
 					ml_notice("rescanning pid %d's libraries failed: %s", tgt.pid, strerror(-n));
 			}

@@ -22,10 +22,12 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "clock.h"
 #include "memleak.h"
 #include "elfsym.h"
 #include "log.h"
 #include "overhead.h"
+#include "procmaps.h"
 #include "memleak.skel.h"
 
 #define CALIB_CALLS 20000
@@ -42,14 +44,6 @@ struct overhead {
 	uint64_t last[ML_STAT_SLOTS];
 	bool have_last;
 };
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 double ml_overhead_pct(double entry_hits, double ret_hits, double hit_ns, double ret_ns, double bpf_ns,
 		       double cpu_ns)
@@ -90,18 +84,10 @@ void overhead__free(struct overhead *o)
 	free(o);
 }
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* CPU ns a malloc + free pair (CPU time, not wall time: other load on the machine must not count). */
 static double time_calls(void)
 {
-	uint64_t t0 = thread_cpu_ns();
+	uint64_t t0 = ml_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 
 	for (int i = 0; i < CALIB_CALLS; i++) {
 		void *p = malloc(64);
@@ -109,7 +95,7 @@ static double time_calls(void)
 		asm volatile("" : : "r"(p) : "memory");
 		free(p);
 	}
-	return (double)(thread_cpu_ns() - t0) / CALIB_CALLS;
+	return (double)(ml_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / CALIB_CALLS;
 }
 
 /*
@@ -277,30 +263,17 @@ static uint64_t cpu_ns(const int *pids, size_t n)
 {
 	long tck = sysconf(_SC_CLK_TCK);
 	uint64_t sum = 0;
+	struct ml_proc_stat st;
 
-	for (size_t i = 0; i < n; i++) {
-		char path[64], buf[1024], *p;
-		unsigned long long ut, st;
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/%d/stat", pids[i]);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		p = fgets(buf, sizeof(buf), f);
-		fclose(f);
-		/* After the command name (which may hold anything, ')' included): state is field 3, utime 14. */
-		if (!p || !(p = strrchr(buf, ')')) ||
-		    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-			continue;
-		sum += (ut + st) * (1000000000ULL / (uint64_t)(tck > 0 ? tck : 100));
-	}
+	for (size_t i = 0; i < n; i++)
+		if (!ml_proc_stat(pids[i], &st))
+			sum += (st.utime + st.stime) * (1000000000ULL / (uint64_t)(tck > 0 ? tck : 100));
 	return sum;
 }
 
 int overhead__sample(struct overhead *o, const int *pids, size_t npids)
 {
-	uint64_t now = mono_ns(), cpu = cpu_ns(pids, npids), bpf = bpf_run_ns(o), v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu = cpu_ns(pids, npids), bpf = bpf_run_ns(o), v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
 	double entry, ret, libc_entry, libc_ret, pct, libc_pct, secs, base;
 	const uint32_t libc = ML_STAT_LAYER_BASE + 2 * ML_LAYER_LIBC;
 

@@ -642,6 +642,20 @@ void probes__drop_libc(struct probes *p)
 		p->objs[i].layers &= ~(1U << ML_LAYER_LIBC);
 }
 
+unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs)
+{
+	unsigned int nobj = 0;
+
+	*nfuncs = 0;
+	for (size_t i = 0; i < p->nobjs; i++) {
+		if (!p->objs[i].path)
+			continue;
+		*nfuncs += p->objs[i].nfuncs;
+		nobj++;
+	}
+	return nobj;
+}
+
 unsigned int probes__n_objects(const struct probes *p)
 {
 	return (unsigned int)p->nobjs;

@@ -475,3 +475,27 @@ int ml_maps__attach_path(int pid, const struct ml_mapping *mp, char **out)
 	*out = s;
 	return 0;
 }
+
+int ml_proc_stat(int pid, struct ml_proc_stat *out)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+	int ppid;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	/* The command name may hold anything, ')' included: the fields after it follow the last ')'. State is
+	 * field 3, the parent 4, utime and stime 14 and 15. */
+	if (!p || !(p = strrchr(buf, ')')) ||
+	    sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ppid, &ut, &st) != 3)
+		return -EINVAL;
+	out->ppid = ppid;
+	out->utime = ut;
+	out->stime = st;
+	return 0;
+}

@@ -54,4 +54,13 @@ int ml_maps__open_file_at(int proc_pid_dirfd, const struct ml_mapping *mp);
  */
 int ml_maps__attach_path(int pid, const struct ml_mapping *mp, char **out);
 
+/* The fields of /proc/PID/stat memleak-ai uses. */
+struct ml_proc_stat {
+	int ppid;
+	uint64_t utime, stime; /* clock ticks */
+};
+
+/* Read /proc/PID/stat. 0, -errno when the process is gone, -EINVAL when the line does not parse. */
+int ml_proc_stat(int pid, struct ml_proc_stat *out);
+
 #endif

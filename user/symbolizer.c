@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "elfsym.h"
 #include "procmaps.h"
 #include "u64map.h"
@@ -75,14 +76,6 @@ struct symbolizer {
 	struct u64map names;  /* raw symbol name pointer -> display name */
 	struct u64map srcs;   /* libdw file name pointer -> our copy */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 char *ml_demangle(const char *raw)
 {
@@ -247,7 +240,7 @@ int symbolizer__refresh(struct symbolizer *s)
 	bool changed = false;
 	int err;
 
-	s->last_refresh_ns = now_ns();
+	s->last_refresh_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	if (s->gone)
 		return -ESRCH;
 	err = ml_maps__read_at(s->procfd, &maps);
@@ -529,7 +522,7 @@ static int display_name(struct symbolizer *s, const char *raw, char **out)
 
 static bool refresh_due(const struct symbolizer *s)
 {
-	return !s->gone && now_ns() - s->last_refresh_ns >= REFRESH_INTERVAL_NS;
+	return !s->gone && ml_clock_ns(CLOCK_MONOTONIC) - s->last_refresh_ns >= REFRESH_INTERVAL_NS;
 }
 
 /* A return address: the call is the byte before it, which may even lie in another function. */
