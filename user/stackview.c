@@ -39,6 +39,17 @@ void stackview__free(struct stackview *sv)
 	free(sv);
 }
 
+/* Resolve the next stacks with this process's symbolizer and Python decoder; false when it is not known. */
+static bool use_process(struct stackview *sv, uint32_t tgid)
+{
+	struct ml_resolver res = {};
+	bool known = !sv->lookup(sv->ctx, (int)tgid, &res);
+
+	sv->sym = known ? res.sym : NULL;
+	sv->py = known ? res.py : NULL;
+	return known;
+}
+
 /* How many of the frame-pointer frames (after the caller) are shown: up to the first in no mapped object. */
 static size_t native_shown(struct stackview *sv, const uint64_t *ips, size_t n)
 {
@@ -55,14 +66,10 @@ uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id)
 	struct stackview *sv = ctx;
 	struct ml_row row = { .key = { .tgid = tgid, .stack_id = stack_id } };
 	struct ml_rawstack *r = &sv->raw;
-	struct ml_resolver res = {};
 	uint64_t how = 0xcbf29ce484222325ULL;
 	size_t nn;
 
-	if (sv->lookup(sv->ctx, (int)tgid, &res))
-		return 0;
-	sv->sym = res.sym;
-	if (ledger__stack(sv->l, &row, r))
+	if (!use_process(sv, tgid) || ledger__stack(sv->l, &row, r))
 		return 0;
 	nn = native_shown(sv, r->ips, r->nr);
 	for (size_t k = 0; k < nn; k++)
@@ -104,13 +111,9 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 			 unsigned int *flags)
 {
 	struct ml_rawstack *r = &sv->raw;
-	struct ml_resolver res = {};
 	size_t n = 0, pi = 0, nn, lead;
 
-	if (sv->lookup(sv->ctx, (int)row->key.tgid, &res))
-		res = (struct ml_resolver){};
-	sv->sym = res.sym;
-	sv->py = res.py;
+	use_process(sv, row->key.tgid);
 	ledger__stack(sv->l, row, r);
 	/* Native frames up to the first one outside every mapped object (the caller always stays). */
 	lead = row->key.caller && r->nr ? 1 : 0;
