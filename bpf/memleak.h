@@ -152,14 +152,14 @@ struct ml_pyproc {
 	__u16 tstate_next, tstate_thread_id;
 	__u16 tstate_cframe, cframe_current_frame; /* 3.11, 3.12: tstate->cframe->current_frame */
 	__u16 tstate_current_frame;                /* 3.13: tstate->current_frame */
-	__u16 frame_code, frame_previous, frame_func, frame_instr, frame_owner, frame_is_entry, frame_size;
+	__u16 frame_code, frame_previous, frame_instr, frame_owner, frame_is_entry, frame_size;
 	__u16 code_adaptive; /* first instruction: offset of co_code_adaptive in the code object */
 	__u16 code_check;    /* co_linetable: a pointer each live code object has its own of */
 	__u16 tstate_block_off, tstate_block_len; /* one read of the thread state covering thread_id and the
 						   * frame pointer field (cframe or current_frame); len <= 128 */
 	__u8 owner_cstack;   /* owner value of the eval loop's own entry frames (3.12+), 0xff when none */
 	__u8 instr_is_next;  /* frame_instr points past the current instruction */
-	__u8 pad[6];
+	__u8 pad[2];
 };
 
 #define ML_STACK_WORDS (ML_MAX_FRAMES + 2 * ML_MAX_PYFRAMES) /* 511: indexes mask with 511 */

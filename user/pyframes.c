@@ -296,7 +296,6 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	pp.tstate_current_frame = lay->tstate_current_frame;
 	pp.frame_code = lay->frame_code;
 	pp.frame_previous = lay->frame_previous;
-	pp.frame_func = lay->frame_func;
 	pp.code_check = lay->code_linetable;
 	{
 		uint16_t fptr = lay->tstate_current_frame != ML_PY_NONE ? lay->tstate_current_frame : lay->tstate_cframe;
