@@ -298,16 +298,6 @@ int followers__resolver(struct followers *f, int pid, struct ml_resolver *out)
 	return 0;
 }
 
-size_t followers__count(const struct followers *f)
-{
-	return f->n;
-}
-
-size_t followers__skipped(const struct followers *f)
-{
-	return f->skipped;
-}
-
 int ml_descendants(int root, struct ml_child **out, size_t *n)
 {
 	struct ml_child *all = NULL, *res;

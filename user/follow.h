@@ -65,9 +65,6 @@ void followers__trim(struct followers *f);
 /* The symbolizer and Python decoder of a follower; -ENOENT when pid is not one. */
 int followers__resolver(struct followers *f, int pid, struct ml_resolver *out);
 
-size_t followers__count(const struct followers *f);
-/* Children left untraced because of the limit. */
-size_t followers__skipped(const struct followers *f);
 
 struct ml_child {
 	int pid, parent;

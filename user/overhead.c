@@ -45,8 +45,9 @@ struct overhead {
 	bool have_last;
 };
 
-double ml_overhead_pct(double entry_hits, double ret_hits, double hit_ns, double ret_ns, double bpf_ns,
-		       double cpu_ns)
+/* The cost of one sample in % of base, times in ns. */
+static double overhead_pct(double entry_hits, double ret_hits, double hit_ns, double ret_ns, double bpf_ns,
+			   double cpu_ns)
 {
 	if (cpu_ns <= 0)
 		return 0;
@@ -325,8 +326,8 @@ int overhead__sample(struct overhead *o, const int *pids, size_t npids)
 	base = (double)(cpu - o->last_cpu_ns);
 	if (base < secs * 1e9)
 		base = secs * 1e9;
-	pct = ml_overhead_pct(entry, ret, o->info.hit_ns, o->info.ret_ns, (double)(bpf - o->last_bpf_ns), base);
-	libc_pct = ml_overhead_pct(libc_entry, libc_ret, o->info.hit_ns, o->info.ret_ns, 0, base);
+	pct = overhead_pct(entry, ret, o->info.hit_ns, o->info.ret_ns, (double)(bpf - o->last_bpf_ns), base);
+	libc_pct = overhead_pct(libc_entry, libc_ret, o->info.hit_ns, o->info.ret_ns, 0, base);
 	o->info.pct = pct;
 	o->info.hits_per_s = (entry + ret) / secs;
 	o->info.bpf_ns_per_s = (double)(bpf - o->last_bpf_ns) / secs;

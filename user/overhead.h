@@ -45,8 +45,5 @@ void overhead__heap_mode(struct overhead *o, uint64_t report);
 
 const struct ml_overhead *overhead__info(const struct overhead *o);
 
-/* Tests: the cost estimate of one sample. Times in ns. */
-double ml_overhead_pct(double entry_hits, double ret_hits, double hit_ns, double ret_ns, double bpf_ns,
-		       double cpu_ns);
 
 #endif

@@ -656,23 +656,8 @@ unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs)
 	return nobj;
 }
 
-unsigned int probes__n_objects(const struct probes *p)
-{
-	return (unsigned int)p->nobjs;
-}
-
 unsigned int probes__active_layers(const struct probes *p)
 {
 	return p->active;
 }
 
-const char *probes__object(const struct probes *p, unsigned int i, unsigned int *nfuncs, unsigned int *layers)
-{
-	if (i >= p->nobjs)
-		return NULL;
-	if (nfuncs)
-		*nfuncs = p->objs[i].nfuncs;
-	if (layers)
-		*layers = p->objs[i].layers;
-	return p->objs[i].path;
-}

@@ -35,11 +35,8 @@ bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
 void probes__started(struct probes *p);
 /* Heap-growth mode: detach the C library's probes, and probe no C library found later. */
 void probes__drop_libc(struct probes *p);
-unsigned int probes__n_objects(const struct probes *p);
 /* Objects with probes attached, and in *nfuncs the functions probed in them. */
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs);
 unsigned int probes__active_layers(const struct probes *p); /* bit mask of layers with probes attached */
-/* The path of the i-th probed object (as the target maps it), its probe count and its layers. */
-const char *probes__object(const struct probes *p, unsigned int i, unsigned int *nfuncs, unsigned int *layers);
 
 #endif

@@ -160,11 +160,6 @@ void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, co
 	p->type_bytes = types[2];
 }
 
-const char *pyframes__version(const struct pyframes *p)
-{
-	return p->configured ? p->version : NULL;
-}
-
 /* Exactly len bytes of the target's memory at addr. 0 or a negative errno. */
 static int peek(const struct pyframes *p, uint64_t addr, void *buf, size_t len)
 {

@@ -22,9 +22,6 @@ void pyframes__free(struct pyframes *p); /* NULL-safe; removes the process from 
  */
 int pyframes__sync(struct pyframes *p, const struct ml_maps *maps);
 
-/* "3.11.7" once an interpreter was found, else NULL. */
-const char *pyframes__version(const struct pyframes *p);
-
 /*
  * Decode a captured frame: function (qualified name), file and line, read from the target's code object.
  * A frame whose code object is gone, was replaced, or reads as anything but a code object of the function
