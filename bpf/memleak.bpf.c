@@ -60,6 +60,40 @@ struct {
 	__type(value, struct ml_scratch);
 } scratch SEC(".maps");
 
+/* Native unwinding tables (see memleak.h): rows and page index written by user space through mmap. */
+const volatile __u8 unwind_tables = 0; /* 1: unwind with the tables where a process has them */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* sized from --unwind-mem */
+	__type(key, __u32);
+	__type(value, struct ml_urow);
+} urows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* sized from --unwind-mem */
+	__type(key, __u32);
+	__type(value, __u32);
+} uindex SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ML_UW_FILES);
+	__type(key, __u32);
+	__type(value, struct ml_ufile);
+} ufiles SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, ML_UW_PROCS);
+	__type(key, __u32);
+	__type(value, struct ml_umaps);
+} umaps SEC(".maps");
+
 /* Traced processes running a CPython interpreter whose layout is known, by tgid. Written by user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -454,28 +488,209 @@ static long fp_step(__u32 i, void *arg)
 }
 
 /*
- * Stack capture, kept behind this one function so a full unwinder can replace it. At function entry the
- * caller's return address is at [rsp] whether or not anything keeps frame pointers; a frame-pointer walk
- * supplies the native frames above it, and in a Python process the interpreter's own frame records supply
- * the Python frames. The walk is our own rather than bpf_get_stackid(): that one reads on until a read
- * faults, and a fault costs more than everything else done per event. This one stops at a NULL or
- * non-increasing frame pointer, or one that leaves the stack window, so a well-formed chain ends without a
- * fault, and rbp holding anything but a frame pointer (code built without them) is mostly rejected before
- * the first read.
+ * The table unwinder. Stack words are read a chunk at a time into the scratch window (a chunk-aligned read
+ * stays inside one page, so it does not fault where the word itself is readable); the window is free here,
+ * the Python walk runs after.
+ */
+#define ML_UW_CHUNK 1024
+
+struct uw_walk {
+	struct ml_scratch *sc;
+	const struct ml_umaps *um;
+	__u64 pc, sp, bp, h, win_lo, first;
+	__u32 nr, last_map;
+	__u8 bp_ok, exact, bad, want_first;
+};
+
+static __always_inline int uw_word(struct uw_walk *c, __u64 addr, __u64 *out)
+{
+	if (addr & 7 || addr >= ML_USER_TOP)
+		return -1;
+	if (addr - c->win_lo >= ML_UW_CHUNK) {
+		__u64 lo = addr & ~(__u64)(ML_UW_CHUNK - 1);
+
+		if (bpf_probe_read_user(c->sc->win, ML_UW_CHUNK, (void *)lo)) {
+			c->win_lo = ~0ULL;
+			return -1;
+		}
+		c->win_lo = lo;
+	}
+	*out = *(const __u64 *)&c->sc->win[(addr - c->win_lo) & (ML_UW_CHUNK - 8)];
+	return 0;
+}
+
+/*
+ * The binary searches below are branch-free (the comparison becomes a mask), so the verifier walks one path
+ * through them instead of one per outcome. x <= y for values below 2^63: the sign of y - x.
+ */
+#define ML_LE_MASK(x, y) ((((__u64)(y) - (__u64)(x)) >> 63) - 1)
+
+/* The mapping with a table holding pc: the previous frame's first, else a binary search. */
+static __always_inline const struct ml_umap *uw_map(struct uw_walk *c, __u64 pc)
+{
+	const struct ml_umaps *um = c->um;
+	__u32 base = 0, len = um->n, i = c->last_map & (ML_UW_MAPS - 1);
+
+	if (pc >= um->m[i].start && pc < um->m[i].end)
+		return &um->m[i];
+	if (!len || len > ML_UW_MAPS)
+		return NULL;
+	for (int k = 0; k < 10; k++) {
+		__u32 half = len / 2;
+
+		base += half & (__u32)ML_LE_MASK(um->m[(base + half) & (ML_UW_MAPS - 1)].start, pc);
+		len -= half;
+	}
+	i = base & (ML_UW_MAPS - 1);
+	if (pc < um->m[i].start || pc >= um->m[i].end)
+		return NULL;
+	c->last_map = i;
+	return &um->m[i];
+}
+
+/* The row covering pc in a mapping's table, or NULL where the table has none. */
+static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u64 pc)
+{
+	const struct ml_ufile *f;
+	const struct ml_urow *row;
+	__u32 key, base, len, *ip;
+	__u64 off = pc - m->adj;
+
+	key = m->file;
+	f = bpf_map_lookup_elem(&ufiles, &key);
+	if (!f || off >> 32 || (off >> ML_UW_PAGE_SHIFT) >= f->n_pages)
+		return NULL;
+	key = f->idx_base + (__u32)(off >> ML_UW_PAGE_SHIFT);
+	ip = bpf_map_lookup_elem(&uindex, &key);
+	if (!ip)
+		return NULL;
+	base = *ip;
+	key++;
+	ip = bpf_map_lookup_elem(&uindex, &key);
+	if (!ip || *ip < base || *ip >= f->n_rows)
+		return NULL;
+	/* The last row with pc <= off lies in [base, *ip]: at most a page's worth, so 13 halvings do. */
+	len = *ip - base + 1;
+	for (int k = 0; k < 13; k++) {
+		__u32 half = len / 2;
+
+		key = f->row_base + base + half;
+		row = bpf_map_lookup_elem(&urows, &key);
+		if (!row)
+			return NULL;
+		base += half & (__u32)ML_LE_MASK(row->pc, off);
+		len -= half;
+	}
+	key = f->row_base + base;
+	row = bpf_map_lookup_elem(&urows, &key);
+	if (!row || row->pc > (__u32)off)
+		return NULL;
+	return row;
+}
+
+/* One native frame: from (pc, sp, bp) to the caller's. 1 ends the walk. */
+static long uw_step(__u32 i, void *arg)
+{
+	struct uw_walk *c = arg;
+	const struct ml_umap *m = uw_map(c, c->pc);
+	const struct ml_urow *row = m ? uw_row(m, c->exact ? c->pc : c->pc - 1) : NULL;
+	__u8 kind = row ? row->kind : ML_UW_NONE_FDE;
+	__u64 cfa, ra, bp = c->bp, word = ML_UW_NONE;
+	struct ml_stack *st = &c->sc->st;
+	__s64 off;
+
+	switch (ML_UW_KIND_CFA(kind)) {
+	case ML_UW_RSP:
+	case ML_UW_RBP:
+		off = ML_UW_KIND_SCALED(kind) ? (__s64)row->cfa_off * 8 : row->cfa_off;
+		if (ML_UW_KIND_CFA(kind) == ML_UW_RBP && !c->bp_ok)
+			goto bad;
+		cfa = (ML_UW_KIND_CFA(kind) == ML_UW_RSP ? c->sp : c->bp) + off;
+		if (cfa <= c->sp || uw_word(c, cfa - 8, &ra))
+			goto bad;
+		if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_AT) {
+			if (uw_word(c, cfa + (__s64)row->rbp_off8 * 8, &bp))
+				goto bad;
+			c->bp_ok = 1;
+		} else if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_LOST) {
+			c->bp_ok = 0;
+		}
+		c->exact = 0;
+		break;
+	case ML_UW_SIGNAL:
+		if (uw_word(c, c->sp + ML_UC_RIP, &ra) || uw_word(c, c->sp + ML_UC_RSP, &cfa) ||
+		    uw_word(c, c->sp + ML_UC_RBP, &bp) || cfa <= c->sp)
+			goto bad;
+		c->bp_ok = 1;
+		c->exact = 1;
+		break;
+	case ML_UW_NONE_FDE:
+		/* No table covers the pc: the frame-pointer chain, if rbp looks like one. */
+		if (!c->bp_ok || c->bp < c->sp || c->bp - c->sp > ML_FP_WINDOW || uw_word(c, c->bp + 8, &ra) ||
+		    uw_word(c, c->bp, &bp))
+			goto bad;
+		cfa = c->bp + 16;
+		c->exact = 0;
+		stat_inc(ML_STAT_UW_FP);
+		break;
+	default: /* the outermost frame (_start, a thread's start) or rules we do not follow: the end */
+		return 1;
+	}
+	if (!ra)
+		return 1;
+	if (ra < 0x1000 || ra >= ML_USER_TOP)
+		goto bad;
+	word = c->exact ? ra | ML_IP_EXACT : ra;
+	c->pc = ra;
+	c->sp = cfa;
+	c->bp = bp;
+	if (c->want_first) {
+		c->want_first = 0;
+		c->first = ra;
+		return 0;
+	}
+	if (c->nr >= ML_MAX_FRAMES) {
+		stat_inc(ML_STAT_UW_TRUNCATED);
+		return 1;
+	}
+	st->ips[c->nr & 127] = word;
+	c->h = (c->h ^ word) * ML_FNV_PRIME;
+	c->nr++;
+	return 0;
+bad:
+	c->bad = 1;
+	return 1;
+}
+
+/*
+ * Stack capture. At function entry the caller's return address is at [rsp] whatever the code keeps; the
+ * frames above it come from the unwinding tables where the process has them (falling back to frame
+ * pointers where no table covers a pc), else from the frame-pointer chain, and in a Python process the
+ * interpreter's own frame records supply the Python frames. At a system call (from_ip) the walk starts at
+ * the interrupted pc and its first frame is the caller. The frame-pointer walk is our own rather than
+ * bpf_get_stackid(): that one reads on until a read faults, and a fault costs more than everything else
+ * done per event. It stops at a NULL or non-increasing frame pointer, or one that leaves the stack window,
+ * so a well-formed chain ends without a fault, and rbp holding anything but a frame pointer (code built
+ * without them) is mostly rejected before the first read.
  */
 static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread *th, __u64 *caller,
-					  __u64 *stack_id)
+					  __u64 *stack_id, bool from_ip)
 {
 	__u64 fp = PT_REGS_FP(ctx), sp = PT_REGS_SP(ctx), ret = 0;
 	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct ml_umaps *um = unwind_tables ? bpf_map_lookup_elem(&umaps, &tgid) : NULL;
 	const struct ml_pyproc *pp;
 	struct ml_scratch *sc;
 	struct ml_stack *st;
 	__u64 h = 0xcbf29ce484222325ULL;
 
-	bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
-	*caller = ret;
 	*stack_id = ML_STACK_NONE;
+	if (!from_ip || !um) {
+		bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
+		*caller = ret;
+	} else {
+		*caller = 0;
+	}
 	sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!sc)
 		return;
@@ -483,8 +698,30 @@ static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread 
 	st->flags = 0;
 	st->nr_py = 0;
 	st->nr = 0;
-	/* The window check rejects most garbage in rbp before the first read. */
-	if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
+	if (um) {
+		struct uw_walk uw = { .sc = sc, .um = um, .h = h, .win_lo = ~0ULL, .bp = fp, .bp_ok = 1 };
+
+		if (from_ip) {
+			uw.pc = PT_REGS_IP(ctx);
+			uw.sp = sp;
+			uw.exact = 1;
+			uw.want_first = 1;
+		} else {
+			uw.pc = ret;
+			uw.sp = sp + 8;
+		}
+		if (uw.pc >= 0x1000 && uw.pc < ML_USER_TOP) {
+			bpf_loop(ML_MAX_FRAMES + 2, uw_step, &uw, 0);
+			if (uw.bad)
+				stat_inc(ML_STAT_UW_STOP);
+			stat_inc(ML_STAT_UW_STACKS);
+		}
+		if (from_ip)
+			*caller = uw.first;
+		st->nr = uw.nr;
+		h = uw.h;
+	} else if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
+		/* The window check rejects most garbage in rbp before the first read. */
 		struct fp_walk fw = { .st = st, .fp = fp, .h = h };
 
 		bpf_loop(ML_MAX_FRAMES, fp_step, &fw, 0);
@@ -650,7 +887,7 @@ int BPF_KPROBE(alloc_enter)
 		 * would terminate the target. The allocation is taken where the wrapper calls into C. */
 		th->wrap.sp = sp;
 		th->wrap.entry_ns = bpf_ktime_get_ns();
-		capture_stack(ctx, th, &th->wrap.caller, &th->wrap.stack_id);
+		capture_stack(ctx, th, &th->wrap.caller, &th->wrap.stack_id, false);
 		return 0;
 	}
 	t = &th->calls[s->group & (ML_GROUPS - 1)];
@@ -701,7 +938,7 @@ int BPF_KPROBE(alloc_enter)
 		t->stack_id = th->wrap.stack_id;
 		th->wrap.sp = 0;
 	} else {
-		capture_stack(ctx, th, &t->caller, &t->stack_id);
+		capture_stack(ctx, th, &t->caller, &t->stack_id, false);
 	}
 	return 0;
 }
@@ -865,7 +1102,7 @@ int BPF_USDT(torch_malloc, __u64 ptr, long device, __u64 size, long stream)
 	if (!ptr)
 		return 0;
 	capture_stack(ctx, bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE),
-		      &caller, &stack_id);
+		      &caller, &stack_id, false);
 	caller = PT_REGS_IP(ctx);
 	remember(counters(), bpf_get_current_pid_tgid() >> 32, ML_LAYER_TORCH_CUDA, ptr, size, caller, stack_id,
 		 ML_MAX_SPECS - 1, (__s16)device);
@@ -1000,7 +1237,7 @@ int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
 		addr = ret;
 		size = regs->dx;
 	}
-	capture_stack(regs, th, &caller, &stack_id);
+	capture_stack(regs, th, &caller, &stack_id, true);
 	remember(c, tgid, ML_LAYER_LIBC, addr, size, caller, stack_id, ML_SPEC_HEAP, -1);
 	return 0;
 }

@@ -179,6 +179,68 @@ struct ml_stack {
 	__u64 ips[ML_STACK_WORDS];
 };
 
+/*
+ * Native unwinding without frame pointers (user/unwind.c builds the tables, the BPF side walks them).
+ * Each file's .eh_frame/.debug_frame becomes rows sorted by pc in the shared row array, at row_base; a
+ * page index (one entry per ML_UW_PAGE bytes of the file's range, plus one) gives the first row to search
+ * for a pc, so a lookup is a short binary search. Tables are shared by every process that maps the file.
+ */
+#define ML_UW_PAGE_SHIFT 12
+#define ML_UW_FILES 4096   /* files with a table at once */
+#define ML_UW_MAPS 512     /* executable mappings of one process that can have a table */
+#define ML_UW_PROCS 4096   /* processes with their mappings registered */
+#define ML_UW_NONE 0xffffffffU
+
+/* ml_urow.kind: bits 0-2 the CFA rule, bits 3-4 the rbp rule, bit 5 cfa_off counts 8-byte words. */
+enum ml_uw_cfa {
+	ML_UW_RSP = 0,    /* CFA = rsp + cfa_off; return address at CFA - 8 */
+	ML_UW_RBP = 1,    /* CFA = rbp + cfa_off */
+	ML_UW_STOP = 2,   /* cannot be unwound from (expression rules, _start): the stack ends here */
+	ML_UW_NONE_FDE = 3, /* no FDE covers the pc: frame pointers are tried */
+	ML_UW_SIGNAL = 4, /* a signal trampoline: the interrupted registers are in the ucontext at rsp */
+};
+enum ml_uw_rbp {
+	ML_UW_RBP_SAME = 0, /* the caller's rbp is this frame's */
+	ML_UW_RBP_AT = 1,   /* saved at CFA + 8 * rbp_off8 */
+	ML_UW_RBP_LOST = 2, /* not recoverable: a caller needing it stops */
+};
+#define ML_UW_KIND(cfa, rbp, scaled) ((cfa) | ((rbp) << 3) | ((scaled) << 5))
+#define ML_UW_KIND_CFA(k) ((k) & 7)
+#define ML_UW_KIND_RBP(k) (((k) >> 3) & 3)
+#define ML_UW_KIND_SCALED(k) (((k) >> 5) & 1)
+
+struct ml_urow {
+	__u32 pc;      /* offset from the file's table base (ml_umap.adj maps a runtime pc there) */
+	__s16 cfa_off; /* bytes, or 8-byte words when the kind says so */
+	__s8 rbp_off8; /* rbp saved at CFA + 8 * rbp_off8 */
+	__u8 kind;
+};
+
+struct ml_ufile {
+	__u32 row_base, n_rows; /* rows [row_base, row_base + n_rows) of the row array */
+	__u32 idx_base, n_pages; /* index entries [idx_base, idx_base + n_pages] (one more than pages) */
+};
+
+/* One executable mapping with a table: pc in [start, end) is looked up at pc - adj in file's table. */
+struct ml_umap {
+	__u64 start, end, adj;
+	__u32 file, pad;
+};
+
+/* A process's executable mappings with tables, sorted by start. */
+struct ml_umaps {
+	__u32 n, pad;
+	struct ml_umap m[ML_UW_MAPS];
+};
+
+/* Offsets of the interrupted registers in the x86-64 signal frame's ucontext (struct sigcontext at 40). */
+#define ML_UC_RBP 120
+#define ML_UC_RSP 160
+#define ML_UC_RIP 168
+
+/* Stack words with this bit set are the exact pc where a signal interrupted the code, not a return address. */
+#define ML_IP_EXACT (1ULL << 63)
+
 /* Aggregation key: one allocation stack in one layer of one process. */
 struct ml_agg_key {
 	__u32 tgid;
@@ -234,6 +296,11 @@ enum ml_stat {
 	ML_STAT_DROP_PROC_EVENT,  /* a fork or exec of a traced process not told to user space (ring buffer full) */
 	ML_STAT_FILTERED,         /* allocations outside --min-size/--max-size: not recorded */
 	ML_STAT_TAKEOVER,         /* a record whose address the allocator handed out again: its release was missed */
+	ML_STAT_UW_STACKS,        /* stacks unwound with the tables */
+	ML_STAT_UW_FP,            /* frames taken from frame pointers: no table covered their pc */
+	ML_STAT_UW_STOP,          /* unwinds that ended before the stack's end: a pc no table or frame pointer covers, */
+				  /* an unreadable or non-increasing frame (the outermost frame's end is not counted) */
+	ML_STAT_UW_TRUNCATED,     /* deeper than ML_MAX_FRAMES native frames */
 	ML_STAT_MAX,
 };
 

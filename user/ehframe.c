@@ -209,6 +209,7 @@ struct cfi_state {
 	bool cfa_set;
 	uint8_t rbp_rule, ra_rule;
 	int64_t rbp_off, ra_off;
+	bool signal; /* the CIE has the 'S' augmentation */
 };
 
 struct cie {
@@ -263,8 +264,8 @@ static void state_to_row(const struct cfi_state *st, uint64_t pc, struct ml_unwi
 {
 	memset(row, 0, sizeof(*row));
 	row->pc = pc;
-	row->cfa_reg = ML_CFA_UNSUPPORTED;
-	if (!st->cfa_set || st->cfa_expr || (st->cfa_reg != REG_RSP && st->cfa_reg != REG_RBP))
+	row->cfa_reg = st->signal ? ML_CFA_SIGNAL : ML_CFA_UNSUPPORTED;
+	if (st->signal || !st->cfa_set || st->cfa_expr || (st->cfa_reg != REG_RSP && st->cfa_reg != REG_RBP))
 		return;
 	if (st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
 		return;
@@ -602,7 +603,7 @@ static bool aux_enc_ok(uint8_t enc)
 }
 
 /* Parse a CIE's body (after the CIE id) into c; c->ok tells whether its FDEs can be used. */
-static int parse_cie(struct builder *b, struct rd *r, struct cie *c)
+static int parse_cie(struct builder *b, struct rd *r, struct cie *c, bool debug)
 {
 	const uint8_t *nul;
 	const char *aug;
@@ -614,7 +615,7 @@ static int parse_cie(struct builder *b, struct rd *r, struct cie *c)
 
 	memset(c, 0, sizeof(*c));
 	c->fde_enc = PE_ABSPTR;
-	if (rd_u8(r, &version) || (version != 1 && version != 3))
+	if (rd_u8(r, &version) || (version != 1 && version != 3 && !(debug && version == 4)))
 		return -EINVAL;
 	nul = memchr(r->p, 0, rd_left(r));
 	if (!nul)
@@ -623,6 +624,12 @@ static int parse_cie(struct builder *b, struct rd *r, struct cie *c)
 	r->p = nul + 1;
 	if (aug[0] == 'e' && aug[1] == 'h') /* old GCC: an eh pointer of unknown size follows */
 		return -EINVAL;
+	if (version == 4) { /* address size 8, no segment selectors */
+		uint8_t asz, ssz;
+
+		if (rd_u8(r, &asz) || rd_u8(r, &ssz) || asz != 8 || ssz != 0)
+			return -EINVAL;
+	}
 	if (rd_uleb(r, &c->caf) || rd_sleb(r, &c->daf))
 		return -EINVAL;
 	if (version == 1) {
@@ -673,6 +680,7 @@ static int parse_cie(struct builder *b, struct rd *r, struct cie *c)
 	}
 	c->init.rbp_rule = RULE_SAME;
 	c->init.ra_rule = RULE_SAME;
+	c->init.signal = strchr(aug, 'S') != NULL;
 	err = run_cfi(r, c, &c->init, NULL);
 	if (err == -E2BIG || err == -ENOMEM)
 		return err;
@@ -737,7 +745,7 @@ static int parse_fde(struct builder *b, struct rd *r, const struct cie *c)
 	}
 	memset(&row, 0, sizeof(row));
 	row.pc = f.end;
-	row.cfa_reg = ML_CFA_UNSUPPORTED;
+	row.cfa_reg = ML_CFA_NONE;
 	return emit(b, f.first, &row, false);
 }
 
@@ -774,65 +782,97 @@ static int finish(struct builder *b, struct ml_unwind_table *out)
 	return 0;
 }
 
-int ml_ehframe_parse(const uint8_t *data, size_t len, uint64_t sect_addr, struct ml_unwind_table *out)
+/*
+ * The entries of one section into b->tmp. .eh_frame: CIE id 0, CIE pointers count back from their own
+ * field and are 4 bytes. .debug_frame: CIE id all ones, CIE pointers are section offsets, both as wide as
+ * the entry's length field.
+ */
+static int parse_entries(struct builder *b, const uint8_t *data, size_t len, bool debug, size_t *n_skipped)
 {
-	struct builder b = { .sect = data, .sect_addr = sect_addr };
 	size_t off = 0;
 	int err = 0;
 
-	memset(out, 0, sizeof(*out));
-	if (!data && len)
-		return -EINVAL;
+	b->ncies = 0;
 	while (off < len) {
 		struct rd r = { data + off, data + len };
-		uint64_t elen, id;
-		size_t body;
+		uint64_t elen, id, cie_id = 0;
+		size_t body, idw = 4;
 
-		if (rd_bytes(&r, 4, &elen, false)) {
-			err = -EINVAL;
-			break;
-		}
+		if (rd_bytes(&r, 4, &elen, false))
+			return -EINVAL;
 		if (elen == 0) /* terminator */
 			break;
-		if (elen == 0xffffffffu && rd_bytes(&r, 8, &elen, false)) {
-			err = -EINVAL;
-			break;
+		if (elen == 0xffffffffu) {
+			if (rd_bytes(&r, 8, &elen, false))
+				return -EINVAL;
+			if (debug)
+				idw = 8;
 		}
-		if (elen > rd_left(&r) || elen < 4) {
-			err = -EINVAL;
-			break;
-		}
+		if (debug)
+			cie_id = idw == 8 ? UINT64_MAX : 0xffffffffu;
+		if (elen > rd_left(&r) || elen < idw)
+			return -EINVAL;
 		body = (size_t)(r.p - data);
 		r.end = r.p + elen;
-		rd_bytes(&r, 4, &id, false);
-		if (id == 0) {
+		rd_bytes(&r, idw, &id, false);
+		if (id == cie_id) {
 			struct cie *c;
 
-			err = grow((void **)&b.cies, &b.capcies, b.ncies + 1, sizeof(*b.cies), SIZE_MAX / sizeof(*b.cies));
+			err = grow((void **)&b->cies, &b->capcies, b->ncies + 1, sizeof(*b->cies),
+				   SIZE_MAX / sizeof(*b->cies));
 			if (err)
-				break;
-			c = &b.cies[b.ncies++];
-			err = parse_cie(&b, &r, c);
+				return err;
+			c = &b->cies[b->ncies++];
+			err = parse_cie(b, &r, c, debug);
 			c->off = off;
-			if (err == -EINVAL)
-				err = 0;
-			if (err)
-				break;
+			if (err && err != -EINVAL)
+				return err;
 		} else {
-			/* The CIE pointer counts back from its own field. */
-			const struct cie *c = id <= body ? find_cie(&b, body - id) : NULL;
-			size_t first = b.ntmp;
+			const struct cie *c;
+			size_t first = b->ntmp;
 
-			err = c && c->ok ? parse_fde(&b, &r, c) : -EINVAL;
+			if (debug) /* an offset into the section */
+				c = id < off ? find_cie(b, (size_t)id) : NULL;
+			else /* counts back from its own field */
+				c = id <= body ? find_cie(b, body - id) : NULL;
+			err = c && c->ok ? parse_fde(b, &r, c) : -EINVAL;
 			if (err == -EINVAL) {
-				b.ntmp = first;
-				out->n_skipped++;
-				err = 0;
+				b->ntmp = first;
+				(*n_skipped)++;
+			} else if (err) {
+				return err;
 			}
-			if (err)
-				break;
 		}
 		off = body + elen;
+	}
+	return 0;
+}
+
+/* Parse sections (NULL data: absent) into out: .debug_frame first, so .eh_frame rows win at equal pcs. */
+static int parse_sections(const uint8_t *eh, size_t eh_len, uint64_t eh_addr, const uint8_t *dbg, size_t dbg_len,
+			  bool dbg_optional, struct ml_unwind_table *out)
+{
+	struct builder b = {};
+	size_t skipped = 0;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	if ((!eh && eh_len) || (!dbg && dbg_len))
+		return -EINVAL;
+	if (dbg) {
+		b.sect = dbg;
+		b.sect_addr = 0;
+		err = parse_entries(&b, dbg, dbg_len, true, &skipped);
+		if (err == -EINVAL && dbg_optional) {
+			b.ntmp = 0;
+			skipped++;
+			err = 0;
+		}
+	}
+	if (!err && eh) {
+		b.sect = eh;
+		b.sect_addr = eh_addr;
+		err = parse_entries(&b, eh, eh_len, false, &skipped);
 	}
 	if (!err)
 		err = finish(&b, out);
@@ -841,47 +881,122 @@ int ml_ehframe_parse(const uint8_t *data, size_t len, uint64_t sect_addr, struct
 	if (err) {
 		free(out->rows);
 		memset(out, 0, sizeof(*out));
+	} else {
+		out->n_skipped = skipped;
 	}
 	return err;
 }
 
-int ml_ehframe_from_elf(int fd, struct ml_unwind_table *out)
+int ml_ehframe_parse(const uint8_t *data, size_t len, uint64_t sect_addr, struct ml_unwind_table *out)
+{
+	if (!data && len) {
+		memset(out, 0, sizeof(*out));
+		return -EINVAL;
+	}
+	return parse_sections(data ? data : (const uint8_t *)"", len, sect_addr, NULL, 0, false, out);
+}
+
+int ml_debugframe_parse(const uint8_t *data, size_t len, struct ml_unwind_table *out)
+{
+	if (!data && len) {
+		memset(out, 0, sizeof(*out));
+		return -EINVAL;
+	}
+	return parse_sections(NULL, 0, 0, data ? data : (const uint8_t *)"", len, false, out);
+}
+
+/*
+ * The contents of the named section of an open ELF (decompressed if SHF_COMPRESSED, as debug files'
+ * sections often are), or NULL. *addr gets its address.
+ */
+static Elf_Data *section_data(Elf *elf, const char *want, uint64_t *addr)
 {
 	Elf_Scn *scn = NULL;
-	GElf_Ehdr eh;
+	size_t shstrndx;
 	GElf_Shdr sh;
 	Elf_Data *d;
-	size_t shstrndx;
-	Elf *elf;
-	int err = -ENOENT;
 
-	memset(out, 0, sizeof(*out));
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ENOEXEC;
-	/* ELF_C_READ: pread into memory rather than mmap, so a file truncated under us cannot SIGBUS. */
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf)
-		return -ENOEXEC;
-	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_machine != EM_X86_64 || elf_getshdrstrndx(elf, &shstrndx)) {
-		err = -ENOEXEC;
-		goto out;
-	}
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
 		const char *name;
 
 		if (!gelf_getshdr(scn, &sh))
 			continue;
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, ".eh_frame") || sh.sh_type == SHT_NOBITS)
+		if (!name || strcmp(name, want) || sh.sh_type == SHT_NOBITS)
 			continue;
+		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+			return NULL;
 		d = elf_getdata(scn, NULL);
 		if (!d || (!d->d_buf && d->d_size))
-			break;
-		err = ml_ehframe_parse(d->d_buf, d->d_size, sh.sh_addr, out);
-		break;
+			return NULL;
+		*addr = sh.sh_addr;
+		return d;
 	}
-out:
+	return NULL;
+}
+
+/* A 64-bit x86-64 ELF opened for reading, or NULL. */
+static Elf *open_elf(int fd)
+{
+	GElf_Ehdr eh;
+	Elf *elf;
+
+	/* ELF_C_READ: pread into memory rather than mmap, so a file truncated under us cannot SIGBUS. */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+		    eh.e_machine != EM_X86_64)) {
+		elf_end(elf);
+		elf = NULL;
+	}
+	return elf;
+}
+
+int ml_unwind_from_elf(int fd, int debug_fd, struct ml_unwind_table *out)
+{
+	Elf *elf, *delf = NULL;
+	Elf_Data *eh, *dbg;
+	uint64_t eh_addr = 0, dummy;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOEXEC;
+	elf = open_elf(fd);
+	if (!elf)
+		return -ENOEXEC;
+	if (debug_fd >= 0)
+		delf = open_elf(debug_fd);
+	eh = section_data(elf, ".eh_frame", &eh_addr);
+	dbg = section_data(delf ? delf : elf, ".debug_frame", &dummy);
+	if (!dbg && delf) /* a debug file without one: the object's own, if any */
+		dbg = section_data(elf, ".debug_frame", &dummy);
+	if (!eh && !dbg)
+		err = -ENOENT;
+	else
+		err = parse_sections(eh ? eh->d_buf : NULL, eh ? eh->d_size : 0, eh_addr, dbg ? dbg->d_buf : NULL,
+				     dbg ? dbg->d_size : 0, eh != NULL, out);
+	elf_end(delf);
+	elf_end(elf);
+	return err;
+}
+
+int ml_ehframe_from_elf(int fd, struct ml_unwind_table *out)
+{
+	Elf_Data *eh;
+	uint64_t addr = 0;
+	Elf *elf;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOEXEC;
+	elf = open_elf(fd);
+	if (!elf)
+		return -ENOEXEC;
+	eh = section_data(elf, ".eh_frame", &addr);
+	err = eh ? ml_ehframe_parse(eh->d_buf, eh->d_size, addr, out) : -ENOENT;
 	elf_end(elf);
 	return err;
 }

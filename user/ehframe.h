@@ -27,6 +27,13 @@ enum ml_cfa_reg {
 	 * an offset does not fit 32 bits, or the pc is past the end of every FDE.
 	 */
 	ML_CFA_UNSUPPORTED = 2,
+	/* No FDE covers the pc (the row closing an FDE's range): the unwinder may try frame pointers. */
+	ML_CFA_NONE = 3,
+	/*
+	 * A signal trampoline (its CIE has the 'S' augmentation, as glibc's __restore_rt): the interrupted
+	 * registers are in the kernel's x86-64 signal frame, a ucontext at the trampoline's stack pointer.
+	 */
+	ML_CFA_SIGNAL = 4,
 };
 
 /* Values of ml_unwind_row.rbp_saved. */
@@ -44,14 +51,14 @@ enum ml_rbp_rule {
 struct ml_unwind_row {
 	uint64_t pc;       /* start of the range, ELF virtual address; a row lasts until the next row's pc */
 	uint8_t cfa_reg;   /* enum ml_cfa_reg */
-	int32_t cfa_off;   /* 0 when cfa_reg is ML_CFA_UNSUPPORTED */
-	uint8_t rbp_saved; /* enum ml_rbp_rule; 0 when cfa_reg is ML_CFA_UNSUPPORTED */
+	int32_t cfa_off;   /* 0 unless cfa_reg is ML_CFA_RSP or ML_CFA_RBP */
+	uint8_t rbp_saved; /* enum ml_rbp_rule; 0 unless cfa_reg is ML_CFA_RSP or ML_CFA_RBP */
 	int32_t rbp_off;   /* meaningful only for ML_RBP_AT_CFA, else 0 */
 };
 
 /*
  * Rows sorted by pc, strictly increasing, adjacent rows with the same rule merged. At the end of each
- * FDE's range there is a row with cfa_reg = ML_CFA_UNSUPPORTED (unless another FDE starts right there)
+ * FDE's range there is a row with cfa_reg = ML_CFA_NONE (unless another FDE starts right there)
  * so that a lookup never extends an FDE past its end.
  */
 struct ml_unwind_table {
@@ -88,9 +95,23 @@ int ml_ehframe_from_elf(int fd, struct ml_unwind_table *out);
 
 /*
  * The row covering pc (the last row whose pc is <= pc), or NULL before the first row. Past the end of
- * an FDE that is the ML_CFA_UNSUPPORTED row closing it.
+ * an FDE that is the ML_CFA_NONE row closing it.
  */
 const struct ml_unwind_row *ml_unwind_lookup(const struct ml_unwind_table *t, uint64_t pc);
+
+/*
+ * The same for the bytes of a .debug_frame section (DWARF 2-4 CIE ids and versions, CIE pointers as
+ * section offsets, FDE addresses absolute unless a 'z' augmentation says otherwise).
+ */
+int ml_debugframe_parse(const uint8_t *data, size_t len, struct ml_unwind_table *out);
+
+/*
+ * Rows from the .eh_frame of the ELF file on fd and from a .debug_frame found in it or, when debug_fd is
+ * not -1, in that separate debug file (its other sections are not used): a function described by both
+ * takes the .eh_frame rules. -ENOEXEC if fd is not a 64-bit x86-64 ELF, -ENOENT if neither section has
+ * contents; a bad .debug_frame is ignored when .eh_frame is good, and counted in n_skipped.
+ */
+int ml_unwind_from_elf(int fd, int debug_fd, struct ml_unwind_table *out);
 
 void ml_unwind_table_free(struct ml_unwind_table *t); /* NULL-safe; leaves t empty */
 

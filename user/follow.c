@@ -20,6 +20,7 @@
 #include "procmaps.h"
 #include "pyframes.h"
 #include "symbolizer.h"
+#include "unwind.h"
 #include "memleak.skel.h"
 
 struct follower {
@@ -65,7 +66,7 @@ int ml_heap_track(struct memleak_bpf *skel, int pid)
 	return bpf_map_update_elem(bpf_map__fd(skel->maps.heap_procs), &key, &hp, BPF_ANY) ? -errno : 0;
 }
 
-int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct symbolizer *sym)
+int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct unwinder *uw, struct symbolizer *sym)
 {
 	struct ml_maps maps = {};
 	int n, err;
@@ -76,6 +77,8 @@ int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct symb
 	n = probes__sync(pr, &maps);
 	if (n >= 0 && py && pyframes__sync(py, &maps) < 0)
 		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
+	if (n >= 0 && uw && unwinder__sync(uw, pid, &maps) == -ENOMEM)
+		ml_notice("pid %d: out of memory building unwinding tables", pid);
 	ml_maps__clear(&maps);
 	if (n >= 0 && sym)
 		symbolizer__refresh(sym);
@@ -83,11 +86,11 @@ int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct symb
 }
 
 int ml_process_reprobe(struct memleak_bpf *skel, const struct probes_opts *po, bool python, struct probes **pr,
-		       struct pyframes **py, struct symbolizer *sym)
+		       struct pyframes **py, struct unwinder *uw, struct symbolizer *sym)
 {
 	struct probes *np = probes__new(skel, po);
 	struct pyframes *npy = python ? pyframes__new(skel, po->pid) : NULL;
-	int n = !np || (python && !npy) ? -ENOMEM : ml_process_sync(po->pid, np, npy, sym);
+	int n = !np || (python && !npy) ? -ENOMEM : ml_process_sync(po->pid, np, npy, uw, sym);
 
 	if (n < 0) {
 		probes__free(np);
@@ -108,6 +111,7 @@ static void follower_release(struct followers *f, struct follower *t)
 	symbolizer__free(t->sym);
 	if (t->pidfd >= 0)
 		close(t->pidfd);
+	unwinder__forget(f->o.uw, t->pid);
 	untrace(f, t->pid);
 }
 
@@ -154,7 +158,7 @@ static int attach(struct followers *f, struct follower *t)
 		return -ENOMEM;
 	if (f->o.python && !(t->py = pyframes__new(f->skel, t->pid)))
 		return -ENOMEM;
-	n = ml_process_sync(t->pid, t->probes, t->py, NULL);
+	n = ml_process_sync(t->pid, t->probes, t->py, f->o.uw, NULL);
 	if (n < 0)
 		return n;
 	t->sym = symbolizer__new(t->pid);
@@ -228,7 +232,7 @@ int followers__exec(struct followers *f, int pid)
 	if (!t)
 		return -ENOENT;
 	po = follower_opts(f, t->pid);
-	err = ml_process_reprobe(f->skel, &po, f->o.python, &t->probes, &t->py, t->sym);
+	err = ml_process_reprobe(f->skel, &po, f->o.python, &t->probes, &t->py, f->o.uw, t->sym);
 	if (err && err != -ESRCH && err != -ENOENT)
 		ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
 	else if (!err)
@@ -257,7 +261,7 @@ void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void
 			continue;
 		}
 		if (t->probes)
-			ml_process_sync(t->pid, t->probes, t->py, t->sym);
+			ml_process_sync(t->pid, t->probes, t->py, f->o.uw, t->sym);
 		i++;
 	}
 }

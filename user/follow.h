@@ -11,13 +11,15 @@ struct memleak_bpf;
 struct followers;
 struct pyframes;
 struct symbolizer;
+struct unwinder;
 
 /*
  * One traced process's image, the first one's or a follower's: probe the objects pid maps that pr has not
  * seen, look for its Python interpreter (py may be NULL; not finding one usable is a notice, never an
- * error), and refresh sym (may be NULL) with the maps as they are now. Returns probes__sync's result.
+ * error), bring the unwinding tables of what it maps into uw (may be NULL: frame pointers only), and
+ * refresh sym (may be NULL) with the maps as they are now. Returns probes__sync's result.
  */
-int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct symbolizer *sym);
+int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct unwinder *uw, struct symbolizer *sym);
 
 /*
  * The process ran exec: probes made from po and, with python, a Python decoder, synced on its new image
@@ -26,11 +28,12 @@ int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct symb
  * return. 0 or a negative errno (the old probes then stay).
  */
 int ml_process_reprobe(struct memleak_bpf *skel, const struct probes_opts *po, bool python, struct probes **pr,
-		       struct pyframes **py, struct symbolizer *sym);
+		       struct pyframes **py, struct unwinder *uw, struct symbolizer *sym);
 
 struct follow_opts {
 	struct probes_opts probes; /* as for the first process; pid is set per follower */
 	bool python;               /* Python frames */
+	struct unwinder *uw;       /* unwinding tables shared by all traced processes; NULL: frame pointers */
 	size_t max;                /* followers at most; more are counted and left alone */
 };
 

@@ -28,6 +28,7 @@
 #include "stackview.h"
 #include "report.h"
 #include "symbolizer.h"
+#include "unwind.h"
 #include "target.h"
 #include "uprobe_multi.h"
 #include "verdict.h"
@@ -85,6 +86,14 @@ static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **ou
 	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
+	skel->rodata->unwind_tables = o->unwind_tables;
+	if (o->unwind_tables) {
+		uint32_t rows, index;
+
+		unwind_capacity(o->unwind_mem, &rows, &index);
+		bpf_map__set_max_entries(skel->maps.urows, rows);
+		bpf_map__set_max_entries(skel->maps.uindex, index);
+	}
 	if (multi) {
 		bpf_program__set_expected_attach_type(skel->progs.alloc_enter, ML_BPF_TRACE_UPROBE_MULTI);
 		bpf_program__set_expected_attach_type(skel->progs.alloc_exit, ML_BPF_TRACE_UPROBE_MULTI);
@@ -120,6 +129,7 @@ struct session {
 	struct probes **probes;
 	struct pyframes **py;
 	struct symbolizer **sym;
+	struct unwinder *uw;
 	struct followers *followers;
 	struct ledger *ledger;
 	bool root_exec; /* the first process ran exec (once or more) since the events were last read */
@@ -156,7 +166,7 @@ static void root_exec(struct session *ss)
 
 	if (ss->heap_link)
 		ml_heap_track(ss->skel, ss->root);
-	err = ml_process_reprobe(ss->skel, &po, ss->o->python, ss->probes, ss->py, *ss->sym);
+	err = ml_process_reprobe(ss->skel, &po, ss->o->python, ss->probes, ss->py, ss->uw, *ss->sym);
 	if (err && err != -ESRCH && err != -ENOENT) {
 		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root, strerror(-err));
 		return;
@@ -202,6 +212,7 @@ static int start_following(struct session *ss, struct ring_buffer **rb)
 	struct follow_opts fo = { .probes = { .layers = ss->o->layers, .torch_raw = ss->o->torch_raw,
 					      .multi = ss->multi },
 				  .python = ss->o->python,
+				  .uw = ss->uw,
 				  .max = 1024 };
 	__u32 key = (__u32)ss->root, one = 1;
 	struct ml_child *kids = NULL;
@@ -292,6 +303,7 @@ int main(int argc, char **argv)
 	struct ring_buffer *rb = NULL;
 	struct session ss = {};
 	struct symbolizer *sym = NULL;
+	struct unwinder *uw = NULL;
 	struct ledger *ledger = NULL;
 	struct reporter *rep = NULL;
 	struct verdicts *verdicts = NULL;
@@ -341,6 +353,14 @@ int main(int argc, char **argv)
 	err = load_bpf(&o, multi, &skel);
 	if (err)
 		goto cleanup;
+	if (o.unwind_tables) {
+		uw = unwinder__new(skel, &(struct unwind_opts){ .mem = o.unwind_mem, .debug_dir = o.debug_dir });
+		if (!uw) {
+			err = -errno;
+			ml_err("cannot map the unwinding tables: %s", strerror(-err));
+			goto cleanup;
+		}
+	}
 	probes = probes__new(skel, &(struct probes_opts){ .pid = tgt.pid, .layers = o.layers, .torch_raw = o.torch_raw,
 						       .multi = multi });
 	if (!probes) {
@@ -354,7 +374,7 @@ int main(int argc, char **argv)
 			goto cleanup;
 		}
 	}
-	n = ml_process_sync(tgt.pid, probes, py, NULL);
+	n = ml_process_sync(tgt.pid, probes, py, uw, NULL);
 	if (n == -ESRCH || (n == -ENOENT && !target__alive(&tgt))) {
 		ml_err("pid %d exited during attach", tgt.pid);
 		err = -ESRCH;
@@ -398,7 +418,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	ss = (struct session){ .skel = skel, .o = &o, .root = tgt.pid, .multi = multi, .probes = &probes, .py = &py,
-			       .sym = &sym, .ledger = ledger, .layers = o.layers };
+			       .sym = &sym, .uw = uw, .ledger = ledger, .layers = o.layers };
 	ss.ov = overhead__new(skel, o.max_overhead);
 	if (!ss.ov) {
 		err = -ENOMEM;
@@ -419,7 +439,7 @@ int main(int argc, char **argv)
 		if (err)
 			goto cleanup;
 		/* Held at its first instruction: probe the new image (a static executable, another libc). */
-		n = ml_process_sync(tgt.pid, probes, py, sym);
+		n = ml_process_sync(tgt.pid, probes, py, uw, sym);
 		if (n >= 0) {
 			struct ml_maps maps = {};
 			struct bpf_link *hold = NULL;
@@ -442,7 +462,7 @@ int main(int argc, char **argv)
 			for (int stops = 0; hold && n >= 0 && stops < 2; stops++) {
 				if (target__run_until_stop(&tgt, 2000))
 					break;
-				n = ml_process_sync(tgt.pid, probes, py, sym);
+				n = ml_process_sync(tgt.pid, probes, py, uw, sym);
 			}
 			bpf_link__destroy(hold);
 		}
@@ -556,7 +576,7 @@ int main(int argc, char **argv)
 					heap_growth_mode(&ss, seq + 1);
 			}
 			if (!final && target__alive(&tgt)) {
-				n = ml_process_sync(tgt.pid, probes, py, sym);
+				n = ml_process_sync(tgt.pid, probes, py, uw, sym);
 				if (n < 0 && n != -ESRCH && n != -ENOENT)
 					ml_notice("rescanning pid %d's libraries failed: %s", tgt.pid, strerror(-n));
 			}
@@ -621,6 +641,7 @@ cleanup:
 	ledger__free(ledger);
 	probes__free(probes);
 	pyframes__free(py);
+	unwinder__free(uw);
 	memleak_bpf__destroy(skel);
 	symbolizer__free(sym);
 	target__close(&tgt);

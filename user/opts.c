@@ -43,6 +43,10 @@ static const char usage[] =
 	"      --max-overhead PCT budget for tracing's cost, in % of the traced processes' time (default\n"
 	"                         2): over it, the C heap is followed through its system calls instead of\n"
 	"                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
+	"      --unwind MODE      native stacks: tables (default: .eh_frame/.debug_frame unwinding tables,\n"
+	"                         frame pointers where none covers a pc) or fp (frame pointers only)\n"
+	"      --unwind-mem BYTES kernel memory for the unwinding tables (default 64M, K/M/G suffixes)\n"
+	"      --debug-dir DIR    where separate debug files are found (default /usr/lib/debug)\n"
 	"      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
 	"      --max-stacks N     distinct stacks kept (default 16384)\n"
@@ -53,7 +57,7 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -71,6 +75,9 @@ static const struct option long_opts[] = {
 	{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 	{ "no-follow", no_argument, NULL, OPT_NO_FOLLOW },
 	{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
+	{ "unwind", required_argument, NULL, OPT_UNWIND },
+	{ "unwind-mem", required_argument, NULL, OPT_UNWIND_MEM },
+	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 	{ "html", required_argument, NULL, OPT_HTML },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -236,6 +243,8 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	o->follow = true;
 	o->max_overhead = 2;
 	o->layers = ~0U;
+	o->unwind_tables = true;
+	o->unwind_mem = 64ULL << 20;
 
 	opterr = 0;
 	optind = 1;
@@ -322,6 +331,22 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			o->max_overhead = v;
 			break;
 		}
+		case OPT_UNWIND:
+			if (strcmp(optarg, "tables") && strcmp(optarg, "fp"))
+				return bad("--unwind", optarg, "tables or fp");
+			o->unwind_tables = !strcmp(optarg, "tables");
+			break;
+		case OPT_UNWIND_MEM:
+			/* at least one page of each array; at most 4 GiB of rows */
+			if (ml_parse_size(optarg, &o->unwind_mem) || o->unwind_mem < (1U << 16) ||
+			    o->unwind_mem > (4ULL << 30))
+				return bad("--unwind-mem", optarg, "a byte count from 64K to 4G, like 64M");
+			break;
+		case OPT_DEBUG_DIR:
+			if (!*optarg || optarg[0] != '/')
+				return bad("--debug-dir", optarg, "an absolute directory name");
+			o->debug_dir = optarg;
+			break;
 		case OPT_TORCH_RAW:
 			o->torch_raw = true;
 			break;

@@ -28,6 +28,9 @@ struct ml_opts {
 	bool python;           /* Python frames in stacks (--no-python turns them off) */
 	bool follow;           /* children and exec followed (--no-follow turns it off) */
 	double max_overhead;   /* --max-overhead, percent of the traced processes' CPU time */
+	bool unwind_tables;    /* --unwind tables (default) or fp */
+	uint64_t unwind_mem;   /* --unwind-mem bytes */
+	const char *debug_dir; /* --debug-dir, NULL: /usr/lib/debug */
 };
 
 /* 0 on success, 1 when --help/--version was handled (exit 0), -EINVAL after printing a one-line error. */

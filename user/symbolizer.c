@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "elfsym.h"
+#include "memleak.h"
 #include "procmaps.h"
 #include "u64map.h"
 #include "symbolizer.h"
@@ -525,15 +526,20 @@ static bool refresh_due(const struct symbolizer *s)
 	return !s->gone && ml_clock_ns(CLOCK_MONOTONIC) - s->last_refresh_ns >= REFRESH_INTERVAL_NS;
 }
 
-/* A return address: the call is the byte before it, which may even lie in another function. */
+/*
+ * A return address: the call is the byte before it, which may even lie in another function. A pc where a
+ * signal interrupted the code (ML_IP_EXACT) is the instruction itself.
+ */
 static uint64_t call_site(uint64_t addr)
 {
+	if (addr & ML_IP_EXACT)
+		return addr & ~ML_IP_EXACT;
 	return addr ? addr - 1 : 0;
 }
 
-static int build_frame(struct symbolizer *s, uint64_t addr, bool may_refresh, struct frame_ent **out)
+static int build_frame(struct symbolizer *s, uint64_t word, bool may_refresh, struct frame_ent **out)
 {
-	uint64_t pc = call_site(addr), off_pc, vpc, sym_off;
+	uint64_t pc = call_site(word), addr = word & ~ML_IP_EXACT, off_pc, vpc, sym_off;
 	const struct region *r;
 	struct frame_ent *e;
 	struct sym_file *f;

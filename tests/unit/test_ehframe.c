@@ -131,7 +131,7 @@ static bool row_is(const struct ml_unwind_row *r, int reg, int32_t off, int rbp,
 
 static bool row_unsup(const struct ml_unwind_row *r)
 {
-	return r && r->cfa_reg == ML_CFA_UNSUPPORTED;
+	return r && (r->cfa_reg == ML_CFA_UNSUPPORTED || r->cfa_reg == ML_CFA_NONE);
 }
 
 /* A typical frame-pointer function: push rbp; mov rsp,rbp; ...; leave at +20; ret. */
@@ -671,10 +671,11 @@ static int read_expected(const char *path, struct exp_tab *e)
 
 static bool matches(const struct exp_row *e, const struct ml_unwind_row *r)
 {
+	/* readelf prints a signal trampoline's expression rules, which the table replaces by one kind */
+	if (r && e->reg == ML_CFA_UNSUPPORTED && (r->cfa_reg == ML_CFA_SIGNAL || r->cfa_reg == ML_CFA_UNSUPPORTED))
+		return true;
 	if (!r || r->cfa_reg != e->reg)
 		return false;
-	if (e->reg == ML_CFA_UNSUPPORTED)
-		return true;
 	if (r->cfa_off != e->off)
 		return false;
 	if (e->rbp == -1)
