@@ -621,6 +621,9 @@ static long uw_step(__u32 i, void *arg)
 		if (uw_word(c, c->sp + ML_UC_RIP, &ra) || uw_word(c, c->sp + ML_UC_RSP, &cfa) ||
 		    uw_word(c, c->sp + ML_UC_RBP, &bp) || cfa <= c->sp)
 			goto bad;
+		/* The handler "returned" to the trampoline's first byte: no call precedes it, name it as is. */
+		if (c->nr && c->nr <= ML_MAX_FRAMES)
+			st->ips[(c->nr - 1) & 127] |= ML_IP_EXACT;
 		c->bp_ok = 1;
 		c->exact = 1;
 		break;

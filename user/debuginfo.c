@@ -130,8 +130,12 @@ int ml_debug_file_open(int pid, const char *dir, Elf *elf, const char *path)
 
 	if (!dir)
 		dir = ML_DEBUG_DIR_DEFAULT;
-	if (pid > 0)
+	/* The target's own root (a container's); once it has exited, this machine's. */
+	if (pid > 0) {
 		snprintf(root, sizeof(root), "/proc/%d/root", pid);
+		if (access(root, X_OK))
+			root[0] = '\0';
+	}
 	n = ml_elf_build_id(elf, id, sizeof(id));
 	if (n >= 2) {
 		char hex[2 * MAX_BUILD_ID + 1];

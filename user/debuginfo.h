@@ -9,7 +9,7 @@
 
 /*
  * Open the separate debug file of the object elf (read from path, as the target process names it), looked
- * up inside the target's root (/proc/PID/root; pid 0: this machine's root) and under dir:
+ * up inside the target's root (/proc/PID/root; pid 0, or a process gone: this machine's root) under dir:
  *   DIR/.build-id/xx/yyyy.debug, whose own build-id must match;
  *   then the .gnu_debuglink name in the object's directory, in its .debug/ and in DIR/<object's directory>,
  *   whose CRC-32 must match.

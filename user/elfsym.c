@@ -156,7 +156,9 @@ static int load_sections(struct elf_syms *s)
 		idx = elf_ndxscn(scn);
 		if (idx >= n || !gelf_getshdr(scn, &sh))
 			continue;
-		if (sh.sh_type == SHT_NOBITS || !(sh.sh_flags & SHF_ALLOC))
+		/* A separate debug file keeps the code sections' addresses with no contents (NOBITS): its
+		 * .symtab still names their functions. */
+		if (!(sh.sh_flags & SHF_ALLOC))
 			continue;
 		if (sh.sh_addr + sh.sh_size < sh.sh_addr)
 			continue;

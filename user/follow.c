@@ -161,7 +161,7 @@ static int attach(struct followers *f, struct follower *t)
 	n = ml_process_sync(t->pid, t->probes, t->py, f->o.uw, NULL);
 	if (n < 0)
 		return n;
-	t->sym = symbolizer__new(t->pid);
+	t->sym = symbolizer__new(t->pid, f->o.debug_dir);
 	if (!t->sym)
 		return errno ? -errno : -ENOMEM;
 	symbolizer__refresh(t->sym);

@@ -34,6 +34,7 @@ struct follow_opts {
 	struct probes_opts probes; /* as for the first process; pid is set per follower */
 	bool python;               /* Python frames */
 	struct unwinder *uw;       /* unwinding tables shared by all traced processes; NULL: frame pointers */
+	const char *debug_dir;     /* --debug-dir, NULL: the default */
 	size_t max;                /* followers at most; more are counted and left alone */
 };
 

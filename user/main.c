@@ -213,6 +213,7 @@ static int start_following(struct session *ss, struct ring_buffer **rb)
 					      .multi = ss->multi },
 				  .python = ss->o->python,
 				  .uw = ss->uw,
+				  .debug_dir = ss->o->debug_dir,
 				  .max = 1024 };
 	__u32 key = (__u32)ss->root, one = 1;
 	struct ml_child *kids = NULL;
@@ -397,7 +398,7 @@ int main(int argc, char **argv)
 		}
 		goto cleanup;
 	}
-	sym = symbolizer__new(tgt.pid);
+	sym = symbolizer__new(tgt.pid, o.debug_dir);
 	if (!sym) {
 		err = -errno ? -errno : -ENOMEM;
 		ml_err("cannot start the symbolizer: %s", strerror(-err));

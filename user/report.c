@@ -461,6 +461,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 			else
 				jw_null(&w, "line");
 			jw_u64(&w, "addr", fr->addr);
+			jw_bool(&w, "inlined", fr->inlined);
 			jw_obj_end(&w);
 		}
 		jw_arr_end(&w);

@@ -18,9 +18,28 @@ struct stackview {
 	struct symbolizer *sym; /* of the row being resolved */
 	struct pyframes *py;
 	struct ml_rawstack raw;
-	const struct ml_frame *out[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES];
-	struct ml_frame unknown[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES]; /* frames nothing could be said about */
+	/* Inlined functions make more frames than words: out grows to the longest row seen. */
+	const struct ml_frame **out;
+	size_t cap;
+	struct ml_frame unknown[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES]; /* frames nothing could be said about, by word */
 };
+
+static int reserve(struct stackview *sv, size_t need)
+{
+	const struct ml_frame **o;
+	size_t cap = sv->cap ? sv->cap : ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES;
+
+	while (cap < need)
+		cap *= 2;
+	if (cap == sv->cap)
+		return 0;
+	o = realloc(sv->out, cap * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	sv->out = o;
+	sv->cap = cap;
+	return 0;
+}
 
 struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx)
 {
@@ -31,11 +50,18 @@ struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, v
 	sv->l = l;
 	sv->lookup = lookup;
 	sv->ctx = ctx;
+	if (reserve(sv, 1)) {
+		stackview__free(sv);
+		return NULL;
+	}
 	return sv;
 }
 
 void stackview__free(struct stackview *sv)
 {
+	if (!sv)
+		return;
+	free(sv->out);
 	free(sv);
 }
 
@@ -119,15 +145,21 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 	lead = row->key.caller && r->nr ? 1 : 0;
 	nn = lead + native_shown(sv, r->ips + lead, r->nr - lead);
 	for (size_t k = 0; k < nn; k++) {
-		const struct ml_frame *fr = native(sv, n, r->ips[k]);
+		const struct ml_frame *fr;
 
+		/* room for this word's frames (inlined ones too) and every Python frame left */
+		if (reserve(sv, n + ML_MAX_FRAMES + 1 + r->nr_py))
+			break;
+		fr = native(sv, k, r->ips[k]);
+		for (; fr->outer && n + 1 < sv->cap; fr = fr->outer)
+			sv->out[n++] = fr; /* functions inlined at this address, innermost first */
 		if (pi < r->nr_py && fr->func && !strcmp(fr->func, EVAL_LOOP)) {
 			/* This eval-loop call ran the Python frames up to the next one marked as its outermost. */
 			bool last;
 
 			do {
 				last = r->py[pi].entry;
-				sv->out[n] = python(sv, n, &r->py[pi]);
+				sv->out[n] = python(sv, nn + pi, &r->py[pi]);
 				n += sv->out[n] != NULL;
 				pi++;
 			} while (!last && pi < r->nr_py);
@@ -136,7 +168,7 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 		sv->out[n++] = fr;
 	}
 	for (; pi < r->nr_py; pi++) {
-		sv->out[n] = python(sv, n, &r->py[pi]);
+		sv->out[n] = python(sv, nn + pi, &r->py[pi]);
 		n += sv->out[n] != NULL;
 	}
 	*out = sv->out;

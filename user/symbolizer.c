@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "debuginfo.h"
 #include "elfsym.h"
 #include "memleak.h"
 #include "procmaps.h"
@@ -43,6 +44,7 @@ struct sym_file {
 	int fd;     /* -1 once handed to elf_syms, or when it could not be opened */
 	bool tried; /* ELF and DWARF opening attempted */
 	struct elf_syms *syms;
+	struct elf_syms *dsyms; /* the separate debug file's, when one was found: its .symtab comes first */
 	Dwarf *dw;
 	/* Units by address, built only when dwarf_addrdie fails (no .debug_aranges, as with clang). */
 	struct cu_range *cus;
@@ -61,10 +63,13 @@ struct frame_ent {
 	uint64_t gen;             /* region generation the lookup saw */
 	bool in_module;           /* the address was inside a known region */
 	struct frame_ent *older;  /* replaced entries for the same address, still owned for callers */
+	struct ml_frame *inl;     /* functions inlined at the address, innermost first; f is the real one */
+	size_t ninl;
 };
 
 struct symbolizer {
 	int pid;
+	char *debug_dir; /* NULL: the default */
 	int procfd; /* /proc/PID, pins the process identity against pid reuse */
 	bool gone;
 	struct region *regions; /* sorted by start, not overlapping */
@@ -175,6 +180,7 @@ static void file_free(struct sym_file *f)
 	if (f->dw)
 		dwarf_end(f->dw);
 	elf_syms__free(f->syms);
+	elf_syms__free(f->dsyms);
 	if (f->fd >= 0)
 		close(f->fd);
 	free(f->cus);
@@ -303,7 +309,7 @@ out:
 	return err;
 }
 
-struct symbolizer *symbolizer__new(int pid)
+struct symbolizer *symbolizer__new(int pid, const char *debug_dir)
 {
 	struct symbolizer *s;
 	char name[32];
@@ -319,6 +325,11 @@ struct symbolizer *symbolizer__new(int pid)
 		return NULL;
 	}
 	s->pid = pid;
+	if (debug_dir && !(s->debug_dir = strdup(debug_dir))) {
+		free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
 	/* Cannot truncate: "/proc/" and at most 11 characters of an int. */
 	snprintf(name, sizeof(name), "/proc/%d", pid);
 	s->procfd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -347,6 +358,7 @@ void symbolizer__free(struct symbolizer *s)
 	for (i = 0; i < s->frames.cap; i++) {
 		for (e = s->frames.slots[i].val; e; e = older) {
 			older = e->older;
+			free(e->inl);
 			free(e);
 		}
 		s->frames.slots[i].val = NULL;
@@ -360,13 +372,14 @@ void symbolizer__free(struct symbolizer *s)
 	free(s->regions);
 	if (s->procfd >= 0)
 		close(s->procfd);
+	free(s->debug_dir);
 	free(s);
 }
 
 /* Lazily parse the ELF and DWARF of a file. Failure to parse just leaves the file unsymbolized. */
-static int file_open(struct sym_file *f)
+static int file_open(struct symbolizer *s, struct sym_file *f)
 {
-	int err;
+	int err, dfd;
 
 	if (f->tried || f->fd < 0)
 		return 0;
@@ -379,8 +392,21 @@ static int file_open(struct sym_file *f)
 	/* elf_syms holds its own duplicate; one fd per module is enough against the fd limit. */
 	close(f->fd);
 	f->fd = -1;
+	/* A separate debug file (by build-id or debuglink) brings .symtab and DWARF a stripped object lacks. */
+	dfd = ml_debug_file_open(s->gone ? 0 : s->pid, s->debug_dir, elf_syms__elf(f->syms), f->path);
+	if (dfd == -ENOMEM)
+		return -ENOMEM;
+	if (dfd >= 0) {
+		err = elf_syms__open(dfd, &f->dsyms);
+		close(dfd);
+		if (err == -ENOMEM)
+			return err;
+	}
 	/* NULL when there is no DWARF: then there are no lines, which is fine. */
-	f->dw = dwarf_begin_elf(elf_syms__elf(f->syms), DWARF_C_READ, NULL);
+	if (f->dsyms)
+		f->dw = dwarf_begin_elf(elf_syms__elf(f->dsyms), DWARF_C_READ, NULL);
+	if (!f->dw)
+		f->dw = dwarf_begin_elf(elf_syms__elf(f->syms), DWARF_C_READ, NULL);
 	return 0;
 }
 
@@ -461,26 +487,11 @@ static int cu_by_ranges(struct sym_file *f, uint64_t vaddr, Dwarf_Die *out)
 	return -ENOENT;
 }
 
-static int find_line(struct symbolizer *s, struct sym_file *f, uint64_t vaddr, struct ml_frame *fr)
+/* Our copy of a libdw source file name (libdw's lives as long as the Dwarf; ours as long as s). */
+static int src_copy(struct symbolizer *s, const char *src, char **out)
 {
-	Dwarf_Die die;
-	Dwarf_Line *line;
-	const char *src;
-	char *copy;
-	int lineno, err;
+	char *copy = u64map__get(&s->srcs, (uintptr_t)src);
 
-	if (!dwarf_addrdie(f->dw, vaddr, &die)) {
-		err = cu_by_ranges(f, vaddr, &die);
-		if (err)
-			return err == -ENOMEM ? err : 0;
-	}
-	line = dwarf_getsrc_die(&die, vaddr);
-	if (!line || dwarf_lineno(line, &lineno) || lineno <= 0)
-		return 0;
-	src = dwarf_linesrc(line, NULL, NULL);
-	if (!src)
-		return 0;
-	copy = u64map__get(&s->srcs, (uintptr_t)src);
 	if (!copy) {
 		copy = strdup(src);
 		if (!copy)
@@ -490,9 +501,108 @@ static int find_line(struct symbolizer *s, struct sym_file *f, uint64_t vaddr, s
 			return -ENOMEM;
 		}
 	}
-	fr->file = copy;
-	fr->line = lineno;
+	*out = copy;
 	return 0;
+}
+
+/* The compile unit holding vaddr: 0, -ENOENT, -ENOMEM. */
+static int find_cu(struct sym_file *f, uint64_t vaddr, Dwarf_Die *cu)
+{
+	if (dwarf_addrdie(f->dw, vaddr, cu))
+		return 0;
+	return cu_by_ranges(f, vaddr, cu);
+}
+
+static int find_line(struct symbolizer *s, Dwarf_Die *cu, uint64_t vaddr, struct ml_frame *fr)
+{
+	Dwarf_Line *line;
+	const char *src;
+	int lineno;
+
+	line = dwarf_getsrc_die(cu, vaddr);
+	if (!line || dwarf_lineno(line, &lineno) || lineno <= 0)
+		return 0;
+	src = dwarf_linesrc(line, NULL, NULL);
+	if (!src)
+		return 0;
+	fr->line = lineno;
+	return src_copy(s, src, &fr->file);
+}
+
+static int display_name(struct symbolizer *s, const char *raw, char **out);
+
+/* An inlined subroutine's name: its linkage name demangled, else its plain name (through its origin). */
+static int inline_name(struct symbolizer *s, Dwarf_Die *die, char **out)
+{
+	Dwarf_Attribute a;
+	const char *raw = NULL;
+
+	*out = NULL;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) || dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+		raw = dwarf_formstring(&a);
+	if (!raw && dwarf_attr_integrate(die, DW_AT_name, &a))
+		raw = dwarf_formstring(&a);
+	return raw ? display_name(s, raw, out) : 0;
+}
+
+/*
+ * Functions inlined at vaddr become frames of their own, innermost first, as debuggers show them: the
+ * innermost at the address's line, each outer one (and at last the real function, e->f) at the line of
+ * the call that was inlined.
+ */
+static int add_inlines(struct symbolizer *s, Dwarf_Die *cu, uint64_t vaddr, struct frame_ent *e)
+{
+	Dwarf_Die *scopes = NULL;
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0, k = 0;
+	int n, err = 0;
+
+	n = dwarf_getscopes(cu, vaddr, &scopes);
+	if (n <= 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		e->ninl += dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine;
+	if (!e->ninl)
+		goto out;
+	e->inl = calloc(e->ninl, sizeof(*e->inl));
+	if (!e->inl) {
+		e->ninl = 0;
+		err = -ENOMEM;
+		goto out;
+	}
+	dwarf_getsrcfiles(cu, &files, &nfiles);
+	/* the innermost inlined function takes the address's own line */
+	e->inl[0] = e->f;
+	e->f.file = NULL;
+	e->f.line = 0;
+	for (int i = 0; i < n && k < e->ninl; i++) {
+		struct ml_frame *fr = &e->inl[k], *outer = k + 1 < e->ninl ? &e->inl[k + 1] : &e->f;
+		Dwarf_Attribute a;
+		Dwarf_Word v;
+
+		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
+			continue;
+		err = inline_name(s, &scopes[i], &fr->func);
+		if (err)
+			goto out;
+		fr->inlined = true;
+		fr->outer = outer;
+		if (k + 1 < e->ninl)
+			*outer = (struct ml_frame){ .kind = ML_FRAME_NATIVE, .addr = e->f.addr, .module = e->f.module,
+						    .offset = e->f.offset };
+		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && !dwarf_formudata(&a, &v) && v > 0 && v <= INT32_MAX)
+			outer->line = (int)v;
+		if (files && dwarf_attr(&scopes[i], DW_AT_call_file, &a) && !dwarf_formudata(&a, &v) && v < nfiles) {
+			const char *src = dwarf_filesrc(files, v, NULL, NULL);
+
+			if (src && (err = src_copy(s, src, &outer->file)))
+				goto out;
+		}
+		k++;
+	}
+out:
+	free(scopes);
+	return err;
 }
 
 static int display_name(struct symbolizer *s, const char *raw, char **out)
@@ -570,12 +680,14 @@ static int build_frame(struct symbolizer *s, uint64_t word, bool may_refresh, st
 	if (__builtin_add_overflow(pc - r->start, r->offset, &off_pc))
 		return 0;
 	e->f.offset = off_pc + (addr - pc);
-	err = file_open(f);
+	err = file_open(s, f);
 	if (err)
 		goto fail;
 	if (!f->syms || elf_syms__offset_to_vaddr(f->syms, off_pc, &vpc))
 		return 0;
-	raw = elf_syms__lookup(f->syms, vpc, &sym_off);
+	raw = f->dsyms ? elf_syms__lookup(f->dsyms, vpc, &sym_off) : NULL;
+	if (!raw)
+		raw = elf_syms__lookup(f->syms, vpc, &sym_off);
 	if (raw) {
 		err = display_name(s, raw, &e->f.func);
 		if (err)
@@ -583,12 +695,21 @@ static int build_frame(struct symbolizer *s, uint64_t word, bool may_refresh, st
 		e->f.offset = sym_off + (addr - pc);
 	}
 	if (f->dw) {
-		err = find_line(s, f, vpc, &e->f);
+		Dwarf_Die cu;
+
+		err = find_cu(f, vpc, &cu);
+		if (err == -ENOENT)
+			return 0;
+		if (!err)
+			err = find_line(s, &cu, vpc, &e->f);
+		if (!err)
+			err = add_inlines(s, &cu, vpc, e);
 		if (err)
 			goto fail;
 	}
 	return 0;
 fail:
+	free(e->inl);
 	free(e);
 	*out = NULL;
 	return err;
@@ -633,7 +754,7 @@ int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_fra
 				e = n;
 			}
 		}
-		*out = &e->f;
+		*out = e->ninl ? &e->inl[0] : &e->f;
 		return 0;
 	}
 	err = build_frame(s, addr, true, &e);
@@ -641,9 +762,10 @@ int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_fra
 		return err;
 	err = u64map__put(&s->frames, addr, e);
 	if (err) {
+		free(e->inl);
 		free(e);
 		return err;
 	}
-	*out = &e->f;
+	*out = e->ninl ? &e->inl[0] : &e->f;
 	return 0;
 }

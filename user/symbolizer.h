@@ -19,12 +19,17 @@ struct ml_frame {
 	uint64_t offset; /* addr - function start; if func is NULL: file offset in module (addr if none) */
 	char *file;      /* DWARF source file or NULL */
 	int line;        /* 0 when unknown */
+	bool inlined;    /* a function inlined into outer at this address (DWARF inline information) */
+	const struct ml_frame *outer; /* next frame out at the same address: what this one is inlined into */
 };
 
 struct symbolizer;
 
-/* NULL with errno set on failure (ESRCH when the process is gone). */
-struct symbolizer *symbolizer__new(int pid);
+/*
+ * NULL with errno set on failure (ESRCH when the process is gone). Separate debug files are looked for
+ * under debug_dir (NULL: /usr/lib/debug) inside the process's root.
+ */
+struct symbolizer *symbolizer__new(int pid, const char *debug_dir);
 void symbolizer__free(struct symbolizer *s); /* NULL-safe */
 
 /*
@@ -37,8 +42,9 @@ int symbolizer__refresh(struct symbolizer *s);
 
 /*
  * Resolve a return address (symbol and line are looked up at addr - 1, offset is reported from
- * addr). Cached per address; *out stays valid until symbolizer__free. Unknown addresses give a
- * frame with func NULL. An address outside the known mappings re-reads the maps, at most once per
+ * addr; with ML_IP_EXACT set, at the address itself). Functions inlined there come first: *out is the
+ * innermost, and each frame's outer leads to the next, the real function last. Cached per address;
+ * *out stays valid until symbolizer__free. Unknown addresses give a frame with func NULL. An address outside the known mappings re-reads the maps, at most once per
  * 100 ms; one left unknown that way is tried again on a later call, so a later call for the same
  * address may return a different (resolved) frame. Calling symbolizer__refresh before a batch of
  * new stacks avoids the wait. Returns 0 or -ENOMEM.

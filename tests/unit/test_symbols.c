@@ -685,7 +685,7 @@ static void test_symbolizer_self(void)
 
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
-	s = symbolizer__new(getpid());
+	s = symbolizer__new(getpid(), NULL);
 	check(s != NULL, "sym: new on self");
 	if (!s)
 		return;
@@ -743,7 +743,7 @@ out:
 	symbolizer__free(s);
 	symbolizer__free(NULL);
 	errno = 0;
-	check(!symbolizer__new(0x3fffffff) && errno == ESRCH, "sym: missing process is ESRCH");
+	check(!symbolizer__new(0x3fffffff, NULL) && errno == ESRCH, "sym: missing process is ESRCH");
 }
 
 /* Frames of a process resolve after it has exited, from the files opened while it lived. */
@@ -776,7 +776,7 @@ static void test_symbolizer_exited(void)
 	if (read(pipefd[0], &c, 1) != 1)
 		c = 0;
 	close(pipefd[0]);
-	s = symbolizer__new(pid);
+	s = symbolizer__new(pid, NULL);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	check(s != NULL, "sym: new on child");
@@ -813,7 +813,7 @@ static void test_symbolizer_refresh(void)
 	if (!code || fd < 0)
 		goto out;
 	len = code->end - code->start;
-	s = symbolizer__new(getpid());
+	s = symbolizer__new(getpid(), NULL);
 	if (!s)
 		goto out;
 	/* A second copy of our own code, at an address the symbolizer has not seen. */
