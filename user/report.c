@@ -56,6 +56,14 @@ static const struct stat_name python_stats[] = {
 	{ ML_STAT_PY_BROKEN, "unreadable", "frame chain unreadable (outermost missing)" },
 };
 
+/* Native unwinding with the tables: shown once a stack was unwound with them. */
+static const struct stat_name unwind_stats[] = {
+	{ ML_STAT_UW_STACKS, "stacks", "stacks unwound with tables" },
+	{ ML_STAT_UW_FP, "fp_frames", "frames by frame pointer (no table)" },
+	{ ML_STAT_UW_STOP, "stopped", "stopped early (frame not trusted)" },
+	{ ML_STAT_UW_TRUNCATED, "truncated", "deeper than the frames kept" },
+};
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv)
@@ -254,6 +262,12 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[python_stats[i].idx], python_stats[i].text);
 		fprintf(f, " (since attach)\n");
 	}
+	if (s->stats[ML_STAT_UW_STACKS]) {
+		fprintf(f, "unwind:");
+		for (size_t i = 0; i < ARRAY_LEN(unwind_stats); i++)
+			fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[unwind_stats[i].idx], unwind_stats[i].text);
+		fprintf(f, " (since attach)\n");
+	}
 	fprintf(f, "showing %zu of %zu stacks, leak candidates (growing) first, then largest\n", shown, s->nrows);
 	for (size_t i = 0; i < shown; i++) {
 		const struct ml_row *row = &s->rows[order[i]];
@@ -391,6 +405,10 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_obj_begin(&w, "python");
 	for (size_t i = 0; i < ARRAY_LEN(python_stats); i++)
 		jw_u64(&w, python_stats[i].json, s->stats[python_stats[i].idx]);
+	jw_obj_end(&w);
+	jw_obj_begin(&w, "unwind");
+	for (size_t i = 0; i < ARRAY_LEN(unwind_stats); i++)
+		jw_u64(&w, unwind_stats[i].json, s->stats[unwind_stats[i].idx]);
 	jw_obj_end(&w);
 	jw_obj_begin(&w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {

@@ -350,6 +350,9 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 		goto out;
 	}
 	f->ok = true;
+	ml_info("unwinding table for %s: %u rows, %u index entries, %llu KiB, built in %.1f ms%s", mp->path, nrows,
+		npages + 1, (unsigned long long)(((uint64_t)nrows * sizeof(struct ml_urow) + (npages + 1ULL) * IDX_STRIDE) >> 10),
+		(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6, f->debug_file ? " (with a separate debug file)" : "");
 out:
 	if (err == -ENOSPC) {
 		u->no_room++;
@@ -371,6 +374,7 @@ static void evict(struct unwinder *u, uint32_t slot)
 	if (f->ok) {
 		struct ml_ufile none = {};
 
+		ml_info("unwinding table for %s evicted: no traced process maps it", f->path);
 		bpf_map_update_elem(u->ufiles_fd, &slot, &none, BPF_ANY);
 		ext_put(&u->free_rows, f->row_base, f->n_rows);
 		ext_put(&u->free_index, f->idx_base, f->n_idx);

@@ -1,0 +1,358 @@
+/*
+ * The unwinding tables as BPF sees them: the real BPF object is loaded, this process's own mappings are
+ * synced, and every wire row and index entry read back through the mmap'ed maps is checked against the
+ * parser's table; sharing between processes and eviction are checked through the per-file info. Also the
+ * .debug_frame parser and the separate debug file lookup. Needs root (BPF).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "debuginfo.h"
+#include "ehframe.h"
+#include "memleak.h"
+#include "procmaps.h"
+#include "unwind.h"
+#include "memleak.skel.h"
+
+static int passed, failed;
+
+static void check(int ok, const char *what)
+{
+	printf("%s - %s\n", ok ? "ok" : "not ok", what);
+	if (ok)
+		passed++;
+	else
+		failed++;
+}
+
+static const struct ml_mapping *libc_text(const struct ml_maps *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (m->v[i].path && strstr(m->v[i].path, "/libc.so.6") && m->v[i].perms[2] == 'x')
+			return &m->v[i];
+	return NULL;
+}
+
+/* The wire rule a table row must have become (what wire_row in unwind.c promises). */
+static int expect_kind(const struct ml_unwind_row *r)
+{
+	switch (r->cfa_reg) {
+	case ML_CFA_RSP:
+	case ML_CFA_RBP:
+		return r->cfa_reg == ML_CFA_RSP ? ML_UW_RSP : ML_UW_RBP;
+	case ML_CFA_NONE:
+		return ML_UW_NONE_FDE;
+	case ML_CFA_SIGNAL:
+		return ML_UW_SIGNAL;
+	default:
+		return ML_UW_STOP;
+	}
+}
+
+/* Look pc up the way the BPF program does: index, then the last row at or before it. */
+static const struct ml_urow *bpf_style_lookup(const struct ml_urow *rows, const uint8_t *index,
+					      const struct ml_ufile *f, uint64_t off)
+{
+	uint32_t r0, r1;
+	uint64_t page = off >> ML_UW_PAGE_SHIFT;
+
+	if (page >= f->n_pages)
+		return NULL;
+	memcpy(&r0, index + (size_t)(f->idx_base + page) * 8, 4);
+	memcpy(&r1, index + (size_t)(f->idx_base + page + 1) * 8, 4);
+	const struct ml_urow *best = NULL;
+
+	for (uint32_t i = r0; i <= r1 && i < f->n_rows; i++)
+		if (rows[f->row_base + i].pc <= off)
+			best = &rows[f->row_base + i];
+	return best;
+}
+
+static void test_tables(void)
+{
+	struct memleak_bpf *skel = memleak_bpf__open();
+	struct ml_maps maps = {};
+	struct ml_unwind_table t = {};
+	struct unwinder *u = NULL;
+	struct unwind_file_info info;
+	uint32_t rows, index;
+	uint64_t used, cap, no_room, used1;
+	const struct ml_mapping *lc;
+	int n, child, fd;
+
+	unwind_capacity(64ULL << 20, &rows, &index);
+	check(rows == (64u << 20) / 16 * 15 / 8 && index == (64u << 20) / 16 / 8, "capacity split 15/16 rows, 1/16 index");
+	if (!skel) {
+		check(0, "open the BPF object");
+		return;
+	}
+	skel->rodata->unwind_tables = 1;
+	bpf_map__set_max_entries(skel->maps.urows, rows);
+	bpf_map__set_max_entries(skel->maps.uindex, index);
+	if (memleak_bpf__load(skel)) {
+		check(0, "load the BPF object (root needed)");
+		memleak_bpf__destroy(skel);
+		return;
+	}
+	u = unwinder__new(skel, &(struct unwind_opts){ .mem = 64ULL << 20 });
+	check(u != NULL, "unwinder maps its arrays");
+	if (!u)
+		goto out;
+	check(ml_maps__read(getpid(), &maps) == 0, "read own maps");
+	n = unwinder__sync(u, getpid(), &maps);
+	check(n >= 2, "own executable mappings with a table (the test and libc at least)");
+	lc = libc_text(&maps);
+	check(lc != NULL, "libc's text mapping");
+	unwinder__usage(u, &used, &cap, &no_room);
+	check(used > 10000 && cap == rows && no_room == 0, "rows in use, nothing left out");
+
+	/* Read the process's entry and libc's table back from the maps. */
+	{
+		struct ml_umaps *um = calloc(1, sizeof(*um));
+		__u32 key = (__u32)getpid();
+		size_t rows_len = ((size_t)rows * 8 + 4095) & ~4095UL, idx_len = ((size_t)index * 8 + 4095) & ~4095UL;
+		const struct ml_urow *wr = mmap(NULL, rows_len, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.urows), 0);
+		const uint8_t *wi = mmap(NULL, idx_len, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.uindex), 0);
+		const struct ml_umap *m = NULL;
+		struct ml_ufile uf;
+		size_t bad = 0, tested = 0, sorted = 1;
+
+		check(um && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um), "process entry in umaps");
+		for (uint32_t i = 0; um && i < um->n; i++) {
+			if (i && um->m[i].start < um->m[i - 1].end)
+				sorted = 0;
+			if (lc && um->m[i].start == lc->start)
+				m = &um->m[i];
+		}
+		check(um && sorted && um->n == (uint32_t)n, "mappings sorted, as many as sync said");
+		check(m != NULL, "libc's mapping listed");
+		fd = lc ? open(lc->path, O_RDONLY) : -1;
+		if (m && wr != MAP_FAILED && wi != MAP_FAILED && fd >= 0 && ml_unwind_from_elf(fd, -1, &t) == 0 &&
+		    !bpf_map_lookup_elem(bpf_map__fd(skel->maps.ufiles), &m->file, &uf)) {
+			/* every 7th byte of libc's table range: same rule as the parser's table */
+			uint64_t lo = t.rows[0].pc, hi = t.rows[t.n - 1].pc;
+
+			for (uint64_t vpc = lo; vpc < hi; vpc += 7) {
+				const struct ml_unwind_row *want = ml_unwind_lookup(&t, vpc);
+				uint64_t runtime = vpc - (lo & ~4095ULL) + m->adj;
+				const struct ml_urow *got = bpf_style_lookup(wr, wi, &uf, runtime - m->adj);
+
+				tested++;
+				if (!want || !got || ML_UW_KIND_CFA(got->kind) != expect_kind(want)) {
+					bad++;
+					continue;
+				}
+				if (want->cfa_reg <= ML_CFA_RBP && ML_UW_KIND_CFA(got->kind) <= ML_UW_RBP) {
+					int64_t off = ML_UW_KIND_SCALED(got->kind) ? got->cfa_off * 8 : got->cfa_off;
+
+					if (off != want->cfa_off)
+						bad++;
+					else if (want->rbp_saved == ML_RBP_AT_CFA &&
+						 (ML_UW_KIND_RBP(got->kind) != ML_UW_RBP_AT || got->rbp_off8 * 8 != want->rbp_off))
+						bad++;
+				}
+			}
+			printf("# %zu pcs of libc compared, %zu differ\n", tested, bad);
+			check(tested > 100000 && bad == 0, "wire rows and index give the parser's rule at every 7th byte of libc");
+		} else {
+			check(0, "libc's table read back");
+		}
+		ml_unwind_table_free(&t);
+		if (fd >= 0)
+			close(fd);
+		free(um);
+	}
+
+	/* A second process mapping the same files shares their tables. */
+	child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	{
+		struct ml_maps cm = {};
+		bool shared = false;
+
+		usleep(50000);
+		ml_maps__read(child, &cm);
+		used1 = used;
+		n = unwinder__sync(u, child, &cm);
+		unwinder__usage(u, &used, &cap, &no_room);
+		check(n > 0 && used == used1, "a forked child's mappings reuse the tables: no new rows");
+		for (size_t i = 0; i < unwinder__n_files(u); i++)
+			if (!unwinder__file(u, i, &info) && strstr(info.path, "/libc.so.6") && info.users == 2)
+				shared = true;
+		check(shared, "libc's table has two users");
+		ml_maps__clear(&cm);
+	}
+	unwinder__forget(u, getpid());
+	unwinder__usage(u, &used, &cap, &no_room);
+	check(used == used1, "tables stay while the child maps them");
+	unwinder__forget(u, child);
+	unwinder__usage(u, &used, &cap, &no_room);
+	check(used == 0 && unwinder__n_files(u) == 0, "the last user gone: every table evicted");
+	{
+		__u32 key = (__u32)child;
+		struct ml_umaps *um = calloc(1, sizeof(*um));
+
+		check(um && bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um) == -ENOENT,
+		      "the process entry is deleted");
+		free(um);
+	}
+	/* Ranges freed by eviction are reused: syncing again fits in the same rows. */
+	n = unwinder__sync(u, getpid(), &maps);
+	unwinder__usage(u, &used, &cap, &no_room);
+	check(n >= 2 && used == used1 && no_room == 0, "re-synced after eviction into the freed ranges");
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+
+	/* No room: a budget too small for libc leaves it to frame pointers, said once, counted. */
+	unwinder__free(u);
+	u = NULL;
+	ml_maps__clear(&maps);
+out:
+	unwinder__free(u);
+	memleak_bpf__destroy(skel);
+}
+
+static void test_no_room(void)
+{
+	struct memleak_bpf *skel = memleak_bpf__open();
+	struct ml_maps maps = {};
+	struct unwinder *u;
+	uint32_t rows, index;
+	uint64_t used, cap, no_room;
+
+	unwind_capacity(1ULL << 16, &rows, &index);
+	skel->rodata->unwind_tables = 1;
+	bpf_map__set_max_entries(skel->maps.urows, rows);
+	bpf_map__set_max_entries(skel->maps.uindex, index);
+	if (memleak_bpf__load(skel)) {
+		check(0, "load with a small budget");
+		memleak_bpf__destroy(skel);
+		return;
+	}
+	u = unwinder__new(skel, &(struct unwind_opts){ .mem = 1ULL << 16 });
+	ml_maps__read(getpid(), &maps);
+	unwinder__sync(u, getpid(), &maps);
+	unwinder__usage(u, &used, &cap, &no_room);
+	check(u && no_room >= 1 && used <= cap, "64 KiB: libc does not fit, counted, nothing overflows");
+	ml_maps__clear(&maps);
+	unwinder__free(u);
+	memleak_bpf__destroy(skel);
+}
+
+/* A .debug_frame with one CIE (DWARF 4) and one FDE: push rbp at +1, CFA rsp+16, rbp at CFA-16. */
+static void test_debug_frame(void)
+{
+	static const uint8_t df[] = {
+		/* CIE: length 20, id 0xffffffff, version 4, "", addr size 8, seg 0, caf 1, daf -8, ra 16 */
+		20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 4, 0, 8, 0, 1, 0x78, 16,
+		0x0c, 7, 8,       /* def_cfa rsp+8 */
+		0x90, 1,          /* ra at cfa-8 */
+		0, 0, 0, 0,       /* padding nops */
+		/* FDE: length 25, CIE pointer 0, begin 0x1000, range 0x20 */
+		25, 0, 0, 0, 0, 0, 0, 0,
+		0x00, 0x10, 0, 0, 0, 0, 0, 0,
+		0x20, 0, 0, 0, 0, 0, 0, 0,
+		0x41,             /* advance 1 */
+		0x0e, 16,         /* def_cfa_offset 16 */
+		0x86, 2,          /* rbp at cfa-16 */
+	};
+	struct ml_unwind_table t;
+	const struct ml_unwind_row *r;
+	uint8_t bad[sizeof(df)];
+
+	check(ml_debugframe_parse(df, sizeof(df), &t) == 0 && t.n_skipped == 0, "debug_frame: parses");
+	r = ml_unwind_lookup(&t, 0x1000);
+	check(r && r->cfa_reg == ML_CFA_RSP && r->cfa_off == 8, "debug_frame: entry rsp+8");
+	r = ml_unwind_lookup(&t, 0x1005);
+	check(r && r->cfa_reg == ML_CFA_RSP && r->cfa_off == 16 && r->rbp_saved == ML_RBP_AT_CFA && r->rbp_off == -16,
+	      "debug_frame: after push rsp+16, rbp at cfa-16");
+	r = ml_unwind_lookup(&t, 0x1020);
+	check(r && r->cfa_reg == ML_CFA_NONE, "debug_frame: past the FDE no FDE covers");
+	ml_unwind_table_free(&t);
+	/* The same bytes read as .eh_frame: the all-ones id is an FDE pointing nowhere. */
+	/* The same bytes read as .eh_frame: the all-ones id is an FDE pointing nowhere (skipped), the FDE's
+	 * zero CIE pointer reads as a CIE id, and that "CIE" has no valid version. */
+	check(ml_ehframe_parse(df, sizeof(df), 0, &t) == 0 && t.n == 0 && t.n_skipped == 1,
+	      "debug_frame bytes as .eh_frame: nothing usable");
+	ml_unwind_table_free(&t);
+	memcpy(bad, df, sizeof(df));
+	bad[11] = 1; /* a segment selector size: refused */
+	check(ml_debugframe_parse(bad, sizeof(bad), &t) == 0 && t.n == 0 && t.n_skipped == 1,
+	      "debug_frame: segment selectors refused, the FDE skipped");
+	ml_unwind_table_free(&t);
+	memcpy(bad, df, sizeof(df));
+	bad[28] = 100; /* CIE pointer past every CIE */
+	check(ml_debugframe_parse(bad, sizeof(bad), &t) == 0 && t.n == 0 && t.n_skipped == 1,
+	      "debug_frame: FDE naming no CIE skipped");
+	ml_unwind_table_free(&t);
+	check(ml_debugframe_parse(df, 10, &t) == -EINVAL && t.n == 0, "debug_frame: truncated entry rejects the section");
+}
+
+/* Build-id lookup under a debug directory, with the file's own build-id checked. */
+static void test_debug_file(void)
+{
+	char dir[] = "/tmp/ml-dbgXXXXXX", path[512], cmd[1536];
+	unsigned char id[64];
+	int fd, dfd;
+	size_t n;
+	Elf *e;
+
+	elf_version(EV_CURRENT);
+	if (!mkdtemp(dir)) {
+		check(0, "mkdtemp");
+		return;
+	}
+	fd = open("/proc/self/exe", O_RDONLY);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	n = ml_elf_build_id(e, id, sizeof(id));
+	check(n == 20, "own build-id read (20 bytes)");
+	check(ml_debug_file_open(0, dir, e, "/proc/self/exe") == -ENOENT, "no debug file: -ENOENT");
+	snprintf(path, sizeof(path), "%s/.build-id/%02x", dir, id[0]);
+	mkdir(dir, 0700);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && objcopy --only-keep-debug /proc/%d/exe %s/", path, getpid(), path);
+	for (size_t i = 1; i < n; i++)
+		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%02x", id[i]);
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), ".debug");
+	check(system(cmd) == 0, "debug file made with objcopy --only-keep-debug");
+	dfd = ml_debug_file_open(0, dir, e, "/proc/self/exe");
+	check(dfd >= 0, "found by build-id");
+	if (dfd >= 0)
+		close(dfd);
+	/* a file at the build-id path whose own build-id differs is not taken */
+	snprintf(cmd, sizeof(cmd), "cp /bin/true %s/", path);
+	for (size_t i = 1; i < n; i++)
+		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%02x", id[i]);
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), ".debug");
+	check(system(cmd) == 0 && ml_debug_file_open(0, dir, e, "/proc/self/exe") == -ENOENT,
+	      "a debug file with another build-id is refused");
+	elf_end(e);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	system(cmd);
+}
+
+int main(void)
+{
+	test_debug_frame();
+	test_debug_file();
+	if (geteuid() == 0) {
+		test_tables();
+		test_no_room();
+	} else {
+		check(0, "BPF table tests need root");
+	}
+	printf("unit unwind: %d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
