@@ -17,7 +17,12 @@ build leaky-static $CC -g -O2 -static -fno-optimize-sibling-calls -pthread tests
 build demo_trainer $CC -g -O2 tests/fixtures/demo_trainer.c -o $B/demo_trainer
 build family $CC -g -O2 tests/fixtures/family.c -o $B/family
 build soak $CC -g -O2 -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/soak.c -o $B/soak
-
+# Native unwinding without frame pointers: a C++ program and a shared library built as distributions build
+build unwind sh -c "$CC -g -O2 -fomit-frame-pointer -shared -fPIC tests/fixtures/unwind_lib.c -o $B/libunwind_fix.so &&
+	g++ -g -O2 -fomit-frame-pointer tests/fixtures/unwind.cpp $B/libunwind_fix.so -Wl,-rpath,'\$ORIGIN' -o $B/unwind"
+# The same library with its call frame information in .debug_frame only (no .eh_frame entries)
+build unwind-df sh -c "mkdir -p $B/unwind-df && cp $B/unwind $B/unwind-df/ && $CC -g -O2 -fomit-frame-pointer \
+	-fno-asynchronous-unwind-tables -fno-unwind-tables -shared -fPIC tests/fixtures/unwind_lib.c -o $B/unwind-df/libunwind_fix.so"
 build leaky-static-stripped sh -c "cp $B/leaky-static $B/leaky-static-stripped && strip -s $B/leaky-static-stripped"
 G=$B/gpu
 mkdir -p $G

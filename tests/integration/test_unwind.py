@@ -1,0 +1,164 @@
+"""Native stacks without frame pointers: the whole chain, frame by frame, against what gdb prints at the same point."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import FIX, ROOT, Fail, attached_run, check, eq, main, test  # noqa: E402
+
+UNWIND = os.path.join(FIX, "unwind")  # g++ -O2 -fomit-frame-pointer, with libunwind_fix.so beside it
+UNWIND_DF = os.path.join(FIX, "unwind-df", "unwind")  # its library described by .debug_frame only
+TORCH_SCRIPT = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
+DEBIAN_PY = "/usr/bin/python3.11"
+SCENARIOS = {"five": 1111, "deep": 2222, "lib": 3333, "new": 4444, "signal": 5555}
+
+
+def name(s):
+    """A function name as both sides can agree on it: no parameter list."""
+    return s.split("(")[0].strip()
+
+
+def gdb_frames(exe, scenario, size):
+    """(function, line or None) for gdb's frames above malloc, up to main, when malloc(size) is called: the
+    fixture runs as under memleak-ai (every scenario after a 'g' on stdin), stopped in the one asked for."""
+    with tempfile.NamedTemporaryFile("w", suffix=".in") as go:
+        go.write("g")
+        go.flush()
+        r = subprocess.run(["gdb", "-nx", "-batch", "-ex", "set debuginfod enabled off", "-ex", "break main",
+                            "-ex", f"run < {go.name}", "-ex", f"break malloc if $rdi == {size}", "-ex", "continue",
+                            "-ex", "bt", exe], capture_output=True, text=True, timeout=120)
+    out = []
+    for line in r.stdout.splitlines():
+        m = re.match(r"#(\d+)\s+(?:0x[0-9a-f]+ in )?(.*)$", line)
+        if not m or m.group(1) == "0":
+            continue
+        rest = m.group(2)
+        if rest.startswith("<signal handler called>"):
+            out.append(("__restore_rt", None))
+            continue
+        fm = re.match(r"(.+?) \(.*?\)(?: at (\S+):(\d+))?(?: from \S+)?$", rest)
+        check(fm, f"gdb frame parsed: {line!r}")
+        out.append((name(fm.group(1)), int(fm.group(3)) if fm.group(3) else None))
+        if out[-1][0] == "main":
+            break
+    check(out and out[-1][0] == "main", f"gdb reached main for {scenario}: {r.stdout[-2000:]}")
+    return out
+
+
+def tool_frames(stack):
+    out = []
+    for f in stack["frames"]:
+        out.append((name(f["func"] or "?"), f["line"]))
+        if out[-1][0] == "main":
+            break
+    return out
+
+
+def stacks_by_size(exe, *args):
+    tool, _ = attached_run([exe], "-f", "json", "--top", "1000", *args, "60")
+    rep = tool.reports()[-1]
+    out = {}
+    for s in rep["stacks"]:
+        if s["layer"] == "libc" and s["count"] == 1 and s["bytes"] in SCENARIOS.values():
+            out[s["bytes"]] = s
+    return out, rep
+
+
+@test
+def every_chain_matches_gdb_frame_by_frame():
+    if not shutil.which("gdb"):
+        raise Fail("gdb missing")
+    got, rep = stacks_by_size(UNWIND)
+    for scenario, size in SCENARIOS.items():
+        check(size in got, f"{scenario}: a stack of {size} bytes: {sorted(got)}")
+        ours, theirs = tool_frames(got[size]), gdb_frames(UNWIND, scenario, size)
+        eq([f for f, _ in ours], [f for f, _ in theirs], f"{scenario}: functions, innermost to main")
+        for (f, ln), (_, gl) in zip(ours, theirs):
+            if gl is not None:
+                eq(ln, gl, f"{scenario}: line of {f}")
+    # the depths the scenarios promise, counted from malloc's caller to main
+    eq(len(tool_frames(got[2222])), 40 + 2, "deep: 40 frames, run and main")
+    five = got[1111]["frames"]
+    eq([f["inlined"] for f in five[:4]], [False, False, True, False], "five_c is an inlined frame of five_b")
+    eq(got[4444]["frames"][0]["func"], "operator new(unsigned long)", "C++ new: operator new is malloc's caller")
+    check(got[4444]["frames"][1]["func"].startswith("new_site"), "then the new expression's function")
+    eq(os.path.basename(got[3333]["frames"][0]["module"]), "libunwind_fix.so", "lib: frames in the shared library")
+    sig = tool_frames(got[5555])
+    eq(sig[:3], [("on_alarm", sig[0][1]), ("__restore_rt", None), ("spin", sig[2][1])],
+       "signal: handler, trampoline, interrupted function")
+    check(rep["stats"]["unwind"]["stacks"] > 0 and rep["stats"]["unwind"]["truncated"] == 0, f"unwind counters: {rep['stats']['unwind']}")
+
+
+@test
+def frame_pointers_alone_lose_the_chain():
+    got, rep = stacks_by_size(UNWIND, "--unwind", "fp")
+    check(2222 in got, "deep stack recorded")
+    depth = len(tool_frames(got[2222]))
+    check(depth < 10, f"without tables the 40-deep chain is cut short ({depth} frames)")
+    eq(rep["stats"]["unwind"]["stacks"], 0, "no stack unwound with tables")
+
+
+@test
+def debug_frame_only_library_unwinds():
+    sections = subprocess.run(["readelf", "-SW", os.path.join(FIX, "unwind-df", "libunwind_fix.so")],
+                              capture_output=True, text=True).stdout
+    check(".debug_frame" in sections, "the library has a .debug_frame")
+    fdes = subprocess.run(["readelf", "--debug-dump=frames", os.path.join(FIX, "unwind-df", "libunwind_fix.so")],
+                          capture_output=True, text=True).stdout
+    check("Contents of the .debug_frame section" in fdes, "its functions' CFI is in .debug_frame")
+    got, _ = stacks_by_size(UNWIND_DF)
+    eq([f for f, _ in tool_frames(got[3333])], ["lib_inner", "lib_outer", "via_lib", "run", "main"],
+       "through the .debug_frame library to main")
+
+
+@test
+def stripped_binary_named_from_its_debug_file():
+    with tempfile.TemporaryDirectory() as d:
+        exe = os.path.join(d, "unwind")
+        shutil.copy(UNWIND, exe)
+        shutil.copy(os.path.join(FIX, "libunwind_fix.so"), d)
+        bid = re.search(r"Build ID: ([0-9a-f]+)",
+                        subprocess.run(["readelf", "-n", exe], capture_output=True, text=True).stdout).group(1)
+        dbg = os.path.join(d, "debug", ".build-id", bid[:2])
+        os.makedirs(dbg)
+        subprocess.run(["objcopy", "--only-keep-debug", exe, os.path.join(dbg, bid[2:] + ".debug")], check=True)
+        subprocess.run(["strip", "--strip-all", exe], check=True)
+        check("debug_info" not in subprocess.run(["readelf", "-SW", exe], capture_output=True, text=True).stdout,
+              "the copy is stripped")
+        got, _ = stacks_by_size(exe, "--debug-dir", os.path.join(d, "debug"))
+        eq(tool_frames(got[1111])[:5], [("five_e", 33), ("five_d", 40), ("five_c", 47), ("five_b", 54),
+                                        ("five_a", 61)], "names, inlined frame and lines from the debug file")
+        got, _ = stacks_by_size(exe)
+        check(got[1111]["frames"][0]["func"] is None, "without it the stripped frames have no name")
+
+
+@test
+def libtorch_allocation_reaches_the_python_frames():
+    if not os.access(DEBIAN_PY, os.X_OK):
+        raise Fail("Debian python3.11 missing")
+    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
+                           "0.5")
+    rep = tool.reports()[-2]
+    growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
+    check(growing, "kept losses: growing torch_cpu stacks")
+    top = max(growing, key=lambda s: s["bytes"])
+    fr = top["frames"]
+    eq(os.path.basename(fr[0]["module"]), "libc10.so.1.13.0", "c10::alloc_cpu's caller is in libc10")
+    at = [i for i, f in enumerate(fr) if f["kind"] == "native" and (f["func"] or "").startswith("at::")]
+    check(len(at) >= 5, f"at:: frames from libtorch_cpu: {len(at)}")
+    py = [i for i, f in enumerate(fr) if f["kind"] == "python"]
+    check(py and py[0] > at[-1], "the Python frames come after the at:: frames")
+    check(any(f["kind"] == "python" and f["file"] == TORCH_SCRIPT and f["func"] == "<module>" for f in fr),
+          "the job's own line is there")
+    eq(fr[-1]["func"], "_start", "and the native frames go on to _start")
+    fp = attached_run([DEBIAN_PY, TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
+                      "--unwind", "fp", "0.5")[0].reports()[-2]
+    fp_at = max(sum(1 for f in s["frames"] if (f["func"] or "").startswith("at::")) for s in fp["stacks"])
+    check(fp_at < len(at), f"frame pointers alone see fewer at:: frames ({fp_at} vs {len(at)})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
