@@ -535,7 +535,7 @@ static __always_inline const struct ml_umap *uw_map(struct uw_walk *c, __u64 pc)
 		return &um->m[i];
 	if (!len || len > ML_UW_MAPS)
 		return NULL;
-	for (int k = 0; k < 10; k++) {
+	for (int k = 0; k < 10 && len > 1; k++) {
 		__u32 half = len / 2;
 
 		base += half & (__u32)ML_LE_MASK(um->m[(base + half) & (ML_UW_MAPS - 1)].start, pc);
@@ -558,9 +558,9 @@ static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u
 
 	key = m->file;
 	f = bpf_map_lookup_elem(&ufiles, &key);
-	if (!f || off >> 32 || (off >> ML_UW_PAGE_SHIFT) >= f->n_pages)
+	if (!f || off >> 32 || (off >> (f->shift & 31)) >= f->n_pages)
 		return NULL;
-	key = f->idx_base + (__u32)(off >> ML_UW_PAGE_SHIFT);
+	key = f->idx_base + (__u32)(off >> (f->shift & 31));
 	ip = bpf_map_lookup_elem(&uindex, &key);
 	if (!ip)
 		return NULL;
@@ -569,9 +569,9 @@ static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u
 	ip = bpf_map_lookup_elem(&uindex, &key);
 	if (!ip || *ip < base || *ip >= f->n_rows)
 		return NULL;
-	/* The last row with pc <= off lies in [base, *ip]: at most a page's worth, so 13 halvings do. */
+	/* The last row with pc <= off lies in [base, *ip]: a slot is at most 4 KiB, so 13 halvings do. */
 	len = *ip - base + 1;
-	for (int k = 0; k < 13; k++) {
+	for (int k = 0; k < 13 && len > 1; k++) {
 		__u32 half = len / 2;
 
 		key = f->row_base + base + half;

@@ -181,11 +181,13 @@ struct ml_stack {
 
 /*
  * Native unwinding without frame pointers (user/unwind.c builds the tables, the BPF side walks them).
- * Each file's .eh_frame/.debug_frame becomes rows sorted by pc in the shared row array, at row_base; a
- * page index (one entry per ML_UW_PAGE bytes of the file's range, plus one) gives the first row to search
- * for a pc, so a lookup is a short binary search. Tables are shared by every process that maps the file.
+ * Each file's .eh_frame/.debug_frame becomes rows sorted by pc in the shared row array, at row_base; an
+ * index (one entry per 2^shift bytes of the file's range, plus one) gives the first row to search for a
+ * pc, so a lookup is a binary search of a few rows. Tables are shared by every process that maps the file.
  */
-#define ML_UW_PAGE_SHIFT 12
+#define ML_UW_MAX_SHIFT 12   /* index slots cover 2^shift bytes, shift chosen per file in [MIN, MAX] */
+#define ML_UW_MIN_SHIFT 6
+#define ML_UW_ROWS_PER_SLOT 4
 #define ML_UW_FILES 4096   /* files with a table at once */
 #define ML_UW_MAPS 512     /* executable mappings of one process that can have a table */
 #define ML_UW_PROCS 4096   /* processes with their mappings registered */
@@ -218,7 +220,8 @@ struct ml_urow {
 
 struct ml_ufile {
 	__u32 row_base, n_rows; /* rows [row_base, row_base + n_rows) of the row array */
-	__u32 idx_base, n_pages; /* index entries [idx_base, idx_base + n_pages] (one more than pages) */
+	__u32 idx_base, n_pages; /* index entries [idx_base, idx_base + n_pages] (one more than slots) */
+	__u32 shift, pad;       /* a slot covers 2^shift bytes */
 };
 
 /* One executable mapping with a table: pc in [start, end) is looked up at pc - adj in file's table. */

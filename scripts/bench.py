@@ -1,8 +1,9 @@
 """Benchmarks (docs/BENCHMARKS.md), each measuring its modes side by side in one run, interleaved.
 
-Usage: scripts/bench.py [overhead|pyframes|torch|report ...]   (no argument: all four, as `make bench` runs them)
+Usage: scripts/bench.py [overhead|pyframes|unwind|torch|budget|report ...]   (no argument: all, as `make bench`)
   overhead  malloc/free loop: no tool, empty uprobes (the floor), memleak-ai
   pyframes  the BPF Python frame walk at 10, 50 and 100 Python frames: memleak-ai with and without --no-python
+  unwind    a malloc 30 calls deep: table unwinding vs frame pointers; table sizes and build times of PyTorch
   torch     PyTorch CPU training step: no tool, torch/CUDA layers, every layer, each with and without Python frames
   report    report time over 1,000,000 outstanding allocations
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
@@ -11,6 +12,7 @@ BENCH_TORCH_STEPS (20).
 """
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -261,6 +263,101 @@ def pyframes_bench():
         print(f"  CHECK FAILED: {f}")
 
 
+def native_depth(rep):
+    """Native frames of the one kept 64-byte allocation (caller included) of a deepbench report."""
+    st = [s for s in rep["stacks"] if s["layer"] == "libc" and s["bytes"] == 64 and s["count"] == 1]
+    return len(st[0]["frames"]) if st else 0
+
+
+def unwind_bench():
+    """
+    Native unwinding: BPF run time per event of a malloc 30 calls deep (tests/bench/deepbench.c), three ways,
+    interleaved per round: the -fomit-frame-pointer build unwound with the tables, the -fno-omit-frame-pointer
+    build walked by frame pointers (--unwind fp: the classic capture of the same 30 frames), and the
+    -fomit-frame-pointer build with frame pointers only (what it costs to get almost nothing). Then the tables
+    of a PyTorch process (memleak-ai -v's lines): rows, memory and build time per library.
+    """
+    iters = int(os.environ.get("BENCH_UNWIND_ITERS", "100000"))
+    rounds = int(os.environ.get("BENCH_UNWIND_ROUNDS", str(max(ROUNDS, 5))))
+    modes = {"tables": ("deepbench-nofp", []), "fp-build": ("deepbench-fp", ["--unwind", "fp"]),
+             "fp-only": ("deepbench-nofp", ["--unwind", "fp"])}
+    res = {m: {"wall": [], "depth": [], **{k: [] for k in PROGS}} for m in modes}
+    failures = []
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=False)
+    try:
+        for r in range(rounds):
+            order = list(modes) if r % 2 == 0 else list(reversed(modes))
+            for m in order:
+                exe, extra = modes[m]
+                t = subprocess.Popen([os.path.join(B, exe), str(iters)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                read_line(t.stdout, 30, "deepbench ready")
+                tool = start_tool(t.pid, extra)
+                before = prog_stats(set(PROGS), tool.pid)
+                t.stdin.write(b"g")
+                t.stdin.flush()
+                res[m]["wall"].append(float(read_line(t.stdout, 300, "deepbench result")))
+                delta = stat_delta(before, prog_stats(set(PROGS), tool.pid))
+                t.stdin.write(b"k")
+                t.stdin.flush()
+                read_line(t.stdout, 30, "deepbench kept")
+                time.sleep(0.2)
+                rep = stop_tool(tool)
+                t.kill()
+                t.wait()
+                for k in PROGS:
+                    ns, cnt = delta.get(k, (0, 0))
+                    res[m][k].append(ns / cnt if cnt else float("nan"))
+                    if cnt != iters:
+                        failures.append(f"{m}: {k} ran {cnt} times for {iters} iterations")
+                res[m]["depth"].append(native_depth(rep))
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
+    print(f"Native unwinding (malloc 30 calls deep, {iters} malloc + free per run, {rounds} rounds, interleaved):")
+    labels = {"tables": "tables, -fomit-frame-pointer build", "fp-build": "frame pointers, -fno-omit-frame-pointer build",
+              "fp-only": "frame pointers, -fomit-frame-pointer build"}
+    for m in modes:
+        print(f"  {labels[m]:46s}: BPF alloc_enter {med_range(res[m]['alloc_enter'])} ns/event, frames captured "
+              f"{med_range(res[m]['depth'])}, ns per iteration {med_range(res[m]['wall'])}")
+    at = statistics.median(res["tables"]["alloc_enter"])
+    print(f"  goal: alloc_enter < 1000 ns per event for a 30-frame stack with the tables: "
+          f"{'met' if at < 1000 else 'NOT met'} ({at:.0f} ns)")
+    for f in failures:
+        print(f"  CHECK FAILED: {f}")
+    tables_bench()
+
+
+def tables_bench():
+    """The unwinding tables of a PyTorch CPU process, as memleak-ai -v reports them when it attaches (3 attaches)."""
+    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode:
+        print("  (table sizes skipped: no torch for " + py + ")")
+        return
+    t = subprocess.Popen([py, "-c", "import torch, sys; print('ready', flush=True); sys.stdin.read()"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    read_line(t.stdout, 60, "torch ready")
+    rows = {}
+    try:
+        for _ in range(3):
+            tool = subprocess.Popen([TOOL, "-v", "-p", str(t.pid), "--max-overhead", "100", "3600"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for line in tool.stderr:
+                if "attached to pid" in line:
+                    break
+                m = re.search(r"unwinding table for (\S+): (\d+) rows, (\d+) index entries, (\d+) KiB, built in "
+                              r"([0-9.]+) ms", line)
+                if m:
+                    rows.setdefault(m.group(1), []).append((int(m.group(2)), int(m.group(4)), float(m.group(5))))
+            tool.send_signal(2)
+            tool.communicate(timeout=60)
+    finally:
+        t.kill()
+    total = sum(v[0][1] for v in rows.values())
+    print(f"  unwinding tables of a PyTorch CPU process ({len(rows)} files, {total / 1024:.1f} MiB in all); largest:")
+    for path, v in sorted(rows.items(), key=lambda kv: -kv[1][0][1])[:8]:
+        print(f"    {os.path.basename(path):32s} {v[0][0]:9d} rows {v[0][1]:7d} KiB, built in "
+              f"{med_range([x[2] for x in v], '{:.1f}')} ms")
+
+
 def torch_bench():
     """
     PyTorch CPU training step, one process, interleaved: no tool; the torch/CUDA layers; every layer; each
@@ -401,8 +498,8 @@ def budget_bench():
 
 
 def main(argv):
-    benches = {"overhead": overhead_bench, "pyframes": pyframes_bench, "torch": torch_bench, "budget": budget_bench,
-               "report": report_bench}
+    benches = {"overhead": overhead_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
+               "budget": budget_bench, "report": report_bench}
     names = argv or list(benches)
     for n in names:
         if n not in benches:

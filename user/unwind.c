@@ -75,7 +75,7 @@ struct unwinder {
 
 void unwind_capacity(uint64_t mem, uint32_t *rows, uint32_t *index)
 {
-	uint64_t r = mem / 16 * 15 / sizeof(struct ml_urow), i = mem / 16 / IDX_STRIDE;
+	uint64_t r = mem / 5 * 4 / sizeof(struct ml_urow), i = mem / 5 / IDX_STRIDE;
 
 	*rows = r > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)(r ? r : 1);
 	*index = i > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)(i ? i : 1);
@@ -275,7 +275,8 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 	struct ml_unwind_table t = {};
 	struct ml_ufile uf;
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), lo, hi;
-	uint32_t nrows = 0, npages;
+	uint32_t nrows = 0, npages, shift;
+	struct ml_urow *conv = NULL;
 	int fd, dfd = -1, err = 0;
 	Elf *elf;
 
@@ -303,38 +304,48 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 		close(dfd);
 	if (err || !t.n)
 		goto out;
-	lo = t.rows[0].pc & ~(uint64_t)((1u << ML_UW_PAGE_SHIFT) - 1);
+	lo = t.rows[0].pc & ~(uint64_t)((1u << ML_UW_MAX_SHIFT) - 1);
 	hi = t.rows[t.n - 1].pc;
 	if (hi - lo > UINT32_MAX || t.n > UINT32_MAX / 2) {
 		ml_info("%s: unwinding table spans over 4 GiB: frame pointers only", mp->path);
 		goto out;
 	}
-	npages = (uint32_t)((hi - lo) >> ML_UW_PAGE_SHIFT) + 1;
-	/* Worst case every row kept; trimmed below once the rows are merged. */
-	if (ext_take(&u->free_rows, (uint32_t)t.n, &f->row_base)) {
-		err = -ENOSPC;
-		goto out;
-	}
-	if (ext_take(&u->free_index, npages + 1, &f->idx_base)) {
-		ext_put(&u->free_rows, f->row_base, (uint32_t)t.n);
-		err = -ENOSPC;
+	conv = malloc(t.n * sizeof(*conv));
+	if (!conv) {
+		err = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < t.n; i++) {
 		struct ml_urow w = wire_row(&t.rows[i], lo);
-		struct ml_urow *dst = &u->rows[f->row_base];
 
-		if (nrows && same_wire(&dst[nrows - 1], &w))
+		if (nrows && same_wire(&conv[nrows - 1], &w))
 			continue;
-		dst[nrows++] = w;
+		conv[nrows++] = w;
 	}
-	if (nrows < t.n)
-		ext_put(&u->free_rows, f->row_base + nrows, (uint32_t)t.n - nrows);
-	/* index[p]: the last row at or before the start of page p (0 when none is) */
+	/*
+	 * Index granularity: the finest power of two (down to 2^ML_UW_MIN_SHIFT bytes) that keeps about
+	 * ML_UW_ROWS_PER_SLOT rows per index entry, so the BPF search takes two or three steps and the index
+	 * costs a fraction of the rows.
+	 */
+	shift = ML_UW_MAX_SHIFT;
+	while (shift > ML_UW_MIN_SHIFT && ((hi - lo) >> (shift - 1)) + 1 <= nrows / ML_UW_ROWS_PER_SLOT)
+		shift--;
+	npages = (uint32_t)((hi - lo) >> shift) + 1;
+	if (ext_take(&u->free_rows, nrows, &f->row_base)) {
+		err = -ENOSPC;
+		goto out;
+	}
+	if (ext_take(&u->free_index, npages + 1, &f->idx_base)) {
+		ext_put(&u->free_rows, f->row_base, nrows);
+		err = -ENOSPC;
+		goto out;
+	}
+	memcpy(&u->rows[f->row_base], conv, nrows * sizeof(*conv));
+	/* index[p]: the last row at or before the start of slot p (0 when none is) */
 	for (uint32_t p = 0, r = 0; p <= npages; p++) {
-		uint64_t at = (uint64_t)p << ML_UW_PAGE_SHIFT;
+		uint64_t at = (uint64_t)p << shift;
 
-		while (r + 1 < nrows && u->rows[f->row_base + r + 1].pc <= at)
+		while (r + 1 < nrows && conv[r + 1].pc <= at)
 			r++;
 		put_index(u, f->idx_base + p, p == npages ? nrows - 1 : r);
 	}
@@ -342,7 +353,8 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 	f->n_idx = npages + 1;
 	f->lo = lo;
 	f->debug_file = dfd >= 0;
-	uf = (struct ml_ufile){ .row_base = f->row_base, .n_rows = nrows, .idx_base = f->idx_base, .n_pages = npages };
+	uf = (struct ml_ufile){ .row_base = f->row_base, .n_rows = nrows, .idx_base = f->idx_base, .n_pages = npages,
+				.shift = shift };
 	if (bpf_map_update_elem(u->ufiles_fd, &slot, &uf, BPF_ANY)) {
 		err = -errno;
 		ext_put(&u->free_rows, f->row_base, nrows);
@@ -363,6 +375,7 @@ out:
 		err = 0;
 	}
 	f->build_ns = ml_clock_ns(CLOCK_MONOTONIC) - t0;
+	free(conv);
 	ml_unwind_table_free(&t);
 	return err == -ENOMEM ? err : 0;
 }

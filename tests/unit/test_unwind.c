@@ -63,7 +63,7 @@ static const struct ml_urow *bpf_style_lookup(const struct ml_urow *rows, const 
 					      const struct ml_ufile *f, uint64_t off)
 {
 	uint32_t r0, r1;
-	uint64_t page = off >> ML_UW_PAGE_SHIFT;
+	uint64_t page = off >> f->shift;
 
 	if (page >= f->n_pages)
 		return NULL;
@@ -90,7 +90,7 @@ static void test_tables(void)
 	int n, child, fd;
 
 	unwind_capacity(64ULL << 20, &rows, &index);
-	check(rows == (64u << 20) / 16 * 15 / 8 && index == (64u << 20) / 16 / 8, "capacity split 15/16 rows, 1/16 index");
+	check(rows == (64u << 20) / 5 * 4 / 8 && index == (64u << 20) / 5 / 8, "capacity split 4/5 rows, 1/5 index");
 	if (!skel) {
 		check(0, "open the BPF object");
 		return;
@@ -143,7 +143,7 @@ static void test_tables(void)
 
 			for (uint64_t vpc = lo; vpc < hi; vpc += 7) {
 				const struct ml_unwind_row *want = ml_unwind_lookup(&t, vpc);
-				uint64_t runtime = vpc - (lo & ~4095ULL) + m->adj;
+				uint64_t runtime = vpc - (lo & ~((1ULL << ML_UW_MAX_SHIFT) - 1)) + m->adj;
 				const struct ml_urow *got = bpf_style_lookup(wr, wi, &uf, runtime - m->adj);
 
 				tested++;

@@ -1,0 +1,60 @@
+/*
+ * Unwinding benchmark target: every iteration is one malloc(64) + free 30 calls deep (deep_1 -> ... -> deep_30
+ * -> malloc). Built twice: -fomit-frame-pointer (as distributions ship) and -fno-omit-frame-pointer (what a
+ * frame-pointer walk needs). On stdin: 'g' runs the loop and prints ns per iteration, 'k' makes one allocation
+ * that is kept (its stack shows the depth captured), 'q' or EOF ends.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile int sink;
+static void *kept;
+
+#define LAST(k)                                                          \
+	__attribute__((noinline)) void *deep_##k(size_t n, int keep)     \
+	{                                                                \
+		void *p = malloc(n);                                     \
+		if (!keep)                                               \
+			free(p);                                         \
+		sink++;                                                  \
+		return p;                                                \
+	}
+#define STEP(k, next)                                                    \
+	__attribute__((noinline)) void *deep_##k(size_t n, int keep)     \
+	{                                                                \
+		void *p = deep_##next(n, keep);                          \
+		sink++;                                                  \
+		return p;                                                \
+	}
+LAST(30)
+STEP(29, 30) STEP(28, 29) STEP(27, 28) STEP(26, 27) STEP(25, 26) STEP(24, 25) STEP(23, 24) STEP(22, 23)
+STEP(21, 22) STEP(20, 21) STEP(19, 20) STEP(18, 19) STEP(17, 18) STEP(16, 17) STEP(15, 16) STEP(14, 15)
+STEP(13, 14) STEP(12, 13) STEP(11, 12) STEP(10, 11) STEP(9, 10) STEP(8, 9) STEP(7, 8) STEP(6, 7)
+STEP(5, 6) STEP(4, 5) STEP(3, 4) STEP(2, 3) STEP(1, 2)
+
+int main(int argc, char **argv)
+{
+	long iters = argc > 1 ? atol(argv[1]) : 100000;
+	struct timespec a, b;
+	char c;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	printf("ready\n");
+	while (read(0, &c, 1) == 1 && c != 'q') {
+		if (c == 'k') {
+			kept = deep_1(64, 1);
+			printf("kept\n");
+			continue;
+		}
+		if (c != 'g')
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (long i = 0; i < iters; i++)
+			deep_1(64, 0);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / iters);
+	}
+	return 0;
+}
