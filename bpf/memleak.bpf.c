@@ -80,13 +80,6 @@ struct {
 } uindex SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, ML_UW_FILES);
-	__type(key, __u32);
-	__type(value, struct ml_ufile);
-} ufiles SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, ML_UW_PROCS);
@@ -551,37 +544,34 @@ static __always_inline const struct ml_umap *uw_map(struct uw_walk *c, __u64 pc)
 /* The row covering pc in a mapping's table, or NULL where the table has none. */
 static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u64 pc)
 {
-	const struct ml_ufile *f;
 	const struct ml_urow *row;
 	__u32 key, base, len, *ip;
 	__u64 off = pc - m->adj;
 
-	key = m->file;
-	f = bpf_map_lookup_elem(&ufiles, &key);
-	if (!f || off >> 32 || (off >> (f->shift & 31)) >= f->n_pages)
+	if (off >> 32 || (off >> (m->shift & 31)) >= m->n_slots)
 		return NULL;
-	key = f->idx_base + (__u32)(off >> (f->shift & 31));
+	key = m->idx_base + (__u32)(off >> (m->shift & 31));
 	ip = bpf_map_lookup_elem(&uindex, &key);
 	if (!ip)
 		return NULL;
 	base = *ip;
 	key++;
 	ip = bpf_map_lookup_elem(&uindex, &key);
-	if (!ip || *ip < base || *ip >= f->n_rows)
+	if (!ip || *ip < base || *ip >= m->n_rows)
 		return NULL;
 	/* The last row with pc <= off lies in [base, *ip]: a slot is at most 4 KiB, so 13 halvings do. */
 	len = *ip - base + 1;
 	for (int k = 0; k < 13 && len > 1; k++) {
 		__u32 half = len / 2;
 
-		key = f->row_base + base + half;
+		key = m->row_base + base + half;
 		row = bpf_map_lookup_elem(&urows, &key);
 		if (!row)
 			return NULL;
 		base += half & (__u32)ML_LE_MASK(row->pc, off);
 		len -= half;
 	}
-	key = f->row_base + base;
+	key = m->row_base + base;
 	row = bpf_map_lookup_elem(&urows, &key);
 	if (!row || row->pc > (__u32)off)
 		return NULL;
@@ -593,7 +583,13 @@ static long uw_step(__u32 i, void *arg)
 {
 	struct uw_walk *c = arg;
 	const struct ml_umap *m = uw_map(c, c->pc);
-	const struct ml_urow *row = m ? uw_row(m, c->exact ? c->pc : c->pc - 1) : NULL;
+	const struct ml_urow *row = NULL;
+	struct ml_umap here;
+
+	if (m) {
+		here = *m; /* the fields as plain values: the search below then verifies as one path */
+		row = uw_row(&here, c->exact ? c->pc : c->pc - 1);
+	}
 	__u8 kind = row ? row->kind : ML_UW_NONE_FDE;
 	__u64 cfa, ra, bp = c->bp, word = ML_UW_NONE;
 	struct ml_stack *st = &c->sc->st;

@@ -188,7 +188,7 @@ struct ml_stack {
 #define ML_UW_MAX_SHIFT 12   /* index slots cover 2^shift bytes, shift chosen per file in [MIN, MAX] */
 #define ML_UW_MIN_SHIFT 6
 #define ML_UW_ROWS_PER_SLOT 4
-#define ML_UW_FILES 4096   /* files with a table at once */
+#define ML_UW_FILES 4096   /* files with a table at once (user space) */
 #define ML_UW_MAPS 512     /* executable mappings of one process that can have a table */
 #define ML_UW_PROCS 4096   /* processes with their mappings registered */
 #define ML_UW_NONE 0xffffffffU
@@ -218,16 +218,15 @@ struct ml_urow {
 	__u8 kind;
 };
 
-struct ml_ufile {
-	__u32 row_base, n_rows; /* rows [row_base, row_base + n_rows) of the row array */
-	__u32 idx_base, n_pages; /* index entries [idx_base, idx_base + n_pages] (one more than slots) */
-	__u32 shift, pad;       /* a slot covers 2^shift bytes */
-};
-
-/* One executable mapping with a table: pc in [start, end) is looked up at pc - adj in file's table. */
+/*
+ * One executable mapping with a table: pc in [start, end) is looked up at pc - adj in the file's table, whose
+ * place in the shared arrays is copied here so a frame needs no other lookup to find it.
+ */
 struct ml_umap {
 	__u64 start, end, adj;
-	__u32 file, pad;
+	__u32 row_base, n_rows; /* rows [row_base, row_base + n_rows) of the row array */
+	__u32 idx_base, n_slots; /* index entries [idx_base, idx_base + n_slots] (one more than slots) */
+	__u32 shift, file;       /* a slot covers 2^shift bytes; file: user space's id of the table */
 };
 
 /* A process's executable mappings with tables, sorted by start. */

@@ -44,7 +44,7 @@ struct uw_file {
 	bool debug_file;
 	uint64_t dev, ino;
 	char *path;
-	uint32_t row_base, n_rows, idx_base, n_idx;
+	uint32_t row_base, n_rows, idx_base, n_idx, shift;
 	uint64_t lo; /* ELF address of table offset 0 */
 	uint64_t build_ns;
 	uint32_t users;
@@ -59,7 +59,7 @@ struct uw_proc {
 };
 
 struct unwinder {
-	int umaps_fd, ufiles_fd;
+	int umaps_fd;
 	struct ml_urow *rows;
 	uint8_t *index;
 	size_t rows_len, index_len; /* mmap lengths */
@@ -155,7 +155,6 @@ struct unwinder *unwinder__new(struct memleak_bpf *skel, const struct unwind_opt
 	if (!u)
 		goto fail;
 	u->umaps_fd = bpf_map__fd(skel->maps.umaps);
-	u->ufiles_fd = bpf_map__fd(skel->maps.ufiles);
 	u->rows_cap = bpf_map__max_entries(skel->maps.urows);
 	u->index_cap = bpf_map__max_entries(skel->maps.uindex);
 	if (o->debug_dir && !(u->debug_dir = strdup(o->debug_dir)))
@@ -270,10 +269,9 @@ static void read_segs(Elf *elf, struct uw_file *f)
 }
 
 /* Parse a file and place its table; f->ok tells whether it got one. -ENOMEM only is an error. */
-static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struct uw_file *f, uint32_t slot)
+static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struct uw_file *f)
 {
 	struct ml_unwind_table t = {};
-	struct ml_ufile uf;
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), lo, hi;
 	uint32_t nrows = 0, npages, shift;
 	struct ml_urow *conv = NULL;
@@ -353,14 +351,7 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 	f->n_idx = npages + 1;
 	f->lo = lo;
 	f->debug_file = dfd >= 0;
-	uf = (struct ml_ufile){ .row_base = f->row_base, .n_rows = nrows, .idx_base = f->idx_base, .n_pages = npages,
-				.shift = shift };
-	if (bpf_map_update_elem(u->ufiles_fd, &slot, &uf, BPF_ANY)) {
-		err = -errno;
-		ext_put(&u->free_rows, f->row_base, nrows);
-		ext_put(&u->free_index, f->idx_base, npages + 1);
-		goto out;
-	}
+	f->shift = shift;
 	f->ok = true;
 	ml_info("unwinding table for %s: %u rows, %u index entries, %llu KiB, built in %.1f ms%s", mp->path, nrows,
 		npages + 1, (unsigned long long)(((uint64_t)nrows * sizeof(struct ml_urow) + (npages + 1ULL) * IDX_STRIDE) >> 10),
@@ -385,10 +376,7 @@ static void evict(struct unwinder *u, uint32_t slot)
 	struct uw_file *f = &u->files[slot];
 
 	if (f->ok) {
-		struct ml_ufile none = {};
-
 		ml_info("unwinding table for %s evicted: no traced process maps it", f->path);
-		bpf_map_update_elem(u->ufiles_fd, &slot, &none, BPF_ANY);
 		ext_put(&u->free_rows, f->row_base, f->n_rows);
 		ext_put(&u->free_index, f->idx_base, f->n_idx);
 	}
@@ -422,7 +410,7 @@ static int file_slot(struct unwinder *u, int pid, const struct ml_mapping *mp, u
 		memset(f, 0, sizeof(*f));
 		return -ENOMEM;
 	}
-	err = build(u, pid, mp, f, (uint32_t)free_slot);
+	err = build(u, pid, mp, f);
 	if (err) {
 		evict(u, (uint32_t)free_slot);
 		return err;
@@ -522,7 +510,10 @@ int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps)
 			u->warned_maps = true;
 			continue;
 		}
-		um->m[um->n++] = (struct ml_umap){ .start = mp->start, .end = mp->end, .adj = adj, .file = slot };
+		um->m[um->n++] = (struct ml_umap){ .start = mp->start, .end = mp->end, .adj = adj, .file = slot,
+						   .row_base = u->files[slot].row_base, .n_rows = u->files[slot].n_rows,
+						   .idx_base = u->files[slot].idx_base, .n_slots = u->files[slot].n_idx - 1,
+						   .shift = u->files[slot].shift };
 	}
 	if (bpf_map_update_elem(u->umaps_fd, &key, um, BPF_ANY))
 		err = -errno;
