@@ -982,25 +982,6 @@ int ml_unwind_from_elf(int fd, int debug_fd, struct ml_unwind_table *out)
 	return err;
 }
 
-int ml_ehframe_from_elf(int fd, struct ml_unwind_table *out)
-{
-	Elf_Data *eh;
-	uint64_t addr = 0;
-	Elf *elf;
-	int err;
-
-	memset(out, 0, sizeof(*out));
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ENOEXEC;
-	elf = open_elf(fd);
-	if (!elf)
-		return -ENOEXEC;
-	eh = section_data(elf, ".eh_frame", &addr);
-	err = eh ? ml_ehframe_parse(eh->d_buf, eh->d_size, addr, out) : -ENOENT;
-	elf_end(elf);
-	return err;
-}
-
 const struct ml_unwind_row *ml_unwind_lookup(const struct ml_unwind_table *t, uint64_t pc)
 {
 	size_t lo = 0, hi = t ? t->n : 0;

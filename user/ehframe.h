@@ -87,13 +87,6 @@ struct ml_unwind_table {
 int ml_ehframe_parse(const uint8_t *data, size_t len, uint64_t sect_addr, struct ml_unwind_table *out);
 
 /*
- * Read the .eh_frame section of the ELF file open on fd (libelf, the file's own offsets; fd is not
- * closed) and parse it. -ENOEXEC if not a 64-bit x86-64 ELF, -ENOENT if it has no .eh_frame with
- * contents, else as ml_ehframe_parse.
- */
-int ml_ehframe_from_elf(int fd, struct ml_unwind_table *out);
-
-/*
  * The row covering pc (the last row whose pc is <= pc), or NULL before the first row. Past the end of
  * an FDE that is the ML_CFA_NONE row closing it.
  */

@@ -731,7 +731,7 @@ static void compare_with_readelf(const char *path, const char *label, const char
 	int fd, err;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	err = fd < 0 ? -errno : ml_ehframe_from_elf(fd, &t);
+	err = fd < 0 ? -errno : ml_unwind_from_elf(fd, -1, &t);
 	if (fd >= 0)
 		close(fd);
 	snprintf(name, sizeof(name), "%s: table built from .eh_frame", label);
@@ -866,7 +866,7 @@ static void test_from_elf_errors(void)
 	struct ml_unwind_table t;
 	int fd = open("/dev/null", O_RDONLY);
 
-	CHECK(fd >= 0 && ml_ehframe_from_elf(fd, &t) == -ENOEXEC && t.n == 0, "from_elf: not an ELF is -ENOEXEC");
+	CHECK(fd >= 0 && ml_unwind_from_elf(fd, -1, &t) == -ENOEXEC && t.n == 0, "from_elf: not an ELF is -ENOEXEC");
 	if (fd >= 0)
 		close(fd);
 }

@@ -77,9 +77,31 @@ static const struct ml_urow *bpf_style_lookup(const struct ml_urow *rows, const 
 	return best;
 }
 
-static void test_tables(void)
+/* The real BPF object, loaded with its table arrays sized for mem bytes; NULL (reported) on failure. */
+static struct memleak_bpf *load(uint64_t mem)
 {
 	struct memleak_bpf *skel = memleak_bpf__open();
+	uint32_t rows, index;
+
+	if (!skel) {
+		check(0, "open the BPF object");
+		return NULL;
+	}
+	unwind_capacity(mem, &rows, &index);
+	skel->rodata->unwind_tables = 1;
+	bpf_map__set_max_entries(skel->maps.urows, rows);
+	bpf_map__set_max_entries(skel->maps.uindex, index);
+	if (memleak_bpf__load(skel)) {
+		check(0, "load the BPF object (root needed)");
+		memleak_bpf__destroy(skel);
+		return NULL;
+	}
+	return skel;
+}
+
+static void test_tables(void)
+{
+	struct memleak_bpf *skel;
 	struct ml_maps maps = {};
 	struct ml_unwind_table t = {};
 	struct unwinder *u = NULL;
@@ -91,18 +113,9 @@ static void test_tables(void)
 
 	unwind_capacity(64ULL << 20, &rows, &index);
 	check(rows == (64u << 20) / 5 * 4 / 8 && index == (64u << 20) / 5 / 8, "capacity split 4/5 rows, 1/5 index");
-	if (!skel) {
-		check(0, "open the BPF object");
+	skel = load(64ULL << 20);
+	if (!skel)
 		return;
-	}
-	skel->rodata->unwind_tables = 1;
-	bpf_map__set_max_entries(skel->maps.urows, rows);
-	bpf_map__set_max_entries(skel->maps.uindex, index);
-	if (memleak_bpf__load(skel)) {
-		check(0, "load the BPF object (root needed)");
-		memleak_bpf__destroy(skel);
-		return;
-	}
 	u = unwinder__new(skel, &(struct unwind_opts){ .mem = 64ULL << 20 });
 	check(u != NULL, "unwinder maps its arrays");
 	if (!u)
@@ -224,21 +237,13 @@ out:
 
 static void test_no_room(void)
 {
-	struct memleak_bpf *skel = memleak_bpf__open();
+	struct memleak_bpf *skel = load(1ULL << 16);
 	struct ml_maps maps = {};
 	struct unwinder *u;
-	uint32_t rows, index;
 	uint64_t used, cap, no_room;
 
-	unwind_capacity(1ULL << 16, &rows, &index);
-	skel->rodata->unwind_tables = 1;
-	bpf_map__set_max_entries(skel->maps.urows, rows);
-	bpf_map__set_max_entries(skel->maps.uindex, index);
-	if (memleak_bpf__load(skel)) {
-		check(0, "load with a small budget");
-		memleak_bpf__destroy(skel);
+	if (!skel)
 		return;
-	}
 	u = unwinder__new(skel, &(struct unwind_opts){ .mem = 1ULL << 16 });
 	ml_maps__read(getpid(), &maps);
 	unwinder__sync(u, getpid(), &maps);
