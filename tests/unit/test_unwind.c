@@ -342,6 +342,29 @@ static void test_debug_file(void)
 	      "a debug file with another build-id is refused");
 	elf_end(e);
 	close(fd);
+
+	/* .gnu_debuglink: a copy of this program pointing at its debug file beside it, CRC-checked */
+	snprintf(cmd, sizeof(cmd), "cp /proc/%d/exe %s/prog && cd %s && objcopy --only-keep-debug prog prog.dbg && "
+		 "objcopy --add-gnu-debuglink=prog.dbg prog && cp prog.dbg keep.dbg", getpid(), dir, dir);
+	check(system(cmd) == 0, "debuglink: copy made with objcopy --add-gnu-debuglink");
+	snprintf(path, sizeof(path), "%s/prog", dir);
+	fd = open(path, O_RDONLY);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	dfd = ml_debug_file_open(0, "/nonexistent", e, path);
+	check(dfd >= 0, "debuglink: found beside the object (no build-id file under the debug directory)");
+	if (dfd >= 0)
+		close(dfd);
+	snprintf(cmd, sizeof(cmd), "echo x >> %s/prog.dbg", dir);
+	check(system(cmd) == 0 && ml_debug_file_open(0, "/nonexistent", e, path) == -ENOENT,
+	      "debuglink: a debug file whose CRC differs is refused");
+	snprintf(cmd, sizeof(cmd), "cd %s && mkdir -p .debug && mv keep.dbg .debug/prog.dbg && rm prog.dbg", dir);
+	check(system(cmd) == 0, "debuglink: the good debug file moved to .debug/");
+	dfd = ml_debug_file_open(0, "/nonexistent", e, path);
+	check(dfd >= 0, "debuglink: found in the object's .debug/ directory");
+	if (dfd >= 0)
+		close(dfd);
+	elf_end(e);
+	close(fd);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	system(cmd);
 }
