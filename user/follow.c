@@ -74,11 +74,12 @@ int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct unwi
 	err = ml_maps__read(pid, &maps);
 	if (err)
 		return err;
-	n = probes__sync(pr, &maps);
-	if (n >= 0 && py && pyframes__sync(py, &maps) < 0)
-		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
-	if (n >= 0 && uw && unwinder__sync(uw, pid, &maps) == -ENOMEM)
+	/* Tables and the Python layout first: the first event a new probe sees already gets its whole stack. */
+	if (uw && unwinder__sync(uw, pid, &maps) == -ENOMEM)
 		ml_notice("pid %d: out of memory building unwinding tables", pid);
+	if (py && pyframes__sync(py, &maps) < 0)
+		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
+	n = probes__sync(pr, &maps);
 	ml_maps__clear(&maps);
 	if (n >= 0 && sym)
 		symbolizer__refresh(sym);

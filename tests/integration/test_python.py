@@ -81,9 +81,16 @@ def check_basic(python):
     # 70 allocations ran Python code: 20 kept, 50 churned (smaller objects come from CPython's own arenas).
     check(rep["stats"]["python"]["with_frames"] >= 70, f"python stats: {rep['stats']['python']}")
     check(rep["stats"]["events"]["frees_matched"] >= 50, f"churn's frees matched: {rep['stats']['events']}")
-    # Frames appear in call order with the native ones: the allocator's caller first, then Python.
+    # Frames appear in call order with the native ones: the allocator's caller and the interpreter's C
+    # functions up to the eval loop, the Python frames that loop ran in its place, then the interpreter's
+    # start-up frames down to _start (unwound with the tables: libpython keeps no frame pointers).
     kinds = [f["kind"] for f in st[0]["frames"]]
-    check(kinds[0] == "native" and kinds[-1] == "python", f"frame kinds: {kinds}")
+    first, last = kinds.index("python"), len(kinds) - 1 - kinds[::-1].index("python")
+    check(kinds[0] == "native" and kinds[first:last + 1] == ["python"] * 4 and
+          all(k == "native" for k in kinds[last + 1:]) and st[0]["frames"][-1]["func"] == "_start",
+          f"frame kinds: {kinds}, last {st[0]['frames'][-1]['func']}")
+    check(any(f["func"] == "Py_RunMain" for f in st[0]["frames"][last + 1:]),
+          "the interpreter's own frames below the Python ones (Py_RunMain)")
 
 
 @test
