@@ -528,7 +528,7 @@ static __always_inline const struct ml_umap *uw_map(struct uw_walk *c, __u64 pc)
 		return &um->m[i];
 	if (!len || len > ML_UW_MAPS)
 		return NULL;
-	for (int k = 0; k < 10 && len > 1; k++) {
+	for (int k = 0; k < 10; k++) {
 		__u32 half = len / 2;
 
 		base += half & (__u32)ML_LE_MASK(um->m[(base + half) & (ML_UW_MAPS - 1)].start, pc);
@@ -869,7 +869,7 @@ int BPF_KPROBE(alloc_enter)
 	const volatile struct ml_spec *s;
 	struct ml_thread *th;
 	struct ml_call *t;
-	__u64 sp = PT_REGS_SP(ctx), size, now;
+	__u64 sp = PT_REGS_SP(ctx), size, now, *caller, *stack_id;
 	struct ml_args args;
 
 	if (idx >= ML_MAX_SPECS)
@@ -886,8 +886,9 @@ int BPF_KPROBE(alloc_enter)
 		 * would terminate the target. The allocation is taken where the wrapper calls into C. */
 		th->wrap.sp = sp;
 		th->wrap.entry_ns = bpf_ktime_get_ns();
-		capture_stack(ctx, th, &th->wrap.caller, &th->wrap.stack_id, false);
-		return 0;
+		caller = &th->wrap.caller;
+		stack_id = &th->wrap.stack_id;
+		goto capture;
 	}
 	t = &th->calls[s->group & (ML_GROUPS - 1)];
 	now = bpf_ktime_get_ns();
@@ -932,13 +933,19 @@ int BPF_KPROBE(alloc_enter)
 	if (!s->size_out_arg && (size < min_size || size > max_size)) {
 		t->stack_id = ML_STACK_NONE;
 		t->caller = 0;
-	} else if (s->use_wrap && th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS) {
+		return 0;
+	}
+	if (s->use_wrap && th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS) {
 		t->caller = th->wrap.caller;
 		t->stack_id = th->wrap.stack_id;
 		th->wrap.sp = 0;
-	} else {
-		capture_stack(ctx, th, &t->caller, &t->stack_id, false);
+		return 0;
 	}
+	caller = &t->caller;
+	stack_id = &t->stack_id;
+capture:
+	/* One call site: the unwinder is verified once per program, not once per caller. */
+	capture_stack(ctx, th, caller, stack_id, false);
 	return 0;
 }
 

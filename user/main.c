@@ -87,6 +87,9 @@ static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **ou
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
 	skel->rodata->unwind_tables = o->unwind_tables;
+	/* A budget of 100% never switches to heap-growth mode: its program need not be verified (seconds). */
+	if (o->max_overhead >= 100)
+		bpf_program__set_autoload(skel->progs.heap_exit, false);
 	if (o->unwind_tables) {
 		uint32_t rows, index;
 
