@@ -86,6 +86,7 @@ def every_chain_matches_gdb_frame_by_frame():
     eq(got[4444]["frames"][0]["func"], "operator new(unsigned long)", "C++ new: operator new is malloc's caller")
     check(got[4444]["frames"][1]["func"].startswith("new_site"), "then the new expression's function")
     eq(os.path.basename(got[3333]["frames"][0]["module"]), "libunwind_fix.so", "lib: frames in the shared library")
+    # __restore_rt is a local symbol: named from libc's debug file (libc6-dbg, installed by install-deps.sh)
     sig = tool_frames(got[5555])
     eq(sig[:3], [("on_alarm", sig[0][1]), ("__restore_rt", None), ("spin", sig[2][1])],
        "signal: handler, trampoline, interrupted function")
