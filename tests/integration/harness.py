@@ -166,6 +166,23 @@ def attached_run(argv, *tool_args, after_go=None, ready_timeout=60, done_timeout
         fx.wait()
 
 
+DEBIAN_PY = "/usr/bin/python3.11"  # libpython linked into the executable; has python3-torch
+TORCH_SCRIPT = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
+
+
+def torch_kept_losses(*tool_args):
+    """The PyTorch CPU loop that keeps its losses, traced in the torch_cpu layer: (the last periodic report,
+    its growing torch_cpu stacks, the largest of them)."""
+    if not os.access(DEBIAN_PY, os.X_OK):
+        raise Fail("Debian python3.11 missing")
+    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
+                           *tool_args, "0.5")
+    rep = tool.reports()[-2]
+    growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
+    check(growing, "kept losses: growing torch_cpu stacks")
+    return rep, growing, max(growing, key=lambda s: s["bytes"])
+
+
 def run_tool(*args, env=None, timeout=30):
     e = dict(os.environ)
     if env:

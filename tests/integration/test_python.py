@@ -4,11 +4,10 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, attached_run, check, eq, main, test  # noqa: E402
+from harness import (DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test,  # noqa: E402
+                     torch_kept_losses)
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_leaky.py")
-TORCH_SCRIPT = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
-DEBIAN_PY = "/usr/bin/python3.11"  # libpython linked into the executable; has python3-torch
 PYENV = os.path.expanduser("~/.pyenv/versions")
 
 
@@ -204,16 +203,8 @@ def python_frames_in_text_report():
 
 @test
 def pytorch_kept_losses_name_the_forward_line():
-    if not os.access(DEBIAN_PY, os.X_OK):
-        raise Fail("Debian python3.11 missing")
-    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
-                           "0.5")
-    reps = tool.reports()
+    _, growing, top = torch_kept_losses()
     fwd = markers(TORCH_SCRIPT)["forward"]
-    rep = reps[-2]
-    growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
-    check(growing, "kept losses: growing torch_cpu stacks")
-    top = max(growing, key=lambda s: s["bytes"])
     # Inner frames are PyTorch's own Python (functional.py's relu, ...); the job's line is the outermost.
     eq(py_frames(top)[-1], (TORCH_SCRIPT, "<module>", fwd), "the largest growing stack's outermost Python frame")
     on_line = sum(s["bytes"] for s in growing if (TORCH_SCRIPT, "<module>", fwd) in py_frames(s))

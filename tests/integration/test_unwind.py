@@ -7,12 +7,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, attached_run, check, eq, main, test  # noqa: E402
+from harness import FIX, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test, torch_kept_losses  # noqa: E402
 
 UNWIND = os.path.join(FIX, "unwind")  # g++ -O2 -fomit-frame-pointer, with libunwind_fix.so beside it
 UNWIND_DF = os.path.join(FIX, "unwind-df", "unwind")  # its library described by .debug_frame only
-TORCH_SCRIPT = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
-DEBIAN_PY = "/usr/bin/python3.11"
 SCENARIOS = {"five": 1111, "deep": 2222, "lib": 3333, "new": 4444, "signal": 5555}
 
 
@@ -138,14 +136,7 @@ def stripped_binary_named_from_its_debug_file():
 
 @test
 def libtorch_allocation_reaches_the_python_frames():
-    if not os.access(DEBIAN_PY, os.X_OK):
-        raise Fail("Debian python3.11 missing")
-    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
-                           "0.5")
-    rep = tool.reports()[-2]
-    growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
-    check(growing, "kept losses: growing torch_cpu stacks")
-    top = max(growing, key=lambda s: s["bytes"])
+    _, _, top = torch_kept_losses()
     fr = top["frames"]
     eq(os.path.basename(fr[0]["module"]), "libc10.so.1.13.0", "c10::alloc_cpu's caller is in libc10")
     at = [i for i, f in enumerate(fr) if f["kind"] == "native" and (f["func"] or "").startswith("at::")]
@@ -155,9 +146,8 @@ def libtorch_allocation_reaches_the_python_frames():
     check(any(f["kind"] == "python" and f["file"] == TORCH_SCRIPT and f["func"] == "<module>" for f in fr),
           "the job's own line is there")
     eq(fr[-1]["func"], "_start", "and the native frames go on to _start")
-    fp = attached_run([DEBIAN_PY, TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
-                      "--unwind", "fp", "0.5")[0].reports()[-2]
-    fp_at = max(sum(1 for f in s["frames"] if (f["func"] or "").startswith("at::")) for s in fp["stacks"])
+    _, growing_fp, _ = torch_kept_losses("--unwind", "fp")
+    fp_at = max(sum(1 for f in s["frames"] if (f["func"] or "").startswith("at::")) for s in growing_fp)
     check(fp_at < len(at), f"frame pointers alone see fewer at:: frames ({fp_at} vs {len(at)})")
 
 
