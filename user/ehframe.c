@@ -95,8 +95,11 @@ static int rd_u8(struct rd *r, uint8_t *out)
 	return 0;
 }
 
-/* At most 10 bytes, and the 10th may only carry bit 63: longer or wider encodings are malformed. */
-static int rd_uleb(struct rd *r, uint64_t *out)
+/*
+ * LEB128, at most 10 bytes; the 10th holds bit 63 only (unsigned: 0 or 1; signed: all of it sign, so 0x00
+ * or 0x7f): longer or wider encodings are malformed. Signed values are sign-extended from their last byte.
+ */
+static int rd_leb(struct rd *r, bool is_signed, uint64_t *out)
 {
 	uint64_t v = 0;
 	unsigned int shift = 0;
@@ -105,34 +108,30 @@ static int rd_uleb(struct rd *r, uint64_t *out)
 	do {
 		if (shift >= 64 || rd_u8(r, &b))
 			return -EINVAL;
-		if (shift == 63 && (b & 0x7e))
+		if (shift == 63 && (is_signed ? (b & 0x7f) != 0 && (b & 0x7f) != 0x7f : (b & 0x7e) != 0))
 			return -EINVAL;
 		v |= (uint64_t)(b & 0x7f) << shift;
 		shift += 7;
 	} while (b & 0x80);
+	if (is_signed && shift < 64 && (b & 0x40))
+		v |= ~0ULL << shift;
 	*out = v;
 	return 0;
 }
 
+static int rd_uleb(struct rd *r, uint64_t *out)
+{
+	return rd_leb(r, false, out);
+}
+
 static int rd_sleb(struct rd *r, int64_t *out)
 {
-	uint64_t v = 0;
-	unsigned int shift = 0;
-	uint8_t b;
+	uint64_t v;
+	int err = rd_leb(r, true, &v);
 
-	do {
-		if (shift >= 64 || rd_u8(r, &b))
-			return -EINVAL;
-		/* The 10th byte holds bit 63 only: all of it sign, so 0x00 or 0x7f. */
-		if (shift == 63 && (b & 0x7f) != 0 && (b & 0x7f) != 0x7f)
-			return -EINVAL;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while (b & 0x80);
-	if (shift < 64 && (b & 0x40))
-		v |= ~0ULL << shift;
-	*out = (int64_t)v;
-	return 0;
+	if (!err)
+		*out = (int64_t)v;
+	return err;
 }
 
 /* Whether the low nibble of a pointer encoding is a format we can read. */
