@@ -886,22 +886,15 @@ static int parse_sections(const uint8_t *eh, size_t eh_len, uint64_t eh_addr, co
 	return err;
 }
 
+/* NULL data with a length is refused by parse_sections; NULL with none is an empty section. */
 int ml_ehframe_parse(const uint8_t *data, size_t len, uint64_t sect_addr, struct ml_unwind_table *out)
 {
-	if (!data && len) {
-		memset(out, 0, sizeof(*out));
-		return -EINVAL;
-	}
-	return parse_sections(data ? data : (const uint8_t *)"", len, sect_addr, NULL, 0, false, out);
+	return parse_sections(data, len, sect_addr, NULL, 0, false, out);
 }
 
 int ml_debugframe_parse(const uint8_t *data, size_t len, struct ml_unwind_table *out)
 {
-	if (!data && len) {
-		memset(out, 0, sizeof(*out));
-		return -EINVAL;
-	}
-	return parse_sections(NULL, 0, 0, data ? data : (const uint8_t *)"", len, false, out);
+	return parse_sections(NULL, 0, 0, data, len, false, out);
 }
 
 /*
