@@ -591,7 +591,7 @@ static long uw_step(__u32 i, void *arg)
 		row = uw_row(&here, c->exact ? c->pc : c->pc - 1);
 	}
 	__u8 kind = row ? row->kind : ML_UW_NONE_FDE;
-	__u64 cfa, ra, bp = c->bp, word = ML_UW_NONE;
+	__u64 cfa, ra, bp = c->bp, word;
 	struct ml_stack *st = &c->sc->st;
 	__s64 off;
 

@@ -191,7 +191,6 @@ struct ml_stack {
 #define ML_UW_FILES 4096   /* files with a table at once (user space) */
 #define ML_UW_MAPS 512     /* executable mappings of one process that can have a table */
 #define ML_UW_PROCS 4096   /* processes with their mappings registered */
-#define ML_UW_NONE 0xffffffffU
 
 /* ml_urow.kind: bits 0-2 the CFA rule, bits 3-4 the rbp rule, bit 5 cfa_off counts 8-byte words. */
 enum ml_uw_cfa {
@@ -226,7 +225,7 @@ struct ml_umap {
 	__u64 start, end, adj;
 	__u32 row_base, n_rows; /* rows [row_base, row_base + n_rows) of the row array */
 	__u32 idx_base, n_slots; /* index entries [idx_base, idx_base + n_slots] (one more than slots) */
-	__u32 shift, file;       /* a slot covers 2^shift bytes; file: user space's id of the table */
+	__u32 shift, pad;        /* a slot covers 2^shift bytes */
 };
 
 /* A process's executable mappings with tables, sorted by start. */

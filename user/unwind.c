@@ -510,7 +510,7 @@ int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps)
 			u->warned_maps = true;
 			continue;
 		}
-		um->m[um->n++] = (struct ml_umap){ .start = mp->start, .end = mp->end, .adj = adj, .file = slot,
+		um->m[um->n++] = (struct ml_umap){ .start = mp->start, .end = mp->end, .adj = adj,
 						   .row_base = u->files[slot].row_base, .n_rows = u->files[slot].n_rows,
 						   .idx_base = u->files[slot].idx_base, .n_slots = u->files[slot].n_idx - 1,
 						   .shift = u->files[slot].shift };
