@@ -309,6 +309,27 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	fputc('\n', f);
 }
 
+/*
+ * The "totals" object: bytes, count and growth of each active layer. A process's own totals also keep an
+ * inactive layer whose growth since the last report is not zero (the records that went with it).
+ */
+static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool with_gone)
+{
+	jw_obj_begin(w, "totals");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		const struct ml_layer_total *t = &layers[layer];
+
+		if (!t->active && !(with_gone && t->growth_bytes))
+			continue;
+		jw_obj_begin(w, ml_layer_name(layer));
+		jw_u64(w, "bytes", t->bytes);
+		jw_u64(w, "count", t->count);
+		jw_i64(w, "growth_bytes", t->growth_bytes);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+}
+
 static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
 		      const size_t *order, uint64_t seq, bool final)
 {
@@ -325,19 +346,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_i64(&w, "pid", r->o.pid);
 	jw_bool(&w, "final", final);
 	jw_double(&w, "interval_s", s->elapsed_s);
-	jw_obj_begin(&w, "totals");
-	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
-		const struct ml_layer_total *t = &s->layers[layer];
-
-		if (!t->active)
-			continue;
-		jw_obj_begin(&w, ml_layer_name(layer));
-		jw_u64(&w, "bytes", t->bytes);
-		jw_u64(&w, "count", t->count);
-		jw_i64(&w, "growth_bytes", t->growth_bytes);
-		jw_obj_end(&w);
-	}
-	jw_obj_end(&w);
+	json_totals(&w, s->layers, false);
 	jw_arr_begin(&w, "devices");
 	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
 		const struct ml_device_total *t = &s->devices[d];
@@ -376,19 +385,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	for (size_t p = 0; p < s->nprocs; p++) {
 		jw_obj_begin(&w, NULL);
 		jw_i64(&w, "pid", s->procs[p].tgid);
-		jw_obj_begin(&w, "totals");
-		for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
-			const struct ml_layer_total *t = &s->procs[p].layers[layer];
-
-			if (!t->active && !t->growth_bytes)
-				continue;
-			jw_obj_begin(&w, ml_layer_name(layer));
-			jw_u64(&w, "bytes", t->bytes);
-			jw_u64(&w, "count", t->count);
-			jw_i64(&w, "growth_bytes", t->growth_bytes);
-			jw_obj_end(&w);
-		}
-		jw_obj_end(&w);
+		json_totals(&w, s->procs[p].layers, true);
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
