@@ -87,6 +87,27 @@ struct {
 	__type(value, struct ml_umaps);
 } umaps SEC(".maps");
 
+/*
+ * The rules of the pcs unwound lately, per CPU: a frame whose pc is here costs one probe instead of the
+ * mapping and row searches. Direct-mapped by a hash of the pc; an entry is (pc | check << 48, rule | gen << 32)
+ * where check hashes the pc with the second word, so an entry torn by a preempting program is a miss.
+ */
+#define ML_UWC_BITS 11 /* 32 KiB: the most a per-CPU value can be */
+#define ML_UWC_MUL 0x9e3779b97f4a7c15ULL
+
+struct ml_uwc {
+	struct {
+		__u64 key, val;
+	} e[1 << ML_UWC_BITS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ml_uwc);
+} uwcache SEC(".maps");
+
 /* Traced processes running a CPython interpreter whose layout is known, by tgid. Written by user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -490,8 +511,9 @@ static long fp_step(__u32 i, void *arg)
 struct uw_walk {
 	struct ml_scratch *sc;
 	const struct ml_umaps *um;
+	struct ml_uwc *cache;
 	__u64 pc, sp, bp, h, win_lo, first;
-	__u32 nr, last_map;
+	__u32 nr, gen;
 	__u8 bp_ok, exact, bad, want_first;
 };
 
@@ -508,7 +530,8 @@ static __always_inline int uw_word(struct uw_walk *c, __u64 addr, __u64 *out)
 		}
 		c->win_lo = lo;
 	}
-	*out = *(const __u64 *)&c->sc->win[(addr - c->win_lo) & (ML_UW_CHUNK - 8)];
+	/* Word-aligned on purpose: through the byte array's type clang would load the word a byte at a time. */
+	*out = ((const __u64 *)__builtin_assume_aligned(c->sc->win, 8))[((addr - c->win_lo) & (ML_UW_CHUNK - 8)) / 8];
 	return 0;
 }
 
@@ -518,14 +541,11 @@ static __always_inline int uw_word(struct uw_walk *c, __u64 addr, __u64 *out)
  */
 #define ML_LE_MASK(x, y) ((((__u64)(y) - (__u64)(x)) >> 63) - 1)
 
-/* The mapping with a table holding pc: the previous frame's first, else a binary search. */
-static __always_inline const struct ml_umap *uw_map(struct uw_walk *c, __u64 pc)
+/* The mapping with a table holding pc: a binary search of the process's sorted list. */
+static __always_inline const struct ml_umap *uw_map(const struct ml_umaps *um, __u64 pc)
 {
-	const struct ml_umaps *um = c->um;
-	__u32 base = 0, len = um->n, i = c->last_map & (ML_UW_MAPS - 1);
+	__u32 base = 0, len = um->n, i;
 
-	if (pc >= um->m[i].start && pc < um->m[i].end)
-		return &um->m[i];
 	if (!len || len > ML_UW_MAPS)
 		return NULL;
 	for (int k = 0; k < 10; k++) {
@@ -537,7 +557,6 @@ static __always_inline const struct ml_umap *uw_map(struct uw_walk *c, __u64 pc)
 	i = base & (ML_UW_MAPS - 1);
 	if (pc < um->m[i].start || pc >= um->m[i].end)
 		return NULL;
-	c->last_map = i;
 	return &um->m[i];
 }
 
@@ -561,7 +580,7 @@ static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u
 		return NULL;
 	/* The last row with pc <= off lies in [base, *ip]: a slot is at most 4 KiB, so 13 halvings do. */
 	len = *ip - base + 1;
-	for (int k = 0; k < 13 && len > 1; k++) {
+	for (int k = 0; k < 13; k++) { /* always 13: an exit on len == 1 would double the paths per halving */
 		__u32 half = len / 2;
 
 		key = m->row_base + base + half;
@@ -578,19 +597,52 @@ static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u
 	return row;
 }
 
-/* One native frame: from (pc, sp, bp) to the caller's. 1 ends the walk. */
-static long uw_step(__u32 i, void *arg)
+/* A row's rule as one word: cfa_off in bits 0-15, rbp_off8 in 16-23, the kind in 24-31. */
+#define ML_UW_RULE(cfa_off, rbp_off8, kind) \
+	((__u32)(__u16)(cfa_off) | (__u32)(__u8)(rbp_off8) << 16 | (__u32)(kind) << 24)
+
+/*
+ * The rule for pc in the process's tables. A global function: the verifier checks it once, on its own, not
+ * once per path of the frame step that calls it.
+ */
+__noinline __u32 uw_lookup(const struct ml_umaps *um, __u64 pc)
 {
-	struct uw_walk *c = arg;
-	const struct ml_umap *m = uw_map(c, c->pc);
 	const struct ml_urow *row = NULL;
+	const struct ml_umap *m;
 	struct ml_umap here;
 
+	if (!um)
+		return ML_UW_RULE(0, 0, ML_UW_NONE_FDE);
+	m = uw_map(um, pc);
 	if (m) {
 		here = *m; /* the fields as plain values: the search below then verifies as one path */
-		row = uw_row(&here, c->exact ? c->pc : c->pc - 1);
+		row = uw_row(&here, pc);
 	}
-	__u8 kind = row ? row->kind : ML_UW_NONE_FDE;
+	return row ? ML_UW_RULE(row->cfa_off, row->rbp_off8, row->kind) : ML_UW_RULE(0, 0, ML_UW_NONE_FDE);
+}
+
+/* The rule for looking up pc (a return address less one, or an exact pc): cached, else searched and cached. */
+static __always_inline __u32 uw_rule(struct uw_walk *c, __u64 pc)
+{
+	__u64 hh = pc * ML_UWC_MUL, val;
+	typeof(c->cache->e[0]) *e = &c->cache->e[hh >> (64 - ML_UWC_BITS)];
+	__u32 rule;
+
+	val = e->val;
+	if (e->key == (pc | ((hh ^ val) * ML_UWC_MUL) >> 48 << 48) && (__u32)(val >> 32) == c->gen)
+		return (__u32)val;
+	rule = uw_lookup(c->um, pc);
+	val = (__u64)c->gen << 32 | rule;
+	e->val = val;
+	e->key = pc | ((hh ^ val) * ML_UWC_MUL) >> 48 << 48;
+	return rule;
+}
+
+/* One native frame: from (pc, sp, bp) to the caller's. 1 ends the walk. */
+static __always_inline long uw_one(struct uw_walk *c)
+{
+	__u32 rule = uw_rule(c, c->exact ? c->pc : c->pc - 1);
+	__u8 kind = rule >> 24;
 	__u64 cfa, ra, bp = c->bp, word;
 	struct ml_stack *st = &c->sc->st;
 	__s64 off;
@@ -598,14 +650,14 @@ static long uw_step(__u32 i, void *arg)
 	switch (ML_UW_KIND_CFA(kind)) {
 	case ML_UW_RSP:
 	case ML_UW_RBP:
-		off = ML_UW_KIND_SCALED(kind) ? (__s64)row->cfa_off * 8 : row->cfa_off;
+		off = ML_UW_KIND_SCALED(kind) ? (__s64)(__s16)rule * 8 : (__s16)rule;
 		if (ML_UW_KIND_CFA(kind) == ML_UW_RBP && !c->bp_ok)
 			goto bad;
 		cfa = (ML_UW_KIND_CFA(kind) == ML_UW_RSP ? c->sp : c->bp) + off;
 		if (cfa <= c->sp || uw_word(c, cfa - 8, &ra))
 			goto bad;
 		if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_AT) {
-			if (uw_word(c, cfa + (__s64)row->rbp_off8 * 8, &bp))
+			if (uw_word(c, cfa + (__s64)(__s8)(rule >> 16) * 8, &bp))
 				goto bad;
 			c->bp_ok = 1;
 		} else if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_LOST) {
@@ -662,6 +714,23 @@ bad:
 }
 
 /*
+ * Two frames a call: the call and the walk state's reloads are paid once for both. Four pass the verifier's
+ * million instructions, and so do two with the first-frame handling of a walk from a system call, which
+ * takes a frame a call (uw_step1).
+ */
+static long uw_step2(__u32 i, void *arg)
+{
+	struct uw_walk *c = arg;
+
+	return uw_one(c) || uw_one(c);
+}
+
+static long uw_step1(__u32 i, void *arg)
+{
+	return uw_one(arg);
+}
+
+/*
  * Stack capture. At function entry the caller's return address is at [rsp] whatever the code keeps; the
  * frames above it come from the unwinding tables where the process has them (falling back to frame
  * pointers where no table covers a pc), else from the frame-pointer chain, and in a Python process the
@@ -684,11 +753,10 @@ static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread 
 	__u64 h = 0xcbf29ce484222325ULL;
 
 	*stack_id = ML_STACK_NONE;
-	if (!from_ip || !um) {
+	*caller = 0;
+	if (!um) {
 		bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
 		*caller = ret;
-	} else {
-		*caller = 0;
 	}
 	sc = bpf_map_lookup_elem(&scratch, &zero);
 	if (!sc)
@@ -698,19 +766,29 @@ static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread 
 	st->nr_py = 0;
 	st->nr = 0;
 	if (um) {
-		struct uw_walk uw = { .sc = sc, .um = um, .h = h, .win_lo = ~0ULL, .bp = fp, .bp_ok = 1 };
+		struct uw_walk uw = { .sc = sc, .um = um, .h = h, .win_lo = ~0ULL, .bp = fp, .bp_ok = 1, .gen = um->gen };
 
+		uw.cache = bpf_map_lookup_elem(&uwcache, &zero);
+		if (!uw.cache)
+			return;
 		if (from_ip) {
 			uw.pc = PT_REGS_IP(ctx);
 			uw.sp = sp;
 			uw.exact = 1;
 			uw.want_first = 1;
 		} else {
+			/* The return address comes with the first chunk of the stack: one read of user memory, not two. */
+			if (uw_word(&uw, sp, &ret))
+				bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
+			*caller = ret;
 			uw.pc = ret;
 			uw.sp = sp + 8;
 		}
 		if (uw.pc >= 0x1000 && uw.pc < ML_USER_TOP) {
-			bpf_loop(ML_MAX_FRAMES + 2, uw_step, &uw, 0);
+			if (from_ip)
+				bpf_loop(ML_MAX_FRAMES + 2, uw_step1, &uw, 0);
+			else
+				bpf_loop((ML_MAX_FRAMES + 3) / 2, uw_step2, &uw, 0);
 			if (uw.bad)
 				stat_inc(ML_STAT_UW_STOP);
 			stat_inc(ML_STAT_UW_STACKS);

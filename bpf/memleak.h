@@ -228,9 +228,12 @@ struct ml_umap {
 	__u32 shift, pad;        /* a slot covers 2^shift bytes */
 };
 
-/* A process's executable mappings with tables, sorted by start. */
+/*
+ * A process's executable mappings with tables, sorted by start. gen is new at every change of a process's
+ * list (user space counts them across processes), so a rule cached for (pc, gen) is the process's rule.
+ */
 struct ml_umaps {
-	__u32 n, pad;
+	__u32 n, gen;
 	struct ml_umap m[ML_UW_MAPS];
 };
 

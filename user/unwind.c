@@ -56,6 +56,8 @@ struct uw_proc {
 	int pid;
 	uint32_t *files; /* slots it maps, each once */
 	size_t n;
+	struct ml_umap *written; /* the mapping list last written to the kernel, n_written entries */
+	uint32_t n_written;
 };
 
 struct unwinder {
@@ -68,6 +70,7 @@ struct unwinder {
 	struct uw_file files[ML_UW_FILES];
 	struct uw_proc *procs;
 	size_t nprocs;
+	uint32_t gen; /* the last ml_umaps.gen written */
 	uint64_t no_room;
 	bool warned_room, warned_maps;
 	char *debug_dir;
@@ -184,8 +187,10 @@ void unwinder__free(struct unwinder *u)
 		munmap(u->index, u->index_len);
 	for (size_t i = 0; i < ML_UW_FILES; i++)
 		free(u->files[i].path);
-	for (size_t i = 0; i < u->nprocs; i++)
+	for (size_t i = 0; i < u->nprocs; i++) {
 		free(u->procs[i].files);
+		free(u->procs[i].written);
+	}
 	free(u->procs);
 	free(u->free_rows.v);
 	free(u->free_index.v);
@@ -515,8 +520,26 @@ int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps)
 						   .idx_base = u->files[slot].idx_base, .n_slots = u->files[slot].n_idx - 1,
 						   .shift = u->files[slot].shift };
 	}
-	if (bpf_map_update_elem(u->umaps_fd, &key, um, BPF_ANY))
-		err = -errno;
+	/* Written only when changed: a new list has a new gen, which drops the rules the kernel cached. */
+	if (!p->written || um->n != p->n_written || (um->n && memcmp(um->m, p->written, um->n * sizeof(um->m[0])))) {
+		struct ml_umap *copy = malloc((um->n ? um->n : 1) * sizeof(*copy));
+
+		if (!copy) {
+			err = -ENOMEM;
+			goto out;
+		}
+		u->gen = u->gen == UINT32_MAX ? 1 : u->gen + 1;
+		um->gen = u->gen;
+		if (bpf_map_update_elem(u->umaps_fd, &key, um, BPF_ANY)) {
+			err = -errno;
+			free(copy);
+		} else {
+			memcpy(copy, um->m, um->n * sizeof(*copy));
+			free(p->written);
+			p->written = copy;
+			p->n_written = um->n;
+		}
+	}
 	set_files(u, p, files, nfiles);
 	files = NULL;
 	if (!err)
@@ -536,6 +559,7 @@ void unwinder__forget(struct unwinder *u, int pid)
 		return;
 	bpf_map_delete_elem(u->umaps_fd, &key);
 	set_files(u, p, NULL, 0);
+	free(p->written);
 	*p = u->procs[--u->nprocs];
 }
 

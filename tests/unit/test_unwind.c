@@ -146,6 +146,15 @@ static void test_tables(void)
 				m = &um->m[i];
 		}
 		check(um && sorted && um->n == (uint32_t)n, "mappings sorted, as many as sync said");
+		/* An unchanged list is not written again: its gen (which keys the kernel's cached rules) stays. */
+		{
+			__u32 gen = um ? um->gen : 0;
+
+			check(unwinder__sync(u, getpid(), &maps) == n && um &&
+				  !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um) && gen &&
+				  um->gen == gen,
+			      "a sync with the same mappings keeps the entry and its gen");
+		}
 		check(m != NULL, "libc's mapping listed");
 		fd = lc ? open(lc->path, O_RDONLY) : -1;
 		if (m && wr != MAP_FAILED && wi != MAP_FAILED && fd >= 0 && ml_unwind_from_elf(fd, -1, &t) == 0) {
@@ -199,6 +208,17 @@ static void test_tables(void)
 		n = unwinder__sync(u, child, &cm);
 		unwinder__usage(u, &used, &cap, &no_room);
 		check(n > 0 && used == used1, "a forked child's mappings reuse the tables: no new rows");
+		{
+			struct ml_umaps *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+			__u32 k1 = (__u32)getpid(), k2 = (__u32)child;
+
+			check(a && b && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &k1, a) &&
+				  !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &k2, b) && b->gen &&
+				  b->gen != a->gen,
+			      "the same mappings in another process: a gen of its own");
+			free(a);
+			free(b);
+		}
 		for (size_t i = 0; i < unwinder__n_files(u); i++)
 			if (!unwinder__file(u, i, &info) && strstr(info.path, "/libc.so.6") && info.users == 2)
 				shared = true;
