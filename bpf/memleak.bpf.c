@@ -108,6 +108,38 @@ struct {
 	__type(value, struct ml_uwc);
 } uwcache SEC(".maps");
 
+/*
+ * Walks remembered, per CPU. A walk is a function of the caller's pc, the process's tables (gen) and the
+ * stack words it read: return addresses compared as they are, saved frame pointers (and rbp at entry, where
+ * a rule used it) compared as offsets from the stack pointer at entry. When all the words a remembered walk
+ * read are the same again, its frames are the walk's result, taken at the cost of a compare a word.
+ * Direct-mapped by the caller's pc; one more entry is the scratch of walks that are not remembered.
+ */
+#define ML_UWM_CHECKS 256 /* words a remembered walk may have read */
+#define ML_UWM_SETS 64
+#define ML_UWM_REL 1   /* check flag: compared as an offset from the entry's stack pointer */
+#define ML_UWM_FRAME 2 /* check flag: a return address, appended to the stack */
+
+struct ml_uwmemo {
+	__u64 pc0, seq, h; /* pc0 0: empty, or being written */
+	__u64 bp0;         /* rbp at entry - the stack pointer, compared where bp_used */
+	__u32 gen, n;      /* n checks */
+	__u32 nr, n_fp;    /* native frames, frames by frame pointer */
+	__u8 truncated, bp_used;
+	/* While the walk is done: rbp is still rbp at entry; nothing seen that forbids remembering it. Kept in
+	 * map memory with the counters, where the verifier does not follow each value as it does on the stack. */
+	__u8 bp_reg, keep, pad[4];
+	__s32 off[ML_UWM_CHECKS]; /* word address - stack pointer at entry, | flags */
+	__u64 val[ML_UWM_CHECKS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ML_UWM_SETS + 1);
+	__type(key, __u32);
+	__type(value, struct ml_uwmemo);
+} uwmemo SEC(".maps");
+
 /* Traced processes running a CPython interpreter whose layout is known, by tgid. Written by user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -512,8 +544,9 @@ struct uw_walk {
 	struct ml_scratch *sc;
 	const struct ml_umaps *um;
 	struct ml_uwc *cache;
-	__u64 pc, sp, bp, h, win_lo, first;
-	__u32 nr, gen;
+	struct ml_uwmemo *memo; /* the walk's checks are written here (or read, replaying) */
+	__u64 pc, sp, bp, h, win_lo, first, sp0;
+	__u32 gen;
 	__u8 bp_ok, exact, bad, want_first;
 };
 
@@ -638,12 +671,27 @@ static __always_inline __u32 uw_rule(struct uw_walk *c, __u64 pc)
 	return rule;
 }
 
+/*
+ * Note a word the walk read (see uwmemo): written whether or not the walk will be remembered, no branch.
+ * The counters live in map memory (memo->n, st.nr), not in the walk state on the stack: the verifier then
+ * sees them as unknown numbers and checks a loop step once, not once per value.
+ */
+static __always_inline void uw_rec(struct uw_walk *c, __u64 addr, __u32 flags, __u64 val)
+{
+	struct ml_uwmemo *m = c->memo;
+	__u32 n = m->n;
+
+	m->off[n & (ML_UWM_CHECKS - 1)] = (__s32)(addr - c->sp0) | flags;
+	m->val[n & (ML_UWM_CHECKS - 1)] = val;
+	m->n = n + 1;
+}
+
 /* One native frame: from (pc, sp, bp) to the caller's. 1 ends the walk. */
 static __always_inline long uw_one(struct uw_walk *c)
 {
 	__u32 rule = uw_rule(c, c->exact ? c->pc : c->pc - 1);
 	__u8 kind = rule >> 24;
-	__u64 cfa, ra, bp = c->bp, word;
+	__u64 cfa, ra, ra_at, bp = c->bp, word;
 	struct ml_stack *st = &c->sc->st;
 	__s64 off;
 
@@ -651,14 +699,22 @@ static __always_inline long uw_one(struct uw_walk *c)
 	case ML_UW_RSP:
 	case ML_UW_RBP:
 		off = ML_UW_KIND_SCALED(kind) ? (__s64)(__s16)rule * 8 : (__s16)rule;
-		if (ML_UW_KIND_CFA(kind) == ML_UW_RBP && !c->bp_ok)
-			goto bad;
+		if (ML_UW_KIND_CFA(kind) == ML_UW_RBP) {
+			if (!c->bp_ok)
+				goto bad;
+			c->memo->bp_used |= c->memo->bp_reg;
+		}
 		cfa = (ML_UW_KIND_CFA(kind) == ML_UW_RSP ? c->sp : c->bp) + off;
-		if (cfa <= c->sp || uw_word(c, cfa - 8, &ra))
+		ra_at = cfa - 8;
+		if (cfa <= c->sp || uw_word(c, ra_at, &ra))
 			goto bad;
 		if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_AT) {
-			if (uw_word(c, cfa + (__s64)(__s8)(rule >> 16) * 8, &bp))
+			__u64 at = cfa + (__s64)(__s8)(rule >> 16) * 8;
+
+			if (uw_word(c, at, &bp))
 				goto bad;
+			uw_rec(c, at, ML_UWM_REL, bp - c->sp0);
+			c->memo->bp_reg = 0;
 			c->bp_ok = 1;
 		} else if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_LOST) {
 			c->bp_ok = 0;
@@ -666,27 +722,36 @@ static __always_inline long uw_one(struct uw_walk *c)
 		c->exact = 0;
 		break;
 	case ML_UW_SIGNAL:
+		c->memo->keep = 0; /* a walk through a signal frame is not remembered */
 		if (uw_word(c, c->sp + ML_UC_RIP, &ra) || uw_word(c, c->sp + ML_UC_RSP, &cfa) ||
 		    uw_word(c, c->sp + ML_UC_RBP, &bp) || cfa <= c->sp)
 			goto bad;
 		/* The handler "returned" to the trampoline's first byte: no call precedes it, name it as is. */
-		if (c->nr && c->nr <= ML_MAX_FRAMES)
-			st->ips[(c->nr - 1) & 127] |= ML_IP_EXACT;
+		if (st->nr && st->nr <= ML_MAX_FRAMES)
+			st->ips[(st->nr - 1) & 127] |= ML_IP_EXACT;
 		c->bp_ok = 1;
+		c->memo->bp_reg = 0;
 		c->exact = 1;
+		ra_at = 0;
 		break;
 	case ML_UW_NONE_FDE:
 		/* No table covers the pc: the frame-pointer chain, if rbp looks like one. */
-		if (!c->bp_ok || c->bp < c->sp || c->bp - c->sp > ML_FP_WINDOW || uw_word(c, c->bp + 8, &ra) ||
-		    uw_word(c, c->bp, &bp))
+		if (!c->bp_ok)
 			goto bad;
+		c->memo->bp_used |= c->memo->bp_reg;
+		ra_at = c->bp + 8;
+		if (c->bp < c->sp || c->bp - c->sp > ML_FP_WINDOW || uw_word(c, ra_at, &ra) || uw_word(c, c->bp, &bp))
+			goto bad;
+		uw_rec(c, c->bp, ML_UWM_REL, bp - c->sp0);
+		c->memo->bp_reg = 0;
 		cfa = c->bp + 16;
 		c->exact = 0;
-		stat_inc(ML_STAT_UW_FP);
+		c->memo->n_fp++;
 		break;
 	default: /* the outermost frame (_start, a thread's start) or rules we do not follow: the end */
 		return 1;
 	}
+	uw_rec(c, ra_at, 0, ra); /* a frame's return address or the word that ended the walk: checked either way */
 	if (!ra)
 		return 1;
 	if (ra < 0x1000 || ra >= ML_USER_TOP)
@@ -700,17 +765,57 @@ static __always_inline long uw_one(struct uw_walk *c)
 		c->first = ra;
 		return 0;
 	}
-	if (c->nr >= ML_MAX_FRAMES) {
-		stat_inc(ML_STAT_UW_TRUNCATED);
+	if (st->nr >= ML_MAX_FRAMES) {
+		c->memo->truncated = 1;
 		return 1;
 	}
-	st->ips[c->nr & 127] = word;
+	c->memo->off[(c->memo->n - 1) & (ML_UWM_CHECKS - 1)] |= ML_UWM_FRAME;
+	st->ips[st->nr & 127] = word;
 	c->h = (c->h ^ word) * ML_FNV_PRIME;
-	c->nr++;
+	st->nr++;
 	return 0;
 bad:
+	/* Not remembered: the walk may have stopped at memory that can be read another time. */
+	c->memo->keep = 0;
 	c->bad = 1;
 	return 1;
+}
+
+/* Check idx of a remembered walk against the stack now; 1 ends the replay (c->bad: a word differs). */
+static __always_inline long uwm_one(struct uw_walk *c, __u32 idx)
+{
+	const struct ml_uwmemo *m = c->memo;
+	struct ml_stack *st = &c->sc->st;
+	__s32 off;
+	__u64 w;
+
+	if (idx >= m->n || idx >= ML_UWM_CHECKS)
+		return 1;
+	off = m->off[idx & (ML_UWM_CHECKS - 1)];
+	if (uw_word(c, c->sp0 + (__s64)(off & ~7), &w))
+		goto differs;
+	if (off & ML_UWM_REL)
+		w -= c->sp0;
+	if (w != m->val[idx & (ML_UWM_CHECKS - 1)])
+		goto differs;
+	if (off & ML_UWM_FRAME) {
+		if (st->nr >= ML_MAX_FRAMES)
+			goto differs;
+		st->ips[st->nr & 127] = w;
+		c->h = (c->h ^ w) * ML_FNV_PRIME;
+		st->nr++;
+	}
+	return 0;
+differs:
+	c->bad = 1;
+	return 1;
+}
+
+static long uwm_step(__u32 i, void *arg)
+{
+	struct uw_walk *c = arg;
+
+	return uwm_one(c, i * 4) || uwm_one(c, i * 4 + 1) || uwm_one(c, i * 4 + 2) || uwm_one(c, i * 4 + 3);
 }
 
 /*
@@ -728,6 +833,75 @@ static long uw_step2(__u32 i, void *arg)
 static long uw_step1(__u32 i, void *arg)
 {
 	return uw_one(arg);
+}
+
+/*
+ * The native walk from uw's pc and sp: replayed from the walk remembered for the same caller where every word
+ * it read is the same, else done with the tables (and remembered, where nothing in it depended on chance).
+ * A walk from a system call (from_ip) is not remembered. 0 when the per-CPU memo cannot be had.
+ */
+static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
+{
+	__u32 set = ML_UWM_SETS; /* the scratch entry, unless the walk can be remembered */
+	struct ml_uwmemo *m;
+	struct ml_counters *cn;
+	__u64 h0 = c->h, pc0 = c->pc, bp0 = c->bp, seq;
+
+	if (!from_ip && !(c->sp0 & 7))
+		set = ((c->pc ^ c->gen) * ML_UWC_MUL) >> (64 - 6) & (ML_UWM_SETS - 1);
+	m = bpf_map_lookup_elem(&uwmemo, &set);
+	if (!m)
+		return 0;
+	c->memo = m;
+	cn = counters();
+	if (set < ML_UWM_SETS && READ_ONCE(m->pc0) == pc0 && m->gen == c->gen &&
+	    (!m->bp_used || c->bp - c->sp0 == m->bp0)) {
+		seq = READ_ONCE(m->seq);
+		barrier();
+		bpf_loop(ML_UWM_CHECKS / 4 + 1, uwm_step, c, 0);
+		barrier();
+		if (!c->bad && c->sc->st.nr == m->nr && c->h == m->h && READ_ONCE(m->seq) == seq &&
+		    READ_ONCE(m->pc0) == pc0) {
+			/* h over the frames replayed is the one remembered: also no entry torn by a preempting walk */
+			cnt_inc(cn, ML_STAT_UW_MEMO);
+			goto out;
+		}
+		c->sc->st.nr = 0;
+		c->h = h0;
+		c->bad = 0;
+	}
+	/* Written while it is empty; made valid only if no other walk wrote it meanwhile. */
+	seq = (__u64)bpf_get_prandom_u32() << 32 | (__u32)bpf_get_current_pid_tgid();
+	WRITE_ONCE(m->pc0, 0);
+	WRITE_ONCE(m->seq, seq);
+	barrier();
+	m->n = 0;
+	m->n_fp = 0;
+	m->truncated = 0;
+	m->bp_used = 0;
+	m->bp_reg = 1;
+	m->keep = 1;
+	if (from_ip)
+		bpf_loop(ML_MAX_FRAMES + 2, uw_step1, c, 0);
+	else
+		bpf_loop((ML_MAX_FRAMES + 3) / 2, uw_step2, c, 0);
+	if (set < ML_UWM_SETS && m->keep && m->n <= ML_UWM_CHECKS) {
+		m->nr = c->sc->st.nr;
+		m->h = c->h;
+		m->gen = c->gen;
+		m->bp0 = bp0 - c->sp0;
+		barrier();
+		WRITE_ONCE(m->pc0, READ_ONCE(m->seq) == seq ? pc0 : 0);
+	}
+out:
+	if (c->bad)
+		cnt_inc(cn, ML_STAT_UW_STOP);
+	if (m->truncated)
+		cnt_inc(cn, ML_STAT_UW_TRUNCATED);
+	if (cn && m->n_fp)
+		cn->v[ML_STAT_UW_FP] += m->n_fp;
+	cnt_inc(cn, ML_STAT_UW_STACKS);
+	return 1;
 }
 
 /*
@@ -784,18 +958,11 @@ static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread 
 			uw.pc = ret;
 			uw.sp = sp + 8;
 		}
-		if (uw.pc >= 0x1000 && uw.pc < ML_USER_TOP) {
-			if (from_ip)
-				bpf_loop(ML_MAX_FRAMES + 2, uw_step1, &uw, 0);
-			else
-				bpf_loop((ML_MAX_FRAMES + 3) / 2, uw_step2, &uw, 0);
-			if (uw.bad)
-				stat_inc(ML_STAT_UW_STOP);
-			stat_inc(ML_STAT_UW_STACKS);
-		}
+		uw.sp0 = sp;
+		if (uw.pc >= 0x1000 && uw.pc < ML_USER_TOP && !uw_unwind(&uw, from_ip))
+			return;
 		if (from_ip)
 			*caller = uw.first;
-		st->nr = uw.nr;
 		h = uw.h;
 	} else if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
 		/* The window check rejects most garbage in rbp before the first read. */

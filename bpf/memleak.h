@@ -305,6 +305,7 @@ enum ml_stat {
 	ML_STAT_UW_STOP,          /* unwinds that ended before the stack's end: a pc no table or frame pointer covers, */
 				  /* an unreadable or non-increasing frame (the outermost frame's end is not counted) */
 	ML_STAT_UW_TRUNCATED,     /* deeper than ML_MAX_FRAMES native frames */
+	ML_STAT_UW_MEMO,          /* stacks unwound by replaying a remembered walk (every word it read the same) */
 	ML_STAT_MAX,
 };
 

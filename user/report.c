@@ -62,6 +62,7 @@ static const struct stat_name unwind_stats[] = {
 	{ ML_STAT_UW_FP, "fp_frames", "frames by frame pointer (no table)" },
 	{ ML_STAT_UW_STOP, "stopped", "stopped early (frame not trusted)" },
 	{ ML_STAT_UW_TRUNCATED, "truncated", "deeper than the frames kept" },
+	{ ML_STAT_UW_MEMO, "replayed", "replayed from a remembered walk" },
 };
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -92,6 +92,26 @@ def every_chain_matches_gdb_frame_by_frame():
 
 
 @test
+def remembered_walks_replay_the_same_chains():
+    """Walks are remembered per caller and replayed when every word they read is the same: chains sharing
+    the leaf's caller stay apart, and a chain through an rbp-based frame replays too."""
+    tool, _ = attached_run([UNWIND], "-f", "json", "--top", "1000", "60")
+    rep = tool.reports()[-1]
+    got = {}
+    for s in rep["stacks"]:
+        if s["layer"] == "libc" and s["bytes"] in (3 * 6666, 2 * 6666, 3 * 7777) and name(s["frames"][0]["func"] or "") == "memo_leaf":
+            got.setdefault(s["bytes"], []).append(([f for f, _ in tool_frames(s)], s["count"]))
+    eq(got.get(3 * 6666), [(["memo_leaf", "memo_a2", "memo_a1", "memo_scenario", "run", "main"], 3)],
+       "chain a: its three allocations, one stack")
+    eq(got.get(2 * 6666), [(["memo_leaf", "memo_b1", "memo_scenario", "run", "main"], 2)],
+       "chain b, called between them: its two")
+    eq(got.get(3 * 7777), [(["memo_leaf", "memo_vla", "memo_scenario", "run", "main"], 3)],
+       "through the rbp-based frame: three, one stack")
+    uw = rep["stats"]["unwind"]
+    check(uw["replayed"] >= 2 and uw["replayed"] < uw["stacks"], f"some walks replayed, not all: {uw}")
+
+
+@test
 def frame_pointers_alone_lose_the_chain():
     got, rep = stacks_by_size(UNWIND, "--unwind", "fp")
     check(2222 in got, "deep stack recorded")
@@ -128,8 +148,8 @@ def stripped_binary_named_from_its_debug_file():
         check("debug_info" not in subprocess.run(["readelf", "-SW", exe], capture_output=True, text=True).stdout,
               "the copy is stripped")
         got, _ = stacks_by_size(exe, "--debug-dir", os.path.join(d, "debug"))
-        eq(tool_frames(got[1111])[:5], [("five_e", 33), ("five_d", 40), ("five_c", 47), ("five_b", 54),
-                                        ("five_a", 61)], "names, inlined frame and lines from the debug file")
+        eq(tool_frames(got[1111])[:5], [("five_e", 35), ("five_d", 42), ("five_c", 49), ("five_b", 56),
+                                        ("five_a", 63)], "names, inlined frame and lines from the debug file")
         got, _ = stacks_by_size(exe)
         check(got[1111]["frames"][0]["func"] is None, "without it the stripped frames have no name")
 
