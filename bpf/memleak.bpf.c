@@ -113,10 +113,13 @@ struct {
  * stack words it read: return addresses compared as they are, saved frame pointers (and rbp at entry, where
  * a rule used it) compared as offsets from the stack pointer at entry. When all the words a remembered walk
  * read are the same again, its frames are the walk's result, taken at the cost of a compare a word.
- * Direct-mapped by the caller's pc; one more entry is the scratch of walks that are not remembered.
+ * Direct-mapped by the caller's pc and the stack pointer's low bits: within a thread, different chains into
+ * one caller mostly arrive at different depths, and each keeps an entry. One more entry is the scratch of
+ * walks that are not remembered.
  */
 #define ML_UWM_CHECKS 256 /* words a remembered walk may have read */
-#define ML_UWM_SETS 64
+#define ML_UWM_BITS 7
+#define ML_UWM_SETS (1 << ML_UWM_BITS)
 #define ML_UWM_REL 1   /* check flag: compared as an offset from the entry's stack pointer */
 #define ML_UWM_FRAME 2 /* check flag: a return address, appended to the stack */
 
@@ -815,7 +818,8 @@ static long uwm_step(__u32 i, void *arg)
 {
 	struct uw_walk *c = arg;
 
-	return uwm_one(c, i * 4) || uwm_one(c, i * 4 + 1) || uwm_one(c, i * 4 + 2) || uwm_one(c, i * 4 + 3);
+	return uwm_one(c, i * 8) || uwm_one(c, i * 8 + 1) || uwm_one(c, i * 8 + 2) || uwm_one(c, i * 8 + 3) ||
+	       uwm_one(c, i * 8 + 4) || uwm_one(c, i * 8 + 5) || uwm_one(c, i * 8 + 6) || uwm_one(c, i * 8 + 7);
 }
 
 /*
@@ -848,7 +852,7 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	__u64 h0 = c->h, pc0 = c->pc, bp0 = c->bp, seq;
 
 	if (!from_ip && !(c->sp0 & 7))
-		set = ((c->pc ^ c->gen) * ML_UWC_MUL) >> (64 - 6) & (ML_UWM_SETS - 1);
+		set = ((c->pc ^ (__u64)c->gen << 47 ^ (c->sp0 & 0xffff8) << 30) * ML_UWC_MUL) >> (64 - ML_UWM_BITS);
 	m = bpf_map_lookup_elem(&uwmemo, &set);
 	if (!m)
 		return 0;
@@ -858,7 +862,7 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	    (!m->bp_used || c->bp - c->sp0 == m->bp0)) {
 		seq = READ_ONCE(m->seq);
 		barrier();
-		bpf_loop(ML_UWM_CHECKS / 4 + 1, uwm_step, c, 0);
+		bpf_loop(ML_UWM_CHECKS / 8 + 1, uwm_step, c, 0);
 		barrier();
 		if (!c->bad && c->sc->st.nr == m->nr && c->h == m->h && READ_ONCE(m->seq) == seq &&
 		    READ_ONCE(m->pc0) == pc0) {

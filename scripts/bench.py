@@ -8,7 +8,7 @@ Usage: scripts/bench.py [overhead|pyframes|unwind|torch|budget|report ...]   (no
   report    report time over 1,000,000 outstanding allocations
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
-BENCH_TORCH_STEPS (20), BENCH_UNWIND_MODES (tables,fp-build,fp-only: a subset, comma-separated).
+BENCH_TORCH_STEPS (20), BENCH_UNWIND_MODES (tables,alternating,fp-build,fp-only: a subset, comma-separated).
 """
 import json
 import os
@@ -279,24 +279,25 @@ def unwind_bench():
     """
     iters = int(os.environ.get("BENCH_UNWIND_ITERS", "100000"))
     rounds = int(os.environ.get("BENCH_UNWIND_ROUNDS", str(max(ROUNDS, 5))))
-    modes = {"tables": ("deepbench-nofp", []), "fp-build": ("deepbench-fp", ["--unwind", "fp"]),
-             "fp-only": ("deepbench-nofp", ["--unwind", "fp"])}
+    modes = {"tables": ("deepbench-nofp", [], b"g"), "alternating": ("deepbench-nofp", [], b"a"),
+             "fp-build": ("deepbench-fp", ["--unwind", "fp"], b"g"),
+             "fp-only": ("deepbench-nofp", ["--unwind", "fp"], b"g")}
     only = os.environ.get("BENCH_UNWIND_MODES")
     if only:
         modes = {m: modes[m] for m in only.split(",")}
-    res = {m: {"wall": [], "depth": [], **{k: [] for k in PROGS}} for m in modes}
+    res = {m: {"wall": [], "depth": [], "replayed": [], **{k: [] for k in PROGS}} for m in modes}
     failures = []
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=False)
     try:
         for r in range(rounds):
             order = list(modes) if r % 2 == 0 else list(reversed(modes))
             for m in order:
-                exe, extra = modes[m]
+                exe, extra, go = modes[m]
                 t = subprocess.Popen([os.path.join(B, exe), str(iters)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
                 read_line(t.stdout, 30, "deepbench ready")
                 tool = start_tool(t.pid, extra)
                 before = prog_stats(set(PROGS), tool.pid)
-                t.stdin.write(b"g")
+                t.stdin.write(go)
                 t.stdin.flush()
                 res[m]["wall"].append(float(read_line(t.stdout, 300, "deepbench result")))
                 delta = stat_delta(before, prog_stats(set(PROGS), tool.pid))
@@ -313,14 +314,18 @@ def unwind_bench():
                     if cnt != iters:
                         failures.append(f"{m}: {k} ran {cnt} times for {iters} iterations")
                 res[m]["depth"].append(native_depth(rep))
+                uw = rep["stats"].get("unwind", {})
+                res[m]["replayed"].append(100.0 * uw.get("replayed", 0) / max(uw.get("stacks", 0), 1))
     finally:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
     print(f"Native unwinding (malloc 30 calls deep, {iters} malloc + free per run, {rounds} rounds, interleaved):")
-    labels = {"tables": "tables, -fomit-frame-pointer build", "fp-build": "frame pointers, -fno-omit-frame-pointer build",
+    labels = {"tables": "tables, -fomit-frame-pointer build", "alternating": "tables, two chains alternating",
+              "fp-build": "frame pointers, -fno-omit-frame-pointer build",
               "fp-only": "frame pointers, -fomit-frame-pointer build"}
     for m in modes:
+        replayed = f", replayed {statistics.median(res[m]['replayed']):.0f} %" if modes[m][1] == [] else ""
         print(f"  {labels[m]:46s}: BPF alloc_enter {med_range(res[m]['alloc_enter'])} ns/event, frames captured "
-              f"{med_range(res[m]['depth'])}, ns per iteration {med_range(res[m]['wall'])}")
+              f"{med_range(res[m]['depth'])}, ns per iteration {med_range(res[m]['wall'])}{replayed}")
     if "tables" in modes:
         at = statistics.median(res["tables"]["alloc_enter"])
         print(f"  goal: alloc_enter < 1000 ns per event for a 30-frame stack with the tables: "

@@ -1,8 +1,9 @@
 /*
  * Unwinding benchmark target: every iteration is one malloc(64) + free 30 calls deep (deep_1 -> ... -> deep_30
  * -> malloc). Built twice: -fomit-frame-pointer (as distributions ship) and -fno-omit-frame-pointer (what a
- * frame-pointer walk needs). On stdin: 'g' runs the loop and prints ns per iteration, 'k' makes one allocation
- * that is kept (its stack shows the depth captured), 'q' or EOF ends.
+ * frame-pointer walk needs). On stdin: 'g' runs the loop and prints ns per iteration, 'a' the same through
+ * top_a and top_b alternately (31 deep, the chains differ in their outermost frame only), 'k' makes one
+ * allocation that is kept (its stack shows the depth captured), 'q' or EOF ends.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,21 @@ STEP(21, 22) STEP(20, 21) STEP(19, 20) STEP(18, 19) STEP(17, 18) STEP(16, 17) ST
 STEP(13, 14) STEP(12, 13) STEP(11, 12) STEP(10, 11) STEP(9, 10) STEP(8, 9) STEP(7, 8) STEP(6, 7)
 STEP(5, 6) STEP(4, 5) STEP(3, 4) STEP(2, 3) STEP(1, 2)
 
+/* Two tops for the same 30-deep chain: called alternately, the walks differ only in their outermost words. */
+__attribute__((noinline)) void *top_a(size_t n, int keep)
+{
+	void *p = deep_1(n, keep);
+	sink++;
+	return p;
+}
+
+__attribute__((noinline)) void *top_b(size_t n, int keep)
+{
+	void *p = deep_1(n, keep);
+	sink++;
+	return p;
+}
+
 int main(int argc, char **argv)
 {
 	long iters = argc > 1 ? atol(argv[1]) : 100000;
@@ -48,11 +64,15 @@ int main(int argc, char **argv)
 			printf("kept\n");
 			continue;
 		}
-		if (c != 'g')
+		if (c != 'g' && c != 'a')
 			continue;
 		clock_gettime(CLOCK_MONOTONIC, &a);
-		for (long i = 0; i < iters; i++)
-			deep_1(64, 0);
+		for (long i = 0; i < iters; i++) {
+			if (c == 'g')
+				deep_1(64, 0);
+			else
+				(i & 1 ? top_b : top_a)(64, 0);
+		}
 		clock_gettime(CLOCK_MONOTONIC, &b);
 		printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / iters);
 	}
