@@ -48,7 +48,18 @@ struct {
 #define ML_FNV_PRIME 0x100000001b3ULL
 #define ML_PY_CHECKED 1 /* innermost frames whose code object's line table is read as the check */
 
+/*
+ * Where a walk that a replay confirmed in part resumes: after check resume - 1, the last frame's. In map
+ * memory, where the verifier does not follow the values.
+ */
+struct ml_uwreplay {
+	__u64 pc, sp, bp, h;
+	__u32 n_fp, resume;
+	__u8 bp_ok, bp_reg, dirty, pad[5]; /* dirty: rbp or frame pointers met before the resume point */
+};
+
 struct ml_scratch {
+	struct ml_uwreplay rp;
 	struct ml_stack st;
 	__u8 win[2 * ML_PY_WINDOW + 128]; /* the window [win_lo, win_lo + ML_PY_WINDOW); indexes mask with 8191 */
 };
@@ -120,8 +131,11 @@ struct {
 #define ML_UWM_CHECKS 256 /* words a remembered walk may have read */
 #define ML_UWM_BITS 7
 #define ML_UWM_SETS (1 << ML_UWM_BITS)
-#define ML_UWM_REL 1   /* check flag: compared as an offset from the entry's stack pointer */
-#define ML_UWM_FRAME 2 /* check flag: a return address, appended to the stack */
+/* A check's off is the word's distance from the entry's stack pointer in words, << 4, | these flags. */
+#define ML_UWM_REL 1   /* a saved rbp, compared as an offset from the entry's stack pointer */
+#define ML_UWM_FRAME 2 /* a return address, appended to the stack: a frame ends here */
+#define ML_UWM_LOST 4  /* ... whose rule lost rbp */
+#define ML_UWM_FP 8    /* ... found by frame pointer */
 
 struct ml_uwmemo {
 	__u64 pc0, seq, h; /* pc0 0: empty, or being written */
@@ -132,7 +146,7 @@ struct ml_uwmemo {
 	/* While the walk is done: rbp is still rbp at entry; nothing seen that forbids remembering it. Kept in
 	 * map memory with the counters, where the verifier does not follow each value as it does on the stack. */
 	__u8 bp_reg, keep, pad[4];
-	__s32 off[ML_UWM_CHECKS]; /* word address - stack pointer at entry, | flags */
+	__s32 off[ML_UWM_CHECKS]; /* see ML_UWM_REL */
 	__u64 val[ML_UWM_CHECKS];
 };
 
@@ -684,7 +698,7 @@ static __always_inline void uw_rec(struct uw_walk *c, __u64 addr, __u32 flags, _
 	struct ml_uwmemo *m = c->memo;
 	__u32 n = m->n;
 
-	m->off[n & (ML_UWM_CHECKS - 1)] = (__s32)(addr - c->sp0) | flags;
+	m->off[n & (ML_UWM_CHECKS - 1)] = (__s32)((__s64)(addr - c->sp0) >> 3 << 4) | flags;
 	m->val[n & (ML_UWM_CHECKS - 1)] = val;
 	m->n = n + 1;
 }
@@ -772,7 +786,10 @@ static __always_inline long uw_one(struct uw_walk *c)
 		c->memo->truncated = 1;
 		return 1;
 	}
-	c->memo->off[(c->memo->n - 1) & (ML_UWM_CHECKS - 1)] |= ML_UWM_FRAME;
+	/* the frame's check: a replay that stops after it resumes from here (rbp rule lost, or frame pointers) */
+	c->memo->off[(c->memo->n - 1) & (ML_UWM_CHECKS - 1)] |=
+		ML_UWM_FRAME | (ML_UW_KIND_RBP(kind) & ML_UW_RBP_LOST) << 1 |
+		(((__u64)(ML_UW_KIND_CFA(kind) ^ ML_UW_NONE_FDE) - 1) >> 63) << 3;
 	st->ips[st->nr & 127] = word;
 	c->h = (c->h ^ word) * ML_FNV_PRIME;
 	st->nr++;
@@ -784,29 +801,37 @@ bad:
 	return 1;
 }
 
-/* Check idx of a remembered walk against the stack now; 1 ends the replay (c->bad: a word differs). */
+/*
+ * Check idx of a remembered walk against the stack now; 1 ends the replay (c->bad: a word differs). A replay
+ * that stops resumes from its last frame checked (uwr_step).
+ */
 static __always_inline long uwm_one(struct uw_walk *c, __u32 idx)
 {
 	const struct ml_uwmemo *m = c->memo;
 	struct ml_stack *st = &c->sc->st;
+	__s64 at;
 	__s32 off;
 	__u64 w;
 
 	if (idx >= m->n || idx >= ML_UWM_CHECKS)
 		return 1;
 	off = m->off[idx & (ML_UWM_CHECKS - 1)];
-	if (uw_word(c, c->sp0 + (__s64)(off & ~7), &w))
+	at = (__s64)(off >> 4) * 8;
+	if (uw_word(c, c->sp0 + at, &w))
 		goto differs;
 	if (off & ML_UWM_REL)
 		w -= c->sp0;
 	if (w != m->val[idx & (ML_UWM_CHECKS - 1)])
 		goto differs;
+	if (off & (ML_UWM_REL | ML_UWM_LOST | ML_UWM_FP))
+		c->sc->rp.dirty = 1;
 	if (off & ML_UWM_FRAME) {
 		if (st->nr >= ML_MAX_FRAMES)
 			goto differs;
 		st->ips[st->nr & 127] = w;
 		c->h = (c->h ^ w) * ML_FNV_PRIME;
 		st->nr++;
+		c->sc->rp.resume = idx + 1;
 	}
 	return 0;
 differs:
@@ -818,8 +843,33 @@ static long uwm_step(__u32 i, void *arg)
 {
 	struct uw_walk *c = arg;
 
-	return uwm_one(c, i * 8) || uwm_one(c, i * 8 + 1) || uwm_one(c, i * 8 + 2) || uwm_one(c, i * 8 + 3) ||
-	       uwm_one(c, i * 8 + 4) || uwm_one(c, i * 8 + 5) || uwm_one(c, i * 8 + 6) || uwm_one(c, i * 8 + 7);
+	return uwm_one(c, i * 4) || uwm_one(c, i * 4 + 1) || uwm_one(c, i * 4 + 2) || uwm_one(c, i * 4 + 3);
+}
+
+/*
+ * The rbp state and frame-pointer frames as of the resume point, where the replay met either before it:
+ * each check up to it, again.
+ */
+static long uwr_step(__u32 i, void *arg)
+{
+	struct uw_walk *c = arg;
+	const struct ml_uwmemo *m = c->memo;
+	struct ml_uwreplay *rp = &c->sc->rp;
+	__s32 off;
+
+	if (i >= rp->resume || i >= ML_UWM_CHECKS)
+		return 1;
+	off = m->off[i & (ML_UWM_CHECKS - 1)];
+	if (off & ML_UWM_REL) {
+		rp->bp = c->sp0 + m->val[i & (ML_UWM_CHECKS - 1)];
+		rp->bp_ok = 1;
+		rp->bp_reg = 0;
+	}
+	if (off & ML_UWM_LOST)
+		rp->bp_ok = 0;
+	if (off & ML_UWM_FP)
+		rp->n_fp++;
+	return 0;
 }
 
 /*
@@ -850,6 +900,7 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	struct ml_uwmemo *m;
 	struct ml_counters *cn;
 	__u64 h0 = c->h, pc0 = c->pc, bp0 = c->bp, seq;
+	struct ml_uwreplay *rp = &c->sc->rp;
 
 	if (!from_ip && !(c->sp0 & 7))
 		set = ((c->pc ^ (__u64)c->gen << 47 ^ (c->sp0 & 0xffff8) << 30) * ML_UWC_MUL) >> (64 - ML_UWM_BITS);
@@ -858,11 +909,21 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 		return 0;
 	c->memo = m;
 	cn = counters();
+	rp->pc = pc0;
+	rp->sp = c->sp;
+	rp->bp = bp0;
+	rp->bp_ok = 1;
+	rp->bp_reg = 1;
+	rp->h = h0;
+	rp->n_fp = 0;
+	rp->resume = 0;
+	rp->dirty = 0;
+	c->h = rp->h; /* as a map value: the same unknown to the verifier whichever way the walk below is reached */
 	if (set < ML_UWM_SETS && READ_ONCE(m->pc0) == pc0 && m->gen == c->gen &&
 	    (!m->bp_used || c->bp - c->sp0 == m->bp0)) {
 		seq = READ_ONCE(m->seq);
 		barrier();
-		bpf_loop(ML_UWM_CHECKS / 8 + 1, uwm_step, c, 0);
+		bpf_loop(ML_UWM_CHECKS / 4 + 1, uwm_step, c, 0);
 		barrier();
 		if (!c->bad && c->sc->st.nr == m->nr && c->h == m->h && READ_ONCE(m->seq) == seq &&
 		    READ_ONCE(m->pc0) == pc0) {
@@ -870,20 +931,39 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 			cnt_inc(cn, ML_STAT_UW_MEMO);
 			goto out;
 		}
-		c->sc->st.nr = 0;
-		c->h = h0;
-		c->bad = 0;
+		if (rp->resume) {
+			/* the last frame checked: its return address, and the stack above it */
+			__u32 k = (rp->resume - 1) & (ML_UWM_CHECKS - 1);
+
+			rp->pc = m->val[k];
+			rp->sp = c->sp0 + (__s64)(m->off[k] >> 4) * 8 + 8;
+			if (rp->dirty)
+				bpf_loop(ML_UWM_CHECKS, uwr_step, c, 0);
+		} else {
+			c->h = rp->h;
+		}
 	}
-	/* Written while it is empty; made valid only if no other walk wrote it meanwhile. */
+	/*
+	 * Written while it is empty; made valid only if no other walk wrote it meanwhile. A failed replay's
+	 * confirmed frames stay (the walk goes on from the last); with none, the walk starts over.
+	 */
 	seq = (__u64)bpf_get_prandom_u32() << 32 | (__u32)bpf_get_current_pid_tgid();
 	WRITE_ONCE(m->pc0, 0);
 	WRITE_ONCE(m->seq, seq);
 	barrier();
-	m->n = 0;
-	m->n_fp = 0;
+	if (!rp->resume) {
+		c->sc->st.nr = 0;
+		m->bp_used = 0;
+	}
+	c->bad = 0;
+	c->pc = rp->pc;
+	c->sp = rp->sp;
+	c->bp = rp->bp;
+	c->bp_ok = rp->bp_ok;
+	m->n = rp->resume;
+	m->n_fp = rp->n_fp;
+	m->bp_reg = rp->bp_reg;
 	m->truncated = 0;
-	m->bp_used = 0;
-	m->bp_reg = 1;
 	m->keep = 1;
 	if (from_ip)
 		bpf_loop(ML_MAX_FRAMES + 2, uw_step1, c, 0);

@@ -46,6 +46,14 @@ def gdb_frames(exe, scenario, size):
     return out
 
 
+def call_line(func, call):
+    """The line of the fixture's source where func makes the call."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "unwind.cpp")) as f:
+        lines = f.read().splitlines()
+    start = next(i for i, ln in enumerate(lines) if re.search(rf"\b{func}\(size_t n\)$", ln))
+    return next(i + 1 for i in range(start, len(lines)) if call in lines[i])
+
+
 def tool_frames(stack):
     out = []
     for f in stack["frames"]:
@@ -100,7 +108,7 @@ def remembered_walks_replay_the_same_chains():
     rep = tool.reports()[-1]
     got = {}
     for s in rep["stacks"]:
-        if s["layer"] == "libc" and s["bytes"] in (3 * 6666, 2 * 6666, 20 * 7777) and name(s["frames"][0]["func"] or "") == "memo_leaf":
+        if s["layer"] == "libc" and s["bytes"] in (3 * 6666, 2 * 6666, 20 * 7777, 4 * 8888) and name(s["frames"][0]["func"] or "") == "memo_leaf":
             got.setdefault(s["bytes"], []).append(([f for f, _ in tool_frames(s)], s["count"]))
     eq(got.get(3 * 6666), [(["memo_leaf", "memo_a2", "memo_a1", "memo_scenario", "run", "main"], 3)],
        "chain a: its three allocations, one stack")
@@ -108,6 +116,9 @@ def remembered_walks_replay_the_same_chains():
        "chain b, called between them: its two")
     eq(got.get(20 * 7777), [(["memo_leaf", "memo_vla", "memo_scenario", "run", "main"], 20)],
        "through the rbp-based frame: twenty, one stack")
+    eq(sorted(got.get(4 * 8888, [])), [(["memo_leaf", "memo_mid", "memo_top_a", "memo_scenario", "run", "main"], 4),
+                                       (["memo_leaf", "memo_mid", "memo_top_b", "memo_scenario", "run", "main"], 4)],
+       "two tops from one call site, alternately: a replay resumed where they part, each its own stack")
     uw = rep["stats"]["unwind"]
     check(uw["replayed"] >= 19 and uw["replayed"] < uw["stacks"], f"the rbp-framed walk replayed 19 times at least: {uw}")
 
@@ -149,8 +160,12 @@ def stripped_binary_named_from_its_debug_file():
         check("debug_info" not in subprocess.run(["readelf", "-SW", exe], capture_output=True, text=True).stdout,
               "the copy is stripped")
         got, _ = stacks_by_size(exe, "--debug-dir", os.path.join(d, "debug"))
-        eq(tool_frames(got[1111])[:5], [("five_e", 35), ("five_d", 42), ("five_c", 49), ("five_b", 56),
-                                        ("five_a", 63)], "names, inlined frame and lines from the debug file")
+        eq(tool_frames(got[1111])[:5], [("five_e", call_line("five_e", "malloc(n)")),
+                                        ("five_d", call_line("five_d", "five_e(n)")),
+                                        ("five_c", call_line("five_c", "five_d(n)")),
+                                        ("five_b", call_line("five_b", "five_c(n)")),
+                                        ("five_a", call_line("five_a", "five_b(n)"))],
+           "names, inlined frame and lines from the debug file")
         got, _ = stacks_by_size(exe)
         check(got[1111]["frames"][0]["func"] is None, "without it the stripped frames have no name")
 
