@@ -55,7 +55,8 @@ struct {
 struct ml_uwreplay {
 	__u64 pc, sp, bp, h;
 	__u32 n_fp, resume;
-	__u8 bp_ok, bp_reg, dirty, pad[5]; /* dirty: rbp or frame pointers met before the resume point */
+	__u32 bp_at, bp_prev, lost_at; /* the last two saved-rbp checks and rbp-lost frame passed, index + 1 */
+	__u8 bp_ok, bp_reg, pad[2];
 };
 
 struct ml_scratch {
@@ -803,11 +804,12 @@ bad:
 
 /*
  * Check idx of a remembered walk against the stack now; 1 ends the replay (c->bad: a word differs). A replay
- * that stops resumes from its last frame checked (uwr_step).
+ * that stops resumes from its last frame checked.
  */
 static __always_inline long uwm_one(struct uw_walk *c, __u32 idx)
 {
 	const struct ml_uwmemo *m = c->memo;
+	struct ml_uwreplay *rp = &c->sc->rp;
 	struct ml_stack *st = &c->sc->st;
 	__s64 at;
 	__s32 off;
@@ -823,15 +825,21 @@ static __always_inline long uwm_one(struct uw_walk *c, __u32 idx)
 		w -= c->sp0;
 	if (w != m->val[idx & (ML_UWM_CHECKS - 1)])
 		goto differs;
-	if (off & (ML_UWM_REL | ML_UWM_LOST | ML_UWM_FP))
-		c->sc->rp.dirty = 1;
+	if (off & ML_UWM_REL) {
+		rp->bp_prev = rp->bp_at;
+		rp->bp_at = idx + 1;
+	}
 	if (off & ML_UWM_FRAME) {
 		if (st->nr >= ML_MAX_FRAMES)
 			goto differs;
 		st->ips[st->nr & 127] = w;
 		c->h = (c->h ^ w) * ML_FNV_PRIME;
 		st->nr++;
-		c->sc->rp.resume = idx + 1;
+		if (off & ML_UWM_LOST)
+			rp->lost_at = idx + 1;
+		if (off & ML_UWM_FP)
+			rp->n_fp++;
+		rp->resume = idx + 1;
 	}
 	return 0;
 differs:
@@ -844,32 +852,6 @@ static long uwm_step(__u32 i, void *arg)
 	struct uw_walk *c = arg;
 
 	return uwm_one(c, i * 4) || uwm_one(c, i * 4 + 1) || uwm_one(c, i * 4 + 2) || uwm_one(c, i * 4 + 3);
-}
-
-/*
- * The rbp state and frame-pointer frames as of the resume point, where the replay met either before it:
- * each check up to it, again.
- */
-static long uwr_step(__u32 i, void *arg)
-{
-	struct uw_walk *c = arg;
-	const struct ml_uwmemo *m = c->memo;
-	struct ml_uwreplay *rp = &c->sc->rp;
-	__s32 off;
-
-	if (i >= rp->resume || i >= ML_UWM_CHECKS)
-		return 1;
-	off = m->off[i & (ML_UWM_CHECKS - 1)];
-	if (off & ML_UWM_REL) {
-		rp->bp = c->sp0 + m->val[i & (ML_UWM_CHECKS - 1)];
-		rp->bp_ok = 1;
-		rp->bp_reg = 0;
-	}
-	if (off & ML_UWM_LOST)
-		rp->bp_ok = 0;
-	if (off & ML_UWM_FP)
-		rp->n_fp++;
-	return 0;
 }
 
 /*
@@ -917,7 +899,7 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	rp->h = h0;
 	rp->n_fp = 0;
 	rp->resume = 0;
-	rp->dirty = 0;
+	rp->bp_at = rp->bp_prev = rp->lost_at = 0;
 	c->h = rp->h; /* as a map value: the same unknown to the verifier whichever way the walk below is reached */
 	if (set < ML_UWM_SETS && READ_ONCE(m->pc0) == pc0 && m->gen == c->gen &&
 	    (!m->bp_used || c->bp - c->sp0 == m->bp0)) {
@@ -931,14 +913,23 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 			cnt_inc(cn, ML_STAT_UW_MEMO);
 			goto out;
 		}
+#ifdef EXPA
+		goto out;
+#endif
 		if (rp->resume) {
-			/* the last frame checked: its return address, and the stack above it */
-			__u32 k = (rp->resume - 1) & (ML_UWM_CHECKS - 1);
+			/*
+			 * The last frame checked: its return address, the stack above it, and rbp as the checks
+			 * up to it left it (a frame reads at most one saved rbp, before its return address).
+			 */
+			__u32 k = (rp->resume - 1) & (ML_UWM_CHECKS - 1), b = rp->bp_at <= rp->resume ? rp->bp_at : rp->bp_prev;
 
 			rp->pc = m->val[k];
 			rp->sp = c->sp0 + (__s64)(m->off[k] >> 4) * 8 + 8;
-			if (rp->dirty)
-				bpf_loop(ML_UWM_CHECKS, uwr_step, c, 0);
+			if (b) {
+				rp->bp = c->sp0 + m->val[(b - 1) & (ML_UWM_CHECKS - 1)];
+				rp->bp_reg = 0;
+			}
+			rp->bp_ok = rp->lost_at <= b;
 		} else {
 			c->h = rp->h;
 		}
@@ -947,6 +938,9 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	 * Written while it is empty; made valid only if no other walk wrote it meanwhile. A failed replay's
 	 * confirmed frames stay (the walk goes on from the last); with none, the walk starts over.
 	 */
+#ifdef EXPB
+	goto out;
+#endif
 	seq = (__u64)bpf_get_prandom_u32() << 32 | (__u32)bpf_get_current_pid_tgid();
 	WRITE_ONCE(m->pc0, 0);
 	WRITE_ONCE(m->seq, seq);

@@ -108,7 +108,7 @@ def remembered_walks_replay_the_same_chains():
     rep = tool.reports()[-1]
     got = {}
     for s in rep["stacks"]:
-        if s["layer"] == "libc" and s["bytes"] in (3 * 6666, 2 * 6666, 20 * 7777, 4 * 8888) and name(s["frames"][0]["func"] or "") == "memo_leaf":
+        if s["layer"] == "libc" and s["bytes"] in (3 * 6666, 2 * 6666, 20 * 7777, 4 * 8888, 4 * 9999) and name(s["frames"][0]["func"] or "") == "memo_leaf":
             got.setdefault(s["bytes"], []).append(([f for f, _ in tool_frames(s)], s["count"]))
     eq(got.get(3 * 6666), [(["memo_leaf", "memo_a2", "memo_a1", "memo_scenario", "run", "main"], 3)],
        "chain a: its three allocations, one stack")
@@ -119,6 +119,10 @@ def remembered_walks_replay_the_same_chains():
     eq(sorted(got.get(4 * 8888, [])), [(["memo_leaf", "memo_mid", "memo_top_a", "memo_scenario", "run", "main"], 4),
                                        (["memo_leaf", "memo_mid", "memo_top_b", "memo_scenario", "run", "main"], 4)],
        "two tops from one call site, alternately: a replay resumed where they part, each its own stack")
+    eq(sorted(got.get(4 * 9999, [])),
+       [(["memo_leaf", "memo_vla", "memo_vla2", "memo_vtop_a", "memo_scenario", "run", "main"], 4),
+        (["memo_leaf", "memo_vla", "memo_vla2", "memo_vtop_b", "memo_scenario", "run", "main"], 4)],
+       "the same above two rbp-based frames: resumed with the rbp the replayed checks left")
     uw = rep["stats"]["unwind"]
     check(uw["replayed"] >= 19 and uw["replayed"] < uw["stacks"], f"the rbp-framed walk replayed 19 times at least: {uw}")
 
