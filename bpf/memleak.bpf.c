@@ -913,15 +913,13 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 			cnt_inc(cn, ML_STAT_UW_MEMO);
 			goto out;
 		}
-#ifdef EXPA
-		goto out;
-#endif
 		if (rp->resume) {
 			/*
 			 * The last frame checked: its return address, the stack above it, and rbp as the checks
 			 * up to it left it (a frame reads at most one saved rbp, before its return address).
 			 */
-			__u32 k = (rp->resume - 1) & (ML_UWM_CHECKS - 1), b = rp->bp_at <= rp->resume ? rp->bp_at : rp->bp_prev;
+			__u32 k = (rp->resume - 1) & (ML_UWM_CHECKS - 1);
+			__u32 b = rp->bp_at <= rp->resume ? rp->bp_at : rp->bp_prev;
 
 			rp->pc = m->val[k];
 			rp->sp = c->sp0 + (__s64)(m->off[k] >> 4) * 8 + 8;
@@ -938,9 +936,6 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	 * Written while it is empty; made valid only if no other walk wrote it meanwhile. A failed replay's
 	 * confirmed frames stay (the walk goes on from the last); with none, the walk starts over.
 	 */
-#ifdef EXPB
-	goto out;
-#endif
 	seq = (__u64)bpf_get_prandom_u32() << 32 | (__u32)bpf_get_current_pid_tgid();
 	WRITE_ONCE(m->pc0, 0);
 	WRITE_ONCE(m->seq, seq);
