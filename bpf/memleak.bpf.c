@@ -813,13 +813,17 @@ static __always_inline long uwm_one(struct uw_walk *c, __u32 idx)
 	struct ml_stack *st = &c->sc->st;
 	__s64 at;
 	__s32 off;
-	__u64 w;
+	__u64 w, d;
 
 	if (idx >= m->n || idx >= ML_UWM_CHECKS)
 		return 1;
 	off = m->off[idx & (ML_UWM_CHECKS - 1)];
 	at = (__s64)(off >> 4) * 8;
-	if (uw_word(c, c->sp0 + at, &w))
+	d = c->sp0 + at - c->win_lo;
+	/* In the window, the word is there (the entry's stack pointer and so every check is word-aligned). */
+	if (d < ML_UW_CHUNK)
+		w = ((const __u64 *)__builtin_assume_aligned(c->sc->win, 8))[(d & (ML_UW_CHUNK - 8)) / 8];
+	else if (uw_word(c, c->sp0 + at, &w))
 		goto differs;
 	if (off & ML_UWM_REL)
 		w -= c->sp0;

@@ -8,7 +8,7 @@ Usage: scripts/bench.py [overhead|pyframes|unwind|torch|budget|report ...]   (no
   report    report time over 1,000,000 outstanding allocations
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
-BENCH_TORCH_STEPS (20), BENCH_UNWIND_MODES (tables,alternating,fp-build,fp-only: a subset, comma-separated).
+BENCH_TORCH_STEPS (20), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated).
 """
 import json
 import os
@@ -271,15 +271,18 @@ def native_depth(rep):
 
 def unwind_bench():
     """
-    Native unwinding: BPF run time per event of a malloc 30 calls deep (tests/bench/deepbench.c), three ways,
-    interleaved per round: the -fomit-frame-pointer build unwound with the tables, the -fno-omit-frame-pointer
-    build walked by frame pointers (--unwind fp: the classic capture of the same 30 frames), and the
-    -fomit-frame-pointer build with frame pointers only (what it costs to get almost nothing). Then the tables
-    of a PyTorch process (memleak-ai -v's lines): rows, memory and build time per library.
+    Native unwinding: BPF run time per event of a malloc 30 calls deep (tests/bench/deepbench.c), five ways,
+    interleaved per round: the -fomit-frame-pointer build unwound with the tables (the same stack every time:
+    the remembered walk replays), the same with two chains that part at the top (the replay stops late and the
+    walk resumes) and with two that part at malloc's caller (every walk done with the tables), the
+    -fno-omit-frame-pointer build walked by frame pointers (--unwind fp: the classic capture of the same 30
+    frames), and the -fomit-frame-pointer build with frame pointers only (what it costs to get almost nothing).
+    Then the tables of a PyTorch process (memleak-ai -v's lines): rows, memory and build time per library.
     """
     iters = int(os.environ.get("BENCH_UNWIND_ITERS", "100000"))
     rounds = int(os.environ.get("BENCH_UNWIND_ROUNDS", str(max(ROUNDS, 5))))
     modes = {"tables": ("deepbench-nofp", [], b"g"), "alternating": ("deepbench-nofp", [], b"a"),
+             "diverging": ("deepbench-nofp", [], b"b"),
              "fp-build": ("deepbench-fp", ["--unwind", "fp"], b"g"),
              "fp-only": ("deepbench-nofp", ["--unwind", "fp"], b"g")}
     only = os.environ.get("BENCH_UNWIND_MODES")
@@ -319,7 +322,8 @@ def unwind_bench():
     finally:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
     print(f"Native unwinding (malloc 30 calls deep, {iters} malloc + free per run, {rounds} rounds, interleaved):")
-    labels = {"tables": "tables, -fomit-frame-pointer build", "alternating": "tables, two chains alternating",
+    labels = {"tables": "tables, -fomit-frame-pointer build", "alternating": "tables, chains parting at the top",
+              "diverging": "tables, chains parting at malloc's caller",
               "fp-build": "frame pointers, -fno-omit-frame-pointer build",
               "fp-only": "frame pointers, -fomit-frame-pointer build"}
     for m in modes:
