@@ -23,13 +23,15 @@ static void *kept;
 		sink++;                                                  \
 		return p;                                                \
 	}
-#define STEP(k, next)                                                    \
-	__attribute__((noinline)) void *deep_##k(size_t n, int keep)     \
+/* Function k of a chain (deep or deepb) calls the chain's function next. */
+#define CHAIN_STEP(chain, k, next)                                       \
+	__attribute__((noinline)) void *chain##_##k(size_t n, int keep)  \
 	{                                                                \
-		void *p = deep_##next(n, keep);                          \
+		void *p = chain##_##next(n, keep);                       \
 		sink++;                                                  \
 		return p;                                                \
 	}
+#define STEP(k, next) CHAIN_STEP(deep, k, next)
 LAST(30)
 STEP(29, 30) STEP(28, 29) STEP(27, 28) STEP(26, 27) STEP(25, 26) STEP(24, 25) STEP(23, 24) STEP(22, 23)
 STEP(21, 22) STEP(20, 21) STEP(19, 20) STEP(18, 19) STEP(17, 18) STEP(16, 17) STEP(15, 16) STEP(14, 15)
@@ -37,13 +39,7 @@ STEP(13, 14) STEP(12, 13) STEP(11, 12) STEP(10, 11) STEP(9, 10) STEP(8, 9) STEP(
 STEP(5, 6) STEP(4, 5) STEP(3, 4) STEP(2, 3) STEP(1, 2)
 
 /* A second chain into the same leaf (deep_30): called alternately with the first, the walks differ at once. */
-#define STEPB(k, next)                                                   \
-	__attribute__((noinline)) void *deepb_##k(size_t n, int keep)    \
-	{                                                                \
-		void *p = deepb_##next(n, keep);                         \
-		sink++;                                                  \
-		return p;                                                \
-	}
+#define STEPB(k, next) CHAIN_STEP(deepb, k, next)
 __attribute__((noinline)) void *deepb_29(size_t n, int keep)
 {
 	void *p = deep_30(n, keep);
