@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "check.h"
 #include "debuginfo.h"
 #include "ehframe.h"
 #include "memleak.h"
@@ -23,16 +24,6 @@
 #include "unwind.h"
 #include "memleak.skel.h"
 
-static int passed, failed;
-
-static void check(int ok, const char *what)
-{
-	printf("%s - %s\n", ok ? "ok" : "not ok", what);
-	if (ok)
-		passed++;
-	else
-		failed++;
-}
 
 static const struct ml_mapping *libc_text(const struct ml_maps *m)
 {
@@ -84,7 +75,7 @@ static struct memleak_bpf *load(uint64_t mem)
 	uint32_t rows, index;
 
 	if (!skel) {
-		check(0, "open the BPF object");
+		CHECK(0, "open the BPF object");
 		return NULL;
 	}
 	unwind_capacity(mem, &rows, &index);
@@ -92,7 +83,7 @@ static struct memleak_bpf *load(uint64_t mem)
 	bpf_map__set_max_entries(skel->maps.urows, rows);
 	bpf_map__set_max_entries(skel->maps.uindex, index);
 	if (memleak_bpf__load(skel)) {
-		check(0, "load the BPF object (root needed)");
+		CHECK(0, "load the BPF object (root needed)");
 		memleak_bpf__destroy(skel);
 		return NULL;
 	}
@@ -112,21 +103,21 @@ static void test_tables(void)
 	int n, child, fd;
 
 	unwind_capacity(64ULL << 20, &rows, &index);
-	check(rows == (64u << 20) / 5 * 4 / 8 && index == (64u << 20) / 5 / 8, "capacity split 4/5 rows, 1/5 index");
+	CHECK(rows == (64u << 20) / 5 * 4 / 8 && index == (64u << 20) / 5 / 8, "capacity split 4/5 rows, 1/5 index");
 	skel = load(64ULL << 20);
 	if (!skel)
 		return;
 	u = unwinder__new(skel, &(struct unwind_opts){ .mem = 64ULL << 20 });
-	check(u != NULL, "unwinder maps its arrays");
+	CHECK(u != NULL, "unwinder maps its arrays");
 	if (!u)
 		goto out;
-	check(ml_maps__read(getpid(), &maps) == 0, "read own maps");
+	CHECK(ml_maps__read(getpid(), &maps) == 0, "read own maps");
 	n = unwinder__sync(u, getpid(), &maps);
-	check(n >= 2, "own executable mappings with a table (the test and libc at least)");
+	CHECK(n >= 2, "own executable mappings with a table (the test and libc at least)");
 	lc = libc_text(&maps);
-	check(lc != NULL, "libc's text mapping");
+	CHECK(lc != NULL, "libc's text mapping");
 	unwinder__usage(u, &used, &cap, &no_room);
-	check(used > 10000 && cap == rows && no_room == 0, "rows in use, nothing left out");
+	CHECK(used > 10000 && cap == rows && no_room == 0, "rows in use, nothing left out");
 
 	/* Read the process's entry and libc's table back from the maps. */
 	{
@@ -138,24 +129,24 @@ static void test_tables(void)
 		const struct ml_umap *m = NULL;
 		size_t bad = 0, tested = 0, sorted = 1;
 
-		check(um && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um), "process entry in umaps");
+		CHECK(um && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um), "process entry in umaps");
 		for (uint32_t i = 0; um && i < um->n; i++) {
 			if (i && um->m[i].start < um->m[i - 1].end)
 				sorted = 0;
 			if (lc && um->m[i].start == lc->start)
 				m = &um->m[i];
 		}
-		check(um && sorted && um->n == (uint32_t)n, "mappings sorted, as many as sync said");
+		CHECK(um && sorted && um->n == (uint32_t)n, "mappings sorted, as many as sync said");
 		/* An unchanged list is not written again: its gen (which keys the kernel's cached rules) stays. */
 		{
 			__u32 gen = um ? um->gen : 0;
 
-			check(unwinder__sync(u, getpid(), &maps) == n && um &&
+			CHECK(unwinder__sync(u, getpid(), &maps) == n && um &&
 				  !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um) && gen &&
 				  um->gen == gen,
 			      "a sync with the same mappings keeps the entry and its gen");
 		}
-		check(m != NULL, "libc's mapping listed");
+		CHECK(m != NULL, "libc's mapping listed");
 		fd = lc ? open(lc->path, O_RDONLY) : -1;
 		if (m && wr != MAP_FAILED && wi != MAP_FAILED && fd >= 0 && ml_unwind_from_elf(fd, -1, &t) == 0) {
 			/* every 7th byte of libc's table range: same rule as the parser's table */
@@ -182,9 +173,9 @@ static void test_tables(void)
 				}
 			}
 			printf("# %zu pcs of libc compared, %zu differ\n", tested, bad);
-			check(tested > 100000 && bad == 0, "wire rows and index give the parser's rule at every 7th byte of libc");
+			CHECK(tested > 100000 && bad == 0, "wire rows and index give the parser's rule at every 7th byte of libc");
 		} else {
-			check(0, "libc's table read back");
+			CHECK(0, "libc's table read back");
 		}
 		ml_unwind_table_free(&t);
 		if (fd >= 0)
@@ -207,12 +198,12 @@ static void test_tables(void)
 		used1 = used;
 		n = unwinder__sync(u, child, &cm);
 		unwinder__usage(u, &used, &cap, &no_room);
-		check(n > 0 && used == used1, "a forked child's mappings reuse the tables: no new rows");
+		CHECK(n > 0 && used == used1, "a forked child's mappings reuse the tables: no new rows");
 		{
 			struct ml_umaps *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
 			__u32 k1 = (__u32)getpid(), k2 = (__u32)child;
 
-			check(a && b && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &k1, a) &&
+			CHECK(a && b && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &k1, a) &&
 				  !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &k2, b) && b->gen &&
 				  b->gen != a->gen,
 			      "the same mappings in another process: a gen of its own");
@@ -222,27 +213,27 @@ static void test_tables(void)
 		for (size_t i = 0; i < unwinder__n_files(u); i++)
 			if (!unwinder__file(u, i, &info) && strstr(info.path, "/libc.so.6") && info.users == 2)
 				shared = true;
-		check(shared, "libc's table has two users");
+		CHECK(shared, "libc's table has two users");
 		ml_maps__clear(&cm);
 	}
 	unwinder__forget(u, getpid());
 	unwinder__usage(u, &used, &cap, &no_room);
-	check(used == used1, "tables stay while the child maps them");
+	CHECK(used == used1, "tables stay while the child maps them");
 	unwinder__forget(u, child);
 	unwinder__usage(u, &used, &cap, &no_room);
-	check(used == 0 && unwinder__n_files(u) == 0, "the last user gone: every table evicted");
+	CHECK(used == 0 && unwinder__n_files(u) == 0, "the last user gone: every table evicted");
 	{
 		__u32 key = (__u32)child;
 		struct ml_umaps *um = calloc(1, sizeof(*um));
 
-		check(um && bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um) == -ENOENT,
+		CHECK(um && bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um) == -ENOENT,
 		      "the process entry is deleted");
 		free(um);
 	}
 	/* Ranges freed by eviction are reused: syncing again fits in the same rows. */
 	n = unwinder__sync(u, getpid(), &maps);
 	unwinder__usage(u, &used, &cap, &no_room);
-	check(n >= 2 && used == used1 && no_room == 0, "re-synced after eviction into the freed ranges");
+	CHECK(n >= 2 && used == used1 && no_room == 0, "re-synced after eviction into the freed ranges");
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
 
@@ -268,7 +259,7 @@ static void test_no_room(void)
 	ml_maps__read(getpid(), &maps);
 	unwinder__sync(u, getpid(), &maps);
 	unwinder__usage(u, &used, &cap, &no_room);
-	check(u && no_room >= 1 && used <= cap, "64 KiB: libc does not fit, counted, nothing overflows");
+	CHECK(u && no_room >= 1 && used <= cap, "64 KiB: libc does not fit, counted, nothing overflows");
 	ml_maps__clear(&maps);
 	unwinder__free(u);
 	memleak_bpf__destroy(skel);
@@ -295,32 +286,32 @@ static void test_debug_frame(void)
 	const struct ml_unwind_row *r;
 	uint8_t bad[sizeof(df)];
 
-	check(ml_debugframe_parse(df, sizeof(df), &t) == 0 && t.n_skipped == 0, "debug_frame: parses");
+	CHECK(ml_debugframe_parse(df, sizeof(df), &t) == 0 && t.n_skipped == 0, "debug_frame: parses");
 	r = ml_unwind_lookup(&t, 0x1000);
-	check(r && r->cfa_reg == ML_CFA_RSP && r->cfa_off == 8, "debug_frame: entry rsp+8");
+	CHECK(r && r->cfa_reg == ML_CFA_RSP && r->cfa_off == 8, "debug_frame: entry rsp+8");
 	r = ml_unwind_lookup(&t, 0x1005);
-	check(r && r->cfa_reg == ML_CFA_RSP && r->cfa_off == 16 && r->rbp_saved == ML_RBP_AT_CFA && r->rbp_off == -16,
+	CHECK(r && r->cfa_reg == ML_CFA_RSP && r->cfa_off == 16 && r->rbp_saved == ML_RBP_AT_CFA && r->rbp_off == -16,
 	      "debug_frame: after push rsp+16, rbp at cfa-16");
 	r = ml_unwind_lookup(&t, 0x1020);
-	check(r && r->cfa_reg == ML_CFA_NONE, "debug_frame: past the FDE no FDE covers");
+	CHECK(r && r->cfa_reg == ML_CFA_NONE, "debug_frame: past the FDE no FDE covers");
 	ml_unwind_table_free(&t);
 	/* The same bytes read as .eh_frame: the all-ones id is an FDE pointing nowhere. */
 	/* The same bytes read as .eh_frame: the all-ones id is an FDE pointing nowhere (skipped), the FDE's
 	 * zero CIE pointer reads as a CIE id, and that "CIE" has no valid version. */
-	check(ml_ehframe_parse(df, sizeof(df), 0, &t) == 0 && t.n == 0 && t.n_skipped == 1,
+	CHECK(ml_ehframe_parse(df, sizeof(df), 0, &t) == 0 && t.n == 0 && t.n_skipped == 1,
 	      "debug_frame bytes as .eh_frame: nothing usable");
 	ml_unwind_table_free(&t);
 	memcpy(bad, df, sizeof(df));
 	bad[11] = 1; /* a segment selector size: refused */
-	check(ml_debugframe_parse(bad, sizeof(bad), &t) == 0 && t.n == 0 && t.n_skipped == 1,
+	CHECK(ml_debugframe_parse(bad, sizeof(bad), &t) == 0 && t.n == 0 && t.n_skipped == 1,
 	      "debug_frame: segment selectors refused, the FDE skipped");
 	ml_unwind_table_free(&t);
 	memcpy(bad, df, sizeof(df));
 	bad[28] = 100; /* CIE pointer past every CIE */
-	check(ml_debugframe_parse(bad, sizeof(bad), &t) == 0 && t.n == 0 && t.n_skipped == 1,
+	CHECK(ml_debugframe_parse(bad, sizeof(bad), &t) == 0 && t.n == 0 && t.n_skipped == 1,
 	      "debug_frame: FDE naming no CIE skipped");
 	ml_unwind_table_free(&t);
-	check(ml_debugframe_parse(df, 10, &t) == -EINVAL && t.n == 0, "debug_frame: truncated entry rejects the section");
+	CHECK(ml_debugframe_parse(df, 10, &t) == -EINVAL && t.n == 0, "debug_frame: truncated entry rejects the section");
 }
 
 /* Build-id lookup under a debug directory, with the file's own build-id checked. */
@@ -334,23 +325,23 @@ static void test_debug_file(void)
 
 	elf_version(EV_CURRENT);
 	if (!mkdtemp(dir)) {
-		check(0, "mkdtemp");
+		CHECK(0, "mkdtemp");
 		return;
 	}
 	fd = open("/proc/self/exe", O_RDONLY);
 	e = elf_begin(fd, ELF_C_READ, NULL);
 	n = ml_elf_build_id(e, id, sizeof(id));
-	check(n == 20, "own build-id read (20 bytes)");
-	check(ml_debug_file_open(0, dir, e, "/proc/self/exe") == -ENOENT, "no debug file: -ENOENT");
+	CHECK(n == 20, "own build-id read (20 bytes)");
+	CHECK(ml_debug_file_open(0, dir, e, "/proc/self/exe") == -ENOENT, "no debug file: -ENOENT");
 	snprintf(path, sizeof(path), "%s/.build-id/%02x", dir, id[0]);
 	mkdir(dir, 0700);
 	snprintf(cmd, sizeof(cmd), "mkdir -p %s && objcopy --only-keep-debug /proc/%d/exe %s/", path, getpid(), path);
 	for (size_t i = 1; i < n; i++)
 		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%02x", id[i]);
 	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), ".debug");
-	check(system(cmd) == 0, "debug file made with objcopy --only-keep-debug");
+	CHECK(system(cmd) == 0, "debug file made with objcopy --only-keep-debug");
 	dfd = ml_debug_file_open(0, dir, e, "/proc/self/exe");
-	check(dfd >= 0, "found by build-id");
+	CHECK(dfd >= 0, "found by build-id");
 	if (dfd >= 0)
 		close(dfd);
 	/* a file at the build-id path whose own build-id differs is not taken */
@@ -358,7 +349,7 @@ static void test_debug_file(void)
 	for (size_t i = 1; i < n; i++)
 		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%02x", id[i]);
 	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), ".debug");
-	check(system(cmd) == 0 && ml_debug_file_open(0, dir, e, "/proc/self/exe") == -ENOENT,
+	CHECK(system(cmd) == 0 && ml_debug_file_open(0, dir, e, "/proc/self/exe") == -ENOENT,
 	      "a debug file with another build-id is refused");
 	elf_end(e);
 	close(fd);
@@ -366,21 +357,21 @@ static void test_debug_file(void)
 	/* .gnu_debuglink: a copy of this program pointing at its debug file beside it, CRC-checked */
 	snprintf(cmd, sizeof(cmd), "cp /proc/%d/exe %s/prog && cd %s && objcopy --only-keep-debug prog prog.dbg && "
 		 "objcopy --add-gnu-debuglink=prog.dbg prog && cp prog.dbg keep.dbg", getpid(), dir, dir);
-	check(system(cmd) == 0, "debuglink: copy made with objcopy --add-gnu-debuglink");
+	CHECK(system(cmd) == 0, "debuglink: copy made with objcopy --add-gnu-debuglink");
 	snprintf(path, sizeof(path), "%s/prog", dir);
 	fd = open(path, O_RDONLY);
 	e = elf_begin(fd, ELF_C_READ, NULL);
 	dfd = ml_debug_file_open(0, "/nonexistent", e, path);
-	check(dfd >= 0, "debuglink: found beside the object (no build-id file under the debug directory)");
+	CHECK(dfd >= 0, "debuglink: found beside the object (no build-id file under the debug directory)");
 	if (dfd >= 0)
 		close(dfd);
 	snprintf(cmd, sizeof(cmd), "echo x >> %s/prog.dbg", dir);
-	check(system(cmd) == 0 && ml_debug_file_open(0, "/nonexistent", e, path) == -ENOENT,
+	CHECK(system(cmd) == 0 && ml_debug_file_open(0, "/nonexistent", e, path) == -ENOENT,
 	      "debuglink: a debug file whose CRC differs is refused");
 	snprintf(cmd, sizeof(cmd), "cd %s && mkdir -p .debug && mv keep.dbg .debug/prog.dbg && rm prog.dbg", dir);
-	check(system(cmd) == 0, "debuglink: the good debug file moved to .debug/");
+	CHECK(system(cmd) == 0, "debuglink: the good debug file moved to .debug/");
 	dfd = ml_debug_file_open(0, "/nonexistent", e, path);
-	check(dfd >= 0, "debuglink: found in the object's .debug/ directory");
+	CHECK(dfd >= 0, "debuglink: found in the object's .debug/ directory");
 	if (dfd >= 0)
 		close(dfd);
 	elf_end(e);
@@ -397,8 +388,7 @@ int main(void)
 		test_tables();
 		test_no_room();
 	} else {
-		check(0, "BPF table tests need root");
+		CHECK(0, "BPF table tests need root");
 	}
-	printf("unit unwind: %d passed, %d failed\n", passed, failed);
-	return failed != 0;
+	return SUMMARY("unwind");
 }
