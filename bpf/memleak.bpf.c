@@ -568,6 +568,15 @@ struct uw_walk {
 	__u8 bp_ok, exact, bad, want_first;
 };
 
+/*
+ * The word at window offset d (below ML_UW_CHUNK, word-aligned). Word-aligned on purpose: through the byte
+ * array's type clang would load the word a byte at a time.
+ */
+static __always_inline __u64 uw_win(const struct uw_walk *c, __u64 d)
+{
+	return ((const __u64 *)__builtin_assume_aligned(c->sc->win, 8))[(d & (ML_UW_CHUNK - 8)) / 8];
+}
+
 static __always_inline int uw_word(struct uw_walk *c, __u64 addr, __u64 *out)
 {
 	if (addr & 7 || addr >= ML_USER_TOP)
@@ -581,8 +590,7 @@ static __always_inline int uw_word(struct uw_walk *c, __u64 addr, __u64 *out)
 		}
 		c->win_lo = lo;
 	}
-	/* Word-aligned on purpose: through the byte array's type clang would load the word a byte at a time. */
-	*out = ((const __u64 *)__builtin_assume_aligned(c->sc->win, 8))[((addr - c->win_lo) & (ML_UW_CHUNK - 8)) / 8];
+	*out = uw_win(c, addr - c->win_lo);
 	return 0;
 }
 
@@ -660,15 +668,12 @@ __noinline __u32 uw_lookup(const struct ml_umaps *um, __u64 pc)
 {
 	const struct ml_urow *row = NULL;
 	const struct ml_umap *m;
-	struct ml_umap here;
 
 	if (!um)
 		return ML_UW_RULE(0, 0, ML_UW_NONE_FDE);
 	m = uw_map(um, pc);
-	if (m) {
-		here = *m; /* the fields as plain values: the search below then verifies as one path */
-		row = uw_row(&here, pc);
-	}
+	if (m)
+		row = uw_row(m, pc);
 	return row ? ML_UW_RULE(row->cfa_off, row->rbp_off8, row->kind) : ML_UW_RULE(0, 0, ML_UW_NONE_FDE);
 }
 
@@ -822,7 +827,7 @@ static __always_inline long uwm_one(struct uw_walk *c, __u32 idx)
 	d = c->sp0 + at - c->win_lo;
 	/* In the window, the word is there (the entry's stack pointer and so every check is word-aligned). */
 	if (d < ML_UW_CHUNK)
-		w = ((const __u64 *)__builtin_assume_aligned(c->sc->win, 8))[(d & (ML_UW_CHUNK - 8)) / 8];
+		w = uw_win(c, d);
 	else if (uw_word(c, c->sp0 + at, &w))
 		goto differs;
 	if (off & ML_UWM_REL)
@@ -932,8 +937,6 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 				rp->bp_reg = 0;
 			}
 			rp->bp_ok = rp->lost_at <= b;
-		} else {
-			c->h = rp->h;
 		}
 	}
 	/*
@@ -944,10 +947,8 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	WRITE_ONCE(m->pc0, 0);
 	WRITE_ONCE(m->seq, seq);
 	barrier();
-	if (!rp->resume) {
-		c->sc->st.nr = 0;
-		m->bp_used = 0;
-	}
+	if (!rp->resume)
+		m->bp_used = 0; /* (a replay that confirmed no frame left the stack and its hash as they were) */
 	c->bad = 0;
 	c->pc = rp->pc;
 	c->sp = rp->sp;
