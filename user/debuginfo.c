@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "debuginfo.h"
+#include "procmaps.h"
 
 #define MAX_BUILD_ID 64
 #define MAX_DEBUG_FILE (4ULL << 30)
@@ -81,14 +82,15 @@ static const char *debuglink(Elf *elf, uint32_t *crc)
 	return NULL;
 }
 
-static int open_regular(const char *path)
+/* A candidate as the target sees it (see ml_open_in_root): a regular file no larger than MAX_DEBUG_FILE. */
+static int open_candidate(int pid, const char *path)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = ml_open_in_root(pid, path);
 
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (unsigned long long)st.st_size > MAX_DEBUG_FILE) {
+		return fd;
+	if (fstat(fd, &st) || (unsigned long long)st.st_size > MAX_DEBUG_FILE) {
 		close(fd);
 		return -ENOENT;
 	}
@@ -122,7 +124,7 @@ static bool crc_matches(int fd, uint32_t want)
 int ml_debug_file_open(int pid, const char *dir, Elf *elf, const char *path)
 {
 	unsigned char id[MAX_BUILD_ID];
-	char root[32] = "", *cand = NULL, *objdir = NULL, *slash;
+	char *cand = NULL, *objdir = NULL, *slash;
 	const char *link;
 	uint32_t crc = 0;
 	size_t n;
@@ -130,21 +132,15 @@ int ml_debug_file_open(int pid, const char *dir, Elf *elf, const char *path)
 
 	if (!dir)
 		dir = ML_DEBUG_DIR_DEFAULT;
-	/* The target's own root (a container's); once it has exited, this machine's. */
-	if (pid > 0) {
-		snprintf(root, sizeof(root), "/proc/%d/root", pid);
-		if (access(root, X_OK))
-			root[0] = '\0';
-	}
 	n = ml_elf_build_id(elf, id, sizeof(id));
 	if (n >= 2) {
 		char hex[2 * MAX_BUILD_ID + 1];
 
 		for (size_t i = 0; i < n; i++)
 			sprintf(hex + 2 * i, "%02x", id[i]);
-		if (asprintf(&cand, "%s%s/.build-id/%.2s/%s.debug", root, dir, hex, hex + 2) < 0)
+		if (asprintf(&cand, "%s/.build-id/%.2s/%s.debug", dir, hex, hex + 2) < 0)
 			return -ENOMEM;
-		fd = open_regular(cand);
+		fd = open_candidate(pid, cand);
 		free(cand);
 		cand = NULL;
 		if (fd >= 0 && build_id_matches(fd, id, n))
@@ -161,9 +157,9 @@ int ml_debug_file_open(int pid, const char *dir, Elf *elf, const char *path)
 	slash = strrchr(objdir, '/');
 	slash[1] = '\0'; /* keeps the trailing slash */
 	for (int k = 0; k < 3; k++) {
-		int r = k == 0 ? asprintf(&cand, "%s%s%s", root, objdir, link)
-			: k == 1 ? asprintf(&cand, "%s%s.debug/%s", root, objdir, link)
-				 : asprintf(&cand, "%s%s%s%s", root, dir, objdir, link);
+		int r = k == 0 ? asprintf(&cand, "%s%s", objdir, link)
+			: k == 1 ? asprintf(&cand, "%s.debug/%s", objdir, link)
+				 : asprintf(&cand, "%s%s%s", dir, objdir, link);
 
 		if (r < 0) {
 			err = -ENOMEM;
@@ -175,7 +171,7 @@ int ml_debug_file_open(int pid, const char *dir, Elf *elf, const char *path)
 			cand = NULL;
 			continue;
 		}
-		fd = open_regular(cand);
+		fd = open_candidate(pid, cand);
 		free(cand);
 		cand = NULL;
 		if (fd >= 0 && crc_matches(fd, crc)) {

@@ -46,6 +46,12 @@ const struct ml_mapping *ml_maps__find(const struct ml_maps *m, uint64_t addr);
  * (container mount namespaces). Only regular files are opened. Returns the fd or -errno.
  */
 int ml_maps__open_file(int pid, const struct ml_mapping *mp);
+/*
+ * Open a regular file (only: a FIFO would block, a device could act) as process pid sees path, its absolute
+ * symlinks and ".." kept inside its root; this machine's root when pid <= 0 or its root cannot be entered
+ * (it has exited). An fd, or -errno (-ENOEXEC for a file that is not regular).
+ */
+int ml_open_in_root(int pid, const char *path);
 int ml_maps__open_file_at(int proc_pid_dirfd, const struct ml_mapping *mp);
 
 /*
