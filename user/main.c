@@ -358,7 +358,7 @@ int main(int argc, char **argv)
 	if (err)
 		goto cleanup;
 	if (o.unwind_tables) {
-		uw = unwinder__new(skel, &(struct unwind_opts){ .mem = o.unwind_mem, .debug_dir = o.debug_dir });
+		uw = unwinder__new(skel, &(struct unwind_opts){ .debug_dir = o.debug_dir });
 		if (!uw) {
 			err = -errno;
 			ml_err("cannot map the unwinding tables: %s", strerror(-err));

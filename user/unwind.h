@@ -14,17 +14,14 @@
 struct memleak_bpf;
 struct unwinder;
 
-#define ML_UNWIND_MEM_DEFAULT (64ULL << 20)
-
 struct unwind_opts {
-	uint64_t mem;          /* bytes of BPF map memory for rows and index (--unwind-mem) */
 	const char *debug_dir; /* where separate debug files are looked for; NULL: the default */
 };
 
 /* Row and index capacity for a memory budget: set on the skeleton's maps before load. */
 void unwind_capacity(uint64_t mem, uint32_t *rows, uint32_t *index);
 
-/* After load: maps the row and index arrays. NULL with errno set on failure. */
+/* After load: maps the row and index arrays, whose sizes unwind_capacity set. NULL with errno set on failure. */
 struct unwinder *unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o);
 void unwinder__free(struct unwinder *u); /* NULL-safe */
 

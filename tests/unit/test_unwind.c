@@ -107,7 +107,7 @@ static void test_tables(void)
 	skel = load(64ULL << 20);
 	if (!skel)
 		return;
-	u = unwinder__new(skel, &(struct unwind_opts){ .mem = 64ULL << 20 });
+	u = unwinder__new(skel, &(struct unwind_opts){ 0 });
 	CHECK(u != NULL, "unwinder maps its arrays");
 	if (!u)
 		goto out;
@@ -255,7 +255,7 @@ static void test_no_room(void)
 
 	if (!skel)
 		return;
-	u = unwinder__new(skel, &(struct unwind_opts){ .mem = 1ULL << 16 });
+	u = unwinder__new(skel, &(struct unwind_opts){ 0 });
 	ml_maps__read(getpid(), &maps);
 	unwinder__sync(u, getpid(), &maps);
 	unwinder__usage(u, &used, &cap, &no_room);
