@@ -115,6 +115,8 @@ static const struct ml_frame *native(struct stackview *sv, size_t slot, uint64_t
 
 	if (sv->sym && !symbolizer__resolve(sv->sym, addr, &fr) && fr)
 		return fr;
+	/* unresolved: the address as the symbolizer would take it, without the exact-pc flag of a stack word */
+	addr &= ~ML_IP_EXACT;
 	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_NATIVE, .addr = addr, .offset = addr };
 	return &sv->unknown[slot];
 }
