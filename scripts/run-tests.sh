@@ -75,7 +75,7 @@ done
 # undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
 for f in maps elf pyline ehframe; do
 	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser tests/fuzz/fuzz_$f.c \
-		$(case $f in maps) echo user/procmaps.c ;; pyline) echo user/pyline.c ;; ehframe) echo "user/ehframe.c -lelf" ;; *) echo "user/elfsym.c -lelf" ;; esac) \
+		$(case $f in maps) echo user/procmaps.c ;; pyline) echo user/pyline.c ;; ehframe) echo "user/ehframe.c user/elfsym.c -lelf" ;; *) echo "user/elfsym.c -lelf" ;; esac) \
 		-o $B/fuzz_$f
 	scratch=$(mktemp -d)
 	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-10} -max_len=65536 -print_final_stats=1 "$scratch" \

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "debuginfo.h"
+#include "elfsym.h"
 #include "procmaps.h"
 
 #define MAX_BUILD_ID 64
@@ -49,37 +50,23 @@ size_t ml_elf_build_id(Elf *elf, unsigned char *id, size_t max)
 /* The .gnu_debuglink name (NUL-terminated inside the section) and CRC, or NULL. */
 static const char *debuglink(Elf *elf, uint32_t *crc)
 {
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
 	GElf_Shdr sh;
+	Elf_Scn *scn = ml_elf_section(elf, ".gnu_debuglink", true, &sh);
+	const unsigned char *p;
+	Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+	size_t len, at;
 
-	if (elf_getshdrstrndx(elf, &shstrndx))
+	if (!d || !d->d_buf)
 		return NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		const char *name;
-		const unsigned char *p;
-		Elf_Data *d;
-		size_t len, at;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, ".gnu_debuglink"))
-			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf)
-			return NULL;
-		p = d->d_buf;
-		len = strnlen((const char *)p, d->d_size);
-		if (!len || len == d->d_size || strchr((const char *)p, '/'))
-			return NULL;
-		at = (len + 4) & ~(size_t)3; /* the name, its NUL, padding to 4, then the CRC */
-		if (at + 4 > d->d_size)
-			return NULL;
-		memcpy(crc, p + at, 4);
-		return (const char *)p;
-	}
-	return NULL;
+	p = d->d_buf;
+	len = strnlen((const char *)p, d->d_size);
+	if (!len || len == d->d_size || strchr((const char *)p, '/'))
+		return NULL;
+	at = (len + 4) & ~(size_t)3; /* the name, its NUL, padding to 4, then the CRC */
+	if (at + 4 > d->d_size)
+		return NULL;
+	memcpy(crc, p + at, 4);
+	return (const char *)p;
 }
 
 /* A candidate as the target sees it (see ml_open_in_root): a regular file no larger than MAX_DEBUG_FILE. */

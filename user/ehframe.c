@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ehframe.h"
+#include "elfsym.h"
 
 /* DWARF register numbers on x86-64. */
 #define REG_RBP 6
@@ -903,30 +904,17 @@ int ml_debugframe_parse(const uint8_t *data, size_t len, struct ml_unwind_table 
  */
 static Elf_Data *section_data(Elf *elf, const char *want, uint64_t *addr)
 {
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
 	GElf_Shdr sh;
+	Elf_Scn *scn = ml_elf_section(elf, want, true, &sh);
 	Elf_Data *d;
 
-	if (elf_getshdrstrndx(elf, &shstrndx))
+	if (!scn || ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0))
 		return NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, want) || sh.sh_type == SHT_NOBITS)
-			continue;
-		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
-			return NULL;
-		d = elf_getdata(scn, NULL);
-		if (!d || (!d->d_buf && d->d_size))
-			return NULL;
-		*addr = sh.sh_addr;
-		return d;
-	}
-	return NULL;
+	d = elf_getdata(scn, NULL);
+	if (!d || (!d->d_buf && d->d_size))
+		return NULL;
+	*addr = sh.sh_addr;
+	return d;
 }
 
 /* A 64-bit x86-64 ELF opened for reading, or NULL. */

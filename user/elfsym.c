@@ -536,8 +536,7 @@ int elf_syms__is_dyn(const struct elf_syms *s)
 	return s->dyn;
 }
 
-/* The section called `want`, or NULL. */
-static Elf_Scn *section_by_name(Elf *elf, const char *want, GElf_Shdr *out)
+Elf_Scn *ml_elf_section(Elf *elf, const char *want, bool skip_nobits, GElf_Shdr *out)
 {
 	size_t shstrndx;
 	Elf_Scn *scn = NULL;
@@ -547,7 +546,7 @@ static Elf_Scn *section_by_name(Elf *elf, const char *want, GElf_Shdr *out)
 	while ((scn = elf_nextscn(elf, scn))) {
 		const char *name;
 
-		if (!gelf_getshdr(scn, out))
+		if (!gelf_getshdr(scn, out) || (skip_nobits && out->sh_type == SHT_NOBITS))
 			continue;
 		name = elf_strptr(elf, shstrndx, out->sh_name);
 		if (name && !strcmp(name, want))
@@ -560,7 +559,7 @@ bool elf_syms__has_section(const struct elf_syms *s, const char *name)
 {
 	GElf_Shdr sh;
 
-	return section_by_name(s->elf, name, &sh) != NULL;
+	return ml_elf_section(s->elf, name, false, &sh) != NULL;
 }
 
 /*
@@ -575,9 +574,9 @@ int elf_syms__plt_stub(const struct elf_syms *s, const char *name, uint64_t *vad
 	Elf_Data *rd, *sd;
 	size_t n, len = strlen(name);
 
-	rela = section_by_name(s->elf, ".rela.plt", &rela_sh);
-	plt = section_by_name(s->elf, ".plt", &plt_sh);
-	sec = section_by_name(s->elf, ".plt.sec", &sec_sh);
+	rela = ml_elf_section(s->elf, ".rela.plt", false, &rela_sh);
+	plt = ml_elf_section(s->elf, ".plt", false, &plt_sh);
+	sec = ml_elf_section(s->elf, ".plt.sec", false, &sec_sh);
 	if (!rela || !plt || rela_sh.sh_type != SHT_RELA || !rela_sh.sh_entsize)
 		return -ENOENT;
 	dynsym = elf_getscn(s->elf, rela_sh.sh_link);

@@ -2,7 +2,7 @@
 #ifndef MEMLEAK_AI_ELFSYM_H
 #define MEMLEAK_AI_ELFSYM_H
 
-#include <libelf.h>
+#include <gelf.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -46,6 +46,12 @@ const char *elf_syms__lookup(const struct elf_syms *s, uint64_t vaddr, uint64_t 
 
 /* Whether the object has a section of this name (".note.stapsdt", say). */
 bool elf_syms__has_section(const struct elf_syms *s, const char *name);
+
+/*
+ * The first section called want, or NULL; *out gets its header. With skip_nobits, the first of that name
+ * with contents in the file (a debug file keeps some sections as NOBITS placeholders).
+ */
+Elf_Scn *ml_elf_section(Elf *elf, const char *want, bool skip_nobits, GElf_Shdr *out);
 
 /* The address of this object's PLT stub for calls to `name` (version suffix ignored). 0 or -ENOENT. */
 int elf_syms__plt_stub(const struct elf_syms *s, const char *name, uint64_t *vaddr);
