@@ -171,6 +171,15 @@ static void put_frame(FILE *f, const struct ml_frame *fr)
 	fputc('\n', f);
 }
 
+/* "label: v text, v text (since attach)" for a table of counters. */
+static void text_stats(FILE *f, const char *label, const struct stat_name *tab, size_t n, const uint64_t *stats)
+{
+	fprintf(f, "%s:", label);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", stats[tab[i].idx], tab[i].text);
+	fprintf(f, " (since attach)\n");
+}
+
 static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
 		      const size_t *order, uint64_t seq, bool final)
 {
@@ -257,18 +266,10 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		any_drop = true;
 	}
 	fprintf(f, "%s\n", any_drop ? "" : " none");
-	if (s->stats[ML_STAT_PY_FRAMES] || s->stats[ML_STAT_PY_NO_THREAD]) {
-		fprintf(f, "python:");
-		for (size_t i = 0; i < ARRAY_LEN(python_stats); i++)
-			fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[python_stats[i].idx], python_stats[i].text);
-		fprintf(f, " (since attach)\n");
-	}
-	if (s->stats[ML_STAT_UW_STACKS]) {
-		fprintf(f, "unwind:");
-		for (size_t i = 0; i < ARRAY_LEN(unwind_stats); i++)
-			fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[unwind_stats[i].idx], unwind_stats[i].text);
-		fprintf(f, " (since attach)\n");
-	}
+	if (s->stats[ML_STAT_PY_FRAMES] || s->stats[ML_STAT_PY_NO_THREAD])
+		text_stats(f, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
+	if (s->stats[ML_STAT_UW_STACKS])
+		text_stats(f, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
 	fprintf(f, "showing %zu of %zu stacks, leak candidates (growing) first, then largest\n", shown, s->nrows);
 	for (size_t i = 0; i < shown; i++) {
 		const struct ml_row *row = &s->rows[order[i]];
@@ -314,6 +315,15 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
  * The "totals" object: bytes, count and growth of each active layer. A process's own totals also keep an
  * inactive layer whose growth since the last report is not zero (the records that went with it).
  */
+/* An object of counters named by a table. */
+static void json_stats(struct jw *w, const char *key, const struct stat_name *tab, size_t n, const uint64_t *stats)
+{
+	jw_obj_begin(w, key);
+	for (size_t i = 0; i < n; i++)
+		jw_u64(w, tab[i].json, stats[tab[i].idx]);
+	jw_obj_end(w);
+}
+
 static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool with_gone)
 {
 	jw_obj_begin(w, "totals");
@@ -396,18 +406,9 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_u64(&w, event_stats[i].json, s->stats[event_stats[i].idx]);
 	jw_u64(&w, "forgotten", s->forgotten);
 	jw_obj_end(&w);
-	jw_obj_begin(&w, "dropped");
-	for (size_t i = 0; i < ARRAY_LEN(drop_stats); i++)
-		jw_u64(&w, drop_stats[i].json, s->stats[drop_stats[i].idx]);
-	jw_obj_end(&w);
-	jw_obj_begin(&w, "python");
-	for (size_t i = 0; i < ARRAY_LEN(python_stats); i++)
-		jw_u64(&w, python_stats[i].json, s->stats[python_stats[i].idx]);
-	jw_obj_end(&w);
-	jw_obj_begin(&w, "unwind");
-	for (size_t i = 0; i < ARRAY_LEN(unwind_stats); i++)
-		jw_u64(&w, unwind_stats[i].json, s->stats[unwind_stats[i].idx]);
-	jw_obj_end(&w);
+	json_stats(&w, "dropped", drop_stats, ARRAY_LEN(drop_stats), s->stats);
+	json_stats(&w, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
+	json_stats(&w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
 	jw_obj_begin(&w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer], fr = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer + 1];
