@@ -40,10 +40,10 @@ struct uw_seg {
 };
 
 struct uw_file {
-	bool used, ok; /* ok: has a table in the maps; a file without one stays known so it is not parsed again */
+	bool ok; /* has a table in the maps; a file without one stays known so it is not parsed again */
 	bool debug_file;
 	uint64_t dev, ino;
-	char *path;
+	char *path; /* NULL: the slot is free */
 	uint32_t row_base, n_rows, idx_base, n_idx, shift;
 	uint64_t lo; /* ELF address of table offset 0 */
 	uint64_t build_ns;
@@ -396,18 +396,17 @@ static int file_slot(struct unwinder *u, int pid, const struct ml_mapping *mp, u
 	int free_slot = -1, err;
 
 	for (uint32_t i = 0; i < ML_UW_FILES; i++) {
-		if (u->files[i].used && u->files[i].dev == dev && u->files[i].ino == mp->inode) {
+		if (u->files[i].path && u->files[i].dev == dev && u->files[i].ino == mp->inode) {
 			*out = i;
 			return 0;
 		}
-		if (!u->files[i].used && free_slot < 0)
+		if (!u->files[i].path && free_slot < 0)
 			free_slot = (int)i;
 	}
 	if (free_slot < 0)
 		return -ENOSPC;
 	struct uw_file *f = &u->files[free_slot];
 
-	f->used = true;
 	f->dev = dev;
 	f->ino = mp->inode;
 	f->path = strdup(mp->path);
@@ -467,7 +466,7 @@ static void set_files(struct unwinder *u, struct uw_proc *p, uint32_t *files, si
 	for (size_t i = 0; i < p->n; i++)
 		u->files[p->files[i]].users--;
 	for (size_t i = 0; i < p->n; i++)
-		if (u->files[p->files[i]].used && !u->files[p->files[i]].users)
+		if (u->files[p->files[i]].path && !u->files[p->files[i]].users)
 			evict(u, p->files[i]);
 	free(p->files);
 	p->files = files;
@@ -568,7 +567,7 @@ size_t unwinder__n_files(const struct unwinder *u)
 	size_t n = 0;
 
 	for (size_t i = 0; i < ML_UW_FILES; i++)
-		n += u->files[i].used && u->files[i].ok;
+		n += u->files[i].ok;
 	return n;
 }
 
@@ -577,7 +576,7 @@ int unwinder__file(const struct unwinder *u, size_t want, struct unwind_file_inf
 	for (size_t i = 0, n = 0; i < ML_UW_FILES; i++) {
 		const struct uw_file *f = &u->files[i];
 
-		if (!f->used || !f->ok || n++ != want)
+		if (!f->ok || n++ != want)
 			continue;
 		*out = (struct unwind_file_info){ .path = f->path, .rows = f->n_rows, .pages = f->n_idx,
 						  .bytes = (uint64_t)f->n_rows * sizeof(struct ml_urow) +
@@ -593,7 +592,7 @@ void unwinder__usage(const struct unwinder *u, uint64_t *rows_used, uint64_t *ro
 	uint64_t used = 0;
 
 	for (size_t i = 0; i < ML_UW_FILES; i++)
-		if (u->files[i].used && u->files[i].ok)
+		if (u->files[i].ok)
 			used += u->files[i].n_rows;
 	*rows_used = used;
 	*rows_cap = u->rows_cap;
