@@ -24,7 +24,7 @@ enum ml_cfa_reg {
 	/*
 	 * Stop unwinding here: the CFA is a DWARF expression or based on another register, the return
 	 * address is not at CFA-8 (its rule is undefined, as in _start, or a register or expression),
-	 * an offset does not fit 32 bits, or the pc is past the end of every FDE.
+	 * or an offset does not fit 32 bits. (A pc past the end of an FDE is ML_CFA_NONE.)
 	 */
 	ML_CFA_UNSUPPORTED = 2,
 	/* No FDE covers the pc (the row closing an FDE's range): the unwinder may try frame pointers. */
