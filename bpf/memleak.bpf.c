@@ -27,14 +27,22 @@ struct {
 	__type(value, struct ml_slot);
 } table SEC(".maps");
 
-/* Not preallocated: an entry is 4 KiB, and most runs use a small share of --max-stacks. */
+/*
+ * Stacks live in user space (user/stackstore.c), keyed by their hash. A stack not handed over yet goes out
+ * once through stack_events; stacks_sent remembers which were, as a bounded cache (--max-stacks): a stack
+ * it evicted is simply sent again, so the number of distinct stacks a job can have is not limited here.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1); /* sized by --max-stacks */
 	__type(key, __u64);
-	__type(value, struct ml_stack);
-} stacks SEC(".maps");
+	__type(value, __u8);
+} stacks_sent SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, ML_STACK_RING_BYTES);
+} stack_events SEC(".maps");
 
 /* Where a stack is assembled before it is known whether the table already has it. */
 /*
@@ -972,8 +980,10 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 		WRITE_ONCE(m->pc0, READ_ONCE(m->seq) == seq ? pc0 : 0);
 	}
 out:
-	if (c->bad)
+	if (c->bad) {
 		cnt_inc(cn, ML_STAT_UW_STOP);
+		c->sc->st.flags |= ML_STACK_UW_STOPPED;
+	}
 	if (m->truncated)
 		cnt_inc(cn, ML_STAT_UW_TRUNCATED);
 	if (cn && m->n_fp)
@@ -1062,12 +1072,20 @@ static __always_inline void capture_stack(struct pt_regs *ctx, struct ml_thread 
 	h ^= h >> 33;
 	if (h == ML_STACK_NONE)
 		h = 1;
-	if (!bpf_map_lookup_elem(&stacks, &h) && bpf_map_update_elem(&stacks, &h, st, BPF_NOEXIST) &&
-	    !bpf_map_lookup_elem(&stacks, &h)) {
-		stat_inc(ML_STAT_DROP_STACK);
-		return;
-	}
 	*stack_id = h;
+	if (!bpf_map_lookup_elem(&stacks_sent, &h)) {
+		__u64 words = st->nr + 2 * (__u64)st->nr_py, len = ML_STACK_HDR + 8 * words;
+		__u8 one = 1;
+
+		st->id = h;
+		if (len > sizeof(*st))
+			len = sizeof(*st);
+		/* Not delivered (ring full): not marked sent, so the next event with this stack tries again. */
+		if (bpf_ringbuf_output(&stack_events, st, len, 0))
+			stat_inc(ML_STAT_DROP_STACK);
+		else
+			bpf_map_update_elem(&stacks_sent, &h, &one, BPF_ANY);
+	}
 }
 
 /* Walk a probe chain of the allocation table: the slot holding (tgid, layer, addr), or NULL. */

@@ -167,12 +167,17 @@ struct ml_pyproc {
 /* Stack flags */
 #define ML_STACK_PY_TRUNCATED 1 /* deeper Python frames than ML_MAX_PYFRAMES: the outermost are missing */
 #define ML_STACK_PY_BROKEN 2    /* the frame chain could not be read to its end */
+#define ML_STACK_UW_STOPPED 4   /* the native walk stopped before the stack's end: the outer frames are missing */
 
 /*
- * The value of the stack table: nr native frames above the immediate caller (from the frame-pointer chain),
- * then nr_py Python frames, two words each, innermost first.
+ * A stack as handed to user space (the stack_events ring, once per stack): its id (the hash allocations
+ * refer to), nr native frames above the immediate caller, then nr_py Python frames, two words each,
+ * innermost first. A record holds the ML_STACK_HDR bytes of header and only the words in use.
  */
+#define ML_STACK_HDR 16
+#define ML_STACK_RING_BYTES (32U << 20)
 struct ml_stack {
+	__u64 id;
 	__u32 nr;
 	__u16 nr_py;
 	__u16 flags;
@@ -289,7 +294,7 @@ enum ml_stat {
 	ML_STAT_FREE_UNKNOWN,     /* released an address we never saw (allocated before attach) */
 	ML_STAT_NESTED,           /* allocator calls made by the allocator itself, counted once */
 	ML_STAT_DROP_ALLOCS_FULL, /* outstanding-allocation table full: allocation not recorded */
-	ML_STAT_DROP_STACK,       /* stack could not be stored (table full or bucket collision) */
+	ML_STAT_DROP_STACK,       /* a new stack not handed to user space (its ring full): sent again next time */
 	ML_STAT_DROP_THREAD,      /* no per-thread state could be created */
 	ML_STAT_DROP_LOST_RETURN, /* an entry whose return probe never fired (replaced) */
 	ML_STAT_REALLOC_RACE,     /* realloc's old block was freed and reused by another thread meanwhile */

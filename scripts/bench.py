@@ -131,8 +131,8 @@ def overhead_bench():
 
 
 def report_bench():
-    for stacks in ("10000", "100000"):
-        r = subprocess.run([os.path.join(B, "report_bench"), "1000000", stacks], capture_output=True, text=True)
+    for args in (["1000000", "10000"], ["1000000", "100000"], ["0", "0", "store"]):
+        r = subprocess.run([os.path.join(B, "report_bench")] + args, capture_output=True, text=True)
         print("  " + (r.stdout.strip() or r.stderr.strip()))
 
 

@@ -5,7 +5,8 @@ cd "$(dirname "$0")/.."
 B=build/tests
 mkdir -p "$B"
 CC=${CC:-gcc}
-OBJS="build/unwind.o build/debuginfo.o build/u64map.o build/pyline.o build/pyoffsets.o build/pyframes.o build/stackview.o build/follow.o build/overhead.o build/ehframe.o build/log.o build/procmaps.o build/elfsym.o build/symbolizer.o build/json.o build/opts.o build/allocators.o build/ledger.o build/report.o build/probes.o build/target.o build/uprobe_multi.o build/verdict.o build/pprof.o build/profile.pb-c.o build/html.o build/html_assets.o"
+# Every module but main.c, as the Makefile builds them
+OBJS="$(for f in user/*.c; do n=$(basename "$f" .c); [ "$n" = main ] || printf 'build/%s.o ' "$n"; done)build/profile.pb-c.o build/html_assets.o"
 LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c"
 build() {
 	echo "  BUILD    $1" >&2

@@ -8,8 +8,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "clock.h"
+#include "hash.h"
 #include "allocators.h"
 #include "ledger.h"
+#include "stackstore.h"
 #include "u64map.h"
 #include "log.h"
 #include "memleak.skel.h"
@@ -46,8 +48,6 @@ struct ledger {
 	struct row_index idx;
 	struct ml_row *prev; /* previous rows, sorted by key */
 	size_t nprev;
-	uint64_t *prev_ids; /* stack ids referenced by the previous snapshot, sorted */
-	size_t nprev_ids;
 	uint64_t prev_stats[ML_STAT_SLOTS];
 	uint64_t *pcpu;
 	struct gpu_block *gpu; /* this pass's cuda and torch_cuda allocations */
@@ -119,7 +119,6 @@ void ledger__free(struct ledger *l)
 	u64map__free_values(&l->shown);
 	free(l->idx.slot);
 	free(l->prev);
-	free(l->prev_ids);
 	free(l->pcpu);
 	free(l->gpu);
 	free(l);
@@ -139,13 +138,6 @@ static int cmp_bytes_desc(const void *a, const void *b)
 	if (x->count != y->count)
 		return x->count < y->count ? 1 : -1;
 	return cmp_key(a, b);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
 }
 
 static uint64_t key_hash(const struct ml_agg_key *k)
@@ -341,50 +333,6 @@ static void read_stats(struct ledger *l)
 	}
 }
 
-static bool id_referenced(const uint64_t *ids, size_t n, uint64_t id)
-{
-	return n && bsearch(&id, ids, n, sizeof(*ids), cmp_u64) != NULL;
-}
-
-/*
- * Stacks no allocation refers to any more would fill the stack table for good. Release those unreferenced
- * in this snapshot and the previous one, and only when the table is over half full: a stack captured at
- * entry but not yet in the allocation table (the call still running) is then very unlikely to be hit, and
- * if it is, the next allocation from that place stores it again.
- */
-static uint64_t gc_stacks(struct ledger *l, const uint64_t *ids, size_t nids)
-{
-	int fd = bpf_map__fd(l->skel->maps.stacks);
-	uint64_t key, next, *victims = NULL;
-	size_t n = 0, nv = 0, capv = 0;
-	bool has = false;
-	uint64_t freed = 0;
-
-	while (bpf_map_get_next_key(fd, has ? &key : NULL, &next) == 0) {
-		key = next;
-		has = true;
-		n++;
-		if (id_referenced(ids, nids, key) || id_referenced(l->prev_ids, l->nprev_ids, key))
-			continue;
-		if (nv == capv) {
-			size_t cap = capv ? capv * 2 : 256;
-			uint64_t *nvict = realloc(victims, cap * sizeof(*nvict));
-
-			if (!nvict)
-				break;
-			victims = nvict;
-			capv = cap;
-		}
-		victims[nv++] = key;
-	}
-	if (n > l->o.max_stacks / 2)
-		for (size_t i = 0; i < nv; i++)
-			if (bpf_map_delete_elem(fd, &victims[i]) == 0)
-				freed++;
-	free(victims);
-	return freed;
-}
-
 struct canon_ent {
 	uint32_t tgid, pass;
 	uint64_t raw, how, canon;
@@ -454,19 +402,14 @@ static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id)
 
 /*
  * After a pass: forget the stacks no allocation refers to any more, and the ways of reading no live stack
- * is shown by (the next stack read that way is shown as itself); add the live ones to ids (for the GC).
+ * is shown by (the next stack read that way is shown as itself).
  */
-static int canon_sweep(struct ledger *l, uint64_t **ids, size_t *nids)
+static void canon_sweep(struct ledger *l)
 {
 	struct u64map keep = {}, shown = {};
-	size_t n = *nids;
-	uint64_t *v;
 
 	if (!l->canon_ids.n)
-		return 0;
-	v = realloc(*ids, (n + l->canon_ids.n + 1) * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
+		return;
 	for (size_t i = 0; i < l->canon_ids.cap; i++) {
 		struct canon_ent *e = l->canon_ids.slots[i].val;
 
@@ -476,7 +419,6 @@ static int canon_sweep(struct ledger *l, uint64_t **ids, size_t *nids)
 			free(e);
 			continue;
 		}
-		v[n++] = e->raw;
 		if (e->how) {
 			uint64_t k = canon_key(e->tgid, e->how);
 			struct shown_ent *se = u64map__get(&l->shown, k);
@@ -497,9 +439,89 @@ static int canon_sweep(struct ledger *l, uint64_t **ids, size_t *nids)
 	}
 	free(l->shown.slots);
 	l->shown = shown;
-	*ids = v;
-	*nids = n;
-	return 0;
+}
+
+/* What a stopped walk's row must share with a complete one to be merged into it, over its first len frames. */
+static uint64_t prefix_key(const struct ml_row *r, const struct ml_stack *st, size_t len)
+{
+	uint64_t h = ml_hash64(((uint64_t)r->key.tgid << 32 | (uint64_t)r->key.layer << 8 | len) ^ r->key.caller);
+
+	for (size_t k = 0; k < len; k++)
+		h = ml_hash64(h ^ st->ips[k]);
+	for (size_t k = 0; k < 2 * (size_t)st->nr_py; k++)
+		h = ml_hash64(h ^ st->ips[st->nr + k]);
+	return h ? h : 1;
+}
+
+#define PREFIX_AMBIGUOUS ((void *)~(uintptr_t)0)
+
+/*
+ * A native walk that had to stop early (ML_STACK_UW_STOPPED) names only the inner part of its stack. When
+ * exactly one complete stack of the same process and layer, from the same caller and with the same Python
+ * frames, begins with those frames, the row is that stack's: its allocations join that row. Otherwise it
+ * stays a row of its own. Returns the rows merged, or -ENOMEM.
+ */
+static int merge_stopped(struct ledger *l)
+{
+	struct ml_snapshot *s = &l->snap;
+	struct ml_stack *st = &l->stack_buf;
+	uint64_t lens[(ML_MAX_FRAMES + 64) / 64] = {};
+	struct u64map full = {};
+	size_t nstopped = 0;
+	int merged = 0;
+
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *r = &s->rows[i];
+
+		if (r->count && r->key.stack_id != ML_STACK_NONE && !stackstore__get(l->o.stacks, r->key.stack_id, st) &&
+		    (st->flags & ML_STACK_UW_STOPPED) && st->nr) {
+			lens[st->nr / 64] |= 1ULL << (st->nr % 64);
+			nstopped++;
+		}
+	}
+	if (!nstopped)
+		return 0;
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *r = &s->rows[i];
+
+		if (!r->count || r->key.stack_id == ML_STACK_NONE || stackstore__get(l->o.stacks, r->key.stack_id, st) ||
+		    (st->flags & ML_STACK_UW_STOPPED))
+			continue;
+		for (size_t len = 1; len <= st->nr; len++) {
+			uint64_t k;
+			void *v;
+
+			if (!(lens[len / 64] & (1ULL << (len % 64))))
+				continue;
+			k = prefix_key(r, st, len);
+			v = u64map__get(&full, k);
+			if (u64map__put(&full, k, v ? PREFIX_AMBIGUOUS : (void *)(i + 1))) {
+				merged = -ENOMEM;
+				goto out;
+			}
+		}
+	}
+	for (size_t i = 0; i < s->nrows; i++) {
+		struct ml_row *r = &s->rows[i], *into;
+		void *v;
+
+		if (!r->count || r->key.stack_id == ML_STACK_NONE || stackstore__get(l->o.stacks, r->key.stack_id, st) ||
+		    !(st->flags & ML_STACK_UW_STOPPED) || !st->nr)
+			continue;
+		v = u64map__get(&full, prefix_key(r, st, st->nr));
+		if (!v || v == PREFIX_AMBIGUOUS)
+			continue;
+		into = &s->rows[(uintptr_t)v - 1];
+		into->bytes += r->bytes;
+		into->count += r->count;
+		if (r->oldest_ts_ns < into->oldest_ts_ns)
+			into->oldest_ts_ns = r->oldest_ts_ns;
+		r->bytes = r->count = 0;
+		merged++;
+	}
+out:
+	free(full.slots);
+	return merged;
 }
 
 static struct ml_proc_total *proc_slot(struct ledger *l, int tgid)
@@ -605,10 +627,16 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 {
 	struct ml_snapshot *s = &l->snap;
-	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), newest, *ids = NULL;
-	size_t nids = 0, nrows;
+	uint64_t now, newest;
+	size_t nrows;
 	struct ml_row *prev_rows = l->prev;
+	int err;
 
+	/* Every stack the table's records can name was sent before its record was written: take them first. */
+	err = stackstore__drain(l->o.stacks);
+	if (err)
+		return err;
+	now = ml_clock_ns(CLOCK_MONOTONIC);
 	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
 	l->pass++;
 	s->nrows = 0;
@@ -651,19 +679,18 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 			return -ENOMEM;
 	}
 	split_devices(l);
+	err = merge_stopped(l);
+	if (err < 0)
+		return err;
+	s->stopped_merged = (uint64_t)err;
 
 	s->now_ns = now;
 	s->elapsed_s = (double)(now - l->last_ns) / 1e9;
 	l->last_ns = now;
-	ids = malloc((s->nrows ? s->nrows : 1) * sizeof(*ids));
-	if (!ids)
-		return -ENOMEM;
 	nrows = 0;
 	for (size_t i = 0; i < s->nrows; i++) {
 		struct ml_row *r = &s->rows[i];
 
-		if (r->key.stack_id != ML_STACK_NONE)
-			ids[nids++] = r->key.stack_id;
 		if (!r->count)
 			continue;
 		if (r->key.layer < ML_LAYER_MAX) {
@@ -709,17 +736,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_BASE + 2 * layer] ||
 					  s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1];
 
-	/* The stacks allocations refer to directly stay too, not only those rows are shown as. */
-	if (canon_sweep(l, &ids, &nids)) {
-		free(ids);
-		return -ENOMEM;
-	}
-	if (nids)
-		qsort(ids, nids, sizeof(*ids), cmp_u64);
-	s->stacks_gc = gc_stacks(l, ids, nids);
-	free(l->prev_ids);
-	l->prev_ids = ids;
-	l->nprev_ids = nids;
+	canon_sweep(l);
+	stackstore__stats(l->o.stacks, &s->stacks);
 	*out = s;
 	return 0;
 }
@@ -734,8 +752,8 @@ int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *
 		out->ips[out->nr++] = r->key.caller;
 	if (r->key.stack_id == ML_STACK_NONE)
 		return 0;
-	if (bpf_map_lookup_elem(bpf_map__fd(l->skel->maps.stacks), &r->key.stack_id, st))
-		return -errno;
+	if (stackstore__get(l->o.stacks, r->key.stack_id, st))
+		return -ENOENT;
 	out->flags = st->flags;
 	/* The counts come from the kernel map, which the target cannot write; bound them all the same. */
 	for (size_t i = 0; i < st->nr && i < ML_MAX_FRAMES; i++)

@@ -6,14 +6,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../bpf/memleak.h"
+#include "stackstore.h"
 
 struct memleak_bpf;
 struct ledger;
+struct stackstore;
 
 struct ledger_opts {
 	int tgid;
 	uint64_t min_age_ns;
-	uint32_t max_stacks;
+	struct stackstore *stacks; /* where the records' stack ids resolve (not owned) */
 };
 
 /* Slots in the allocation table for --max-allocs: a power of two, at least twice as many, so probe chains stay short. */
@@ -56,7 +58,8 @@ struct ml_snapshot {
 	size_t nprocs;
 	uint64_t stats[ML_STAT_SLOTS];       /* cumulative since attach */
 	uint64_t stats_delta[ML_STAT_SLOTS]; /* since the previous snapshot */
-	uint64_t stacks_gc;                  /* stack-table entries released this time */
+	struct stackstore_stats stacks;      /* the stack dictionary after this pass */
+	uint64_t stopped_merged;             /* rows of walks that stopped early, merged into their complete stack */
 	uint64_t forgotten;                  /* records dropped with their process's exit, exec or a mode switch, since attach */
 	/* [0] collects memory whose device is not known; [d + 1] is device d */
 	struct ml_device_total devices[ML_MAX_DEVICES + 1];

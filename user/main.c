@@ -25,6 +25,7 @@
 #include "follow.h"
 #include "overhead.h"
 #include "pyframes.h"
+#include "stackstore.h"
 #include "stackview.h"
 #include "report.h"
 #include "symbolizer.h"
@@ -85,7 +86,7 @@ static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **ou
 	skel->rodata->max_size = o->max_size;
 	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
-	bpf_map__set_max_entries(skel->maps.stacks, o->max_stacks);
+	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
 	skel->rodata->unwind_tables = o->unwind_tables;
 	/* A budget of 100% never switches to heap-growth mode: its program need not be verified (seconds). */
 	if (o->max_overhead >= 100)
@@ -309,6 +310,7 @@ int main(int argc, char **argv)
 	struct symbolizer *sym = NULL;
 	struct unwinder *uw = NULL;
 	struct ledger *ledger = NULL;
+	struct stackstore *stacks = NULL;
 	struct reporter *rep = NULL;
 	struct verdicts *verdicts = NULL;
 	struct html_timeline *timeline = NULL;
@@ -408,9 +410,15 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	symbolizer__refresh(sym);
+	stacks = stackstore__new();
+	if (!stacks || stackstore__attach(stacks, bpf_map__fd(skel->maps.stack_events))) {
+		err = stacks ? -errno : -ENOMEM;
+		ml_err("cannot read the stacks' ring buffer: %s", strerror(-err));
+		goto cleanup;
+	}
 	ledger = ledger__new(skel, &(struct ledger_opts){ .tgid = tgt.pid,
 							   .min_age_ns = (uint64_t)(o.min_age_s * 1e9),
-							   .max_stacks = o.max_stacks });
+							   .stacks = stacks });
 	if (!ledger) {
 		err = -errno ? -errno : -ENOMEM;
 		goto cleanup;
@@ -643,6 +651,7 @@ cleanup:
 	verdicts__free(verdicts);
 	html_timeline__free(timeline);
 	ledger__free(ledger);
+	stackstore__free(stacks);
 	probes__free(probes);
 	pyframes__free(py);
 	unwinder__free(uw);

@@ -49,7 +49,8 @@ static const char usage[] =
 	"      --debug-dir DIR    where separate debug files are found (default /usr/lib/debug)\n"
 	"      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
-	"      --max-stacks N     distinct stacks kept (default 16384)\n"
+	"      --max-stacks N     stacks the kernel remembers as handed over (default 65536; distinct stacks\n"
+	"                         are not limited: one evicted from this cache is handed over again)\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
 	"  -h, --help             this help\n"
 	"  -V, --version          print the version\n"
@@ -238,7 +239,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	o->top = 10;
 	o->max_size = UINT64_MAX;
 	o->max_allocs = 1048576;
-	o->max_stacks = 16384;
+	o->max_stacks = 65536;
 	o->python = true;
 	o->follow = true;
 	o->max_overhead = 2;

@@ -21,7 +21,7 @@ struct ml_opts {
 	enum ml_format format;
 	int verbose;
 	uint32_t max_allocs;   /* outstanding-allocation table size */
-	uint32_t max_stacks;   /* stack table size */
+	uint32_t max_stacks;   /* size of the kernel's cache of stacks handed over */
 	unsigned int layers;   /* bit mask of enum ml_layer to trace (--layers) */
 	bool torch_raw;        /* --torch-raw-alloc: return probes on the caching allocator's raw_alloc */
 	bool sort_bytes;       /* --sort bytes: plain outstanding-bytes ranking, no leak candidates first */

@@ -42,7 +42,7 @@ static const struct stat_name event_stats[] = {
 
 static const struct stat_name drop_stats[] = {
 	{ ML_STAT_DROP_ALLOCS_FULL, "allocs_table_full", "allocation table full (raise --max-allocs)" },
-	{ ML_STAT_DROP_STACK, "stack_unavailable", "stack not stored (raise --max-stacks)" },
+	{ ML_STAT_DROP_STACK, "stack_unavailable", "new stack not handed over (ring buffer full; sent again next time)" },
 	{ ML_STAT_DROP_THREAD, "thread_state", "no per-thread state" },
 	{ ML_STAT_DROP_LOST_RETURN, "lost_return", "allocator return not seen" },
 	{ ML_STAT_DROP_PROC_EVENT, "proc_events", "fork or exec not followed (event buffer full)" },
@@ -422,6 +422,15 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_double(&w, "frees_per_s", s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
 		jw_obj_end(&w);
 	}
+	jw_obj_end(&w);
+	jw_obj_begin(&w, "stack_store");
+	jw_u64(&w, "stacks", s->stacks.stacks);
+	jw_u64(&w, "frames", s->stacks.frames);
+	jw_u64(&w, "bytes", s->stacks.bytes);
+	jw_u64(&w, "received", s->stacks.received);
+	jw_u64(&w, "collisions", s->stacks.collisions);
+	jw_u64(&w, "malformed", s->stacks.malformed);
+	jw_u64(&w, "stopped_walks_merged", s->stopped_merged);
 	jw_obj_end(&w);
 	jw_u64(&w, "stacks_total", s->nrows);
 	jw_u64(&w, "stacks_shown", shown);

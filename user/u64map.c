@@ -2,22 +2,12 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include "hash.h"
 #include "u64map.h"
-
-static uint64_t hash64(uint64_t x)
-{
-	/* splitmix64 finalizer: addresses share low and high bits, the table index must not. */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
 
 static struct u64slot *slot_of(struct u64slot *slots, size_t cap, uint64_t key)
 {
-	size_t mask = cap - 1, i = hash64(key) & mask;
+	size_t mask = cap - 1, i = ml_hash64(key) & mask;
 
 	while (slots[i].val && slots[i].key != key)
 		i = (i + 1) & mask;

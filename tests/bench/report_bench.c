@@ -1,4 +1,7 @@
-/* Benchmark: time to aggregate and rank a report over 1,000,000 outstanding allocations in the real BPF table. */
+/*
+ * Benchmark: time to aggregate and rank a report over 1,000,000 outstanding allocations in the real BPF table,
+ * their stacks in the user-space stack store; then the store's size and speed with 1,000,000 distinct stacks.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -6,9 +9,58 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "ledger.h"
+#include "stackstore.h"
 #include "verdict.h"
 #include <malloc.h>
 #include "memleak.skel.h"
+
+/* A 30-frame stack i: a few outer frames shared by all, the inner ones drawn from a pool of 100,000 frames. */
+static void make_stack(struct ml_stack *st, uint64_t i)
+{
+	st->id = i * 0x9e3779b97f4a7c15ULL | 1;
+	st->nr = 30;
+	st->nr_py = 0;
+	st->flags = 0;
+	for (int k = 0; k < 30; k++)
+		st->ips[k] = k < 20 ? 0x7f0000000000ULL + ((i * 31 + (uint64_t)k * 7919) % 100000) * 16
+				    : 0x400000 + (uint64_t)k * 64;
+}
+
+static double now(void);
+
+/* The store alone: 1,000,000 distinct stacks added, then looked up. */
+static void store_bench(void)
+{
+	struct stackstore *ss = stackstore__new();
+	struct ml_stack *st = malloc(sizeof(*st));
+	struct stackstore_stats stats;
+	const uint64_t n = 1000000;
+	double t0, add, get;
+
+	t0 = now();
+	for (uint64_t i = 0; i < n; i++) {
+		make_stack(st, i);
+		if (stackstore__add(ss, st, ML_STACK_HDR + 8 * 30) != 0) {
+			fprintf(stderr, "report_bench: stack %llu not added\n", (unsigned long long)i);
+			exit(1);
+		}
+	}
+	add = now() - t0;
+	t0 = now();
+	for (uint64_t i = 0; i < n; i++)
+		if (stackstore__get(ss, i * 0x9e3779b97f4a7c15ULL | 1, st)) {
+			fprintf(stderr, "report_bench: stack %llu lost\n", (unsigned long long)i);
+			exit(1);
+		}
+	get = now() - t0;
+	stackstore__stats(ss, &stats);
+	printf("stack store: %llu distinct stacks of 30 frames (%llu distinct frames): %.1f bytes a stack "
+	       "(%.1f MiB), add %.0f ns, look up %.0f ns a stack\n",
+	       (unsigned long long)stats.stacks, (unsigned long long)stats.frames, (double)stats.bytes / (double)n,
+	       (double)stats.bytes / (1 << 20), add / (double)n * 1e9, get / (double)n * 1e9);
+	free(st);
+	stackstore__free(ss);
+}
 
 static double now(void)
 {
@@ -21,7 +73,7 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	uint32_t nallocs = argc > 1 ? (uint32_t)atoi(argv[1]) : 1000000;
-	uint32_t nstacks = argc > 2 ? (uint32_t)atoi(argv[2]) : 10000;
+	uint32_t nstacks = argc > 2 ? (uint32_t)atoi(argv[2]) : 100000;
 	const struct ml_snapshot *s;
 	struct memleak_bpf *skel;
 	struct ledger *l;
@@ -30,7 +82,6 @@ int main(int argc, char **argv)
 	skel = memleak_bpf__open();
 	skel->rodata->table_mask = ledger_table_slots(nallocs) - 1;
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(nallocs));
-	bpf_map__set_max_entries(skel->maps.stacks, nstacks * 2);
 	if (memleak_bpf__load(skel)) {
 		fprintf(stderr, "report_bench: cannot load BPF (root?)\n");
 		return 1;
@@ -56,7 +107,20 @@ int main(int argc, char **argv)
 		}
 		munmap(t, bytes);
 	}
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 1, .max_stacks = nstacks * 2 });
+	struct stackstore *ss = stackstore__new();
+	struct ml_stack *st = malloc(sizeof(*st));
+
+	if (argc > 3) {
+		store_bench();
+		return 0;
+	}
+	for (uint32_t i = 0; i < nstacks; i++) {
+		make_stack(st, i);
+		st->id = 1 + i;
+		stackstore__add(ss, st, ML_STACK_HDR + 8 * 30);
+	}
+	free(st);
+	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 1, .stacks = ss });
 	struct verdicts *v = verdicts__new();
 	const struct ml_judgement *j;
 	const size_t *order;
@@ -81,6 +145,7 @@ int main(int argc, char **argv)
 	       (double)verdicts__memory(v) / (double)s->nrows, (double)(heap1 - heap0) / (1 << 20));
 	verdicts__free(v);
 	ledger__free(l);
+	stackstore__free(ss);
 	memleak_bpf__destroy(skel);
 	return 0;
 }

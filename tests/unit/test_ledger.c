@@ -8,6 +8,7 @@
 #include "allocators.h"
 #include "check.h"
 #include "ledger.h"
+#include "stackstore.h"
 #include "memleak.skel.h"
 
 
@@ -19,7 +20,7 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static struct memleak_bpf *load(uint32_t max_allocs, uint32_t max_stacks)
+static struct memleak_bpf *load(uint32_t max_allocs)
 {
 	struct memleak_bpf *skel = memleak_bpf__open();
 
@@ -27,7 +28,6 @@ static struct memleak_bpf *load(uint32_t max_allocs, uint32_t max_stacks)
 		return NULL;
 	skel->rodata->table_mask = ledger_table_slots(max_allocs) - 1;
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(max_allocs));
-	bpf_map__set_max_entries(skel->maps.stacks, max_stacks);
 	if (memleak_bpf__load(skel)) {
 		memleak_bpf__destroy(skel);
 		return NULL;
@@ -78,6 +78,72 @@ static void del(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr)
 		bpf_map_update_elem(bpf_map__fd(skel->maps.table), &i, &sl, BPF_ANY);
 }
 
+/* Hand a stack to the store as the ring would: native words then Python word pairs. */
+static int add_stack(struct stackstore *ss, uint64_t id, unsigned int flags, unsigned int nr, unsigned int nr_py,
+		     const uint64_t *words)
+{
+	struct ml_stack st = { .id = id, .nr = nr, .nr_py = (uint16_t)nr_py, .flags = (uint16_t)flags };
+
+	memcpy(st.ips, words, (nr + 2 * nr_py) * sizeof(*words));
+	return stackstore__add(ss, &st, ML_STACK_HDR + 8 * (nr + 2 * nr_py));
+}
+
+static void stackstore_checks(void)
+{
+	struct stackstore *ss = stackstore__new();
+	struct stackstore_stats st;
+	struct ml_stack *out = malloc(sizeof(*out));
+	uint64_t w[ML_STACK_WORDS];
+	bool all = true;
+
+	for (unsigned int i = 0; i < ML_STACK_WORDS; i++)
+		w[i] = 0x400000 + i * 0x10;
+	CHECK(add_stack(ss, 42, 0, 3, 1, w) == 0, "store: a new stack is added");
+	CHECK(add_stack(ss, 42, 0, 3, 1, w) == 1, "store: the same stack sent again is known");
+	CHECK(stackstore__get(ss, 42, out) == 0 && out->nr == 3 && out->nr_py == 1 && out->ips[0] == 0x400000 &&
+		      out->ips[4] == 0x400040,
+	      "store: words read back");
+	CHECK(stackstore__get(ss, 43, out) == -ENOENT, "store: an id never sent is not found");
+	w[0] = 0x1;
+	CHECK(add_stack(ss, 42, 0, 3, 1, w) == 1, "store: other words under a known id");
+	stackstore__stats(ss, &st);
+	CHECK(st.collisions == 1 && st.stacks == 1, "store: the collision is counted, the first stack kept");
+	w[0] = 0x400000;
+	/* the deepest stack the wire allows, and records that lie about their counts */
+	CHECK(add_stack(ss, 44, 0, ML_MAX_FRAMES, ML_MAX_PYFRAMES, w) == 0, "store: the deepest stack fits");
+	CHECK(stackstore__get(ss, 44, out) == 0 && out->nr == ML_MAX_FRAMES && out->nr_py == ML_MAX_PYFRAMES &&
+		      out->ips[ML_STACK_WORDS - 1] == w[ML_STACK_WORDS - 1],
+	      "store: the deepest stack read back whole");
+	out->id = 45;
+	out->nr = 10;
+	out->nr_py = 0;
+	CHECK(stackstore__add(ss, out, ML_STACK_HDR + 8 * 9) == -EINVAL, "store: a record shorter than its counts");
+	out->nr = ML_MAX_FRAMES + 1;
+	CHECK(stackstore__add(ss, out, sizeof(*out)) == -EINVAL, "store: more frames than the wire has");
+	CHECK(stackstore__add(ss, out, 8) == -EINVAL, "store: a record shorter than the header");
+	/* many stacks sharing their frames: each one kept, frames interned once */
+	for (uint64_t i = 0; i < 100000; i++) {
+		uint64_t v[30];
+
+		for (int k = 0; k < 30; k++)
+			v[k] = k == 0 ? 0x600000 + i % 1000 : k == 1 ? 0x700000 + i / 1000 : 0x500000 + (uint64_t)k * 64;
+		if (add_stack(ss, 1000 + i, 0, 30, 0, v))
+			all = false;
+	}
+	CHECK(all, "store: 100000 stacks added");
+	for (uint64_t i = 0; i < 100000 && all; i += 997)
+		if (stackstore__get(ss, 1000 + i, out) || out->nr != 30 || out->ips[0] != 0x600000 + i % 1000 ||
+		    out->ips[1] != 0x700000 + i / 1000 || out->ips[29] != 0x500000 + 29 * 64)
+			all = false;
+	CHECK(all, "store: every stack reads back as sent");
+	stackstore__stats(ss, &st);
+	CHECK(st.stacks == 100002 && st.frames == ML_STACK_WORDS + 1000 + 100 + 28,
+	      "store: frames interned once");
+	CHECK(st.malformed == 3, "store: malformed records counted");
+	free(out);
+	stackstore__free(ss);
+}
+
 static const struct ml_row *find(const struct ml_snapshot *s, uint64_t caller)
 {
 	for (size_t i = 0; i < s->nrows; i++)
@@ -88,7 +154,8 @@ static const struct ml_row *find(const struct ml_snapshot *s, uint64_t caller)
 
 int main(void)
 {
-	struct memleak_bpf *skel = load(4096, 64);
+	struct memleak_bpf *skel = load(4096);
+	struct stackstore *ss = stackstore__new();
 	const struct ml_snapshot *s;
 	const struct ml_row *r;
 	struct ledger *l;
@@ -98,7 +165,8 @@ int main(void)
 		printf("not ok - load BPF (needs root)\nunit ledger: 0 passed, 1 failed\n");
 		return 1;
 	}
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .max_stacks = 64 });
+	stackstore_checks();
+	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss });
 	CHECK(l != NULL, "ledger created");
 	if (!l)
 		return SUMMARY("ledger");
@@ -137,7 +205,7 @@ int main(void)
 	ledger__free(l);
 
 	/* min-age: young blocks are left out but their stack stays referenced */
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .max_stacks = 64, .min_age_ns = 1500000000ULL });
+	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss, .min_age_ns = 1500000000ULL });
 	CHECK(ledger__collect(l, &s) == 0, "collect with min-age");
 	r = find(s, 0xa0);
 	CHECK(r && r->bytes == 300 && r->count == 1, "of blocks 1 s and 2 s old only the 2 s one counts");
@@ -145,9 +213,49 @@ int main(void)
 	ledger__free(l);
 	memleak_bpf__destroy(skel);
 
+	/*
+	 * A walk that stopped early joins the one complete stack that extends it (same process, caller and
+	 * Python frames); where two complete stacks extend it, it stays a row of its own.
+	 */
+	skel = load(4096);
+	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss });
+	{
+		const uint64_t full1[] = { 0x10, 0x11, 0x12, 0x13, 0xf0, 0xf1 }, full2[] = { 0x10, 0x11, 0x99, 0xf0, 0xf1 };
+		const uint64_t cut1[] = { 0x10, 0x11, 0x12, 0xf0, 0xf1 }, cut2[] = { 0x10, 0xf0, 0xf1 };
+		const uint64_t cut3[] = { 0x10, 0x11, 0x12, 0xf0, 0xf2 }; /* other Python frames */
+
+		add_stack(ss, 200, 0, 4, 1, full1);
+		add_stack(ss, 201, 0, 3, 1, full2);
+		add_stack(ss, 202, ML_STACK_UW_STOPPED, 3, 1, cut1);
+		add_stack(ss, 203, ML_STACK_UW_STOPPED, 1, 1, cut2);
+		add_stack(ss, 204, ML_STACK_UW_STOPPED, 3, 1, cut3);
+		put(skel, 7, 0x1000, 1000, now, 200, 0xa0);
+		put(skel, 7, 0x2000, 2000, now, 201, 0xa0);
+		put(skel, 7, 0x3000, 30, now, 202, 0xa0);
+		put(skel, 7, 0x4000, 40, now, 203, 0xa0);
+		put(skel, 7, 0x5000, 50, now, 204, 0xa0);
+		put(skel, 8, 0x3000, 60, now, 202, 0xa0); /* another process: no complete stack there */
+		CHECK(ledger__collect(l, &s) == 0, "collect stopped walks");
+		CHECK(s->nrows == 5 && s->stopped_merged == 1, "one stopped walk merged, four rows left");
+		for (size_t i = 0; i < s->nrows; i++) {
+			const struct ml_row *x = &s->rows[i];
+
+			if (x->key.stack_id == 200)
+				CHECK(x->bytes == 1030 && x->count == 2, "the cut walk's block joins its complete stack");
+			if (x->key.stack_id == 203)
+				CHECK(x->bytes == 40, "a prefix two stacks extend stays apart");
+			if (x->key.stack_id == 204)
+				CHECK(x->bytes == 50, "other Python frames stay apart");
+			if (x->key.stack_id == 202)
+				CHECK(x->key.tgid == 8 && x->bytes == 60, "another process's cut walk stays apart");
+		}
+	}
+	ledger__free(l);
+	memleak_bpf__destroy(skel);
+
 	/* many stacks: every one gets its row, nothing is folded or lost */
-	skel = load(4096, 16);
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .max_stacks = 16 });
+	skel = load(4096);
+	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss });
 	for (int i = 0; i < 3000; i++)
 		put(skel, 7, 0x10000 + (uint64_t)i * 16, 10 + (uint64_t)(i % 7), now, 1 + (uint64_t)i, 0x100 + (uint64_t)i);
 	CHECK(ledger__collect(l, &s) == 0, "collect 3000 stacks");
@@ -167,5 +275,6 @@ int main(void)
 	CHECK(find(s, 0xdead0) == NULL && s->nrows == 3000, "half-written slot skipped");
 	ledger__free(l);
 	memleak_bpf__destroy(skel);
+	stackstore__free(ss);
 	return SUMMARY("ledger");
 }

@@ -70,7 +70,7 @@ int main(void)
 	{
 		const char *a[] = { "-p", "42", NULL };
 		CHECK(parse(a, &o) == 0 && o.interval_s == 5.0 && o.count == 0 && o.top == 10, "defaults");
-		CHECK(o.max_allocs == 1048576 && o.max_stacks == 16384, "default table sizes");
+		CHECK(o.max_allocs == 1048576 && o.max_stacks == 65536, "default table sizes");
 	}
 	{
 		const char *a[] = { "-c", "python3 train.py --lr 3e-4", NULL };

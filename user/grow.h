@@ -1,0 +1,31 @@
+/* One growable array: the capacity doubles, and the old buffer stays valid when growing fails. */
+#ifndef ML_GROW_H
+#define ML_GROW_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Make room for need elements of elem bytes in *p (capacity *cap, in elements). 0 or -ENOMEM. */
+static inline int ml_grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	void **pp = p;
+	size_t n = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need) {
+		if (n > SIZE_MAX / 2 / elem)
+			return -ENOMEM;
+		n *= 2;
+	}
+	q = realloc(*pp, n * elem);
+	if (!q)
+		return -ENOMEM;
+	*pp = q;
+	*cap = n;
+	return 0;
+}
+
+#endif
