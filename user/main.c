@@ -439,7 +439,8 @@ int main(int argc, char **argv)
 	sv = stackview__new(ledger, resolver, &ss);
 	if (sv)
 		ledger__set_canon(ledger, stackview__canon, sv);
-	rep = sv ? reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid }, sv)
+	rep = sv ? reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid,
+								 .native = o.native }, sv)
 		 : NULL;
 	if (!rep) {
 		err = -ENOMEM;

@@ -40,6 +40,8 @@ static const char usage[] =
 	"                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
 	"                         exception thrown through a return probe terminates the process\n"
 	"      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
+	"      --native           text reports show every native frame of a Python stack (default: the\n"
+	"                         interpreter's own and unresolved frames fold into one line a run)\n"
 	"      --max-overhead PCT budget for tracing's cost, in % of the traced processes' time (default\n"
 	"                         2): over it, the C heap is followed through its system calls instead of\n"
 	"                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
@@ -58,7 +60,7 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON, OPT_NATIVE, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -74,6 +76,7 @@ static const struct option long_opts[] = {
 	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
 	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
 	{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
+	{ "native", no_argument, NULL, OPT_NATIVE },
 	{ "no-follow", no_argument, NULL, OPT_NO_FOLLOW },
 	{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
@@ -319,6 +322,9 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			break;
 		case OPT_NO_PYTHON:
 			o->python = false;
+			break;
+		case OPT_NATIVE:
+			o->native = true;
 			break;
 		case OPT_NO_FOLLOW:
 			o->follow = false;

@@ -26,6 +26,7 @@ struct ml_opts {
 	bool torch_raw;        /* --torch-raw-alloc: return probes on the caching allocator's raw_alloc */
 	bool sort_bytes;       /* --sort bytes: plain outstanding-bytes ranking, no leak candidates first */
 	bool python;           /* Python frames in stacks (--no-python turns them off) */
+	bool native;           /* --native: text shows every native frame of Python stacks */
 	bool follow;           /* children and exec followed (--no-follow turns it off) */
 	double max_overhead;   /* --max-overhead, percent of the traced processes' CPU time */
 	bool unwind_tables;    /* --unwind tables (default) or fp */

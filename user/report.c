@@ -180,6 +180,58 @@ static void text_stats(FILE *f, const char *label, const struct stat_name *tab, 
 	fprintf(f, " (since attach)\n");
 }
 
+/* Text without --native: a run of these in a Python stack is folded into one line. */
+static bool foldable(const struct ml_frame *fr)
+{
+	return fr->kind == ML_FRAME_NATIVE && (!fr->func || ml_frame_is_interpreter(fr));
+}
+
+/*
+ * The frames of a row. A stack with Python frames shows them and the native code outside the interpreter
+ * (extensions, libraries); each run of the interpreter's own and unresolved frames is one line, and what
+ * lies outside the outermost Python frame (the interpreter's start) another. --native shows every frame.
+ */
+static void put_frames(struct reporter *r, const struct ml_frame *const *frames, size_t n)
+{
+	FILE *f = r->out;
+	size_t last_py = n;
+
+	for (size_t k = 0; k < n; k++)
+		if (frames[k]->kind == ML_FRAME_PYTHON)
+			last_py = k;
+	if (r->o.native || last_py == n) {
+		for (size_t k = 0; k < n; k++)
+			put_frame(f, frames[k]);
+		return;
+	}
+	for (size_t k = 0; k < n;) {
+		size_t run = 0, interp = 0;
+
+		if (k > last_py) {
+			fprintf(f, "      … %zu frames of the interpreter's start\n", n - k);
+			break;
+		}
+		while (k + run < n && k + run < last_py && foldable(frames[k + run]))
+			interp += ml_frame_is_interpreter(frames[k + run]), run++;
+		if (!run) {
+			put_frame(f, frames[k++]);
+			continue;
+		}
+		fprintf(f, "      … %zu %s frame%s\n", run,
+			interp == run ? "interpreter" : interp ? "interpreter and unresolved" : "unresolved", run == 1 ? "" : "s");
+		k += run;
+	}
+}
+
+/* The innermost Python frame of the job's own code, or NULL. */
+static const struct ml_frame *user_line(const struct ml_frame *const *frames, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (ml_frame_is_user_code(frames[k]))
+			return frames[k];
+	return NULL;
+}
+
 static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
 		      const size_t *order, uint64_t seq, bool final)
 {
@@ -301,8 +353,21 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "      [no frames captured]\n");
 		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
 			fprintf(f, "      (caller only: no frame-pointer chain above it)\n");
-		for (size_t k = 0; k < n; k++)
-			put_frame(f, frames[k]);
+		{
+			const struct ml_frame *u = user_line(frames, n);
+
+			/* The job's own line first: the rest of the block says how it got to the allocator. */
+			if (u) {
+				fputs("    at ", f);
+				put_safe(f, u->file);
+				if (u->line > 0)
+					fprintf(f, ":%d", u->line);
+				fputs(" in ", f);
+				put_safe(f, u->func);
+				fputc('\n', f);
+			}
+		}
+		put_frames(r, frames, n);
 		if (flags & ML_STACK_PY_TRUNCATED)
 			fprintf(f, "      [outer Python frames not captured: deeper than %d]\n", ML_MAX_PYFRAMES);
 		if (flags & ML_STACK_PY_BROKEN)

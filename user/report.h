@@ -15,6 +15,7 @@ struct report_opts {
 	enum ml_format format;
 	uint32_t top;
 	int pid;
+	bool native;          /* text: every native frame, not only those outside the interpreter */
 	uint64_t duration_ns; /* pprof: how long the profile covers, set before the final report */
 };
 

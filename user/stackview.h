@@ -38,6 +38,18 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 /* For ledger__set_canon: a hash of how the stack reads once its native chain is cut; ctx is the stack view. */
 uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id);
 
+/*
+ * A Python frame of the job's own code: not frozen importlib, the standard library or an installed package
+ * (site-packages, dist-packages). "<string>" (python -c) is the job's own.
+ */
+bool ml_frame_is_user_code(const struct ml_frame *fr);
+
+/* A native frame of the interpreter itself: in the python executable or libpython. */
+bool ml_frame_is_interpreter(const struct ml_frame *fr);
+
+/* A Python frame of the import machinery (importlib, frozen or not). */
+bool ml_frame_is_import(const struct ml_frame *fr);
+
 /* A frame's one-line name: "func", "train_step (train.py:42)", or "0x1234" when unknown. */
 const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len);
 
