@@ -117,7 +117,7 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 	size_t shown = s->nrows < o->top ? s->nrows : o->top, nstack = shown < 8 ? shown : 8;
 	struct jw w;
 	char *buf = malloc(ML_FRAME_LABEL_MAX);
-	int err = 0;
+	int err = 0, n;
 
 	if (!buf)
 		return -ENOMEM;
@@ -256,7 +256,8 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	free(buf);
-	return err ? err : w.err;
+	n = jw_finish(&w);
+	return err ? err : n;
 }
 
 int ml_html_write(const char *path, const struct html_opts *o, const struct html_timeline *tl,

@@ -2,14 +2,26 @@
 #include <errno.h>
 #include <math.h>
 #include <inttypes.h>
+#include <stdlib.h>
+#include "grow.h"
 #include "json.h"
 
 void jw_init(struct jw *w, FILE *f)
 {
-	w->f = f;
-	w->depth = 0;
-	w->has_items = 0;
-	w->err = 0;
+	*w = (struct jw){ .f = f };
+	/* depth 0, the top level, holds one value */
+	if (ml_grow(&w->has_items, &w->cap, 1, 1))
+		w->err = -ENOMEM;
+	else
+		w->has_items[0] = 0;
+}
+
+int jw_finish(struct jw *w)
+{
+	free(w->has_items);
+	w->has_items = NULL;
+	w->cap = 0;
+	return w->err;
 }
 
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 when the bytes there are not valid UTF-8. */
@@ -68,38 +80,42 @@ void jw_escape(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void item(struct jw *w, const char *key)
+/* Starts a value at the current depth: false when the writer stopped (nothing is written). */
+static bool item(struct jw *w, const char *key)
 {
-	uint64_t bit = 1ULL << (w->depth & 63);
-
-	if (w->has_items & bit)
+	if (w->err)
+		return false;
+	if (w->has_items[w->depth])
 		fputc(',', w->f);
-	w->has_items |= bit;
+	w->has_items[w->depth] = 1;
 	if (key) {
 		jw_escape(w->f, key);
 		fputc(':', w->f);
 	}
+	return true;
 }
 
 static void open_(struct jw *w, const char *key, char c)
 {
-	item(w, key);
-	fputc(c, w->f);
-	if (w->depth + 1 >= JW_MAX_DEPTH) {
-		w->err = -EOVERFLOW;
+	if (w->err)
+		return;
+	if (ml_grow(&w->has_items, &w->cap, w->depth + 2, 1)) {
+		w->err = -ENOMEM;
 		return;
 	}
-	w->depth++;
-	w->has_items &= ~(1ULL << w->depth);
+	item(w, key);
+	fputc(c, w->f);
+	w->has_items[++w->depth] = 0;
 }
 
 static void close_(struct jw *w, char c)
 {
-	if (w->depth > 0)
-		w->depth--;
+	if (w->err || !w->depth)
+		return;
+	w->depth--;
 	fputc(c, w->f);
-	if (w->depth == 0)
-		w->has_items = 0;
+	if (!w->depth)
+		w->has_items[0] = 0; /* the next document (JSON Lines) starts afresh */
 }
 
 void jw_obj_begin(struct jw *w, const char *key) { open_(w, key, '{'); }
@@ -109,7 +125,8 @@ void jw_arr_end(struct jw *w) { close_(w, ']'); }
 
 void jw_str(struct jw *w, const char *key, const char *val)
 {
-	item(w, key);
+	if (!item(w, key))
+		return;
 	if (val)
 		jw_escape(w->f, val);
 	else
@@ -118,19 +135,20 @@ void jw_str(struct jw *w, const char *key, const char *val)
 
 void jw_u64(struct jw *w, const char *key, uint64_t val)
 {
-	item(w, key);
-	fprintf(w->f, "%" PRIu64, val);
+	if (item(w, key))
+		fprintf(w->f, "%" PRIu64, val);
 }
 
 void jw_i64(struct jw *w, const char *key, int64_t val)
 {
-	item(w, key);
-	fprintf(w->f, "%" PRId64, val);
+	if (item(w, key))
+		fprintf(w->f, "%" PRId64, val);
 }
 
 void jw_double(struct jw *w, const char *key, double val)
 {
-	item(w, key);
+	if (!item(w, key))
+		return;
 	if (isfinite(val))
 		fprintf(w->f, "%.15g", val);
 	else
@@ -139,12 +157,12 @@ void jw_double(struct jw *w, const char *key, double val)
 
 void jw_bool(struct jw *w, const char *key, bool val)
 {
-	item(w, key);
-	fputs(val ? "true" : "false", w->f);
+	if (item(w, key))
+		fputs(val ? "true" : "false", w->f);
 }
 
 void jw_null(struct jw *w, const char *key)
 {
-	item(w, key);
-	fputs("null", w->f);
+	if (item(w, key))
+		fputs("null", w->f);
 }

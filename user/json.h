@@ -1,4 +1,8 @@
-/* A small streaming JSON writer: keys, nesting and string escaping, straight to a FILE. */
+/*
+ * A small streaming JSON writer: keys, nesting and string escaping, straight to a FILE. Nesting has no fixed
+ * limit (a flame graph's tree is as deep as its deepest stack); a writer that could not keep track (out of
+ * memory) writes nothing more and says so in jw_finish, so it never emits a document that reads wrong.
+ */
 #ifndef ML_JSON_H
 #define ML_JSON_H
 
@@ -6,16 +10,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define JW_MAX_DEPTH 64
-
 struct jw {
 	FILE *f;
-	int depth;
-	uint64_t has_items; /* bit d: the container at depth d already holds an item (needs a comma) */
-	int err;            /* first error (-EOVERFLOW on nesting too deep) */
+	size_t depth;
+	uint8_t *has_items; /* [d]: the container at depth d already holds an item (the next needs a comma) */
+	size_t cap;
+	int err; /* first error: -ENOMEM, and nothing more is written */
 };
 
 void jw_init(struct jw *w, FILE *f);
+/* Free the writer's state; 0, or the first error (the document is then incomplete). */
+int jw_finish(struct jw *w);
 void jw_obj_begin(struct jw *w, const char *key);
 void jw_obj_end(struct jw *w);
 void jw_arr_begin(struct jw *w, const char *key);

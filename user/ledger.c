@@ -336,6 +336,7 @@ static void read_stats(struct ledger *l)
 struct canon_ent {
 	uint32_t tgid, pass;
 	uint64_t raw, how, canon;
+	unsigned int traits;
 };
 
 struct shown_ent {
@@ -375,28 +376,36 @@ static uint64_t shown_as(struct ledger *l, uint32_t tgid, uint64_t id, uint64_t 
 	return id;
 }
 
-/* The stack a captured one is shown as, computed once per stack and kept while allocations refer to it. */
-static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id)
+/*
+ * The stack a captured one is shown as, and its traits, computed once per stack and kept while allocations
+ * refer to it.
+ */
+static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id, unsigned int *traits)
 {
 	uint64_t key = canon_key(tgid, id);
 	struct canon_ent *e;
 
+	*traits = 0;
 	if (!l->canon || id == ML_STACK_NONE)
 		return id;
 	e = u64map__get(&l->canon_ids, key);
 	if (e && (e->tgid != tgid || e->raw != id))
 		return id; /* a colliding key: shown as itself */
 	if (!e) {
-		uint64_t how = l->canon(l->canon_ctx, tgid, id);
+		unsigned int t = 0;
+		uint64_t how = l->canon(l->canon_ctx, tgid, id, &t);
 
 		e = malloc(sizeof(*e));
 		if (!e || u64map__put(&l->canon_ids, key, e)) {
 			free(e);
+			*traits = t;
 			return id;
 		}
-		*e = (struct canon_ent){ .tgid = tgid, .raw = id, .how = how, .canon = how ? shown_as(l, tgid, id, how) : id };
+		*e = (struct canon_ent){ .tgid = tgid, .raw = id, .how = how, .canon = how ? shown_as(l, tgid, id, how) : id,
+					 .traits = t };
 	}
 	e->pass = l->pass;
+	*traits = e->traits;
 	return e->canon;
 }
 
@@ -650,6 +659,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		const volatile struct ml_slot *sl = &l->table[i];
 		struct ml_agg_key k = {};
 		uint64_t addr = sl->addr, ts, size;
+		unsigned int traits;
 		struct ml_row *r;
 
 		if (addr == ML_SLOT_EMPTY || addr == ML_SLOT_TOMB)
@@ -660,13 +670,14 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		size = sl->size;
 		k.tgid = sl->tgid;
 		k.layer = sl->layer;
-		k.stack_id = canonical(l, sl->tgid, sl->stack_id);
+		k.stack_id = canonical(l, sl->tgid, sl->stack_id, &traits);
 		k.caller = sl->caller;
 		if (sl->addr != addr || sl->ts_ns != ts)
 			continue; /* reused while we read it */
 		r = row_for(l, &k);
 		if (!r)
 			return -ENOMEM;
+		r->traits |= traits;
 		/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
 		if (ts > newest)
 			continue;

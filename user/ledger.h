@@ -21,11 +21,15 @@ struct ledger_opts {
 /* Slots in the allocation table for --max-allocs: a power of two, at least twice as many, so probe chains stay short. */
 uint32_t ledger_table_slots(uint32_t max_allocs);
 
+/* What a row's stack says about its allocations (from the canon function, see ledger__set_canon). */
+#define ML_ROW_IMPORT 1 /* made while a module was being imported (an importlib frame on the Python stack) */
+
 struct ml_row {
 	struct ml_agg_key key;
 	uint64_t bytes, count;
 	uint64_t oldest_ts_ns;
 	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */
+	unsigned int traits;  /* ML_ROW_* */
 };
 
 struct ml_layer_total {
@@ -79,8 +83,9 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out);
  * How a captured stack reads once its native chain is cut where the report cuts it: a hash of what is shown,
  * or 0 on failure. Frame-pointer walks through code without frame pointers pick up garbage frames that the
  * report cuts away; stacks that read the same are one row, shown as the first of them still in use.
+ * *traits gets the stack's ML_ROW_* traits.
  */
-typedef uint64_t (*ledger_canon_fn)(void *ctx, uint32_t tgid, uint64_t stack_id);
+typedef uint64_t (*ledger_canon_fn)(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned int *traits);
 void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx);
 
 /*

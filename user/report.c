@@ -346,6 +346,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			ml_fmt_bytes(b1, sizeof(b1), j->growth_bytes_per_s);
 			fprintf(f, "    LEAK CANDIDATE: growing %s/s over %u reports (%.0f%% of them up), score %.2f\n", b1,
 				j->intervals, j->monotonic * 100, j->leak_score);
+		} else if (j->verdict == ML_V_IMPORT) {
+			fprintf(f, "    import: made while a module was imported (start-up, not judged)\n");
 		} else {
 			fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
 		}
@@ -561,6 +563,8 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	fputc('\n', r->out);
+	if (jw_finish(&w))
+		ml_err("report #%" PRIu64 ": out of memory writing its JSON: the line is incomplete", seq);
 }
 
 /* A frame's name in folded output: ';' separates frames and ' ' the weight, so neither may appear inside. */

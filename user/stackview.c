@@ -87,7 +87,7 @@ static size_t native_shown(struct stackview *sv, const uint64_t *ips, size_t n)
 	return n;
 }
 
-uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id)
+uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned int *traits)
 {
 	struct stackview *sv = ctx;
 	struct ml_row row = { .key = { .tgid = tgid, .stack_id = stack_id } };
@@ -102,8 +102,14 @@ uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id)
 		how = (how ^ r->ips[k]) * 0x100000001b3ULL;
 	how = (how ^ (0x5a5a0000ULL | nn)) * 0x100000001b3ULL;
 	for (size_t k = 0; k < r->nr_py; k++) {
+		const struct ml_frame *fr = NULL;
+
 		how = (how ^ r->py[k].code ^ ((uint64_t)r->py[k].instr << 47)) * 0x100000001b3ULL;
 		how = (how ^ r->py[k].check ^ r->py[k].entry) * 0x100000001b3ULL;
+		/* Import-time memory: importlib anywhere on the Python stack (the code is live: it just ran). */
+		if (!(*traits & ML_ROW_IMPORT) && sv->py && !pyframes__resolve(sv->py, &r->py[k], &fr) && fr &&
+		    ml_frame_is_import(fr))
+			*traits |= ML_ROW_IMPORT;
 	}
 	how = (how ^ r->flags) * 0x100000001b3ULL;
 	return how ? how : 1;

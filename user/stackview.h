@@ -36,7 +36,7 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 #define ML_FRAME_LABEL_MAX (2 * 4 * 4096 + 64) /* UTF-8: up to 4 bytes a character */
 
 /* For ledger__set_canon: a hash of how the stack reads once its native chain is cut; ctx is the stack view. */
-uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id);
+uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned int *traits);
 
 /*
  * A Python frame of the job's own code: not frozen importlib, the standard library or an installed package

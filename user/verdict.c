@@ -24,9 +24,9 @@ struct verdicts {
 
 const char *ml_verdict_name(enum ml_verdict v)
 {
-	static const char *const names[] = { "new", "growing", "stable", "shrinking", "churn" };
+	static const char *const names[] = { "new", "growing", "stable", "shrinking", "churn", "import" };
 
-	return v <= ML_V_CHURN ? names[v] : "unknown";
+	return v <= ML_V_IMPORT ? names[v] : "unknown";
 }
 
 struct verdicts *verdicts__new(void)
@@ -182,6 +182,12 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		push(&nh[i], now, (double)r->bytes);
 		n = series(&nh[i], t, b);
 		j[i] = ml_judge(t, b, n, age, interval);
+		/*
+		 * Imports grow while they run and stay: start-up, not a leak. Told by the importlib frames rather
+		 * than a time window, since loading a model later is start-up too and can leak.
+		 */
+		if (r->traits & ML_ROW_IMPORT)
+			j[i] = (struct ml_judgement){ .verdict = ML_V_IMPORT, .intervals = j[i].intervals };
 		ord[i] = i;
 	}
 	qsort(nh, s->nrows, sizeof(*nh), cmp_key);

@@ -13,6 +13,7 @@ enum ml_verdict {
 	ML_V_STABLE,    /* steady state: caches, pools, weights */
 	ML_V_SHRINKING,
 	ML_V_CHURN,     /* short-lived allocations: nothing survives long */
+	ML_V_IMPORT,    /* made while importing a module: start-up, never a leak candidate (ranked below them) */
 };
 
 #define ML_HIST_SHORT 8 /* the last reports, one sample each */

@@ -43,5 +43,32 @@ int main(void)
 	j = judge(down, 5, 10, 1);
 	CHECK(j.verdict == ML_V_SHRINKING && j.growth_bytes_per_s < 0, "shrinking");
 	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"), "names");
+	CHECK(!strcmp(ml_verdict_name(ML_V_IMPORT), "import"), "import's name");
+
+	/* Rows made while importing: their own verdict, below every leak candidate whatever their size. */
+	{
+		struct verdicts *v = verdicts__new();
+		struct ml_row rows[3] = {
+			{ .key = { .tgid = 1, .stack_id = 1 }, .bytes = 1 << 20, .count = 1, .traits = ML_ROW_IMPORT },
+			{ .key = { .tgid = 1, .stack_id = 2 }, .bytes = 4096, .count = 1 },
+			{ .key = { .tgid = 1, .stack_id = 3 }, .bytes = 100, .count = 1 },
+		};
+		struct ml_snapshot s = { .rows = rows, .nrows = 3, .elapsed_s = 1 };
+		const struct ml_judgement *jv = NULL;
+		const size_t *order = NULL;
+		int err = 0;
+
+		for (int i = 0; i < 8 && !err; i++) {
+			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
+			rows[0].bytes += 1 << 20; /* the import grows while it runs */
+			rows[1].bytes += 4096;    /* a leak */
+			err = verdicts__update(v, &s, false, &jv, &order);
+		}
+		CHECK(!err && jv[0].verdict == ML_V_IMPORT && jv[0].leak_score == 0, "an import stack: verdict import");
+		CHECK(!err && jv[1].verdict == ML_V_GROWING, "the leak: growing");
+		CHECK(!err && order[0] == 1 && order[1] == 0 && order[2] == 2,
+		      "the leak first, then by bytes: the import before the small stable row");
+		verdicts__free(v);
+	}
 	return SUMMARY("verdict");
 }

@@ -1,0 +1,97 @@
+/* Unit tests of the JSON writer: commas and nesting stay right at any depth (deep flame-graph trees). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "json.h"
+
+/* The writer's output for a tree nested depth levels deep, each level an object with a name and children. */
+static char *nested(int depth)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	struct jw w;
+
+	jw_init(&w, f);
+	for (int d = 0; d < depth; d++) {
+		jw_obj_begin(&w, NULL);
+		jw_str(&w, "name", "f");
+		jw_u64(&w, "value", (uint64_t)d);
+		jw_arr_begin(&w, "children");
+	}
+	for (int d = 0; d < depth; d++) {
+		jw_arr_end(&w);
+		jw_obj_end(&w);
+	}
+	CHECK(jw_finish(&w) == 0, "no error");
+	fclose(f);
+	return buf;
+}
+
+/* What nested(depth) must read. */
+static char *expected(int depth)
+{
+	size_t cap = (size_t)depth * 64 + 1, n = 0;
+	char *s = malloc(cap);
+
+	for (int d = 0; d < depth; d++)
+		n += (size_t)snprintf(s + n, cap - n, "{\"name\":\"f\",\"value\":%d,\"children\":[", d);
+	for (int d = 0; d < depth; d++)
+		n += (size_t)snprintf(s + n, cap - n, "]}");
+	return s;
+}
+
+int main(void)
+{
+	int depths[] = { 1, 63, 64, 65, 200, 1000 };
+
+	for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+		char *got = nested(depths[i]), *want = expected(depths[i]);
+		char what[64];
+
+		snprintf(what, sizeof(what), "a tree %d levels deep reads right", depths[i]);
+		CHECK(got && !strcmp(got, want), what);
+		free(got);
+		free(want);
+	}
+	/* siblings at depth: a comma between them, none before the first */
+	{
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		struct jw w;
+
+		jw_init(&w, f);
+		jw_arr_begin(&w, NULL);
+		for (int d = 0; d < 70; d++)
+			jw_arr_begin(&w, NULL);
+		jw_u64(&w, NULL, 1);
+		jw_u64(&w, NULL, 2);
+		jw_obj_begin(&w, NULL);
+		jw_obj_end(&w);
+		for (int d = 0; d < 70; d++)
+			jw_arr_end(&w);
+		jw_u64(&w, NULL, 3);
+		jw_arr_end(&w);
+		jw_obj_begin(&w, NULL); /* a second document (JSON Lines) starts without a comma */
+		jw_obj_end(&w);
+		CHECK(jw_finish(&w) == 0, "siblings: no error");
+		fclose(f);
+		{
+			char want[512];
+			size_t n = 0;
+
+			n += (size_t)snprintf(want + n, sizeof(want) - n, "[");
+			for (int d = 0; d < 70; d++)
+				n += (size_t)snprintf(want + n, sizeof(want) - n, "[");
+			n += (size_t)snprintf(want + n, sizeof(want) - n, "1,2,{}");
+			for (int d = 0; d < 70; d++)
+				n += (size_t)snprintf(want + n, sizeof(want) - n, "]");
+			snprintf(want + n, sizeof(want) - n, ",3]{}");
+			CHECK(!strcmp(buf, want), "siblings 71 levels deep: commas only between them");
+		}
+		free(buf);
+	}
+	return SUMMARY("json");
+}
