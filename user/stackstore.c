@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,12 +328,17 @@ static void *reader(void *arg)
 
 int stackstore__attach(struct stackstore *ss, int ring_fd)
 {
+	sigset_t all, old;
 	int err;
 
 	ss->rb = ring_buffer__new(ring_fd, on_record, ss, NULL);
 	if (!ss->rb)
 		return -errno;
+	/* Signals stay with the main thread (its signalfd): the reader is made with every one blocked. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(&ss->reader, NULL, reader, ss);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		return -err;
 	ss->reading = true;
