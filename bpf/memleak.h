@@ -6,7 +6,7 @@
 #include <linux/types.h>
 #endif
 
-#define ML_MAX_SPECS 64  /* rows of the allocator table that can be attached at once */
+#define ML_MAX_SPECS 128 /* rows of the allocator table that can be attached at once (a power of two) */
 #define ML_MAX_FRAMES 127 /* deepest user stack kept (the perf stack limit) */
 #define ML_STACK_NONE 0ULL     /* stack_id when only the immediate caller was captured (no frame-pointer chain) */
 #define ML_USER_TOP 0x800000000000ULL /* x86_64 user addresses lie below this */

@@ -41,6 +41,30 @@ const struct ml_allocator ml_allocators[] = {
 	{ "memalign", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 2, 0) },
 	{ "valloc", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },
 	{ "pvalloc", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },
+	/*
+	 * C++'s operators, where the heap allocator defines them itself instead of leaving them to libstdc++
+	 * (which calls malloc): tcmalloc and jemalloc. Standard Itanium names; glibc has none of them. In
+	 * tcmalloc several are one function (free is operator delete): a function is probed once, as its
+	 * first row here. operator new throws only when memory runs out.
+	 */
+	{ "_Znwm", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },   /* new(size_t) */
+	{ "_Znam", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },   /* new[](size_t) */
+	{ "_ZnwmRKSt9nothrow_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },
+	{ "_ZnamRKSt9nothrow_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },
+	{ "_ZnwmSt11align_val_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },
+	{ "_ZnamSt11align_val_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },
+	{ "_ZnwmSt11align_val_tRKSt9nothrow_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },
+	{ "_ZnamSt11align_val_tRKSt9nothrow_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, ALLOC(LIBC, 1, 0) },
+	{ "_ZdlPv", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },  /* delete(void *) */
+	{ "_ZdaPv", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },  /* delete[](void *) */
+	{ "_ZdlPvm", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) }, /* sized delete */
+	{ "_ZdaPvm", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },
+	{ "_ZdlPvRKSt9nothrow_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },
+	{ "_ZdaPvRKSt9nothrow_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },
+	{ "_ZdlPvSt11align_val_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },
+	{ "_ZdaPvSt11align_val_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },
+	{ "_ZdlPvmSt11align_val_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },
+	{ "_ZdaPvmSt11align_val_t", ML_LIB_LIBC, ML_MATCH_SYMBOL, false, FREE(LIBC, 1) },
 
 	/* CUDA runtime: cudaError_t f(...), 0 = cudaSuccess */
 	{ "cudaMalloc", ML_LIB_ANY, ML_MATCH_SYMBOL, false, ALLOC_OUT(CUDA, 1, 2) },
@@ -119,6 +143,35 @@ const struct ml_usdt ml_usdts[] = {
 };
 
 const unsigned int ml_usdts_n = sizeof(ml_usdts) / sizeof(ml_usdts[0]);
+
+/*
+ * C heap allocators, by file name: the C library's own, or one that replaces its malloc family when
+ * preloaded or linked. Their malloc/free rows (ML_LIB_LIBC) are probed in each of them.
+ */
+static const struct {
+	const char *prefix, *name;
+	bool replaces; /* takes over from the C library's malloc when mapped */
+} heap_libs[] = {
+	{ "libc.so", "glibc", false },          { "libc-2.", "glibc", false },
+	{ "ld-musl-", "musl", false },          { "libc.musl-", "musl", false },
+	{ "libjemalloc.so", "jemalloc", true }, { "libtcmalloc", "tcmalloc", true },
+	{ "libmimalloc", "mimalloc", true },
+};
+
+const char *ml_heap_lib(const char *path, bool *replaces)
+{
+	const char *base = path ? strrchr(path, '/') : NULL;
+
+	base = base ? base + 1 : path;
+	for (size_t i = 0; base && i < sizeof(heap_libs) / sizeof(heap_libs[0]); i++) {
+		if (!strncmp(base, heap_libs[i].prefix, strlen(heap_libs[i].prefix))) {
+			if (replaces)
+				*replaces = heap_libs[i].replaces;
+			return heap_libs[i].name;
+		}
+	}
+	return NULL;
+}
 
 static const char *const layer_names[ML_LAYER_MAX] = {
 	[ML_LAYER_LIBC] = "libc",

@@ -28,6 +28,12 @@ struct ml_allocator {
 	bool optin;       /* a return probe on C++ code: only with --torch-raw-alloc (see user/allocators.c) */
 };
 
+/*
+ * The C heap allocator a library file is, by its name ("glibc", "jemalloc", ...), or NULL; *replaces (may
+ * be NULL) says whether it takes over from the C library's malloc when a process maps it.
+ */
+const char *ml_heap_lib(const char *path, bool *replaces);
+
 extern const struct ml_allocator ml_allocators[];
 extern const unsigned int ml_allocators_n;
 

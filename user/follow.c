@@ -300,6 +300,7 @@ int followers__resolver(struct followers *f, int pid, struct ml_resolver *out)
 		return -ENOENT;
 	out->sym = t->sym;
 	out->py = t->py;
+	out->heap = t->probes ? probes__heap(t->probes) : NULL;
 	return 0;
 }
 

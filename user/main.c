@@ -150,6 +150,7 @@ static int resolver(void *ctx, int tgid, struct ml_resolver *out)
 	if (tgid == ss->root) {
 		out->sym = *ss->sym;
 		out->py = *ss->py;
+		out->heap = probes__heap(*ss->probes);
 		return 0;
 	}
 	return ss->followers ? followers__resolver(ss->followers, tgid, out) : -ENOENT;
@@ -436,6 +437,10 @@ int main(int argc, char **argv)
 		err = -ENOMEM;
 		goto cleanup;
 	}
+	/* Before the target runs (-c): an exec right at its start must find the follow tracepoints on. */
+	n = overhead__calibrate(ss.ov);
+	if (n)
+		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
 	sv = stackview__new(ledger, resolver, &ss);
 	if (sv)
 		ledger__set_canon(ledger, stackview__canon, sv);
@@ -451,6 +456,12 @@ int main(int argc, char **argv)
 		err = target__release(&tgt, o.cmd_argv[0]);
 		if (err)
 			goto cleanup;
+		/* After -c's own exec (that one is the start, not a new image to probe again), before it runs. */
+		if (o.follow) {
+			err = start_following(&ss, &rb);
+			if (err)
+				goto cleanup; /* said why */
+		}
 		/* Held at its first instruction: probe the new image (a static executable, another libc). */
 		n = ml_process_sync(tgt.pid, probes, py, uw, sym);
 		if (n >= 0) {
@@ -493,17 +504,12 @@ int main(int argc, char **argv)
 		ml_err("pid %d exited during attach", tgt.pid);
 		err = -ESRCH;
 		goto cleanup;
-	}
-	n = overhead__calibrate(ss.ov);
-	if (n)
-		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
-	reporter__set_overhead(rep, overhead__info(ss.ov));
-	/* After -c's own exec: that one is the start, not a new image to probe again. */
-	if (o.follow) {
+	} else if (o.follow) {
 		err = start_following(&ss, &rb);
 		if (err)
 			goto cleanup; /* said why */
 	}
+	reporter__set_overhead(rep, overhead__info(ss.ov));
 	/* Taken from here on by the event loop: a signal right after the "attached" notice gets its final report. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);

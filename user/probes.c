@@ -35,6 +35,8 @@ struct probes {
 	size_t nobjs, capobjs;
 	unsigned int active;
 	bool started; /* initial attach done: later activations are news worth a notice */
+	const char *heap; /* the C heap allocator the process uses ("glibc", "jemalloc", ...), NULL until known */
+	bool heap_replaced; /* heap is one that took over from the C library's (preloaded or linked) */
 };
 
 /* Where each row was found in the object being probed. */
@@ -79,12 +81,10 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
+/* A C library, or a heap allocator that replaces its malloc family: its malloc/free rows are probed. */
 static bool is_libc_name(const char *path)
 {
-	const char *base = base_name(path);
-
-	return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-2.", 7) || !strncmp(base, "ld-musl-", 8) ||
-	       !strncmp(base, "libc.musl-", 10);
+	return ml_heap_lib(path, NULL) != NULL;
 }
 
 static bool layer_on(const struct probes *p, unsigned int layer)
@@ -372,6 +372,14 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			goto out;
 		}
 	}
+	/* Aliases (tcmalloc's free is its operator delete): one probe per function, its first row's. */
+	for (unsigned int row = 0; row < ml_allocators_n; row++)
+		for (unsigned int prev = 0; found[row].ok && prev < row; prev++)
+			if (found[prev].ok && found[prev].vaddr == found[row].vaddr) {
+				ml_dbg("%s: %s is %s: probed once", m->path, ml_allocators[row].func,
+				       ml_allocators[prev].func);
+				found[row].ok = false;
+			}
 	if (any_demangled && !as_libc)
 		elf_syms__for_each(syms, match_demangled, &dctx);
 	for (unsigned int row = 0; row < ml_allocators_n && !as_libc; row++) {
@@ -486,6 +494,25 @@ static void announce(struct probes *p, const char *path, unsigned int layers, in
 	p->active |= layers;
 }
 
+/* A heap allocator was probed: the one a replacement names wins over the C library's. */
+static void note_heap(struct probes *p, const char *path)
+{
+	bool replaces = false;
+	const char *name = ml_heap_lib(path, &replaces);
+
+	if (!name || (p->heap_replaced && !replaces))
+		return;
+	if (replaces && (!p->heap || !p->heap_replaced))
+		ml_info("pid %d's C heap is %s (%s), not the C library's", p->o.pid, name, path);
+	p->heap = name;
+	p->heap_replaced = replaces;
+}
+
+const char *probes__heap(const struct probes *p)
+{
+	return p->heap;
+}
+
 int probes__sync(struct probes *p, const struct ml_maps *maps)
 {
 	const struct ml_mapping *exe = NULL;
@@ -533,6 +560,8 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 				return -ENOMEM;
 			announce(p, m->path, layers, n);
 			added++;
+			if (libc && (layers & (1U << ML_LAYER_LIBC)))
+				note_heap(p, m->path);
 		}
 	}
 	/* A statically linked program carries its own allocator: probe the executable if it has the symbols. */
@@ -554,6 +583,8 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 			o->layers |= layers;
 			announce(p, exe->path, layers, n);
 			added++;
+			if (!p->heap)
+				p->heap = "static (in the executable)";
 		} else if (n < 0 && n != -ENOENT && n != -ENOEXEC) {
 			return n;
 		}

@@ -255,9 +255,12 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
 		ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
 		fprintf(f, "%-6s outstanding %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, %s%s since last; "
-			   "%.0f allocs/s, %.0f frees/s\n",
+			   "%.0f allocs/s, %.0f frees/s",
 			ml_layer_name(layer), t->bytes, b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2,
 			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0, s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
+		if (layer == ML_LAYER_LIBC && stackview__heap(r->sv, r->o.pid))
+			fprintf(f, "; heap allocator %s", stackview__heap(r->sv, r->o.pid));
+		fputc('\n', f);
 	}
 	if (r->ov && r->ov->measured) {
 		const struct ml_overhead *ov = r->ov;
@@ -273,7 +276,9 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			r->ov->heap_since_report, r->ov->full_pct);
 	/* With --follow: each process's share, the first one and its children, each under its own pid. */
 	for (size_t p = 0; multi && p < s->nprocs; p++) {
-		fprintf(f, "  pid %d:", s->procs[p].tgid);
+		const char *heap = stackview__heap(r->sv, s->procs[p].tgid);
+
+		fprintf(f, "  pid %d%s%s%s:", s->procs[p].tgid, heap ? " [" : "", heap ? heap : "", heap ? "]" : "");
 		for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
 			const struct ml_layer_total *t = &s->procs[p].layers[layer];
 
@@ -422,6 +427,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_u64(&w, "seq", seq);
 	jw_double(&w, "time_unix", (double)rt.tv_sec + (double)rt.tv_nsec / 1e9);
 	jw_i64(&w, "pid", r->o.pid);
+	jw_str(&w, "heap_allocator", stackview__heap(r->sv, r->o.pid));
 	jw_bool(&w, "final", final);
 	jw_double(&w, "interval_s", s->elapsed_s);
 	json_totals(&w, s->layers, false);
@@ -463,6 +469,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	for (size_t p = 0; p < s->nprocs; p++) {
 		jw_obj_begin(&w, NULL);
 		jw_i64(&w, "pid", s->procs[p].tgid);
+		jw_str(&w, "heap_allocator", stackview__heap(r->sv, s->procs[p].tgid));
 		json_totals(&w, s->procs[p].layers, true);
 		jw_obj_end(&w);
 	}

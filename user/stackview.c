@@ -76,6 +76,13 @@ static bool use_process(struct stackview *sv, uint32_t tgid)
 	return known;
 }
 
+const char *stackview__heap(struct stackview *sv, int tgid)
+{
+	struct ml_resolver res = {};
+
+	return sv->lookup(sv->ctx, tgid, &res) ? NULL : res.heap;
+}
+
 /* How many of the frame-pointer frames (after the caller) are shown: up to the first in no mapped object. */
 static size_t native_shown(struct stackview *sv, const uint64_t *ips, size_t n)
 {

@@ -13,6 +13,7 @@ struct stackview;
 struct ml_resolver {
 	struct symbolizer *sym;
 	struct pyframes *py;
+	const char *heap; /* the process's C heap allocator ("glibc", "jemalloc", ...), or NULL */
 };
 
 /* Fills *out for a traced process; non-zero when the process is not known (its frames show as addresses). */
@@ -31,6 +32,9 @@ void stackview__free(struct stackview *sv); /* NULL-safe */
  */
 size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const struct ml_frame *const **out,
 			 unsigned int *flags);
+
+/* The C heap allocator of a traced process, or NULL when not known. */
+const char *stackview__heap(struct stackview *sv, int tgid);
 
 /* Room for any label: names taken from a Python target are at most 4096 bytes each. */
 #define ML_FRAME_LABEL_MAX (2 * 4 * 4096 + 64) /* UTF-8: up to 4 bytes a character */

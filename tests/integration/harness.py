@@ -56,9 +56,12 @@ def read_line(f, timeout, what):
 class Fixture:
     """A fixture process that waits on stdin: 'ready' -> go -> 'done' -> EOF exits."""
 
-    def __init__(self, prog, *args):
+    def __init__(self, prog, *args, env=None):
+        e = dict(os.environ)
+        if env:
+            e.update(env)
         self.p = subprocess.Popen([os.path.join(FIX, prog), *args], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE)
+                                  stdout=subprocess.PIPE, env=e)
         line = read_line(self.p.stdout, 10, f"{prog} ready")
         check(line.startswith("ready"), f"fixture said {line!r}")
         self.pid = self.p.pid
@@ -191,9 +194,9 @@ def run_tool(*args, env=None, timeout=30):
     return r.returncode, r.stdout, r.stderr
 
 
-def traced(scenario, *tool_args, prog="leaky", env=None):
+def traced(scenario, *tool_args, prog="leaky", env=None, fixture_env=None):
     """Attach to a fixture, run its scenario, let it exit, and return the tool's final JSON report."""
-    fx = Fixture(prog, scenario)
+    fx = Fixture(prog, scenario, env=fixture_env)
     tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", *tool_args, "60", env=env)
     try:
         tool.wait_attached()

@@ -44,6 +44,34 @@ def basic_leaks_exact_bytes_and_functions():
     eq(sum(rep["stats"]["dropped"].values()), 0, "nothing dropped")
 
 
+HEAPS = {"jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+         "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"}
+
+
+def leak_rows(rep):
+    """(function, bytes, count, the chain's functions) of the fixture's own leaking stacks."""
+    return sorted((s["frames"][0]["func"], s["bytes"], s["count"], tuple(f["func"] for f in s["frames"]))
+                  for s in rep["stacks"] if s["layer"] == "libc" and s["frames"] and
+                  (s["frames"][0]["func"] or "").startswith(("leak_", "realloc_", "memalign_")))
+
+
+@test
+def preloaded_jemalloc_and_tcmalloc_give_the_same_leaks():
+    """A job that preloads another heap allocator (the usual cure for glibc's fragmentation): its own malloc
+    family (and C++ operators) are probed, the report names it, and the leaks read exactly as with glibc."""
+    for scenario in ("basic", "realloc", "memalign"):
+        base, _ = traced(scenario)
+        eq(base["heap_allocator"], "glibc", f"{scenario}: glibc named")
+        want = leak_rows(base)
+        check(want, f"{scenario}: leaks found with glibc")
+        for name, lib in HEAPS.items():
+            check(os.path.exists(lib), f"{lib} installed (install-deps.sh)")
+            rep, tool = traced(scenario, "-v", fixture_env={"LD_PRELOAD": lib})
+            eq(rep["heap_allocator"], name, f"{scenario}: the allocator in use named")
+            eq(leak_rows(rep), want, f"{scenario} under {name}: same sizes, counts and chains as glibc")
+            check(any(f"C heap is {name}" in l for l in tool.stderr_lines), f"{name}: told with -v")
+
+
 @test
 def single_probes_without_uprobe_multi():
     """Kernels before 6.6 have no uprobe_multi links: the one-probe-per-function path gives the same result."""

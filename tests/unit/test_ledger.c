@@ -235,12 +235,16 @@ int main(void)
 		put(skel, 7, 0x4000, 40, now, 203, 0xa0);
 		put(skel, 7, 0x5000, 50, now, 204, 0xa0);
 		put(skel, 8, 0x3000, 60, now, 202, 0xa0); /* another process: no complete stack there */
+		/* caller-only captures: one caller with a single complete stack, one (0xa0) with two */
+		put(skel, 7, 0x6000, 70, now, ML_STACK_NONE, 0xb1);
+		put(skel, 7, 0x7000, 700, now, 200, 0xb1);
+		put(skel, 7, 0x8000, 80, now, ML_STACK_NONE, 0xa0);
 		CHECK(ledger__collect(l, &s) == 0, "collect stopped walks");
-		CHECK(s->nrows == 5 && s->stopped_merged == 1, "one stopped walk merged, four rows left");
+		CHECK(s->nrows == 7 && s->stopped_merged == 2, "a stopped walk and a caller-only row merged, seven rows left");
 		for (size_t i = 0; i < s->nrows; i++) {
 			const struct ml_row *x = &s->rows[i];
 
-			if (x->key.stack_id == 200)
+			if (x->key.stack_id == 200 && x->key.caller == 0xa0)
 				CHECK(x->bytes == 1030 && x->count == 2, "the cut walk's block joins its complete stack");
 			if (x->key.stack_id == 203)
 				CHECK(x->bytes == 40, "a prefix two stacks extend stays apart");
@@ -248,6 +252,11 @@ int main(void)
 				CHECK(x->bytes == 50, "other Python frames stay apart");
 			if (x->key.stack_id == 202)
 				CHECK(x->key.tgid == 8 && x->bytes == 60, "another process's cut walk stays apart");
+			if (x->key.caller == 0xb1)
+				CHECK(x->key.stack_id == 200 && x->bytes == 770 && x->count == 2,
+				      "a caller-only capture joins its caller's one complete stack");
+			if (x->key.caller == 0xa0 && x->key.stack_id == ML_STACK_NONE)
+				CHECK(x->bytes == 80, "a caller-only capture two stacks extend stays apart");
 		}
 	}
 	ledger__free(l);
