@@ -95,6 +95,12 @@ if [ "${1:-}" != "--unit-only" ]; then
 		python3 "$t" 2>&1 | tee "$log"
 		tally "$log" "$t"
 	done
+	# Real PyTorch workloads, the whole tool as a user runs it (once: not under ASan, whose cost the
+	# full-fidelity import of torch would multiply).
+	for t in tests/workloads/test_*.py; do
+		python3 "$t" 2>&1 | sed 's/^integration:/workloads:/' | tee "$log"
+		tally "$log" "$t"
+	done
 	# The same integration tests once more against memleak-ai built with AddressSanitizer (leaks included)
 	# and UndefinedBehaviorSanitizer, which stops at the first report: bad input must never be a crash.
 	A=build/asan

@@ -312,7 +312,8 @@ int main(int argc, char **argv)
 	struct unwinder *uw = NULL;
 	struct ledger *ledger = NULL;
 	struct stackstore *stacks = NULL;
-	struct reporter *rep = NULL;
+	struct reporter *reps[3] = {}; /* the main output (-f, -o), then --json and --pprof */
+	FILE *extra_out[2] = {};
 	struct verdicts *verdicts = NULL;
 	struct html_timeline *timeline = NULL;
 	struct target tgt = { .pidfd = -1, .go_fd = -1, .status_fd = -1 };
@@ -444,12 +445,35 @@ int main(int argc, char **argv)
 	sv = stackview__new(ledger, resolver, &ss);
 	if (sv)
 		ledger__set_canon(ledger, stackview__canon, sv);
-	rep = sv ? reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid,
-								 .native = o.native }, sv)
-		 : NULL;
-	if (!rep) {
+	if (!sv) {
 		err = -ENOMEM;
 		goto cleanup;
+	}
+	{
+		const char *paths[2] = { o.json, o.pprof };
+		const enum ml_format fmts[2] = { ML_FMT_JSON, ML_FMT_PPROF };
+
+		reps[0] = reporter__new(out, &(struct report_opts){ .format = o.format, .top = o.top, .pid = tgt.pid,
+								     .native = o.native }, sv);
+		if (!reps[0]) {
+			err = -ENOMEM;
+			goto cleanup;
+		}
+		for (int i = 0; i < 2; i++) {
+			if (!paths[i])
+				continue;
+			extra_out[i] = open_output(paths[i]);
+			if (!extra_out[i]) {
+				err = -EIO;
+				goto cleanup;
+			}
+			reps[i + 1] = reporter__new(extra_out[i], &(struct report_opts){ .format = fmts[i], .top = o.top,
+											.pid = tgt.pid }, sv);
+			if (!reps[i + 1]) {
+				err = -ENOMEM;
+				goto cleanup;
+			}
+		}
 	}
 	test_attach_delay();
 	if (tgt.spawned) {
@@ -509,7 +533,9 @@ int main(int argc, char **argv)
 		if (err)
 			goto cleanup; /* said why */
 	}
-	reporter__set_overhead(rep, overhead__info(ss.ov));
+	for (int i = 0; i < 3; i++)
+		if (reps[i])
+			reporter__set_overhead(reps[i], overhead__info(ss.ov));
 	/* Taken from here on by the event loop: a signal right after the "attached" notice gets its final report. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -624,12 +650,17 @@ int main(int argc, char **argv)
 		pyframes__trim(py);
 		if (ss.followers)
 			followers__trim(ss.followers);
-		reporter__set_duration(rep, snap->now_ns - start_ns);
-		err = reporter__emit(rep, snap, judged, order, seq, final);
-		if (err) {
-			ml_err("cannot write the report: %s", strerror(-err));
-			break;
+		for (int i = 0; i < 3 && !err; i++) {
+			if (!reps[i])
+				continue;
+			reporter__set_duration(reps[i], snap->now_ns - start_ns);
+			err = reporter__emit(reps[i], snap, judged, order, seq, final);
+			if (err)
+				ml_err("cannot write the report%s%s: %s", i ? " to " : "",
+				       i == 1 ? o.json : i == 2 ? o.pprof : "", strerror(-err));
 		}
+		if (err)
+			break;
 		if (final && o.html) {
 			struct html_opts ho = { .pid = tgt.pid, .top = o.top, .reports = seq };
 
@@ -647,7 +678,13 @@ int main(int argc, char **argv)
 cleanup:
 	if (err && tgt.spawned && tgt.stopped)
 		kill(tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
-	reporter__free(rep);
+	for (int i = 0; i < 3; i++)
+		reporter__free(reps[i]);
+	for (int i = 0; i < 2; i++)
+		if (extra_out[i] && fclose(extra_out[i])) {
+			ml_err("cannot write output file '%s': %s", i ? o.pprof : o.json, strerror(errno));
+			attached_ok = false;
+		}
 	stackview__free(sv);
 	ring_buffer__free(rb);
 	bpf_link__destroy(ss.heap_link);

@@ -31,6 +31,8 @@ static const char usage[] =
 	"                         (one line per stack, frames root-first joined by ';', weight in bytes:\n"
 	"                         for flamegraph.pl, speedscope, inferno; only the final report) or pprof\n"
 	"                         (the final report as a gzipped profile.proto; needs -o FILE)\n"
+	"      --json FILE        also write every report to FILE as JSON Lines (created 0600)\n"
+	"      --pprof FILE       also write the final report to FILE as a gzipped profile.proto (0600)\n"
 	"      --html FILE        also write the final report as one self-contained HTML page (timeline,\n"
 	"                         flame graph, leak table; opens offline), created 0600\n"
 	"  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
@@ -60,7 +62,7 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_NO_PYTHON, OPT_NATIVE, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_JSON, OPT_PPROF, OPT_NO_PYTHON, OPT_NATIVE, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -83,6 +85,8 @@ static const struct option long_opts[] = {
 	{ "unwind-mem", required_argument, NULL, OPT_UNWIND_MEM },
 	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 	{ "html", required_argument, NULL, OPT_HTML },
+	{ "json", required_argument, NULL, OPT_JSON },
+	{ "pprof", required_argument, NULL, OPT_PPROF },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
@@ -319,6 +323,16 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			if (!*optarg)
 				return bad("--html", optarg, "a file name");
 			o->html = optarg;
+			break;
+		case OPT_JSON:
+			if (!*optarg)
+				return bad("--json", optarg, "a file name");
+			o->json = optarg;
+			break;
+		case OPT_PPROF:
+			if (!*optarg)
+				return bad("--pprof", optarg, "a file name");
+			o->pprof = optarg;
 			break;
 		case OPT_NO_PYTHON:
 			o->python = false;

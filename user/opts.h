@@ -18,6 +18,8 @@ struct ml_opts {
 	uint64_t max_size;     /* ... and at most this many */
 	const char *output;    /* -o FILE, NULL = stdout */
 	const char *html;      /* --html FILE: the final report as a page */
+	const char *json;      /* --json FILE: every report as JSON Lines, besides the main output */
+	const char *pprof;     /* --pprof FILE: the final report as a profile, besides the main output */
 	enum ml_format format;
 	int verbose;
 	uint32_t max_allocs;   /* outstanding-allocation table size */
