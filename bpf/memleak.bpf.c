@@ -1463,13 +1463,19 @@ int BPF_USDT(torch_free, __u64 ptr)
 }
 
 /*
- * -c only: the dynamic loader calls _dl_debug_state() before and after it maps a program's libraries.
- * Stopping the program there lets memleak-ai probe those libraries before any of their code runs.
+ * -c only: the dynamic loader calls _dl_debug_state() before and after it maps a program's libraries, at
+ * start and at every dlopen. Stopping the program there lets memleak-ai probe those libraries before any of
+ * their code runs. ldso_stops counts the stops asked for, so user space tells its own from anyone else's.
  */
+__u64 ldso_stops = 0;
+
+#define ML_SIGSTOP 19
+
 SEC("uprobe")
 int ldso_stop(struct pt_regs *ctx)
 {
-	bpf_send_signal(19 /* SIGSTOP */);
+	__sync_fetch_and_add(&ldso_stops, 1);
+	bpf_send_signal(ML_SIGSTOP);
 	return 0;
 }
 

@@ -41,6 +41,7 @@ build libtorchext.so $CC -g -O2 -shared -fPIC -DCUDART_STATIC tests/fixtures/gpu
 build ext_app $CC -g -O2 tests/fixtures/gpu/ext_app.c $G/libtorchext.so -Wl,-rpath,'$ORIGIN' -o $G/ext_app
 build early_app $CC -g -O2 tests/fixtures/gpu/early_app.c $G/libcudart.so.13 -Wl,-rpath,'$ORIGIN' -o $G/early_app
 build gpu_app $CC -g -O2 tests/fixtures/gpu/gpu_app.c -ldl -o $G/gpu_app
+build dlopen_burst $CC -g -O2 tests/fixtures/gpu/dlopen_burst.c -ldl -o $G/dlopen_burst
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ -e "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
 	build cuda_real $CC -g -O2 -I$CUDA_HOME/include tests/fixtures/gpu/cuda_real.c -L$CUDA_HOME/lib64 -lcudart \

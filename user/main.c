@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -36,6 +37,8 @@
 #include "html.h"
 #include "memleak.skel.h"
 
+
+#define READ_ONCE_U64(x) ((uint64_t)__atomic_load_n(&(x), __ATOMIC_RELAXED))
 
 #define FAST_SCAN_S 0.05
 #define FAST_SCANS 40
@@ -141,7 +144,31 @@ struct session {
 	struct overhead *ov;
 	struct bpf_link *heap_link; /* the system-call tracepoint of heap-growth mode, once on */
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
+	struct bpf_link *ld_stop; /* -c: stops the target at each report of its dynamic loader (dlopen) */
+	uint64_t ld_stops_seen;   /* the BPF side's count of those stops when the last one was handled */
 };
+
+/*
+ * -c: the target stopped at its dynamic loader's report of a dlopen (before the new library's code runs):
+ * probe what it mapped, then let it go on. A stop that memleak-ai did not ask for is left alone.
+ */
+static void loader_stopped(struct session *ss)
+{
+	siginfo_t si = {};
+	uint64_t asked;
+	int n;
+
+	if (waitid(P_PID, (id_t)ss->root, &si, WSTOPPED | WNOHANG) || si.si_pid != ss->root)
+		return;
+	asked = READ_ONCE_U64(ss->skel->bss->ldso_stops);
+	if (asked == ss->ld_stops_seen)
+		return;
+	ss->ld_stops_seen = asked;
+	n = ml_process_sync(ss->root, *ss->probes, *ss->py, ss->uw, *ss->sym);
+	if (n < 0 && n != -ESRCH && n != -ENOENT)
+		ml_notice("probing pid %d's new libraries failed: %s", ss->root, strerror(-n));
+	kill(ss->root, SIGCONT);
+}
 
 static int resolver(void *ctx, int tgid, struct ml_resolver *out)
 {
@@ -512,7 +539,9 @@ int main(int argc, char **argv)
 					break;
 				n = ml_process_sync(tgt.pid, probes, py, uw, sym);
 			}
-			bpf_link__destroy(hold);
+			/* Kept: each later dlopen stops it the same way, handled by the event loop. */
+			ss.ld_stop = hold;
+			ss.ld_stops_seen = READ_ONCE_U64(skel->bss->ldso_stops);
 		}
 		if (n == -ENOENT) {
 			err = n;
@@ -541,6 +570,8 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
+	if (ss.ld_stop)
+		sigaddset(&mask, SIGCHLD); /* the -c target stopped at a dlopen */
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	{
@@ -586,9 +617,14 @@ int main(int argc, char **argv)
 		if (all[0].revents) {
 			struct signalfd_siginfo si;
 
-			if (read(sfd, &si, sizeof(si)) == sizeof(si))
+			if (read(sfd, &si, sizeof(si)) != sizeof(si)) {
+				final = true;
+			} else if (si.ssi_signo == SIGCHLD) {
+				loader_stopped(&ss);
+			} else {
 				ml_info("signal %u: final report", si.ssi_signo);
-			final = true;
+				final = true;
+			}
 		}
 		if (all[1].revents) {
 			ml_notice("pid %d exited", tgt.pid);
@@ -678,6 +714,12 @@ int main(int argc, char **argv)
 cleanup:
 	if (err && tgt.spawned && tgt.stopped)
 		kill(tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
+	if (ss.ld_stop) {
+		bpf_link__destroy(ss.ld_stop);
+		/* A dlopen stop asked for and not handled yet: let it go on. */
+		if (READ_ONCE_U64(skel->bss->ldso_stops) != ss.ld_stops_seen && target__alive(&tgt))
+			kill(tgt.pid, SIGCONT);
+	}
 	for (int i = 0; i < 3; i++)
 		reporter__free(reps[i]);
 	for (int i = 0; i < 2; i++)

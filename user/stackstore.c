@@ -52,9 +52,10 @@ struct stackstore {
 	/*
 	 * The ring is read by a thread of its own: a job's start can make 100,000 new stacks a second, and
 	 * the main loop stops for hundreds of milliseconds at a time (unwinding tables for a new library,
-	 * a report). The lock covers the dictionary and the ring's consumer side.
+	 * a report). lock covers the dictionary, taken per record so a reader never waits long; ring_lock
+	 * the ring's consumer side, which the reader thread and a drain share.
 	 */
-	pthread_mutex_t lock;
+	pthread_mutex_t lock, ring_lock;
 	pthread_t reader;
 	bool reading, stop;
 	int err; /* the reader's first failure, told by the next drain */
@@ -64,8 +65,10 @@ struct stackstore *stackstore__new(void)
 {
 	struct stackstore *ss = calloc(1, sizeof(struct stackstore));
 
-	if (ss)
+	if (ss) {
 		pthread_mutex_init(&ss->lock, NULL);
+		pthread_mutex_init(&ss->ring_lock, NULL);
+	}
 	return ss;
 }
 
@@ -79,6 +82,7 @@ void stackstore__free(struct stackstore *ss)
 	}
 	ring_buffer__free(ss->rb);
 	pthread_mutex_destroy(&ss->lock);
+	pthread_mutex_destroy(&ss->ring_lock);
 	free(ss->frames);
 	free(ss->fidx.slot);
 	free(ss->ents);
@@ -200,16 +204,17 @@ static const struct stack_ent *find(const struct stackstore *ss, uint64_t id)
 	return ss->sidx.slot[i] ? &ss->ents[ss->sidx.slot[i] - 1] : NULL;
 }
 
-static bool same_words(const struct stackstore *ss, const struct stack_ent *e, const struct ml_stack *st)
+/*
+ * Whether a record under a known id is the stack kept: counts, flags and the innermost word. A stack the
+ * kernel's cache evicted comes again with every event that has it, so this stays short of a full compare.
+ */
+static bool same_stack(const struct stackstore *ss, const struct stack_ent *e, const struct ml_stack *st)
 {
-	size_t n = e->nr + 2 * (size_t)e->nr_py, k = 0;
+	size_t n = e->nr + 2 * (size_t)e->nr_py;
 
 	if (e->nr != st->nr || e->nr_py != st->nr_py || e->flags != st->flags)
 		return false;
-	for (uint32_t nd = e->leaf; nd && k < n; nd = ss->nodes[nd - 1].parent, k++)
-		if (ss->frames[ss->nodes[nd - 1].frame] != st->ips[k])
-			return false;
-	return k == n;
+	return !n || (e->leaf && ss->frames[ss->nodes[e->leaf - 1].frame] == st->ips[0]);
 }
 
 static int add_locked(struct stackstore *ss, const void *rec, size_t len)
@@ -229,7 +234,7 @@ static int add_locked(struct stackstore *ss, const void *rec, size_t len)
 	}
 	known = find(ss, st->id);
 	if (known) {
-		if (!same_words(ss, known, st))
+		if (!same_stack(ss, known, st))
 			ss->collisions++;
 		return 1;
 	}
@@ -290,7 +295,7 @@ int stackstore__get(struct stackstore *ss, uint64_t id, struct ml_stack *out)
 
 static int on_record(void *ctx, void *data, size_t len)
 {
-	int err = add_locked(ctx, data, len); /* under the lock the consumer holds */
+	int err = stackstore__add(ctx, data, len);
 
 	/* A malformed record is counted and skipped; only running out of memory stops the drain. */
 	return err == -ENOMEM ? err : 0;
@@ -301,12 +306,12 @@ static int consume(struct stackstore *ss)
 {
 	int n;
 
-	pthread_mutex_lock(&ss->lock);
+	pthread_mutex_lock(&ss->ring_lock);
 	n = ring_buffer__consume(ss->rb);
 	if (n < 0 && !ss->err)
 		ss->err = n;
 	n = ss->err;
-	pthread_mutex_unlock(&ss->lock);
+	pthread_mutex_unlock(&ss->ring_lock);
 	return n;
 }
 

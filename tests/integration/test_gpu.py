@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, Fixture, Tool, attached_run, by_func, check, eq, main, read_line, test  # noqa: E402
+from harness import FIX, ROOT, Fail, Fixture, Tool, attached_run, by_func, check, eq, main, read_line, run_tool, test  # noqa: E402
 
 GPU = os.path.join(FIX, "gpu")
 TORCH_PY = "/usr/bin/python3"  # Debian's python3.11, which has python3-torch
@@ -44,6 +44,19 @@ def run_gpu_app(*tool_args, libdir=GPU, raw=True):
 
 
 CUDA_BYTES = 3 * (1 << 20) + 2 * (2 << 20) + 65536 + 12288 + 10240 + 8192 + 5000 + 3000 + 896
+
+
+@test
+def command_mode_probes_a_dlopened_library_before_its_first_call():
+    """-c: a program dlopens the CUDA runtime after start and calls cudaMalloc at once, 80 times 30 ms apart
+    (import torch, then the model's weights): the loader's report stops it until the library is probed, so
+    every call is in the cuda layer, none seen only as the C heap's malloc inside cudaMalloc."""
+    rc, out, err = run_tool("-f", "json", "-c", f"{GPU}/dlopen_burst {GPU}", "60", timeout=60)
+    eq(rc, 0, f"exit status ({err[-300:]})")
+    rep = [json.loads(l) for l in out.splitlines()][-1]
+    eq((rep["totals"]["cuda"]["bytes"], rep["totals"]["cuda"]["count"]), (80 * 4096 + 79 * 80 // 2, 80),
+       "every cudaMalloc in the cuda layer, exact bytes")
+    eq(rep["stats"]["layers"]["cuda"]["allocs"], 80, "80 calls seen")
 
 
 @test
