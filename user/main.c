@@ -542,6 +542,8 @@ int main(int argc, char **argv)
 			/* Kept: each later dlopen stops it the same way, handled by the event loop. */
 			ss.ld_stop = hold;
 			ss.ld_stops_seen = READ_ONCE_U64(skel->bss->ldso_stops);
+			/* A library mapped from now on is probed (by a scan or at the stop) before its code runs. */
+			probes__held(probes, hold != NULL);
 		}
 		if (n == -ENOENT) {
 			err = n;

@@ -8,6 +8,7 @@
 #include "allocators.h"
 #include "elfsym.h"
 #include "log.h"
+#include "clock.h"
 #include "probes.h"
 #include "symbolizer.h"
 #include "uprobe_multi.h"
@@ -36,6 +37,9 @@ struct probes {
 	unsigned int active;
 	bool started; /* initial attach done: later activations are news worth a notice */
 	const char *heap; /* the C heap allocator the process uses ("glibc", "jemalloc", ...), NULL until known */
+	uint64_t last_sync_ns; /* CLOCK_MONOTONIC at the previous sync: what it did not see was mapped after */
+	uint64_t window_ns;    /* this sync: how long a library new now may have run unprobed */
+	bool held;             /* the process stops at its loader's reports (-c): new libraries run only once probed */
 	bool heap_replaced; /* heap is one that took over from the C library's (preloaded or linked) */
 };
 
@@ -485,8 +489,13 @@ static void announce(struct probes *p, const char *path, unsigned int layers, in
 	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
 		if (!(fresh & (1U << l)))
 			continue;
-		if (p->started)
-			ml_notice("layer %s now active: %s (loaded after attach)", ml_layer_name(l), path);
+		if (p->started && p->held)
+			ml_notice("layer %s now active: %s (loaded after attach; probed before its code ran)",
+				  ml_layer_name(l), path);
+		else if (p->started)
+			ml_notice("layer %s now active: %s (loaded after attach; probed at most %.0f ms after it was "
+				  "mapped: calls made before then were not seen)",
+				  ml_layer_name(l), path, (double)p->window_ns / 1e6);
 		else
 			ml_info("layer %s active: %s", ml_layer_name(l), path);
 	}
@@ -513,11 +522,20 @@ const char *probes__heap(const struct probes *p)
 	return p->heap;
 }
 
+void probes__held(struct probes *p, bool held)
+{
+	p->held = held;
+}
+
 int probes__sync(struct probes *p, const struct ml_maps *maps)
 {
 	const struct ml_mapping *exe = NULL;
 	bool any_libc = false;
 	int added = 0;
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
+
+	p->window_ns = p->last_sync_ns ? now - p->last_sync_ns : 0;
+	p->last_sync_ns = now;
 
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ml_mapping *m = &maps->v[i];

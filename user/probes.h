@@ -38,6 +38,8 @@ void probes__drop_libc(struct probes *p);
 /* Objects with probes attached, and in *nfuncs the functions probed in them. */
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs);
 unsigned int probes__active_layers(const struct probes *p); /* bit mask of layers with probes attached */
+/* The process stops at its loader's reports (-c): a library it maps is probed before its code runs. */
+void probes__held(struct probes *p, bool held);
 /* The C heap allocator the process uses, as probed: "glibc", "jemalloc", "tcmalloc", ..., or NULL. */
 const char *probes__heap(const struct probes *p);
 
