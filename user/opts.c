@@ -320,20 +320,17 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 					   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
 			break;
 		case OPT_HTML:
-			if (!*optarg)
-				return bad("--html", optarg, "a file name");
-			o->html = optarg;
-			break;
 		case OPT_JSON:
+		case OPT_PPROF: {
+			/* The extra outputs: a file each, besides the main output (-f, -o). */
+			const char **dst = c == OPT_HTML ? &o->html : c == OPT_JSON ? &o->json : &o->pprof;
+
 			if (!*optarg)
-				return bad("--json", optarg, "a file name");
-			o->json = optarg;
+				return bad(c == OPT_HTML ? "--html" : c == OPT_JSON ? "--json" : "--pprof", optarg,
+					   "a file name");
+			*dst = optarg;
 			break;
-		case OPT_PPROF:
-			if (!*optarg)
-				return bad("--pprof", optarg, "a file name");
-			o->pprof = optarg;
-			break;
+		}
 		case OPT_NO_PYTHON:
 			o->python = false;
 			break;

@@ -29,6 +29,7 @@ static char *json_of(void (*fn)(struct jw *))
 
 	jw_init(&w, f);
 	fn(&w);
+	jw_finish(&w);
 	fclose(f);
 	return buf;
 }
@@ -65,6 +66,20 @@ int main(void)
 		CHECK(o.pid == 42 && o.interval_s == 2.5 && o.count == 3 && o.top == 7, "pid interval count top");
 		CHECK(o.min_age_s == 1.5 && o.min_size == 1024 && o.max_size == 2U << 20, "age and size filters");
 		CHECK(o.format == ML_FMT_JSON && o.verbose == 2 && !strcmp(o.output, "/tmp/x"), "format verbose output");
+		ml_opts__free(&o);
+	}
+	{
+		const char *a[] = { "-p", "42", "--json", "/tmp/r.json", "--pprof", "/tmp/r.pb.gz", "--html", "/tmp/r.html",
+				    "--native", NULL };
+		CHECK(parse(a, &o) == 0, "extra outputs parse");
+		CHECK(!strcmp(o.json, "/tmp/r.json") && !strcmp(o.pprof, "/tmp/r.pb.gz") && !strcmp(o.html, "/tmp/r.html"),
+		      "--json, --pprof and --html files");
+		CHECK(o.native && o.format == ML_FMT_TEXT && !o.output, "--native; the main output stays text on stdout");
+		ml_opts__free(&o);
+	}
+	{
+		const char *a[] = { "-p", "42", "--pprof", "", NULL };
+		CHECK(parse(a, &o) == -EINVAL, "an empty --pprof file name is refused");
 		ml_opts__free(&o);
 	}
 	{
