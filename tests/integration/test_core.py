@@ -442,6 +442,23 @@ def html_report_renders_in_headless_chromium():
 
 
 @test
+def command_mode_c_job_one_row_with_its_chain_from_the_first_report():
+    """-c on a C job leaking from one function (no frame pointers): every report, the first included, has one
+    row for it, with the whole chain to main; none cut short by tables not yet built."""
+    rc, out, err = run_tool("-f", "json", "-c", f"{FIX}/history", "0.5", timeout=60)
+    eq(rc, 0, f"exit status ({err[-300:]})")
+    reps = [json.loads(l) for l in out.splitlines()]
+    check(len(reps) >= 3, f"reports: {len(reps)}")
+    for r in reps[:-1]:
+        rows = [s for s in r["stacks"] if s["frames"] and s["frames"][0]["func"] == "grow_history"]
+        eq(len(rows), 1, f"report {r['seq']}: one row for grow_history")
+        funcs = [f["func"] for f in rows[0]["frames"]]
+        check(funcs[:2] == ["grow_history", "main"], f"report {r['seq']}: the whole chain: {funcs}")
+        eq(rows[0]["bytes"], rows[0]["count"] << 20, f"report {r['seq']}: 1 MiB an allocation")
+    eq(r["stats"]["unwind"]["stopped"], 0, "no walk stopped early")
+
+
+@test
 def command_mode_traces_from_start():
     rc, out, err = run_tool("-f", "json", "-c", f"{FIX}/leaky basic auto", "60")
     eq(rc, 0, f"exit status (stderr: {err})")
