@@ -22,7 +22,8 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-USER_SRCS := $(filter-out user/main.c,$(wildcard user/*.c))
+# user/ by pipeline stage: lib, then attach, symbolize, unwind, python, collect, judge, report, session.
+USER_SRCS := $(wildcard user/*/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/%.o,$(USER_SRCS))
 
 .DELETE_ON_ERROR:
@@ -55,6 +56,7 @@ $(OUTPUT)/profile.pb-c.o: $(OUTPUT)/profile.pb-c.c
 
 $(OUTPUT)/%.o: user/%.c | $(OUTPUT)
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 # The HTML report's libraries come from the npm registry and are inlined at build time.
@@ -77,7 +79,7 @@ memleak-ai: $(OUTPUT)/main.o $(USER_OBJS) $(OUTPUT)/profile.pb-c.o $(OUTPUT)/htm
 	$(call msg,BINARY,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
--include $(wildcard $(OUTPUT)/*.d)
+-include $(wildcard $(OUTPUT)/*.d $(OUTPUT)/*/*.d)
 
 deps:
 	$(Q)scripts/install-deps.sh
@@ -102,7 +104,7 @@ install: memleak-ai
 	install -D -m 0644 docs/memleak-ai.8 $(DESTDIR)$(PREFIX)/share/man/man8/memleak-ai.8
 
 format:
-	clang-format -i user/*.c user/*.h bpf/*.c bpf/*.h tests/fixtures/*.c tests/unit/*.c
+	clang-format -i user/*.c user/*/*.c user/*/*.h bpf/*.c bpf/*.h tests/fixtures/*.c tests/unit/*.c
 
 clean:
 	rm -rf $(OUTPUT) memleak-ai

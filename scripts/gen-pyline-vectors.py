@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Test vectors for the CPython location-table parser (user/pyline.c), taken from real interpreters.
+"""Test vectors for the CPython location-table parser (user/python/pyline.c), taken from real interpreters.
 
 Run with one interpreter and no arguments, it compiles the sample source below and prints a C header fragment:
 one initializer per code object, with the interpreter version, co_firstlineno, the co_linetable bytes and the

@@ -6,7 +6,7 @@ B=build/tests
 mkdir -p "$B"
 CC=${CC:-gcc}
 # Every module but main.c, as the Makefile builds them
-OBJS="$(for f in user/*.c; do n=$(basename "$f" .c); [ "$n" = main ] || printf 'build/%s.o ' "$n"; done)build/profile.pb-c.o build/html_assets.o"
+OBJS="$(for f in user/*/*.c; do f=${f#user/}; printf 'build/%s.o ' "${f%.c}"; done)build/profile.pb-c.o build/html_assets.o"
 LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c"
 build() {
 	echo "  BUILD    $1" >&2
@@ -74,11 +74,14 @@ for t in $B/test_*; do
 	"$t" 2>&1 | tee "$log"
 	tally "$log" "$t"
 done
+# The architecture: user/'s stage folders include only from earlier stages.
+python3 tests/check_layers.py 2>&1 | tee "$log"
+tally "$log" tests/check_layers.py
 # Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
 # undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
 for f in maps elf pyline ehframe; do
 	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser tests/fuzz/fuzz_$f.c \
-		$(case $f in maps) echo user/procmaps.c ;; pyline) echo user/pyline.c ;; ehframe) echo "user/ehframe.c user/elfsym.c -lelf" ;; *) echo "user/elfsym.c -lelf" ;; esac) \
+		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/lib/elfsym.c -lelf" ;; *) echo "user/lib/elfsym.c -lelf" ;; esac) \
 		-o $B/fuzz_$f
 	scratch=$(mktemp -d)
 	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-10} -max_len=65536 -print_final_stats=1 "$scratch" \
@@ -107,7 +110,7 @@ if [ "${1:-}" != "--unit-only" ]; then
 	# and UndefinedBehaviorSanitizer, which stops at the first report: bad input must never be a crash.
 	A=build/asan
 	mkdir -p $A
-	for f in user/*.c; do
+	for f in user/*.c user/*/*.c; do
 		$CC -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -Ibuild -Iuser -Ibpf -DML_VERSION='"asan"' \
 			-c "$f" -o $A/$(basename "$f" .c).o || { echo "asan build failed: $f" >&2; exit 1; }
 	done

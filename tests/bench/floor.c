@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
-#include "allocators.h"
-#include "elfsym.h"
-#include "procmaps.h"
+#include "attach/allocators.h"
+#include "lib/elfsym.h"
+#include "lib/procmaps.h"
 #include "empty.skel.h"
 
 int main(int argc, char **argv)

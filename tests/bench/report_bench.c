@@ -8,9 +8,9 @@
 #include <time.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "ledger.h"
-#include "stackstore.h"
-#include "verdict.h"
+#include "collect/ledger.h"
+#include "collect/stackstore.h"
+#include "judge/verdict.h"
 #include <malloc.h>
 #include "memleak.skel.h"
 

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include "ehframe.h"
+#include "unwind/ehframe.h"
 
 static void check(int rc, struct ml_unwind_table *t)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "elfsym.h"
+#include "lib/elfsym.h"
 
 static int visit(const char *name, uint64_t vaddr, uint64_t size, void *ctx)
 {

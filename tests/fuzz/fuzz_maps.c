@@ -1,7 +1,7 @@
 /* libFuzzer target: /proc/PID/maps text is read from the target, so any bytes must parse or be rejected cleanly. */
 #include <stddef.h>
 #include <stdint.h>
-#include "procmaps.h"
+#include "lib/procmaps.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "pyline.h"
+#include "python/pyline.h"
 
 /* Indexes walked per input: enough for every seed, bounded so that the quadratic walk stays fast. */
 #define MAX_WALK 1024

@@ -1,8 +1,8 @@
 /*
- * Checks user/pyoffsets.c against one CPython: its real headers (offsetof, sizeof, enum values)
+ * Checks user/python/pyoffsets.c against one CPython: its real headers (offsetof, sizeof, enum values)
  * and its running library (frames walked by the table from inside a call, compared with what
  * CPython itself reports; _Py_DebugOffsets for 3.13+). test_pyoffsets.c builds it per interpreter:
- *   cc -DPy_BUILD_CORE -I<include/python3.X> -Iuser tests/unit/pyoffsets_probe.c user/pyoffsets.c \
+ *   cc -DPy_BUILD_CORE -I<include/python3.X> -Iuser tests/unit/pyoffsets_probe.c user/python/pyoffsets.c \
  *      -L<libdir> -lpython3.X
  * Prints "ok - ..." / "not ok - ..." lines ("# ..." for diagnostics); exits 1 on any failure.
  */
@@ -25,7 +25,7 @@
 #include "internal/pycore_runtime.h"
 
 #include "check.h"
-#include "pyoffsets.h"
+#include "python/pyoffsets.h"
 
 #define MEMBER_SIZE(type, member) sizeof(((type *)0)->member)
 

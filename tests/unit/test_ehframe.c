@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "ehframe.h"
+#include "unwind/ehframe.h"
 
 /* ---- a growable byte buffer to build sections with ---- */
 

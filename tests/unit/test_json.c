@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "json.h"
+#include "report/json.h"
 
 /* The writer's output for a tree nested depth levels deep, each level an object with a name and children. */
 static char *nested(int depth)

@@ -5,10 +5,10 @@
 #include <time.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "allocators.h"
+#include "attach/allocators.h"
 #include "check.h"
-#include "ledger.h"
-#include "stackstore.h"
+#include "collect/ledger.h"
+#include "collect/stackstore.h"
 #include "memleak.skel.h"
 
 

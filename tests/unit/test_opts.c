@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "json.h"
-#include "opts.h"
-#include "report.h"
+#include "report/json.h"
+#include "session/opts.h"
+#include "report/report.h"
 
 
 static int parse(const char *const *args, struct ml_opts *o)

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
-#include "pyframes.h"
-#include "pyoffsets.h"
+#include "python/pyframes.h"
+#include "python/pyoffsets.h"
 
 static const struct ml_py_layout *L;
 static uint64_t types[3];

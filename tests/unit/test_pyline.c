@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "check.h"
-#include "pyline.h"
+#include "python/pyline.h"
 
 struct pyline_vector {
 	const char *version, *name;

@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "pyoffsets.h"
+#include "python/pyoffsets.h"
 
 #define PROBE_SRC "tests/unit/pyoffsets_probe.c"
-#define TABLE_SRC "user/pyoffsets.c"
+#define TABLE_SRC "user/python/pyoffsets.c"
 
 /* ---- lookups ---- */
 

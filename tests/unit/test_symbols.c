@@ -16,9 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "elfsym.h"
-#include "procmaps.h"
-#include "symbolizer.h"
+#include "lib/elfsym.h"
+#include "lib/procmaps.h"
+#include "lib/demangle.h"
+#include "symbolize/symbolizer.h"
 
 static int n_passed, n_failed;
 

@@ -17,11 +17,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "check.h"
-#include "debuginfo.h"
-#include "ehframe.h"
+#include "lib/debuginfo.h"
+#include "unwind/ehframe.h"
 #include "memleak.h"
-#include "procmaps.h"
-#include "unwind.h"
+#include "lib/procmaps.h"
+#include "unwind/unwind.h"
 #include "memleak.skel.h"
 
 

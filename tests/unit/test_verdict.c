@@ -1,7 +1,7 @@
 /* Unit tests of the leak verdicts: growing, stable, shrinking, churn and warm-up on known series. */
 #include <string.h>
 #include "check.h"
-#include "verdict.h"
+#include "judge/verdict.h"
 
 static struct ml_judgement judge(const double *b, size_t n, double oldest, double interval)
 {

@@ -1,0 +1,51 @@
+"""The architecture as a test: each folder of user/ includes only from lib/, the BPF contract and the stages
+before it in the pipeline, so the tree keeps telling how data flows (attach -> collect -> judge -> report)."""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Stages in pipeline order; a stage may include its own headers and those of any earlier level.
+LEVEL = {"lib": 0, "attach": 1, "symbolize": 1, "unwind": 1, "python": 1, "collect": 2, "judge": 3, "report": 4,
+         "session": 5}
+GENERATED = {"memleak.h", "memleak.skel.h", "profile.pb-c.h"}
+
+
+def main():
+    bad, files = [], 0
+    user = os.path.join(ROOT, "user")
+    for stage in sorted(os.listdir(user)):
+        d = os.path.join(user, stage)
+        if not os.path.isdir(d):
+            continue
+        if stage not in LEVEL:
+            bad.append(f"user/{stage}/: a folder the pipeline does not name")
+            continue
+        for f in sorted(os.listdir(d)):
+            if not f.endswith((".c", ".h")):
+                continue
+            files += 1
+            for n, line in enumerate(open(os.path.join(d, f)), 1):
+                m = re.match(r'#include "([^"]+)"', line)
+                if not m or m.group(1) in GENERATED:
+                    continue
+                inc = m.group(1)
+                dep = inc.split("/")[0] if "/" in inc else None
+                if dep is None or dep not in LEVEL:
+                    bad.append(f"user/{stage}/{f}:{n}: include \"{inc}\" names no stage folder")
+                elif dep != stage and LEVEL[dep] >= LEVEL[stage]:
+                    bad.append(f"user/{stage}/{f}:{n}: {stage} may not include {inc} (same or later stage)")
+            if stage == "lib" and "memleak.skel.h" in open(os.path.join(d, f)).read():
+                bad.append(f"user/lib/{f}: lib/ must not see the BPF skeleton")
+    top = [f for f in os.listdir(user) if f.endswith((".c", ".h")) and f != "main.c"]
+    for f in top:
+        bad.append(f"user/{f}: only main.c stays at user/'s top")
+    for b in bad:
+        print(f"not ok - {b}")
+    print(f"ok - {files} files follow the stage order" if not bad else f"# {len(bad)} layering errors")
+    print(f"layers: {0 if bad else 1} passed, {1 if bad else 0} failed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

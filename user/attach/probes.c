@@ -1,0 +1,712 @@
+/* Probe attachment: finds the allocator table's functions in the target's mapped objects and attaches to them. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include "attach/allocators.h"
+#include "lib/elfsym.h"
+#include "lib/log.h"
+#include "lib/clock.h"
+#include "attach/probes.h"
+#include "lib/demangle.h"
+#include "attach/uprobe_multi.h"
+#include "memleak.skel.h"
+
+struct object {
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+	char *path;         /* NULL for objects looked at and not probed */
+	bool libc_tried;    /* looked at as a C library (or static executable) */
+	unsigned int nfuncs;
+	unsigned int layers;
+};
+
+struct probes {
+	struct memleak_bpf *skel;
+	struct probes_opts o;
+	struct bpf_link **links;
+	bool *link_libc; /* per link: on a C library (dropped by probes__drop_libc) */
+	size_t nlinks, caplinks;
+	int *mfds; /* uprobe_multi link fds */
+	bool *mfd_libc;
+	size_t nmfds, capmfds;
+	struct object *objs;
+	size_t nobjs, capobjs;
+	unsigned int active;
+	bool started; /* initial attach done: later activations are news worth a notice */
+	const char *heap; /* the C heap allocator the process uses ("glibc", "jemalloc", ...), NULL until known */
+	uint64_t last_sync_ns; /* CLOCK_MONOTONIC at the previous sync: what it did not see was mapped after */
+	uint64_t window_ns;    /* this sync: how long a library new now may have run unprobed */
+	bool held;             /* the process stops at its loader's reports (-c): new libraries run only once probed */
+	bool heap_replaced; /* heap is one that took over from the C library's (preloaded or linked) */
+};
+
+/* Where each row was found in the object being probed. */
+struct found {
+	bool ok;
+	uint64_t vaddr;
+};
+
+struct probes *probes__new(struct memleak_bpf *skel, const struct probes_opts *o)
+{
+	struct probes *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->skel = skel;
+	p->o = *o;
+	return p;
+}
+
+void probes__free(struct probes *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nmfds; i++)
+		close(p->mfds[i]);
+	for (size_t i = 0; i < p->nlinks; i++)
+		bpf_link__destroy(p->links[i]);
+	for (size_t i = 0; i < p->nobjs; i++)
+		free(p->objs[i].path);
+	free(p->mfds);
+	free(p->mfd_libc);
+	free(p->links);
+	free(p->link_libc);
+	free(p->objs);
+	free(p);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+/* A C library, or a heap allocator that replaces its malloc family: its malloc/free rows are probed. */
+static bool is_libc_name(const char *path)
+{
+	return ml_heap_lib(path, NULL) != NULL;
+}
+
+static bool layer_on(const struct probes *p, unsigned int layer)
+{
+	return p->o.layers & (1U << layer);
+}
+
+static struct object *lookup(const struct probes *p, const struct ml_mapping *m)
+{
+	for (size_t i = 0; i < p->nobjs; i++)
+		if (p->objs[i].inode == m->inode && p->objs[i].dev_major == m->dev_major &&
+		    p->objs[i].dev_minor == m->dev_minor)
+			return &p->objs[i];
+	return NULL;
+}
+
+static struct object *add_object(struct probes *p, const struct ml_mapping *m)
+{
+	struct object *o;
+
+	if (p->nobjs == p->capobjs) {
+		size_t cap = p->capobjs ? p->capobjs * 2 : 16;
+		struct object *n = realloc(p->objs, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		p->objs = n;
+		p->capobjs = cap;
+	}
+	o = &p->objs[p->nobjs++];
+	memset(o, 0, sizeof(*o));
+	o->dev_major = m->dev_major;
+	o->dev_minor = m->dev_minor;
+	o->inode = m->inode;
+	return o;
+}
+
+static int push_link(struct probes *p, struct bpf_link *l)
+{
+	if (p->nlinks == p->caplinks) {
+		size_t cap = p->caplinks ? p->caplinks * 2 : 64;
+		struct bpf_link **n = realloc(p->links, cap * sizeof(*n));
+		bool *t;
+
+		if (!n)
+			return -ENOMEM;
+		p->links = n;
+		t = realloc(p->link_libc, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		p->link_libc = t;
+		p->caplinks = cap;
+	}
+	p->link_libc[p->nlinks] = false;
+	p->links[p->nlinks++] = l;
+	return 0;
+}
+
+static int push_mfd(struct probes *p, int fd)
+{
+	if (p->nmfds == p->capmfds) {
+		size_t cap = p->capmfds ? p->capmfds * 2 : 16;
+		int *n = realloc(p->mfds, cap * sizeof(*n));
+		bool *t;
+
+		if (!n)
+			return -ENOMEM;
+		p->mfds = n;
+		t = realloc(p->mfd_libc, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		p->mfd_libc = t;
+		p->capmfds = cap;
+	}
+	p->mfd_libc[p->nmfds] = false;
+	p->mfds[p->nmfds++] = fd;
+	return 0;
+}
+
+/* Whether a row's function gets a return probe as well as its entry probe. */
+static bool needs_return_probe(const struct ml_spec *sp)
+{
+	if (sp->kind == ML_KIND_FREE)
+		return sp->track_free;
+	return sp->kind != ML_KIND_WRAP;
+}
+
+/* Which program a row goes to, as a batch: 0 alloc return, 1 free return, 2 free entry, 3 alloc entry. */
+enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
+
+/*
+ * All the object's rows in four uprobe_multi links, in the order that keeps every call accounted: return
+ * probes before entries, releases before allocations. Removing a link costs the kernel one wait, where
+ * single probes cost one each (0.1-0.2 s apiece here).
+ */
+static int attach_batched(struct probes *p, const char *path, const struct found *found,
+			  const struct elf_syms *syms)
+{
+	uint64_t offs[B_N][ML_MAX_SPECS], cookies[B_N][ML_MAX_SPECS];
+	uint32_t cnt[B_N] = {};
+	struct bpf_program *progs[B_N] = { p->skel->progs.alloc_exit, p->skel->progs.free_exit,
+					   p->skel->progs.free_enter, p->skel->progs.alloc_enter };
+
+	for (unsigned int row = 0; row < ml_allocators_n; row++) {
+		const struct ml_spec *sp = &ml_allocators[row].spec;
+		uint64_t off;
+
+		if (!found[row].ok || elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
+			continue;
+		int entry = sp->kind == ML_KIND_FREE ? B_FREE : B_ALLOC;
+		int ret = sp->kind == ML_KIND_FREE ? B_FREE_RET : B_ALLOC_RET;
+
+		if (needs_return_probe(sp))
+			offs[ret][cnt[ret]] = off, cookies[ret][cnt[ret]++] = row;
+		offs[entry][cnt[entry]] = off, cookies[entry][cnt[entry]++] = row;
+	}
+	for (int b = 0; b < B_N; b++) {
+		int fd, err;
+
+		if (!cnt[b])
+			continue;
+		fd = ml_uprobe_multi_attach(bpf_program__fd(progs[b]), path, offs[b], cookies[b], cnt[b],
+					    b == B_ALLOC_RET || b == B_FREE_RET, p->o.pid);
+		if (fd < 0) {
+			/* A process gone meanwhile is the caller's to report (once), not an attach failure. */
+			if (fd != -ESRCH)
+				ml_err("cannot attach uprobes in %s: %s", path, strerror(-fd));
+			return fd;
+		}
+		err = push_mfd(p, fd);
+		if (err) {
+			close(fd);
+			return err;
+		}
+	}
+	return 0;
+}
+
+static int attach_one(struct probes *p, const char *path, uint64_t off, unsigned int row, bool ret)
+{
+	const struct ml_allocator *a = &ml_allocators[row];
+	struct bpf_program *prog;
+	struct bpf_link *l;
+	int err;
+
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = row, .retprobe = ret);
+	if (a->spec.kind == ML_KIND_FREE)
+		prog = ret ? p->skel->progs.free_exit : p->skel->progs.free_enter;
+	else
+		prog = ret ? p->skel->progs.alloc_exit : p->skel->progs.alloc_enter;
+	l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, off, &uo);
+	if (!l) {
+		err = -errno;
+		ml_err("cannot attach %s to %s in %s: %s", ret ? "uretprobe" : "uprobe", a->func, path, strerror(-err));
+		return err;
+	}
+	err = push_link(p, l);
+	if (err)
+		bpf_link__destroy(l);
+	return err;
+}
+
+struct demangle_ctx {
+	struct found *found;
+};
+
+/* The identifier just before the parameter list: "raw_alloc" of "...::raw_alloc(unsigned long)". */
+static bool name_token(const char *demangled, const char **tok, size_t *len)
+{
+	const char *paren = strchr(demangled, '('), *start;
+
+	if (!paren)
+		return false;
+	start = paren;
+	while (start > demangled && start[-1] != ':' && start[-1] != ' ')
+		start--;
+	*tok = start;
+	*len = (size_t)(paren - start);
+	return *len > 0;
+}
+
+static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void *vctx)
+{
+	struct demangle_ctx *ctx = vctx;
+	char *dm = NULL;
+
+	if (strncmp(raw, "_Z", 2))
+		return 0;
+	for (unsigned int row = 0; row < ml_allocators_n; row++) {
+		const struct ml_allocator *a = &ml_allocators[row];
+		const char *tok;
+		size_t len;
+
+		if (a->match != ML_MATCH_DEMANGLED || ctx->found[row].ok || !name_token(a->func, &tok, &len))
+			continue;
+		/* Cheap filter first: the mangled name spells the identifier as <length><name>. */
+		if (!memmem(raw, strlen(raw), tok, len))
+			continue;
+		if (!dm && !(dm = ml_demangle(raw)))
+			return 0;
+		if (!strcmp(dm, a->func)) {
+			ctx->found[row].ok = true;
+			ctx->found[row].vaddr = vaddr;
+		}
+	}
+	free(dm);
+	return 0;
+}
+
+/* PyTorch's USDT probes. libbpf reads the notes and handles the semaphores. Returns probes attached. */
+static int attach_usdts(struct probes *p, const char *path, unsigned int *layers)
+{
+	int n = 0;
+
+	for (unsigned int j = 0; j < ml_usdts_n; j++) {
+		/* the release probe first, as for the functions */
+		const struct ml_usdt *u = &ml_usdts[(j + 1) % ml_usdts_n];
+		struct bpf_program *prog = u->is_free ? p->skel->progs.torch_free : p->skel->progs.torch_malloc;
+		struct bpf_link *l;
+
+		if (!layer_on(p, u->layer))
+			continue;
+		l = bpf_program__attach_usdt(prog, p->o.pid, path, u->provider, u->name, NULL);
+		if (!l) {
+			int e = errno;
+
+			if (e == ENOENT)
+				ml_dbg("%s: no USDT probe %s:%s", path, u->provider, u->name);
+			else
+				ml_notice("cannot attach USDT probe %s:%s in %s: %s", u->provider, u->name, path,
+					  strerror(e));
+			continue;
+		}
+		if (push_link(p, l)) {
+			bpf_link__destroy(l);
+			return -ENOMEM;
+		}
+		*layers |= 1U << u->layer;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Probe one object: the rows of enabled layers it defines (libc rows only in a C library, or a static
+ * executable when `as_libc`), and PyTorch's USDT probes. Returns the number of probes attached, -ENOENT
+ * when a C library lacks malloc/free, or another negative errno.
+ */
+static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_libc, unsigned int *layers)
+{
+	struct found *found = calloc(ml_allocators_n, sizeof(*found));
+	struct demangle_ctx dctx = { .found = found };
+	struct elf_syms *syms = NULL;
+	size_t first_link = p->nlinks, first_mfd = p->nmfds;
+	bool any_demangled = false, usdt = false;
+	char *path = NULL;
+	int fd, err = 0, n = 0;
+
+	*layers = 0;
+	if (!found)
+		return -ENOMEM;
+	fd = ml_maps__open_file(p->o.pid, m);
+	if (fd < 0) {
+		err = fd;
+		goto out;
+	}
+	err = elf_syms__open(fd, &syms);
+	close(fd);
+	if (err)
+		goto out;
+	for (unsigned int row = 0; row < ml_allocators_n; row++) {
+		const struct ml_allocator *a = &ml_allocators[row];
+		uint64_t size;
+
+		if (!layer_on(p, a->spec.layer) || (a->lib == ML_LIB_LIBC) != as_libc)
+			continue;
+		if (a->match == ML_MATCH_DEMANGLED)
+			any_demangled = true;
+		else if (a->lib == ML_LIB_PLT)
+			continue; /* after the demangled pass has found the host */
+		else if (elf_syms__find(syms, a->func, &found[row].vaddr, &size) == 0)
+			found[row].ok = true;
+		else if (a->required) {
+			err = -ENOENT;
+			goto out;
+		}
+	}
+	/* Aliases (tcmalloc's free is its operator delete): one probe per function, its first row's. */
+	for (unsigned int row = 0; row < ml_allocators_n; row++)
+		for (unsigned int prev = 0; found[row].ok && prev < row; prev++)
+			if (found[prev].ok && found[prev].vaddr == found[row].vaddr) {
+				ml_dbg("%s: %s is %s: probed once", m->path, ml_allocators[row].func,
+				       ml_allocators[prev].func);
+				found[row].ok = false;
+			}
+	if (any_demangled && !as_libc)
+		elf_syms__for_each(syms, match_demangled, &dctx);
+	for (unsigned int row = 0; row < ml_allocators_n && !as_libc; row++) {
+		const struct ml_allocator *a = &ml_allocators[row];
+
+		if (a->lib != ML_LIB_PLT || !layer_on(p, a->spec.layer))
+			continue;
+		for (unsigned int h = 0; h < ml_allocators_n; h++)
+			if (found[h].ok && ml_allocators[h].match == ML_MATCH_DEMANGLED &&
+			    !strcmp(ml_allocators[h].func, a->host) &&
+			    elf_syms__plt_stub(syms, a->func, &found[row].vaddr) == 0)
+				found[row].ok = true;
+	}
+	for (unsigned int row = 0; row < ml_allocators_n; row++) {
+		if (found[row].ok && ml_allocators[row].optin && !p->o.torch_raw) {
+			ml_info("%s: %s not probed (needs --torch-raw-alloc)", m->path, ml_allocators[row].func);
+			found[row].ok = false;
+		}
+	}
+	usdt = !as_libc && layer_on(p, ML_LAYER_TORCH_CUDA) && elf_syms__has_section(syms, ".note.stapsdt");
+
+	err = ml_maps__attach_path(p->o.pid, m, &path);
+	if (err)
+		goto out;
+	if (p->o.multi) {
+		err = attach_batched(p, path, found, syms);
+		if (err)
+			goto out;
+		for (unsigned int row = 0; row < ml_allocators_n; row++) {
+			uint64_t off;
+
+			if (found[row].ok && !elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off)) {
+				*layers |= 1U << ml_allocators[row].spec.layer;
+				n++;
+			}
+		}
+	}
+	/*
+	 * Releases go on first: a block allocated and freed while only the allocation probe was on would
+	 * stay "outstanding" for good.
+	 */
+	for (int pass = 0; pass < 2 && !p->o.multi; pass++) {
+		for (unsigned int row = 0; row < ml_allocators_n; row++) {
+			const struct ml_allocator *a = &ml_allocators[row];
+			uint64_t off;
+
+			if (!found[row].ok || (a->spec.kind == ML_KIND_FREE) != (pass == 0) ||
+			    elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
+				continue;
+			/*
+			 * Return probe first: an entry seen without its return hooked would leave a call "in flight"
+			 * for good, and later calls at that depth would pass for nested ones.
+			 */
+			if (needs_return_probe(&a->spec))
+				err = attach_one(p, path, off, row, true);
+			if (!err)
+				err = attach_one(p, path, off, row, false);
+			if (err)
+				goto out;
+			*layers |= 1U << a->spec.layer;
+			n++;
+		}
+	}
+	if (usdt) {
+		int u = attach_usdts(p, path, layers);
+		bool raw = false;
+
+		if (u < 0) {
+			err = u;
+			goto out;
+		}
+		for (unsigned int row = 0; row < ml_allocators_n; row++)
+			if (found[row].ok && ml_allocators[row].spec.layer == ML_LAYER_TORCH_CUDA &&
+			    ml_allocators[row].spec.kind == ML_KIND_FREE)
+				raw = true;
+		if (u > 0 && !raw)
+			ml_notice("%s has PyTorch's allocator probes but no raw_alloc/raw_delete symbols (stripped?): "
+				  "torch_cuda misses memory taken through raw_alloc", m->path);
+		n += u;
+	}
+	err = n;
+	for (size_t i = first_link; i < p->nlinks; i++)
+		p->link_libc[i] = as_libc;
+	for (size_t i = first_mfd; i < p->nmfds; i++)
+		p->mfd_libc[i] = as_libc;
+out:
+	if (err < 0) {
+		while (p->nlinks > first_link)
+			bpf_link__destroy(p->links[--p->nlinks]);
+		while (p->nmfds > first_mfd)
+			close(p->mfds[--p->nmfds]);
+	}
+	free(path);
+	free(found);
+	elf_syms__free(syms);
+	return err;
+}
+
+static void announce(struct probes *p, const char *path, unsigned int layers, int nfuncs)
+{
+	unsigned int fresh = layers & ~p->active;
+
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+		if (!(fresh & (1U << l)))
+			continue;
+		if (p->started && p->held)
+			ml_notice("layer %s now active: %s (loaded after attach; probed before its code ran)",
+				  ml_layer_name(l), path);
+		else if (p->started)
+			ml_notice("layer %s now active: %s (loaded after attach; probed at most %.0f ms after it was "
+				  "mapped: calls made before then were not seen)",
+				  ml_layer_name(l), path, (double)p->window_ns / 1e6);
+		else
+			ml_info("layer %s active: %s", ml_layer_name(l), path);
+	}
+	ml_info("probing %d functions in %s", nfuncs, path);
+	p->active |= layers;
+}
+
+/* A heap allocator was probed: the one a replacement names wins over the C library's. */
+static void note_heap(struct probes *p, const char *path)
+{
+	bool replaces = false;
+	const char *name = ml_heap_lib(path, &replaces);
+
+	if (!name || (p->heap_replaced && !replaces))
+		return;
+	if (replaces && (!p->heap || !p->heap_replaced))
+		ml_info("pid %d's C heap is %s (%s), not the C library's", p->o.pid, name, path);
+	p->heap = name;
+	p->heap_replaced = replaces;
+}
+
+const char *probes__heap(const struct probes *p)
+{
+	return p->heap;
+}
+
+void probes__held(struct probes *p, bool held)
+{
+	p->held = held;
+}
+
+int probes__sync(struct probes *p, const struct ml_maps *maps)
+{
+	const struct ml_mapping *exe = NULL;
+	bool any_libc = false;
+	int added = 0;
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
+
+	p->window_ns = p->last_sync_ns ? now - p->last_sync_ns : 0;
+	p->last_sync_ns = now;
+
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct ml_mapping *m = &maps->v[i];
+		unsigned int layers = 0;
+		bool libc;
+		struct object *o;
+		int n;
+
+		if (!m->path || m->path[0] != '/' || !m->inode)
+			continue;
+		if (!exe)
+			exe = m; /* the kernel maps the executable first */
+		libc = is_libc_name(m->path);
+		any_libc |= libc;
+		if (lookup(p, m))
+			continue;
+		n = probe_object(p, m, libc, &layers);
+		if (n == -ENOENT && libc) {
+			ml_notice("%s looks like a C library but lacks malloc/free symbols; not probed", m->path);
+			n = 0;
+		} else if (n == -ENOEXEC || n == -ENOENT || n == -EACCES) {
+			ml_info("%s: not probed (%s)", m->path, strerror(-n));
+			n = 0;
+		} else if (n < 0 && n != -ENOMEM && n != -ESRCH) {
+			/* One object we cannot use must not keep the others from being probed. */
+			ml_notice("%s: not probed: %s", m->path, strerror(-n));
+			n = 0;
+		}
+		if (n < 0)
+			return n;
+		o = add_object(p, m);
+		if (!o)
+			return -ENOMEM;
+		o->libc_tried = libc;
+		if (n > 0) {
+			o->path = strdup(m->path);
+			o->nfuncs = (unsigned int)n;
+			o->layers = layers;
+			if (!o->path)
+				return -ENOMEM;
+			announce(p, m->path, layers, n);
+			added++;
+			if (libc && (layers & (1U << ML_LAYER_LIBC)))
+				note_heap(p, m->path);
+		}
+	}
+	/* A statically linked program carries its own allocator: probe the executable if it has the symbols. */
+	if (!any_libc && layer_on(p, ML_LAYER_LIBC) && exe) {
+		struct object *o = lookup(p, exe);
+		unsigned int layers = 0;
+		int n;
+
+		if (!o && !(o = add_object(p, exe)))
+			return -ENOMEM;
+		if (o->libc_tried)
+			return added;
+		o->libc_tried = true;
+		n = probe_object(p, exe, true, &layers);
+		if (n > 0) {
+			if (!o->path && !(o->path = strdup(exe->path)))
+				return -ENOMEM;
+			o->nfuncs += (unsigned int)n;
+			o->layers |= layers;
+			announce(p, exe->path, layers, n);
+			added++;
+			if (!p->heap)
+				p->heap = "static (in the executable)";
+		} else if (n < 0 && n != -ENOENT && n != -ENOEXEC) {
+			return n;
+		}
+	}
+	return added;
+}
+
+struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *maps)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct ml_mapping *m = &maps->v[i];
+		struct elf_syms *syms = NULL;
+		struct bpf_link *l = NULL;
+		uint64_t vaddr, size, off;
+		char *path = NULL;
+		int fd;
+
+		if (!m->path || m->path[0] != '/' || strncmp(base_name(m->path), "ld-linux", 8))
+			continue;
+		fd = ml_maps__open_file(p->o.pid, m);
+		if (fd < 0)
+			return NULL;
+		if (elf_syms__open(fd, &syms) == 0 && elf_syms__find(syms, "_dl_debug_state", &vaddr, &size) == 0 &&
+		    elf_syms__vaddr_to_offset(syms, vaddr, &off) == 0 && ml_maps__attach_path(p->o.pid, m, &path) == 0)
+			l = bpf_program__attach_uprobe(p->skel->progs.ldso_stop, false, p->o.pid, path, off);
+		close(fd);
+		free(path);
+		elf_syms__free(syms);
+		return l;
+	}
+	return NULL;
+}
+
+bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps)
+{
+	const struct ml_mapping *exe = NULL;
+	const struct object *o;
+
+	for (size_t i = 0; i < maps->n; i++) {
+		const char *path = maps->v[i].path, *base;
+
+		if (!path || path[0] != '/' || !maps->v[i].inode)
+			continue;
+		if (!exe)
+			exe = &maps->v[i];
+		base = base_name(path);
+		/* A C library, or a dynamic loader that will map one: not (yet) a reason to give up. */
+		if (is_libc_name(path) || !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-musl", 7))
+			return false;
+	}
+	o = exe ? lookup(p, exe) : NULL;
+	return !(o && (o->layers & (1U << ML_LAYER_LIBC)));
+}
+
+void probes__started(struct probes *p)
+{
+	p->started = true;
+}
+
+void probes__drop_libc(struct probes *p)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < p->nmfds; i++) {
+		if (p->mfd_libc[i]) {
+			close(p->mfds[i]);
+			continue;
+		}
+		p->mfd_libc[j] = false;
+		p->mfds[j++] = p->mfds[i];
+	}
+	p->nmfds = j;
+	j = 0;
+	for (size_t i = 0; i < p->nlinks; i++) {
+		if (p->link_libc[i]) {
+			bpf_link__destroy(p->links[i]);
+			continue;
+		}
+		p->link_libc[j] = false;
+		p->links[j++] = p->links[i];
+	}
+	p->nlinks = j;
+	p->o.layers &= ~(1U << ML_LAYER_LIBC);
+	p->active &= ~(1U << ML_LAYER_LIBC);
+	for (size_t i = 0; i < p->nobjs; i++)
+		p->objs[i].layers &= ~(1U << ML_LAYER_LIBC);
+}
+
+unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs)
+{
+	unsigned int nobj = 0;
+
+	*nfuncs = 0;
+	for (size_t i = 0; i < p->nobjs; i++) {
+		if (!p->objs[i].path)
+			continue;
+		*nfuncs += p->objs[i].nfuncs;
+		nobj++;
+	}
+	return nobj;
+}
+
+unsigned int probes__active_layers(const struct probes *p)
+{
+	return p->active;
+}
+

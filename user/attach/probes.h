@@ -1,0 +1,46 @@
+/* Probe attachment: finds the allocator table's functions in the target's mapped objects and attaches to them. */
+#ifndef ML_PROBES_H
+#define ML_PROBES_H
+
+#include <stdbool.h>
+#include "lib/procmaps.h"
+
+struct memleak_bpf;
+struct bpf_link;
+struct probes;
+
+struct probes_opts {
+	int pid;
+	unsigned int layers; /* bit mask of enum ml_layer to trace */
+	bool torch_raw;      /* also the allocator rows marked optin (return probes on C++ code) */
+	bool multi;          /* the four allocator programs were loaded for uprobe_multi links */
+};
+
+struct probes *probes__new(struct memleak_bpf *skel, const struct probes_opts *o);
+void probes__free(struct probes *p); /* detaches everything; NULL-safe */
+
+/*
+ * Attach to every object in `maps` not looked at yet (objects are known by device and inode, so a library
+ * mapped again or under another name is not probed twice). Prints a notice when a layer becomes active.
+ * Returns the number of objects newly probed, or a negative errno; on error nothing from the failing
+ * object stays attached.
+ */
+int probes__sync(struct probes *p, const struct ml_maps *maps);
+
+/* -c: a probe that stops the target where the dynamic loader has mapped its libraries; NULL if none. */
+struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *maps);
+/* A static executable without allocator symbols: no C library mapped, none coming, nothing probed. */
+bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
+/* The initial attach is complete: layers activated from now on are announced on stderr. */
+void probes__started(struct probes *p);
+/* Heap-growth mode: detach the C library's probes, and probe no C library found later. */
+void probes__drop_libc(struct probes *p);
+/* Objects with probes attached, and in *nfuncs the functions probed in them. */
+unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs);
+unsigned int probes__active_layers(const struct probes *p); /* bit mask of layers with probes attached */
+/* The process stops at its loader's reports (-c): a library it maps is probed before its code runs. */
+void probes__held(struct probes *p, bool held);
+/* The C heap allocator the process uses, as probed: "glibc", "jemalloc", "tcmalloc", ..., or NULL. */
+const char *probes__heap(const struct probes *p);
+
+#endif

@@ -1,0 +1,796 @@
+/* The outstanding-allocation ledger: reads the kernel's allocation table, sums it by stack and tracks growth. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "attach/allocators.h"
+#include "collect/ledger.h"
+#include "collect/stackstore.h"
+#include "lib/u64map.h"
+#include "lib/log.h"
+#include "memleak.skel.h"
+
+/* Rows indexed by key through an open-addressing table of row numbers (+1; 0 = empty). */
+struct row_index {
+	uint32_t *slot;
+	size_t cap; /* power of two */
+};
+
+/* A CUDA segment or tensor block seen in this pass, for the per-device split. */
+struct gpu_block {
+	uint32_t tgid; /* blocks match segments of their own process only */
+	uint64_t addr, size;
+	int16_t device;
+	uint8_t layer;
+	bool handle; /* a cuMemCreate handle: memory with no address of its own */
+};
+
+static bool is_handle(uint8_t spec)
+{
+	return spec < ml_allocators_n && ml_allocators[spec].spec.handle;
+}
+
+struct ledger {
+	struct memleak_bpf *skel;
+	struct ledger_opts o;
+	const struct ml_slot *table; /* the kernel's table, mapped read-only */
+	size_t table_len, table_bytes;
+	int ncpu;
+	uint64_t last_ns;
+	struct ml_snapshot snap;
+	size_t rows_cap, procs_cap;
+	struct row_index idx;
+	struct ml_row *prev; /* previous rows, sorted by key */
+	size_t nprev;
+	uint64_t prev_stats[ML_STAT_SLOTS];
+	uint64_t *pcpu;
+	struct gpu_block *gpu; /* this pass's cuda and torch_cuda allocations */
+	size_t ngpu, capgpu;
+	struct ml_stack stack_buf; /* one stack-table value, read by ledger__stack */
+	ledger_canon_fn canon;
+	void *canon_ctx;
+	struct u64map canon_ids;  /* mix(tgid, stack id) -> struct canon_ent, for the stacks of the last pass */
+	struct u64map shown;      /* mix(tgid, how it reads) -> struct shown_ent: the stack rows read that way use */
+	uint32_t pass;            /* passes so far: an entry not seen in one is dropped */
+};
+
+uint32_t ledger_table_slots(uint32_t max_allocs)
+{
+	uint32_t n = 1024;
+
+	while (n < max_allocs * 2ULL && n < (1U << 30))
+		n <<= 1;
+	return n;
+}
+
+struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o)
+{
+	struct ledger *l = calloc(1, sizeof(*l));
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *m;
+	int err;
+
+	if (!l)
+		return NULL;
+	l->skel = skel;
+	l->o = *o;
+	l->ncpu = libbpf_num_possible_cpus();
+	if (l->ncpu <= 0) {
+		err = l->ncpu ? l->ncpu : -EINVAL;
+		goto fail;
+	}
+	l->pcpu = calloc((size_t)l->ncpu * ML_STAT_SLOTS, sizeof(uint64_t));
+	if (!l->pcpu) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	l->table_len = bpf_map__max_entries(skel->maps.table);
+	l->table_bytes = (l->table_len * sizeof(struct ml_slot) + page - 1) / page * page;
+	m = mmap(NULL, l->table_bytes, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
+	if (m == MAP_FAILED) {
+		err = -errno;
+		ml_err("cannot map the allocation table: %s", strerror(-err));
+		goto fail;
+	}
+	l->table = m;
+	l->last_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	return l;
+fail:
+	ledger__free(l);
+	errno = -err;
+	return NULL;
+}
+
+void ledger__free(struct ledger *l)
+{
+	if (!l)
+		return;
+	if (l->table)
+		munmap((void *)l->table, l->table_bytes);
+	free(l->snap.rows);
+	free(l->snap.procs);
+	u64map__free_values(&l->canon_ids);
+	u64map__free_values(&l->shown);
+	free(l->idx.slot);
+	free(l->prev);
+	free(l->pcpu);
+	free(l->gpu);
+	free(l);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return memcmp(&((const struct ml_row *)a)->key, &((const struct ml_row *)b)->key, sizeof(struct ml_agg_key));
+}
+
+static int cmp_bytes_desc(const void *a, const void *b)
+{
+	const struct ml_row *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return cmp_key(a, b);
+}
+
+static uint64_t key_hash(const struct ml_agg_key *k)
+{
+	uint64_t h = k->stack_id * 0x9e3779b97f4a7c15ULL ^ k->caller ^ ((uint64_t)k->tgid << 32 | k->layer);
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h;
+}
+
+static int index_reset(struct row_index *ix, size_t want)
+{
+	size_t cap = 1024;
+
+	while (cap < want * 2)
+		cap <<= 1;
+	if (cap != ix->cap) {
+		uint32_t *n = calloc(cap, sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		free(ix->slot);
+		ix->slot = n;
+		ix->cap = cap;
+	} else {
+		memset(ix->slot, 0, cap * sizeof(*ix->slot));
+	}
+	return 0;
+}
+
+/* The row for a key, created zeroed when new; NULL on allocation failure. */
+static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
+{
+	struct ml_snapshot *s = &l->snap;
+	size_t i;
+
+	if (s->nrows * 2 >= l->idx.cap) { /* grow the index and rebuild it from the rows */
+		if (index_reset(&l->idx, s->nrows * 2 + 1))
+			return NULL;
+		for (size_t r = 0; r < s->nrows; r++) {
+			i = key_hash(&s->rows[r].key) & (l->idx.cap - 1);
+			while (l->idx.slot[i])
+				i = (i + 1) & (l->idx.cap - 1);
+			l->idx.slot[i] = (uint32_t)r + 1;
+		}
+	}
+	i = key_hash(k) & (l->idx.cap - 1);
+	while (l->idx.slot[i]) {
+		struct ml_row *r = &s->rows[l->idx.slot[i] - 1];
+
+		if (!memcmp(&r->key, k, sizeof(*k)))
+			return r;
+		i = (i + 1) & (l->idx.cap - 1);
+	}
+	if (s->nrows == l->rows_cap) {
+		size_t cap = l->rows_cap ? l->rows_cap * 2 : 1024;
+		struct ml_row *n = realloc(s->rows, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		s->rows = n;
+		l->rows_cap = cap;
+	}
+	l->idx.slot[i] = (uint32_t)s->nrows + 1;
+	memset(&s->rows[s->nrows], 0, sizeof(s->rows[0]));
+	s->rows[s->nrows].key = *k;
+	s->rows[s->nrows].oldest_ts_ns = ~0ULL;
+	return &s->rows[s->nrows++];
+}
+
+static int push_gpu(struct ledger *l, uint32_t tgid, uint64_t addr, uint64_t size, int16_t device, uint8_t layer,
+		    bool handle)
+{
+	if (l->ngpu == l->capgpu) {
+		size_t cap = l->capgpu ? l->capgpu * 2 : 256;
+		struct gpu_block *n = realloc(l->gpu, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		l->gpu = n;
+		l->capgpu = cap;
+	}
+	l->gpu[l->ngpu++] = (struct gpu_block){ .tgid = tgid, .addr = addr, .size = size, .device = device,
+						 .layer = layer, .handle = handle };
+	return 0;
+}
+
+/* Address ranges first (cuda segments and cuda_map ranges, by address), then handles and tensor blocks. */
+static bool is_range(const struct gpu_block *b)
+{
+	return (b->layer == ML_LAYER_CUDA && !b->handle) || b->layer == ML_LAYER_CUDA_MAP;
+}
+
+static int cmp_gpu(const void *a, const void *b)
+{
+	const struct gpu_block *x = a, *y = b;
+
+	if (is_range(x) != is_range(y))
+		return is_range(x) ? -1 : 1;
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+/* The range (among the first nseg entries, sorted) that contains addr, or NULL. */
+/* The segment of process tgid holding addr (segments sorted by process, then address), or NULL. */
+static struct gpu_block *segment_of(struct gpu_block *seg, size_t nseg, uint32_t tgid, uint64_t addr)
+{
+	size_t lo = 0, hi = nseg;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (seg[mid].tgid < tgid || (seg[mid].tgid == tgid && seg[mid].addr <= addr))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || seg[lo - 1].tgid != tgid || addr >= seg[lo - 1].addr + seg[lo - 1].size)
+		return NULL;
+	return &seg[lo - 1];
+}
+
+/*
+ * Reserved vs allocated per device. Reserved is the cuda layer: cudaMalloc'd segments and cuMemCreate'd
+ * physical memory (whose device the call names). Tensor blocks announced with their device lend it to the
+ * segment or cuMemMap'd range that holds them, and those lend theirs to blocks whose device was not
+ * announced (raw_alloc). cuda_map ranges only carry devices: their memory is cuMemCreate's, counted once.
+ */
+static void split_devices(struct ledger *l)
+{
+	struct ml_snapshot *s = &l->snap;
+	size_t nseg = 0;
+
+	memset(s->devices, 0, sizeof(s->devices));
+	if (l->ngpu)
+		qsort(l->gpu, l->ngpu, sizeof(*l->gpu), cmp_gpu);
+	while (nseg < l->ngpu && is_range(&l->gpu[nseg]))
+		nseg++;
+	for (size_t i = nseg; i < l->ngpu; i++) {
+		struct gpu_block *seg;
+
+		if (l->gpu[i].layer != ML_LAYER_TORCH_CUDA)
+			continue;
+		seg = segment_of(l->gpu, nseg, l->gpu[i].tgid, l->gpu[i].addr);
+		if (seg && seg->device < 0 && l->gpu[i].device >= 0)
+			seg->device = l->gpu[i].device;
+	}
+	for (size_t i = 0; i < l->ngpu; i++) {
+		struct gpu_block *b = &l->gpu[i];
+		struct ml_device_total *d;
+
+		if (b->layer == ML_LAYER_CUDA_MAP)
+			continue;
+		if (b->layer == ML_LAYER_TORCH_CUDA && b->device < 0) {
+			struct gpu_block *seg = segment_of(l->gpu, nseg, b->tgid, b->addr);
+
+			if (seg)
+				b->device = seg->device;
+		}
+		d = &s->devices[b->device >= 0 && b->device < ML_MAX_DEVICES ? b->device + 1 : 0];
+		d->seen = true;
+		if (b->layer == ML_LAYER_CUDA)
+			d->reserved += b->size;
+		else
+			d->allocated += b->size;
+	}
+}
+
+static void read_stats(struct ledger *l)
+{
+	int fd = bpf_map__fd(l->skel->maps.stats);
+	__u32 zero = 0;
+	int ok;
+
+	/* One element per CPU, each holding every counter. A failed read keeps the last sums. */
+	ok = bpf_map_lookup_elem(fd, &zero, l->pcpu) == 0;
+	if (!ok) {
+		memcpy(l->snap.stats, l->prev_stats, sizeof(l->prev_stats));
+		memset(l->snap.stats_delta, 0, sizeof(l->snap.stats_delta));
+		return;
+	}
+	for (__u32 i = 0; i < ML_STAT_SLOTS; i++) {
+		uint64_t sum = 0;
+
+		for (int c = 0; ok && c < l->ncpu; c++)
+			sum += l->pcpu[(size_t)c * ML_STAT_SLOTS + i];
+		l->snap.stats[i] = sum;
+		l->snap.stats_delta[i] = sum - l->prev_stats[i];
+		l->prev_stats[i] = sum;
+	}
+}
+
+struct canon_ent {
+	uint32_t tgid, pass;
+	uint64_t raw, how, canon;
+	unsigned int traits;
+};
+
+struct shown_ent {
+	uint32_t tgid;
+	uint64_t how, first;
+};
+
+void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx)
+{
+	l->canon = fn;
+	l->canon_ctx = ctx;
+}
+
+static uint64_t canon_key(uint32_t tgid, uint64_t id)
+{
+	uint64_t h = id ^ ((uint64_t)tgid * 0x9e3779b97f4a7c15ULL);
+
+	return h ? h : 1;
+}
+
+/* The stack rows show a captured one as: the first one in use that reads the same. */
+static uint64_t shown_as(struct ledger *l, uint32_t tgid, uint64_t id, uint64_t how)
+{
+	uint64_t key = canon_key(tgid, how);
+	struct shown_ent *e = u64map__get(&l->shown, key);
+
+	if (e && (e->tgid != tgid || e->how != how))
+		return id; /* a colliding key: shown as itself */
+	if (e)
+		return e->first;
+	e = malloc(sizeof(*e));
+	if (!e || u64map__put(&l->shown, key, e)) {
+		free(e);
+		return id;
+	}
+	*e = (struct shown_ent){ .tgid = tgid, .how = how, .first = id };
+	return id;
+}
+
+/*
+ * The stack a captured one is shown as, and its traits, computed once per stack and kept while allocations
+ * refer to it.
+ */
+static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id, unsigned int *traits)
+{
+	uint64_t key = canon_key(tgid, id);
+	struct canon_ent *e;
+
+	*traits = 0;
+	if (!l->canon || id == ML_STACK_NONE)
+		return id;
+	e = u64map__get(&l->canon_ids, key);
+	if (e && (e->tgid != tgid || e->raw != id))
+		return id; /* a colliding key: shown as itself */
+	if (!e) {
+		unsigned int t = 0;
+		uint64_t how = l->canon(l->canon_ctx, tgid, id, &t);
+
+		e = malloc(sizeof(*e));
+		if (!e || u64map__put(&l->canon_ids, key, e)) {
+			free(e);
+			*traits = t;
+			return id;
+		}
+		*e = (struct canon_ent){ .tgid = tgid, .raw = id, .how = how, .canon = how ? shown_as(l, tgid, id, how) : id,
+					 .traits = t };
+	}
+	e->pass = l->pass;
+	*traits = e->traits;
+	return e->canon;
+}
+
+/*
+ * After a pass: forget the stacks no allocation refers to any more, and the ways of reading no live stack
+ * is shown by (the next stack read that way is shown as itself).
+ */
+static void canon_sweep(struct ledger *l)
+{
+	struct u64map keep = {}, shown = {};
+
+	if (!l->canon_ids.n)
+		return;
+	for (size_t i = 0; i < l->canon_ids.cap; i++) {
+		struct canon_ent *e = l->canon_ids.slots[i].val;
+
+		if (!e)
+			continue;
+		if (e->pass != l->pass || u64map__put(&keep, l->canon_ids.slots[i].key, e)) {
+			free(e);
+			continue;
+		}
+		if (e->how) {
+			uint64_t k = canon_key(e->tgid, e->how);
+			struct shown_ent *se = u64map__get(&l->shown, k);
+
+			/* Kept while a live stack is shown by it (a failed put only makes it be learnt again). */
+			if (se && se->first == e->canon && !u64map__get(&shown, k))
+				u64map__put(&shown, k, se);
+		}
+	}
+	free(l->canon_ids.slots);
+	l->canon_ids = keep;
+	/* The ways of reading still in use moved to the new map; free the rest. */
+	for (size_t i = 0; i < l->shown.cap; i++) {
+		struct shown_ent *se = l->shown.slots[i].val;
+
+		if (se && u64map__get(&shown, l->shown.slots[i].key) != se)
+			free(se);
+	}
+	free(l->shown.slots);
+	l->shown = shown;
+}
+
+/*
+ * What a cut row must share with a complete one to be merged into it: process, layer, caller, the first
+ * len native frames, and the Python frames (none for a caller-only row, len 0, whose capture had nothing).
+ */
+static uint64_t prefix_key(const struct ml_row *r, const struct ml_stack *st, size_t len, bool py)
+{
+	uint64_t h = ml_hash64(((uint64_t)r->key.tgid << 32 | (uint64_t)r->key.layer << 8 | len) ^ r->key.caller);
+
+	for (size_t k = 0; k < len; k++)
+		h = ml_hash64(h ^ st->ips[k]);
+	for (size_t k = 0; py && k < 2 * (size_t)st->nr_py; k++)
+		h = ml_hash64(h ^ st->ips[st->nr + k]);
+	return h ? h : 1;
+}
+
+/*
+ * The stack of a row that may be a cut walk, in *st: one that stopped early, or a caller-only capture
+ * (ML_STACK_NONE with a caller: no table covered the code yet, as in a new image's first instant).
+ */
+static bool cut_row(struct ledger *l, const struct ml_row *r, struct ml_stack *st)
+{
+	if (!r->count || !r->key.caller)
+		return false;
+	if (r->key.stack_id == ML_STACK_NONE) {
+		st->nr = st->nr_py = st->flags = 0;
+		return true;
+	}
+	return !stackstore__get(l->o.stacks, r->key.stack_id, st) && (st->flags & ML_STACK_UW_STOPPED) && st->nr;
+}
+
+#define PREFIX_AMBIGUOUS ((void *)~(uintptr_t)0)
+
+/*
+ * A native walk that had to stop early (ML_STACK_UW_STOPPED) names only the inner part of its stack, and a
+ * caller-only capture none of it. When exactly one complete stack of the same process and layer, from the
+ * same caller and with the same Python frames, begins with those frames, the row is that stack's: its
+ * allocations join that row. Otherwise it stays a row of its own. Returns the rows merged, or -ENOMEM.
+ */
+static int merge_stopped(struct ledger *l)
+{
+	struct ml_snapshot *s = &l->snap;
+	struct ml_stack *st = &l->stack_buf;
+	uint64_t lens[(ML_MAX_FRAMES + 64) / 64] = {};
+	struct u64map full = {};
+	size_t nstopped = 0;
+	int merged = 0;
+
+	for (size_t i = 0; i < s->nrows; i++) {
+		if (cut_row(l, &s->rows[i], st)) {
+			lens[st->nr / 64] |= 1ULL << (st->nr % 64);
+			nstopped++;
+		}
+	}
+	if (!nstopped)
+		return 0;
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *r = &s->rows[i];
+
+		if (!r->count || r->key.stack_id == ML_STACK_NONE || stackstore__get(l->o.stacks, r->key.stack_id, st) ||
+		    (st->flags & ML_STACK_UW_STOPPED))
+			continue;
+		for (size_t len = 0; len <= st->nr; len++) {
+			uint64_t k;
+			void *v;
+
+			if (!(lens[len / 64] & (1ULL << (len % 64))))
+				continue;
+			k = prefix_key(r, st, len, len > 0);
+			v = u64map__get(&full, k);
+			if (u64map__put(&full, k, v ? PREFIX_AMBIGUOUS : (void *)(i + 1))) {
+				merged = -ENOMEM;
+				goto out;
+			}
+		}
+	}
+	for (size_t i = 0; i < s->nrows; i++) {
+		struct ml_row *r = &s->rows[i], *into;
+		void *v;
+
+		if (!cut_row(l, r, st))
+			continue;
+		v = u64map__get(&full, prefix_key(r, st, st->nr, st->nr > 0));
+		if (!v || v == PREFIX_AMBIGUOUS)
+			continue;
+		into = &s->rows[(uintptr_t)v - 1];
+		into->bytes += r->bytes;
+		into->count += r->count;
+		if (r->oldest_ts_ns < into->oldest_ts_ns)
+			into->oldest_ts_ns = r->oldest_ts_ns;
+		r->bytes = r->count = 0;
+		merged++;
+	}
+out:
+	free(full.slots);
+	return merged;
+}
+
+static struct ml_proc_total *proc_slot(struct ledger *l, int tgid)
+{
+	struct ml_snapshot *s = &l->snap;
+
+	if (s->nprocs && s->procs[s->nprocs - 1].tgid == tgid)
+		return &s->procs[s->nprocs - 1];
+	if (s->nprocs == l->procs_cap) {
+		size_t cap = l->procs_cap ? 2 * l->procs_cap : 8;
+		struct ml_proc_total *n = realloc(s->procs, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		s->procs = n;
+		l->procs_cap = cap;
+	}
+	memset(&s->procs[s->nprocs], 0, sizeof(s->procs[0]));
+	s->procs[s->nprocs].tgid = tgid;
+	return &s->procs[s->nprocs++];
+}
+
+static int cmp_proc(const void *a, const void *b)
+{
+	const struct ml_proc_total *x = a, *y = b;
+
+	return (x->tgid > y->tgid) - (x->tgid < y->tgid);
+}
+
+/* Per-process totals from this snapshot's rows and the previous ones, both sorted by key (tgid first). */
+static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows, const struct ml_row *prev,
+		       size_t nprev)
+{
+	size_t i = 0, j = 0;
+
+	l->snap.nprocs = 0;
+	/* Both are sorted by cmp_key, a memcmp: compare tgids the same way. */
+	while (i < nrows || j < nprev) {
+		bool cur = i < nrows && (j >= nprev || memcmp(&rows[i].key.tgid, &prev[j].key.tgid,
+							      sizeof(rows[i].key.tgid)) <= 0);
+		const struct ml_row *r = cur ? &rows[i++] : &prev[j++];
+		struct ml_proc_total *p = proc_slot(l, (int)r->key.tgid);
+		struct ml_layer_total *t;
+
+		if (!p)
+			return -ENOMEM;
+		if (r->key.layer >= ML_LAYER_MAX)
+			continue;
+		t = &p->layers[r->key.layer];
+		if (cur) {
+			t->bytes += r->bytes;
+			t->count += r->count;
+			t->growth_bytes += (int64_t)r->bytes;
+			t->active = true;
+		} else {
+			t->growth_bytes -= (int64_t)r->bytes;
+		}
+	}
+	if (l->snap.nprocs > 1)
+		qsort(l->snap.procs, l->snap.nprocs, sizeof(*l->snap.procs), cmp_proc);
+	return 0;
+}
+
+/* Tombstones for the records of tgid (-1: any) in layer (ML_LAYER_MAX: any) made before before_ns. */
+static uint64_t forget_where(struct ledger *l, int tgid, unsigned int layer, uint64_t before_ns)
+{
+	int fd = bpf_map__fd(l->skel->maps.table);
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < l->table_len; i++) {
+		struct ml_slot v = l->table[i];
+		__u32 key = (__u32)i;
+
+		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns || v.ts_ns >= before_ns ||
+		    (tgid >= 0 && v.tgid != (uint32_t)tgid) || (layer < ML_LAYER_MAX && v.layer != layer))
+			continue;
+		/* Nothing in the kernel touches a dead image's records; a tombstone is free for the taking. */
+		v.addr = ML_SLOT_TOMB;
+		if (bpf_map_update_elem(fd, &key, &v, BPF_ANY) == 0)
+			n++;
+	}
+	return n;
+}
+
+uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns)
+{
+	uint64_t n = forget_where(l, tgid, ML_LAYER_MAX, before_ns);
+
+	l->snap.forgotten += n;
+	return n;
+}
+
+uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
+{
+	uint64_t n = forget_where(l, -1, layer, UINT64_MAX);
+
+	l->snap.forgotten += n;
+	return n;
+}
+
+
+
+int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
+{
+	struct ml_snapshot *s = &l->snap;
+	uint64_t now, newest;
+	size_t nrows;
+	struct ml_row *prev_rows = l->prev;
+	int err;
+
+	/* Every stack the table's records can name was sent before its record was written: take them first. */
+	err = stackstore__drain(l->o.stacks);
+	if (err)
+		return err;
+	now = ml_clock_ns(CLOCK_MONOTONIC);
+	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
+	l->pass++;
+	s->nrows = 0;
+	memset(s->layers, 0, sizeof(s->layers));
+	l->ngpu = 0;
+	if (index_reset(&l->idx, l->nprev + 16))
+		return -ENOMEM;
+
+	/* One pass over the table. A slot being written (ts_ns 0) or released meanwhile is simply skipped. */
+	for (size_t i = 0; i < l->table_len; i++) {
+		const volatile struct ml_slot *sl = &l->table[i];
+		struct ml_agg_key k = {};
+		uint64_t addr = sl->addr, ts, size;
+		unsigned int traits;
+		struct ml_row *r;
+
+		if (addr == ML_SLOT_EMPTY || addr == ML_SLOT_TOMB)
+			continue;
+		ts = sl->ts_ns;
+		if (!ts)
+			continue;
+		size = sl->size;
+		k.tgid = sl->tgid;
+		k.layer = sl->layer;
+		k.stack_id = canonical(l, sl->tgid, sl->stack_id, &traits);
+		k.caller = sl->caller;
+		if (sl->addr != addr || sl->ts_ns != ts)
+			continue; /* reused while we read it */
+		r = row_for(l, &k);
+		if (!r)
+			return -ENOMEM;
+		r->traits |= traits;
+		/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
+		if (ts > newest)
+			continue;
+		r->bytes += size;
+		r->count++;
+		if (ts < r->oldest_ts_ns)
+			r->oldest_ts_ns = ts;
+		if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&
+		    push_gpu(l, k.tgid, addr, size, sl->device, k.layer, is_handle(sl->spec)))
+			return -ENOMEM;
+	}
+	split_devices(l);
+	err = merge_stopped(l);
+	if (err < 0)
+		return err;
+	s->stopped_merged = (uint64_t)err;
+
+	s->now_ns = now;
+	s->elapsed_s = (double)(now - l->last_ns) / 1e9;
+	l->last_ns = now;
+	nrows = 0;
+	for (size_t i = 0; i < s->nrows; i++) {
+		struct ml_row *r = &s->rows[i];
+
+		if (!r->count)
+			continue;
+		if (r->key.layer < ML_LAYER_MAX) {
+			s->layers[r->key.layer].bytes += r->bytes;
+			s->layers[r->key.layer].count += r->count;
+		}
+		s->rows[nrows++] = *r;
+	}
+	s->nrows = nrows;
+
+	/* Growth against the previous snapshot, matched by key (both sorted by key). */
+	if (nrows)
+		qsort(s->rows, nrows, sizeof(*s->rows), cmp_key);
+	for (size_t i = 0, j = 0; i < nrows; i++) {
+		struct ml_row *r = &s->rows[i];
+
+		while (j < l->nprev && cmp_key(&prev_rows[j], r) < 0)
+			j++;
+		r->growth_bytes = (int64_t)r->bytes;
+		if (j < l->nprev && cmp_key(&prev_rows[j], r) == 0)
+			r->growth_bytes -= (int64_t)prev_rows[j].bytes;
+	}
+	if (proc_totals(l, s->rows, nrows, prev_rows, l->nprev))
+		return -ENOMEM;
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++)
+		s->layers[layer].growth_bytes = (int64_t)s->layers[layer].bytes;
+	for (size_t j = 0; j < l->nprev; j++)
+		if (prev_rows[j].key.layer < ML_LAYER_MAX)
+			s->layers[prev_rows[j].key.layer].growth_bytes -= (int64_t)prev_rows[j].bytes;
+	l->prev = malloc((nrows ? nrows : 1) * sizeof(*l->prev));
+	free(prev_rows);
+	if (l->prev) {
+		memcpy(l->prev, s->rows, nrows * sizeof(*s->rows));
+		l->nprev = nrows;
+	} else {
+		l->nprev = 0;
+	}
+	if (nrows)
+		qsort(s->rows, nrows, sizeof(*s->rows), cmp_bytes_desc);
+
+	read_stats(l);
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++)
+		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_BASE + 2 * layer] ||
+					  s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1];
+
+	canon_sweep(l);
+	stackstore__stats(l->o.stacks, &s->stacks);
+	*out = s;
+	return 0;
+}
+
+int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)
+{
+	struct ml_stack *st = &l->stack_buf;
+
+	out->nr = out->nr_py = 0;
+	out->flags = 0;
+	if (r->key.caller)
+		out->ips[out->nr++] = r->key.caller;
+	if (r->key.stack_id == ML_STACK_NONE)
+		return 0;
+	if (stackstore__get(l->o.stacks, r->key.stack_id, st))
+		return -ENOENT;
+	out->flags = st->flags;
+	/* The counts come from the kernel map, which the target cannot write; bound them all the same. */
+	for (size_t i = 0; i < st->nr && i < ML_MAX_FRAMES; i++)
+		out->ips[out->nr++] = st->ips[i];
+	for (size_t i = 0; i < st->nr_py && i < ML_MAX_PYFRAMES && st->nr + 2 * i + 1 < ML_STACK_WORDS; i++) {
+		uint64_t w0 = st->ips[st->nr + 2 * i];
+
+		out->py[i].code = ml_py_code(w0);
+		out->py[i].instr = ml_py_instr(w0) == ML_PY_INSTR_UNKNOWN ? ML_PYFRAME_NO_INSTR : (uint32_t)ml_py_instr(w0);
+		out->py[i].entry = !!(w0 & ML_PY_ENTRY);
+		out->py[i].check = st->ips[st->nr + 2 * i + 1];
+		out->nr_py = i + 1;
+	}
+	return 0;
+}

@@ -1,0 +1,104 @@
+/* The outstanding-allocation ledger: aggregates the kernel's tables by stack at report time and tracks growth. */
+#ifndef ML_LEDGER_H
+#define ML_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "memleak.h"
+#include "collect/stackstore.h"
+#include "lib/frames.h"
+
+struct memleak_bpf;
+struct ledger;
+struct stackstore;
+
+struct ledger_opts {
+	int tgid;
+	uint64_t min_age_ns;
+	struct stackstore *stacks; /* where the records' stack ids resolve (not owned) */
+};
+
+/* Slots in the allocation table for --max-allocs: a power of two, at least twice as many, so probe chains stay short. */
+uint32_t ledger_table_slots(uint32_t max_allocs);
+
+/* What a row's stack says about its allocations (from the canon function, see ledger__set_canon). */
+#define ML_ROW_IMPORT 1 /* made while a module was being imported (an importlib frame on the Python stack) */
+
+struct ml_row {
+	struct ml_agg_key key;
+	uint64_t bytes, count;
+	uint64_t oldest_ts_ns;
+	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */
+	unsigned int traits;  /* ML_ROW_* */
+};
+
+struct ml_layer_total {
+	uint64_t bytes, count;
+	int64_t growth_bytes;
+	bool active;
+};
+
+#define ML_MAX_DEVICES 64
+
+/* Per CUDA device: memory reserved from CUDA (cuda layer) against memory handed to tensors (torch_cuda). */
+struct ml_device_total {
+	uint64_t reserved, allocated;
+	bool seen;
+};
+
+/* One traced process's share (with --follow, children are traced too). */
+struct ml_proc_total {
+	int tgid;
+	struct ml_layer_total layers[ML_LAYER_MAX];
+};
+
+struct ml_snapshot {
+	uint64_t now_ns;       /* CLOCK_MONOTONIC, the clock of the BPF timestamps */
+	double elapsed_s;      /* since the previous snapshot (or since start) */
+	struct ml_row *rows;   /* every stack with outstanding allocations, largest first */
+	size_t nrows;
+	struct ml_layer_total layers[ML_LAYER_MAX];
+	struct ml_proc_total *procs;         /* per process with outstanding memory now or at the previous snapshot, by tgid */
+	size_t nprocs;
+	uint64_t stats[ML_STAT_SLOTS];       /* cumulative since attach */
+	uint64_t stats_delta[ML_STAT_SLOTS]; /* since the previous snapshot */
+	struct stackstore_stats stacks;      /* the stack dictionary after this pass */
+	uint64_t stopped_merged;             /* rows of walks that stopped early, merged into their complete stack */
+	uint64_t forgotten;                  /* records dropped with their process's exit, exec or a mode switch, since attach */
+	/* [0] collects memory whose device is not known; [d + 1] is device d */
+	struct ml_device_total devices[ML_MAX_DEVICES + 1];
+};
+
+/* Whether a snapshot holds more than one process, or one other than root: rows then name their pid. */
+static inline bool ml_snapshot_multi(const struct ml_snapshot *s, int root)
+{
+	return s->nprocs > 1 || (s->nprocs == 1 && s->procs[0].tgid != root);
+}
+
+struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o);
+void ledger__free(struct ledger *l);
+/* Aggregate now. The snapshot stays valid until the next collect or free. */
+int ledger__collect(struct ledger *l, const struct ml_snapshot **out);
+/*
+ * How a captured stack reads once its native chain is cut where the report cuts it: a hash of what is shown,
+ * or 0 on failure. Frame-pointer walks through code without frame pointers pick up garbage frames that the
+ * report cuts away; stacks that read the same are one row, shown as the first of them still in use.
+ * *traits gets the stack's ML_ROW_* traits.
+ */
+typedef uint64_t (*ledger_canon_fn)(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned int *traits);
+void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx);
+
+/*
+ * Release every recorded allocation of a process made before before_ns (UINT64_MAX: all of them): the
+ * process exited, or replaced its image with exec, and its memory went with it. Returns how many.
+ */
+uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns);
+
+/* Release every recorded allocation of a layer, in every process (the layer changes how it is traced). */
+uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
+
+/* The captured stack of a row. 0, or a negative errno when its stack-table entry cannot be read (the caller stays). */
+int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out);
+
+#endif

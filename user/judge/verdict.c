@@ -1,0 +1,230 @@
+/* Leak verdicts: per-stack history of outstanding bytes across reports, and growing/stable/shrinking/churn calls. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "judge/verdict.h"
+
+/* The history of one stack: recent samples, and older ones folded (the last sample of each fold kept). */
+struct hist {
+	struct ml_agg_key key;
+	uint32_t n_short, n_long, folded;
+	double t_short[ML_HIST_SHORT], b_short[ML_HIST_SHORT];
+	double t_long[ML_HIST_LONG], b_long[ML_HIST_LONG];
+};
+
+struct verdicts {
+	struct hist *h; /* sorted by key */
+	size_t n;
+	struct ml_judgement *j;
+	size_t *order;
+	const struct ml_snapshot *s; /* for the order comparator */
+	uint64_t t0_ns;
+};
+
+const char *ml_verdict_name(enum ml_verdict v)
+{
+	static const char *const names[] = { "new", "growing", "stable", "shrinking", "churn", "import" };
+
+	return v <= ML_V_IMPORT ? names[v] : "unknown";
+}
+
+struct verdicts *verdicts__new(void)
+{
+	return calloc(1, sizeof(struct verdicts));
+}
+
+void verdicts__free(struct verdicts *v)
+{
+	if (!v)
+		return;
+	free(v->h);
+	free(v->j);
+	free(v->order);
+	free(v);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct ml_agg_key));
+}
+
+/* Least-squares slope of bytes over time; 0 when the times do not spread. */
+static double slope(const double *t, const double *y, size_t n)
+{
+	double mt = 0, my = 0, num = 0, den = 0;
+
+	for (size_t i = 0; i < n; i++)
+		mt += t[i], my += y[i];
+	mt /= (double)n;
+	my /= (double)n;
+	for (size_t i = 0; i < n; i++) {
+		num += (t[i] - mt) * (y[i] - my);
+		den += (t[i] - mt) * (t[i] - mt);
+	}
+	return den > 0 ? num / den : 0;
+}
+
+struct ml_judgement ml_judge(const double *t, const double *bytes, size_t n, double oldest_age_s, double interval_s)
+{
+	struct ml_judgement j = { .verdict = ML_V_NEW, .intervals = n ? (uint32_t)(n - 1) : 0 };
+	size_t ups = 0, downs = 0, moves;
+	double net;
+
+	if (n < 2)
+		return j;
+	for (size_t i = 1; i < n; i++) {
+		if (bytes[i] > bytes[i - 1])
+			ups++;
+		else if (bytes[i] < bytes[i - 1])
+			downs++;
+	}
+	moves = n - 1;
+	net = bytes[n - 1] - bytes[0];
+	j.growth_bytes_per_s = slope(t, bytes, n);
+	j.growth_per_interval = j.growth_bytes_per_s * (t[n - 1] - t[0]) / (double)moves;
+	/* Short-lived allocations: nothing at this stack outlives one report interval. */
+	if (interval_s > 0 && oldest_age_s < interval_s && n >= 3 && ups + downs > 0 && ups < moves) {
+		j.verdict = ML_V_CHURN;
+		j.monotonic = 0;
+		return j;
+	}
+	if (n < 4) /* three changes at least before calling anything a trend */
+		return j;
+	if (net > 0 && j.growth_bytes_per_s > 0 && ups * 4 >= moves * 3) {
+		j.verdict = ML_V_GROWING;
+		j.monotonic = (double)ups / (double)moves;
+		/* More evidence (reports, steadiness, growth relative to the start) makes a stronger candidate. */
+		j.leak_score = j.monotonic * fmin(1.0, (double)moves / 6.0) *
+			       (0.5 + 0.5 * fmin(1.0, net / fmax(bytes[0], 1.0)));
+	} else if (net < 0 && j.growth_bytes_per_s < 0 && downs * 4 >= moves * 3) {
+		j.verdict = ML_V_SHRINKING;
+		j.monotonic = (double)downs / (double)moves;
+	} else {
+		j.verdict = ML_V_STABLE;
+		j.monotonic = (double)(moves - ups - downs) / (double)moves;
+	}
+	return j;
+}
+
+/* The history of a stack as one series, oldest first: folded samples, then the recent ones. */
+static size_t series(const struct hist *h, double *t, double *b)
+{
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < h->n_long; i++)
+		t[n] = h->t_long[i], b[n++] = h->b_long[i];
+	for (uint32_t i = 0; i < h->n_short; i++)
+		t[n] = h->t_short[i], b[n++] = h->b_short[i];
+	return n;
+}
+
+static void push(struct hist *h, double t, double b)
+{
+	if (h->n_short == ML_HIST_SHORT) {
+		/* Fold the oldest recent sample into the long history every ML_HIST_FOLD samples. */
+		if (h->folded++ % ML_HIST_FOLD == 0) {
+			if (h->n_long == ML_HIST_LONG) {
+				memmove(h->t_long, h->t_long + 1, (ML_HIST_LONG - 1) * sizeof(double));
+				memmove(h->b_long, h->b_long + 1, (ML_HIST_LONG - 1) * sizeof(double));
+				h->n_long--;
+			}
+			h->t_long[h->n_long] = h->t_short[0];
+			h->b_long[h->n_long++] = h->b_short[0];
+		}
+		memmove(h->t_short, h->t_short + 1, (ML_HIST_SHORT - 1) * sizeof(double));
+		memmove(h->b_short, h->b_short + 1, (ML_HIST_SHORT - 1) * sizeof(double));
+		h->n_short--;
+	}
+	h->t_short[h->n_short] = t;
+	h->b_short[h->n_short++] = b;
+}
+
+static const struct verdicts *cmp_ctx;
+
+static int cmp_order(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	const struct ml_judgement *jx = &cmp_ctx->j[x], *jy = &cmp_ctx->j[y];
+	bool gx = jx->verdict == ML_V_GROWING, gy = jy->verdict == ML_V_GROWING;
+
+	if (gx != gy)
+		return gx ? -1 : 1;
+	if (gx && jx->leak_score != jy->leak_score)
+		return jx->leak_score > jy->leak_score ? -1 : 1;
+	return (x > y) - (x < y); /* rows come sorted by bytes */
+}
+
+int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, const struct ml_judgement **out,
+		     const size_t **order)
+{
+	struct hist *nh = calloc(s->nrows ? s->nrows : 1, sizeof(*nh));
+	struct ml_judgement *j = calloc(s->nrows ? s->nrows : 1, sizeof(*j));
+	size_t *ord = calloc(s->nrows ? s->nrows : 1, sizeof(*ord));
+	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], now;
+	double interval = s->elapsed_s;
+
+	if (!nh || !j || !ord) {
+		free(nh), free(j), free(ord);
+		return -ENOMEM;
+	}
+	if (!v->t0_ns)
+		v->t0_ns = s->now_ns;
+	now = (double)(s->now_ns - v->t0_ns) / 1e9;
+	/* Stacks that vanished (all their memory freed) drop their history: the table stays as big as the report. */
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *r = &s->rows[i];
+		struct hist *old = v->n ? bsearch(&r->key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
+		double age = r->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - r->oldest_ts_ns) / 1e9 : 0;
+		size_t n;
+
+		nh[i] = old ? *old : (struct hist){ .key = r->key };
+		push(&nh[i], now, (double)r->bytes);
+		n = series(&nh[i], t, b);
+		j[i] = ml_judge(t, b, n, age, interval);
+		/*
+		 * Imports grow while they run and stay: start-up, not a leak. Told by the importlib frames rather
+		 * than a time window, since loading a model later is start-up too and can leak.
+		 */
+		if (r->traits & ML_ROW_IMPORT)
+			j[i] = (struct ml_judgement){ .verdict = ML_V_IMPORT, .intervals = j[i].intervals };
+		ord[i] = i;
+	}
+	qsort(nh, s->nrows, sizeof(*nh), cmp_key);
+	free(v->h);
+	free(v->j);
+	free(v->order);
+	v->h = nh;
+	v->n = s->nrows;
+	v->j = j;
+	v->order = ord;
+	if (!by_bytes) {
+		cmp_ctx = v;
+		qsort(ord, s->nrows, sizeof(*ord), cmp_order);
+		cmp_ctx = NULL;
+	}
+	*out = j;
+	*order = ord;
+	return 0;
+}
+
+size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max)
+{
+	const struct hist *h = v->n ? bsearch(key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
+	double tt[ML_HIST_SHORT + ML_HIST_LONG], bb[ML_HIST_SHORT + ML_HIST_LONG];
+	size_t n;
+
+	if (!h)
+		return 0;
+	n = series(h, tt, bb);
+	if (n > max)
+		n = max;
+	memcpy(t, tt, n * sizeof(*t));
+	memcpy(bytes, bb, n * sizeof(*bytes));
+	return n;
+}
+
+size_t verdicts__memory(const struct verdicts *v)
+{
+	return v->n * (sizeof(struct hist) + sizeof(struct ml_judgement) + sizeof(size_t));
+}

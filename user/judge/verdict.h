@@ -1,0 +1,52 @@
+/* Leak verdicts: per-stack history of outstanding bytes across reports, and growing/stable/shrinking/churn calls. */
+#ifndef ML_VERDICT_H
+#define ML_VERDICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "collect/ledger.h"
+
+enum ml_verdict {
+	ML_V_NEW,       /* too few reports yet to judge */
+	ML_V_GROWING,   /* keeps growing: a leak candidate */
+	ML_V_STABLE,    /* steady state: caches, pools, weights */
+	ML_V_SHRINKING,
+	ML_V_CHURN,     /* short-lived allocations: nothing survives long */
+	ML_V_IMPORT,    /* made while importing a module: start-up, never a leak candidate (ranked below them) */
+};
+
+#define ML_HIST_SHORT 8 /* the last reports, one sample each */
+#define ML_HIST_LONG 8  /* older history, one sample per ML_HIST_FOLD reports */
+#define ML_HIST_FOLD 8
+
+struct ml_judgement {
+	enum ml_verdict verdict;
+	double leak_score;         /* 0..1, for growing stacks */
+	double growth_bytes_per_s; /* least-squares slope over the judged window */
+	double growth_per_interval;
+	uint32_t intervals;        /* reports in the judged window */
+	double monotonic;          /* share of report-to-report changes that went the trend's way */
+};
+
+struct verdicts;
+
+struct verdicts *verdicts__new(void);
+void verdicts__free(struct verdicts *v);
+/*
+ * Judge every row of a snapshot against the history of its stack (rows keep their order). Returns an array
+ * parallel to s->rows, valid until the next call, and in *order the row indices in report order: growing
+ * stacks first by leak score, then the rest by outstanding bytes (or all by bytes when by_bytes).
+ */
+int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, const struct ml_judgement **out,
+		     const size_t **order);
+const char *ml_verdict_name(enum ml_verdict v);
+/* Bytes the history holds now: one fixed-size record per stack in the last report. */
+size_t verdicts__memory(const struct verdicts *v);
+/* The kept history of a stack (seconds since the first report, bytes), oldest first; the number of samples. */
+size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max);
+
+/* The classification alone, on a series of (seconds, bytes) samples: exposed for unit tests. */
+struct ml_judgement ml_judge(const double *t, const double *bytes, size_t n, double oldest_age_s, double interval_s);
+
+#endif

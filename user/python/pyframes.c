@@ -1,0 +1,617 @@
+/*
+ * Python frames. Finding the interpreter: an object mapped by the target that defines _PyRuntime and
+ * Py_Version (3.11+) is a CPython runtime; its version picks a layout from user/pyoffsets.c, and for
+ * 3.13+ the interpreter's own _Py_DebugOffsets must agree with it. The BPF side then walks frames at every
+ * allocation (bpf/memleak.bpf.c) and records code object, instruction index and the code object's line
+ * table pointer as a check.
+ *
+ * Decoding reads the target's memory with process_vm_readv: the code object must still have that line
+ * table, and every object must have the type it should (the type objects' addresses come from the
+ * runtime's symbols), so a freed and reused address decodes to "unknown", never to another function.
+ * Everything read is untrusted: lengths are bounded, strings converted and checked.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "lib/elfsym.h"
+#include "lib/log.h"
+#include "python/pyframes.h"
+#include "python/pyline.h"
+#include "python/pyoffsets.h"
+#include "lib/u64map.h"
+#include "memleak.skel.h"
+
+#define STR_MAX 4096            /* longest file or function name taken from the target */
+#define LINETABLE_MAX (1 << 20) /* longest co_linetable */
+#define CACHE_MAX 65536         /* decoded code objects, and frames, kept between reports */
+
+/* A code object, known by its address and its line table's (the check the BPF side recorded). */
+struct py_code {
+	uint64_t code, check;
+	uint64_t ident;  /* the objects the code object refers to, as read: a replaced code object differs */
+	uint32_t epoch;  /* report in which ident was last checked */
+	uint32_t gen;    /* bumped when the address turned out to hold another code object */
+	bool ok; /* false: could not be decoded (gone, replaced, or not a code object) */
+	char *filename, *qualname;
+	int firstlineno;
+	uint32_t firsttraceable; /* instructions before this one belong to no line: frame setup */
+	uint8_t *linetable;
+	size_t linetable_len;
+};
+
+struct py_frame {
+	uint64_t code, check;
+	uint32_t instr, gen;
+	struct ml_frame fr;
+};
+
+struct seen_obj {
+	uint32_t dev_major, dev_minor;
+	uint64_t inode;
+};
+
+struct pyframes {
+	struct memleak_bpf *skel;
+	int pid;
+	bool configured, refused;
+	uint32_t epoch; /* reports so far: cached code objects are checked again once per report */
+	char version[32];
+	const struct ml_py_layout *lay;
+	uint64_t type_code, type_str, type_bytes; /* runtime addresses of the type objects */
+	struct seen_obj *seen;
+	size_t nseen, capseen;
+	struct u64map codes;  /* hash(code, check) -> struct py_code */
+	struct u64map frames; /* hash(code, check, instr, generation) -> struct py_frame */
+	struct py_frame **spill; /* frames whose key collided with a cached one: kept until the next trim */
+	size_t nspill;
+};
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdULL;
+}
+
+struct pyframes *pyframes__new(struct memleak_bpf *skel, int pid)
+{
+	struct pyframes *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->skel = skel;
+	p->pid = pid;
+	return p;
+}
+
+static void code_free(struct py_code *c)
+{
+	if (!c)
+		return;
+	free(c->filename);
+	free(c->qualname);
+	free(c->linetable);
+}
+
+static void frame_free(struct py_frame *f)
+{
+	if (!f)
+		return;
+	free(f->fr.func);
+	free(f->fr.file);
+	free(f);
+}
+
+static void caches_clear(struct pyframes *p)
+{
+	for (size_t i = 0; i < p->codes.cap; i++)
+		code_free(p->codes.slots[i].val);
+	u64map__free_values(&p->codes);
+	for (size_t i = 0; i < p->frames.cap; i++) {
+		struct py_frame *f = p->frames.slots[i].val;
+
+		if (f) {
+			free(f->fr.func);
+			free(f->fr.file);
+		}
+	}
+	u64map__free_values(&p->frames);
+	for (size_t i = 0; i < p->nspill; i++)
+		frame_free(p->spill[i]);
+	free(p->spill);
+	p->spill = NULL;
+	p->nspill = 0;
+}
+
+void pyframes__free(struct pyframes *p)
+{
+	if (!p)
+		return;
+	if (p->configured && p->skel) {
+		__u32 key = (__u32)p->pid;
+
+		bpf_map_delete_elem(bpf_map__fd(p->skel->maps.pyprocs), &key);
+	}
+	caches_clear(p);
+	free(p->seen);
+	free(p);
+}
+
+void pyframes__trim(struct pyframes *p)
+{
+	if (!p)
+		return;
+	p->epoch++;
+	if (p->codes.n > CACHE_MAX || p->frames.n > CACHE_MAX || p->nspill > 1024)
+		caches_clear(p);
+}
+
+void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[3])
+{
+	p->lay = lay;
+	p->type_code = types[0];
+	p->type_str = types[1];
+	p->type_bytes = types[2];
+}
+
+/* Exactly len bytes of the target's memory at addr. 0 or a negative errno. */
+static int peek(const struct pyframes *p, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n;
+
+	if (!addr)
+		return -EFAULT;
+	n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+static uint64_t get_u64(const uint8_t *buf, uint16_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, buf + off, sizeof(v));
+	return v;
+}
+
+static bool seen_before(struct pyframes *p, const struct ml_mapping *m)
+{
+	for (size_t i = 0; i < p->nseen; i++)
+		if (p->seen[i].inode == m->inode && p->seen[i].dev_major == m->dev_major &&
+		    p->seen[i].dev_minor == m->dev_minor)
+			return true;
+	if (p->nseen == p->capseen) {
+		size_t cap = p->capseen ? 2 * p->capseen : 16;
+		struct seen_obj *n = realloc(p->seen, cap * sizeof(*n));
+
+		if (!n)
+			return true; /* not looked at; tried again at the next sync */
+		p->seen = n;
+		p->capseen = cap;
+	}
+	p->seen[p->nseen++] = (struct seen_obj){ m->dev_major, m->dev_minor, m->inode };
+	return false;
+}
+
+/* Load bias of the object behind m: runtime address minus ELF virtual address. */
+static int load_bias(const struct elf_syms *es, const struct ml_maps *maps, const struct ml_mapping *m,
+		     uint64_t *bias)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct ml_mapping *o = &maps->v[i];
+		uint64_t va;
+
+		if (o->inode != m->inode || o->dev_major != m->dev_major || o->dev_minor != m->dev_minor)
+			continue;
+		if (elf_syms__offset_to_vaddr(es, o->offset, &va))
+			continue;
+		*bias = elf_syms__is_dyn(es) ? o->start - va : 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* The CPython version of an object mapped by the target, if it is an interpreter runtime. */
+static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const struct ml_mapping *m)
+{
+	const char *base = strrchr(m->path, '/') ? strrchr(m->path, '/') + 1 : m->path;
+	uint64_t rt, ver_addr, bias, version = 0, sym;
+	const struct ml_py_layout *lay;
+	struct elf_syms *es = NULL;
+	struct ml_pyproc pp = {};
+	__u32 key = (__u32)p->pid;
+	int fd, err;
+
+	/* Only objects named like an interpreter are opened again: libraries such as libtorch are huge. */
+	if (!strstr(base, "python"))
+		return 0;
+	fd = ml_maps__open_file(p->pid, m);
+	if (fd < 0)
+		return 0;
+	err = elf_syms__open(fd, &es);
+	close(fd);
+	if (err)
+		return 0;
+	if (elf_syms__find_object(es, "_PyRuntime", &rt, NULL) || load_bias(es, maps, m, &bias)) {
+		elf_syms__free(es);
+		return 0;
+	}
+	rt += bias;
+	if (elf_syms__find_object(es, "Py_Version", &ver_addr, NULL) ||
+	    peek(p, ver_addr + bias, &version, sizeof(version))) {
+		ml_notice("pid %d: the CPython runtime in %s is older than 3.11 (no Py_Version): Python frames need "
+			  "CPython 3.11 to 3.13; native stacks only", p->pid, m->path);
+		goto refuse;
+	}
+	snprintf(p->version, sizeof(p->version), "%u.%u.%u", (unsigned int)(version >> 24) & 0xff,
+		 (unsigned int)(version >> 16) & 0xff, (unsigned int)(version >> 8) & 0xff);
+	lay = ml_py_layout_find((unsigned int)version);
+	if (!lay) {
+		ml_notice("pid %d runs CPython %s (%s): Python frames need CPython 3.11 to 3.13; native stacks only",
+			p->pid, p->version, m->path);
+		goto refuse;
+	}
+	if (lay->version >= 0x030d0000) {
+		uint8_t dbg[4096];
+		char why[128] = "";
+
+		/* The interpreter describes itself: any disagreement means a build we do not know. */
+		if (peek(p, rt, dbg, sizeof(dbg)) ||
+		    ml_py_layout_check_debug(lay, dbg, sizeof(dbg), why, sizeof(why))) {
+			ml_notice("pid %d: CPython %s (%s) does not match the known %s layout (%s); native stacks only",
+				p->pid, p->version, m->path, lay->name, why[0] ? why : "no _Py_DebugOffsets");
+			goto refuse;
+		}
+	}
+	if (elf_syms__find_object(es, "PyCode_Type", &sym, NULL) ||
+	    !(p->type_code = sym + bias) || elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) ||
+	    !(p->type_str = sym + bias) || elf_syms__find_object(es, "PyBytes_Type", &sym, NULL) ||
+	    !(p->type_bytes = sym + bias)) {
+		ml_notice("pid %d: CPython %s (%s) lacks its type symbols; native stacks only", p->pid, p->version,
+			m->path);
+		goto refuse;
+	}
+	elf_syms__free(es);
+	pp.runtime = rt;
+	pp.runtime_interp_head = lay->runtime_interpreters_head;
+	pp.interp_next = lay->interp_next;
+	pp.interp_threads_head = lay->interp_threads_head;
+	pp.tstate_next = lay->tstate_next;
+	pp.tstate_thread_id = lay->tstate_thread_id;
+	pp.tstate_cframe = lay->tstate_cframe;
+	pp.cframe_current_frame = lay->cframe_current_frame;
+	pp.tstate_current_frame = lay->tstate_current_frame;
+	pp.frame_code = lay->frame_code;
+	pp.frame_previous = lay->frame_previous;
+	pp.code_check = lay->code_linetable;
+	{
+		uint16_t fptr = lay->tstate_current_frame != ML_PY_NONE ? lay->tstate_current_frame : lay->tstate_cframe;
+		uint16_t lo = fptr < lay->tstate_thread_id ? fptr : lay->tstate_thread_id;
+		uint16_t hi = (fptr > lay->tstate_thread_id ? fptr : lay->tstate_thread_id) + 8;
+
+		pp.tstate_block_off = lo;
+		pp.tstate_block_len = hi - lo <= 128 ? hi - lo : 0; /* 0: two reads instead */
+	}
+	pp.frame_instr = lay->frame_instr;
+	pp.frame_owner = lay->frame_owner;
+	pp.frame_is_entry = lay->frame_is_entry;
+	pp.frame_size = lay->frame_size;
+	pp.code_adaptive = lay->code_adaptive;
+	pp.owner_cstack = lay->owner_cstack;
+	pp.instr_is_next = lay->instr_is_next;
+	if (lay->frame_size > ML_PY_FRAME_MAX) {
+		ml_notice("pid %d: CPython %s frames are larger than the walker reads; native stacks only", p->pid,
+			p->version);
+		p->refused = true;
+		return 0;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(p->skel->maps.pyprocs), &key, &pp, BPF_ANY)) {
+		err = -errno;
+		ml_err("pid %d: cannot enable Python frames: %s", p->pid, strerror(-err));
+		p->refused = true;
+		return 0;
+	}
+	p->lay = lay;
+	p->configured = true;
+	ml_notice("Python frames: CPython %s in %s (pid %d)", p->version, m->path, p->pid);
+	return 1;
+refuse:
+	elf_syms__free(es);
+	p->refused = true;
+	return 0;
+}
+
+int pyframes__sync(struct pyframes *p, const struct ml_maps *maps)
+{
+	if (p->configured)
+		return 1;
+	if (p->refused)
+		return 0;
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct ml_mapping *m = &maps->v[i];
+
+		if (!m->path || !strchr(m->perms, 'x') || seen_before(p, m))
+			continue;
+		if (probe_runtime(p, maps, m) || p->refused)
+			break;
+	}
+	return p->configured;
+}
+
+/*
+ * A str object as UTF-8: compact strings only (code object names and file names always are). Characters
+ * outside Unicode, and surrogates, become U+FFFD.
+ */
+static int read_str(const struct pyframes *p, uint64_t addr, char **out)
+{
+	const struct ml_py_layout *l = p->lay;
+	uint8_t hdr[256];
+	uint64_t len, data;
+	uint32_t state, kind;
+	uint8_t *raw = NULL;
+	char *s, *o;
+
+	if (l->unicode_compact_size > sizeof(hdr) || peek(p, addr, hdr, l->unicode_compact_size))
+		return -EFAULT;
+	if (get_u64(hdr, l->ob_type) != p->type_str)
+		return -EINVAL;
+	len = get_u64(hdr, l->unicode_length);
+	memcpy(&state, hdr + l->unicode_state, sizeof(state));
+	kind = ML_PY_STATE_KIND(state);
+	if (!ML_PY_STATE_COMPACT(state) || (kind != 1 && kind != 2 && kind != 4) || len > STR_MAX)
+		return -EINVAL;
+	data = addr + (ML_PY_STATE_ASCII(state) ? l->unicode_ascii_size : l->unicode_compact_size);
+	raw = malloc(len * kind + 1);
+	s = malloc(len * 4 + 1);
+	if (!raw || !s) {
+		free(raw);
+		free(s);
+		return -ENOMEM;
+	}
+	if (len && peek(p, data, raw, len * kind)) {
+		free(raw);
+		free(s);
+		return -EFAULT;
+	}
+	o = s;
+	for (uint64_t i = 0; i < len; i++) {
+		uint32_t c;
+
+		if (kind == 1) {
+			c = raw[i];
+		} else if (kind == 2) {
+			uint16_t v;
+
+			memcpy(&v, raw + 2 * i, 2);
+			c = v;
+		} else {
+			memcpy(&c, raw + 4 * i, 4);
+		}
+		if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+			c = 0xfffd;
+		if (c < 0x80) {
+			*o++ = (char)(c ? c : '?');
+		} else if (c < 0x800) {
+			*o++ = (char)(0xc0 | (c >> 6));
+			*o++ = (char)(0x80 | (c & 0x3f));
+		} else if (c < 0x10000) {
+			*o++ = (char)(0xe0 | (c >> 12));
+			*o++ = (char)(0x80 | ((c >> 6) & 0x3f));
+			*o++ = (char)(0x80 | (c & 0x3f));
+		} else {
+			*o++ = (char)(0xf0 | (c >> 18));
+			*o++ = (char)(0x80 | ((c >> 12) & 0x3f));
+			*o++ = (char)(0x80 | ((c >> 6) & 0x3f));
+			*o++ = (char)(0x80 | (c & 0x3f));
+		}
+	}
+	*o = '\0';
+	free(raw);
+	*out = s;
+	return 0;
+}
+
+static int read_bytes(const struct pyframes *p, uint64_t addr, uint8_t **out, size_t *outlen)
+{
+	const struct ml_py_layout *l = p->lay;
+	uint8_t hdr[64];
+	uint64_t len;
+	uint8_t *b;
+
+	if (l->bytes_sval > sizeof(hdr) || peek(p, addr, hdr, l->bytes_sval))
+		return -EFAULT;
+	if (get_u64(hdr, l->ob_type) != p->type_bytes)
+		return -EINVAL;
+	len = get_u64(hdr, l->bytes_size);
+	if (len > LINETABLE_MAX)
+		return -EINVAL;
+	b = malloc(len ? len : 1);
+	if (!b)
+		return -ENOMEM;
+	if (len && peek(p, addr + l->bytes_sval, b, len)) {
+		free(b);
+		return -EFAULT;
+	}
+	*out = b;
+	*outlen = len;
+	return 0;
+}
+
+/*
+ * The header of the code object at code, if it still is the one the frame ran: a code object whose line
+ * table is the one recorded then. 0; -EINVAL when that no longer holds; -ESRCH when the process is gone
+ * (nothing can be checked any more); another negative errno from the read.
+ */
+static int code_header(const struct pyframes *p, uint64_t code, uint64_t check, uint8_t *co, size_t cap,
+		       uint64_t *ident)
+{
+	const struct ml_py_layout *l = p->lay;
+	uint16_t need = 0;
+	int err;
+
+	const uint16_t fields[] = { l->code_filename, l->code_qualname, l->code_linetable, l->code_firstlineno,
+				    l->code_firsttraceable, l->ob_type };
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (fields[i] + 8 > need)
+			need = fields[i] + 8;
+	if (need > cap)
+		return -EINVAL;
+	err = peek(p, code, co, need);
+	/* check 0: a frame the walker did not check (beyond the innermost few): the type must do. */
+	if (!err && (get_u64(co, l->ob_type) != p->type_code || (check && get_u64(co, l->code_linetable) != check)))
+		err = -EINVAL;
+	if (err)
+		return err;
+	*ident = mix(mix(mix(mix(3, get_u64(co, l->code_filename)), get_u64(co, l->code_qualname)),
+			 get_u64(co, l->code_linetable)), get_u64(co, l->code_firstlineno));
+	return 0;
+}
+
+/* Read a code object. -ENOMEM, or 0 with c->ok telling whether it decoded. */
+static int decode_code(const struct pyframes *p, struct py_code *c)
+{
+	const struct ml_py_layout *l = p->lay;
+	uint8_t co[256];
+	int32_t first;
+	int err;
+
+	c->ok = false;
+	c->epoch = p->epoch;
+	if (code_header(p, c->code, c->check, co, sizeof(co), &c->ident))
+		return 0;
+	memcpy(&first, co + l->code_firstlineno, sizeof(first));
+	c->firstlineno = first;
+	memcpy(&first, co + l->code_firsttraceable, sizeof(first));
+	c->firsttraceable = first > 0 ? (uint32_t)first : 0;
+	err = read_str(p, get_u64(co, l->code_filename), &c->filename);
+	if (!err)
+		err = read_str(p, get_u64(co, l->code_qualname), &c->qualname);
+	if (!err)
+		err = read_bytes(p, get_u64(co, l->code_linetable), &c->linetable, &c->linetable_len);
+	if (err == -ENOMEM)
+		return err;
+	c->ok = !err;
+	return 0;
+}
+
+/* The decoded code object, from the cache or read now; NULL only with *err = -ENOMEM. */
+static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t check, int *err)
+{
+	uint64_t key = mix(mix(1, code), check);
+	struct py_code *c = u64map__get(&p->codes, key);
+
+	*err = 0;
+	if (c && c->code == code && c->check == check) {
+		uint8_t co[256];
+		uint64_t ident;
+		int rc;
+
+		/*
+		 * Once a report, check that the address still holds the code object decoded then. One freed
+		 * and replaced (along with its line table, at the same two addresses) is decoded again under
+		 * a new generation, so its frames do not take the old names.
+		 */
+		if (c->epoch == p->epoch)
+			return c;
+		rc = code_header(p, code, check, co, sizeof(co), &ident);
+		/* After the process exited, what was decoded while it ran stays. */
+		if (rc == -ESRCH || (c->ok && !rc && ident == c->ident) || (!c->ok && rc)) {
+			c->epoch = p->epoch;
+			return c;
+		}
+		{
+			uint32_t gen = c->gen + 1;
+
+			code_free(c);
+			memset(c, 0, sizeof(*c));
+			c->gen = gen;
+		}
+	} else if (c) {
+		/* Another identity with the same key: the newer one takes the place (frames own their strings). */
+		code_free(c);
+		memset(c, 0, sizeof(*c));
+	} else {
+		c = calloc(1, sizeof(*c));
+		if (!c || u64map__put(&p->codes, key, c)) {
+			free(c);
+			*err = -ENOMEM;
+			return NULL;
+		}
+	}
+	c->code = code;
+	c->check = check;
+	*err = decode_code(p, c);
+	return *err ? NULL : c;
+}
+
+int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out)
+{
+	struct py_code *c = NULL;
+	struct py_frame *f;
+	uint32_t gen = 0;
+	uint64_t key;
+	int err, line = 0;
+
+	if (p->lay) {
+		c = code_get(p, raw->code, raw->check, &err);
+		if (!c)
+			return err;
+		gen = c->gen;
+	}
+	key = mix(mix(mix(mix(2, raw->code), raw->check), raw->instr), gen);
+	f = u64map__get(&p->frames, key);
+	if (f && f->code == raw->code && f->check == raw->check && f->instr == raw->instr && f->gen == gen) {
+		*out = &f->fr;
+		return 0;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->code = raw->code;
+	f->check = raw->check;
+	f->instr = raw->instr;
+	f->gen = gen;
+	f->fr.kind = ML_FRAME_PYTHON;
+	f->fr.addr = raw->code;
+	f->fr.offset = raw->instr == ML_PYFRAME_NO_INSTR ? 0 : raw->instr;
+	/*
+	 * A frame that has not reached its first traceable instruction is being set up (3.11, 3.12), or is
+	 * the interpreter's own shim for a specialised call (3.13): tracebacks leave it out, and so do we.
+	 */
+	if (c && c->ok && (raw->instr == ML_PYFRAME_NO_INSTR || raw->instr < c->firsttraceable)) {
+		free(f);
+		*out = NULL;
+		return 1;
+	}
+	if (c && c->ok) {
+		f->fr.func = strdup(c->qualname);
+		f->fr.file = strdup(c->filename);
+		if (!f->fr.func || !f->fr.file) {
+			frame_free(f);
+			return -ENOMEM;
+		}
+		if (ml_pyline_lookup(c->linetable, c->linetable_len, c->firstlineno, raw->instr, &line))
+			line = 0;
+		f->fr.line = line > 0 ? line : 0;
+	}
+	if (u64map__get(&p->frames, key) || u64map__put(&p->frames, key, f)) {
+		struct py_frame **sp = realloc(p->spill, (p->nspill + 1) * sizeof(*sp));
+
+		if (!sp) {
+			frame_free(f);
+			return -ENOMEM;
+		}
+		p->spill = sp;
+		p->spill[p->nspill++] = f;
+	}
+	*out = &f->fr;
+	return 0;
+}

@@ -1,0 +1,168 @@
+/* A small streaming JSON writer: keys, nesting and string escaping, straight to a FILE. */
+#include <errno.h>
+#include <math.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include "lib/grow.h"
+#include "report/json.h"
+
+void jw_init(struct jw *w, FILE *f)
+{
+	*w = (struct jw){ .f = f };
+	/* depth 0, the top level, holds one value */
+	if (ml_grow(&w->has_items, &w->cap, 1, 1))
+		w->err = -ENOMEM;
+	else
+		w->has_items[0] = 0;
+}
+
+int jw_finish(struct jw *w)
+{
+	free(w->has_items);
+	w->has_items = NULL;
+	w->cap = 0;
+	return w->err;
+}
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 when the bytes there are not valid UTF-8. */
+static int utf8_len(const unsigned char *p)
+{
+	int n;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 3;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	for (int i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+void jw_escape(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	fputc('"', f);
+	while (*p) {
+		int n;
+
+		switch (*p) {
+		case '"': fputs("\\\"", f); p++; continue;
+		case '\\': fputs("\\\\", f); p++; continue;
+		case '\n': fputs("\\n", f); p++; continue;
+		case '\r': fputs("\\r", f); p++; continue;
+		case '\t': fputs("\\t", f); p++; continue;
+		}
+		/*
+		 * Names come from an untrusted target: control bytes are escaped, invalid UTF-8 becomes U+FFFD,
+		 * and < > & too, so that JSON placed in an HTML <script> cannot end it.
+		 */
+		if (*p < 0x20 || *p == 0x7f || *p == '<' || *p == '>' || *p == '&') {
+			fprintf(f, "\\u%04x", *p++);
+			continue;
+		}
+		n = utf8_len(p);
+		if (!n) {
+			fputs("\\ufffd", f);
+			p++;
+			continue;
+		}
+		fwrite(p, 1, (size_t)n, f);
+		p += n;
+	}
+	fputc('"', f);
+}
+
+/* Starts a value at the current depth: false when the writer stopped (nothing is written). */
+static bool item(struct jw *w, const char *key)
+{
+	if (w->err)
+		return false;
+	if (w->has_items[w->depth])
+		fputc(',', w->f);
+	w->has_items[w->depth] = 1;
+	if (key) {
+		jw_escape(w->f, key);
+		fputc(':', w->f);
+	}
+	return true;
+}
+
+static void open_(struct jw *w, const char *key, char c)
+{
+	if (w->err)
+		return;
+	if (ml_grow(&w->has_items, &w->cap, w->depth + 2, 1)) {
+		w->err = -ENOMEM;
+		return;
+	}
+	item(w, key);
+	fputc(c, w->f);
+	w->has_items[++w->depth] = 0;
+}
+
+static void close_(struct jw *w, char c)
+{
+	if (w->err || !w->depth)
+		return;
+	w->depth--;
+	fputc(c, w->f);
+	if (!w->depth)
+		w->has_items[0] = 0; /* the next document (JSON Lines) starts afresh */
+}
+
+void jw_obj_begin(struct jw *w, const char *key) { open_(w, key, '{'); }
+void jw_obj_end(struct jw *w) { close_(w, '}'); }
+void jw_arr_begin(struct jw *w, const char *key) { open_(w, key, '['); }
+void jw_arr_end(struct jw *w) { close_(w, ']'); }
+
+void jw_str(struct jw *w, const char *key, const char *val)
+{
+	if (!item(w, key))
+		return;
+	if (val)
+		jw_escape(w->f, val);
+	else
+		fputs("null", w->f);
+}
+
+void jw_u64(struct jw *w, const char *key, uint64_t val)
+{
+	if (item(w, key))
+		fprintf(w->f, "%" PRIu64, val);
+}
+
+void jw_i64(struct jw *w, const char *key, int64_t val)
+{
+	if (item(w, key))
+		fprintf(w->f, "%" PRId64, val);
+}
+
+void jw_double(struct jw *w, const char *key, double val)
+{
+	if (!item(w, key))
+		return;
+	if (isfinite(val))
+		fprintf(w->f, "%.15g", val);
+	else
+		fputs("null", w->f);
+}
+
+void jw_bool(struct jw *w, const char *key, bool val)
+{
+	if (item(w, key))
+		fputs(val ? "true" : "false", w->f);
+}
+
+void jw_null(struct jw *w, const char *key)
+{
+	if (item(w, key))
+		fputs("null", w->f);
+}

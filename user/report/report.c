@@ -1,0 +1,626 @@
+/* Report output: one snapshot as human text or as one JSON Lines object. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "attach/allocators.h"
+#include "report/json.h"
+#include "report/pprof.h"
+#include "lib/log.h"
+#include "report/report.h"
+#include "report/stackview.h"
+#include "judge/verdict.h"
+
+struct reporter {
+	FILE *out;
+	struct report_opts o;
+	struct stackview *sv;
+	const struct ml_overhead *ov;
+	char label[ML_FRAME_LABEL_MAX];
+};
+
+struct stat_name {
+	enum ml_stat idx;
+	const char *json;
+	const char *text;
+};
+
+static const struct stat_name event_stats[] = {
+	{ ML_STAT_ALLOC_CALLS, "allocs", "allocs" },
+	{ ML_STAT_FREE_CALLS, "frees", "frees" },
+	{ ML_STAT_ALLOC_FAILED, "failed_allocs", "failed (not recorded)" },
+	{ ML_STAT_FREE_NULL, "free_null", "free(NULL)" },
+	{ ML_STAT_FREE_MATCHED, "frees_matched", "matched" },
+	{ ML_STAT_FREE_UNKNOWN, "frees_unknown", "of untracked blocks (from before attach, or filtered out)" },
+	{ ML_STAT_NESTED, "nested_calls", "nested" },
+	{ ML_STAT_REALLOC_RACE, "realloc_races", "realloc races" },
+	{ ML_STAT_TAKEOVER, "takeovers", "records replaced (address handed out again before its release was seen)" },
+	{ ML_STAT_FILTERED, "filtered", "outside --min-size/--max-size" },
+};
+
+static const struct stat_name drop_stats[] = {
+	{ ML_STAT_DROP_ALLOCS_FULL, "allocs_table_full", "allocation table full (raise --max-allocs)" },
+	{ ML_STAT_DROP_STACK, "stack_unavailable", "new stack not handed over (ring buffer full; sent again next time)" },
+	{ ML_STAT_DROP_THREAD, "thread_state", "no per-thread state" },
+	{ ML_STAT_DROP_LOST_RETURN, "lost_return", "allocator return not seen" },
+	{ ML_STAT_DROP_PROC_EVENT, "proc_events", "fork or exec not followed (event buffer full)" },
+};
+
+/* Python frame capture: shown once a Python interpreter is being walked. */
+static const struct stat_name python_stats[] = {
+	{ ML_STAT_PY_FRAMES, "with_frames", "allocations with Python frames" },
+	{ ML_STAT_PY_NO_THREAD, "without_frames", "without (thread not running Python code)" },
+	{ ML_STAT_PY_TRUNCATED, "truncated", "deeper than the frames kept (outermost missing)" },
+	{ ML_STAT_PY_BROKEN, "unreadable", "frame chain unreadable (outermost missing)" },
+};
+
+/* Native unwinding with the tables: shown once a stack was unwound with them. */
+static const struct stat_name unwind_stats[] = {
+	{ ML_STAT_UW_STACKS, "stacks", "stacks unwound with tables" },
+	{ ML_STAT_UW_FP, "fp_frames", "frames by frame pointer (no table)" },
+	{ ML_STAT_UW_STOP, "stopped", "stopped early (frame not trusted)" },
+	{ ML_STAT_UW_TRUNCATED, "truncated", "deeper than the frames kept" },
+	{ ML_STAT_UW_MEMO, "replayed", "replayed from a remembered walk" },
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv)
+{
+	struct reporter *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->out = out;
+	r->o = *o;
+	r->sv = sv;
+	return r;
+}
+
+void reporter__set_duration(struct reporter *r, uint64_t ns)
+{
+	r->o.duration_ns = ns;
+}
+
+void reporter__set_overhead(struct reporter *r, const struct ml_overhead *ov)
+{
+	r->ov = ov;
+}
+
+void reporter__free(struct reporter *r)
+{
+	free(r);
+}
+
+void ml_fmt_bytes(char *buf, size_t len, double bytes)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = bytes < 0 ? -bytes : bytes;
+	unsigned int u = 0;
+
+	while (v >= 1024 && u + 1 < ARRAY_LEN(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%s%.0f B", bytes < 0 ? "-" : "", v);
+	else
+		snprintf(buf, len, "%s%.1f %s", bytes < 0 ? "-" : "", v, units[u]);
+}
+
+static double age_s(const struct ml_snapshot *s, const struct ml_row *row)
+{
+	if (row->oldest_ts_ns == ~0ULL || row->oldest_ts_ns > s->now_ns)
+		return 0;
+	return (double)(s->now_ns - row->oldest_ts_ns) / 1e9;
+}
+
+/* Names come from the target: print control bytes and escapes as \xNN, so they cannot forge report lines. */
+static void put_safe(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f || *p == '\\')
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+	}
+}
+
+static const char *base_name(const char *p)
+{
+	const char *b = p ? strrchr(p, '/') : NULL;
+
+	return b ? b + 1 : p;
+}
+
+/* A frame on its own line: "func+0x1a (module) file:line", or "train.py:42 in train_step" for Python. */
+static void put_frame(FILE *f, const struct ml_frame *fr)
+{
+	fputs("      ", f);
+	if (fr->kind == ML_FRAME_PYTHON) {
+		if (!fr->func) {
+			fputs("[python frame: its code object is no longer readable]\n", f);
+			return;
+		}
+		put_safe(f, fr->file ? fr->file : "?");
+		if (fr->line > 0)
+			fprintf(f, ":%d", fr->line);
+		fputs(" in ", f);
+		put_safe(f, fr->func);
+		fputc('\n', f);
+		return;
+	}
+	if (fr->func) {
+		put_safe(f, fr->func);
+		fprintf(f, "+0x%" PRIx64, fr->offset);
+	} else {
+		fprintf(f, "0x%" PRIx64, fr->addr);
+	}
+	if (fr->module) {
+		fputs(" (", f);
+		put_safe(f, base_name(fr->module));
+		fputc(')', f);
+	}
+	if (fr->file) {
+		fputc(' ', f);
+		put_safe(f, fr->file);
+		fprintf(f, ":%d", fr->line);
+	}
+	fputc('\n', f);
+}
+
+/* "label: v text, v text (since attach)" for a table of counters. */
+static void text_stats(FILE *f, const char *label, const struct stat_name *tab, size_t n, const uint64_t *stats)
+{
+	fprintf(f, "%s:", label);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", stats[tab[i].idx], tab[i].text);
+	fprintf(f, " (since attach)\n");
+}
+
+/* Text without --native: a run of these in a Python stack is folded into one line. */
+static bool foldable(const struct ml_frame *fr)
+{
+	return fr->kind == ML_FRAME_NATIVE && (!fr->func || ml_frame_is_interpreter(fr));
+}
+
+/*
+ * The frames of a row. A stack with Python frames shows them and the native code outside the interpreter
+ * (extensions, libraries); each run of the interpreter's own and unresolved frames is one line, and what
+ * lies outside the outermost Python frame (the interpreter's start) another. --native shows every frame.
+ */
+static void put_frames(struct reporter *r, const struct ml_frame *const *frames, size_t n)
+{
+	FILE *f = r->out;
+	size_t last_py = n;
+
+	for (size_t k = 0; k < n; k++)
+		if (frames[k]->kind == ML_FRAME_PYTHON)
+			last_py = k;
+	if (r->o.native || last_py == n) {
+		for (size_t k = 0; k < n; k++)
+			put_frame(f, frames[k]);
+		return;
+	}
+	for (size_t k = 0; k < n;) {
+		size_t run = 0, interp = 0;
+
+		if (k > last_py) {
+			fprintf(f, "      … %zu frames of the interpreter's start\n", n - k);
+			break;
+		}
+		while (k + run < n && k + run < last_py && foldable(frames[k + run]))
+			interp += ml_frame_is_interpreter(frames[k + run]), run++;
+		if (!run) {
+			put_frame(f, frames[k++]);
+			continue;
+		}
+		fprintf(f, "      … %zu %s frame%s\n", run,
+			interp == run ? "interpreter" : interp ? "interpreter and unresolved" : "unresolved", run == 1 ? "" : "s");
+		k += run;
+	}
+}
+
+/* The innermost Python frame of the job's own code, or NULL. */
+static const struct ml_frame *user_line(const struct ml_frame *const *frames, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (ml_frame_is_user_code(frames[k]))
+			return frames[k];
+	return NULL;
+}
+
+static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		      const size_t *order, uint64_t seq, bool final)
+{
+	FILE *f = r->out;
+	char b1[32], b2[32], ts[64];
+	time_t now = time(NULL);
+	struct tm tm;
+	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
+	bool any_drop = false, multi = ml_snapshot_multi(s, r->o.pid);
+
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " pid %d at %s (%.1f s since last) ===\n", final ? "final " : "",
+		seq, r->o.pid, ts, s->elapsed_s);
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		const struct ml_layer_total *t = &s->layers[layer];
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer], fr = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer + 1];
+
+		if (!t->active)
+			continue;
+		ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
+		ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
+		fprintf(f, "%-6s outstanding %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, %s%s since last; "
+			   "%.0f allocs/s, %.0f frees/s",
+			ml_layer_name(layer), t->bytes, b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2,
+			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0, s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
+		if (layer == ML_LAYER_LIBC && stackview__heap(r->sv, r->o.pid))
+			fprintf(f, "; heap allocator %s", stackview__heap(r->sv, r->o.pid));
+		fputc('\n', f);
+	}
+	if (r->ov && r->ov->measured) {
+		const struct ml_overhead *ov = r->ov;
+
+		fprintf(f, "overhead: %.1f%% of the traced processes' time (budget %g%%): %.0f probe hits/s at "
+			   "%.2f us, BPF %.1f ms/s\n",
+			ov->pct, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->bpf_ns_per_s / 1e6);
+	}
+	if (r->ov && r->ov->heap_mode)
+		fprintf(f, "libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%): "
+			   "libc shows the address space each stack added (program break beyond its peak, anonymous "
+			   "mmap), not malloc blocks\n",
+			r->ov->heap_since_report, r->ov->full_pct);
+	/* With --follow: each process's share, the first one and its children, each under its own pid. */
+	for (size_t p = 0; multi && p < s->nprocs; p++) {
+		const char *heap = stackview__heap(r->sv, s->procs[p].tgid);
+
+		fprintf(f, "  pid %d%s%s%s:", s->procs[p].tgid, heap ? " [" : "", heap ? heap : "", heap ? "]" : "");
+		for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
+			const struct ml_layer_total *t = &s->procs[p].layers[layer];
+
+			if (!t->active && !t->growth_bytes)
+				continue;
+			ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
+			ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
+			fprintf(f, "%s %s %s in %" PRIu64 " allocations (%s%s)", first ? "" : ",", ml_layer_name(layer), b1,
+				t->count, t->growth_bytes >= 0 ? "+" : "", b2);
+			first = 0;
+		}
+		fputc('\n', f);
+	}
+	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
+		const struct ml_device_total *t = &s->devices[d];
+		char b3[32];
+
+		if (!t->seen)
+			continue;
+		ml_fmt_bytes(b1, sizeof(b1), (double)t->reserved);
+		ml_fmt_bytes(b2, sizeof(b2), (double)t->allocated);
+		ml_fmt_bytes(b3, sizeof(b3), (double)t->reserved - (double)t->allocated);
+		if (d)
+			fprintf(f, "cuda device %u: ", d - 1);
+		else
+			fprintf(f, "cuda device unknown: ");
+		fprintf(f, "reserved %s, allocated to tensors %s, cached (reserved - allocated) %s\n", b1, b2, b3);
+	}
+	fprintf(f, "events:");
+	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
+		fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[event_stats[i].idx], event_stats[i].text);
+	fprintf(f, ", %" PRIu64 " records dropped with their process's exit or exec (or the heap-growth switch)",
+		s->forgotten);
+	fprintf(f, " (since attach)\n");
+	fprintf(f, "dropped:");
+	for (size_t i = 0; i < ARRAY_LEN(drop_stats); i++) {
+		uint64_t v = s->stats[drop_stats[i].idx];
+
+		if (!v)
+			continue;
+		fprintf(f, "%s %" PRIu64 " %s", any_drop ? "," : "", v, drop_stats[i].text);
+		any_drop = true;
+	}
+	fprintf(f, "%s\n", any_drop ? "" : " none");
+	if (s->stats[ML_STAT_PY_FRAMES] || s->stats[ML_STAT_PY_NO_THREAD])
+		text_stats(f, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
+	if (s->stats[ML_STAT_UW_STACKS])
+		text_stats(f, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
+	fprintf(f, "showing %zu of %zu stacks, leak candidates (growing) first, then largest\n", shown, s->nrows);
+	for (size_t i = 0; i < shown; i++) {
+		const struct ml_row *row = &s->rows[order[i]];
+		const struct ml_judgement *j = &jv[order[i]];
+		const struct ml_frame *const *frames;
+		unsigned int flags;
+		size_t n = stackview__frames(r->sv, row, &frames, &flags);
+
+		if (i == 0 && j->verdict == ML_V_GROWING)
+			fprintf(f, "--- leak candidates: growing stacks, strongest first ---\n");
+		if (j->verdict != ML_V_GROWING && (i == 0 || jv[order[i - 1]].verdict == ML_V_GROWING))
+			fprintf(f, "--- not growing: largest first ---\n");
+		ml_fmt_bytes(b1, sizeof(b1), (double)row->bytes);
+		ml_fmt_bytes(b2, sizeof(b2), (double)row->growth_bytes);
+		fprintf(f, "[%zu] ", i + 1);
+		if (multi)
+			fprintf(f, "pid %u ", row->key.tgid);
+		fprintf(f, "%s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s since last\n",
+			ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
+			row->growth_bytes >= 0 ? "+" : "", b2);
+		if (j->verdict == ML_V_GROWING) {
+			ml_fmt_bytes(b1, sizeof(b1), j->growth_bytes_per_s);
+			fprintf(f, "    LEAK CANDIDATE: growing %s/s over %u reports (%.0f%% of them up), score %.2f\n", b1,
+				j->intervals, j->monotonic * 100, j->leak_score);
+		} else if (j->verdict == ML_V_IMPORT) {
+			fprintf(f, "    import: made while a module was imported (start-up, not judged)\n");
+		} else {
+			fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
+		}
+		if (n == 0)
+			fprintf(f, "      [no frames captured]\n");
+		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
+			fprintf(f, "      (caller only: no frame-pointer chain above it)\n");
+		{
+			const struct ml_frame *u = user_line(frames, n);
+
+			/* The job's own line first: the rest of the block says how it got to the allocator. */
+			if (u) {
+				fputs("    at ", f);
+				put_safe(f, u->file);
+				if (u->line > 0)
+					fprintf(f, ":%d", u->line);
+				fputs(" in ", f);
+				put_safe(f, u->func);
+				fputc('\n', f);
+			}
+		}
+		put_frames(r, frames, n);
+		if (flags & ML_STACK_PY_TRUNCATED)
+			fprintf(f, "      [outer Python frames not captured: deeper than %d]\n", ML_MAX_PYFRAMES);
+		if (flags & ML_STACK_PY_BROKEN)
+			fprintf(f, "      [outer Python frames not captured: the frame chain was unreadable]\n");
+	}
+	fputc('\n', f);
+}
+
+/*
+ * The "totals" object: bytes, count and growth of each active layer. A process's own totals also keep an
+ * inactive layer whose growth since the last report is not zero (the records that went with it).
+ */
+/* An object of counters named by a table. */
+static void json_stats(struct jw *w, const char *key, const struct stat_name *tab, size_t n, const uint64_t *stats)
+{
+	jw_obj_begin(w, key);
+	for (size_t i = 0; i < n; i++)
+		jw_u64(w, tab[i].json, stats[tab[i].idx]);
+	jw_obj_end(w);
+}
+
+static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool with_gone)
+{
+	jw_obj_begin(w, "totals");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		const struct ml_layer_total *t = &layers[layer];
+
+		if (!t->active && !(with_gone && t->growth_bytes))
+			continue;
+		jw_obj_begin(w, ml_layer_name(layer));
+		jw_u64(w, "bytes", t->bytes);
+		jw_u64(w, "count", t->count);
+		jw_i64(w, "growth_bytes", t->growth_bytes);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+}
+
+static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		      const size_t *order, uint64_t seq, bool final)
+{
+	struct jw w;
+	struct timespec rt;
+	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	jw_init(&w, r->out);
+	jw_obj_begin(&w, NULL);
+	jw_str(&w, "type", "report");
+	jw_u64(&w, "seq", seq);
+	jw_double(&w, "time_unix", (double)rt.tv_sec + (double)rt.tv_nsec / 1e9);
+	jw_i64(&w, "pid", r->o.pid);
+	jw_str(&w, "heap_allocator", stackview__heap(r->sv, r->o.pid));
+	jw_bool(&w, "final", final);
+	jw_double(&w, "interval_s", s->elapsed_s);
+	json_totals(&w, s->layers, false);
+	jw_arr_begin(&w, "devices");
+	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
+		const struct ml_device_total *t = &s->devices[d];
+
+		if (!t->seen)
+			continue;
+		jw_obj_begin(&w, NULL);
+		if (d)
+			jw_u64(&w, "device", d - 1);
+		else
+			jw_null(&w, "device");
+		jw_u64(&w, "reserved_bytes", t->reserved);
+		jw_u64(&w, "allocated_bytes", t->allocated);
+		jw_i64(&w, "cached_bytes", (int64_t)t->reserved - (int64_t)t->allocated);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	if (r->ov) {
+		const struct ml_overhead *ov = r->ov;
+
+		jw_obj_begin(&w, "overhead");
+		jw_bool(&w, "measured", ov->measured);
+		jw_double(&w, "pct", ov->pct);
+		jw_double(&w, "budget_pct", ov->budget_pct);
+		jw_double(&w, "hits_per_s", ov->hits_per_s);
+		jw_double(&w, "hit_ns", ov->hit_ns);
+		jw_double(&w, "ret_ns", ov->ret_ns);
+		jw_double(&w, "bpf_ns_per_s", ov->bpf_ns_per_s);
+		jw_double(&w, "cpu_per_s", ov->cpu_per_s);
+		jw_obj_end(&w);
+		jw_obj_begin(&w, "modes");
+		jw_str(&w, "libc", ov->heap_mode ? "heap_growth" : "full");
+		jw_obj_end(&w);
+	}
+	jw_arr_begin(&w, "processes");
+	for (size_t p = 0; p < s->nprocs; p++) {
+		jw_obj_begin(&w, NULL);
+		jw_i64(&w, "pid", s->procs[p].tgid);
+		jw_str(&w, "heap_allocator", stackview__heap(r->sv, s->procs[p].tgid));
+		json_totals(&w, s->procs[p].layers, true);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_obj_begin(&w, "stats");
+	jw_obj_begin(&w, "events");
+	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
+		jw_u64(&w, event_stats[i].json, s->stats[event_stats[i].idx]);
+	jw_u64(&w, "forgotten", s->forgotten);
+	jw_obj_end(&w);
+	json_stats(&w, "dropped", drop_stats, ARRAY_LEN(drop_stats), s->stats);
+	json_stats(&w, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
+	json_stats(&w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
+	jw_obj_begin(&w, "layers");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer], fr = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer + 1];
+
+		if (!s->layers[layer].active)
+			continue;
+		jw_obj_begin(&w, ml_layer_name(layer));
+		jw_u64(&w, "allocs", s->stats[ML_STAT_LAYER_BASE + 2 * layer]);
+		jw_u64(&w, "frees", s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1]);
+		jw_double(&w, "allocs_per_s", s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0);
+		jw_double(&w, "frees_per_s", s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
+		jw_obj_end(&w);
+	}
+	jw_obj_end(&w);
+	jw_obj_begin(&w, "stack_store");
+	jw_u64(&w, "stacks", s->stacks.stacks);
+	jw_u64(&w, "frames", s->stacks.frames);
+	jw_u64(&w, "bytes", s->stacks.bytes);
+	jw_u64(&w, "received", s->stacks.received);
+	jw_u64(&w, "collisions", s->stacks.collisions);
+	jw_u64(&w, "malformed", s->stacks.malformed);
+	jw_u64(&w, "stopped_walks_merged", s->stopped_merged);
+	jw_obj_end(&w);
+	jw_u64(&w, "stacks_total", s->nrows);
+	jw_u64(&w, "stacks_shown", shown);
+	jw_obj_end(&w);
+	jw_arr_begin(&w, "stacks");
+	for (size_t i = 0; i < shown; i++) {
+		const struct ml_row *row = &s->rows[order[i]];
+		const struct ml_judgement *j = &jv[order[i]];
+		const struct ml_frame *const *frames;
+		unsigned int flags;
+		size_t n = stackview__frames(r->sv, row, &frames, &flags);
+
+		jw_obj_begin(&w, NULL);
+		jw_i64(&w, "pid", row->key.tgid);
+		jw_str(&w, "layer", ml_layer_name(row->key.layer));
+		jw_u64(&w, "bytes", row->bytes);
+		jw_u64(&w, "count", row->count);
+		jw_double(&w, "oldest_age_s", age_s(s, row));
+		jw_i64(&w, "growth_bytes", row->growth_bytes);
+		jw_str(&w, "verdict", ml_verdict_name(j->verdict));
+		jw_double(&w, "leak_score", j->leak_score);
+		jw_double(&w, "growth_bytes_per_s", j->growth_bytes_per_s);
+		jw_double(&w, "growth_bytes_per_interval", j->growth_per_interval);
+		jw_obj_begin(&w, "evidence");
+		jw_u64(&w, "intervals", j->intervals);
+		jw_double(&w, "monotonic", j->monotonic);
+		jw_double(&w, "oldest_age_s", age_s(s, row));
+		jw_obj_end(&w);
+		jw_bool(&w, "python_truncated", !!(flags & (ML_STACK_PY_TRUNCATED | ML_STACK_PY_BROKEN)));
+		jw_arr_begin(&w, "frames");
+		for (size_t k = 0; k < n; k++) {
+			const struct ml_frame *fr = frames[k];
+
+			jw_obj_begin(&w, NULL);
+			if (fr->kind == ML_FRAME_PYTHON) {
+				jw_str(&w, "kind", "python");
+				jw_str(&w, "func", fr->func);
+				jw_str(&w, "file", fr->file);
+				if (fr->line > 0)
+					jw_i64(&w, "line", fr->line);
+				else
+					jw_null(&w, "line");
+				jw_u64(&w, "code", fr->addr);
+				jw_obj_end(&w);
+				continue;
+			}
+			jw_str(&w, "kind", "native");
+			jw_str(&w, "func", fr->func);
+			jw_str(&w, "module", fr->module);
+			jw_u64(&w, "offset", fr->offset);
+			jw_str(&w, "file", fr->file);
+			if (fr->line > 0)
+				jw_i64(&w, "line", fr->line);
+			else
+				jw_null(&w, "line");
+			jw_u64(&w, "addr", fr->addr);
+			jw_bool(&w, "inlined", fr->inlined);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	fputc('\n', r->out);
+	if (jw_finish(&w))
+		ml_err("report #%" PRIu64 ": out of memory writing its JSON: the line is incomplete", seq);
+}
+
+/* A frame's name in folded output: ';' separates frames and ' ' the weight, so neither may appear inside. */
+static void put_folded(FILE *f, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		fputc(*p == ';' || *p == ' ' || *p < 0x20 || *p == 0x7f ? '_' : *p, f);
+}
+
+/*
+ * Folded stacks of the final report, every stack (not only the top N): layer as the root frame, then the
+ * frames from the outermost caller down to the allocation site, and outstanding bytes as the weight.
+ */
+static void emit_folded(struct reporter *r, const struct ml_snapshot *s, bool final)
+{
+	bool multi = ml_snapshot_multi(s, r->o.pid);
+
+	if (!final)
+		return;
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *row = &s->rows[i];
+		const struct ml_frame *const *frames;
+		size_t n = stackview__frames(r->sv, row, &frames, NULL);
+
+		if (multi)
+			fprintf(r->out, "pid_%u;", row->key.tgid);
+		put_folded(r->out, ml_layer_name(row->key.layer));
+		for (size_t k = n; k-- > 0;) {
+			fputc(';', r->out);
+			put_folded(r->out, ml_frame_label(frames[k], r->label, ML_FRAME_LABEL_MAX));
+		}
+		fprintf(r->out, " %" PRIu64 "\n", row->bytes);
+	}
+}
+
+int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
+		   uint64_t seq, bool final)
+{
+	if (r->o.format == ML_FMT_PPROF) {
+		int err = final ? ml_pprof_write(r->out, s, j, r->sv, r->o.duration_ns) : 0;
+
+		if (err)
+			return err;
+	} else if (r->o.format == ML_FMT_FOLDED)
+		emit_folded(r, s, final);
+	else if (r->o.format == ML_FMT_JSON)
+		emit_json(r, s, j, order, seq, final);
+	else
+		emit_text(r, s, j, order, seq, final);
+	if (fflush(r->out) || ferror(r->out))
+		return errno ? -errno : -EIO;
+	return 0;
+}

@@ -1,0 +1,252 @@
+/* The frames of a row as every output shows them: native frames resolved, Python frames spliced in. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "python/pyframes.h"
+#include "report/stackview.h"
+
+
+/* The interpreter's eval loop: one native frame per run of Python frames. */
+#define EVAL_LOOP "_PyEval_EvalFrameDefault"
+
+struct stackview {
+	struct ledger *l;
+	stackview_lookup_fn lookup;
+	void *ctx;
+	struct symbolizer *sym; /* of the row being resolved */
+	struct pyframes *py;
+	struct ml_rawstack raw;
+	/* Inlined functions make more frames than words: out grows to the longest row seen. */
+	const struct ml_frame **out;
+	size_t cap;
+	struct ml_frame unknown[ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES]; /* frames nothing could be said about, by word */
+};
+
+static int reserve(struct stackview *sv, size_t need)
+{
+	const struct ml_frame **o;
+	size_t cap = sv->cap ? sv->cap : ML_MAX_FRAMES + 1 + ML_MAX_PYFRAMES;
+
+	while (cap < need)
+		cap *= 2;
+	if (cap == sv->cap)
+		return 0;
+	o = realloc(sv->out, cap * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	sv->out = o;
+	sv->cap = cap;
+	return 0;
+}
+
+struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx)
+{
+	struct stackview *sv = calloc(1, sizeof(*sv));
+
+	if (!sv)
+		return NULL;
+	sv->l = l;
+	sv->lookup = lookup;
+	sv->ctx = ctx;
+	if (reserve(sv, 1)) {
+		stackview__free(sv);
+		return NULL;
+	}
+	return sv;
+}
+
+void stackview__free(struct stackview *sv)
+{
+	if (!sv)
+		return;
+	free(sv->out);
+	free(sv);
+}
+
+/* Resolve the next stacks with this process's symbolizer and Python decoder; false when it is not known. */
+static bool use_process(struct stackview *sv, uint32_t tgid)
+{
+	struct ml_resolver res = {};
+	bool known = !sv->lookup(sv->ctx, (int)tgid, &res);
+
+	sv->sym = known ? res.sym : NULL;
+	sv->py = known ? res.py : NULL;
+	return known;
+}
+
+const char *stackview__heap(struct stackview *sv, int tgid)
+{
+	struct ml_resolver res = {};
+
+	return sv->lookup(sv->ctx, tgid, &res) ? NULL : res.heap;
+}
+
+/* How many of the frame-pointer frames (after the caller) are shown: up to the first in no mapped object. */
+static size_t native_shown(struct stackview *sv, const uint64_t *ips, size_t n)
+{
+	if (!sv->sym)
+		return n;
+	for (size_t k = 0; k < n; k++)
+		if (!symbolizer__in_module(sv->sym, ips[k]))
+			return k;
+	return n;
+}
+
+uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned int *traits)
+{
+	struct stackview *sv = ctx;
+	struct ml_row row = { .key = { .tgid = tgid, .stack_id = stack_id } };
+	struct ml_rawstack *r = &sv->raw;
+	uint64_t how = 0xcbf29ce484222325ULL;
+	size_t nn;
+
+	if (!use_process(sv, tgid) || ledger__stack(sv->l, &row, r))
+		return 0;
+	nn = native_shown(sv, r->ips, r->nr);
+	for (size_t k = 0; k < nn; k++)
+		how = (how ^ r->ips[k]) * 0x100000001b3ULL;
+	how = (how ^ (0x5a5a0000ULL | nn)) * 0x100000001b3ULL;
+	for (size_t k = 0; k < r->nr_py; k++) {
+		const struct ml_frame *fr = NULL;
+
+		how = (how ^ r->py[k].code ^ ((uint64_t)r->py[k].instr << 47)) * 0x100000001b3ULL;
+		how = (how ^ r->py[k].check ^ r->py[k].entry) * 0x100000001b3ULL;
+		/* Import-time memory: importlib anywhere on the Python stack (the code is live: it just ran). */
+		if (!(*traits & ML_ROW_IMPORT) && sv->py && !pyframes__resolve(sv->py, &r->py[k], &fr) && fr &&
+		    ml_frame_is_import(fr))
+			*traits |= ML_ROW_IMPORT;
+	}
+	how = (how ^ r->flags) * 0x100000001b3ULL;
+	return how ? how : 1;
+}
+
+static const struct ml_frame *native(struct stackview *sv, size_t slot, uint64_t addr)
+{
+	const struct ml_frame *fr = NULL;
+
+	if (sv->sym && !symbolizer__resolve(sv->sym, addr, &fr) && fr)
+		return fr;
+	/* unresolved: the address as the symbolizer would take it, without the exact-pc flag of a stack word */
+	addr &= ~ML_IP_EXACT;
+	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_NATIVE, .addr = addr, .offset = addr };
+	return &sv->unknown[slot];
+}
+
+/* The decoded Python frame, or NULL for one to leave out (still being set up). */
+static const struct ml_frame *python(struct stackview *sv, size_t slot, const struct ml_pyframe_raw *raw)
+{
+	const struct ml_frame *fr = NULL;
+	int rc = sv->py ? pyframes__resolve(sv->py, raw, &fr) : -ENOENT;
+
+	if (rc == 1)
+		return NULL;
+	if (!rc && fr)
+		return fr;
+	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_PYTHON, .addr = raw->code };
+	return &sv->unknown[slot];
+}
+
+size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const struct ml_frame *const **out,
+			 unsigned int *flags)
+{
+	struct ml_rawstack *r = &sv->raw;
+	size_t n = 0, pi = 0, nn, lead;
+
+	use_process(sv, row->key.tgid);
+	ledger__stack(sv->l, row, r);
+	/* Native frames up to the first one outside every mapped object (the caller always stays). */
+	lead = row->key.caller && r->nr ? 1 : 0;
+	nn = lead + native_shown(sv, r->ips + lead, r->nr - lead);
+	for (size_t k = 0; k < nn; k++) {
+		const struct ml_frame *fr;
+
+		/* room for this word's frames (inlined ones too) and every Python frame left */
+		if (reserve(sv, n + ML_MAX_FRAMES + 1 + r->nr_py))
+			break;
+		fr = native(sv, k, r->ips[k]);
+		for (; fr->outer && n + 1 < sv->cap; fr = fr->outer)
+			sv->out[n++] = fr; /* functions inlined at this address, innermost first */
+		if (pi < r->nr_py && fr->func && !strcmp(fr->func, EVAL_LOOP)) {
+			/* This eval-loop call ran the Python frames up to the next one marked as its outermost. */
+			bool last;
+
+			do {
+				last = r->py[pi].entry;
+				sv->out[n] = python(sv, nn + pi, &r->py[pi]);
+				n += sv->out[n] != NULL;
+				pi++;
+			} while (!last && pi < r->nr_py);
+			continue;
+		}
+		sv->out[n++] = fr;
+	}
+	for (; pi < r->nr_py; pi++) {
+		sv->out[n] = python(sv, nn + pi, &r->py[pi]);
+		n += sv->out[n] != NULL;
+	}
+	*out = sv->out;
+	if (flags)
+		*flags = r->flags;
+	return n;
+}
+
+bool ml_frame_is_user_code(const struct ml_frame *fr)
+{
+	const char *f = fr->file;
+
+	if (fr->kind != ML_FRAME_PYTHON || !fr->func || !f)
+		return false;
+	if (!strncmp(f, "<frozen ", 8) || strstr(f, "/site-packages/") || strstr(f, "/dist-packages/"))
+		return false;
+	/* the standard library: PREFIX/lib/pythonX.Y/ (lib64 too) */
+	for (const char *p = strstr(f, "/lib"); p; p = strstr(p + 1, "/lib")) {
+		const char *q = p + 4;
+
+		if (!strncmp(q, "64", 2))
+			q += 2;
+		if (!strncmp(q, "/python", 7))
+			return false;
+	}
+	return true;
+}
+
+bool ml_frame_is_interpreter(const struct ml_frame *fr)
+{
+	const char *m = fr->module ? strrchr(fr->module, '/') : NULL;
+
+	if (fr->kind != ML_FRAME_NATIVE || !fr->module)
+		return false;
+	m = m ? m + 1 : fr->module;
+	return !strncmp(m, "python", 6) || !strncmp(m, "libpython", 9);
+}
+
+bool ml_frame_is_import(const struct ml_frame *fr)
+{
+	const char *f = fr->file;
+
+	if (fr->kind != ML_FRAME_PYTHON || !f)
+		return false;
+	return !strncmp(f, "<frozen importlib.", 18) || strstr(f, "/importlib/") != NULL;
+}
+
+const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len)
+{
+	if (fr->kind == ML_FRAME_PYTHON) {
+		const char *file = fr->file ? strrchr(fr->file, '/') : NULL;
+
+		if (!fr->func)
+			return "[python]";
+		file = file ? file + 1 : fr->file;
+		if (fr->line > 0)
+			snprintf(buf, len, "%s (%s:%d)", fr->func, file ? file : "?", fr->line);
+		else
+			snprintf(buf, len, "%s (%s)", fr->func, file ? file : "?");
+		return buf;
+	}
+	if (fr->func)
+		return fr->func;
+	snprintf(buf, len, "0x%llx", (unsigned long long)fr->addr);
+	return buf;
+}

@@ -1,0 +1,60 @@
+/* The frames of a row as every output shows them: native frames resolved, Python frames spliced in. */
+#ifndef ML_STACKVIEW_H
+#define ML_STACKVIEW_H
+
+#include <stddef.h>
+#include "collect/ledger.h"
+#include "symbolize/symbolizer.h"
+
+struct pyframes;
+struct stackview;
+
+/* Where the frames of one traced process are resolved; py may be NULL (no Python frames). */
+struct ml_resolver {
+	struct symbolizer *sym;
+	struct pyframes *py;
+	const char *heap; /* the process's C heap allocator ("glibc", "jemalloc", ...), or NULL */
+};
+
+/* Fills *out for a traced process; non-zero when the process is not known (its frames show as addresses). */
+typedef int (*stackview_lookup_fn)(void *ctx, int tgid, struct ml_resolver *out);
+
+/* Nothing is owned. */
+struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx);
+void stackview__free(struct stackview *sv); /* NULL-safe */
+
+/*
+ * The frames of a row, innermost (the allocation's caller) first. Python frames take the place of the
+ * interpreter's eval-loop frame that ran them; those the native chain does not reach follow it at the
+ * outer end. A native chain is cut at the first frame past the caller that lies in no mapped object
+ * (without frame pointers the chain walks into garbage, and a made-up frame is worse than a short stack).
+ * *out stays valid until the next call; *flags gets the stack's ML_STACK_* flags. Returns the count.
+ */
+size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const struct ml_frame *const **out,
+			 unsigned int *flags);
+
+/* The C heap allocator of a traced process, or NULL when not known. */
+const char *stackview__heap(struct stackview *sv, int tgid);
+
+/* Room for any label: names taken from a Python target are at most 4096 bytes each. */
+#define ML_FRAME_LABEL_MAX (2 * 4 * 4096 + 64) /* UTF-8: up to 4 bytes a character */
+
+/* For ledger__set_canon: a hash of how the stack reads once its native chain is cut; ctx is the stack view. */
+uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned int *traits);
+
+/*
+ * A Python frame of the job's own code: not frozen importlib, the standard library or an installed package
+ * (site-packages, dist-packages). "<string>" (python -c) is the job's own.
+ */
+bool ml_frame_is_user_code(const struct ml_frame *fr);
+
+/* A native frame of the interpreter itself: in the python executable or libpython. */
+bool ml_frame_is_interpreter(const struct ml_frame *fr);
+
+/* A Python frame of the import machinery (importlib, frozen or not). */
+bool ml_frame_is_import(const struct ml_frame *fr);
+
+/* A frame's one-line name: "func", "train_step (train.py:42)", or "0x1234" when unknown. */
+const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * --follow: the traced process's children. The BPF side sees every fork of a traced process (a tracepoint,
+ * so nothing is missed between two scans) and marks the child traced; user space then attaches the same
+ * probes to it, filtered by its pid, with its own symbolizer and Python decoder, since after exec it can
+ * be any program. Exits are seen through a pidfd per follower, which also pins its identity.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "session/follow.h"
+#include "lib/log.h"
+#include "lib/procmaps.h"
+#include "python/pyframes.h"
+#include "symbolize/symbolizer.h"
+#include "unwind/unwind.h"
+#include "memleak.skel.h"
+
+struct follower {
+	int pid, parent, pidfd;
+	struct probes *probes;
+	struct symbolizer *sym;
+	struct pyframes *py;
+};
+
+struct followers {
+	struct memleak_bpf *skel;
+	struct follow_opts o;
+	bool heap_mode; /* the C heap is followed through system calls: no C library probes */
+	struct follower *v;
+	size_t n, cap, skipped;
+};
+
+struct followers *followers__new(struct memleak_bpf *skel, const struct follow_opts *o)
+{
+	struct followers *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->skel = skel;
+	f->o = *o;
+	return f;
+}
+
+static void untrace(struct followers *f, int pid)
+{
+	__u32 key = (__u32)pid;
+
+	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.traced), &key);
+	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.heap_procs), &key);
+}
+
+/* Heap-growth mode for one process: a fresh entry (its program break is learnt at its next brk). */
+int ml_heap_track(struct memleak_bpf *skel, int pid)
+{
+	struct ml_heap_proc hp = {};
+	__u32 key = (__u32)pid;
+
+	return bpf_map_update_elem(bpf_map__fd(skel->maps.heap_procs), &key, &hp, BPF_ANY) ? -errno : 0;
+}
+
+int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct unwinder *uw, struct symbolizer *sym)
+{
+	struct ml_maps maps = {};
+	int n, err;
+
+	err = ml_maps__read(pid, &maps);
+	if (err)
+		return err;
+	/* Tables and the Python layout first: the first event a new probe sees already gets its whole stack. */
+	if (uw && unwinder__sync(uw, pid, &maps) == -ENOMEM)
+		ml_notice("pid %d: out of memory building unwinding tables", pid);
+	if (py && pyframes__sync(py, &maps) < 0)
+		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
+	n = probes__sync(pr, &maps);
+	ml_maps__clear(&maps);
+	if (n >= 0 && sym)
+		symbolizer__refresh(sym);
+	return n;
+}
+
+int ml_process_reprobe(struct memleak_bpf *skel, const struct probes_opts *po, bool python, struct probes **pr,
+		       struct pyframes **py, struct unwinder *uw, struct symbolizer *sym)
+{
+	struct probes *np = probes__new(skel, po);
+	struct pyframes *npy = python ? pyframes__new(skel, po->pid) : NULL;
+	int n = !np || (python && !npy) ? -ENOMEM : ml_process_sync(po->pid, np, npy, uw, sym);
+
+	if (n < 0) {
+		probes__free(np);
+		pyframes__free(npy);
+		return n;
+	}
+	probes__free(*pr);
+	*pr = np;
+	pyframes__free(*py);
+	*py = npy;
+	return 0;
+}
+
+static void follower_release(struct followers *f, struct follower *t)
+{
+	probes__free(t->probes);
+	pyframes__free(t->py);
+	symbolizer__free(t->sym);
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	unwinder__forget(f->o.uw, t->pid);
+	untrace(f, t->pid);
+}
+
+void followers__free(struct followers *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		follower_release(f, &f->v[i]);
+	free(f->v);
+	free(f);
+}
+
+static struct follower *find(struct followers *f, int pid)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].pid == pid)
+			return &f->v[i];
+	return NULL;
+}
+
+/* (Re)attach: probes on every object the process maps, and its Python interpreter if any. */
+/* The probes options of a follower: as the first process's, less the C heap in heap-growth mode. */
+static struct probes_opts follower_opts(struct followers *f, int pid)
+{
+	struct probes_opts po = f->o.probes;
+
+	po.pid = pid;
+	if (f->heap_mode) {
+		po.layers &= ~(1U << ML_LAYER_LIBC);
+		ml_heap_track(f->skel, pid); /* a new image's program break starts over too */
+	}
+	return po;
+}
+
+/* Attach: probes on every object it maps, its Python interpreter if any, its symbolizer. */
+static int attach(struct followers *f, struct follower *t)
+{
+	struct probes_opts po = follower_opts(f, t->pid);
+	int n;
+
+	t->probes = probes__new(f->skel, &po);
+	if (!t->probes)
+		return -ENOMEM;
+	if (f->o.python && !(t->py = pyframes__new(f->skel, t->pid)))
+		return -ENOMEM;
+	n = ml_process_sync(t->pid, t->probes, t->py, f->o.uw, NULL);
+	if (n < 0)
+		return n;
+	t->sym = symbolizer__new(t->pid, f->o.debug_dir);
+	if (!t->sym)
+		return errno ? -errno : -ENOMEM;
+	symbolizer__refresh(t->sym);
+	return 0;
+}
+
+int followers__add(struct followers *f, int pid, int parent)
+{
+	struct follower *t;
+	int err;
+
+	if (find(f, pid))
+		return -EEXIST;
+	if (f->n >= f->o.max) {
+		f->skipped++;
+		untrace(f, pid);
+		if (f->skipped == 1)
+			ml_notice("not following pid %d (child of %d): %zu processes followed already (the limit)", pid,
+				  parent, f->n);
+		return -ENOSPC;
+	}
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 8;
+		struct follower *v = realloc(f->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		f->v = v;
+		f->cap = cap;
+	}
+	t = &f->v[f->n];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->parent = parent;
+	t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (t->pidfd < 0) {
+		err = -errno;
+		untrace(f, pid);
+		return err == -ESRCH ? -ESRCH : err;
+	}
+	{
+		__u32 key = (__u32)pid, one = 1;
+
+		bpf_map_update_elem(bpf_map__fd(f->skel->maps.traced), &key, &one, BPF_ANY);
+	}
+	err = attach(f, t);
+	if (err) {
+		follower_release(f, t);
+		if (err != -ESRCH && err != -ENOENT)
+			ml_notice("cannot follow pid %d (child of %d): %s", pid, parent, strerror(-err));
+		return err == -ENOENT ? -ESRCH : err;
+	}
+	f->n++;
+	{
+		unsigned int nfuncs, nobj = probes__n_probed(t->probes, &nfuncs);
+
+		ml_notice("following pid %d (child of %d): %u probes in %u objects", pid, parent, nfuncs, nobj);
+	}
+	return 0;
+}
+
+int followers__exec(struct followers *f, int pid)
+{
+	struct follower *t = find(f, pid);
+	struct probes_opts po;
+	int err;
+
+	if (!t)
+		return -ENOENT;
+	po = follower_opts(f, t->pid);
+	err = ml_process_reprobe(f->skel, &po, f->o.python, &t->probes, &t->py, f->o.uw, t->sym);
+	if (err && err != -ESRCH && err != -ENOENT)
+		ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
+	else if (!err)
+		ml_info("pid %d ran exec: its new image is probed", pid);
+	return err;
+}
+
+static bool exited(const struct follower *t)
+{
+	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) == 1;
+}
+
+void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void *ctx)
+{
+	for (size_t i = 0; i < f->n;) {
+		struct follower *t = &f->v[i];
+
+		if (exited(t)) {
+			ml_info("followed pid %d exited", t->pid);
+			if (gone)
+				gone(ctx, t->pid);
+			follower_release(f, t);
+			f->v[i] = f->v[--f->n];
+			continue;
+		}
+		if (t->probes)
+			ml_process_sync(t->pid, t->probes, t->py, f->o.uw, t->sym);
+		i++;
+	}
+}
+
+void followers__heap_mode(struct followers *f)
+{
+	f->heap_mode = true;
+	for (size_t i = 0; i < f->n; i++) {
+		if (f->v[i].probes)
+			probes__drop_libc(f->v[i].probes);
+		ml_heap_track(f->skel, f->v[i].pid);
+	}
+}
+
+size_t followers__pids(const struct followers *f, int *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < f->n && n < max; i++)
+		out[n++] = f->v[i].pid;
+	return n;
+}
+
+void followers__trim(struct followers *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		pyframes__trim(f->v[i].py);
+}
+
+int followers__resolver(struct followers *f, int pid, struct ml_resolver *out)
+{
+	struct follower *t = find(f, pid);
+
+	if (!t)
+		return -ENOENT;
+	out->sym = t->sym;
+	out->py = t->py;
+	out->heap = t->probes ? probes__heap(t->probes) : NULL;
+	return 0;
+}
+
+int ml_descendants(int root, struct ml_child **out, size_t *n)
+{
+	struct ml_child *all = NULL, *res;
+	size_t nall = 0, cap = 0, nout = 0;
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+
+	*out = NULL;
+	*n = 0;
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		struct ml_proc_stat st;
+
+		if (*end || pid <= 0 || pid > INT32_MAX || pid == root || ml_proc_stat((int)pid, &st) || st.ppid <= 0)
+			continue;
+		if (nall == cap) {
+			struct ml_child *a = realloc(all, (cap = cap ? 2 * cap : 256) * sizeof(*a));
+
+			if (!a) {
+				closedir(d);
+				free(all);
+				return -ENOMEM;
+			}
+			all = a;
+		}
+		all[nall++] = (struct ml_child){ (int)pid, st.ppid };
+	}
+	closedir(d);
+	res = malloc((nall ? nall : 1) * sizeof(*res));
+	if (!res) {
+		free(all);
+		return -ENOMEM;
+	}
+	/* Breadth first from root; each process has one parent, so none is found twice. */
+	for (size_t i = 0; i < nall; i++)
+		if (all[i].parent == root)
+			res[nout++] = all[i];
+	for (size_t k = 0; k < nout; k++)
+		for (size_t i = 0; i < nall && nout < nall; i++)
+			if (all[i].parent == res[k].pid)
+				res[nout++] = all[i];
+	free(all);
+	*out = res;
+	*n = nout;
+	return 0;
+}

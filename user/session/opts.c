@@ -1,0 +1,436 @@
+/* Command-line options: parsing, validation and the option struct every module is configured from. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "attach/allocators.h"
+#include "lib/log.h"
+#include "session/opts.h"
+
+#ifndef ML_VERSION
+#define ML_VERSION "0.1.0"
+#endif
+
+static const char usage[] =
+	"Usage: memleak-ai [OPTIONS] -p PID [INTERVAL [COUNT]]\n"
+	"       memleak-ai [OPTIONS] -c \"COMMAND [ARGS...]\" [INTERVAL [COUNT]]\n"
+	"\n"
+	"Report outstanding (allocated, not yet freed) memory of a running process, grouped by allocation\n"
+	"stack, every INTERVAL seconds (default 5). The target is never stopped or changed.\n"
+	"\n"
+	"  -p, --pid PID          attach to a running process\n"
+	"  -c, --command CMD      start CMD (words split like a shell, no shell run) and trace it from the start\n"
+	"  -T, --top N            stacks per report (default 10)\n"
+	"      --min-age SECS     only count allocations at least SECS old (default 0)\n"
+	"      --min-size BYTES   only track allocations of at least BYTES (K/M/G suffixes)\n"
+	"      --max-size BYTES   only track allocations of at most BYTES\n"
+	"  -o, --output FILE      write reports to FILE instead of stdout (created 0600)\n"
+	"  -f, --format FMT       text (default), json (JSON Lines, one object per report) or folded\n"
+	"                         (one line per stack, frames root-first joined by ';', weight in bytes:\n"
+	"                         for flamegraph.pl, speedscope, inferno; only the final report) or pprof\n"
+	"                         (the final report as a gzipped profile.proto; needs -o FILE)\n"
+	"      --json FILE        also write every report to FILE as JSON Lines (created 0600)\n"
+	"      --pprof FILE       also write the final report to FILE as a gzipped profile.proto (0600)\n"
+	"      --html FILE        also write the final report as one self-contained HTML page (timeline,\n"
+	"                         flame graph, leak table; opens offline), created 0600\n"
+	"  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
+	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
+	"                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges)\n"
+	"      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) with return\n"
+	"                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
+	"                         exception thrown through a return probe terminates the process\n"
+	"      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
+	"      --native           text reports show every native frame of a Python stack (default: the\n"
+	"                         interpreter's own and unresolved frames fold into one line a run)\n"
+	"      --max-overhead PCT budget for tracing's cost, in % of the traced processes' time (default\n"
+	"                         2): over it, the C heap is followed through its system calls instead of\n"
+	"                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
+	"      --unwind MODE      native stacks: tables (default: .eh_frame/.debug_frame unwinding tables,\n"
+	"                         frame pointers where none covers a pc) or fp (frame pointers only)\n"
+	"      --unwind-mem BYTES kernel memory for the unwinding tables (default 64M, K/M/G suffixes)\n"
+	"      --debug-dir DIR    where separate debug files are found (default /usr/lib/debug)\n"
+	"      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
+	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
+	"      --max-stacks N     stacks the kernel remembers as handed over (default 65536; distinct stacks\n"
+	"                         are not limited: one evicted from this cache is handed over again)\n"
+	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
+	"  -h, --help             this help\n"
+	"  -V, --version          print the version\n"
+	"\n"
+	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
+	"print a final report and exit 0. See docs/usage.md.\n";
+
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_JSON, OPT_PPROF, OPT_NO_PYTHON, OPT_NATIVE, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR };
+
+static const struct option long_opts[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "command", required_argument, NULL, 'c' },
+	{ "top", required_argument, NULL, 'T' },
+	{ "min-age", required_argument, NULL, OPT_MIN_AGE },
+	{ "min-size", required_argument, NULL, OPT_MIN_SIZE },
+	{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
+	{ "output", required_argument, NULL, 'o' },
+	{ "format", required_argument, NULL, 'f' },
+	{ "layers", required_argument, NULL, 'l' },
+	{ "sort", required_argument, NULL, 's' },
+	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
+	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
+	{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
+	{ "native", no_argument, NULL, OPT_NATIVE },
+	{ "no-follow", no_argument, NULL, OPT_NO_FOLLOW },
+	{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
+	{ "unwind", required_argument, NULL, OPT_UNWIND },
+	{ "unwind-mem", required_argument, NULL, OPT_UNWIND_MEM },
+	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
+	{ "html", required_argument, NULL, OPT_HTML },
+	{ "json", required_argument, NULL, OPT_JSON },
+	{ "pprof", required_argument, NULL, OPT_PPROF },
+	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{},
+};
+
+int ml_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int ml_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	uint64_t mul = 1;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (*end) {
+		switch (*end) {
+		case 'k': case 'K': mul = 1ULL << 10; break;
+		case 'm': case 'M': mul = 1ULL << 20; break;
+		case 'g': case 'G': mul = 1ULL << 30; break;
+		default: return -EINVAL;
+		}
+		end++;
+		if (*end == 'i' || *end == 'I')
+			end++;
+		if (*end == 'b' || *end == 'B')
+			end++;
+		if (*end)
+			return -EINVAL;
+	}
+	if (v > UINT64_MAX / mul)
+		return -EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+int ml_parse_seconds(const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || *s == ' ')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || !isfinite(v) || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+void ml_free_words(char **w)
+{
+	if (!w)
+		return;
+	for (char **p = w; *p; p++)
+		free(*p);
+	free(w);
+}
+
+int ml_split_words(const char *s, char ***out)
+{
+	size_t n = 0, cap = 4, len = strlen(s), cl = 0;
+	char **words = calloc(cap + 1, sizeof(*words));
+	char *cur = NULL;
+	char quote = 0;
+
+	if (!words)
+		return -ENOMEM;
+	for (size_t i = 0;; i++) {
+		char c = s[i];
+
+		if (!quote && (c == 0 || c == ' ' || c == '\t' || c == '\n')) {
+			if (cur) {
+				if (n == cap) {
+					char **nw = realloc(words, ((cap *= 2) + 1) * sizeof(*words));
+
+					if (!nw)
+						goto oom;
+					words = nw;
+				}
+				words[n++] = cur;
+				words[n] = NULL;
+				cur = NULL;
+				cl = 0;
+			}
+			if (c == 0)
+				break;
+			continue;
+		}
+		if (c == 0) { /* unbalanced quote */
+			free(cur);
+			ml_free_words(words);
+			return -EINVAL;
+		}
+		if (!cur && !(cur = calloc(1, len + 1)))
+			goto oom;
+		if (quote) {
+			if (c == quote) {
+				quote = 0;
+				continue;
+			}
+			if (c == '\\' && quote == '"' && (s[i + 1] == '"' || s[i + 1] == '\\'))
+				c = s[++i];
+		} else if (c == '\'' || c == '"') {
+			quote = c;
+			continue;
+		} else if (c == '\\' && s[i + 1]) {
+			c = s[++i];
+		}
+		cur[cl++] = c;
+	}
+	if (n == 0) {
+		ml_free_words(words);
+		return -EINVAL;
+	}
+	*out = words;
+	return 0;
+oom:
+	free(cur);
+	ml_free_words(words);
+	return -ENOMEM;
+}
+
+static int bad(const char *opt, const char *val, const char *want)
+{
+	ml_err("invalid %s '%s': expected %s (see --help)", opt, val, want);
+	return -EINVAL;
+}
+
+int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
+{
+	uint64_t v;
+	int c, err;
+
+	memset(o, 0, sizeof(*o));
+	o->interval_s = 5.0;
+	o->top = 10;
+	o->max_size = UINT64_MAX;
+	o->max_allocs = 1048576;
+	o->max_stacks = 65536;
+	o->python = true;
+	o->follow = true;
+	o->max_overhead = 2;
+	o->layers = ~0U;
+	o->unwind_tables = true;
+	o->unwind_mem = 64ULL << 20;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":p:c:T:o:f:l:s:vhV", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (ml_parse_u64(optarg, 1, 0x3fffffff, &v))
+				return bad("pid", optarg, "a positive process id");
+			o->pid = (int)v;
+			break;
+		case 'c':
+			ml_free_words(o->cmd_argv);
+			o->cmd_argv = NULL;
+			err = ml_split_words(optarg, &o->cmd_argv);
+			if (err == -ENOMEM) {
+				ml_err("out of memory");
+				return err;
+			}
+			if (err)
+				return bad("command", optarg, "a command line with balanced quotes");
+			break;
+		case 'T':
+			if (ml_parse_u64(optarg, 1, 1000000, &v))
+				return bad("--top", optarg, "a number from 1 to 1000000");
+			o->top = (uint32_t)v;
+			break;
+		case OPT_MIN_AGE:
+			if (ml_parse_seconds(optarg, 0, 1e9, &o->min_age_s))
+				return bad("--min-age", optarg, "seconds (>= 0)");
+			break;
+		case OPT_MIN_SIZE:
+			if (ml_parse_size(optarg, &o->min_size))
+				return bad("--min-size", optarg, "a byte count like 4096 or 1M");
+			break;
+		case OPT_MAX_SIZE:
+			if (ml_parse_size(optarg, &o->max_size))
+				return bad("--max-size", optarg, "a byte count like 4096 or 1M");
+			break;
+		case 'o':
+			if (!*optarg)
+				return bad("--output", optarg, "a file name");
+			o->output = optarg;
+			break;
+		case 'f':
+			if (!strcmp(optarg, "text"))
+				o->format = ML_FMT_TEXT;
+			else if (!strcmp(optarg, "json"))
+				o->format = ML_FMT_JSON;
+			else if (!strcmp(optarg, "folded"))
+				o->format = ML_FMT_FOLDED;
+			else if (!strcmp(optarg, "pprof"))
+				o->format = ML_FMT_PPROF;
+			else
+				return bad("--format", optarg, "text, json, folded or pprof");
+			break;
+		case 's':
+			if (!strcmp(optarg, "leak") || !strcmp(optarg, "bytes"))
+				o->sort_bytes = !strcmp(optarg, "bytes");
+			else
+				return bad("--sort", optarg, "leak or bytes");
+			break;
+		case 'l':
+			if (ml_layers_parse(optarg, &o->layers))
+				return bad("--layers", optarg,
+					   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
+			break;
+		case OPT_HTML:
+		case OPT_JSON:
+		case OPT_PPROF: {
+			/* The extra outputs: a file each, besides the main output (-f, -o). */
+			const char **dst = c == OPT_HTML ? &o->html : c == OPT_JSON ? &o->json : &o->pprof;
+
+			if (!*optarg)
+				return bad(c == OPT_HTML ? "--html" : c == OPT_JSON ? "--json" : "--pprof", optarg,
+					   "a file name");
+			*dst = optarg;
+			break;
+		}
+		case OPT_NO_PYTHON:
+			o->python = false;
+			break;
+		case OPT_NATIVE:
+			o->native = true;
+			break;
+		case OPT_NO_FOLLOW:
+			o->follow = false;
+			break;
+		case OPT_MAX_OVERHEAD: {
+			char *end = NULL;
+			double v = strtod(optarg, &end);
+
+			if (!end || end == optarg || (*end && strcmp(end, "%")) || !(v >= 0.1 && v <= 100))
+				return bad("--max-overhead", optarg, "a percentage from 0.1 to 100");
+			o->max_overhead = v;
+			break;
+		}
+		case OPT_UNWIND:
+			if (strcmp(optarg, "tables") && strcmp(optarg, "fp"))
+				return bad("--unwind", optarg, "tables or fp");
+			o->unwind_tables = !strcmp(optarg, "tables");
+			break;
+		case OPT_UNWIND_MEM:
+			/* at least one page of each array; at most 4 GiB of rows */
+			if (ml_parse_size(optarg, &o->unwind_mem) || o->unwind_mem < (1U << 16) ||
+			    o->unwind_mem > (4ULL << 30))
+				return bad("--unwind-mem", optarg, "a byte count from 64K to 4G, like 64M");
+			break;
+		case OPT_DEBUG_DIR:
+			if (!*optarg || optarg[0] != '/')
+				return bad("--debug-dir", optarg, "an absolute directory name");
+			o->debug_dir = optarg;
+			break;
+		case OPT_TORCH_RAW:
+			o->torch_raw = true;
+			break;
+		case OPT_MAX_ALLOCS:
+			/* 2^24 allocations: a 1.5 GiB table of pinned kernel memory, the most worth allowing */
+			if (ml_parse_u64(optarg, 16, 1U << 24, &v))
+				return bad("--max-allocs", optarg, "a number from 16 to 16777216");
+			o->max_allocs = (uint32_t)v;
+			break;
+		case OPT_MAX_STACKS:
+			if (ml_parse_u64(optarg, 16, 1U << 24, &v))
+				return bad("--max-stacks", optarg, "a number from 16 to 16777216");
+			o->max_stacks = (uint32_t)v;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 1;
+		case 'V':
+			printf("memleak-ai %s\n", ML_VERSION);
+			return 1;
+		case ':':
+			ml_err("option '%s' needs a value (see --help)", argv[optind - 1]);
+			return -EINVAL;
+		default:
+			if (optopt)
+				ml_err("unknown option '-%c' (see --help)", optopt);
+			else
+				ml_err("unknown option '%s' (see --help)", argv[optind - 1]);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		if (ml_parse_seconds(argv[optind], 0.05, 86400, &o->interval_s))
+			return bad("interval", argv[optind], "seconds between reports, 0.05 to 86400");
+		optind++;
+	}
+	if (optind < argc) {
+		if (ml_parse_u64(argv[optind], 1, UINT64_MAX, &o->count))
+			return bad("count", argv[optind], "a number of reports >= 1");
+		optind++;
+	}
+	if (optind < argc) {
+		ml_err("unexpected argument '%s' (see --help)", argv[optind]);
+		return -EINVAL;
+	}
+	if (!o->pid == !o->cmd_argv) {
+		ml_err("%s", o->pid ? "give either -p PID or -c COMMAND, not both"
+				    : "nothing to trace: give -p PID or -c COMMAND (see --help)");
+		return -EINVAL;
+	}
+	if (o->format == ML_FMT_PPROF && !o->output) {
+		ml_err("--format pprof writes a binary file: give it with -o FILE");
+		return -EINVAL;
+	}
+	if (o->min_size > o->max_size) {
+		ml_err("--min-size is larger than --max-size");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void ml_opts__free(struct ml_opts *o)
+{
+	ml_free_words(o->cmd_argv);
+	o->cmd_argv = NULL;
+}

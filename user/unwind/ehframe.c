@@ -1,0 +1,987 @@
+/* Compact x86-64 unwind tables from .eh_frame (DWARF call frame information, LSB flavour). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <gelf.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unwind/ehframe.h"
+#include "lib/elfsym.h"
+
+/* DWARF register numbers on x86-64. */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RA 16
+
+/* Pointer encodings (DW_EH_PE_*). */
+#define PE_OMIT 0xff
+#define PE_FORMAT_MASK 0x0f
+#define PE_APP_MASK 0x70
+#define PE_ABSPTR 0x00
+#define PE_ULEB128 0x01
+#define PE_UDATA2 0x02
+#define PE_UDATA4 0x03
+#define PE_UDATA8 0x04
+#define PE_SLEB128 0x09
+#define PE_SDATA2 0x0a
+#define PE_SDATA4 0x0b
+#define PE_SDATA8 0x0c
+#define PE_PCREL 0x10
+#define PE_TEXTREL 0x20
+#define PE_DATAREL 0x30
+#define PE_INDIRECT 0x80
+
+/* Call frame instructions. */
+#define CFA_advance_loc 0x40
+#define CFA_offset 0x80
+#define CFA_restore 0xc0
+#define CFA_nop 0x00
+#define CFA_set_loc 0x01
+#define CFA_advance_loc1 0x02
+#define CFA_advance_loc2 0x03
+#define CFA_advance_loc4 0x04
+#define CFA_offset_extended 0x05
+#define CFA_restore_extended 0x06
+#define CFA_undefined 0x07
+#define CFA_same_value 0x08
+#define CFA_register 0x09
+#define CFA_remember_state 0x0a
+#define CFA_restore_state 0x0b
+#define CFA_def_cfa 0x0c
+#define CFA_def_cfa_register 0x0d
+#define CFA_def_cfa_offset 0x0e
+#define CFA_def_cfa_expression 0x0f
+#define CFA_expression 0x10
+#define CFA_offset_extended_sf 0x11
+#define CFA_def_cfa_sf 0x12
+#define CFA_def_cfa_offset_sf 0x13
+#define CFA_val_offset 0x14
+#define CFA_val_offset_sf 0x15
+#define CFA_val_expression 0x16
+#define CFA_GNU_args_size 0x2e
+#define CFA_GNU_negative_offset_extended 0x2f
+
+/* A bounded cursor over [p, end). */
+struct rd {
+	const uint8_t *p, *end;
+};
+
+static size_t rd_left(const struct rd *r)
+{
+	return (size_t)(r->end - r->p);
+}
+
+static int rd_bytes(struct rd *r, size_t n, uint64_t *out, bool is_signed)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (rd_left(r) < n)
+		return -EINVAL;
+	for (i = 0; i < n; i++) /* little-endian */
+		v |= (uint64_t)r->p[i] << (8 * i);
+	if (is_signed && n < 8 && (v >> (8 * n - 1)) & 1)
+		v |= ~0ULL << (8 * n);
+	r->p += n;
+	*out = v;
+	return 0;
+}
+
+static int rd_u8(struct rd *r, uint8_t *out)
+{
+	if (!rd_left(r))
+		return -EINVAL;
+	*out = *r->p++;
+	return 0;
+}
+
+/*
+ * LEB128, at most 10 bytes; the 10th holds bit 63 only (unsigned: 0 or 1; signed: all of it sign, so 0x00
+ * or 0x7f): longer or wider encodings are malformed. Signed values are sign-extended from their last byte.
+ */
+static int rd_leb(struct rd *r, bool is_signed, uint64_t *out)
+{
+	uint64_t v = 0;
+	unsigned int shift = 0;
+	uint8_t b;
+
+	do {
+		if (shift >= 64 || rd_u8(r, &b))
+			return -EINVAL;
+		if (shift == 63 && (is_signed ? (b & 0x7f) != 0 && (b & 0x7f) != 0x7f : (b & 0x7e) != 0))
+			return -EINVAL;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	if (is_signed && shift < 64 && (b & 0x40))
+		v |= ~0ULL << shift;
+	*out = v;
+	return 0;
+}
+
+static int rd_uleb(struct rd *r, uint64_t *out)
+{
+	return rd_leb(r, false, out);
+}
+
+static int rd_sleb(struct rd *r, int64_t *out)
+{
+	uint64_t v;
+	int err = rd_leb(r, true, &v);
+
+	if (!err)
+		*out = (int64_t)v;
+	return err;
+}
+
+/* Whether the low nibble of a pointer encoding is a format we can read. */
+static bool pe_format_ok(uint8_t enc)
+{
+	switch (enc & PE_FORMAT_MASK) {
+	case PE_ABSPTR: case PE_ULEB128: case PE_UDATA2: case PE_UDATA4: case PE_UDATA8:
+	case PE_SLEB128: case PE_SDATA2: case PE_SDATA4: case PE_SDATA8:
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Read an encoded pointer. pcrel is applied when apply is set (base: the section address of the field),
+ * datarel is left as read (only accepted where the value is not used), indirection is not followed.
+ */
+static int rd_encoded(struct rd *r, uint8_t enc, bool apply, const uint8_t *sect, uint64_t sect_addr,
+		      uint64_t *out)
+{
+	const uint8_t *at = r->p;
+	uint64_t v;
+	int64_t s;
+	int err;
+
+	switch (enc & PE_FORMAT_MASK) {
+	case PE_ABSPTR:
+	case PE_UDATA8:
+	case PE_SDATA8:
+		err = rd_bytes(r, 8, &v, false);
+		break;
+	case PE_UDATA2:
+		err = rd_bytes(r, 2, &v, false);
+		break;
+	case PE_SDATA2:
+		err = rd_bytes(r, 2, &v, true);
+		break;
+	case PE_UDATA4:
+		err = rd_bytes(r, 4, &v, false);
+		break;
+	case PE_SDATA4:
+		err = rd_bytes(r, 4, &v, true);
+		break;
+	case PE_ULEB128:
+		err = rd_uleb(r, &v);
+		break;
+	case PE_SLEB128:
+		err = rd_sleb(r, &s);
+		v = (uint64_t)s;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (err)
+		return err;
+	if (apply && (enc & PE_APP_MASK) == PE_PCREL)
+		v += sect_addr + (uint64_t)(at - sect); /* wraps like the loader's arithmetic would */
+	*out = v;
+	return 0;
+}
+
+/* Rule for one register: only rbp and the return address matter here. */
+enum rule {
+	RULE_SAME, /* no rule yet, or DW_CFA_same_value */
+	RULE_UNDEF,
+	RULE_OFFSET, /* saved at CFA + off */
+	RULE_OTHER,  /* register, expression, val_offset, val_expression */
+};
+
+struct cfi_state {
+	uint64_t cfa_reg;
+	int64_t cfa_off;
+	bool cfa_expr;
+	bool cfa_set;
+	uint8_t rbp_rule, ra_rule;
+	int64_t rbp_off, ra_off;
+	bool signal; /* the CIE has the 'S' augmentation */
+};
+
+struct cie {
+	size_t off; /* of the entry's first byte in the section */
+	bool ok;
+	uint64_t caf; /* code alignment factor */
+	int64_t daf;  /* data alignment factor */
+	uint8_t fde_enc;
+	bool has_z;
+	struct cfi_state init; /* after the initial instructions */
+};
+
+/* Collected rows before sorting: a real row beats an FDE-end marker at the same pc, then file order. */
+struct tmp_row {
+	struct ml_unwind_row r;
+	uint32_t seq;
+	uint8_t real;
+};
+
+struct builder {
+	const uint8_t *sect;
+	uint64_t sect_addr;
+	struct cie *cies; /* in section order, so sorted by off */
+	size_t ncies, capcies;
+	struct tmp_row *tmp;
+	size_t ntmp, captmp;
+};
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem, size_t limit)
+{
+	size_t ncap;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	if (need > limit)
+		return -E2BIG;
+	ncap = *cap ? *cap * 2 : 64;
+	if (ncap < need)
+		ncap = need;
+	if (ncap > limit)
+		ncap = limit;
+	n = realloc(*arr, ncap * elem);
+	if (!n)
+		return -ENOMEM;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+static void state_to_row(const struct cfi_state *st, uint64_t pc, struct ml_unwind_row *row)
+{
+	memset(row, 0, sizeof(*row));
+	row->pc = pc;
+	row->cfa_reg = st->signal ? ML_CFA_SIGNAL : ML_CFA_UNSUPPORTED;
+	if (st->signal || !st->cfa_set || st->cfa_expr || (st->cfa_reg != REG_RSP && st->cfa_reg != REG_RBP))
+		return;
+	if (st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
+		return;
+	if (st->ra_rule != RULE_OFFSET || st->ra_off != -8)
+		return;
+	switch (st->rbp_rule) {
+	case RULE_SAME:
+		row->rbp_saved = ML_RBP_SAME;
+		break;
+	case RULE_OFFSET:
+		if (st->rbp_off < INT32_MIN || st->rbp_off > INT32_MAX)
+			return;
+		row->rbp_saved = ML_RBP_AT_CFA;
+		row->rbp_off = (int32_t)st->rbp_off;
+		break;
+	default:
+		row->rbp_saved = ML_RBP_LOST;
+		break;
+	}
+	row->cfa_reg = st->cfa_reg == REG_RSP ? ML_CFA_RSP : ML_CFA_RBP;
+	row->cfa_off = (int32_t)st->cfa_off;
+}
+
+static bool same_rule(const struct ml_unwind_row *a, const struct ml_unwind_row *b)
+{
+	return a->cfa_reg == b->cfa_reg && a->cfa_off == b->cfa_off && a->rbp_saved == b->rbp_saved &&
+	       a->rbp_off == b->rbp_off;
+}
+
+/* Append a row; rows of the current FDE (from index first) at the same pc replace, repeats are dropped. */
+static int emit(struct builder *b, size_t first, const struct ml_unwind_row *row, bool real)
+{
+	struct tmp_row *last = b->ntmp > first ? &b->tmp[b->ntmp - 1] : NULL;
+	int err;
+
+	if (last && last->r.pc == row->pc) {
+		last->r = *row;
+		last->real = real;
+		return 0;
+	}
+	if (last && same_rule(&last->r, row))
+		return 0;
+	err = grow((void **)&b->tmp, &b->captmp, b->ntmp + 1, sizeof(*b->tmp), ML_EHFRAME_MAX_ROWS);
+	if (err)
+		return err;
+	b->tmp[b->ntmp].r = *row;
+	b->tmp[b->ntmp].seq = (uint32_t)b->ntmp;
+	b->tmp[b->ntmp].real = real;
+	b->ntmp++;
+	return 0;
+}
+
+/* Where a rule is stored for the two registers we track; NULL for any other register. */
+static bool track(struct cfi_state *st, uint64_t reg, uint8_t **rule, int64_t **off)
+{
+	if (reg == REG_RBP) {
+		*rule = &st->rbp_rule;
+		*off = &st->rbp_off;
+		return true;
+	}
+	if (reg == REG_RA) {
+		*rule = &st->ra_rule;
+		*off = &st->ra_off;
+		return true;
+	}
+	return false;
+}
+
+static void set_rule(struct cfi_state *st, uint64_t reg, uint8_t rule, int64_t off)
+{
+	uint8_t *r;
+	int64_t *o;
+
+	if (track(st, reg, &r, &o)) {
+		*r = rule;
+		*o = off;
+	}
+}
+
+/* DW_CFA_restore: back to the rule the CIE's initial instructions left. */
+static void restore_rule(struct cfi_state *st, const struct cfi_state *init, uint64_t reg)
+{
+	if (reg == REG_RBP) {
+		st->rbp_rule = init->rbp_rule;
+		st->rbp_off = init->rbp_off;
+	} else if (reg == REG_RA) {
+		st->ra_rule = init->ra_rule;
+		st->ra_off = init->ra_off;
+	}
+}
+
+static int factored(uint64_t v, int64_t daf, int64_t *out)
+{
+	int64_t s;
+
+	if (v > INT64_MAX)
+		return -EINVAL;
+	return __builtin_mul_overflow((int64_t)v, daf, &s) ? -EINVAL : (*out = s, 0);
+}
+
+static int factored_s(int64_t v, int64_t daf, int64_t *out)
+{
+	return __builtin_mul_overflow(v, daf, out) ? -EINVAL : 0;
+}
+
+static int skip_block(struct rd *r)
+{
+	uint64_t n;
+
+	if (rd_uleb(r, &n) || n > rd_left(r))
+		return -EINVAL;
+	r->p += n;
+	return 0;
+}
+
+/* The FDE being interpreted; NULL while running a CIE's initial instructions. */
+struct fde_ctx {
+	struct builder *b;
+	size_t first; /* its first row in b->tmp */
+	uint64_t loc, end;
+	uint8_t enc;
+	bool done; /* advanced past the range */
+};
+
+static int advance(struct fde_ctx *f, const struct cie *c, const struct cfi_state *st, uint64_t delta)
+{
+	struct ml_unwind_row row;
+	uint64_t d;
+	int err;
+
+	if (!f)
+		return -EINVAL; /* no rows in a CIE */
+	if (__builtin_mul_overflow(delta, c->caf, &d))
+		d = UINT64_MAX;
+	if (!d)
+		return 0;
+	state_to_row(st, f->loc, &row);
+	err = emit(f->b, f->first, &row, true);
+	if (err)
+		return err;
+	if (d >= f->end - f->loc)
+		f->done = true;
+	else
+		f->loc += d;
+	return 0;
+}
+
+/*
+ * Run call frame instructions. With f NULL they are a CIE's initial instructions (c->init is being
+ * built, nothing to restore to, no rows); else an FDE's, starting from c->init. -EINVAL on anything
+ * malformed, -E2BIG/-ENOMEM from the row store.
+ */
+static int run_cfi(struct rd *r, const struct cie *c, struct cfi_state *st, struct fde_ctx *f)
+{
+	struct cfi_state stack[ML_EHFRAME_MAX_STATE_DEPTH];
+	unsigned int depth = 0;
+	uint64_t reg, reg2, u;
+	int64_t s;
+	uint8_t op;
+	int err;
+
+	while (rd_left(r) && !(f && f->done)) {
+		rd_u8(r, &op);
+		err = 0;
+		switch (op & 0xc0) {
+		case CFA_advance_loc:
+			err = advance(f, c, st, op & 0x3f);
+			break;
+		case CFA_offset:
+			if (rd_uleb(r, &u) || factored(u, c->daf, &s))
+				return -EINVAL;
+			set_rule(st, op & 0x3f, RULE_OFFSET, s);
+			break;
+		case CFA_restore:
+			if (!f)
+				return -EINVAL;
+			restore_rule(st, &c->init, op & 0x3f);
+			break;
+		default:
+			switch (op) {
+			case CFA_nop:
+				break;
+			case CFA_set_loc:
+				if (!f || rd_encoded(r, f->enc, true, f->b->sect, f->b->sect_addr, &u))
+					return -EINVAL;
+				if (u < f->loc)
+					return -EINVAL;
+				/* advance by u - loc with a code alignment of 1 */
+				{
+					struct cie one = *c;
+
+					one.caf = 1;
+					err = advance(f, &one, st, u - f->loc);
+				}
+				break;
+			case CFA_advance_loc1:
+			case CFA_advance_loc2:
+			case CFA_advance_loc4:
+				if (rd_bytes(r, op == CFA_advance_loc1 ? 1 : op == CFA_advance_loc2 ? 2 : 4, &u, false))
+					return -EINVAL;
+				err = advance(f, c, st, u);
+				break;
+			case CFA_offset_extended:
+				if (rd_uleb(r, &reg) || rd_uleb(r, &u) || factored(u, c->daf, &s))
+					return -EINVAL;
+				set_rule(st, reg, RULE_OFFSET, s);
+				break;
+			case CFA_offset_extended_sf:
+				if (rd_uleb(r, &reg) || rd_sleb(r, &s) || factored_s(s, c->daf, &s))
+					return -EINVAL;
+				set_rule(st, reg, RULE_OFFSET, s);
+				break;
+			case CFA_GNU_negative_offset_extended:
+				if (rd_uleb(r, &reg) || rd_uleb(r, &u) || factored(u, c->daf, &s) || s == INT64_MIN)
+					return -EINVAL;
+				set_rule(st, reg, RULE_OFFSET, -s);
+				break;
+			case CFA_restore_extended:
+				if (!f || rd_uleb(r, &reg))
+					return -EINVAL;
+				restore_rule(st, &c->init, reg);
+				break;
+			case CFA_undefined:
+				if (rd_uleb(r, &reg))
+					return -EINVAL;
+				set_rule(st, reg, RULE_UNDEF, 0);
+				break;
+			case CFA_same_value:
+				if (rd_uleb(r, &reg))
+					return -EINVAL;
+				set_rule(st, reg, RULE_SAME, 0);
+				break;
+			case CFA_register:
+				if (rd_uleb(r, &reg) || rd_uleb(r, &reg2))
+					return -EINVAL;
+				set_rule(st, reg, RULE_OTHER, 0);
+				break;
+			case CFA_val_offset:
+				if (rd_uleb(r, &reg) || rd_uleb(r, &u) || factored(u, c->daf, &s))
+					return -EINVAL;
+				set_rule(st, reg, RULE_OTHER, 0);
+				break;
+			case CFA_val_offset_sf:
+				if (rd_uleb(r, &reg) || rd_sleb(r, &s) || factored_s(s, c->daf, &s))
+					return -EINVAL;
+				set_rule(st, reg, RULE_OTHER, 0);
+				break;
+			case CFA_expression:
+			case CFA_val_expression:
+				if (rd_uleb(r, &reg) || skip_block(r))
+					return -EINVAL;
+				set_rule(st, reg, RULE_OTHER, 0);
+				break;
+			case CFA_remember_state:
+				if (!f || depth >= ML_EHFRAME_MAX_STATE_DEPTH)
+					return -EINVAL;
+				stack[depth++] = *st;
+				break;
+			case CFA_restore_state:
+				if (!f || !depth)
+					return -EINVAL;
+				*st = stack[--depth];
+				break;
+			case CFA_def_cfa:
+				if (rd_uleb(r, &reg) || rd_uleb(r, &u) || u > INT64_MAX)
+					return -EINVAL;
+				st->cfa_reg = reg;
+				st->cfa_off = (int64_t)u;
+				st->cfa_expr = false;
+				st->cfa_set = true;
+				break;
+			case CFA_def_cfa_sf:
+				if (rd_uleb(r, &reg) || rd_sleb(r, &s) || factored_s(s, c->daf, &s))
+					return -EINVAL;
+				st->cfa_reg = reg;
+				st->cfa_off = s;
+				st->cfa_expr = false;
+				st->cfa_set = true;
+				break;
+			case CFA_def_cfa_register:
+				/* Only meaningful on a register rule; on an expression the CFA stays unsupported. */
+				if (rd_uleb(r, &reg))
+					return -EINVAL;
+				st->cfa_reg = reg;
+				break;
+			case CFA_def_cfa_offset:
+				if (rd_uleb(r, &u) || u > INT64_MAX)
+					return -EINVAL;
+				st->cfa_off = (int64_t)u;
+				break;
+			case CFA_def_cfa_offset_sf:
+				if (rd_sleb(r, &s) || factored_s(s, c->daf, &s))
+					return -EINVAL;
+				st->cfa_off = s;
+				break;
+			case CFA_def_cfa_expression:
+				if (skip_block(r))
+					return -EINVAL;
+				st->cfa_expr = true;
+				st->cfa_set = true;
+				break;
+			case CFA_GNU_args_size:
+				if (rd_uleb(r, &u))
+					return -EINVAL;
+				break;
+			default:
+				return -EINVAL;
+			}
+		}
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* The pc-begin encoding: readable, absolute or pcrel, and not indirect. */
+static bool fde_enc_ok(uint8_t enc)
+{
+	if (enc & PE_INDIRECT || !pe_format_ok(enc))
+		return false;
+	return (enc & PE_APP_MASK) == 0 || (enc & PE_APP_MASK) == PE_PCREL;
+}
+
+/*
+ * Personality and LSDA encodings: their values are never used (nor indirections followed), but they must
+ * be readable, and textrel, funcrel and aligned are refused.
+ */
+static bool aux_enc_ok(uint8_t enc)
+{
+	uint8_t app = enc & PE_APP_MASK;
+
+	if (enc == PE_OMIT)
+		return true;
+	return pe_format_ok(enc) && (app == 0 || app == PE_PCREL || app == PE_DATAREL);
+}
+
+/* Parse a CIE's body (after the CIE id) into c; c->ok tells whether its FDEs can be used. */
+static int parse_cie(struct builder *b, struct rd *r, struct cie *c, bool debug)
+{
+	const uint8_t *nul;
+	const char *aug;
+	uint64_t u, ra;
+	struct rd ar;
+	uint8_t version, e;
+	size_t i;
+	int err;
+
+	memset(c, 0, sizeof(*c));
+	c->fde_enc = PE_ABSPTR;
+	if (rd_u8(r, &version) || (version != 1 && version != 3 && !(debug && version == 4)))
+		return -EINVAL;
+	nul = memchr(r->p, 0, rd_left(r));
+	if (!nul)
+		return -EINVAL;
+	aug = (const char *)r->p;
+	r->p = nul + 1;
+	if (aug[0] == 'e' && aug[1] == 'h') /* old GCC: an eh pointer of unknown size follows */
+		return -EINVAL;
+	if (version == 4) { /* address size 8, no segment selectors */
+		uint8_t asz, ssz;
+
+		if (rd_u8(r, &asz) || rd_u8(r, &ssz) || asz != 8 || ssz != 0)
+			return -EINVAL;
+	}
+	if (rd_uleb(r, &c->caf) || rd_sleb(r, &c->daf))
+		return -EINVAL;
+	if (version == 1) {
+		uint8_t b8;
+
+		if (rd_u8(r, &b8))
+			return -EINVAL;
+		ra = b8;
+	} else if (rd_uleb(r, &ra)) {
+		return -EINVAL;
+	}
+	if (ra != REG_RA)
+		return -EINVAL;
+	if (aug[0] == 'z') {
+		c->has_z = true;
+		if (rd_uleb(r, &u) || u > rd_left(r))
+			return -EINVAL;
+		ar.p = r->p;
+		ar.end = r->p + u;
+		r->p += u;
+		for (i = 1; aug[i]; i++) {
+			switch (aug[i]) {
+			case 'R':
+				if (rd_u8(&ar, &e) || !fde_enc_ok(e))
+					return -EINVAL;
+				c->fde_enc = e;
+				break;
+			case 'P':
+				if (rd_u8(&ar, &e) || !aux_enc_ok(e))
+					return -EINVAL;
+				if (e != PE_OMIT && rd_encoded(&ar, e, false, b->sect, b->sect_addr, &u))
+					return -EINVAL;
+				break;
+			case 'L':
+				if (rd_u8(&ar, &e) || !aux_enc_ok(e))
+					return -EINVAL;
+				break;
+			case 'S':
+				break;
+			default:
+				return -EINVAL;
+			}
+		}
+	} else {
+		for (i = 0; aug[i]; i++) /* without 'z' only letters that carry no data are understood */
+			if (aug[i] != 'S')
+				return -EINVAL;
+	}
+	c->init.rbp_rule = RULE_SAME;
+	c->init.ra_rule = RULE_SAME;
+	c->init.signal = strchr(aug, 'S') != NULL;
+	err = run_cfi(r, c, &c->init, NULL);
+	if (err == -E2BIG || err == -ENOMEM)
+		return err;
+	if (err)
+		return -EINVAL;
+	c->ok = true;
+	return 0;
+}
+
+static const struct cie *find_cie(const struct builder *b, size_t off)
+{
+	size_t lo = 0, hi = b->ncies;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (b->cies[mid].off == off)
+			return &b->cies[mid];
+		if (b->cies[mid].off < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/*
+ * Interpret one FDE; r covers its body after the CIE pointer. -EINVAL: skip it (the caller drops its
+ * rows); -E2BIG, -ENOMEM: give up.
+ */
+static int parse_fde(struct builder *b, struct rd *r, const struct cie *c)
+{
+	struct fde_ctx f = { .b = b, .first = b->ntmp, .enc = c->fde_enc };
+	struct ml_unwind_row row;
+	struct cfi_state st;
+	uint64_t begin, range;
+	int err;
+
+	if (rd_encoded(r, c->fde_enc, true, b->sect, b->sect_addr, &begin))
+		return -EINVAL;
+	if (rd_encoded(r, c->fde_enc & PE_FORMAT_MASK, false, b->sect, b->sect_addr, &range))
+		return -EINVAL;
+	if ((c->fde_enc & PE_FORMAT_MASK) >= PE_SLEB128 && (int64_t)range < 0)
+		return -EINVAL;
+	if (begin + range < begin)
+		return -EINVAL;
+	if (c->has_z && skip_block(r))
+		return -EINVAL;
+	if (!range) /* covers nothing */
+		return 0;
+	f.loc = begin;
+	f.end = begin + range;
+	st = c->init;
+	err = run_cfi(r, c, &st, &f);
+	if (err)
+		return err;
+	if (!f.done) {
+		state_to_row(&st, f.loc, &row);
+		err = emit(b, f.first, &row, true);
+		if (err)
+			return err;
+	}
+	memset(&row, 0, sizeof(row));
+	row.pc = f.end;
+	row.cfa_reg = ML_CFA_NONE;
+	return emit(b, f.first, &row, false);
+}
+
+static int cmp_tmp(const void *pa, const void *pb)
+{
+	const struct tmp_row *a = pa, *b = pb;
+
+	if (a->r.pc != b->r.pc)
+		return a->r.pc < b->r.pc ? -1 : 1;
+	if (a->real != b->real)
+		return a->real < b->real ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Sort, keep the last row for each pc (real rows after end markers, then file order), merge repeats. */
+static int finish(struct builder *b, struct ml_unwind_table *out)
+{
+	size_t i, n = 0;
+
+	if (!b->ntmp)
+		return 0;
+	qsort(b->tmp, b->ntmp, sizeof(*b->tmp), cmp_tmp);
+	out->rows = malloc(b->ntmp * sizeof(*out->rows));
+	if (!out->rows)
+		return -ENOMEM;
+	for (i = 0; i < b->ntmp; i++) {
+		if (i + 1 < b->ntmp && b->tmp[i + 1].r.pc == b->tmp[i].r.pc)
+			continue;
+		if (n && same_rule(&out->rows[n - 1], &b->tmp[i].r))
+			continue;
+		out->rows[n++] = b->tmp[i].r;
+	}
+	out->n = n;
+	return 0;
+}
+
+/*
+ * The entries of one section into b->tmp. .eh_frame: CIE id 0, CIE pointers count back from their own
+ * field and are 4 bytes. .debug_frame: CIE id all ones, CIE pointers are section offsets, both as wide as
+ * the entry's length field.
+ */
+static int parse_entries(struct builder *b, const uint8_t *data, size_t len, bool debug, size_t *n_skipped)
+{
+	size_t off = 0;
+	int err = 0;
+
+	b->ncies = 0;
+	while (off < len) {
+		struct rd r = { data + off, data + len };
+		uint64_t elen, id, cie_id = 0;
+		size_t body, idw = 4;
+
+		if (rd_bytes(&r, 4, &elen, false))
+			return -EINVAL;
+		if (elen == 0) /* terminator */
+			break;
+		if (elen == 0xffffffffu) {
+			if (rd_bytes(&r, 8, &elen, false))
+				return -EINVAL;
+			if (debug)
+				idw = 8;
+		}
+		if (debug)
+			cie_id = idw == 8 ? UINT64_MAX : 0xffffffffu;
+		if (elen > rd_left(&r) || elen < idw)
+			return -EINVAL;
+		body = (size_t)(r.p - data);
+		r.end = r.p + elen;
+		rd_bytes(&r, idw, &id, false);
+		if (id == cie_id) {
+			struct cie *c;
+
+			err = grow((void **)&b->cies, &b->capcies, b->ncies + 1, sizeof(*b->cies),
+				   SIZE_MAX / sizeof(*b->cies));
+			if (err)
+				return err;
+			c = &b->cies[b->ncies++];
+			err = parse_cie(b, &r, c, debug);
+			c->off = off;
+			if (err && err != -EINVAL)
+				return err;
+		} else {
+			const struct cie *c;
+			size_t first = b->ntmp;
+
+			if (debug) /* an offset into the section */
+				c = id < off ? find_cie(b, (size_t)id) : NULL;
+			else /* counts back from its own field */
+				c = id <= body ? find_cie(b, body - id) : NULL;
+			err = c && c->ok ? parse_fde(b, &r, c) : -EINVAL;
+			if (err == -EINVAL) {
+				b->ntmp = first;
+				(*n_skipped)++;
+			} else if (err) {
+				return err;
+			}
+		}
+		off = body + elen;
+	}
+	return 0;
+}
+
+/* Parse sections (NULL data: absent) into out: .debug_frame first, so .eh_frame rows win at equal pcs. */
+static int parse_sections(const uint8_t *eh, size_t eh_len, uint64_t eh_addr, const uint8_t *dbg, size_t dbg_len,
+			  bool dbg_optional, struct ml_unwind_table *out)
+{
+	struct builder b = {};
+	size_t skipped = 0;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	if ((!eh && eh_len) || (!dbg && dbg_len))
+		return -EINVAL;
+	if (dbg) {
+		b.sect = dbg;
+		b.sect_addr = 0;
+		err = parse_entries(&b, dbg, dbg_len, true, &skipped);
+		if (err == -EINVAL && dbg_optional) {
+			b.ntmp = 0;
+			skipped++;
+			err = 0;
+		}
+	}
+	if (!err && eh) {
+		b.sect = eh;
+		b.sect_addr = eh_addr;
+		err = parse_entries(&b, eh, eh_len, false, &skipped);
+	}
+	if (!err)
+		err = finish(&b, out);
+	free(b.cies);
+	free(b.tmp);
+	if (err) {
+		free(out->rows);
+		memset(out, 0, sizeof(*out));
+	} else {
+		out->n_skipped = skipped;
+	}
+	return err;
+}
+
+/* NULL data with a length is refused by parse_sections; NULL with none is an empty section. */
+int ml_ehframe_parse(const uint8_t *data, size_t len, uint64_t sect_addr, struct ml_unwind_table *out)
+{
+	return parse_sections(data, len, sect_addr, NULL, 0, false, out);
+}
+
+int ml_debugframe_parse(const uint8_t *data, size_t len, struct ml_unwind_table *out)
+{
+	return parse_sections(NULL, 0, 0, data, len, false, out);
+}
+
+/*
+ * The contents of the named section of an open ELF (decompressed if SHF_COMPRESSED, as debug files'
+ * sections often are), or NULL. *addr gets its address.
+ */
+static Elf_Data *section_data(Elf *elf, const char *want, uint64_t *addr)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = ml_elf_section(elf, want, true, &sh);
+	Elf_Data *d;
+
+	if (!scn || ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0))
+		return NULL;
+	d = elf_getdata(scn, NULL);
+	if (!d || (!d->d_buf && d->d_size))
+		return NULL;
+	*addr = sh.sh_addr;
+	return d;
+}
+
+/* A 64-bit x86-64 ELF opened for reading, or NULL. */
+static Elf *open_elf(int fd)
+{
+	GElf_Ehdr eh;
+	Elf *elf;
+
+	/* ELF_C_READ: pread into memory rather than mmap, so a file truncated under us cannot SIGBUS. */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (elf && (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+		    eh.e_machine != EM_X86_64)) {
+		elf_end(elf);
+		elf = NULL;
+	}
+	return elf;
+}
+
+int ml_unwind_from_elf(int fd, int debug_fd, struct ml_unwind_table *out)
+{
+	Elf *elf, *delf = NULL;
+	Elf_Data *eh, *dbg;
+	uint64_t eh_addr = 0, dummy;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOEXEC;
+	elf = open_elf(fd);
+	if (!elf)
+		return -ENOEXEC;
+	if (debug_fd >= 0)
+		delf = open_elf(debug_fd);
+	eh = section_data(elf, ".eh_frame", &eh_addr);
+	dbg = section_data(delf ? delf : elf, ".debug_frame", &dummy);
+	if (!dbg && delf) /* a debug file without one: the object's own, if any */
+		dbg = section_data(elf, ".debug_frame", &dummy);
+	if (!eh && !dbg)
+		err = -ENOENT;
+	else
+		err = parse_sections(eh ? eh->d_buf : NULL, eh ? eh->d_size : 0, eh_addr, dbg ? dbg->d_buf : NULL,
+				     dbg ? dbg->d_size : 0, eh != NULL, out);
+	elf_end(delf);
+	elf_end(elf);
+	return err;
+}
+
+const struct ml_unwind_row *ml_unwind_lookup(const struct ml_unwind_table *t, uint64_t pc)
+{
+	size_t lo = 0, hi = t ? t->n : 0;
+
+	/* The first row with rows[i].pc > pc, then one back. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->rows[mid].pc <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? &t->rows[lo - 1] : NULL;
+}
+
+void ml_unwind_table_free(struct ml_unwind_table *t)
+{
+	if (!t)
+		return;
+	free(t->rows);
+	memset(t, 0, sizeof(*t));
+}

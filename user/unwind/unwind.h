@@ -1,0 +1,55 @@
+/*
+ * Unwinding tables for the BPF side: each executable file a traced process maps gets its .eh_frame and
+ * .debug_frame turned into rows in a shared BPF array (once per file, however many processes map it), and
+ * each process gets the list of its mappings that have a table. Tables no traced process maps are evicted.
+ */
+#ifndef MEMLEAK_AI_UNWIND_H
+#define MEMLEAK_AI_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "lib/procmaps.h"
+
+struct memleak_bpf;
+struct unwinder;
+
+struct unwind_opts {
+	const char *debug_dir; /* where separate debug files are looked for; NULL: the default */
+};
+
+/* Row and index capacity for a memory budget: set on the skeleton's maps before load. */
+void unwind_capacity(uint64_t mem, uint32_t *rows, uint32_t *index);
+
+/* After load: maps the row and index arrays, whose sizes unwind_capacity set. NULL with errno set on failure. */
+struct unwinder *unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o);
+void unwinder__free(struct unwinder *u); /* NULL-safe */
+
+/*
+ * Bring the tables of pid's executable file mappings in (building those of files not seen before) and
+ * publish its mapping list to BPF. Files whose table cannot be built (no .eh_frame, not x86-64, no room)
+ * are left out of the list: their frames fall back to frame pointers. Returns the number of mappings with
+ * a table, -ENOMEM, or -errno from the map update.
+ */
+int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps);
+
+/* pid is gone or ran exec: its list goes, and tables no other process maps are evicted. */
+void unwinder__forget(struct unwinder *u, int pid);
+
+/* One table, for the report and benchmarks. */
+struct unwind_file_info {
+	const char *path;
+	uint32_t rows, pages;  /* rows and index entries in the BPF maps */
+	uint64_t bytes;        /* their memory */
+	uint64_t build_ns;     /* time to parse and convert */
+	uint32_t users;        /* processes mapping it */
+	bool debug_file;       /* a separate debug file was found (and searched for .debug_frame) */
+};
+
+size_t unwinder__n_files(const struct unwinder *u);
+int unwinder__file(const struct unwinder *u, size_t i, struct unwind_file_info *out); /* 0 or -ENOENT */
+
+/* Totals: rows in use and capacity, files left without a table for want of room. */
+void unwinder__usage(const struct unwinder *u, uint64_t *rows_used, uint64_t *rows_cap, uint64_t *no_room);
+
+#endif
