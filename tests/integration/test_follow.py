@@ -82,7 +82,7 @@ def follow_off_traces_only_the_process():
 def follow_text_report_names_each_pid():
     _, (_, b, _), tool = run_family(fmt=())
     lines = tool.out.splitlines()
-    check(any(l.startswith(f"  pid {b}: libc 244.1 KiB in 5 allocations") for l in lines),
+    check(any(l.startswith(f"  pid {b} [glibc]: libc 244.1 KiB in 5 allocations") for l in lines),
           f"B's total line: {[l for l in lines if l.startswith('  pid')]}")
     check(any(l.startswith("[") and f"] pid {b} libc: 250005 bytes" in l for l in lines),
           "B's stack line names its pid")
