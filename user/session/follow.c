@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "lib/grow.h"
 #include "session/follow.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
@@ -23,18 +24,12 @@
 #include "unwind/unwind.h"
 #include "memleak.skel.h"
 
-struct follower {
-	int pid, parent, pidfd;
-	struct probes *probes;
-	struct symbolizer *sym;
-	struct pyframes *py;
-};
-
 struct followers {
 	struct memleak_bpf *skel;
 	struct follow_opts o;
+	struct tracee_env env;
 	bool heap_mode; /* the C heap is followed through system calls: no C library probes */
-	struct follower *v;
+	struct tracee *v;
 	size_t n, cap, skipped;
 };
 
@@ -46,6 +41,7 @@ struct followers *followers__new(struct memleak_bpf *skel, const struct follow_o
 		return NULL;
 	f->skel = skel;
 	f->o = *o;
+	f->env = (struct tracee_env){ .skel = skel, .uw = o->uw, .python = o->python, .debug_dir = o->debug_dir };
 	return f;
 }
 
@@ -57,62 +53,9 @@ static void untrace(struct followers *f, int pid)
 	bpf_map_delete_elem(bpf_map__fd(f->skel->maps.heap_procs), &key);
 }
 
-/* Heap-growth mode for one process: a fresh entry (its program break is learnt at its next brk). */
-int ml_heap_track(struct memleak_bpf *skel, int pid)
+static void follower_release(struct followers *f, struct tracee *t)
 {
-	struct ml_heap_proc hp = {};
-	__u32 key = (__u32)pid;
-
-	return bpf_map_update_elem(bpf_map__fd(skel->maps.heap_procs), &key, &hp, BPF_ANY) ? -errno : 0;
-}
-
-int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct unwinder *uw, struct symbolizer *sym)
-{
-	struct ml_maps maps = {};
-	int n, err;
-
-	err = ml_maps__read(pid, &maps);
-	if (err)
-		return err;
-	/* Tables and the Python layout first: the first event a new probe sees already gets its whole stack. */
-	if (uw && unwinder__sync(uw, pid, &maps) == -ENOMEM)
-		ml_notice("pid %d: out of memory building unwinding tables", pid);
-	if (py && pyframes__sync(py, &maps) < 0)
-		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
-	n = probes__sync(pr, &maps);
-	ml_maps__clear(&maps);
-	if (n >= 0 && sym)
-		symbolizer__refresh(sym);
-	return n;
-}
-
-int ml_process_reprobe(struct memleak_bpf *skel, const struct probes_opts *po, bool python, struct probes **pr,
-		       struct pyframes **py, struct unwinder *uw, struct symbolizer *sym)
-{
-	struct probes *np = probes__new(skel, po);
-	struct pyframes *npy = python ? pyframes__new(skel, po->pid) : NULL;
-	int n = !np || (python && !npy) ? -ENOMEM : ml_process_sync(po->pid, np, npy, uw, sym);
-
-	if (n < 0) {
-		probes__free(np);
-		pyframes__free(npy);
-		return n;
-	}
-	probes__free(*pr);
-	*pr = np;
-	pyframes__free(*py);
-	*py = npy;
-	return 0;
-}
-
-static void follower_release(struct followers *f, struct follower *t)
-{
-	probes__free(t->probes);
-	pyframes__free(t->py);
-	symbolizer__free(t->sym);
-	if (t->pidfd >= 0)
-		close(t->pidfd);
-	unwinder__forget(f->o.uw, t->pid);
+	tracee__release(t, &f->env);
 	untrace(f, t->pid);
 }
 
@@ -126,7 +69,7 @@ void followers__free(struct followers *f)
 	free(f);
 }
 
-static struct follower *find(struct followers *f, int pid)
+static struct tracee *find(struct followers *f, int pid)
 {
 	for (size_t i = 0; i < f->n; i++)
 		if (f->v[i].pid == pid)
@@ -149,29 +92,17 @@ static struct probes_opts follower_opts(struct followers *f, int pid)
 }
 
 /* Attach: probes on every object it maps, its Python interpreter if any, its symbolizer. */
-static int attach(struct followers *f, struct follower *t)
+static int attach(struct followers *f, struct tracee *t)
 {
 	struct probes_opts po = follower_opts(f, t->pid);
-	int n;
+	int n = tracee__attach(t, &f->env, &po);
 
-	t->probes = probes__new(f->skel, &po);
-	if (!t->probes)
-		return -ENOMEM;
-	if (f->o.python && !(t->py = pyframes__new(f->skel, t->pid)))
-		return -ENOMEM;
-	n = ml_process_sync(t->pid, t->probes, t->py, f->o.uw, NULL);
-	if (n < 0)
-		return n;
-	t->sym = symbolizer__new(t->pid, f->o.debug_dir);
-	if (!t->sym)
-		return errno ? -errno : -ENOMEM;
-	symbolizer__refresh(t->sym);
-	return 0;
+	return n < 0 ? n : tracee__symbolize(t, &f->env);
 }
 
 int followers__add(struct followers *f, int pid, int parent)
 {
-	struct follower *t;
+	struct tracee *t;
 	int err;
 
 	if (find(f, pid))
@@ -184,15 +115,8 @@ int followers__add(struct followers *f, int pid, int parent)
 				  parent, f->n);
 		return -ENOSPC;
 	}
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 8;
-		struct follower *v = realloc(f->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		f->v = v;
-		f->cap = cap;
-	}
+	if (ml_grow(&f->v, &f->cap, f->n + 1, sizeof(*f->v)))
+		return -ENOMEM;
 	t = &f->v[f->n];
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
@@ -226,14 +150,14 @@ int followers__add(struct followers *f, int pid, int parent)
 
 int followers__exec(struct followers *f, int pid)
 {
-	struct follower *t = find(f, pid);
+	struct tracee *t = find(f, pid);
 	struct probes_opts po;
 	int err;
 
 	if (!t)
 		return -ENOENT;
 	po = follower_opts(f, t->pid);
-	err = ml_process_reprobe(f->skel, &po, f->o.python, &t->probes, &t->py, f->o.uw, t->sym);
+	err = tracee__reprobe(t, &f->env, &po);
 	if (err && err != -ESRCH && err != -ENOENT)
 		ml_notice("pid %d ran exec; probing its new image failed: %s", pid, strerror(-err));
 	else if (!err)
@@ -241,19 +165,12 @@ int followers__exec(struct followers *f, int pid)
 	return err;
 }
 
-static bool exited(const struct follower *t)
-{
-	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
-
-	return poll(&pfd, 1, 0) == 1;
-}
-
 void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void *ctx)
 {
 	for (size_t i = 0; i < f->n;) {
-		struct follower *t = &f->v[i];
+		struct tracee *t = &f->v[i];
 
-		if (exited(t)) {
+		if (tracee__exited(t)) {
 			ml_info("followed pid %d exited", t->pid);
 			if (gone)
 				gone(ctx, t->pid);
@@ -261,8 +178,7 @@ void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void
 			f->v[i] = f->v[--f->n];
 			continue;
 		}
-		if (t->probes)
-			ml_process_sync(t->pid, t->probes, t->py, f->o.uw, t->sym);
+		tracee__sync(t, &f->env);
 		i++;
 	}
 }
@@ -292,16 +208,14 @@ void followers__trim(struct followers *f)
 		pyframes__trim(f->v[i].py);
 }
 
-int followers__resolver(struct followers *f, int pid, struct ml_resolver *out)
+const struct tracee *followers__find(struct followers *f, int pid)
 {
-	struct follower *t = find(f, pid);
+	return find(f, pid);
+}
 
-	if (!t)
-		return -ENOENT;
-	out->sym = t->sym;
-	out->py = t->py;
-	out->heap = t->probes ? probes__heap(t->probes) : NULL;
-	return 0;
+size_t followers__count(const struct followers *f)
+{
+	return f->n;
 }
 
 int ml_descendants(int root, struct ml_child **out, size_t *n)

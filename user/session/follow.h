@@ -5,30 +5,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "attach/probes.h"
-#include "report/stackview.h"
+#include "session/tracee.h"
 
 struct memleak_bpf;
 struct followers;
 struct pyframes;
 struct symbolizer;
 struct unwinder;
-
-/*
- * One traced process's image, the first one's or a follower's: probe the objects pid maps that pr has not
- * seen, look for its Python interpreter (py may be NULL; not finding one usable is a notice, never an
- * error), bring the unwinding tables of what it maps into uw (may be NULL: frame pointers only), and
- * refresh sym (may be NULL) with the maps as they are now. Returns probes__sync's result.
- */
-int ml_process_sync(int pid, struct probes *pr, struct pyframes *py, struct unwinder *uw, struct symbolizer *sym);
-
-/*
- * The process ran exec: probes made from po and, with python, a Python decoder, synced on its new image
- * and swapped in for *pr and *py only when that worked. The new links go on before the old ones come off:
- * both run the same programs on the same per-thread state, so a call in flight across the swap keeps its
- * return. 0 or a negative errno (the old probes then stay).
- */
-int ml_process_reprobe(struct memleak_bpf *skel, const struct probes_opts *po, bool python, struct probes **pr,
-		       struct pyframes **py, struct unwinder *uw, struct symbolizer *sym);
 
 struct follow_opts {
 	struct probes_opts probes; /* as for the first process; pid is set per follower */
@@ -58,16 +41,16 @@ void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void
 
 /* Heap-growth mode (--max-overhead) for every follower, now and later ones. */
 void followers__heap_mode(struct followers *f);
-/* Heap-growth mode for one process (bpf heap_procs). 0 or -errno. */
-int ml_heap_track(struct memleak_bpf *skel, int pid);
 /* The followers' pids, at most max of them; returns how many. */
 size_t followers__pids(const struct followers *f, int *out, size_t max);
 
 /* Once per report: bound the followers' Python caches. */
 void followers__trim(struct followers *f);
 
-/* The symbolizer and Python decoder of a follower; -ENOENT when pid is not one. */
-int followers__resolver(struct followers *f, int pid, struct ml_resolver *out);
+/* The follower with this pid, or NULL. */
+const struct tracee *followers__find(struct followers *f, int pid);
+/* How many processes are followed now. */
+size_t followers__count(const struct followers *f);
 
 
 struct ml_child {

@@ -1,0 +1,752 @@
+/*
+ * A run of memleak-ai: sets up the BPF object, the traced processes (one model, struct tracee, for the first
+ * one and every follower), the collectors and the outputs, then runs the event loop: signals, the target's
+ * exit, forks and execs, library rescans, and every interval a report (collect, judge, write).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "attach/allocators.h"
+#include "attach/probes.h"
+#include "attach/uprobe_multi.h"
+#include "collect/ledger.h"
+#include "collect/stackstore.h"
+#include "judge/verdict.h"
+#include "lib/clock.h"
+#include "lib/grow.h"
+#include "lib/log.h"
+#include "lib/procmaps.h"
+#include "python/pyframes.h"
+#include "report/html.h"
+#include "report/report.h"
+#include "report/stackview.h"
+#include "session/follow.h"
+#include "session/overhead.h"
+#include "session/session.h"
+#include "session/target.h"
+#include "session/tracee.h"
+#include "symbolize/symbolizer.h"
+#include "unwind/unwind.h"
+#include "memleak.skel.h"
+
+#define READ_ONCE_U64(x) ((uint64_t)__atomic_load_n(&(x), __ATOMIC_RELAXED))
+
+#define FAST_SCAN_S 0.05 /* libraries come and go most right after start: rescan this often at first, */
+#define FAST_SCANS 40    /* this many times, then once a second */
+#define MAX_FOLLOWERS 1024
+#define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
+
+struct session {
+	const struct ml_opts *o;
+	struct memleak_bpf *skel;
+	struct target tgt;
+	struct tracee root;     /* the first process; followers are tracees too */
+	struct tracee_env env;
+	bool multi;             /* uprobe_multi links */
+	unsigned int layers;    /* as --layers, less libc once in heap-growth mode */
+	struct followers *followers;
+	struct ring_buffer *proc_rb; /* --follow's fork and exec events */
+	bool root_exec;         /* the first process ran exec (once or more) since the events were last read */
+	struct stackstore *stacks;
+	struct ledger *ledger;
+	struct verdicts *verdicts;
+	struct html_timeline *timeline;
+	struct stackview *sv;
+	struct overhead *ov;
+	FILE *out, *extra_out[N_OUTPUTS - 1];
+	struct reporter *reps[N_OUTPUTS];
+	struct bpf_link *heap_link;             /* the system-call tracepoint of heap-growth mode, once on */
+	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
+	struct bpf_link *ld_stop; /* -c: stops the target at each report of its dynamic loader (dlopen) */
+	uint64_t ld_stops_seen;   /* the BPF side's count of those stops when the last one was handled */
+	int sfd, tick_fd, scan_fd;
+	uint64_t seq, scans, start_ns;
+	int *pids; /* the traced processes' pids, for the overhead sample */
+	size_t cap_pids;
+};
+
+static FILE *open_output(const char *path)
+{
+	FILE *f;
+	int fd;
+
+	if (!path)
+		return stdout;
+	/* Reports can name a user's code paths: readable by the owner only; never follow a planted symlink. */
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		ml_err("cannot write output file '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		ml_err("cannot write output file '%s': %s", path, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
+static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **out)
+{
+	struct memleak_bpf *skel;
+	int err;
+
+	skel = memleak_bpf__open();
+	if (!skel) {
+		err = -errno;
+		ml_err("cannot open the BPF object: %s", strerror(-err));
+		return err;
+	}
+	for (unsigned int i = 0; i < ml_allocators_n; i++)
+		memcpy((void *)&skel->rodata->specs[i], &ml_allocators[i].spec, sizeof(struct ml_spec));
+	skel->rodata->min_size = o->min_size;
+	skel->rodata->max_size = o->max_size;
+	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
+	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
+	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
+	skel->rodata->unwind_tables = o->unwind_tables;
+	/* A budget of 100% never switches to heap-growth mode: its program need not be verified (seconds). */
+	if (o->max_overhead >= 100)
+		bpf_program__set_autoload(skel->progs.heap_exit, false);
+	if (o->unwind_tables) {
+		uint32_t rows, index;
+
+		unwind_capacity(o->unwind_mem, &rows, &index);
+		bpf_map__set_max_entries(skel->maps.urows, rows);
+		bpf_map__set_max_entries(skel->maps.uindex, index);
+	}
+	if (multi) {
+		bpf_program__set_expected_attach_type(skel->progs.alloc_enter, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.alloc_exit, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.free_enter, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.free_exit, ML_BPF_TRACE_UPROBE_MULTI);
+	}
+	err = memleak_bpf__load(skel);
+	if (err) {
+		ml_err("cannot load the BPF programs: %s (run with -v for the verifier's log)", strerror(-err));
+		memleak_bpf__destroy(skel);
+		return err;
+	}
+	*out = skel;
+	return 0;
+}
+
+/* Test hook: widen the window between attaching and checking that the target still lives. */
+static void test_attach_delay(void)
+{
+	const char *s = getenv("MEMLEAK_AI_TEST_ATTACH_DELAY_MS");
+	uint64_t ms;
+
+	if (s && ml_parse_u64(s, 0, 60000, &ms) == 0 && ms)
+		usleep((useconds_t)(ms * 1000));
+}
+
+static struct probes_opts root_probes_opts(const struct session *ss)
+{
+	return (struct probes_opts){ .pid = ss->root.pid, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
+				     .multi = ss->multi };
+}
+
+/* Where a traced process's frames resolve, the first one's or a follower's. */
+static int resolver(void *ctx, int tgid, struct ml_resolver *out)
+{
+	struct session *ss = ctx;
+	const struct tracee *t = tgid == ss->root.pid ? &ss->root
+				 : ss->followers ? followers__find(ss->followers, tgid) : NULL;
+
+	if (!t)
+		return -ENOENT;
+	tracee__resolver(t, out);
+	return 0;
+}
+
+/*
+ * The first process ran exec: its new image gets new probes, its Python interpreter (if any) is looked for
+ * anew and its program break starts over. (Links made for the old image do not reliably fire in the new
+ * one: after an exec by a thread other than the leader the task they were made for is gone, and they were
+ * seen to stop after some other execs too.)
+ */
+static void root_exec(struct session *ss)
+{
+	struct probes_opts po = root_probes_opts(ss);
+	int err;
+
+	if (ss->heap_link)
+		ml_heap_track(ss->skel, ss->root.pid);
+	err = tracee__reprobe(&ss->root, &ss->env, &po);
+	if (err && err != -ESRCH && err != -ENOENT) {
+		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root.pid, strerror(-err));
+		return;
+	}
+	if (!err) {
+		probes__started(ss->root.probes);
+		ml_info("pid %d ran exec: its new image is probed", ss->root.pid);
+	}
+}
+
+/*
+ * -c: the target stopped at its dynamic loader's report of a dlopen (before the new library's code runs):
+ * probe what it mapped, then let it go on. A stop that memleak-ai did not ask for is left alone.
+ */
+static void loader_stopped(struct session *ss)
+{
+	siginfo_t si = {};
+	uint64_t asked;
+	int n;
+
+	if (waitid(P_PID, (id_t)ss->root.pid, &si, WSTOPPED | WNOHANG) || si.si_pid != ss->root.pid)
+		return;
+	asked = READ_ONCE_U64(ss->skel->bss->ldso_stops);
+	if (asked == ss->ld_stops_seen)
+		return;
+	ss->ld_stops_seen = asked;
+	n = tracee__sync(&ss->root, &ss->env);
+	if (n < 0 && n != -ESRCH && n != -ENOENT)
+		ml_notice("probing pid %d's new libraries failed: %s", ss->root.pid, strerror(-n));
+	kill(ss->root.pid, SIGCONT);
+}
+
+static void follower_gone(void *ctx, int pid)
+{
+	struct session *ss = ctx;
+
+	ledger__forget(ss->ledger, pid, UINT64_MAX);
+}
+
+static int on_proc_event(void *ctx, void *data, size_t len)
+{
+	struct session *ss = ctx;
+	const struct ml_proc_event *e = data;
+
+	if (len < sizeof(*e))
+		return 0;
+	if (e->type == ML_PROC_FORK) {
+		followers__add(ss->followers, (int)e->tgid, (int)e->parent);
+	} else if (e->type == ML_PROC_EXEC) {
+		/* What the old image had allocated went away with it. */
+		if (ss->ledger)
+			ledger__forget(ss->ledger, (int)e->tgid, e->ts_ns);
+		if ((int)e->tgid == ss->root.pid)
+			ss->root_exec = true; /* a launcher script can exec several times in a row: probe the last image */
+		else
+			followers__exec(ss->followers, (int)e->tgid);
+	}
+	return 0;
+}
+
+/* --follow: fork and exec of the traced processes, and the descendants the first one has already. */
+static int start_following(struct session *ss)
+{
+	struct follow_opts fo = { .probes = { .layers = ss->o->layers, .torch_raw = ss->o->torch_raw,
+					      .multi = ss->multi },
+				  .python = ss->o->python,
+				  .uw = ss->env.uw,
+				  .debug_dir = ss->o->debug_dir,
+				  .max = MAX_FOLLOWERS };
+	__u32 key = (__u32)ss->root.pid, one = 1;
+	struct ml_child *kids = NULL;
+	size_t nkids = 0;
+	int err;
+
+	ss->followers = followers__new(ss->skel, &fo);
+	if (!ss->followers) {
+		ml_err("cannot follow pid %d's children: %s", ss->root.pid, strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(ss->skel->maps.traced), &key, &one, BPF_ANY)) {
+		err = -errno;
+		ml_err("cannot follow pid %d's children: %s (--no-follow goes without)", ss->root.pid, strerror(-err));
+		return err;
+	}
+	ss->fork_link = bpf_program__attach(ss->skel->progs.follow_fork);
+	ss->exec_link = ss->fork_link ? bpf_program__attach(ss->skel->progs.follow_exec) : NULL;
+	if (!ss->exec_link) {
+		err = -errno;
+		ml_err("cannot attach the fork and exec tracepoints for --follow: %s (--no-follow goes without)",
+		       strerror(-err));
+		return err;
+	}
+	ss->proc_rb = ring_buffer__new(bpf_map__fd(ss->skel->maps.proc_events), on_proc_event, ss, NULL);
+	if (!ss->proc_rb) {
+		err = -errno;
+		ml_err("cannot follow pid %d's children: %s (--no-follow goes without)", ss->root.pid, strerror(-err));
+		return err;
+	}
+	if (ml_descendants(ss->root.pid, &kids, &nkids) == 0)
+		for (size_t i = 0; i < nkids; i++)
+			followers__add(ss->followers, kids[i].pid, kids[i].parent);
+	free(kids);
+	return 0;
+}
+
+/*
+ * --max-overhead: the C heap's probes cost more than the budget. Follow it through its system calls
+ * instead, in every traced process; its records so far are dropped (their frees would not be seen).
+ */
+static int heap_growth_mode(struct session *ss, uint64_t next_report)
+{
+	const struct ml_overhead *ov = overhead__info(ss->ov);
+	int err;
+
+	err = ml_heap_track(ss->skel, ss->root.pid);
+	if (!err) {
+		ss->heap_link = bpf_program__attach(ss->skel->progs.heap_exit);
+		if (!ss->heap_link)
+			err = -errno;
+	}
+	if (err) {
+		ml_notice("tracing costs %.1f%% of pid %d's time, over the %g%% budget, and heap-growth mode "
+			  "cannot start (%s): every probe stays", ov->pct, ss->root.pid, ov->budget_pct, strerror(-err));
+		return err;
+	}
+	if (ss->followers)
+		followers__heap_mode(ss->followers);
+	probes__drop_libc(ss->root.probes);
+	ss->layers &= ~(1U << ML_LAYER_LIBC);
+	ledger__forget_layer(ss->ledger, ML_LAYER_LIBC);
+	overhead__heap_mode(ss->ov, next_report);
+	ml_notice("tracing cost %.1f%% of the traced processes' time, over the %g%% budget (--max-overhead): "
+		  "the C heap is now followed through its system calls (heap-growth mode), CUDA and PyTorch as before",
+		  ov->full_pct, ov->budget_pct);
+	return 0;
+}
+
+static int arm_timer(int fd, double secs)
+{
+	struct itimerspec its = {};
+
+	its.it_value.tv_sec = (time_t)secs;
+	its.it_value.tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9);
+	if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+		its.it_value.tv_nsec = 1;
+	its.it_interval = its.it_value;
+	return timerfd_settime(fd, 0, &its, NULL) ? -errno : 0;
+}
+
+/* The first process: its probes, Python decoder and unwinding tables before anything else runs, then its symbolizer. */
+static int attach_root(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	struct probes_opts po = root_probes_opts(ss);
+	int n = tracee__attach(&ss->root, &ss->env, &po), err;
+
+	if (n == -ESRCH || (n == -ENOENT && !target__alive(&ss->tgt))) {
+		ml_err("pid %d exited during attach", ss->root.pid);
+		return -ESRCH;
+	}
+	if (n < 0) {
+		ml_err("cannot attach to pid %d: %s", ss->root.pid, strerror(-n));
+		return n;
+	}
+	if ((o->layers & (1U << ML_LAYER_LIBC)) && !(probes__active_layers(ss->root.probes) & (1U << ML_LAYER_LIBC))) {
+		/* Its files cannot be opened once it is gone: that is an exit, not a missing C library. */
+		if (!target__alive(&ss->tgt)) {
+			ml_err("pid %d exited during attach", ss->root.pid);
+			return -ESRCH;
+		}
+		ml_err("pid %d has no C library with malloc and free to probe (a static binary without symbols?)",
+		       ss->root.pid);
+		return -ENOENT;
+	}
+	err = tracee__symbolize(&ss->root, &ss->env);
+	if (err)
+		ml_err("cannot start the symbolizer: %s", strerror(-err));
+	return err;
+}
+
+/* The collectors and the outputs: stack store, ledger, verdicts, the stack view and one reporter per output. */
+static int open_outputs(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	const char *paths[N_OUTPUTS - 1] = { o->json, o->pprof };
+	const enum ml_format fmts[N_OUTPUTS - 1] = { ML_FMT_JSON, ML_FMT_PPROF };
+	int err;
+
+	ss->stacks = stackstore__new();
+	if (!ss->stacks)
+		return -ENOMEM;
+	err = stackstore__attach(ss->stacks, bpf_map__fd(ss->skel->maps.stack_events));
+	if (err) {
+		ml_err("cannot read the stacks' ring buffer: %s", strerror(-err));
+		return err;
+	}
+	ss->ledger = ledger__new(ss->skel, &(struct ledger_opts){ .tgid = ss->root.pid,
+								   .min_age_ns = (uint64_t)(o->min_age_s * 1e9),
+								   .stacks = ss->stacks });
+	ss->verdicts = verdicts__new();
+	ss->timeline = o->html ? html_timeline__new() : NULL;
+	ss->sv = ss->ledger ? stackview__new(ss->ledger, resolver, ss) : NULL;
+	if (!ss->ledger || !ss->verdicts || (o->html && !ss->timeline) || !ss->sv)
+		return -ENOMEM;
+	ledger__set_canon(ss->ledger, stackview__canon, ss->sv);
+	ss->reps[0] = reporter__new(ss->out, &(struct report_opts){ .format = o->format, .top = o->top,
+								     .pid = ss->root.pid, .native = o->native }, ss->sv);
+	if (!ss->reps[0])
+		return -ENOMEM;
+	for (int i = 0; i < N_OUTPUTS - 1; i++) {
+		if (!paths[i])
+			continue;
+		ss->extra_out[i] = open_output(paths[i]);
+		if (!ss->extra_out[i])
+			return -EIO;
+		ss->reps[i + 1] = reporter__new(ss->extra_out[i], &(struct report_opts){ .format = fmts[i], .top = o->top,
+											  .pid = ss->root.pid }, ss->sv);
+		if (!ss->reps[i + 1])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Everything up to the target's release: BPF object, the first process, collectors, outputs, calibration. */
+static int session_open(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	int err, n;
+
+	err = ml_check_system();
+	if (err)
+		return err;
+	ss->out = open_output(o->output);
+	if (!ss->out)
+		return -EIO;
+	err = o->pid ? target__open_pid(&ss->tgt, o->pid) : target__spawn(&ss->tgt, o->cmd_argv);
+	if (err)
+		return err;
+	ss->root.pid = ss->tgt.pid;
+	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
+	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
+	ml_info("uprobe_multi links %s", ss->multi ? "supported: one link per program and library" : "not supported");
+	err = load_bpf(o, ss->multi, &ss->skel);
+	if (err)
+		return err;
+	ss->env = (struct tracee_env){ .skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir };
+	if (o->unwind_tables) {
+		ss->env.uw = unwinder__new(ss->skel, &(struct unwind_opts){ .debug_dir = o->debug_dir });
+		if (!ss->env.uw) {
+			err = -errno;
+			ml_err("cannot map the unwinding tables: %s", strerror(-err));
+			return err;
+		}
+	}
+	err = attach_root(ss);
+	if (err)
+		return err;
+	err = open_outputs(ss);
+	if (err)
+		return err;
+	ss->ov = overhead__new(ss->skel, o->max_overhead);
+	if (!ss->ov)
+		return -ENOMEM;
+	/* Before the target runs (-c): an exec right at its start must find the follow tracepoints on. */
+	n = overhead__calibrate(ss->ov);
+	if (n)
+		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
+	for (int i = 0; i < N_OUTPUTS; i++)
+		if (ss->reps[i])
+			reporter__set_overhead(ss->reps[i], overhead__info(ss->ov));
+	return 0;
+}
+
+/*
+ * -c: release the command, held before its first instruction, and probe its image; a dynamically linked one
+ * runs to its loader's two reports (before and after mapping its libraries), each probed before any library
+ * code runs. The loader's stop stays on for the libraries it dlopens later.
+ */
+static int start_command(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	struct ml_maps maps = {};
+	struct bpf_link *hold = NULL;
+	int err, n;
+
+	err = target__release(&ss->tgt, o->cmd_argv[0]);
+	if (err)
+		return err;
+	/* After -c's own exec (that one is the start, not a new image to probe again), before it runs. */
+	if (o->follow && (err = start_following(ss)))
+		return err; /* said why */
+	n = tracee__sync(&ss->root, &ss->env);
+	if (n >= 0 && ml_maps__read(ss->root.pid, &maps) == 0) {
+		if ((o->layers & (1U << ML_LAYER_LIBC)) && probes__libc_missing(ss->root.probes, &maps)) {
+			ml_err("'%s' has no C library with malloc and free to probe (a static binary without symbols?); "
+			       "not started", o->cmd_argv[0]);
+			kill(ss->root.pid, SIGKILL); /* held before its first instruction: it never ran */
+			n = -ENOENT;
+		} else {
+			hold = probes__loader_stop(ss->root.probes, &maps);
+		}
+	}
+	ml_maps__clear(&maps);
+	for (int stops = 0; hold && n >= 0 && stops < 2; stops++) {
+		if (target__run_until_stop(&ss->tgt, 2000))
+			break;
+		n = tracee__sync(&ss->root, &ss->env);
+	}
+	ss->ld_stop = hold;
+	ss->ld_stops_seen = READ_ONCE_U64(ss->skel->bss->ldso_stops);
+	/* A library mapped from now on is probed (by a scan or at the stop) before its code runs. */
+	probes__held(ss->root.probes, hold != NULL);
+	if (n == -ENOENT)
+		return n;
+	target__resume(&ss->tgt);
+	if (n < 0)
+		ml_err("cannot attach to pid %d: %s", ss->root.pid, strerror(-n));
+	return n < 0 ? n : 0;
+}
+
+/* The target runs: following, the signals and timers of the event loop, and the "attached" notice. */
+static int session_start(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	unsigned int nf, nobj, missing;
+	sigset_t mask;
+	int err;
+
+	test_attach_delay();
+	if (ss->tgt.spawned) {
+		err = start_command(ss);
+		if (err)
+			return err;
+	} else if (!target__alive(&ss->tgt)) {
+		ml_err("pid %d exited during attach", ss->root.pid);
+		return -ESRCH;
+	} else if (o->follow && (err = start_following(ss))) {
+		return err; /* said why */
+	}
+	/* Taken from here on by the event loop: a signal right after the "attached" notice gets its final report. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	if (ss->ld_stop)
+		sigaddset(&mask, SIGCHLD); /* the -c target stopped at a dlopen */
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	ss->sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	nobj = probes__n_probed(ss->root.probes, &nf);
+	missing = o->layers & ~probes__active_layers(ss->root.probes) & ((1U << ML_LAYER_MAX) - 1) &
+		  ~(1U << ML_LAYER_CUDA_MAP);
+	ml_notice("attached to pid %d: %u probes in %u objects", ss->root.pid, nf, nobj);
+	probes__started(ss->root.probes);
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
+		if (missing & (1U << l) && strcmp(ml_layer_name(l), "unknown"))
+			ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
+	ss->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	ss->scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (ss->sfd < 0 || ss->tick_fd < 0 || ss->scan_fd < 0 || arm_timer(ss->tick_fd, o->interval_s) ||
+	    arm_timer(ss->scan_fd, FAST_SCAN_S)) {
+		err = -errno;
+		ml_err("cannot set up the event loop: %s", strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
+static void session_scan(struct session *ss)
+{
+	uint64_t expirations;
+	size_t np = 1;
+	int n;
+
+	if (read(ss->scan_fd, &expirations, sizeof(expirations)) < 0)
+		expirations = 0;
+	if (++ss->scans == FAST_SCANS)
+		arm_timer(ss->scan_fd, 1.0);
+	if (ss->followers) {
+		followers__sync(ss->followers, follower_gone, ss);
+		np += followers__count(ss->followers);
+	}
+	if (!ml_grow(&ss->pids, &ss->cap_pids, np, sizeof(*ss->pids))) {
+		ss->pids[0] = ss->root.pid;
+		np = 1 + (ss->followers ? followers__pids(ss->followers, ss->pids + 1, ss->cap_pids - 1) : 0);
+		if (overhead__sample(ss->ov, ss->pids, np) == 1)
+			heap_growth_mode(ss, ss->seq + 1);
+	}
+	if (target__alive(&ss->tgt)) {
+		n = tracee__sync(&ss->root, &ss->env);
+		if (n < 0 && n != -ESRCH && n != -ENOENT)
+			ml_notice("rescanning pid %d's libraries failed: %s", ss->root.pid, strerror(-n));
+	}
+}
+
+/* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
+static int session_report(struct session *ss, bool *final)
+{
+	const struct ml_opts *o = ss->o;
+	const struct ml_snapshot *snap;
+	const struct ml_judgement *judged;
+	const size_t *order;
+	int err;
+
+	err = ledger__collect(ss->ledger, &snap);
+	if (err) {
+		ml_err("cannot collect the report: %s", strerror(-err));
+		return err;
+	}
+	ss->seq++;
+	if (o->count && ss->seq >= o->count)
+		*final = true;
+	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, &judged, &order);
+	if (err) {
+		ml_err("cannot judge the report: %s", strerror(-err));
+		return err;
+	}
+	if (ss->timeline && html_timeline__add(ss->timeline, snap)) {
+		ml_err("cannot keep the report's timeline: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	pyframes__trim(ss->root.py);
+	if (ss->followers)
+		followers__trim(ss->followers);
+	for (int i = 0; i < N_OUTPUTS; i++) {
+		if (!ss->reps[i])
+			continue;
+		reporter__set_duration(ss->reps[i], snap->now_ns - ss->start_ns);
+		err = reporter__emit(ss->reps[i], snap, judged, order, ss->seq, *final);
+		if (err) {
+			ml_err("cannot write the report%s%s: %s", i ? " to " : "", i == 1 ? o->json : i == 2 ? o->pprof : "",
+			       strerror(-err));
+			return err;
+		}
+	}
+	if (*final && o->html) {
+		struct html_opts ho = { .pid = ss->root.pid, .top = o->top, .reports = ss->seq };
+
+		err = ml_html_write(o->html, &ho, ss->timeline, snap, judged, order, ss->verdicts, ss->sv);
+		if (err)
+			ml_err("cannot write the HTML report '%s': %s", o->html, strerror(-err));
+	}
+	return err;
+}
+
+/* The event loop, until the final report. 0 or a negative errno (said why). */
+static int session_loop(struct session *ss)
+{
+	for (;;) {
+		struct pollfd all[5] = { { .fd = ss->sfd, .events = POLLIN },
+					 { .fd = ss->tgt.pidfd, .events = POLLIN },
+					 { .fd = ss->tick_fd, .events = POLLIN },
+					 { .fd = ss->scan_fd, .events = POLLIN },
+					 { .fd = ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, .events = POLLIN } };
+		uint64_t expirations;
+		bool final = false;
+		int err;
+
+		if (poll(all, 5, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			ml_err("cannot wait for events: %s", strerror(-err));
+			return err;
+		}
+		if (all[0].revents) {
+			struct signalfd_siginfo si;
+
+			if (read(ss->sfd, &si, sizeof(si)) != sizeof(si)) {
+				final = true;
+			} else if (si.ssi_signo == SIGCHLD) {
+				loader_stopped(ss);
+			} else {
+				ml_info("signal %u: final report", si.ssi_signo);
+				final = true;
+			}
+		}
+		if (all[1].revents) {
+			ml_notice("pid %d exited", ss->root.pid);
+			final = true;
+		}
+		/* Forks and execs first: a new child is probed before its first scan tick. */
+		if (all[4].revents && !final) {
+			ring_buffer__consume(ss->proc_rb);
+			if (ss->root_exec) {
+				root_exec(ss);
+				ss->root_exec = false;
+			}
+		}
+		if (all[3].revents && !final)
+			session_scan(ss);
+		if (!all[2].revents && !final)
+			continue;
+		if (all[2].revents && read(ss->tick_fd, &expirations, sizeof(expirations)) < 0)
+			expirations = 0;
+		err = session_report(ss, &final);
+		if (err || final)
+			return err;
+	}
+}
+
+/* Undo everything; ok is whether the run went well. Returns the exit status. */
+static int session_close(struct session *ss, bool ok)
+{
+	if (!ok && ss->tgt.spawned && ss->tgt.stopped)
+		kill(ss->tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
+	if (ss->ld_stop) {
+		bpf_link__destroy(ss->ld_stop);
+		/* A dlopen stop asked for and not handled yet: let it go on. */
+		if (READ_ONCE_U64(ss->skel->bss->ldso_stops) != ss->ld_stops_seen && target__alive(&ss->tgt))
+			kill(ss->tgt.pid, SIGCONT);
+	}
+	for (int i = 0; i < N_OUTPUTS; i++)
+		reporter__free(ss->reps[i]);
+	for (int i = 0; i < N_OUTPUTS - 1; i++)
+		if (ss->extra_out[i] && fclose(ss->extra_out[i])) {
+			ml_err("cannot write output file '%s': %s", i ? ss->o->pprof : ss->o->json, strerror(errno));
+			ok = false;
+		}
+	stackview__free(ss->sv);
+	ring_buffer__free(ss->proc_rb);
+	bpf_link__destroy(ss->heap_link);
+	bpf_link__destroy(ss->fork_link);
+	bpf_link__destroy(ss->exec_link);
+	followers__free(ss->followers);
+	overhead__free(ss->ov);
+	verdicts__free(ss->verdicts);
+	html_timeline__free(ss->timeline);
+	ledger__free(ss->ledger);
+	stackstore__free(ss->stacks);
+	tracee__release(&ss->root, &ss->env);
+	unwinder__free(ss->env.uw);
+	memleak_bpf__destroy(ss->skel);
+	target__close(&ss->tgt);
+	free(ss->pids);
+	if (ss->sfd >= 0)
+		close(ss->sfd);
+	if (ss->tick_fd >= 0)
+		close(ss->tick_fd);
+	if (ss->scan_fd >= 0)
+		close(ss->scan_fd);
+	if (ss->out && ss->out != stdout && fclose(ss->out)) {
+		ml_err("cannot write output file '%s': %s", ss->o->output, strerror(errno));
+		ok = false;
+	}
+	return ok ? 0 : 1;
+}
+
+int session__run(const struct ml_opts *o)
+{
+	struct session ss = { .o = o, .layers = o->layers, .tgt = { .pidfd = -1, .go_fd = -1, .status_fd = -1 },
+			      .root = { .pidfd = -1 }, .sfd = -1, .tick_fd = -1, .scan_fd = -1 };
+	int err;
+
+	err = session_open(&ss);
+	if (err == -ENOMEM)
+		ml_err("out of memory setting up");
+	if (!err)
+		err = session_start(&ss);
+	if (!err)
+		err = session_loop(&ss);
+	return session_close(&ss, err == 0);
+}

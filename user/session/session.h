@@ -1,0 +1,13 @@
+/*
+ * A run of memleak-ai from start to end: attach to the process (or start the command), trace it and its
+ * children, and at every interval collect, judge and report, until it exits, a signal or the count.
+ */
+#ifndef ML_SESSION_H
+#define ML_SESSION_H
+
+#include "session/opts.h"
+
+/* The whole run, as the options say; said why on stderr when it fails. Returns the exit status (0 or 1). */
+int session__run(const struct ml_opts *o);
+
+#endif

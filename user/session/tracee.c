@@ -1,0 +1,112 @@
+/* One traced process: probes, Python frame decoder and symbolizer, for the first process and followers alike. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "lib/log.h"
+#include "lib/procmaps.h"
+#include "python/pyframes.h"
+#include "session/tracee.h"
+#include "symbolize/symbolizer.h"
+#include "unwind/unwind.h"
+#include "memleak.skel.h"
+
+int ml_heap_track(struct memleak_bpf *skel, int pid)
+{
+	struct ml_heap_proc hp = {};
+	__u32 key = (__u32)pid;
+
+	return bpf_map_update_elem(bpf_map__fd(skel->maps.heap_procs), &key, &hp, BPF_ANY) ? -errno : 0;
+}
+
+/* One image of pid: tables and the Python layout first, so the first event a new probe sees has its whole stack. */
+static int sync_image(int pid, struct probes *pr, struct pyframes *py, struct unwinder *uw, struct symbolizer *sym)
+{
+	struct ml_maps maps = {};
+	int n, err;
+
+	err = ml_maps__read(pid, &maps);
+	if (err)
+		return err;
+	if (uw && unwinder__sync(uw, pid, &maps) == -ENOMEM)
+		ml_notice("pid %d: out of memory building unwinding tables", pid);
+	if (py && pyframes__sync(py, &maps) < 0)
+		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
+	n = probes__sync(pr, &maps);
+	ml_maps__clear(&maps);
+	if (n >= 0 && sym)
+		symbolizer__refresh(sym);
+	return n;
+}
+
+int tracee__attach(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po)
+{
+	t->probes = probes__new(e->skel, po);
+	if (!t->probes)
+		return -ENOMEM;
+	if (e->python && !(t->py = pyframes__new(e->skel, t->pid)))
+		return -ENOMEM;
+	return sync_image(t->pid, t->probes, t->py, e->uw, NULL);
+}
+
+int tracee__symbolize(struct tracee *t, const struct tracee_env *e)
+{
+	t->sym = symbolizer__new(t->pid, e->debug_dir);
+	if (!t->sym)
+		return errno ? -errno : -ENOMEM;
+	symbolizer__refresh(t->sym);
+	return 0;
+}
+
+int tracee__sync(struct tracee *t, const struct tracee_env *e)
+{
+	return t->probes ? sync_image(t->pid, t->probes, t->py, e->uw, t->sym) : 0;
+}
+
+int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po)
+{
+	struct probes *np = probes__new(e->skel, po);
+	struct pyframes *npy = e->python ? pyframes__new(e->skel, t->pid) : NULL;
+	int n = !np || (e->python && !npy) ? -ENOMEM : sync_image(t->pid, np, npy, e->uw, t->sym);
+
+	if (n < 0) {
+		probes__free(np);
+		pyframes__free(npy);
+		return n;
+	}
+	probes__free(t->probes);
+	t->probes = np;
+	pyframes__free(t->py);
+	t->py = npy;
+	return 0;
+}
+
+void tracee__resolver(const struct tracee *t, struct ml_resolver *out)
+{
+	out->sym = t->sym;
+	out->py = t->py;
+	out->heap = t->probes ? probes__heap(t->probes) : NULL;
+}
+
+bool tracee__exited(const struct tracee *t)
+{
+	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
+
+	return t->pidfd >= 0 && poll(&pfd, 1, 0) == 1;
+}
+
+void tracee__release(struct tracee *t, const struct tracee_env *e)
+{
+	probes__free(t->probes);
+	pyframes__free(t->py);
+	symbolizer__free(t->sym);
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	unwinder__forget(e->uw, t->pid);
+	t->probes = NULL;
+	t->py = NULL;
+	t->sym = NULL;
+	t->pidfd = -1;
+}

@@ -1,0 +1,63 @@
+/*
+ * One traced process, the model shared by the first one and every follower: its probes, its Python frame
+ * decoder and its symbolizer. Every traced process is attached, synced, re-probed after exec and resolved
+ * the same way; only what its exit means differs (the first one's ends the run).
+ */
+#ifndef ML_TRACEE_H
+#define ML_TRACEE_H
+
+#include <stdbool.h>
+#include "attach/probes.h"
+#include "report/stackview.h"
+
+struct memleak_bpf;
+struct pyframes;
+struct symbolizer;
+struct unwinder;
+
+/* What every traced process shares. */
+struct tracee_env {
+	struct memleak_bpf *skel;
+	struct unwinder *uw;   /* unwinding tables of all traced processes; NULL: frame pointers only */
+	bool python;           /* Python frames */
+	const char *debug_dir; /* --debug-dir, NULL: the default */
+};
+
+struct tracee {
+	int pid, parent; /* parent: the traced process it was forked from, 0 for the first one */
+	int pidfd;       /* a follower's own (its exit, its identity); -1 for the first one (the target's) */
+	struct probes *probes;
+	struct pyframes *py; /* NULL without Python frames */
+	struct symbolizer *sym;
+};
+
+/*
+ * Probes made from po (po->pid is the process), a Python decoder, and the objects it maps probed with
+ * their unwinding tables; no symbolizer yet (tracee__symbolize). t->pid and t->pidfd are left as set.
+ * Returns probes__sync's result or a negative errno; t keeps what was made (tracee__release frees it).
+ */
+int tracee__attach(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po);
+/* Its symbolizer, from the maps as they are now. 0 or a negative errno. */
+int tracee__symbolize(struct tracee *t, const struct tracee_env *e);
+/*
+ * Probe the objects it mapped since the last sync, look for its Python interpreter, bring their unwinding
+ * tables in, refresh the symbolizer. Returns probes__sync's result.
+ */
+int tracee__sync(struct tracee *t, const struct tracee_env *e);
+/*
+ * It ran exec: probes made from po and a new Python decoder, synced on the new image, swapped in only when
+ * that worked. The new links go on before the old ones come off: both run the same programs on the same
+ * per-thread state, so a call in flight across the swap keeps its return. 0 or a negative errno.
+ */
+int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po);
+/* Where its frames resolve. */
+void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
+/* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */
+bool tracee__exited(const struct tracee *t);
+/* Free its probes, decoder and symbolizer, close its pidfd, forget its unwinding tables. */
+void tracee__release(struct tracee *t, const struct tracee_env *e);
+
+/* Heap-growth mode for one process (bpf heap_procs): a fresh entry. 0 or -errno. */
+int ml_heap_track(struct memleak_bpf *skel, int pid);
+
+#endif
