@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "lib/grow.h"
 #include "lib/clock.h"
 #include "lib/hash.h"
 #include "attach/allocators.h"
@@ -194,15 +195,8 @@ static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 			return r;
 		i = (i + 1) & (l->idx.cap - 1);
 	}
-	if (s->nrows == l->rows_cap) {
-		size_t cap = l->rows_cap ? l->rows_cap * 2 : 1024;
-		struct ml_row *n = realloc(s->rows, cap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		s->rows = n;
-		l->rows_cap = cap;
-	}
+	if (ml_grow(&s->rows, &l->rows_cap, s->nrows + 1, sizeof(*s->rows)))
+		return NULL;
 	l->idx.slot[i] = (uint32_t)s->nrows + 1;
 	memset(&s->rows[s->nrows], 0, sizeof(s->rows[0]));
 	s->rows[s->nrows].key = *k;
@@ -213,15 +207,8 @@ static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 static int push_gpu(struct ledger *l, uint32_t tgid, uint64_t addr, uint64_t size, int16_t device, uint8_t layer,
 		    bool handle)
 {
-	if (l->ngpu == l->capgpu) {
-		size_t cap = l->capgpu ? l->capgpu * 2 : 256;
-		struct gpu_block *n = realloc(l->gpu, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		l->gpu = n;
-		l->capgpu = cap;
-	}
+	if (ml_grow(&l->gpu, &l->capgpu, l->ngpu + 1, sizeof(*l->gpu)))
+		return -ENOMEM;
 	l->gpu[l->ngpu++] = (struct gpu_block){ .tgid = tgid, .addr = addr, .size = size, .device = device,
 						 .layer = layer, .handle = handle };
 	return 0;
@@ -553,15 +540,8 @@ static struct ml_proc_total *proc_slot(struct ledger *l, int tgid)
 
 	if (s->nprocs && s->procs[s->nprocs - 1].tgid == tgid)
 		return &s->procs[s->nprocs - 1];
-	if (s->nprocs == l->procs_cap) {
-		size_t cap = l->procs_cap ? 2 * l->procs_cap : 8;
-		struct ml_proc_total *n = realloc(s->procs, cap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		s->procs = n;
-		l->procs_cap = cap;
-	}
+	if (ml_grow(&s->procs, &l->procs_cap, s->nprocs + 1, sizeof(*s->procs)))
+		return NULL;
 	memset(&s->procs[s->nprocs], 0, sizeof(s->procs[0]));
 	s->procs[s->nprocs].tgid = tgid;
 	return &s->procs[s->nprocs++];

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/grow.h"
 #include "lib/elfsym.h"
 
 struct ml_sym {
@@ -96,19 +97,8 @@ static int cmp_addr(const void *pa, const void *pb)
 
 static int add_sym(struct elf_syms *s, const struct ml_sym *sym)
 {
-	struct ml_sym *n;
-	size_t cap;
-
-	if (s->nsyms == s->capsyms) {
-		cap = s->capsyms ? s->capsyms * 2 : 256;
-		if (cap > SIZE_MAX / sizeof(*n))
-			return -ENOMEM;
-		n = realloc(s->syms, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		s->syms = n;
-		s->capsyms = cap;
-	}
+	if (ml_grow(&s->syms, &s->capsyms, s->nsyms + 1, sizeof(*s->syms)))
+		return -ENOMEM;
 	s->syms[s->nsyms++] = *sym;
 	return 0;
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "lib/grow.h"
 #include "lib/elfsym.h"
 #include "lib/log.h"
 #include "python/pyframes.h"
@@ -188,15 +189,8 @@ static bool seen_before(struct pyframes *p, const struct ml_mapping *m)
 		if (p->seen[i].inode == m->inode && p->seen[i].dev_major == m->dev_major &&
 		    p->seen[i].dev_minor == m->dev_minor)
 			return true;
-	if (p->nseen == p->capseen) {
-		size_t cap = p->capseen ? 2 * p->capseen : 16;
-		struct seen_obj *n = realloc(p->seen, cap * sizeof(*n));
-
-		if (!n)
-			return true; /* not looked at; tried again at the next sync */
-		p->seen = n;
-		p->capseen = cap;
-	}
+	if (ml_grow(&p->seen, &p->capseen, p->nseen + 1, sizeof(*p->seen)))
+		return true; /* not looked at; tried again at the next sync */
 	p->seen[p->nseen++] = (struct seen_obj){ m->dev_major, m->dev_minor, m->inode };
 	return false;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "lib/grow.h"
 #include "attach/allocators.h"
 #include "report/html.h"
 #include "report/json.h"
@@ -73,15 +74,8 @@ static struct node *child(struct node *n, const char *name)
 	for (size_t i = 0; i < n->nkids; i++)
 		if (!strcmp(n->kids[i].name, name))
 			return &n->kids[i];
-	if (n->nkids == n->capkids) {
-		size_t cap = n->capkids ? n->capkids * 2 : 4;
-		struct node *k = realloc(n->kids, cap * sizeof(*k));
-
-		if (!k)
-			return NULL;
-		n->kids = k;
-		n->capkids = cap;
-	}
+	if (ml_grow(&n->kids, &n->capkids, n->nkids + 1, sizeof(*n->kids)))
+		return NULL;
 	memset(&n->kids[n->nkids], 0, sizeof(struct node));
 	n->kids[n->nkids].name = strdup(name);
 	if (!n->kids[n->nkids].name)

@@ -6,6 +6,7 @@
 #include <zlib.h>
 #include "attach/allocators.h"
 #include "collect/ledger.h"
+#include "lib/grow.h"
 #include "report/pprof.h"
 #include "profile.pb-c.h"
 #include "report/stackview.h"
@@ -140,10 +141,9 @@ static int64_t location(struct builder *b, const struct ml_frame *fr)
 		if (fi < 0)
 			return fi;
 		if (fadded) {
-			Perftools__Profiles__Function *f = calloc(1, sizeof(*f));
+			Perftools__Profiles__Function *f;
 
-			if (!f || (b->nfn == b->capfn && !(b->fn = realloc(b->fn, (b->capfn = b->capfn ? b->capfn * 2 : 64) *
-									   sizeof(*b->fn)))))
+			if (ml_grow(&b->fn, &b->capfn, b->nfn + 1, sizeof(*b->fn)) || !(f = calloc(1, sizeof(*f))))
 				return -ENOMEM;
 			perftools__profiles__function__init(f);
 			f->id = (uint64_t)fi + 1;
@@ -153,12 +153,18 @@ static int64_t location(struct builder *b, const struct ml_frame *fr)
 		}
 	}
 	{
-		Perftools__Profiles__Location *l = calloc(1, sizeof(*l));
-		Perftools__Profiles__Line *line = calloc(1, sizeof(*line));
+		Perftools__Profiles__Location *l;
+		Perftools__Profiles__Line *line;
 
-		if (!l || !line || (b->nloc == b->caploc && !(b->loc = realloc(b->loc, (b->caploc = b->caploc ? b->caploc * 2 : 64) *
-									  sizeof(*b->loc)))))
+		if (ml_grow(&b->loc, &b->caploc, b->nloc + 1, sizeof(*b->loc)))
 			return -ENOMEM;
+		l = calloc(1, sizeof(*l));
+		line = calloc(1, sizeof(*line));
+		if (!l || !line) {
+			free(l);
+			free(line);
+			return -ENOMEM;
+		}
 		perftools__profiles__location__init(l);
 		perftools__profiles__line__init(line);
 		line->function_id = (uint64_t)fi + 1;

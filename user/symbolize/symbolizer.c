@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/grow.h"
 #include "lib/clock.h"
 #include "lib/debuginfo.h"
 #include "lib/demangle.h"
@@ -101,21 +102,14 @@ static struct sym_file *file_find(const struct symbolizer *s, const struct ml_ma
 
 static int file_get(struct symbolizer *s, const struct ml_mapping *mp, struct sym_file **out)
 {
-	struct sym_file *f = file_find(s, mp), **nfiles;
-	size_t cap;
+	struct sym_file *f = file_find(s, mp);
 
 	if (f) {
 		*out = f;
 		return 0;
 	}
-	if (s->nfiles == s->capfiles) {
-		cap = s->capfiles ? s->capfiles * 2 : 32;
-		nfiles = realloc(s->files, cap * sizeof(*nfiles));
-		if (!nfiles)
-			return -ENOMEM;
-		s->files = nfiles;
-		s->capfiles = cap;
-	}
+	if (ml_grow(&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files)))
+		return -ENOMEM;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;

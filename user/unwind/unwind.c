@@ -16,6 +16,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gelf.h>
+#include "lib/grow.h"
 #include "lib/clock.h"
 #include "lib/debuginfo.h"
 #include "unwind/ehframe.h"
@@ -105,15 +106,8 @@ static int ext_put(struct extents *e, uint32_t start, uint32_t len)
 		e->v[i].len += len;
 		return 0;
 	}
-	if (e->n == e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 16;
-		struct ext *n = realloc(e->v, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		e->v = n;
-		e->cap = cap;
-	}
+	if (ml_grow(&e->v, &e->cap, e->n + 1, sizeof(*e->v)))
+		return -ENOMEM;
 	memmove(&e->v[i + 1], &e->v[i], (e->n - i) * sizeof(*e->v));
 	e->v[i].start = start;
 	e->v[i].len = len;
