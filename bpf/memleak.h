@@ -316,6 +316,8 @@ enum ml_stat {
 
 /* Per-layer event counters (allocating calls and releases), for the header's rates. */
 #define ML_STAT_LAYER_BASE 32
+#define ML_STAT_LAYER_ALLOCS(layer) (ML_STAT_LAYER_BASE + 2 * (layer))
+#define ML_STAT_LAYER_FREES(layer) (ML_STAT_LAYER_BASE + 2 * (layer) + 1)
 #define ML_STAT_SLOTS (ML_STAT_LAYER_BASE + 2 * ML_LAYER_MAX)
 
 #endif

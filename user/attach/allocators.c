@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/path.h"
 #include "attach/allocators.h"
 
 /* Argument numbers are 1-based (member functions count `this` as 1). Sizes are the bytes asked for. */
@@ -160,9 +161,8 @@ static const struct {
 
 const char *ml_heap_lib(const char *path, bool *replaces)
 {
-	const char *base = path ? strrchr(path, '/') : NULL;
+	const char *base = ml_base_name(path);
 
-	base = base ? base + 1 : path;
 	for (size_t i = 0; base && i < sizeof(heap_libs) / sizeof(heap_libs[0]); i++) {
 		if (!strncmp(base, heap_libs[i].prefix, strlen(heap_libs[i].prefix))) {
 			if (replaces)

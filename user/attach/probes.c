@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "lib/path.h"
 #include "attach/allocators.h"
 #include "lib/elfsym.h"
 #include "lib/log.h"
@@ -76,13 +77,6 @@ void probes__free(struct probes *p)
 	free(p->link_libc);
 	free(p->objs);
 	free(p);
-}
-
-static const char *base_name(const char *path)
-{
-	const char *b = strrchr(path, '/');
-
-	return b ? b + 1 : path;
 }
 
 /* A C library, or a heap allocator that replaces its malloc family: its malloc/free rows are probed. */
@@ -620,7 +614,7 @@ struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *map
 		char *path = NULL;
 		int fd;
 
-		if (!m->path || m->path[0] != '/' || strncmp(base_name(m->path), "ld-linux", 8))
+		if (!m->path || m->path[0] != '/' || strncmp(ml_base_name(m->path), "ld-linux", 8))
 			continue;
 		fd = ml_maps__open_file(p->o.pid, m);
 		if (fd < 0)
@@ -648,7 +642,7 @@ bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps)
 			continue;
 		if (!exe)
 			exe = &maps->v[i];
-		base = base_name(path);
+		base = ml_base_name(path);
 		/* A C library, or a dynamic loader that will map one: not (yet) a reason to give up. */
 		if (is_libc_name(path) || !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-musl", 7))
 			return false;

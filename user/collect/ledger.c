@@ -143,12 +143,7 @@ static int cmp_bytes_desc(const void *a, const void *b)
 
 static uint64_t key_hash(const struct ml_agg_key *k)
 {
-	uint64_t h = k->stack_id * 0x9e3779b97f4a7c15ULL ^ k->caller ^ ((uint64_t)k->tgid << 32 | k->layer);
-
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h;
+	return ml_hash_add(ml_hash_add(k->stack_id, k->caller), (uint64_t)k->tgid << 32 | k->layer);
 }
 
 static int index_reset(struct row_index *ix, size_t want)
@@ -339,7 +334,7 @@ void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx)
 
 static uint64_t canon_key(uint32_t tgid, uint64_t id)
 {
-	uint64_t h = id ^ ((uint64_t)tgid * 0x9e3779b97f4a7c15ULL);
+	uint64_t h = ml_hash_add(id, tgid);
 
 	return h ? h : 1;
 }
@@ -738,8 +733,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 
 	read_stats(l);
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++)
-		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_BASE + 2 * layer] ||
-					  s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1];
+		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_ALLOCS(layer)] ||
+					  s->stats[ML_STAT_LAYER_FREES(layer)];
 
 	canon_sweep(l);
 	stackstore__stats(l->o.stacks, &s->stacks);

@@ -20,6 +20,8 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "lib/hash.h"
+#include "lib/path.h"
 #include "lib/grow.h"
 #include "lib/elfsym.h"
 #include "lib/log.h"
@@ -76,8 +78,7 @@ struct pyframes {
 
 static uint64_t mix(uint64_t h, uint64_t v)
 {
-	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-	return h * 0xff51afd7ed558ccdULL;
+	return ml_hash_add(h, v);
 }
 
 struct pyframes *pyframes__new(struct memleak_bpf *skel, int pid)
@@ -216,7 +217,7 @@ static int load_bias(const struct elf_syms *es, const struct ml_maps *maps, cons
 /* The CPython version of an object mapped by the target, if it is an interpreter runtime. */
 static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const struct ml_mapping *m)
 {
-	const char *base = strrchr(m->path, '/') ? strrchr(m->path, '/') + 1 : m->path;
+	const char *base = ml_base_name(m->path);
 	uint64_t rt, ver_addr, bias, version = 0, sym;
 	const struct ml_py_layout *lay;
 	struct elf_syms *es = NULL;

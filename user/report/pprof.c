@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 #include <zlib.h>
+#include "lib/hash.h"
 #include "attach/allocators.h"
 #include "collect/ledger.h"
 #include "lib/grow.h"
@@ -23,13 +24,7 @@ struct intern {
 
 static uint64_t ihash(const char *key, uint64_t num)
 {
-	uint64_t h = 0xcbf29ce484222325ULL ^ num;
-
-	for (const unsigned char *p = (const unsigned char *)key; p && *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	return h ^ (h >> 33);
+	return ml_hash_str(key, num);
 }
 
 static bool same(const struct intern *t, size_t i, const char *key, uint64_t num)

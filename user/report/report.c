@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "lib/path.h"
 #include "attach/allocators.h"
 #include "report/json.h"
 #include "report/pprof.h"
@@ -127,13 +128,6 @@ static void put_safe(FILE *f, const char *s)
 	}
 }
 
-static const char *base_name(const char *p)
-{
-	const char *b = p ? strrchr(p, '/') : NULL;
-
-	return b ? b + 1 : p;
-}
-
 /* A frame on its own line: "func+0x1a (module) file:line", or "train.py:42 in train_step" for Python. */
 static void put_frame(FILE *f, const struct ml_frame *fr)
 {
@@ -159,7 +153,7 @@ static void put_frame(FILE *f, const struct ml_frame *fr)
 	}
 	if (fr->module) {
 		fputs(" (", f);
-		put_safe(f, base_name(fr->module));
+		put_safe(f, ml_base_name(fr->module));
 		fputc(')', f);
 	}
 	if (fr->file) {
@@ -247,7 +241,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		seq, r->o.pid, ts, s->elapsed_s);
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &s->layers[layer];
-		uint64_t a = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer], fr = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer + 1];
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
 
 		if (!t->active)
 			continue;
@@ -484,13 +478,13 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	json_stats(&w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
 	jw_obj_begin(&w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
-		uint64_t a = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer], fr = s->stats_delta[ML_STAT_LAYER_BASE + 2 * layer + 1];
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
 
 		if (!s->layers[layer].active)
 			continue;
 		jw_obj_begin(&w, ml_layer_name(layer));
-		jw_u64(&w, "allocs", s->stats[ML_STAT_LAYER_BASE + 2 * layer]);
-		jw_u64(&w, "frees", s->stats[ML_STAT_LAYER_BASE + 2 * layer + 1]);
+		jw_u64(&w, "allocs", s->stats[ML_STAT_LAYER_ALLOCS(layer)]);
+		jw_u64(&w, "frees", s->stats[ML_STAT_LAYER_FREES(layer)]);
 		jw_double(&w, "allocs_per_s", s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0);
 		jw_double(&w, "frees_per_s", s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
 		jw_obj_end(&w);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/hash.h"
+#include "lib/path.h"
 #include "python/pyframes.h"
 #include "report/stackview.h"
 
@@ -99,26 +101,26 @@ uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned 
 	struct stackview *sv = ctx;
 	struct ml_row row = { .key = { .tgid = tgid, .stack_id = stack_id } };
 	struct ml_rawstack *r = &sv->raw;
-	uint64_t how = 0xcbf29ce484222325ULL;
+	uint64_t how = 0;
 	size_t nn;
 
 	if (!use_process(sv, tgid) || ledger__stack(sv->l, &row, r))
 		return 0;
 	nn = native_shown(sv, r->ips, r->nr);
 	for (size_t k = 0; k < nn; k++)
-		how = (how ^ r->ips[k]) * 0x100000001b3ULL;
-	how = (how ^ (0x5a5a0000ULL | nn)) * 0x100000001b3ULL;
+		how = ml_hash_add(how, r->ips[k]);
+	how = ml_hash_add(how, (0x5a5a0000ULL | nn));
 	for (size_t k = 0; k < r->nr_py; k++) {
 		const struct ml_frame *fr = NULL;
 
-		how = (how ^ r->py[k].code ^ ((uint64_t)r->py[k].instr << 47)) * 0x100000001b3ULL;
-		how = (how ^ r->py[k].check ^ r->py[k].entry) * 0x100000001b3ULL;
+		how = ml_hash_add(how, r->py[k].code ^ ((uint64_t)r->py[k].instr << 47));
+		how = ml_hash_add(how, r->py[k].check ^ r->py[k].entry);
 		/* Import-time memory: importlib anywhere on the Python stack (the code is live: it just ran). */
 		if (!(*traits & ML_ROW_IMPORT) && sv->py && !pyframes__resolve(sv->py, &r->py[k], &fr) && fr &&
 		    ml_frame_is_import(fr))
 			*traits |= ML_ROW_IMPORT;
 	}
-	how = (how ^ r->flags) * 0x100000001b3ULL;
+	how = ml_hash_add(how, r->flags);
 	return how ? how : 1;
 }
 
@@ -214,11 +216,10 @@ bool ml_frame_is_user_code(const struct ml_frame *fr)
 
 bool ml_frame_is_interpreter(const struct ml_frame *fr)
 {
-	const char *m = fr->module ? strrchr(fr->module, '/') : NULL;
+	const char *m = ml_base_name(fr->module);
 
-	if (fr->kind != ML_FRAME_NATIVE || !fr->module)
+	if (fr->kind != ML_FRAME_NATIVE || !m)
 		return false;
-	m = m ? m + 1 : fr->module;
 	return !strncmp(m, "python", 6) || !strncmp(m, "libpython", 9);
 }
 
@@ -234,11 +235,10 @@ bool ml_frame_is_import(const struct ml_frame *fr)
 const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len)
 {
 	if (fr->kind == ML_FRAME_PYTHON) {
-		const char *file = fr->file ? strrchr(fr->file, '/') : NULL;
+		const char *file = ml_base_name(fr->file);
 
 		if (!fr->func)
 			return "[python]";
-		file = file ? file + 1 : fr->file;
 		if (fr->line > 0)
 			snprintf(buf, len, "%s (%s:%d)", fr->func, file ? file : "?", fr->line);
 		else

@@ -276,7 +276,7 @@ int overhead__sample(struct overhead *o, const int *pids, size_t npids)
 {
 	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu = cpu_ns(pids, npids), bpf = bpf_run_ns(o), v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
 	double entry, ret, libc_entry, libc_ret, pct, libc_pct, secs, base;
-	const uint32_t libc = ML_STAT_LAYER_BASE + 2 * ML_LAYER_LIBC;
+	const uint32_t libc = ML_STAT_LAYER_ALLOCS(ML_LAYER_LIBC);
 
 	if (o->have_last && now - o->last_ns < MIN_SAMPLE_NS)
 		return 0;
