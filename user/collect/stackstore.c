@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -59,6 +60,7 @@ struct stackstore {
 	pthread_t reader;
 	bool reading, stop;
 	int err; /* the reader's first failure, told by the next drain */
+	size_t batch; /* records taken in this hold of the lock */
 };
 
 struct stackstore *stackstore__new(void)
@@ -293,24 +295,45 @@ int stackstore__get(struct stackstore *ss, uint64_t id, struct ml_stack *out)
 	return 0;
 }
 
+/* Records taken under one hold of the lock: a reader of the dictionary waits for a batch at most. */
+#define BATCH 4096
+
 static int on_record(void *ctx, void *data, size_t len)
 {
-	int err = stackstore__add(ctx, data, len);
+	struct stackstore *ss = ctx;
+	int err = add_locked(ss, data, len);
 
 	/* A malformed record is counted and skipped; only running out of memory stops the drain. */
-	return err == -ENOMEM ? err : 0;
+	if (err == -ENOMEM)
+		return err;
+	return ++ss->batch >= BATCH ? -EAGAIN : 0;
 }
 
-/* Take what the ring holds now; the first failure is kept for the next drain to tell. */
+/*
+ * Take up to a batch of what the ring holds, the ring's consumer side and the dictionary both held.
+ * Returns 1 when more is left, 0, or the first failure (kept for the next drain to tell).
+ */
+static int consume_batch(struct stackstore *ss)
+{
+	int n;
+
+	pthread_mutex_lock(&ss->lock);
+	ss->batch = 0;
+	n = ring_buffer__consume(ss->rb);
+	pthread_mutex_unlock(&ss->lock);
+	if (n == -EAGAIN)
+		return 1;
+	if (n < 0 && !ss->err)
+		ss->err = n;
+	return ss->err;
+}
+
 static int consume(struct stackstore *ss)
 {
 	int n;
 
 	pthread_mutex_lock(&ss->ring_lock);
-	n = ring_buffer__consume(ss->rb);
-	if (n < 0 && !ss->err)
-		ss->err = n;
-	n = ss->err;
+	n = consume_batch(ss);
 	pthread_mutex_unlock(&ss->ring_lock);
 	return n;
 }
@@ -320,13 +343,22 @@ static void *reader(void *arg)
 	struct stackstore *ss = arg;
 	struct pollfd p = { .fd = ring_buffer__epoll_fd(ss->rb), .events = POLLIN };
 
-	while (!__atomic_load_n(&ss->stop, __ATOMIC_RELAXED)) {
-		int n = poll(&p, 1, 100); /* the timeout only bounds how long stopping takes */
+	int more = 0;
 
-		if (n > 0 && consume(ss))
-			break;
+	while (!__atomic_load_n(&ss->stop, __ATOMIC_RELAXED)) {
+		/* With a batch left over, no wait: only a turn for the main thread. The timeout bounds stopping. */
+		int n = more ? 1 : poll(&p, 1, 100);
+
+		if (more)
+			sched_yield();
 		if (n < 0 && errno != EINTR)
 			break;
+		more = 0;
+		if (n > 0) {
+			more = consume(ss);
+			if (more < 0)
+				break;
+		}
 	}
 	return NULL;
 }
@@ -352,7 +384,25 @@ int stackstore__attach(struct stackstore *ss, int ring_fd)
 
 int stackstore__drain(struct stackstore *ss)
 {
-	return ss->rb ? consume(ss) : 0;
+	int err;
+
+	if (!ss->rb)
+		return 0;
+	if (!ss->reading) {
+		while ((err = consume(ss)) == 1)
+			;
+		return err;
+	}
+	/*
+	 * The reader is at it when the ring's lock is taken: under a stream of new stacks its consume may not
+	 * end while records keep coming, and the report must not wait for it. A stack it has not added yet
+	 * shows unresolved in this report only.
+	 */
+	if (pthread_mutex_trylock(&ss->ring_lock))
+		return 0;
+	err = consume_batch(ss);
+	pthread_mutex_unlock(&ss->ring_lock);
+	return err < 0 ? err : 0;
 }
 
 void stackstore__stats(struct stackstore *ss, struct stackstore_stats *out)

@@ -31,7 +31,10 @@ void stackstore__free(struct stackstore *ss); /* NULL-safe */
  * come. 0 or a negative errno. Every call is thread-safe.
  */
 int stackstore__attach(struct stackstore *ss, int ring_fd);
-/* Take every record the ring holds now (before reading records that name them). 0 or a negative errno. */
+/*
+ * Take every record the ring holds now (before reading records that name them), unless the reader thread is
+ * taking them already. 0 or a negative errno.
+ */
 int stackstore__drain(struct stackstore *ss);
 
 /* Add one record as the ring carries it (struct ml_stack, header and words in use): 0 new, 1 known, or -errno. */

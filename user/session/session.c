@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,6 +72,7 @@ struct session {
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
 	struct bpf_link *ld_stop; /* -c: stops the target at each report of its dynamic loader (dlopen) */
 	uint64_t ld_stops_seen;   /* the BPF side's count of those stops when the last one was handled */
+	uint64_t ld_held_ns, ld_handled; /* how long the target was held at them, and how many were handled */
 	int sfd, tick_fd, scan_fd;
 	uint64_t seq, scans, start_ns;
 	int *pids; /* the traced processes' pids, for the overhead sample */
@@ -203,7 +205,7 @@ static void root_exec(struct session *ss)
 static void loader_stopped(struct session *ss)
 {
 	siginfo_t si = {};
-	uint64_t asked;
+	uint64_t asked, t0;
 	int n;
 
 	if (waitid(P_PID, (id_t)ss->root.pid, &si, WSTOPPED | WNOHANG) || si.si_pid != ss->root.pid)
@@ -212,10 +214,13 @@ static void loader_stopped(struct session *ss)
 	if (asked == ss->ld_stops_seen)
 		return;
 	ss->ld_stops_seen = asked;
+	t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	n = tracee__sync(&ss->root, &ss->env);
 	if (n < 0 && n != -ESRCH && n != -ENOENT)
 		ml_notice("probing pid %d's new libraries failed: %s", ss->root.pid, strerror(-n));
 	kill(ss->root.pid, SIGCONT);
+	ss->ld_held_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
+	ss->ld_handled++;
 }
 
 static void follower_gone(void *ctx, int pid)
@@ -694,6 +699,8 @@ static int session_close(struct session *ss, bool ok)
 	if (!ok && ss->tgt.spawned && ss->tgt.stopped)
 		kill(ss->tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
 	if (ss->ld_stop) {
+		ml_info("pid %d was held %.0f ms at %" PRIu64 " reports of its dynamic loader (dlopen), its new libraries "
+			"probed before their code ran", ss->root.pid, (double)ss->ld_held_ns / 1e6, ss->ld_handled);
 		bpf_link__destroy(ss->ld_stop);
 		/* A dlopen stop asked for and not handled yet: let it go on. */
 		if (READ_ONCE_U64(ss->skel->bss->ldso_stops) != ss->ld_stops_seen && target__alive(&ss->tgt))
