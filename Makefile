@@ -34,11 +34,18 @@ all: memleak-ai
 $(OUTPUT):
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/memleak.bpf.o: bpf/memleak.bpf.c bpf/memleak.h vmlinux/vmlinux.h | $(OUTPUT)
+# The BPF side is several units (bpf/*.bpf.c), linked into one object: one skeleton, maps and programs by name.
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_TMP_OBJS := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.tmp.bpf.o,$(BPF_SRCS))
+
+$(OUTPUT)/%.tmp.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.bpf.h) bpf/memleak.h vmlinux/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) -g -O2 -Wall -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf $(CLANG_BPF_SYS_INCLUDES) \
-		-c $< -o $(OUTPUT)/memleak.tmp.bpf.o
-	$(Q)$(BPFTOOL) gen object $@ $(OUTPUT)/memleak.tmp.bpf.o
+		-c $< -o $@
+
+$(OUTPUT)/memleak.bpf.o: $(BPF_TMP_OBJS)
+	$(call msg,BPF-LINK,$@)
+	$(Q)$(BPFTOOL) gen object $@ $^
 
 $(OUTPUT)/memleak.skel.h: $(OUTPUT)/memleak.bpf.o
 	$(call msg,GEN-SKEL,$@)

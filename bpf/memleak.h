@@ -10,6 +10,8 @@
 #define ML_MAX_FRAMES 127 /* deepest user stack kept (the perf stack limit) */
 #define ML_STACK_NONE 0ULL     /* stack_id when only the immediate caller was captured (no frame-pointer chain) */
 #define ML_USER_TOP 0x800000000000ULL /* x86_64 user addresses lie below this */
+#define ML_MIN_USER_ADDR 0x1000ULL     /* nothing is mapped in the first page: a lower return address is garbage */
+#define ML_FRAME_MASK ML_MAX_FRAMES  /* index mask into a stack's native words: ML_MAX_FRAMES + 1 is a power of two */
 #define ML_FP_WINDOW (1ULL << 20) /* rbp further than this above rsp at entry is not taken for a frame pointer */
 
 /* Layers: where an allocation comes from. User space owns the names (user/allocators.c). */
@@ -162,7 +164,12 @@ struct ml_pyproc {
 	__u8 pad[2];
 };
 
-#define ML_STACK_WORDS (ML_MAX_FRAMES + 2 * ML_MAX_PYFRAMES) /* 511: indexes mask with 511 */
+#define ML_STACK_WORDS (ML_MAX_FRAMES + 2 * ML_MAX_PYFRAMES) /* 511 */
+#define ML_STACK_WORD_MASK ML_STACK_WORDS /* index mask into a stack's words: ML_STACK_WORDS + 1 is a power of two */
+#define ML_PY_OFF_MASK 127 /* mask of a field's offset in a frame or thread-state read (both at most 128 bytes) */
+_Static_assert(((ML_MAX_FRAMES + 1) & ML_MAX_FRAMES) == 0, "ML_MAX_FRAMES + 1 is a power of two");
+_Static_assert(((ML_STACK_WORDS + 1) & ML_STACK_WORDS) == 0, "ML_STACK_WORDS + 1 is a power of two");
+_Static_assert(ML_PY_FRAME_MAX <= ML_PY_OFF_MASK + 1, "a frame read fits the offset mask");
 
 /* Stack flags */
 #define ML_STACK_PY_TRUNCATED 1 /* deeper Python frames than ML_MAX_PYFRAMES: the outermost are missing */

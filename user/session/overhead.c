@@ -8,7 +8,7 @@
  *
  * --max-overhead: when the C heap's probes (by far the most frequent) push the share over the budget, the
  * C heap is followed through the system calls that grow the address space instead (heap-growth mode,
- * bpf/memleak.bpf.c: heap_exit), which costs nothing per malloc. The CUDA and PyTorch layers stay as they are.
+ * bpf/proc.bpf.c: heap_exit), which costs nothing per malloc. The CUDA and PyTorch layers stay as they are.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

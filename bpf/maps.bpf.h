@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What the BPF units share: the maps and global variables more than one of them uses, and their value types.
+ * Each is defined here, __weak, and every unit includes it: bpftool gen object (libbpf's linker) keeps one
+ * definition of each, so the linked object and its skeleton have each map and variable once, by its name.
+ * (A map or variable that one unit alone uses is defined in that unit.)
+ */
+#ifndef MEMLEAK_AI_MAPS_BPF_H
+#define MEMLEAK_AI_MAPS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "memleak.h"
+
+/* Set by user space between open and load. */
+const volatile __u64 min_size __weak = 0;
+const volatile __u64 max_size __weak = ~0ULL;
+const volatile __u32 table_mask __weak = 0; /* slots - 1; slots is a power of two */
+
+/* The outstanding allocations (see memleak.h): written by the allocator probes and heap-growth mode. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* sized from --max-allocs */
+	__type(key, __u32);
+	__type(value, struct ml_slot);
+} table SEC(".maps") __weak;
+
+/* All counters in one per-CPU element: one lookup per event, not one per counter. */
+struct ml_counters {
+	__u64 v[ML_STAT_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ml_counters);
+} stats SEC(".maps") __weak;
+
+/*
+ * In-flight allocator calls of one thread, one per nesting group. Task storage dies with the thread, so an
+ * exiting thread leaves nothing behind.
+ */
+struct ml_call {
+	__u64 sp;           /* stack pointer at entry of the outermost call of the group; 0 = none in flight */
+	__u64 entry_ns;     /* when it began: a call in flight for longer lost its return (see ML_CALL_STALE_NS) */
+	__u64 size;         /* bytes, or the multiplier of a size read at return */
+	__u64 out_ptr;      /* address of the out-parameter */
+	__u64 size_out_ptr; /* address of the size read at return */
+	__u64 addr;         /* address given as an input argument */
+	__u64 free_ptr;     /* pointer being released by a realloc */
+	__u64 free_ts;      /* identity of that allocation when the call began */
+	__u64 caller;
+	__u64 stack_id;
+	__u32 spec;
+	__s32 device;
+};
+
+/* The caller of the innermost ML_KIND_WRAP function entered (c10::alloc_cpu), for the allocation it makes. */
+struct ml_wrap {
+	__u64 sp, caller, stack_id, entry_ns;
+};
+
+struct ml_thread {
+	struct ml_call calls[ML_GROUPS];
+	struct ml_wrap wrap;
+	__u64 py_tstate;  /* this thread's PyThreadState, once found (checked again at every use) */
+	__u64 py_miss_ns; /* when a search last found none: not searched again for ML_PY_RETRY_NS */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ml_thread);
+} threads SEC(".maps") __weak;
+
+#endif

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * BPF side of memleak-ai, the allocator probes: generic entry and return probes driven by the allocator table
+ * (user/allocators.c), and PyTorch's USDT probes. Outstanding allocations go to the table (table.bpf.h), their
+ * stacks come from stack.bpf.c.
+ */
+#include "table.bpf.h"
+#include <bpf/usdt.bpf.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by user space between open and load. */
+const volatile struct ml_spec specs[ML_MAX_SPECS] = {};
+
+/* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the context. */
+struct ml_args {
+	__u64 v[9];
+};
+
+static __always_inline void load_args(struct pt_regs *ctx, struct ml_args *a, bool stack)
+{
+	a->v[0] = PT_REGS_PARM1(ctx);
+	a->v[1] = PT_REGS_PARM2(ctx);
+	a->v[2] = PT_REGS_PARM3(ctx);
+	a->v[3] = PT_REGS_PARM4(ctx);
+	a->v[4] = PT_REGS_PARM5(ctx);
+	a->v[5] = ctx->r9; /* libbpf 1.1 has no PT_REGS_PARM6 */
+	a->v[6] = a->v[7] = a->v[8] = 0;
+	/* Structs over 16 bytes are passed in memory: cudaMalloc3D's cudaExtent sits above the return address. */
+	if (stack)
+		bpf_probe_read_user(&a->v[6], 3 * sizeof(__u64), (void *)(PT_REGS_SP(ctx) + 8));
+}
+
+static __always_inline __u64 mul_sat(__u64 a, __u64 b)
+{
+	__u64 lim = ~0ULL;
+
+	/* Opaque to the optimizer, which would otherwise turn the check into a 128-bit multiply BPF lacks. */
+	asm volatile("" : "+r"(lim));
+	if (b && a > lim / b)
+		return ~0ULL;
+	return a * b;
+}
+
+static __always_inline __u64 arg_n(const struct ml_args *a, __u32 n)
+{
+	__u32 i = n - 1;
+
+	if (i > 8)
+		return 0;
+	return a->v[i];
+}
+
+SEC("uprobe")
+int BPF_KPROBE(alloc_enter)
+{
+	__u32 idx = bpf_get_attach_cookie(ctx);
+	const volatile struct ml_spec *s;
+	struct ml_thread *th;
+	struct ml_call *t;
+	__u64 sp = PT_REGS_SP(ctx), size, now, *caller, *stack_id;
+	struct ml_capture cap;
+	struct ml_args args;
+
+	if (idx >= ML_MAX_SPECS)
+		return 0;
+	s = &specs[idx & (ML_MAX_SPECS - 1)];
+	load_args(ctx, &args, s->count_arg >= ML_ARG_STACK1 || s->count2_arg >= ML_ARG_STACK1);
+	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!th) {
+		stat_inc(ML_STAT_DROP_THREAD);
+		return 0;
+	}
+	if (s->kind == ML_KIND_WRAP) {
+		/* No return probe on C++ code: an exception unwinding through the kernel's return trampoline
+		 * would terminate the target. The allocation is taken where the wrapper calls into C. */
+		th->wrap.sp = sp;
+		th->wrap.entry_ns = bpf_ktime_get_ns();
+		caller = &th->wrap.caller;
+		stack_id = &th->wrap.stack_id;
+		goto capture;
+	}
+	t = &th->calls[s->group & (ML_GROUPS - 1)];
+	now = bpf_ktime_get_ns();
+	if (t->sp) {
+		/* A deeper stack pointer means the allocator is calling itself, an equal one a tail call
+		 * (reallocarray jumps to realloc): either way the outer call accounts for it. */
+		if (sp <= t->sp && in_flight(t, now, s->group)) {
+			stat_inc(ML_STAT_NESTED);
+			return 0;
+		}
+		stat_inc(ML_STAT_DROP_LOST_RETURN);
+	}
+	size = s->size_arg ? arg_n(&args, s->size_arg) : 1;
+	/* A product that overflows is an allocation that fails: keep it from reading as realloc(p, 0). */
+	if (s->count_arg)
+		size = mul_sat(size, arg_n(&args, s->count_arg));
+	if (s->count2_arg)
+		size = mul_sat(size, arg_n(&args, s->count2_arg));
+	t->sp = sp;
+	t->entry_ns = now;
+	t->size = size;
+	t->spec = idx;
+	t->out_ptr = s->out_arg ? arg_n(&args, s->out_arg) : 0;
+	t->size_out_ptr = s->size_out_arg ? arg_n(&args, s->size_out_arg) + s->size_out_off : 0;
+	t->addr = s->addr_arg ? arg_n(&args, s->addr_arg) : 0;
+	t->free_ptr = s->free_arg ? arg_n(&args, s->free_arg) : 0;
+	t->free_ts = 0;
+	t->device = -1;
+	if (s->device_arg) {
+		__s32 dev = -1;
+
+		if (!bpf_probe_read_user(&dev, sizeof(dev), (void *)(arg_n(&args, s->device_arg) + s->device_off)))
+			t->device = dev;
+	}
+	if (t->free_ptr) {
+		struct ml_slot *a = slot_find(bpf_get_current_pid_tgid() >> 32, s->layer, t->free_ptr);
+		__u64 ts = a ? READ_ONCE(a->ts_ns) : 0;
+
+		t->free_ts = ts ? ts : 1; /* 1: not ours, nothing to release */
+	}
+	/* A size only known at return cannot be filtered here: capture, and let the return filter. */
+	if (!s->size_out_arg && (size < min_size || size > max_size)) {
+		t->stack_id = ML_STACK_NONE;
+		t->caller = 0;
+		return 0;
+	}
+	if (s->use_wrap && th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS) {
+		t->caller = th->wrap.caller;
+		t->stack_id = th->wrap.stack_id;
+		th->wrap.sp = 0;
+		return 0;
+	}
+	caller = &t->caller;
+	stack_id = &t->stack_id;
+capture:
+	/* One call site for either. */
+	cap = (struct ml_capture){ .sp = sp, .bp = PT_REGS_FP(ctx) };
+	capture_stack(th, &cap);
+	*caller = cap.caller;
+	*stack_id = cap.stack_id;
+	return 0;
+}
+
+/*
+ * The in-flight call a return probe belongs to, or NULL. The return of a nested call arrives with a
+ * deeper stack than the outer call's entry + 8, and finds nothing here.
+ */
+static __always_inline struct ml_call *returning_call(struct pt_regs *ctx, __u32 idx)
+{
+	struct ml_thread *th;
+	struct ml_call *t;
+
+	/* The cookie is a row number user space set; the mask alone bounds it for the verifier (a range check
+	 * here lets the compiler drop the mask, and the verifier then loses the bound). */
+	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
+	if (!th)
+		return NULL;
+	t = &th->calls[specs[idx & (ML_MAX_SPECS - 1)].group & (ML_GROUPS - 1)];
+	if (!t->sp || PT_REGS_SP(ctx) != t->sp + 8)
+		return NULL;
+	return t;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(alloc_exit)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, idx = bpf_get_attach_cookie(ctx);
+	const volatile struct ml_spec *s;
+	struct ml_counters *c;
+	struct ml_call *t = returning_call(ctx, idx);
+	__u64 ret = PT_REGS_RC(ctx), addr = 0, size;
+	int ok;
+
+	if (!t)
+		return 0;
+	idx = t->spec;
+	t->sp = 0;
+	if (idx >= ML_MAX_SPECS)
+		return 0;
+	s = &specs[idx & (ML_MAX_SPECS - 1)];
+	c = counters();
+	size = t->size;
+
+	if (s->ret == ML_RET_ERR0) {
+		ok = (__s32)ret == 0;
+		if (ok && t->out_ptr)
+			bpf_probe_read_user(&addr, sizeof(addr), (void *)t->out_ptr);
+		else if (ok)
+			addr = t->addr;
+		if (ok && t->size_out_ptr) {
+			__u64 v = 0;
+
+			bpf_probe_read_user(&v, sizeof(v), (void *)t->size_out_ptr);
+			size *= v;
+		}
+	} else {
+		addr = ret;
+		ok = addr != 0;
+	}
+
+	if (s->kind == ML_KIND_REALLOC) {
+		/*
+		 * realloc(p, 0) frees p and returns NULL; any other NULL is a failure that leaves p alone. glibc
+		 * releases p of realloc(p, 0) through free(), whose probe has then already dropped it: the
+		 * identity check makes the second drop a no-op, and counts a block reused meanwhile as a race.
+		 */
+		if (!t->free_ptr) {
+			cnt_inc(c, ML_STAT_FREE_NULL);
+		} else if (addr || size == 0) {
+			if (t->free_ts > 1 && forget(c, tgid, s->layer, t->free_ptr, t->free_ts)) {
+				cnt_inc(c, ML_STAT_FREE_CALLS);
+				cnt_inc(c, layer_slot(s->layer) + 1);
+			} else if (t->free_ts <= 1 && addr) {
+				cnt_inc(c, ML_STAT_FREE_CALLS);
+				cnt_inc(c, layer_slot(s->layer) + 1);
+				cnt_inc(c, ML_STAT_FREE_UNKNOWN);
+			}
+		}
+		if (!addr && size == 0)
+			return 0;
+	}
+	if (!ok || !addr) {
+		cnt_inc(c, ML_STAT_ALLOC_FAILED);
+		return 0;
+	}
+	remember(c, tgid, s->layer, addr, size, t->caller, t->stack_id, idx, (__s16)t->device);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(free_enter)
+{
+	__u32 idx = bpf_get_attach_cookie(ctx);
+	const volatile struct ml_spec *s;
+	struct ml_args args;
+
+	if (idx >= ML_MAX_SPECS)
+		return 0;
+	s = &specs[idx & (ML_MAX_SPECS - 1)];
+	load_args(ctx, &args, false);
+	/*
+	 * The low-rate releases (cudaFree, free_cpu, ...) have a return probe and mark themselves in flight,
+	 * so the release they make inside (cudaFree calling cuMemFree, cudaFreeHost calling cuMemFreeHost)
+	 * is not counted twice. The C library's free, the hot path, skips this.
+	 */
+	if (s->track_free) {
+		struct ml_thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+							    BPF_LOCAL_STORAGE_GET_F_CREATE);
+		struct ml_call *t;
+		__u64 sp = PT_REGS_SP(ctx);
+
+		if (th) {
+			__u64 now = bpf_ktime_get_ns();
+
+			t = &th->calls[s->group & (ML_GROUPS - 1)];
+			if (sp <= t->sp && in_flight(t, now, s->group)) {
+				stat_inc(ML_STAT_NESTED);
+				return 0;
+			}
+			t->sp = sp;
+			t->entry_ns = now;
+			t->spec = idx;
+		}
+	}
+	return release(counters(), s->layer, arg_n(&args, s->free_arg));
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(free_exit)
+{
+	struct ml_call *t = returning_call(ctx, bpf_get_attach_cookie(ctx));
+
+	if (t)
+		t->sp = 0;
+	return 0;
+}
+
+/*
+ * PyTorch's CUDA caching allocator announces every tensor block it hands out and takes back through
+ * USDT probes pytorch:malloc(ptr, device, size, stream) and pytorch:free(ptr). The probe sits inside
+ * the allocator, so frame 0 is the probe's own address; the frames above come from the frame-pointer walk.
+ */
+SEC("usdt")
+int BPF_USDT(torch_malloc, __u64 ptr, long device, __u64 size, long stream)
+{
+	struct ml_capture cap = { .sp = PT_REGS_SP(ctx), .bp = PT_REGS_FP(ctx) };
+
+	if (!ptr)
+		return 0;
+	capture_stack(bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE),
+		      &cap);
+	/* The caller is the probe's own address (cap.caller is its function's caller). */
+	remember(counters(), bpf_get_current_pid_tgid() >> 32, ML_LAYER_TORCH_CUDA, ptr, size, PT_REGS_IP(ctx),
+		 cap.stack_id, ML_MAX_SPECS - 1, (__s16)device);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(torch_free, __u64 ptr)
+{
+	return release(counters(), ML_LAYER_TORCH_CUDA, ptr);
+}
+
+/* Start-up calibration of the cost of one probe hit (user/overhead.c): does nothing. */
+SEC("uprobe")
+int calib(struct pt_regs *ctx)
+{
+	return 0;
+}

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * BPF side of memleak-ai, the native unwinding tables' search (see memleak.h): the rule for a pc, from the
+ * rows and page index user space writes through mmap (user/unwind.c). Called by the table walk in stack.bpf.c.
+ */
+#include "common.bpf.h"
+
+/* The rows and the page index, written by user space through mmap. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* sized from --unwind-mem */
+	__type(key, __u32);
+	__type(value, struct ml_urow);
+} urows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* sized from --unwind-mem */
+	__type(key, __u32);
+	__type(value, __u32);
+} uindex SEC(".maps");
+
+/*
+ * The binary searches below are branch-free (the comparison becomes a mask), so the verifier walks one path
+ * through them instead of one per outcome. x <= y for values below 2^63: the sign of y - x.
+ */
+#define ML_LE_MASK(x, y) ((((__u64)(y) - (__u64)(x)) >> 63) - 1)
+
+/* The mapping with a table holding pc: a binary search of the process's sorted list. */
+static __always_inline const struct ml_umap *uw_map(const struct ml_umaps *um, __u64 pc)
+{
+	__u32 base = 0, len = um->n, i;
+
+	if (!len || len > ML_UW_MAPS)
+		return NULL;
+	for (int k = 0; k < 10; k++) {
+		__u32 half = len / 2;
+
+		base += half & (__u32)ML_LE_MASK(um->m[(base + half) & (ML_UW_MAPS - 1)].start, pc);
+		len -= half;
+	}
+	i = base & (ML_UW_MAPS - 1);
+	if (pc < um->m[i].start || pc >= um->m[i].end)
+		return NULL;
+	return &um->m[i];
+}
+
+/* The row covering pc in a mapping's table, or NULL where the table has none. */
+static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u64 pc)
+{
+	const struct ml_urow *row;
+	__u32 key, base, len, *ip;
+	__u64 off = pc - m->adj;
+
+	if (off >> 32 || (off >> (m->shift & 31)) >= m->n_slots)
+		return NULL;
+	key = m->idx_base + (__u32)(off >> (m->shift & 31));
+	ip = bpf_map_lookup_elem(&uindex, &key);
+	if (!ip)
+		return NULL;
+	base = *ip;
+	key++;
+	ip = bpf_map_lookup_elem(&uindex, &key);
+	if (!ip || *ip < base || *ip >= m->n_rows)
+		return NULL;
+	/* The last row with pc <= off lies in [base, *ip]: a slot is at most 4 KiB, so 13 halvings do. */
+	len = *ip - base + 1;
+	for (int k = 0; k < 13; k++) { /* always 13: an exit on len == 1 would double the paths per halving */
+		__u32 half = len / 2;
+
+		key = m->row_base + base + half;
+		row = bpf_map_lookup_elem(&urows, &key);
+		if (!row)
+			return NULL;
+		base += half & (__u32)ML_LE_MASK(row->pc, off);
+		len -= half;
+	}
+	key = m->row_base + base;
+	row = bpf_map_lookup_elem(&urows, &key);
+	if (!row || row->pc > (__u32)off)
+		return NULL;
+	return row;
+}
+
+/*
+ * The rule for pc in the process's tables. A global function: the verifier checks it once, on its own, not
+ * once per path of the frame step that calls it.
+ */
+__noinline __u32 uw_lookup(const struct ml_umaps *um, __u64 pc)
+{
+	const struct ml_urow *row = NULL;
+	const struct ml_umap *m;
+
+	if (!um)
+		return ML_UW_RULE(0, 0, ML_UW_NONE_FDE);
+	m = uw_map(um, pc);
+	if (m)
+		row = uw_row(m, pc);
+	return row ? ML_UW_RULE(row->cfa_off, row->rbp_off8, row->kind) : ML_UW_RULE(0, 0, ML_UW_NONE_FDE);
+}
