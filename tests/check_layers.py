@@ -1,5 +1,6 @@
 """The architecture as a test: each folder of user/ includes only from lib/, the BPF contract and the stages
-before it in the pipeline, so the tree keeps telling how data flows (attach -> collect -> judge -> report)."""
+before it in the pipeline, so the tree keeps telling how data flows (attach -> collect -> judge -> report);
+no BPF unit over 700 lines (at least three), no C file over 900, main() under 150 lines."""
 import os
 import re
 import sys
@@ -37,12 +38,32 @@ def main():
                     bad.append(f"user/{stage}/{f}:{n}: {stage} may not include {inc} (same or later stage)")
             if stage == "lib" and "memleak.skel.h" in open(os.path.join(d, f)).read():
                 bad.append(f"user/lib/{f}: lib/ must not see the BPF skeleton")
+    # The sizes that keep the tree readable: BPF units, C files, main().
+    units = [f for f in os.listdir(os.path.join(ROOT, "bpf")) if f.endswith(".bpf.c")]
+    if len(units) < 3:
+        bad.append(f"bpf/: {len(units)} units, at least three wanted")
+    for f in units:
+        n = sum(1 for _ in open(os.path.join(ROOT, "bpf", f)))
+        if n > 700:
+            bad.append(f"bpf/{f}: {n} lines, over 700")
+    for root, _, names in os.walk(user):
+        for f in names:
+            if f.endswith(".c"):
+                n = sum(1 for _ in open(os.path.join(root, f)))
+                if n > 900:
+                    bad.append(f"{os.path.relpath(os.path.join(root, f), ROOT)}: {n} lines, over 900")
+    lines = open(os.path.join(user, "main.c")).read().splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("int main(")), None)
+    end = next((i for i in range(start or 0, len(lines)) if lines[i] == "}"), None) if start is not None else None
+    if start is None or end is None or end - start + 1 >= 150:
+        bad.append(f"user/main.c: main() is {None if end is None else end - start + 1} lines, 150 at most")
     top = [f for f in os.listdir(user) if f.endswith((".c", ".h")) and f != "main.c"]
     for f in top:
         bad.append(f"user/{f}: only main.c stays at user/'s top")
     for b in bad:
         print(f"not ok - {b}")
-    print(f"ok - {files} files follow the stage order" if not bad else f"# {len(bad)} layering errors")
+    print(f"ok - {files} files follow the stage order; BPF units, C files and main() within their sizes"
+          if not bad else f"# {len(bad)} architecture errors")
     print(f"layers: {0 if bad else 1} passed, {1 if bad else 0} failed")
     return 1 if bad else 0
 
