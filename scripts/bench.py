@@ -28,6 +28,8 @@ ITERS = int(os.environ.get("BENCH_ITERS", "300000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 # the memleak-ai binary measured: a copy keeps one run's figures to one build while the tree is rebuilt
 TOOL = os.environ.get("BENCH_TOOL", os.path.join(ROOT, "memleak-ai"))
+# another build of memleak-ai (an older commit) measured interleaved with TOOL in the overhead bench: ratios new/old
+TOOL_OLD = os.environ.get("BENCH_TOOL_OLD")
 
 
 def prog_ids(pid):
@@ -80,8 +82,9 @@ def overhead_bench():
         target.stdin.flush()
         return float(read_line(target.stdout, 300, "bench result"))
 
-    results = {"none": [], "floor": [], "memleak-ai": []}
-    bpf = {}
+    tools = [("memleak-ai", TOOL)] + ([("old", TOOL_OLD)] if TOOL_OLD else [])
+    results = {"none": [], "floor": [], **{name: [] for name, _ in tools}}
+    bpf = {name: {} for name, _ in tools}
     tool_cpu = tool_rss = 0
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=False)
     try:
@@ -95,38 +98,49 @@ def overhead_bench():
             fl.kill()
             fl.wait()
 
-            tool = subprocess.Popen([TOOL, "-p", str(pid), "-f", "json", "--max-overhead", "100", "3600"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            while "attached to pid" not in read_line(tool.stderr, 20, "memleak-ai attached"):
-                pass
-            before = prog_stats({"alloc_enter", "alloc_exit", "free_enter"}, tool.pid)
-            results["memleak-ai"].append(run_once())
-            after = prog_stats({"alloc_enter", "alloc_exit", "free_enter"}, tool.pid)
-            for k, (ns, cnt) in after.items():
-                b_ns, b_cnt = before.get(k, (0, 0))
-                a_ns, a_cnt = bpf.get(k, (0, 0))
-                bpf[k] = (a_ns + ns - b_ns, a_cnt + cnt - b_cnt)
-            cpu, rss = proc_cpu_rss(tool.pid)
-            tool_cpu = max(tool_cpu, cpu)
-            tool_rss = max(tool_rss, rss)
-            tool.send_signal(2)
-            tool.wait(timeout=30)
+            for name, path in tools:
+                tool = subprocess.Popen([path, "-p", str(pid), "-f", "json", "--max-overhead", "100", "3600"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+                    pass
+                before = prog_stats({"alloc_enter", "alloc_exit", "free_enter"}, tool.pid)
+                results[name].append(run_once())
+                after = prog_stats({"alloc_enter", "alloc_exit", "free_enter"}, tool.pid)
+                for k, (ns, cnt) in after.items():
+                    b_ns, b_cnt = before.get(k, (0, 0))
+                    a_ns, a_cnt = bpf[name].get(k, (0, 0))
+                    bpf[name][k] = (a_ns + ns - b_ns, a_cnt + cnt - b_cnt)
+                if name == "memleak-ai":
+                    cpu, rss = proc_cpu_rss(tool.pid)
+                    tool_cpu = max(tool_cpu, cpu)
+                    tool_rss = max(tool_rss, rss)
+                tool.send_signal(2)
+                tool.wait(timeout=30)
     finally:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
         target.kill()
 
     med = {k: statistics.median(v) for k, v in results.items()}
     print(f"malloc+free pairs per run: {ITERS}, rounds: {ROUNDS} (modes interleaved, one target process)")
-    for k in ("none", "floor", "memleak-ai"):
+    for k in results:
         print(f"  {k:11s} median {med[k]:8.1f} ns per malloc+free   runs: {' '.join(f'{x:.0f}' for x in results[k])}")
     floor_add = med["floor"] - med["none"]
     tool_add = med["memleak-ai"] - med["none"]
     print(f"  added time: floor {floor_add:.1f} ns, memleak-ai {tool_add:.1f} ns, "
           f"ratio memleak-ai/floor = {tool_add / floor_add:.3f} (goal <= 1.10)")
-    for k in ("alloc_enter", "alloc_exit", "free_enter"):
-        ns, cnt = bpf.get(k, (0, 0))
-        if cnt:
-            print(f"  BPF run time {k:11s}: {ns / cnt:6.1f} ns per event over {cnt} events")
+    for name, _ in tools:
+        for k in ("alloc_enter", "alloc_exit", "free_enter"):
+            ns, cnt = bpf[name].get(k, (0, 0))
+            if cnt:
+                print(f"  BPF run time {k:11s} ({name}): {ns / cnt:6.1f} ns per event over {cnt} events")
+    if TOOL_OLD:
+        old_add = med["old"] - med["none"]
+        print(f"  new/old: added time {tool_add / old_add:.3f}, per malloc+free {med['memleak-ai'] / med['old']:.3f}")
+        for k in ("alloc_enter", "alloc_exit", "free_enter"):
+            n_ns, n_cnt = bpf["memleak-ai"].get(k, (0, 0))
+            o_ns, o_cnt = bpf["old"].get(k, (0, 0))
+            if n_cnt and o_cnt:
+                print(f"  new/old: BPF run time {k}: {(n_ns / n_cnt) / (o_ns / o_cnt):.3f}")
     print(f"  memleak-ai CPU while attached: {tool_cpu:.2f} s total, peak RSS {tool_rss / 1024:.1f} MiB")
 
 

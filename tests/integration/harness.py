@@ -21,6 +21,18 @@ def test(fn):
     return fn
 
 
+# The second pass of `make test` runs the tool built with ASan (MEMLEAK_AI_BIN): tests whose code paths the
+# other tests already take under ASan, and whose cost is their workload (PyTorch, Chromium, other
+# allocators), run in the first pass only.
+UNDER_ASAN = bool(os.environ.get("MEMLEAK_AI_BIN"))
+
+
+def test_no_asan(fn):
+    if not UNDER_ASAN:
+        _tests.append(fn)
+    return fn
+
+
 class Fail(Exception):
     pass
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, Fixture, Tool, attached_run, by_func, check, eq, main, read_line, run_tool, test  # noqa: E402
+from harness import test_no_asan, FIX, ROOT, Fail, Fixture, Tool, attached_run, by_func, check, eq, main, read_line, run_tool, test  # noqa: E402
 
 GPU = os.path.join(FIX, "gpu")
 TORCH_PY = "/usr/bin/python3"  # Debian's python3.11, which has python3-torch
@@ -216,7 +216,7 @@ def pytorch_cpu_exception_through_alloc_cpu_is_safe():
         fx.wait()
 
 
-@test
+@test_no_asan
 def pytorch_cpu_kept_losses_grow():
     if not os.path.exists(TORCH_PY):
         raise Fail("Debian python3 with python3-torch missing")

@@ -7,7 +7,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test, torch_kept_losses  # noqa: E402
+from harness import test_no_asan, FIX, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test, torch_kept_losses  # noqa: E402
 
 UNWIND = os.path.join(FIX, "unwind")  # g++ -O2 -fomit-frame-pointer, with libunwind_fix.so beside it
 UNWIND_DF = os.path.join(FIX, "unwind-df", "unwind")  # its library described by .debug_frame only
@@ -174,7 +174,7 @@ def stripped_binary_named_from_its_debug_file():
         check(got[1111]["frames"][0]["func"] is None, "without it the stripped frames have no name")
 
 
-@test
+@test_no_asan
 def libtorch_allocation_reaches_the_python_frames():
     _, _, top = torch_kept_losses()
     fr = top["frames"]
