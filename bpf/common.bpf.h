@@ -46,9 +46,15 @@ static __always_inline void stat_inc(__u32 idx)
 	cnt_inc(counters(), idx);
 }
 
-static __always_inline __u32 layer_slot(__u8 layer)
+/* The per-layer counter slots (the contract's macros), the layer bounded for the verifier. */
+static __always_inline __u32 layer_allocs(__u8 layer)
 {
-	return ML_STAT_LAYER_BASE + 2 * (layer & (ML_LAYER_MAX - 1));
+	return ML_STAT_LAYER_ALLOCS(layer & (ML_LAYER_MAX - 1));
+}
+
+static __always_inline __u32 layer_frees(__u8 layer)
+{
+	return ML_STAT_LAYER_FREES(layer & (ML_LAYER_MAX - 1));
 }
 
 static __always_inline __u64 read_u64(__u64 addr)

@@ -210,10 +210,10 @@ int BPF_KRETPROBE(alloc_exit)
 		} else if (addr || size == 0) {
 			if (t->free_ts > 1 && forget(c, tgid, s->layer, t->free_ptr, t->free_ts)) {
 				cnt_inc(c, ML_STAT_FREE_CALLS);
-				cnt_inc(c, layer_slot(s->layer) + 1);
+				cnt_inc(c, layer_frees(s->layer));
 			} else if (t->free_ts <= 1 && addr) {
 				cnt_inc(c, ML_STAT_FREE_CALLS);
-				cnt_inc(c, layer_slot(s->layer) + 1);
+				cnt_inc(c, layer_frees(s->layer));
 				cnt_inc(c, ML_STAT_FREE_UNKNOWN);
 			}
 		}

@@ -150,7 +150,7 @@ int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
 		/* mremap: the old range goes (when it was ours), the new one comes. */
 		if (forget(c, tgid, ML_LAYER_LIBC, regs->di, 0)) {
 			cnt_inc(c, ML_STAT_FREE_CALLS);
-			cnt_inc(c, layer_slot(ML_LAYER_LIBC) + 1);
+			cnt_inc(c, layer_frees(ML_LAYER_LIBC));
 		}
 		addr = ret;
 		size = regs->dx;

@@ -98,7 +98,7 @@ static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u8 lay
 	struct ml_slot *s;
 
 	cnt_inc(c, ML_STAT_ALLOC_CALLS);
-	cnt_inc(c, layer_slot(layer));
+	cnt_inc(c, layer_allocs(layer));
 	if (size < min_size || size > max_size) {
 		cnt_inc(c, ML_STAT_FILTERED);
 		return;
@@ -130,7 +130,7 @@ static __always_inline int release(struct ml_counters *c, __u8 layer, __u64 ptr)
 		return 0;
 	}
 	cnt_inc(c, ML_STAT_FREE_CALLS);
-	cnt_inc(c, layer_slot(layer) + 1);
+	cnt_inc(c, layer_frees(layer));
 	forget(c, bpf_get_current_pid_tgid() >> 32, layer, ptr, 0);
 	return 0;
 }

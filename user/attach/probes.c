@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "lib/grow.h"
 #include "lib/path.h"
 #include "attach/allocators.h"
 #include "lib/elfsym.h"
@@ -103,15 +104,8 @@ static struct object *add_object(struct probes *p, const struct ml_mapping *m)
 {
 	struct object *o;
 
-	if (p->nobjs == p->capobjs) {
-		size_t cap = p->capobjs ? p->capobjs * 2 : 16;
-		struct object *n = realloc(p->objs, cap * sizeof(*n));
-
-		if (!n)
-			return NULL;
-		p->objs = n;
-		p->capobjs = cap;
-	}
+	if (ml_grow(&p->objs, &p->capobjs, p->nobjs + 1, sizeof(*p->objs)))
+		return NULL;
 	o = &p->objs[p->nobjs++];
 	memset(o, 0, sizeof(*o));
 	o->dev_major = m->dev_major;
@@ -122,19 +116,14 @@ static struct object *add_object(struct probes *p, const struct ml_mapping *m)
 
 static int push_link(struct probes *p, struct bpf_link *l)
 {
+	/* Two arrays side by side: each grown the same way, their capacity the smaller one. */
 	if (p->nlinks == p->caplinks) {
-		size_t cap = p->caplinks ? p->caplinks * 2 : 64;
-		struct bpf_link **n = realloc(p->links, cap * sizeof(*n));
-		bool *t;
+		size_t c1 = p->caplinks, c2 = p->caplinks;
 
-		if (!n)
+		if (ml_grow(&p->links, &c1, p->nlinks + 1, sizeof(*p->links)) ||
+		    ml_grow(&p->link_libc, &c2, p->nlinks + 1, sizeof(*p->link_libc)))
 			return -ENOMEM;
-		p->links = n;
-		t = realloc(p->link_libc, cap * sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		p->link_libc = t;
-		p->caplinks = cap;
+		p->caplinks = c1 < c2 ? c1 : c2;
 	}
 	p->link_libc[p->nlinks] = false;
 	p->links[p->nlinks++] = l;
@@ -144,18 +133,12 @@ static int push_link(struct probes *p, struct bpf_link *l)
 static int push_mfd(struct probes *p, int fd)
 {
 	if (p->nmfds == p->capmfds) {
-		size_t cap = p->capmfds ? p->capmfds * 2 : 16;
-		int *n = realloc(p->mfds, cap * sizeof(*n));
-		bool *t;
+		size_t c1 = p->capmfds, c2 = p->capmfds;
 
-		if (!n)
+		if (ml_grow(&p->mfds, &c1, p->nmfds + 1, sizeof(*p->mfds)) ||
+		    ml_grow(&p->mfd_libc, &c2, p->nmfds + 1, sizeof(*p->mfd_libc)))
 			return -ENOMEM;
-		p->mfds = n;
-		t = realloc(p->mfd_libc, cap * sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		p->mfd_libc = t;
-		p->capmfds = cap;
+		p->capmfds = c1 < c2 ? c1 : c2;
 	}
 	p->mfd_libc[p->nmfds] = false;
 	p->mfds[p->nmfds++] = fd;

@@ -73,7 +73,7 @@ struct pyframes {
 	struct u64map codes;  /* hash(code, check) -> struct py_code */
 	struct u64map frames; /* hash(code, check, instr, generation) -> struct py_frame */
 	struct py_frame **spill; /* frames whose key collided with a cached one: kept until the next trim */
-	size_t nspill;
+	size_t nspill, capspill;
 };
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -129,6 +129,7 @@ static void caches_clear(struct pyframes *p)
 	free(p->spill);
 	p->spill = NULL;
 	p->nspill = 0;
+	p->capspill = 0;
 }
 
 void pyframes__free(struct pyframes *p)
@@ -598,13 +599,10 @@ int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, cons
 		f->fr.line = line > 0 ? line : 0;
 	}
 	if (u64map__get(&p->frames, key) || u64map__put(&p->frames, key, f)) {
-		struct py_frame **sp = realloc(p->spill, (p->nspill + 1) * sizeof(*sp));
-
-		if (!sp) {
+		if (ml_grow(&p->spill, &p->capspill, p->nspill + 1, sizeof(*p->spill))) {
 			frame_free(f);
 			return -ENOMEM;
 		}
-		p->spill = sp;
 		p->spill[p->nspill++] = f;
 	}
 	*out = &f->fr;

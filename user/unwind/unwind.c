@@ -70,7 +70,7 @@ struct unwinder {
 	struct extents free_rows, free_index;
 	struct uw_file files[ML_UW_FILES];
 	struct uw_proc *procs;
-	size_t nprocs;
+	size_t nprocs, capprocs;
 	uint32_t gen; /* the last ml_umaps.gen written */
 	uint64_t no_room;
 	bool warned_room, warned_maps;
@@ -442,10 +442,8 @@ static struct uw_proc *proc_get(struct unwinder *u, int pid, bool create)
 			return &u->procs[i];
 	if (!create)
 		return NULL;
-	n = realloc(u->procs, (u->nprocs + 1) * sizeof(*n));
-	if (!n)
+	if (ml_grow(&u->procs, &u->capprocs, u->nprocs + 1, sizeof(*u->procs)))
 		return NULL;
-	u->procs = n;
 	n = &u->procs[u->nprocs++];
 	memset(n, 0, sizeof(*n));
 	n->pid = pid;
