@@ -15,6 +15,7 @@
 #include "check.h"
 #include "collect/ledger.h"
 #include "session/opts.h"
+#include "session/session.h"
 #include "unwind/unwind.h"
 #include "attach/uprobe_multi.h"
 #include "memleak.skel.h"
@@ -52,34 +53,18 @@ static long ceiling_of(const char *prog)
 	return -1;
 }
 
-/*
- * As user/main.c's load_bpf does with options o: the allocator table, the sizes, the unwinder (on here whatever
- * o says), uprobe_multi where the kernel has it; heap-growth mode's program is always loaded.
- */
+/* Loaded as a run with options o loads it, the unwinder on whatever o says, heap-growth mode's program too. */
 static struct memleak_bpf *load(const struct ml_opts *o)
 {
 	struct memleak_bpf *skel = memleak_bpf__open();
-	uint32_t rows, index;
+	struct ml_opts with = *o;
 
 	if (!skel)
 		return NULL;
-	for (unsigned int i = 0; i < ml_allocators_n; i++)
-		memcpy((void *)&skel->rodata->specs[i], &ml_allocators[i].spec, sizeof(struct ml_spec));
-	skel->rodata->min_size = o->min_size;
-	skel->rodata->max_size = o->max_size;
-	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
-	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
-	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
-	skel->rodata->unwind_tables = 1;
-	unwind_capacity(o->unwind_mem, &rows, &index);
-	bpf_map__set_max_entries(skel->maps.urows, rows);
-	bpf_map__set_max_entries(skel->maps.uindex, index);
-	if (ml_uprobe_multi_supported()) {
-		bpf_program__set_expected_attach_type(skel->progs.alloc_enter, ML_BPF_TRACE_UPROBE_MULTI);
-		bpf_program__set_expected_attach_type(skel->progs.alloc_exit, ML_BPF_TRACE_UPROBE_MULTI);
-		bpf_program__set_expected_attach_type(skel->progs.free_enter, ML_BPF_TRACE_UPROBE_MULTI);
-		bpf_program__set_expected_attach_type(skel->progs.free_exit, ML_BPF_TRACE_UPROBE_MULTI);
-	}
+	with.unwind_tables = true;
+	if (with.max_overhead >= 100)
+		with.max_overhead = 2;
+	session__configure_bpf(skel, &with, ml_uprobe_multi_supported());
 	if (memleak_bpf__load(skel)) {
 		memleak_bpf__destroy(skel);
 		return NULL;

@@ -100,17 +100,8 @@ static FILE *open_output(const char *path)
 	return f;
 }
 
-static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **out)
+void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi)
 {
-	struct memleak_bpf *skel;
-	int err;
-
-	skel = memleak_bpf__open();
-	if (!skel) {
-		err = -errno;
-		ml_err("cannot open the BPF object: %s", strerror(-err));
-		return err;
-	}
 	for (unsigned int i = 0; i < ml_allocators_n; i++)
 		memcpy((void *)&skel->rodata->specs[i], &ml_allocators[i].spec, sizeof(struct ml_spec));
 	skel->rodata->min_size = o->min_size;
@@ -135,6 +126,20 @@ static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **ou
 		bpf_program__set_expected_attach_type(skel->progs.free_enter, ML_BPF_TRACE_UPROBE_MULTI);
 		bpf_program__set_expected_attach_type(skel->progs.free_exit, ML_BPF_TRACE_UPROBE_MULTI);
 	}
+}
+
+static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **out)
+{
+	struct memleak_bpf *skel;
+	int err;
+
+	skel = memleak_bpf__open();
+	if (!skel) {
+		err = -errno;
+		ml_err("cannot open the BPF object: %s", strerror(-err));
+		return err;
+	}
+	session__configure_bpf(skel, o, multi);
 	err = memleak_bpf__load(skel);
 	if (err) {
 		ml_err("cannot load the BPF programs: %s (run with -v for the verifier's log)", strerror(-err));

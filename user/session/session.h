@@ -7,6 +7,14 @@
 
 #include "session/opts.h"
 
+struct memleak_bpf;
+
+/*
+ * Set the BPF object up before it loads, as a run with options o does: the allocator table, the tables'
+ * sizes, the unwinder, uprobe_multi links (multi), heap-growth mode's program only when it can be needed.
+ */
+void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi);
+
 /* The whole run, as the options say; said why on stderr when it fails. Returns the exit status (0 or 1). */
 int session__run(const struct ml_opts *o);
 
