@@ -459,7 +459,10 @@ static bool cut_row(struct ledger *l, const struct ml_row *r, struct ml_stack *s
 		st->nr = st->nr_py = st->flags = 0;
 		return true;
 	}
-	return !stackstore__get(l->o.stacks, r->key.stack_id, st) && (st->flags & ML_STACK_UW_STOPPED) && st->nr;
+	/* The flags first: most rows are complete, and their words need not be copied. */
+	return stackstore__flags(l->o.stacks, r->key.stack_id) > 0 &&
+	       (stackstore__flags(l->o.stacks, r->key.stack_id) & ML_STACK_UW_STOPPED) &&
+	       !stackstore__get(l->o.stacks, r->key.stack_id, st) && st->nr;
 }
 
 #define PREFIX_AMBIGUOUS ((void *)~(uintptr_t)0)

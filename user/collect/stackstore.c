@@ -405,6 +405,18 @@ int stackstore__drain(struct stackstore *ss)
 	return err < 0 ? err : 0;
 }
 
+int stackstore__flags(struct stackstore *ss, uint64_t id)
+{
+	const struct stack_ent *e;
+	int flags;
+
+	pthread_mutex_lock(&ss->lock);
+	e = find(ss, id);
+	flags = e ? e->flags : -ENOENT;
+	pthread_mutex_unlock(&ss->lock);
+	return flags;
+}
+
 void stackstore__stats(struct stackstore *ss, struct stackstore_stats *out)
 {
 	pthread_mutex_lock(&ss->lock);

@@ -43,6 +43,9 @@ int stackstore__add(struct stackstore *ss, const void *rec, size_t len);
 /* The stack with this id, into *out (id, counts, flags and words): 0, or -ENOENT when it was never handed over. */
 int stackstore__get(struct stackstore *ss, uint64_t id, struct ml_stack *out);
 
+/* The ML_STACK_* flags of the stack with this id, or -ENOENT. */
+int stackstore__flags(struct stackstore *ss, uint64_t id);
+
 void stackstore__stats(struct stackstore *ss, struct stackstore_stats *out);
 
 #endif
