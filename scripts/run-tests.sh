@@ -118,7 +118,7 @@ if [ "${1:-}" != "--unit-only" ]; then
 		$CC -c build/html_assets.c -o $A/html_assets.o &&
 		$CC -fsanitize=address,undefined $A/*.o $LIBS -o $A/memleak-ai"
 	for t in tests/integration/test_*.py; do
-		MEMLEAK_AI_BIN=$A/memleak-ai ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		MEMLEAK_AI_BIN=$A/memleak-ai MEMLEAK_AI_SOAK_S=10 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 			python3 "$t" 2>&1 | sed 's/^integration:/integration (asan):/' | tee "$log"
 		tally "$log" "$t (asan)"
 	done

@@ -4,7 +4,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, ROOT, Fail, attached_run, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
+from harness import test_no_asan, FIX, ROOT, Fail, attached_run, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
 
 TORCH_PY = "/usr/bin/python3.11"
 
@@ -88,7 +88,7 @@ def follow_text_report_names_each_pid():
           "B's stack line names its pid")
 
 
-@test
+@test_no_asan
 def dataloader_workers_leak_found_in_the_workers():
     """num_workers=2, the Dataset keeps what it makes: the growth is in the workers, at the Dataset's line."""
     if not os.access(TORCH_PY, os.X_OK):

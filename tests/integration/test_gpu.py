@@ -185,7 +185,7 @@ def torch_run(mode):
     return tool.reports()
 
 
-@test
+@test_no_asan
 def pytorch_cpu_exception_through_alloc_cpu_is_safe():
     """alloc_cpu throws when memory runs out; an exception through a return probe would kill the job."""
     code = ("import torch, sys\n"

@@ -4,7 +4,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test,  # noqa: E402
+from harness import (test_no_asan, DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test,  # noqa: E402
                      torch_kept_losses)
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_leaky.py")
@@ -201,7 +201,7 @@ def python_frames_in_text_report():
         check(want in tool.out.splitlines(), f"text report has {want!r}")
 
 
-@test
+@test_no_asan
 def pytorch_kept_losses_name_the_forward_line():
     _, growing, top = torch_kept_losses()
     fwd = markers(TORCH_SCRIPT)["forward"]
