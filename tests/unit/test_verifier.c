@@ -11,12 +11,9 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "attach/allocators.h"
 #include "check.h"
-#include "collect/ledger.h"
 #include "session/opts.h"
 #include "session/session.h"
-#include "unwind/unwind.h"
 #include "attach/uprobe_multi.h"
 #include "memleak.skel.h"
 

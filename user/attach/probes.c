@@ -114,17 +114,21 @@ static struct object *add_object(struct probes *p, const struct ml_mapping *m)
 	return o;
 }
 
+/* Room for one more in two arrays kept side by side (a handle and its on-a-C-library flag). 0 or -ENOMEM. */
+static int grow_pair(void *a, size_t a_elem, bool **libc, size_t n, size_t *cap)
+{
+	size_t c1 = *cap, c2 = *cap;
+
+	if (ml_grow(a, &c1, n + 1, a_elem) || ml_grow(libc, &c2, n + 1, sizeof(**libc)))
+		return -ENOMEM;
+	*cap = c1 < c2 ? c1 : c2;
+	return 0;
+}
+
 static int push_link(struct probes *p, struct bpf_link *l)
 {
-	/* Two arrays side by side: each grown the same way, their capacity the smaller one. */
-	if (p->nlinks == p->caplinks) {
-		size_t c1 = p->caplinks, c2 = p->caplinks;
-
-		if (ml_grow(&p->links, &c1, p->nlinks + 1, sizeof(*p->links)) ||
-		    ml_grow(&p->link_libc, &c2, p->nlinks + 1, sizeof(*p->link_libc)))
-			return -ENOMEM;
-		p->caplinks = c1 < c2 ? c1 : c2;
-	}
+	if (grow_pair(&p->links, sizeof(*p->links), &p->link_libc, p->nlinks, &p->caplinks))
+		return -ENOMEM;
 	p->link_libc[p->nlinks] = false;
 	p->links[p->nlinks++] = l;
 	return 0;
@@ -132,14 +136,8 @@ static int push_link(struct probes *p, struct bpf_link *l)
 
 static int push_mfd(struct probes *p, int fd)
 {
-	if (p->nmfds == p->capmfds) {
-		size_t c1 = p->capmfds, c2 = p->capmfds;
-
-		if (ml_grow(&p->mfds, &c1, p->nmfds + 1, sizeof(*p->mfds)) ||
-		    ml_grow(&p->mfd_libc, &c2, p->nmfds + 1, sizeof(*p->mfd_libc)))
-			return -ENOMEM;
-		p->capmfds = c1 < c2 ? c1 : c2;
-	}
+	if (grow_pair(&p->mfds, sizeof(*p->mfds), &p->mfd_libc, p->nmfds, &p->capmfds))
+		return -ENOMEM;
 	p->mfd_libc[p->nmfds] = false;
 	p->mfds[p->nmfds++] = fd;
 	return 0;

@@ -453,6 +453,8 @@ static uint64_t prefix_key(const struct ml_row *r, const struct ml_stack *st, si
  */
 static bool cut_row(struct ledger *l, const struct ml_row *r, struct ml_stack *st)
 {
+	int flags;
+
 	if (!r->count || !r->key.caller)
 		return false;
 	if (r->key.stack_id == ML_STACK_NONE) {
@@ -460,9 +462,9 @@ static bool cut_row(struct ledger *l, const struct ml_row *r, struct ml_stack *s
 		return true;
 	}
 	/* The flags first: most rows are complete, and their words need not be copied. */
-	return stackstore__flags(l->o.stacks, r->key.stack_id) > 0 &&
-	       (stackstore__flags(l->o.stacks, r->key.stack_id) & ML_STACK_UW_STOPPED) &&
-	       !stackstore__get(l->o.stacks, r->key.stack_id, st) && st->nr;
+	flags = stackstore__flags(l->o.stacks, r->key.stack_id);
+	return flags > 0 && (flags & ML_STACK_UW_STOPPED) && !stackstore__get(l->o.stacks, r->key.stack_id, st) &&
+	       st->nr;
 }
 
 #define PREFIX_AMBIGUOUS ((void *)~(uintptr_t)0)

@@ -234,6 +234,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	struct tm tm;
 	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
 	bool any_drop = false, multi = ml_snapshot_multi(s, r->o.pid);
+	const char *heap = stackview__heap(r->sv, r->o.pid);
 
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -251,8 +252,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			   "%.0f allocs/s, %.0f frees/s",
 			ml_layer_name(layer), t->bytes, b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2,
 			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0, s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
-		if (layer == ML_LAYER_LIBC && stackview__heap(r->sv, r->o.pid))
-			fprintf(f, "; heap allocator %s", stackview__heap(r->sv, r->o.pid));
+		if (layer == ML_LAYER_LIBC && heap)
+			fprintf(f, "; heap allocator %s", heap);
 		fputc('\n', f);
 	}
 	if (r->ov && r->ov->measured) {
