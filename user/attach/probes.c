@@ -80,6 +80,16 @@ void probes__free(struct probes *p)
 	free(p);
 }
 
+/* Whether pid has exited (or is a zombie): its maps cannot be read, or list nothing. */
+static bool process_gone(int pid)
+{
+	struct ml_maps maps = {};
+	bool gone = ml_maps__read(pid, &maps) != 0 || maps.n == 0;
+
+	ml_maps__clear(&maps);
+	return gone;
+}
+
 /* A C library, or a heap allocator that replaces its malloc family: its malloc/free rows are probed. */
 static bool is_libc_name(const char *path)
 {
@@ -327,7 +337,11 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 		return -ENOMEM;
 	fd = ml_maps__open_file(p->o.pid, m);
 	if (fd < 0) {
-		err = fd;
+		/*
+		 * -ENOENT here is the mapping gone, not a missing symbol: when the process went with it (an exit
+		 * leaves no mappings), say so, so that it is not taken for a C library without malloc/free.
+		 */
+		err = fd == -ENOENT && process_gone(p->o.pid) ? -ESRCH : fd;
 		goto out;
 	}
 	err = elf_syms__open(fd, &syms);
