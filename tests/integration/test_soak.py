@@ -94,6 +94,11 @@ class MapCounter:
         self.fd, self.max = fd, max_entries
 
     def count(self):
+        """A walk that meets a key deleted under it starts over and counts keys twice (an LRU map churning at every
+        event does that often): the least of three walks."""
+        return min(self._walk() for _ in range(3))
+
+    def _walk(self):
         key, nxt = ctypes.c_uint64(), ctypes.c_uint64()
         n, have = 0, False
         while n <= 4 * self.max:
@@ -366,10 +371,12 @@ def soak_tool_memory_files_and_stack_table_stay_flat():
 
 @test
 def tiny_tables_degrade_with_counted_drops():
-    """--max-allocs 16 (a 1024-slot table) against 2048-4096 blocks in flight, --max-stacks 16 against a stream of
-    stacks never seen before: drops are counted, reports keep coming, the target keeps running; a stack the tiny
-    cache evicted is handed over again, so none is lost."""
-    tool, samples, final, counts = soak_run(6, (20, 4096), "--max-allocs", "16", "--max-stacks", "16",
+    """--max-allocs 16 (a 1024-slot table) against 2048-4096 blocks in flight, --max-stacks 16 against 256 call
+    chains taken in turn (each comes back after 255 others, so the 16-entry cache of stacks already handed over
+    has always evicted it): drops are counted, reports keep coming, the target keeps running; a stack the tiny
+    cache evicted is handed over again, so none is lost. (A stream of stacks never seen before, the hot ones
+    among them kept by the LRU, may go without any eviction that matters: it cannot show the hand-over again.)"""
+    tool, samples, final, counts = soak_run(6, (8, 4096), "--max-allocs", "16", "--max-stacks", "16",
                                             interval="0.25")
     live = [(t, r, n) for t, r, s, n in samples if s is not None]
     times = [t for t, _, _ in live]
@@ -383,8 +390,9 @@ def tiny_tables_degrade_with_counted_drops():
     check(dr["allocs_table_full"] > 0, f"a 1024-slot table overflows: {dr}")
     eq(dr["stack_unavailable"], 0, "no stack lost with a 16-entry cache")
     st = final["stats"]["stack_store"]
-    check(st["stacks"] > 16 and st["received"] > st["stacks"] and st["collisions"] == 0,
-          f"more stacks kept than the cache holds, evicted ones sent again: {st}")
+    # 256 shapes plus the fixture's few other sites; every shape taken several times by each worker thread.
+    check(256 <= st["stacks"] <= 256 + 32 and st["received"] > 2 * st["stacks"] and st["collisions"] == 0,
+          f"every chain kept though the cache holds 16, evicted ones sent again: {st}")
     check(counts[0] > 10000 and counts[2] > 4, f"the target kept running: {counts}")
     check_accounting(final, counts, "tiny tables")
     check(final["totals"]["libc"]["count"] <= 1024, f"no more recorded than the table holds: {final['totals']}")
