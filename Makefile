@@ -10,7 +10,7 @@ VERSION := 0.1.0
 CFLAGS ?= -g -O2
 CFLAGS += -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -DML_VERSION='"$(VERSION)"'
 CPPFLAGS += -I$(OUTPUT) -Iuser -Ibpf -MMD -MP
-LDLIBS += -lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c
+LDLIBS += -lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c -lmicrohttpd -lcurl -lpthread
 # clang's own include paths, so BPF code sees the same system headers without the kernel's
 CLANG_BPF_SYS_INCLUDES ?= $(shell $(CLANG) -v -E - </dev/null 2>&1 | sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }')
 

@@ -3,7 +3,7 @@
 set -e
 PKGS="make gcc g++ clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config libc6-dev
 python3 util-linux procps binutils gdb libc6-dbg systemtap-sdt-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
-chromium python3-torch libjemalloc2 libtcmalloc-minimal4"
+chromium python3-torch libjemalloc2 libtcmalloc-minimal4 libmicrohttpd-dev libcurl4-openssl-dev prometheus"
 # The HTML report's libraries come from the npm registry at build time: Node.js and npm, Debian's if none is here.
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 missing=""

@@ -7,7 +7,7 @@ mkdir -p "$B"
 CC=${CC:-gcc}
 # Every module but main.c, as the Makefile builds them
 OBJS="$(for f in user/*/*.c; do f=${f#user/}; printf 'build/%s.o ' "${f%.c}"; done)build/profile.pb-c.o build/html_assets.o"
-LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c"
+LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c -lmicrohttpd -lcurl -lpthread"
 build() {
 	echo "  BUILD    $1" >&2
 	shift

@@ -200,7 +200,7 @@ static int gzip_write(FILE *out, const uint8_t *buf, size_t len)
 }
 
 int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct stackview *sv,
-		   uint64_t duration_ns)
+		   uint64_t duration_ns, int tgid)
 {
 	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
 	Perftools__Profiles__ValueType vt[3], *vtp[3];
@@ -211,8 +211,8 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 	uint8_t *buf = NULL;
 	size_t nsamples = 0, len;
 	int err = -ENOMEM;
-	static const char *const types[3][2] = { { "outstanding_space", "bytes" },
-						 { "outstanding_objects", "count" },
+	static const char *const types[3][2] = { { "inuse_space", "bytes" },
+						 { "inuse_objects", "count" },
 						 { "growth_space", "bytes" } };
 
 	if (!samples)
@@ -226,16 +226,23 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 	}
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *row = &s->rows[i];
-		size_t n = stackview__frames(sv, row, &frames, NULL);
-		Perftools__Profiles__Sample *sm = calloc(1, sizeof(*sm));
-		Perftools__Profiles__Label *lab = calloc(3, sizeof(*lab));
+		struct ml_resolver res;
+		size_t n, nlab = 3;
+		Perftools__Profiles__Sample *sm;
+		Perftools__Profiles__Label *lab;
+
+		if (tgid && (int)row->key.tgid != tgid)
+			continue;
+		n = stackview__frames(sv, row, &frames, NULL);
+		sm = calloc(1, sizeof(*sm));
+		lab = calloc(6, sizeof(*lab));
 
 		if (!sm || !lab)
 			goto out;
 		perftools__profiles__sample__init(sm);
 		sm->location_id = calloc(n ? n : 1, sizeof(uint64_t));
 		sm->value = calloc(3, sizeof(int64_t));
-		sm->label = calloc(3, sizeof(*sm->label));
+		sm->label = calloc(6, sizeof(*sm->label));
 		if (!sm->location_id || !sm->value || !sm->label)
 			goto out;
 		for (size_t k = 0; k < n; k++) {
@@ -249,7 +256,7 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 		sm->value[0] = (int64_t)row->bytes;
 		sm->value[1] = (int64_t)row->count;
 		sm->value[2] = row->growth_bytes;
-		for (int k = 0; k < 3; k++) {
+		for (int k = 0; k < 6; k++) {
 			perftools__profiles__label__init(&lab[k]);
 			sm->label[k] = &lab[k];
 		}
@@ -259,7 +266,16 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 		lab[1].str = str(&b, ml_verdict_name(j[i].verdict));
 		lab[2].key = str(&b, "pid");
 		lab[2].num = row->key.tgid;
-		sm->n_label = 3;
+		if (!stackview__proc(sv, row->key.tgid, &res) && res.labels) {
+			const char *kv[3][2] = { { "rank", res.labels->rank }, { "role", res.role }, { "comm", res.labels->comm } };
+
+			for (int k = 0; k < 3; k++)
+				if (kv[k][1]) {
+					lab[nlab].key = str(&b, kv[k][0]);
+					lab[nlab++].str = str(&b, kv[k][1]);
+				}
+		}
+		sm->n_label = nlab;
 		samples[nsamples++] = sm;
 	}
 	prof.n_sample_type = 3;

@@ -9,8 +9,11 @@ struct ml_snapshot;
 struct ml_judgement;
 struct stackview;
 
-/* Write one profile of every stack of the snapshot; 0 or a negative errno. */
+/*
+ * Write one profile of the stacks of the snapshot (of process tgid only, unless 0); 0 or a negative errno.
+ * Each sample is labelled with its layer, verdict and pid, and its process's rank, role and comm when known.
+ */
 int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct stackview *sv,
-		   uint64_t duration_ns);
+		   uint64_t duration_ns, int tgid);
 
 #endif

@@ -48,6 +48,55 @@ static const struct stat_name drop_stats[] = {
 	{ ML_STAT_DROP_PROC_EVENT, "proc_events", "fork or exec not followed (event buffer full)" },
 };
 
+/* " (comm, role, rank R of W, job J, container ID)": what a fleet user tells processes apart by. */
+static void text_labels(FILE *f, struct stackview *sv, int tgid)
+{
+	struct ml_resolver res;
+	const struct ml_labels *l;
+
+	if (stackview__proc(sv, tgid, &res) || !res.labels || !res.labels->comm)
+		return;
+	l = res.labels;
+	fprintf(f, " (%s, %s", l->comm, res.role ? res.role : "main");
+	if (l->rank)
+		fprintf(f, ", rank %s%s%s", l->rank, l->world_size ? " of " : "", l->world_size ? l->world_size : "");
+	if (l->local_rank)
+		fprintf(f, ", local rank %s", l->local_rank);
+	if (l->job)
+		fprintf(f, ", job %s", l->job);
+	if (l->container)
+		fprintf(f, ", container %.12s", l->container);
+	fputc(')', f);
+}
+
+/* The same in JSON, on a process's object. */
+static void json_labels(struct jw *w, struct stackview *sv, int tgid)
+{
+	struct ml_resolver res;
+	const struct ml_labels *l;
+
+	if (stackview__proc(sv, tgid, &res) || !res.labels)
+		return;
+	l = res.labels;
+	jw_str(w, "comm", l->comm);
+	jw_str(w, "role", res.role);
+	jw_i64(w, "parent", res.parent);
+	jw_str(w, "rank", l->rank);
+	jw_str(w, "local_rank", l->local_rank);
+	jw_str(w, "world_size", l->world_size);
+	jw_str(w, "job", l->job);
+	jw_str(w, "container", l->container);
+}
+
+size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name)
+{
+	if (i >= sizeof(drop_stats) / sizeof(drop_stats[0]))
+		return 0;
+	*slot = drop_stats[i].idx;
+	*name = drop_stats[i].json;
+	return 1;
+}
+
 /* Python frame capture: shown once a Python interpreter is being walked. */
 static const struct stat_name python_stats[] = {
 	{ ML_STAT_PY_FRAMES, "with_frames", "allocations with Python frames" },
@@ -238,8 +287,12 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " pid %d at %s (%.1f s since last) ===\n", final ? "final " : "",
-		seq, r->o.pid, ts, s->elapsed_s);
+	if (r->o.pid)
+		fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " pid %d at %s (%.1f s since last) ===\n",
+			final ? "final " : "", seq, r->o.pid, ts, s->elapsed_s);
+	else /* whole-node selectors: every traced process is under its own pid below */
+		fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " node-wide at %s (%.1f s since last) ===\n",
+			final ? "final " : "", seq, ts, s->elapsed_s);
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &s->layers[layer];
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
@@ -272,7 +325,9 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	for (size_t p = 0; multi && p < s->nprocs; p++) {
 		const char *heap = stackview__heap(r->sv, s->procs[p].tgid);
 
-		fprintf(f, "  pid %d%s%s%s:", s->procs[p].tgid, heap ? " [" : "", heap ? heap : "", heap ? "]" : "");
+		fprintf(f, "  pid %d%s%s%s", s->procs[p].tgid, heap ? " [" : "", heap ? heap : "", heap ? "]" : "");
+		text_labels(f, r->sv, s->procs[p].tgid);
+		fputc(':', f);
 		for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
 			const struct ml_layer_total *t = &s->procs[p].layers[layer];
 
@@ -464,6 +519,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_obj_begin(&w, NULL);
 		jw_i64(&w, "pid", s->procs[p].tgid);
 		jw_str(&w, "heap_allocator", stackview__heap(r->sv, s->procs[p].tgid));
+		json_labels(&w, r->sv, s->procs[p].tgid);
 		json_totals(&w, s->procs[p].layers, true);
 		jw_obj_end(&w);
 	}
@@ -605,7 +661,7 @@ int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct
 		   uint64_t seq, bool final)
 {
 	if (r->o.format == ML_FMT_PPROF) {
-		int err = final ? ml_pprof_write(r->out, s, j, r->sv, r->o.duration_ns) : 0;
+		int err = final ? ml_pprof_write(r->out, s, j, r->sv, r->o.duration_ns, 0) : 0;
 
 		if (err)
 			return err;

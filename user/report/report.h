@@ -49,6 +49,9 @@ struct ml_judgement;
 int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
 		   uint64_t seq, bool final);
 
+/* The i-th drop counter: its stats slot and JSON name; 0 past the last one. */
+size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name);
+
 /* "12.0 KiB" style, for text. */
 void ml_fmt_bytes(char *buf, size_t len, double bytes);
 

@@ -78,6 +78,12 @@ static bool use_process(struct stackview *sv, uint32_t tgid)
 	return known;
 }
 
+int stackview__proc(struct stackview *sv, int tgid, struct ml_resolver *out)
+{
+	*out = (struct ml_resolver){};
+	return sv->lookup(sv->ctx, tgid, out);
+}
+
 const char *stackview__heap(struct stackview *sv, int tgid)
 {
 	struct ml_resolver res = {};

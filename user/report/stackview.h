@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include "collect/ledger.h"
+#include "lib/proclabels.h"
 #include "symbolize/symbolizer.h"
 
 struct pyframes;
@@ -14,6 +15,9 @@ struct ml_resolver {
 	struct symbolizer *sym;
 	struct pyframes *py;
 	const char *heap; /* the process's C heap allocator ("glibc", "jemalloc", ...), or NULL */
+	const struct ml_labels *labels; /* its fleet labels, or NULL */
+	const char *role;               /* "main" or "worker", or NULL */
+	int parent;                     /* the traced process it was forked from, 0 for none */
 };
 
 /* Fills *out for a traced process; non-zero when the process is not known (its frames show as addresses). */
@@ -35,6 +39,8 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 
 /* The C heap allocator of a traced process, or NULL when not known. */
 const char *stackview__heap(struct stackview *sv, int tgid);
+/* What is known of a traced process (its resolver); non-zero when it is not traced (any more). */
+int stackview__proc(struct stackview *sv, int tgid, struct ml_resolver *out);
 
 /* Room for any label: names taken from a Python target are at most 4096 bytes each. */
 #define ML_FRAME_LABEL_MAX (2 * 4 * 4096 + 64) /* UTF-8: up to 4 bytes a character */

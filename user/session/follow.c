@@ -139,11 +139,17 @@ int followers__add(struct followers *f, int pid, int parent)
 			ml_notice("cannot follow pid %d (child of %d): %s", pid, parent, strerror(-err));
 		return err == -ENOENT ? -ESRCH : err;
 	}
-	f->n++;
 	{
+		const struct tracee *p = !parent ? NULL : f->o.root && f->o.root->pid == parent ? f->o.root : find(f, parent);
 		unsigned int nfuncs, nobj = probes__n_probed(t->probes, &nfuncs);
 
-		ml_notice("following pid %d (child of %d): %u probes in %u objects", pid, parent, nfuncs, nobj);
+		tracee__label(t, p);
+		f->n++;
+		if (parent)
+			ml_notice("following pid %d (child of %d): %u probes in %u objects", pid, parent, nfuncs, nobj);
+		else
+			ml_notice("tracing pid %d (%s%s%s): %u probes in %u objects", pid, t->labels.comm,
+				  t->labels.rank ? ", rank " : "", t->labels.rank ? t->labels.rank : "", nfuncs, nobj);
 	}
 	return 0;
 }

@@ -19,13 +19,15 @@ struct follow_opts {
 	struct unwinder *uw;       /* unwinding tables shared by all traced processes; NULL: frame pointers */
 	const char *debug_dir;     /* --debug-dir, NULL: the default */
 	size_t max;                /* followers at most; more are counted and left alone */
+	const struct tracee *root; /* the first process (-p, -c), whose children are workers; NULL for none */
 };
 
 struct followers *followers__new(struct memleak_bpf *skel, const struct follow_opts *o);
 void followers__free(struct followers *f); /* detaches from all of them; NULL-safe */
 
 /*
- * Trace a process: one forked by a traced process, or a descendant found at start. Prints a notice.
+ * Trace a process: one forked by a traced process, a descendant found at start, or (parent 0) one that a
+ * whole-node selector picked. Prints a notice.
  * 0, -EEXIST when it is traced already, -ESRCH when it is gone, -ENOSPC over the limit, other -errno.
  */
 int followers__add(struct followers *f, int pid, int parent);

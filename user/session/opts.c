@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <regex.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +18,18 @@
 static const char usage[] =
 	"Usage: memleak-ai [OPTIONS] -p PID [INTERVAL [COUNT]]\n"
 	"       memleak-ai [OPTIONS] -c \"COMMAND [ARGS...]\" [INTERVAL [COUNT]]\n"
+	"       memleak-ai [OPTIONS] {--match REGEX | --cgroup PATH | --all-python} [INTERVAL [COUNT]]\n"
 	"\n"
 	"Report outstanding (allocated, not yet freed) memory of a running process, grouped by allocation\n"
 	"stack, every INTERVAL seconds (default 5). The target is never stopped or changed.\n"
 	"\n"
 	"  -p, --pid PID          attach to a running process\n"
 	"  -c, --command CMD      start CMD (words split like a shell, no shell run) and trace it from the start\n"
+	"      --match REGEX      every process whose command line (words joined by spaces) matches the\n"
+	"                         extended regular expression, now and as they start, each with its children\n"
+	"      --cgroup PATH      every process in the cgroup (a container, a pod; v1 or v2, e.g.\n"
+	"                         /sys/fs/cgroup/memory/job or /sys/fs/cgroup/unified/pod), now and later\n"
+	"      --all-python       every CPython 3.11-3.13 process on the machine, now and as they start\n"
 	"  -T, --top N            stacks per report (default 10)\n"
 	"      --min-age SECS     only count allocations at least SECS old (default 0)\n"
 	"      --min-size BYTES   only track allocations of at least BYTES (K/M/G suffixes)\n"
@@ -55,6 +63,15 @@ static const char usage[] =
 	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
 	"      --max-stacks N     stacks the kernel remembers as handed over (default 65536; distinct stacks\n"
 	"                         are not limited: one evicted from this cache is handed over again)\n"
+	"      --metrics-listen HOST:PORT  serve Prometheus metrics on http://HOST:PORT/metrics (:PORT for\n"
+	"                         every address), summed by rank, role and layer\n"
+	"      --push URL         send each process's profile (pprof) every interval to a Pyroscope-style\n"
+	"                         /ingest endpoint at URL (http or https); MEMLEAK_AI_PUSH_TOKEN (bearer) or\n"
+	"                         MEMLEAK_AI_PUSH_USER and MEMLEAK_AI_PUSH_PASSWORD (basic) authenticate\n"
+	"      --push-tenant ID   X-Scope-OrgID header of the pushes\n"
+	"      --push-service NAME  the application name of pushed profiles (default memleak-ai)\n"
+	"      --pprof-dir DIR    write each process's profile every interval into DIR\n"
+	"      --pprof-keep N     profiles kept in --pprof-dir, the oldest removed first (default 100)\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
 	"  -h, --help             this help\n"
 	"  -V, --version          print the version\n"
@@ -62,7 +79,9 @@ static const char usage[] =
 	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
 	"print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_JSON, OPT_PPROF, OPT_NO_PYTHON, OPT_NATIVE, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR };
+enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_JSON, OPT_PPROF, OPT_NO_PYTHON, OPT_NATIVE, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR,
+       OPT_MATCH, OPT_CGROUP, OPT_ALL_PYTHON, OPT_METRICS, OPT_PUSH, OPT_PUSH_TENANT, OPT_PUSH_SERVICE, OPT_PPROF_DIR,
+       OPT_PPROF_KEEP };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -88,6 +107,15 @@ static const struct option long_opts[] = {
 	{ "json", required_argument, NULL, OPT_JSON },
 	{ "pprof", required_argument, NULL, OPT_PPROF },
 	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
+	{ "match", required_argument, NULL, OPT_MATCH },
+	{ "cgroup", required_argument, NULL, OPT_CGROUP },
+	{ "all-python", no_argument, NULL, OPT_ALL_PYTHON },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS },
+	{ "push", required_argument, NULL, OPT_PUSH },
+	{ "push-tenant", required_argument, NULL, OPT_PUSH_TENANT },
+	{ "push-service", required_argument, NULL, OPT_PUSH_SERVICE },
+	{ "pprof-dir", required_argument, NULL, OPT_PPROF_DIR },
+	{ "pprof-keep", required_argument, NULL, OPT_PPROF_KEEP },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -253,6 +281,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	o->layers = ~0U;
 	o->unwind_tables = true;
 	o->unwind_mem = 64ULL << 20;
+	o->pprof_keep = 100;
 
 	opterr = 0;
 	optind = 1;
@@ -368,6 +397,60 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 		case OPT_TORCH_RAW:
 			o->torch_raw = true;
 			break;
+		case OPT_MATCH:
+			if (o->match)
+				regfree(&o->match_re);
+			o->match = NULL;
+			err = regcomp(&o->match_re, optarg, REG_EXTENDED | REG_NOSUB);
+			if (err) {
+				char msg[128];
+
+				regerror(err, &o->match_re, msg, sizeof(msg));
+				return bad("--match", optarg, msg);
+			}
+			o->match = optarg;
+			break;
+		case OPT_CGROUP:
+			if (!*optarg)
+				return bad("--cgroup", optarg, "a cgroup directory");
+			o->cgroup = optarg;
+			break;
+		case OPT_ALL_PYTHON:
+			o->all_python = true;
+			break;
+		case OPT_METRICS:
+			if (!*optarg || !strchr(optarg, ':'))
+				return bad("--metrics-listen", optarg, "HOST:PORT, [IPV6]:PORT or :PORT");
+			o->metrics_listen = optarg;
+			break;
+		case OPT_PUSH:
+			if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
+				return bad("--push", optarg, "an http:// or https:// URL");
+			o->push_url = optarg;
+			break;
+		case OPT_PUSH_TENANT:
+		case OPT_PUSH_SERVICE: {
+			bool ok = *optarg && strlen(optarg) <= 200;
+
+			for (const char *p = optarg; ok && *p; p++)
+				ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+				     strchr("._-", *p);
+			if (!ok)
+				return bad(c == OPT_PUSH_TENANT ? "--push-tenant" : "--push-service", optarg,
+					   "1 to 200 letters, digits, '.', '_' or '-'");
+			*(c == OPT_PUSH_TENANT ? &o->push_tenant : &o->push_service) = optarg;
+			break;
+		}
+		case OPT_PPROF_DIR:
+			if (!*optarg)
+				return bad("--pprof-dir", optarg, "a directory");
+			o->pprof_dir = optarg;
+			break;
+		case OPT_PPROF_KEEP:
+			if (ml_parse_u64(optarg, 1, 1000000, &v))
+				return bad("--pprof-keep", optarg, "a number from 1 to 1000000");
+			o->pprof_keep = (uint32_t)v;
+			break;
 		case OPT_MAX_ALLOCS:
 			/* 2^24 allocations: a 1.5 GiB table of pinned kernel memory, the most worth allowing */
 			if (ml_parse_u64(optarg, 16, 1U << 24, &v))
@@ -413,9 +496,14 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 		ml_err("unexpected argument '%s' (see --help)", argv[optind]);
 		return -EINVAL;
 	}
-	if (!o->pid == !o->cmd_argv) {
-		ml_err("%s", o->pid ? "give either -p PID or -c COMMAND, not both"
-				    : "nothing to trace: give -p PID or -c COMMAND (see --help)");
+	if (!!o->pid + !!o->cmd_argv + !!o->match + !!o->cgroup + o->all_python != 1) {
+		ml_err("%s", o->pid || o->cmd_argv || o->match || o->cgroup || o->all_python
+				     ? "give one of -p PID, -c COMMAND, --match, --cgroup or --all-python, not several"
+				     : "nothing to trace: give -p PID, -c COMMAND, --match, --cgroup or --all-python (see --help)");
+		return -EINVAL;
+	}
+	if ((o->push_tenant || o->push_service) && !o->push_url) {
+		ml_err("--push-tenant and --push-service go with --push URL");
 		return -EINVAL;
 	}
 	if (o->format == ML_FMT_PPROF && !o->output) {
@@ -431,6 +519,9 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 
 void ml_opts__free(struct ml_opts *o)
 {
+	if (o->match)
+		regfree(&o->match_re);
+	o->match = NULL;
 	ml_free_words(o->cmd_argv);
 	o->cmd_argv = NULL;
 }

@@ -2,6 +2,7 @@
 #ifndef ML_OPTS_H
 #define ML_OPTS_H
 
+#include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include "report/report.h"
@@ -34,7 +35,24 @@ struct ml_opts {
 	bool unwind_tables;    /* --unwind tables (default) or fp */
 	uint64_t unwind_mem;   /* --unwind-mem bytes */
 	const char *debug_dir; /* --debug-dir, NULL: /usr/lib/debug */
+	/* Whole-node selectors, instead of -p or -c: every matching process, now and as they start. */
+	const char *match;     /* --match REGEX (compiled in match_re) */
+	regex_t match_re;
+	const char *cgroup;    /* --cgroup PATH */
+	bool all_python;       /* --all-python */
+	const char *metrics_listen; /* --metrics-listen HOST:PORT */
+	const char *push_url;       /* --push URL */
+	const char *push_tenant;    /* --push-tenant */
+	const char *push_service;   /* --push-service, NULL: "memleak-ai" */
+	const char *pprof_dir;      /* --pprof-dir */
+	uint32_t pprof_keep;        /* --pprof-keep */
 };
+
+/* Whether the options select processes across the node (--match, --cgroup, --all-python). */
+static inline bool ml_opts_node(const struct ml_opts *o)
+{
+	return o->match || o->cgroup || o->all_python;
+}
 
 /* 0 on success, 1 when --help/--version was handled (exit 0), -EINVAL after printing a one-line error. */
 int ml_opts__parse(int argc, char **argv, struct ml_opts *o);

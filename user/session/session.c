@@ -31,10 +31,14 @@
 #include "lib/procmaps.h"
 #include "python/pyframes.h"
 #include "report/html.h"
+#include "report/metrics.h"
+#include "report/pprof.h"
+#include "report/push.h"
 #include "report/report.h"
 #include "report/stackview.h"
 #include "session/follow.h"
 #include "session/overhead.h"
+#include "session/select.h"
 #include "session/session.h"
 #include "session/target.h"
 #include "session/tracee.h"
@@ -58,6 +62,9 @@ struct session {
 	bool multi;             /* uprobe_multi links */
 	unsigned int layers;    /* as --layers, less libc once in heap-growth mode */
 	struct followers *followers;
+	struct selector *sel;   /* --match, --cgroup, --all-python: no first process, every match a follower */
+	struct metrics_server *metrics; /* --metrics-listen */
+	struct pusher *push;            /* --push, --pprof-dir */
 	struct ring_buffer *proc_rb; /* --follow's fork and exec events */
 	bool root_exec;         /* the first process ran exec (once or more) since the events were last read */
 	struct stackstore *stacks;
@@ -170,7 +177,7 @@ static struct probes_opts root_probes_opts(const struct session *ss)
 static int resolver(void *ctx, int tgid, struct ml_resolver *out)
 {
 	struct session *ss = ctx;
-	const struct tracee *t = tgid == ss->root.pid ? &ss->root
+	const struct tracee *t = ss->root.pid && tgid == ss->root.pid ? &ss->root
 				 : ss->followers ? followers__find(ss->followers, tgid) : NULL;
 
 	if (!t)
@@ -264,7 +271,8 @@ static int start_following(struct session *ss)
 				  .python = ss->o->python,
 				  .uw = ss->env.uw,
 				  .debug_dir = ss->o->debug_dir,
-				  .max = MAX_FOLLOWERS };
+				  .max = MAX_FOLLOWERS,
+				  .root = ss->root.pid ? &ss->root : NULL };
 	__u32 key = (__u32)ss->root.pid, one = 1;
 	struct ml_child *kids = NULL;
 	size_t nkids = 0;
@@ -275,7 +283,7 @@ static int start_following(struct session *ss)
 		ml_err("cannot follow pid %d's children: %s", ss->root.pid, strerror(ENOMEM));
 		return -ENOMEM;
 	}
-	if (bpf_map_update_elem(bpf_map__fd(ss->skel->maps.traced), &key, &one, BPF_ANY)) {
+	if (ss->root.pid && bpf_map_update_elem(bpf_map__fd(ss->skel->maps.traced), &key, &one, BPF_ANY)) {
 		err = -errno;
 		ml_err("cannot follow pid %d's children: %s (--no-follow goes without)", ss->root.pid, strerror(-err));
 		return err;
@@ -294,11 +302,113 @@ static int start_following(struct session *ss)
 		ml_err("cannot follow pid %d's children: %s (--no-follow goes without)", ss->root.pid, strerror(-err));
 		return err;
 	}
-	if (ml_descendants(ss->root.pid, &kids, &nkids) == 0)
+	if (ss->root.pid && ml_descendants(ss->root.pid, &kids, &nkids) == 0)
 		for (size_t i = 0; i < nkids; i++)
 			followers__add(ss->followers, kids[i].pid, kids[i].parent);
 	free(kids);
 	return 0;
+}
+
+/* A process a whole-node selector picked: traced with the children it has already (those it forks later, by BPF). */
+static int node_add(void *ctx, int pid)
+{
+	struct session *ss = ctx;
+	struct ml_child *kids = NULL;
+	size_t nkids = 0;
+	int err = followers__add(ss->followers, pid, 0);
+
+	if (err)
+		return err;
+	if (ml_descendants(pid, &kids, &nkids) == 0)
+		for (size_t i = 0; i < nkids; i++)
+			followers__add(ss->followers, kids[i].pid, kids[i].parent);
+	free(kids);
+	return 0;
+}
+
+/* --metrics-listen: this report, summed by rank, role and layer, is what /metrics serves from now on. */
+static void publish_metrics(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged)
+{
+	const struct ml_overhead *ov = overhead__info(ss->ov);
+	size_t n = ss->followers ? followers__count(ss->followers) : 0, np = 0;
+	struct ml_metric_proc *procs = calloc(n + 1, sizeof(*procs));
+	int *pids = calloc(n + 1, sizeof(*pids));
+	char *text = NULL;
+	size_t len = 0;
+
+	if (!procs || !pids)
+		goto out;
+	if (ss->root.pid)
+		procs[np++] = (struct ml_metric_proc){ .pid = ss->root.pid, .rank = ss->root.labels.rank,
+							.role = ss->root.role ? ss->root.role : "main" };
+	n = ss->followers ? followers__pids(ss->followers, pids, n) : 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct tracee *t = followers__find(ss->followers, pids[i]);
+
+		if (t)
+			procs[np++] = (struct ml_metric_proc){ .pid = t->pid, .rank = t->labels.rank,
+								.role = t->role ? t->role : "main" };
+	}
+	if (ml_metrics_render(&(struct ml_metrics_in){ .s = snap, .j = judged, .procs = procs, .nprocs = np,
+						       .layers = ss->layers,
+						       .overhead_ratio = ov->measured ? ov->pct / 100 : -1,
+						       .reports = ss->seq },
+			      &text, &len) == 0) {
+		metrics_server__publish(ss->metrics, text, len);
+		text = NULL;
+	}
+out:
+	if (!text && (!procs || !pids))
+		ml_notice("out of memory making the metrics: /metrics keeps the previous report's");
+	free(procs);
+	free(pids);
+	free(text);
+}
+
+/* --push, --pprof-dir: one profile per traced process, of this report's interval. */
+static void push_profiles(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged)
+{
+	size_t n = ss->followers ? followers__count(ss->followers) : 0, np = 0;
+	int *pids = calloc(n + 1, sizeof(*pids));
+	struct timespec now;
+
+	if (!pids) {
+		ml_notice("out of memory making this report's profiles");
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (ss->root.pid)
+		pids[np++] = ss->root.pid;
+	np += ss->followers ? followers__pids(ss->followers, pids + np, n) : 0;
+	for (size_t i = 0; i < np; i++) {
+		const struct tracee *t = pids[i] == ss->root.pid ? &ss->root : followers__find(ss->followers, pids[i]);
+		struct push_meta m = { .pid = pids[i], .seq = ss->seq, .until_s = (uint64_t)now.tv_sec };
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		int err;
+
+		if (!t || !f) {
+			if (f)
+				fclose(f);
+			free(buf);
+			continue;
+		}
+		m.rank = t->labels.rank;
+		m.role = t->role;
+		m.job = t->labels.job;
+		m.from_s = m.until_s - (uint64_t)(snap->elapsed_s + 0.5);
+		err = ml_pprof_write(f, snap, judged, ss->sv, (uint64_t)(snap->elapsed_s * 1e9), pids[i]);
+		if (fclose(f) && !err)
+			err = -ENOMEM;
+		if (err) {
+			free(buf);
+			ml_notice("cannot make pid %d's profile: %s", pids[i], strerror(-err));
+			continue;
+		}
+		pusher__submit(ss->push, &m, buf, len);
+	}
+	free(pids);
 }
 
 /*
@@ -310,20 +420,21 @@ static int heap_growth_mode(struct session *ss, uint64_t next_report)
 	const struct ml_overhead *ov = overhead__info(ss->ov);
 	int err;
 
-	err = ml_heap_track(ss->skel, ss->root.pid);
+	err = ss->root.pid ? ml_heap_track(ss->skel, ss->root.pid) : 0;
 	if (!err) {
 		ss->heap_link = bpf_program__attach(ss->skel->progs.heap_exit);
 		if (!ss->heap_link)
 			err = -errno;
 	}
 	if (err) {
-		ml_notice("tracing costs %.1f%% of pid %d's time, over the %g%% budget, and heap-growth mode "
-			  "cannot start (%s): every probe stays", ov->pct, ss->root.pid, ov->budget_pct, strerror(-err));
+		ml_notice("tracing costs %.1f%% of the traced processes' time, over the %g%% budget, and heap-growth "
+			  "mode cannot start (%s): every probe stays", ov->pct, ov->budget_pct, strerror(-err));
 		return err;
 	}
 	if (ss->followers)
 		followers__heap_mode(ss->followers);
-	probes__drop_libc(ss->root.probes);
+	if (ss->root.probes)
+		probes__drop_libc(ss->root.probes);
 	ss->layers &= ~(1U << ML_LAYER_LIBC);
 	ledger__forget_layer(ss->ledger, ML_LAYER_LIBC);
 	overhead__heap_mode(ss->ov, next_report);
@@ -373,6 +484,7 @@ static int attach_root(struct session *ss)
 	err = tracee__symbolize(&ss->root, &ss->env);
 	if (err)
 		ml_err("cannot start the symbolizer: %s", strerror(-err));
+	tracee__label(&ss->root, NULL);
 	return err;
 }
 
@@ -431,10 +543,28 @@ static int session_open(struct session *ss)
 	ss->out = open_output(o->output);
 	if (!ss->out)
 		return -EIO;
-	err = o->pid ? target__open_pid(&ss->tgt, o->pid) : target__spawn(&ss->tgt, o->cmd_argv);
-	if (err)
-		return err;
-	ss->root.pid = ss->tgt.pid;
+	if (ml_opts_node(o)) {
+		ss->sel = selector__new(&(struct selector_opts){ .match = o->match ? &o->match_re : NULL,
+								 .cgroup = o->cgroup, .all_python = o->all_python,
+								 .self = getpid() }, &err);
+		if (!ss->sel)
+			return err; /* said why */
+	} else {
+		err = o->pid ? target__open_pid(&ss->tgt, o->pid) : target__spawn(&ss->tgt, o->cmd_argv);
+		if (err)
+			return err;
+		ss->root.pid = ss->tgt.pid;
+	}
+	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err)))
+		return err; /* said why */
+	if ((o->push_url || o->pprof_dir) &&
+	    !(ss->push = pusher__new(&(struct pusher_opts){ .url = o->push_url, .tenant = o->push_tenant,
+							     .service = o->push_service,
+							     .token = getenv("MEMLEAK_AI_PUSH_TOKEN"),
+							     .user = getenv("MEMLEAK_AI_PUSH_USER"),
+							     .password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
+							     .dir = o->pprof_dir, .keep = o->pprof_keep }, &err)))
+		return err ? err : -ENOMEM; /* said why */
 	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
 	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
 	ml_info("uprobe_multi links %s", ss->multi ? "supported: one link per program and library" : "not supported");
@@ -450,7 +580,7 @@ static int session_open(struct session *ss)
 			return err;
 		}
 	}
-	err = attach_root(ss);
+	err = ss->root.pid ? attach_root(ss) : 0;
 	if (err)
 		return err;
 	err = open_outputs(ss);
@@ -525,7 +655,16 @@ static int session_start(struct session *ss)
 	int err;
 
 	test_attach_delay();
-	if (ss->tgt.spawned) {
+	if (ss->sel) {
+		err = start_following(ss);
+		if (err)
+			return err; /* said why */
+		err = selector__scan(ss->sel, node_add, ss);
+		if (err < 0) {
+			ml_err("cannot look for processes to trace: %s", strerror(-err));
+			return err;
+		}
+	} else if (ss->tgt.spawned) {
 		err = start_command(ss);
 		if (err)
 			return err;
@@ -544,15 +683,24 @@ static int session_start(struct session *ss)
 		sigaddset(&mask, SIGCHLD); /* the -c target stopped at a dlopen */
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	ss->sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	nobj = probes__n_probed(ss->root.probes, &nf);
-	missing = o->layers & ~probes__active_layers(ss->root.probes) & ((1U << ML_LAYER_MAX) - 1) &
-		  ~(1U << ML_LAYER_CUDA_MAP);
-	ml_notice("attached to pid %d: %u probes in %u objects", ss->root.pid, nf, nobj);
-	probes__started(ss->root.probes);
+	if (ss->sel) {
+		nf = nobj = 0;
+		missing = 0;
+		ml_notice("watching the node: %zu processes traced now (%s), more as they start", followers__count(ss->followers),
+			  o->match ? "--match" : o->cgroup ? "--cgroup" : "--all-python");
+	} else {
+		nobj = probes__n_probed(ss->root.probes, &nf);
+		missing = o->layers & ~probes__active_layers(ss->root.probes) & ((1U << ML_LAYER_MAX) - 1) &
+			  ~(1U << ML_LAYER_CUDA_MAP);
+		ml_notice("attached to pid %d: %u probes in %u objects", ss->root.pid, nf, nobj);
+		probes__started(ss->root.probes);
+	}
 	for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
 		if (missing & (1U << l) && strcmp(ml_layer_name(l), "unknown"))
 			ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
 	ss->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	if (ss->metrics)
+		publish_metrics(ss, NULL, NULL); /* the processes, at zero, until the first report */
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	ss->scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (ss->sfd < 0 || ss->tick_fd < 0 || ss->scan_fd < 0 || arm_timer(ss->tick_fd, o->interval_s) ||
@@ -579,13 +727,21 @@ static void session_scan(struct session *ss)
 		followers__sync(ss->followers, follower_gone, ss);
 		np += followers__count(ss->followers);
 	}
+	if (ss->sel) {
+		n = selector__scan(ss->sel, node_add, ss);
+		if (n < 0)
+			ml_notice("cannot look for new processes to trace: %s", strerror(-n));
+		np = 1 + followers__count(ss->followers);
+	}
 	if (!ml_grow(&ss->pids, &ss->cap_pids, np, sizeof(*ss->pids))) {
+		size_t first = ss->root.pid ? 1 : 0;
+
 		ss->pids[0] = ss->root.pid;
-		np = 1 + (ss->followers ? followers__pids(ss->followers, ss->pids + 1, ss->cap_pids - 1) : 0);
-		if (overhead__sample(ss->ov, ss->pids, np) == 1)
+		np = first + (ss->followers ? followers__pids(ss->followers, ss->pids + first, ss->cap_pids - first) : 0);
+		if (np && overhead__sample(ss->ov, ss->pids, np) == 1)
 			heap_growth_mode(ss, ss->seq + 1);
 	}
-	if (target__alive(&ss->tgt)) {
+	if (ss->root.pid && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
 			ml_notice("rescanning pid %d's libraries failed: %s", ss->root.pid, strerror(-n));
@@ -632,6 +788,10 @@ static int session_report(struct session *ss, bool *final)
 			return err;
 		}
 	}
+	if (ss->metrics)
+		publish_metrics(ss, snap, judged);
+	if (ss->push)
+		push_profiles(ss, snap, judged);
 	if (*final && o->html) {
 		struct html_opts ho = { .pid = ss->root.pid, .top = o->top, .reports = ss->seq };
 
@@ -674,7 +834,7 @@ static int session_loop(struct session *ss)
 				final = true;
 			}
 		}
-		if (all[1].revents) {
+		if (all[1].revents && ss->root.pid) {
 			ml_notice("pid %d exited", ss->root.pid);
 			final = true;
 		}
@@ -724,6 +884,16 @@ static int session_close(struct session *ss, bool ok)
 	bpf_link__destroy(ss->fork_link);
 	bpf_link__destroy(ss->exec_link);
 	followers__free(ss->followers);
+	selector__free(ss->sel);
+	metrics_server__free(ss->metrics);
+	if (ss->push) {
+		struct push_stats st;
+
+		pusher__free_after(ss->push, &st);
+		if (ss->o->push_url)
+			ml_notice("--push: %" PRIu64 " profiles sent, %" PRIu64 " refused or not answered, %" PRIu64
+				  " dropped from a full queue", st.sent, st.failed, st.dropped);
+	}
 	overhead__free(ss->ov);
 	verdicts__free(ss->verdicts);
 	html_timeline__free(ss->timeline);

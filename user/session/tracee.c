@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <string.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -83,8 +84,23 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
 	return 0;
 }
 
+void tracee__label(struct tracee *t, const struct tracee *parent)
+{
+	const char *mine, *theirs;
+
+	ml_labels__clear(&t->labels);
+	if (ml_labels__read(t->pid, &t->labels) == -ENOMEM)
+		ml_notice("pid %d: out of memory reading its labels", t->pid);
+	mine = t->labels.rank;
+	theirs = parent ? parent->labels.rank : NULL;
+	t->role = !parent || (mine && (!theirs || strcmp(mine, theirs))) ? "main" : "worker";
+}
+
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out)
 {
+	out->labels = &t->labels;
+	out->role = t->role;
+	out->parent = t->parent;
 	out->sym = t->sym;
 	out->py = t->py;
 	out->heap = t->probes ? probes__heap(t->probes) : NULL;
@@ -105,6 +121,7 @@ void tracee__release(struct tracee *t, const struct tracee_env *e)
 	if (t->pidfd >= 0)
 		close(t->pidfd);
 	unwinder__forget(e->uw, t->pid);
+	ml_labels__clear(&t->labels);
 	t->probes = NULL;
 	t->py = NULL;
 	t->sym = NULL;

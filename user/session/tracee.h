@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include "attach/probes.h"
+#include "lib/proclabels.h"
 #include "report/stackview.h"
 
 struct memleak_bpf;
@@ -29,6 +30,8 @@ struct tracee {
 	struct probes *probes;
 	struct pyframes *py; /* NULL without Python frames */
 	struct symbolizer *sym;
+	struct ml_labels labels; /* rank, job, container, comm: read once, at attach */
+	const char *role;        /* "main", or "worker" for a child of a traced process with its rank */
 };
 
 /*
@@ -50,6 +53,11 @@ int tracee__sync(struct tracee *t, const struct tracee_env *e);
  * per-thread state, so a call in flight across the swap keeps its return. 0 or a negative errno.
  */
 int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po);
+/*
+ * Its labels and role: a process forked from a traced one (parent, NULL for none) is a worker unless it
+ * carries a rank of its own (a launcher's ranks are mains, a rank's DataLoader workers inherit its rank).
+ */
+void tracee__label(struct tracee *t, const struct tracee *parent);
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 /* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */

@@ -1,0 +1,48 @@
+/*
+ * Prometheus metrics: each report summed by rank, role and layer (never by stack or pid, whose number has no
+ * bound), rendered in the text exposition format and served on /metrics by an HTTP server of its own thread.
+ */
+#ifndef ML_METRICS_H
+#define ML_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ml_snapshot;
+struct ml_judgement;
+
+/* A traced process as the metrics see it. */
+struct ml_metric_proc {
+	int pid;
+	const char *rank; /* NULL or "": no RANK in its environment */
+	const char *role; /* "main" or "worker" */
+};
+
+struct ml_metrics_in {
+	const struct ml_snapshot *s;
+	const struct ml_judgement *j; /* parallel to s->rows */
+	const struct ml_metric_proc *procs;
+	size_t nprocs;
+	unsigned int layers; /* the layers traced (bit mask of enum ml_layer) */
+	double overhead_ratio; /* share of the traced processes' time in probes; < 0: not measured yet */
+	uint64_t reports;
+};
+
+/* The text exposition of one report, malloc'd in *out (its length in *len). 0 or -ENOMEM. */
+int ml_metrics_render(const struct ml_metrics_in *in, char **out, size_t *len);
+
+struct metrics_server;
+
+/*
+ * Listen on HOST:PORT ("127.0.0.1:9400", "[::1]:9400", ":9400" for every address) and serve /metrics.
+ * NULL with a negative errno in *err (said why on stderr).
+ */
+struct metrics_server *metrics_server__new(const char *listen, int *err);
+/* What /metrics serves from now on; the server takes text (malloc'd). */
+void metrics_server__publish(struct metrics_server *m, char *text, size_t len);
+/* The port it listens on (the one asked for, or the kernel's pick for port 0). */
+int metrics_server__port(const struct metrics_server *m);
+void metrics_server__free(struct metrics_server *m); /* NULL-safe */
+
+#endif
