@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +284,7 @@ struct metrics_server *metrics_server__new(const char *listen, int *err)
 	const union MHD_DaemonInfo *info;
 	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD; /* errors: said by us, in one line */
 	uint16_t port;
+	sigset_t all, old;
 
 	if (!m) {
 		*err = -ENOMEM;
@@ -296,9 +298,13 @@ struct metrics_server *metrics_server__new(const char *listen, int *err)
 		flags |= MHD_USE_IPv6;
 	port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
 					      : ((struct sockaddr_in *)&sa)->sin_port);
+	/* The run's signals go to its signalfd: none to the server's thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	m->d = MHD_start_daemon(flags, port, NULL, NULL, answer, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
 				(unsigned int)CONN_TIMEOUT_S, MHD_OPTION_END);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!m->d) {
 		*err = errno ? -errno : -EADDRINUSE;
 		ml_err("--metrics-listen %s: cannot listen: %s", listen, strerror(-*err));

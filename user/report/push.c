@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,7 +256,14 @@ struct pusher *pusher__new(const struct pusher_opts *o, int *err)
 			*err = -ENOMEM;
 			goto fail;
 		}
-		if ((*err = -pthread_create(&p->thread, NULL, sender, p))) {
+		sigset_t all, old;
+
+		/* The run's signals go to its signalfd: none to this thread. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		*err = -pthread_create(&p->thread, NULL, sender, p);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (*err) {
 			ml_err("--push: cannot start its thread: %s", strerror(-*err));
 			goto fail;
 		}

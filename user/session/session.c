@@ -250,6 +250,12 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 	if (len < sizeof(*e))
 		return 0;
 	if (e->type == ML_PROC_FORK) {
+		if (!ss->o->follow) { /* a whole-node run with --no-follow: the selected processes, not their children */
+			__u32 key = e->tgid;
+
+			bpf_map_delete_elem(bpf_map__fd(ss->skel->maps.traced), &key);
+			return 0;
+		}
 		followers__add(ss->followers, (int)e->tgid, (int)e->parent);
 	} else if (e->type == ML_PROC_EXEC) {
 		/* What the old image had allocated went away with it. */
@@ -319,7 +325,7 @@ static int node_add(void *ctx, int pid)
 
 	if (err)
 		return err;
-	if (ml_descendants(pid, &kids, &nkids) == 0)
+	if (ss->o->follow && ml_descendants(pid, &kids, &nkids) == 0)
 		for (size_t i = 0; i < nkids; i++)
 			followers__add(ss->followers, kids[i].pid, kids[i].parent);
 	free(kids);
@@ -557,6 +563,8 @@ static int session_open(struct session *ss)
 	}
 	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err)))
 		return err; /* said why */
+	if (ss->metrics)
+		ml_notice("serving Prometheus metrics on port %d (/metrics)", metrics_server__port(ss->metrics));
 	if ((o->push_url || o->pprof_dir) &&
 	    !(ss->push = pusher__new(&(struct pusher_opts){ .url = o->push_url, .tenant = o->push_tenant,
 							     .service = o->push_service,

@@ -1,0 +1,386 @@
+"""Fleet: whole-node selectors (--match, --cgroup, --all-python), labels (rank, role, comm), Prometheus metrics
+scraped by a real Prometheus server, profiles pushed to a stand-in of Pyroscope's /ingest and kept in a
+directory."""
+import gzip
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import TOOL, ROOT, Fail, check, eq, main, no_bpf_left, read_line, test, test_no_asan  # noqa: E402
+
+PY = shutil.which("python3")  # pyenv's 3.11: no torch needed here
+RANK_PY = os.path.join(ROOT, "tests", "fixtures", "rank.py")
+LEAK_LINE = 14  # rank.py: buf = bytearray(50000)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Rank:
+    """One rank.py process (and its forked worker, if asked): ready once each has said so."""
+
+    def __init__(self, tag, rank, leak, fork_worker=False, world=2):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                   TORCHELASTIC_RUN_ID="job-" + tag, LEAK="1" if leak else "0",
+                   FORK_WORKER="1" if fork_worker else "0")
+        self.p = subprocess.Popen([PY, RANK_PY, tag], stdout=subprocess.PIPE, env=env)
+        self.pids = [int(read_line(self.p.stdout, 20, "rank ready").split()[1]) for _ in range(2 if fork_worker else 1)]
+        self.pid = self.p.pid
+        self.worker = next((p for p in self.pids if p != self.pid), None)
+
+    def kill(self):
+        if self.worker:
+            try:
+                os.kill(self.worker, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.p.kill()
+        self.p.wait()
+
+
+class NodeTool:
+    """memleak-ai with a whole-node selector, its stderr read by a thread (notices come all along)."""
+
+    def __init__(self, *args, env=None):
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        self.p = subprocess.Popen([TOOL, "--max-overhead", "100", *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=e)
+        self.err, self.out = [], []
+        threading.Thread(target=self._read_err, daemon=True).start()
+        threading.Thread(target=lambda: self.out.append(self.p.stdout.read()), daemon=True).start()
+
+    def _read_err(self):
+        for line in self.p.stderr:
+            self.err.append(line.decode(errors="replace").rstrip("\n"))
+
+    def wait_for(self, pred, what, timeout=30):
+        end = time.time() + timeout
+        while time.time() < end:
+            for l in list(self.err):
+                if pred(l):
+                    return l
+            if self.p.poll() is not None:
+                time.sleep(0.2)
+                raise Fail(f"memleak-ai exited ({self.p.returncode}) before {what}: {self.err}")
+            time.sleep(0.05)
+        raise Fail(f"timed out waiting for {what}: {self.err}")
+
+    def traced(self, pid):
+        return any(f"tracing pid {pid} " in l or f"following pid {pid} " in l for l in self.err)
+
+    def stop(self, timeout=30):
+        self.p.send_signal(signal.SIGINT)
+        rc = self.p.wait(timeout=timeout)
+        time.sleep(0.2)
+        return rc
+
+    def reports(self):
+        time.sleep(0.1)
+        return [json.loads(l) for l in b"".join(self.out).decode().splitlines() if l.strip()]
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def metrics_port(tool):
+    line = tool.wait_for(lambda l: "serving Prometheus metrics on port" in l, "the metrics port")
+    return int(line.split("port ")[1].split()[0])
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        eq(r.status, 200, "/metrics status")
+        check(r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), f"content type {r.headers}")
+        return r.read().decode()
+
+
+def http_status(url, data=None):
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data), timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def sample(text, name, **labels):
+    """The value of one series in an exposition, or None."""
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for l in text.splitlines():
+        if l.startswith(f"{name}{{{want}}} ") or (not labels and l.startswith(f"{name} ")):
+            return float(l.rsplit(" ", 1)[1])
+    return None
+
+
+@test_no_asan
+def two_ranks_scraped_by_prometheus():
+    """RANK=0 steady and RANK=1 leaking (with a forked worker) under one memleak-ai --match; a real Prometheus
+    server scrapes it, and PromQL through its HTTP API sees leak candidates on rank 1 only."""
+    tag = "fleet-" + uuid.uuid4().hex[:8]
+    r0, r1 = Rank(tag, 0, False), Rank(tag, 1, True, fork_worker=True)
+    tool = NodeTool("--match", f"rank\\.py {tag}$", "--metrics-listen", "127.0.0.1:0", "-f", "json", "1")
+    d = tempfile.mkdtemp()
+    prom = None
+    try:
+        port = metrics_port(tool)
+        for pid in (r0.pid, r1.pid, r1.worker):
+            tool.wait_for(lambda l, pid=pid: f"pid {pid} " in l and ("tracing" in l or "following" in l),
+                          f"pid {pid} traced")
+        ppt = free_port()
+        with open(os.path.join(d, "prometheus.yml"), "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+                    f"  - job_name: memleak-ai\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
+        prom = subprocess.Popen(["prometheus", f"--config.file={d}/prometheus.yml", f"--storage.tsdb.path={d}/data",
+                                 f"--web.listen-address=127.0.0.1:{ppt}"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
+        def query(q):
+            u = f"http://127.0.0.1:{ppt}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+            with urllib.request.urlopen(u, timeout=5) as r:
+                res = json.loads(r.read())
+            eq(res["status"], "success", f"query {q}")
+            return {tuple(sorted(x["metric"].items())): float(x["value"][1]) for x in res["data"]["result"]}
+
+        end, got = time.time() + 60, {}
+        while time.time() < end:
+            try:
+                got = query('memleak_ai_leak_candidates{job="memleak-ai"}')
+            except OSError:
+                got = {}
+            ones = [v for k, v in got.items() if ("rank", "1") in k and ("role", "main") in k]
+            if ones and ones[0] >= 1:
+                break
+            time.sleep(1)
+        by = {(dict(k)["rank"], dict(k)["role"]): v for k, v in got.items()}
+        check(by.get(("1", "main"), 0) >= 1, f"Prometheus: rank 1 has a leak candidate: {by}")
+        eq(by.get(("0", "main")), 0.0, f"Prometheus: rank 0 has none: {by}")
+        eq(by.get(("1", "worker")), 0.0, f"Prometheus: rank 1's worker has none (it frees): {by}")
+        up = query('up{job="memleak-ai"}')
+        eq(list(up.values()), [1.0], "Prometheus scrapes the tool")
+        procs = query("sum by (rank) (memleak_ai_processes)")
+        eq({dict(k)["rank"]: v for k, v in procs.items()}, {"0": 1.0, "1": 2.0}, "processes by rank")
+        growth = query('memleak_ai_growth_bytes_per_second{rank="1",role="main",layer="libc"}')
+        check(growth and list(growth.values())[0] > 100000, f"rank 1 grows about 1 MB/s: {growth}")
+        labels = query("memleak_ai_outstanding_bytes")
+        check(all(set(dict(k)) == {"__name__", "instance", "job", "rank", "role", "layer"} for k in labels),
+              f"bounded labels only (no pid, no stack): {list(labels)[:3]}")
+        eq(tool.stop(), 0, "memleak-ai exit status")
+    finally:
+        if prom:
+            prom.terminate()
+            prom.wait(10)
+        tool.kill()
+        r0.kill()
+        r1.kill()
+        shutil.rmtree(d, ignore_errors=True)
+    check(no_bpf_left(), "nothing left attached")
+
+
+class StandIn(http.server.BaseHTTPRequestHandler):
+    """Stand-in for Pyroscope's /ingest (not packaged here): keeps each request for the test to check."""
+    got = []
+    fail_first = 0
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if StandIn.fail_first > 0:
+            StandIn.fail_first -= 1
+            self.send_response(503)
+            self.end_headers()
+            return
+        StandIn.got.append((self.path, dict(self.headers), body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *a):
+        pass
+
+
+def decode_profile(body):
+    """The profile as protoc decodes it (text format)."""
+    r = subprocess.run(["protoc", f"--proto_path={ROOT}/proto", "--decode=perftools.profiles.Profile",
+                        "profile.proto"], input=gzip.decompress(body), capture_output=True)
+    eq(r.returncode, 0, f"protoc decodes the pushed profile: {r.stderr[:200]}")
+    return r.stdout.decode()
+
+
+@test
+def ranks_labelled_pushed_and_kept_in_a_directory():
+    """The JSON report labels each process (rank, role, comm, job); every interval one profile per process goes
+    to the store (the first refused: retried) with the rank in the name and the time range, the tenant and the
+    bearer token; --pprof-dir keeps the newest --pprof-keep files; /metrics answers between reports."""
+    tag = "fleet-" + uuid.uuid4().hex[:8]
+    StandIn.got, StandIn.fail_first = [], 1
+    srv = http.server.HTTPServer(("127.0.0.1", 0), StandIn)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    r0, r1 = Rank(tag, 0, False), Rank(tag, 1, True, fork_worker=True)
+    d = tempfile.mkdtemp()
+    t0 = int(time.time())
+    tool = NodeTool("--match", f"rank\\.py {tag}$", "-f", "json", "--metrics-listen", "127.0.0.1:0",
+                    "--push", f"http://127.0.0.1:{srv.server_port}", "--push-tenant", "team-a",
+                    "--pprof-dir", d + "/profiles", "--pprof-keep", "3", "0.5",
+                    env={"MEMLEAK_AI_PUSH_TOKEN": "tok123"})
+    try:
+        port = metrics_port(tool)
+        tool.wait_for(lambda l: "watching the node: " in l, "watching")
+        for pid in (r0.pid, r1.pid, r1.worker):
+            tool.wait_for(lambda l, pid=pid: f"pid {pid} " in l and ("tracing" in l or "following" in l),
+                          f"pid {pid} traced")
+        time.sleep(4)
+        text = scrape(port)
+        check(sample(text, "memleak_ai_outstanding_bytes", rank="1", role="main", layer="libc") > 100000,
+              "metrics: rank 1's outstanding bytes")
+        eq(sample(text, "memleak_ai_processes", rank="1", role="worker"), 1.0, "metrics: rank 1's worker")
+        eq(http_status(f"http://127.0.0.1:{port}/other"), 404, "/other is not found")
+        eq(http_status(f"http://127.0.0.1:{port}/metrics", data=b"x"), 405, "POST /metrics is not allowed")
+        eq(tool.stop(), 0, "memleak-ai exit status")
+        reps = tool.reports()
+        final = reps[-1]
+        check(final["final"], "a final report")
+        eq(final["pid"], 0, "node-wide: the top-level pid is 0, every process under its own")
+        procs = {p["pid"]: p for p in final["processes"]}
+        for pid, rank, role in ((r1.pid, "1", "main"), (r1.worker, "1", "worker")):
+            check(pid in procs, f"pid {pid} in processes[]: {list(procs)}")
+            p = procs[pid]
+            eq((p["rank"], p["role"], p["world_size"], p["local_rank"], p["job"], p["comm"]),
+               (rank, role, "2", "1", "job-" + tag, "python3"), f"pid {pid}'s labels")
+        eq(procs[r1.worker]["parent"], r1.pid, "the worker's parent")
+        leak = [s for s in final["stacks"] if s["pid"] == r1.pid and s["verdict"] == "growing"]
+        check(leak and any(f.get("line") == LEAK_LINE and f.get("file", "").endswith("rank.py")
+                           for f in leak[0]["frames"]), f"rank 1's leak at rank.py:{LEAK_LINE}")
+        check(not [s for s in final["stacks"] if s["pid"] == r0.pid and s["verdict"] == "growing"],
+              "rank 0 steady")
+        # The store: the first push refused (503) and sent again; then one profile per process and interval.
+        got = StandIn.got
+        check(len(got) >= 6, f"profiles pushed: {len(got)}")
+        names = set()
+        for path, headers, body in got:
+            u = urllib.parse.urlparse(path)
+            q = urllib.parse.parse_qs(u.query)
+            eq(u.path, "/ingest", "push path")
+            eq((q["format"], q["spyName"]), (["pprof"], ["memleak-ai"]), "push format")
+            names.add(q["name"][0])
+            f, un = int(q["from"][0]), int(q["until"][0])
+            check(t0 - 2 <= f <= un <= time.time() + 1, f"time range {f}..{un} within the run from {t0}")
+            eq(headers.get("X-Scope-OrgID"), "team-a", "tenant header")
+            eq(headers.get("Authorization"), "Bearer tok123", "bearer token")
+        want = {f"memleak-ai{{rank={r},role={role},job=job-{tag}}}" for r, role in (("0", "main"), ("1", "main"), ("1", "worker"))}
+        eq(names & want, want, f"a profile per rank and role: {names}")
+        leaky = [b for p, _, b in got if "rank%3D1%2Crole%3Dmain" in p][-1]
+        prof = decode_profile(leaky)
+        for s in ('"inuse_space"', '"inuse_objects"', '"growth_space"', '"rank"', '"layer"', '"libc"', '/rank.py"'):
+            check(s in prof, f"pushed profile holds {s}")
+        line = next(l for l in tool.err if "--push: " in l and "profiles sent" in l)
+        check(" 0 dropped" in line, f"nothing dropped: {line}")
+        check(any("refused a profile" in l for l in tool.err), f"the refusal said once: {tool.err}")
+        files = sorted(os.listdir(d + "/profiles"))
+        eq(len(files), 3, f"--pprof-keep 3: {files}")
+        check(all(f.startswith("memleak-ai-") and f.endswith(".pb.gz") for f in files), f"names: {files}")
+        decode_profile(open(os.path.join(d, "profiles", files[-1]), "rb").read())
+    finally:
+        tool.kill()
+        r0.kill()
+        r1.kill()
+        srv.shutdown()
+        shutil.rmtree(d, ignore_errors=True)
+    check(no_bpf_left(), "nothing left attached")
+
+
+@test
+def cgroup_members_now_and_moved_in_later():
+    """--cgroup on a v1 memory cgroup: its member is traced at start, a process outside is not until it is moved
+    in; the container label stays empty (no container id in the path)."""
+    base = "/sys/fs/cgroup/memory"
+    if not os.path.isdir(base):
+        raise Fail("no v1 memory cgroup hierarchy at /sys/fs/cgroup/memory")
+    cg = os.path.join(base, "memleak-ai-test-" + uuid.uuid4().hex[:8])
+    os.mkdir(cg)
+    tag = "cg-" + uuid.uuid4().hex[:8]
+    inside = outside = tool = None
+    try:
+        inside = Rank(tag, 0, False)
+        open(os.path.join(cg, "cgroup.procs"), "w").write(str(inside.pid))
+        outside = Rank(tag, 1, True)
+        tool = NodeTool("--cgroup", cg, "-f", "json", "1")
+        tool.wait_for(lambda l: "watching the node: 1 processes traced now (--cgroup)" in l, "watching")
+        check(tool.traced(inside.pid), f"the member is traced: {tool.err}")
+        time.sleep(1.5)
+        check(not tool.traced(outside.pid), "a process outside is not")
+        open(os.path.join(cg, "cgroup.procs"), "w").write(str(outside.pid))
+        tool.wait_for(lambda l: f"tracing pid {outside.pid} " in l, "the moved-in process traced", timeout=5)
+        time.sleep(2.5)
+        eq(tool.stop(), 0, "exit status")
+        final = tool.reports()[-1]
+        procs = {p["pid"]: p for p in final["processes"]}
+        check(outside.pid in procs and procs[outside.pid]["container"] is None, f"labels: {procs}")
+    finally:
+        if tool:
+            tool.kill()
+        for r in (inside, outside):
+            if r:
+                r.kill()
+        time.sleep(0.2)
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass
+    check(no_bpf_left(), "nothing left attached")
+
+
+@test
+def all_python_picks_up_cpython_as_it_starts():
+    """--all-python --no-follow: a CPython 3.11 process is traced, a C program is not, a new Python process is
+    picked up as it starts, and so is one that a shell turns into Python with exec. (--no-follow: the test's own
+    Python process is selected too, and its children must be found by the selector, not followed from it.)"""
+    tag = "allpy-" + uuid.uuid4().hex[:8]
+    c_prog = subprocess.Popen(["sleep", "60"])
+    first = later = viaexec = tool = None
+    try:
+        first = Rank(tag, 0, False)
+        tool = NodeTool("--all-python", "--no-follow", "1")
+        tool.wait_for(lambda l: "watching the node: " in l, "watching")
+        check(any(f"tracing pid {first.pid} " in l for l in tool.err), f"the Python process is traced: {tool.err}")
+        check(any(f"tracing pid {os.getpid()} " in l for l in tool.err), "the test's own Python too")
+        check(not any("following pid" in l for l in tool.err), f"--no-follow: no child followed: {tool.err}")
+        later = Rank(tag, 1, False)
+        tool.wait_for(lambda l: f"tracing pid {later.pid} " in l, "a new Python process picked up", timeout=5)
+        viaexec = subprocess.Popen(["sh", "-c", f"sleep 1.5; exec {PY} {RANK_PY} {tag}"], stdout=subprocess.PIPE)
+        tool.wait_for(lambda l: f"tracing pid {viaexec.pid} " in l, "a shell that became Python", timeout=8)
+        check(not tool.traced(c_prog.pid), "the C program is not traced")
+        check(not tool.traced(tool.p.pid), "nor memleak-ai itself")
+        eq(tool.stop(), 0, "exit status")
+    finally:
+        if tool:
+            tool.kill()
+        for r in (first, later):
+            if r:
+                r.kill()
+        if viaexec:
+            viaexec.kill()
+            viaexec.wait()
+        c_prog.kill()
+        c_prog.wait()
+    check(no_bpf_left(), "nothing left attached")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
