@@ -281,6 +281,7 @@ struct ml_heap_proc {
 enum ml_proc_event_type {
 	ML_PROC_FORK = 1,
 	ML_PROC_EXEC = 2,
+	ML_PROC_DLOPEN = 3, /* the dynamic loader reported a change of the link map (dlopen, dlclose) */
 };
 
 struct ml_proc_event {

@@ -60,6 +60,18 @@ static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent)
 }
 
 /*
+ * Every traced process but a -c target (which stops there instead): the same _dl_debug_state() report of
+ * the dynamic loader tells user space that a library came or went, so it reads the process's mappings
+ * then, not every second.
+ */
+SEC("uprobe")
+int ldso_notify(struct pt_regs *ctx)
+{
+	proc_event(ML_PROC_DLOPEN, bpf_get_current_pid_tgid() >> 32, 0);
+	return 0;
+}
+
+/*
  * --follow: a traced process that forks a new process (not a thread) makes it traced too, and user space
  * attaches to it at once; an exec replaces a traced process's image, whose libraries must be probed anew.
  */

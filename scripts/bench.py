@@ -6,9 +6,10 @@ Usage: scripts/bench.py [overhead|pyframes|unwind|torch|budget|report ...]   (no
   unwind    a malloc 30 calls deep: table unwinding vs frame pointers; table sizes and build times of PyTorch
   torch     PyTorch CPU training step: no tool, torch/CUDA layers, every layer, each with and without Python frames
   report    report time over 1,000,000 outstanding allocations
+  fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
-BENCH_TORCH_STEPS (20), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated).
+BENCH_TORCH_STEPS (20), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated).
 """
 import json
 import os
@@ -525,9 +526,88 @@ def budget_bench():
           f"in {sum(flagged)} of {len(flagged)} runs")
 
 
+def proc_cpu_s(pid):
+    """User plus system CPU seconds of a process (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+
+
+def fleet_bench():
+    """BENCH_FLEET_RANKS steady PyTorch ranks, one memleak-ai --match over all of them at the default settings
+    (budget 2%, 10 s interval, metrics served): after the start-up (attaching, the first report), the tool's own
+    CPU time (user + system of all its threads) over BENCH_FLEET_SECONDS, its memory, and beside it the BPF time
+    its programs charge to the traced processes."""
+    n = int(os.environ.get("BENCH_FLEET_RANKS", "16"))
+    secs = float(os.environ.get("BENCH_FLEET_SECONDS", "60"))
+    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    tag = f"fleet{os.getpid()}"
+    ranks = []
+    tool = None
+    try:
+        t0 = time.time()
+        for r in range(n):
+            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n))
+            ranks.append(subprocess.Popen([py, os.path.join(ROOT, "tests", "bench", "fleet_rank.py"), tag],
+                                          stdout=subprocess.PIPE, env=env))
+        for p in ranks:
+            read_line(p.stdout, 300, "rank ready")
+        started = time.time() - t0
+        t1 = time.time()
+        tool = subprocess.Popen([TOOL, "--match", f"fleet_rank\\.py {tag}$", "--metrics-listen", "127.0.0.1:0",
+                                 "-f", "json", "-o", "/dev/null", "10"], stderr=subprocess.PIPE)
+        traced = 0
+        while traced < n:
+            line = read_line(tool.stderr, 300, "ranks traced")
+            traced += "tracing pid " in line
+        attach = time.time() - t1
+        os.set_blocking(tool.stderr.fileno(), False)
+        time.sleep(12)  # the budget's decision and the first report: start-up, not the steady state
+        progs = prog_ids(tool.pid)
+        names = {p["name"] for p in json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True,
+                                                               text=True).stdout) if p.get("id") in progs}
+        b0, c0, r0, w0 = prog_stats(names, tool.pid), proc_cpu_s(tool.pid), proc_rss_kib(tool.pid), time.time()
+        rss = [r0]
+        while time.time() - w0 < secs:
+            time.sleep(min(5, secs))
+            rss.append(proc_rss_kib(tool.pid))
+        b1, c1, w1 = prog_stats(names, tool.pid), proc_cpu_s(tool.pid), time.time()
+        try:
+            notes = tool.stderr.read() or b""
+        except (BlockingIOError, TypeError):
+            notes = b""
+        bpf_ns = sum(b1[k][0] - b0.get(k, (0, 0))[0] for k in b1)
+        cpu = (c1 - c0) / (w1 - w0) * 100
+        print(f"Fleet: {n} steady PyTorch ranks (started in {started:.0f} s), one memleak-ai --match, default settings, "
+              f"10 s interval, --metrics-listen:")
+        print(f"  all {n} traced {attach:.1f} s after the command")
+        print(f"  tool's own CPU over {w1 - w0:.0f} s after start-up: {cpu:.2f}% of one core (user+system, all threads)")
+        print(f"  tool's VmRSS: {rss[0] / 1024:.0f} MiB at the window's start, {max(rss) / 1024:.0f} MiB at most, "
+              f"{rss[-1] / 1024:.0f} MiB at its end")
+        print(f"  BPF time charged to the ranks: {bpf_ns / (w1 - w0) / 1e6:.1f} ms/s in all "
+              f"({bpf_ns / (w1 - w0) / 1e9 * 100:.2f}% of one core)")
+        heap = sum(1 for l in notes.decode(errors="replace").splitlines() if "heap-growth mode" in l)
+        print(f"  heap-growth mode notices during the window: {heap}")
+    finally:
+        if tool and tool.poll() is None:
+            tool.send_signal(signal.SIGINT)
+            try:
+                tool.wait(60)
+            except subprocess.TimeoutExpired:
+                tool.kill()
+        for p in ranks:
+            p.kill()
+            p.wait()
+
+
 def main(argv):
     benches = {"overhead": overhead_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
-               "budget": budget_bench, "report": report_bench}
+               "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
     names = argv or list(benches)
     for n in names:
         if n not in benches:

@@ -522,6 +522,8 @@ def bad_options():
     one_line_error(["-p", "1", "--push-tenant", "a b"], "invalid --push-tenant 'a b'", 2)
     one_line_error(["-p", "1", "--push-tenant", "t1"], "go with --push URL", 2)
     one_line_error(["-p", "1", "--pprof-keep", "0"], "invalid --pprof-keep '0'", 2)
+    one_line_error(["-p", "1", "--pprof-keep", "5"], "go with --pprof-dir", 2)
+    one_line_error(["-p", "1", "--pprof-dir", "/tmp/x", "--pprof-max-age", "0"], "invalid --pprof-max-age '0'", 2)
     d = tempfile.mkdtemp()
     open(os.path.join(d, "file"), "w").close()
     one_line_error(["--all-python", "--pprof-dir", os.path.join(d, "file")], "--pprof-dir", 1)

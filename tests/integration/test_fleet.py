@@ -234,10 +234,14 @@ def ranks_labelled_pushed_and_kept_in_a_directory():
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     r0, r1 = Rank(tag, 0, False), Rank(tag, 1, True, fork_worker=True)
     d = tempfile.mkdtemp()
+    os.mkdir(d + "/profiles")
+    stale = "memleak-ai-000000000100-00000001-p1.pb.gz"  # written at Unix time 100: over --pprof-max-age
+    for name in (stale, "notes.txt"):
+        open(os.path.join(d, "profiles", name), "w").close()
     t0 = int(time.time())
     tool = NodeTool("--match", f"rank\\.py {tag}$", "-f", "json", "--metrics-listen", "127.0.0.1:0",
                     "--push", f"http://127.0.0.1:{srv.server_port}", "--push-tenant", "team-a",
-                    "--pprof-dir", d + "/profiles", "--pprof-keep", "3", "0.5",
+                    "--pprof-dir", d + "/profiles", "--pprof-keep", "3", "--pprof-max-age", "3600", "0.5",
                     env={"MEMLEAK_AI_PUSH_TOKEN": "tok123"})
     try:
         port = metrics_port(tool)
@@ -293,6 +297,8 @@ def ranks_labelled_pushed_and_kept_in_a_directory():
         check(" 0 dropped" in line, f"nothing dropped: {line}")
         check(any("refused a profile" in l for l in tool.err), f"the refusal said once: {tool.err}")
         files = sorted(os.listdir(d + "/profiles"))
+        check("notes.txt" in files and stale not in files, f"--pprof-max-age removed the stale profile only: {files}")
+        files.remove("notes.txt")
         eq(len(files), 3, f"--pprof-keep 3: {files}")
         check(all(f.startswith("memleak-ai-") and f.endswith(".pb.gz") for f in files), f"names: {files}")
         decode_profile(open(os.path.join(d, "profiles", files[-1]), "rb").read())

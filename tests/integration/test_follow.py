@@ -80,10 +80,13 @@ def follow_off_traces_only_the_process():
 
 @test
 def follow_text_report_names_each_pid():
-    _, (_, b, _), tool = run_family(fmt=())
+    parent, (_, b, _), tool = run_family(fmt=())
     lines = tool.out.splitlines()
-    check(any(l.startswith(f"  pid {b} [glibc]: libc 244.1 KiB in 5 allocations") for l in lines),
-          f"B's total line: {[l for l in lines if l.startswith('  pid')]}")
+    # Each process on a line of its own, a child under its parent (indented), with its name and role.
+    at = [i for i, l in enumerate(lines) if l.startswith(f"    pid {b} [glibc] (family, worker): libc 244.1 KiB in 5 allocations")]
+    check(at, f"B's total line, under its parent: {[l for l in lines if l.lstrip().startswith('pid')]}")
+    up = next((l for l in reversed(lines[:at[0]]) if l.startswith("  pid ")), "")
+    check(up.startswith(f"  pid {parent} [glibc] (family, main):"), f"B's parent's line above it: {up!r}")
     check(any(l.startswith("[") and f"] pid {b} libc: 250005 bytes" in l for l in lines),
           "B's stack line names its pid")
 

@@ -599,7 +599,20 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 	return added;
 }
 
+static struct bpf_link *loader_probe(struct probes *p, const struct ml_maps *maps, struct bpf_program *prog);
+
 struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *maps)
+{
+	return loader_probe(p, maps, p->skel->progs.ldso_stop);
+}
+
+struct bpf_link *probes__loader_watch(struct probes *p, const struct ml_maps *maps)
+{
+	return loader_probe(p, maps, p->skel->progs.ldso_notify);
+}
+
+/* A uprobe of prog on the dynamic loader's _dl_debug_state() in p's process; NULL if it maps no loader. */
+static struct bpf_link *loader_probe(struct probes *p, const struct ml_maps *maps, struct bpf_program *prog)
 {
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ml_mapping *m = &maps->v[i];
@@ -616,7 +629,7 @@ struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *map
 			return NULL;
 		if (elf_syms__open(fd, &syms) == 0 && elf_syms__find(syms, "_dl_debug_state", &vaddr, &size) == 0 &&
 		    elf_syms__vaddr_to_offset(syms, vaddr, &off) == 0 && ml_maps__attach_path(p->o.pid, m, &path) == 0)
-			l = bpf_program__attach_uprobe(p->skel->progs.ldso_stop, false, p->o.pid, path, off);
+			l = bpf_program__attach_uprobe(prog, false, p->o.pid, path, off);
 		close(fd);
 		free(path);
 		elf_syms__free(syms);

@@ -29,6 +29,11 @@ int probes__sync(struct probes *p, const struct ml_maps *maps);
 
 /* -c: a probe that stops the target where the dynamic loader has mapped its libraries; NULL if none. */
 struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *maps);
+/*
+ * Any other traced process: a probe there that sends an ML_PROC_DLOPEN event instead, so its mappings are read
+ * again when its libraries change rather than on every scan; NULL if none (a static program).
+ */
+struct bpf_link *probes__loader_watch(struct probes *p, const struct ml_maps *maps);
 /* A static executable without allocator symbols: no C library mapped, none coming, nothing probed. */
 bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
 /* The initial attach is complete: layers activated from now on are announced on stderr. */

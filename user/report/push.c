@@ -280,7 +280,10 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Keep the newest o.keep profiles of the directory: names sort by time (a fixed-width stamp). */
+/*
+ * Keep the newest o.keep profiles of the directory, none older than o.max_age_s: names sort by time (a
+ * fixed-width Unix time first), which is also their age.
+ */
 static void prune(struct pusher *p)
 {
 	DIR *d = opendir(p->o.dir);
@@ -302,7 +305,12 @@ static void prune(struct pusher *p)
 	}
 	closedir(d);
 	qsort(names, n, sizeof(*names), cmp_names);
-	for (size_t i = 0; i + p->o.keep < n; i++) {
+	for (size_t i = 0; i < n; i++) {
+		unsigned long long stamp = strtoull(names[i] + strlen(FILE_PREFIX), NULL, 10);
+		bool old = p->o.max_age_s > 0 && (double)stamp + p->o.max_age_s < (double)time(NULL);
+
+		if (i + p->o.keep >= n && !old)
+			continue;
 		int dfd = open(p->o.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 		if (dfd >= 0) {

@@ -22,6 +22,7 @@ struct pusher_opts {
 	const char *user, *password; /* basic auth, or NULL */
 	const char *dir;      /* --pprof-dir, or NULL */
 	uint32_t keep;        /* profiles kept in dir */
+	double max_age_s;     /* and none older than this; 0: no limit */
 };
 
 /* What a profile is of: the labels the store files it under. */

@@ -69,6 +69,66 @@ static void text_labels(FILE *f, struct stackview *sv, int tgid)
 	fputc(')', f);
 }
 
+/* The traced parent of procs[i] among procs, or -1. */
+static ptrdiff_t proc_parent(struct stackview *sv, const struct ml_snapshot *s, size_t i)
+{
+	struct ml_resolver res;
+
+	if (stackview__proc(sv, (int)s->procs[i].tgid, &res) || !res.parent)
+		return -1;
+	for (size_t j = 0; j < s->nprocs; j++)
+		if (j != i && (int)s->procs[j].tgid == res.parent)
+			return (ptrdiff_t)j;
+	return -1;
+}
+
+/*
+ * The snapshot's processes in tree order, each followed by its children one level deeper: order[] and depth[]
+ * (n each). A child whose parent holds nothing (not in the snapshot) stands at the top level. 0 or -ENOMEM.
+ */
+static int proc_tree(struct stackview *sv, const struct ml_snapshot *s, size_t *order, unsigned int *depth)
+{
+	ptrdiff_t *parent = calloc(s->nprocs ? s->nprocs : 1, sizeof(*parent));
+	bool *done = calloc(s->nprocs ? s->nprocs : 1, sizeof(*done));
+	size_t n = 0;
+
+	if (!parent || !done) {
+		free(parent);
+		free(done);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->nprocs; i++)
+		parent[i] = proc_parent(sv, s, i);
+	/* Roots in pid order; after each, its subtree, found by scanning for children of what was placed last. */
+	for (size_t root = 0; root < s->nprocs; root++) {
+		size_t start = n;
+
+		if (done[root] || parent[root] >= 0)
+			continue;
+		done[root] = true;
+		order[n] = root;
+		depth[n++] = 0;
+		for (size_t k = start; k < n; k++) /* breadth within the subtree, then each child right after its parent */
+			for (size_t j = s->nprocs; j-- > 0;)
+				if (!done[j] && parent[j] == (ptrdiff_t)order[k]) {
+					done[j] = true;
+					memmove(&order[k + 2], &order[k + 1], (n - k - 1) * sizeof(*order));
+					memmove(&depth[k + 2], &depth[k + 1], (n - k - 1) * sizeof(*depth));
+					order[k + 1] = j;
+					depth[k + 1] = depth[k] + 1;
+					n++;
+				}
+	}
+	for (size_t i = 0; i < s->nprocs; i++) /* a cycle of reused pids: never lose a process */
+		if (!done[i]) {
+			order[n] = i;
+			depth[n++] = 0;
+		}
+	free(parent);
+	free(done);
+	return 0;
+}
+
 /* The same in JSON, on a process's object. */
 static void json_labels(struct jw *w, struct stackview *sv, int tgid)
 {
@@ -284,6 +344,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
 	bool any_drop = false, multi = ml_snapshot_multi(s, r->o.pid);
 	const char *heap = stackview__heap(r->sv, r->o.pid);
+	size_t *tree = NULL;
+	unsigned int *depth = NULL;
 
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -322,10 +384,15 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			   "mmap), not malloc blocks\n",
 			r->ov->heap_since_report, r->ov->full_pct);
 	/* With --follow: each process's share, the first one and its children, each under its own pid. */
-	for (size_t p = 0; multi && p < s->nprocs; p++) {
+	if (multi && (!(tree = malloc(s->nprocs * sizeof(*tree))) || !(depth = malloc(s->nprocs * sizeof(*depth))) ||
+		      proc_tree(r->sv, s, tree, depth)))
+		multi = false; /* out of memory: the totals above stand */
+	for (size_t k = 0; multi && k < s->nprocs; k++) {
+		size_t p = tree[k];
 		const char *heap = stackview__heap(r->sv, s->procs[p].tgid);
 
-		fprintf(f, "  pid %d%s%s%s", s->procs[p].tgid, heap ? " [" : "", heap ? heap : "", heap ? "]" : "");
+		fprintf(f, "  %*spid %d%s%s%s", (int)(2 * depth[k]), "", s->procs[p].tgid, heap ? " [" : "", heap ? heap : "",
+			heap ? "]" : "");
 		text_labels(f, r->sv, s->procs[p].tgid);
 		fputc(':', f);
 		for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
@@ -430,6 +497,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "      [outer Python frames not captured: the frame chain was unreadable]\n");
 	}
 	fputc('\n', f);
+	free(tree);
+	free(depth);
 }
 
 /*

@@ -97,7 +97,10 @@ static int attach(struct followers *f, struct tracee *t)
 	struct probes_opts po = follower_opts(f, t->pid);
 	int n = tracee__attach(t, &f->env, &po);
 
-	return n < 0 ? n : tracee__symbolize(t, &f->env);
+	if (n < 0)
+		return n;
+	tracee__watch_loader(t);
+	return tracee__symbolize(t, &f->env);
 }
 
 int followers__add(struct followers *f, int pid, int parent)
@@ -171,7 +174,7 @@ int followers__exec(struct followers *f, int pid)
 	return err;
 }
 
-void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void *ctx)
+void followers__sync(struct followers *f, bool full, void (*gone)(void *ctx, int pid), void *ctx)
 {
 	for (size_t i = 0; i < f->n;) {
 		struct tracee *t = &f->v[i];
@@ -184,7 +187,8 @@ void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void
 			f->v[i] = f->v[--f->n];
 			continue;
 		}
-		tracee__sync(t, &f->env);
+		if (tracee__needs_scan(t, full))
+			tracee__sync(t, &f->env);
 		i++;
 	}
 }
@@ -212,6 +216,13 @@ void followers__trim(struct followers *f)
 {
 	for (size_t i = 0; i < f->n; i++)
 		pyframes__trim(f->v[i].py);
+}
+
+int followers__loader_changed(struct followers *f, int pid)
+{
+	struct tracee *t = find(f, pid);
+
+	return t ? tracee__sync(t, &f->env) : -ENOENT;
 }
 
 const struct tracee *followers__find(struct followers *f, int pid)

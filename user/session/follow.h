@@ -36,10 +36,12 @@ int followers__add(struct followers *f, int pid, int parent);
 int followers__exec(struct followers *f, int pid);
 
 /*
- * Probe libraries the followers loaded since the last call, and drop those that exited, calling
- * gone(ctx, pid) for each (before it is forgotten).
+ * Probe libraries the followers loaded since the last call (all of them on a full scan, else those without a
+ * loader watch), and drop those that exited, calling gone(ctx, pid) for each (before it is forgotten).
  */
-void followers__sync(struct followers *f, void (*gone)(void *ctx, int pid), void *ctx);
+void followers__sync(struct followers *f, bool full, void (*gone)(void *ctx, int pid), void *ctx);
+/* Its dynamic loader reported a library change: probe what it maps now. probes__sync's result, or -ENOENT. */
+int followers__loader_changed(struct followers *f, int pid);
 
 /* Heap-growth mode (--max-overhead) for every follower, now and later ones. */
 void followers__heap_mode(struct followers *f);

@@ -72,6 +72,7 @@ static const char usage[] =
 	"      --push-service NAME  the application name of pushed profiles (default memleak-ai)\n"
 	"      --pprof-dir DIR    write each process's profile every interval into DIR\n"
 	"      --pprof-keep N     profiles kept in --pprof-dir, the oldest removed first (default 100)\n"
+	"      --pprof-max-age SECS  also remove profiles older than SECS from --pprof-dir\n"
 	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
 	"  -h, --help             this help\n"
 	"  -V, --version          print the version\n"
@@ -81,7 +82,7 @@ static const char usage[] =
 
 enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_JSON, OPT_PPROF, OPT_NO_PYTHON, OPT_NATIVE, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR,
        OPT_MATCH, OPT_CGROUP, OPT_ALL_PYTHON, OPT_METRICS, OPT_PUSH, OPT_PUSH_TENANT, OPT_PUSH_SERVICE, OPT_PPROF_DIR,
-       OPT_PPROF_KEEP };
+       OPT_PPROF_KEEP, OPT_PPROF_MAX_AGE };
 
 static const struct option long_opts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -116,6 +117,7 @@ static const struct option long_opts[] = {
 	{ "push-service", required_argument, NULL, OPT_PUSH_SERVICE },
 	{ "pprof-dir", required_argument, NULL, OPT_PPROF_DIR },
 	{ "pprof-keep", required_argument, NULL, OPT_PPROF_KEEP },
+	{ "pprof-max-age", required_argument, NULL, OPT_PPROF_MAX_AGE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -451,6 +453,10 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				return bad("--pprof-keep", optarg, "a number from 1 to 1000000");
 			o->pprof_keep = (uint32_t)v;
 			break;
+		case OPT_PPROF_MAX_AGE:
+			if (ml_parse_seconds(optarg, 1, 1e9, &o->pprof_max_age_s))
+				return bad("--pprof-max-age", optarg, "seconds, at least 1");
+			break;
 		case OPT_MAX_ALLOCS:
 			/* 2^24 allocations: a 1.5 GiB table of pinned kernel memory, the most worth allowing */
 			if (ml_parse_u64(optarg, 16, 1U << 24, &v))
@@ -500,6 +506,10 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 		ml_err("%s", o->pid || o->cmd_argv || o->match || o->cgroup || o->all_python
 				     ? "give one of -p PID, -c COMMAND, --match, --cgroup or --all-python, not several"
 				     : "nothing to trace: give -p PID, -c COMMAND, --match, --cgroup or --all-python (see --help)");
+		return -EINVAL;
+	}
+	if ((o->pprof_keep != 100 || o->pprof_max_age_s) && !o->pprof_dir) {
+		ml_err("--pprof-keep and --pprof-max-age go with --pprof-dir DIR");
 		return -EINVAL;
 	}
 	if ((o->push_tenant || o->push_service) && !o->push_url) {

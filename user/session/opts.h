@@ -46,6 +46,7 @@ struct ml_opts {
 	const char *push_service;   /* --push-service, NULL: "memleak-ai" */
 	const char *pprof_dir;      /* --pprof-dir */
 	uint32_t pprof_keep;        /* --pprof-keep */
+	double pprof_max_age_s;     /* --pprof-max-age, 0: no age limit */
 };
 
 /* Whether the options select processes across the node (--match, --cgroup, --all-python). */

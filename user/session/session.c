@@ -32,10 +32,10 @@
 #include "python/pyframes.h"
 #include "report/html.h"
 #include "report/metrics.h"
-#include "report/pprof.h"
 #include "report/push.h"
 #include "report/report.h"
 #include "report/stackview.h"
+#include "session/fleet.h"
 #include "session/follow.h"
 #include "session/overhead.h"
 #include "session/select.h"
@@ -50,6 +50,12 @@
 
 #define FAST_SCAN_S 0.05 /* libraries come and go most right after start: rescan this often at first, */
 #define FAST_SCANS 40    /* this many times, then once a second */
+/*
+ * A process whose dynamic loader is watched (ldso_notify) has its mappings read when a library comes or goes,
+ * and on every FULL_SCAN_EVERY-th scan only (a safety net): reading a PyTorch process's maps costs about 10 ms
+ * of CPU, which a node of 16 ranks cannot pay every second.
+ */
+#define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
 #define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
 
@@ -257,6 +263,12 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 			return 0;
 		}
 		followers__add(ss->followers, (int)e->tgid, (int)e->parent);
+	} else if (e->type == ML_PROC_DLOPEN) {
+		int n = (int)e->tgid == ss->root.pid ? tracee__sync(&ss->root, &ss->env)
+						     : followers__loader_changed(ss->followers, (int)e->tgid);
+
+		if (n < 0 && n != -ESRCH && n != -ENOENT)
+			ml_notice("probing pid %u's new libraries failed: %s", e->tgid, strerror(-n));
 	} else if (e->type == ML_PROC_EXEC) {
 		/* What the old image had allocated went away with it. */
 		if (ss->ledger)
@@ -319,102 +331,14 @@ static int start_following(struct session *ss)
 static int node_add(void *ctx, int pid)
 {
 	struct session *ss = ctx;
-	struct ml_child *kids = NULL;
-	size_t nkids = 0;
-	int err = followers__add(ss->followers, pid, 0);
 
-	if (err)
-		return err;
-	if (ss->o->follow && ml_descendants(pid, &kids, &nkids) == 0)
-		for (size_t i = 0; i < nkids; i++)
-			followers__add(ss->followers, kids[i].pid, kids[i].parent);
-	free(kids);
-	return 0;
+	return fleet__node_add(ss->followers, ss->o->follow, pid);
 }
 
-/* --metrics-listen: this report, summed by rank, role and layer, is what /metrics serves from now on. */
-static void publish_metrics(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged)
+/* The traced processes as the fleet outputs see them: the first one (if any), then the followers. */
+static struct fleet_procs fleet_of(struct session *ss)
 {
-	const struct ml_overhead *ov = overhead__info(ss->ov);
-	size_t n = ss->followers ? followers__count(ss->followers) : 0, np = 0;
-	struct ml_metric_proc *procs = calloc(n + 1, sizeof(*procs));
-	int *pids = calloc(n + 1, sizeof(*pids));
-	char *text = NULL;
-	size_t len = 0;
-
-	if (!procs || !pids)
-		goto out;
-	if (ss->root.pid)
-		procs[np++] = (struct ml_metric_proc){ .pid = ss->root.pid, .rank = ss->root.labels.rank,
-							.role = ss->root.role ? ss->root.role : "main" };
-	n = ss->followers ? followers__pids(ss->followers, pids, n) : 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct tracee *t = followers__find(ss->followers, pids[i]);
-
-		if (t)
-			procs[np++] = (struct ml_metric_proc){ .pid = t->pid, .rank = t->labels.rank,
-								.role = t->role ? t->role : "main" };
-	}
-	if (ml_metrics_render(&(struct ml_metrics_in){ .s = snap, .j = judged, .procs = procs, .nprocs = np,
-						       .layers = ss->layers,
-						       .overhead_ratio = ov->measured ? ov->pct / 100 : -1,
-						       .reports = ss->seq },
-			      &text, &len) == 0) {
-		metrics_server__publish(ss->metrics, text, len);
-		text = NULL;
-	}
-out:
-	if (!text && (!procs || !pids))
-		ml_notice("out of memory making the metrics: /metrics keeps the previous report's");
-	free(procs);
-	free(pids);
-	free(text);
-}
-
-/* --push, --pprof-dir: one profile per traced process, of this report's interval. */
-static void push_profiles(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged)
-{
-	size_t n = ss->followers ? followers__count(ss->followers) : 0, np = 0;
-	int *pids = calloc(n + 1, sizeof(*pids));
-	struct timespec now;
-
-	if (!pids) {
-		ml_notice("out of memory making this report's profiles");
-		return;
-	}
-	clock_gettime(CLOCK_REALTIME, &now);
-	if (ss->root.pid)
-		pids[np++] = ss->root.pid;
-	np += ss->followers ? followers__pids(ss->followers, pids + np, n) : 0;
-	for (size_t i = 0; i < np; i++) {
-		const struct tracee *t = pids[i] == ss->root.pid ? &ss->root : followers__find(ss->followers, pids[i]);
-		struct push_meta m = { .pid = pids[i], .seq = ss->seq, .until_s = (uint64_t)now.tv_sec };
-		char *buf = NULL;
-		size_t len = 0;
-		FILE *f = open_memstream(&buf, &len);
-		int err;
-
-		if (!t || !f) {
-			if (f)
-				fclose(f);
-			free(buf);
-			continue;
-		}
-		m.rank = t->labels.rank;
-		m.role = t->role;
-		m.job = t->labels.job;
-		m.from_s = m.until_s - (uint64_t)(snap->elapsed_s + 0.5);
-		err = ml_pprof_write(f, snap, judged, ss->sv, (uint64_t)(snap->elapsed_s * 1e9), pids[i]);
-		if (fclose(f) && !err)
-			err = -ENOMEM;
-		if (err) {
-			free(buf);
-			ml_notice("cannot make pid %d's profile: %s", pids[i], strerror(-err));
-			continue;
-		}
-		pusher__submit(ss->push, &m, buf, len);
-	}
-	free(pids);
+	return (struct fleet_procs){ .root = ss->root.pid ? &ss->root : NULL, .followers = ss->followers };
 }
 
 /*
@@ -571,7 +495,8 @@ static int session_open(struct session *ss)
 							     .token = getenv("MEMLEAK_AI_PUSH_TOKEN"),
 							     .user = getenv("MEMLEAK_AI_PUSH_USER"),
 							     .password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
-							     .dir = o->pprof_dir, .keep = o->pprof_keep }, &err)))
+							     .dir = o->pprof_dir, .keep = o->pprof_keep,
+							     .max_age_s = o->pprof_max_age_s }, &err)))
 		return err ? err : -ENOMEM; /* said why */
 	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
 	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
@@ -682,6 +607,9 @@ static int session_start(struct session *ss)
 	} else if (o->follow && (err = start_following(ss))) {
 		return err; /* said why */
 	}
+	/* -p: rescans driven by its loader's reports, which arrive with the fork and exec events (--follow). */
+	if (ss->root.pid && !ss->tgt.spawned && ss->proc_rb)
+		tracee__watch_loader(&ss->root);
 	/* Taken from here on by the event loop: a signal right after the "attached" notice gets its final report. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -707,8 +635,8 @@ static int session_start(struct session *ss)
 		if (missing & (1U << l) && strcmp(ml_layer_name(l), "unknown"))
 			ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
 	ss->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
-	if (ss->metrics)
-		publish_metrics(ss, NULL, NULL); /* the processes, at zero, until the first report */
+	if (ss->metrics) /* the processes, at zero, until the first report */
+		fleet__publish_metrics(ss->metrics, fleet_of(ss), NULL, NULL, ss->layers, overhead__info(ss->ov), 0);
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	ss->scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (ss->sfd < 0 || ss->tick_fd < 0 || ss->scan_fd < 0 || arm_timer(ss->tick_fd, o->interval_s) ||
@@ -725,14 +653,16 @@ static void session_scan(struct session *ss)
 {
 	uint64_t expirations;
 	size_t np = 1;
+	bool full;
 	int n;
 
 	if (read(ss->scan_fd, &expirations, sizeof(expirations)) < 0)
 		expirations = 0;
 	if (++ss->scans == FAST_SCANS)
 		arm_timer(ss->scan_fd, 1.0);
+	full = ss->scans <= FAST_SCANS || ss->scans % FULL_SCAN_EVERY == 0;
 	if (ss->followers) {
-		followers__sync(ss->followers, follower_gone, ss);
+		followers__sync(ss->followers, full, follower_gone, ss);
 		np += followers__count(ss->followers);
 	}
 	if (ss->sel) {
@@ -749,7 +679,7 @@ static void session_scan(struct session *ss)
 		if (np && overhead__sample(ss->ov, ss->pids, np) == 1)
 			heap_growth_mode(ss, ss->seq + 1);
 	}
-	if (ss->root.pid && target__alive(&ss->tgt)) {
+	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
 			ml_notice("rescanning pid %d's libraries failed: %s", ss->root.pid, strerror(-n));
@@ -797,9 +727,9 @@ static int session_report(struct session *ss, bool *final)
 		}
 	}
 	if (ss->metrics)
-		publish_metrics(ss, snap, judged);
+		fleet__publish_metrics(ss->metrics, fleet_of(ss), snap, judged, ss->layers, overhead__info(ss->ov), ss->seq);
 	if (ss->push)
-		push_profiles(ss, snap, judged);
+		fleet__push(ss->push, fleet_of(ss), snap, judged, ss->sv, ss->seq);
 	if (*final && o->html) {
 		struct html_opts ho = { .pid = ss->root.pid, .top = o->top, .reports = ss->seq };
 

@@ -81,7 +81,21 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
 	t->probes = np;
 	pyframes__free(t->py);
 	t->py = npy;
+	if (t->ld_watch) /* the new image has a loader of its own (or none) */
+		tracee__watch_loader(t);
 	return 0;
+}
+
+void tracee__watch_loader(struct tracee *t)
+{
+	struct ml_maps maps = {};
+
+	bpf_link__destroy(t->ld_watch);
+	t->ld_watch = NULL;
+	if (!t->probes || ml_maps__read(t->pid, &maps))
+		return;
+	t->ld_watch = probes__loader_watch(t->probes, &maps);
+	ml_maps__clear(&maps);
 }
 
 void tracee__label(struct tracee *t, const struct tracee *parent)
@@ -115,6 +129,8 @@ bool tracee__exited(const struct tracee *t)
 
 void tracee__release(struct tracee *t, const struct tracee_env *e)
 {
+	bpf_link__destroy(t->ld_watch);
+	t->ld_watch = NULL;
 	probes__free(t->probes);
 	pyframes__free(t->py);
 	symbolizer__free(t->sym);

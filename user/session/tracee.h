@@ -30,6 +30,7 @@ struct tracee {
 	struct probes *probes;
 	struct pyframes *py; /* NULL without Python frames */
 	struct symbolizer *sym;
+	struct bpf_link *ld_watch; /* the loader's report of a library change (ldso_notify); NULL: rescan always */
 	struct ml_labels labels; /* rank, job, container, comm: read once, at attach */
 	const char *role;        /* "main", or "worker" for a child of a traced process with its rank */
 };
@@ -58,6 +59,16 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
  * carries a rank of its own (a launcher's ranks are mains, a rank's DataLoader workers inherit its rank).
  */
 void tracee__label(struct tracee *t, const struct tracee *parent);
+/*
+ * Put ldso_notify on its dynamic loader, so its mappings need reading only when its libraries change (and
+ * once in a while). Without a loader (a static program) it stays without: it is rescanned at every scan.
+ */
+void tracee__watch_loader(struct tracee *t);
+/* Whether a scan must read its mappings: always without a loader watch, else only on a full scan. */
+static inline bool tracee__needs_scan(const struct tracee *t, bool full)
+{
+	return full || !t->ld_watch;
+}
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 /* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */

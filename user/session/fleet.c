@@ -1,0 +1,123 @@
+/* The fleet outputs of a run: selected processes as followers, metrics by rank and role, profiles to a store. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "collect/ledger.h"
+#include "lib/log.h"
+#include "report/metrics.h"
+#include "report/pprof.h"
+#include "report/push.h"
+#include "report/report.h"
+#include "session/fleet.h"
+#include "session/follow.h"
+#include "session/tracee.h"
+
+int fleet__node_add(struct followers *f, bool follow, int pid)
+{
+	struct ml_child *kids = NULL;
+	size_t nkids = 0;
+	int err = followers__add(f, pid, 0);
+
+	if (err)
+		return err;
+	if (follow && ml_descendants(pid, &kids, &nkids) == 0)
+		for (size_t i = 0; i < nkids; i++)
+			followers__add(f, kids[i].pid, kids[i].parent);
+	free(kids);
+	return 0;
+}
+
+/* Every traced process, the first one first; *n of them in a malloc'd array. NULL: out of memory. */
+static const struct tracee **all_of(struct fleet_procs p, size_t *n)
+{
+	size_t nf = p.followers ? followers__count(p.followers) : 0, k = 0;
+	const struct tracee **v = calloc(nf + 1, sizeof(*v));
+	int *pids = calloc(nf + 1, sizeof(*pids));
+
+	if (!v || !pids) {
+		free(v);
+		free(pids);
+		return NULL;
+	}
+	if (p.root)
+		v[k++] = p.root;
+	nf = p.followers ? followers__pids(p.followers, pids, nf) : 0;
+	for (size_t i = 0; i < nf; i++) {
+		const struct tracee *t = followers__find(p.followers, pids[i]);
+
+		if (t)
+			v[k++] = t;
+	}
+	free(pids);
+	*n = k;
+	return v;
+}
+
+void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,
+			    const struct ml_judgement *judged, unsigned int layers, const struct ml_overhead *ov,
+			    uint64_t reports)
+{
+	size_t n = 0;
+	const struct tracee **v = all_of(p, &n);
+	struct ml_metric_proc *procs = v ? calloc(n + 1, sizeof(*procs)) : NULL;
+	char *text = NULL;
+	size_t len = 0;
+
+	for (size_t i = 0; procs && i < n; i++)
+		procs[i] = (struct ml_metric_proc){ .pid = v[i]->pid, .rank = v[i]->labels.rank,
+						    .role = v[i]->role ? v[i]->role : "main" };
+	if (!procs || ml_metrics_render(&(struct ml_metrics_in){ .s = snap, .j = judged, .procs = procs, .nprocs = n,
+								 .layers = layers,
+								 .overhead_ratio = ov->measured ? ov->pct / 100 : -1,
+								 .reports = reports },
+					&text, &len)) {
+		ml_notice("out of memory making the metrics: /metrics keeps the previous report's");
+		goto out;
+	}
+	metrics_server__publish(m, text, len);
+out:
+	free(procs);
+	free(v);
+}
+
+void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snapshot *snap,
+		 const struct ml_judgement *judged, struct stackview *sv, uint64_t seq)
+{
+	size_t n = 0;
+	const struct tracee **v = all_of(p, &n);
+	struct timespec now;
+
+	if (!v) {
+		ml_notice("out of memory making this report's profiles");
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (size_t i = 0; i < n; i++) {
+		const struct tracee *t = v[i];
+		struct push_meta m = { .pid = t->pid, .seq = seq, .rank = t->labels.rank, .role = t->role,
+				       .job = t->labels.job, .until_s = (uint64_t)now.tv_sec };
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		int err;
+
+		if (!f) {
+			ml_notice("out of memory making pid %d's profile", t->pid);
+			continue;
+		}
+		m.from_s = m.until_s - (uint64_t)(snap->elapsed_s + 0.5);
+		err = ml_pprof_write(f, snap, judged, sv, (uint64_t)(snap->elapsed_s * 1e9), t->pid);
+		if (fclose(f) && !err)
+			err = -ENOMEM;
+		if (err) {
+			free(buf);
+			ml_notice("cannot make pid %d's profile: %s", t->pid, strerror(-err));
+			continue;
+		}
+		pusher__submit(push, &m, buf, len);
+	}
+	free(v);
+}

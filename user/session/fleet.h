@@ -1,0 +1,38 @@
+/*
+ * What the fleet outputs need of the traced processes: a whole-node selector's picks made followers, and each
+ * report as Prometheus metrics (by rank and role) and as one profile per process for a store.
+ */
+#ifndef ML_FLEET_H
+#define ML_FLEET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct followers;
+struct metrics_server;
+struct ml_judgement;
+struct ml_overhead;
+struct ml_snapshot;
+struct pusher;
+struct stackview;
+struct tracee;
+
+/* The traced processes: the first one (NULL with a whole-node selector) and the followers (may be NULL). */
+struct fleet_procs {
+	const struct tracee *root;
+	struct followers *followers;
+};
+
+/* A process a selector picked: a follower without a parent, with the children it has (unless !follow). 0 or -errno. */
+int fleet__node_add(struct followers *f, bool follow, int pid);
+
+/* This report (NULL before the first) is what /metrics serves from now on. */
+void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,
+			    const struct ml_judgement *judged, unsigned int layers, const struct ml_overhead *ov,
+			    uint64_t reports);
+
+/* --push, --pprof-dir: one profile per traced process, of this report's interval. */
+void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snapshot *snap,
+		 const struct ml_judgement *judged, struct stackview *sv, uint64_t seq);
+
+#endif
