@@ -35,6 +35,7 @@ static const struct {
 	{ "torch_malloc", 165000 }, /* 131705 */
 	{ "torch_free", 2850 }, /* 2271 */
 	{ "ldso_stop", 9 }, /* 7 */
+	{ "ldso_notify", 40 }, /* 34 */
 	{ "follow_fork", 90 }, /* 71 */
 	{ "follow_exec", 57 }, /* 45 */
 	{ "heap_exit", 182000 }, /* 145585 */

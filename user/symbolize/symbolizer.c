@@ -45,7 +45,17 @@ struct sym_file {
 	struct cu_range *cus;
 	size_t ncus;
 	bool cus_built;
+	unsigned int refs; /* symbolizers holding it (see shared) */
 };
+
+/*
+ * Files with an identity (device and inode) are shared by every symbolizer of the run: the sixteen ranks of a
+ * node map the same libtorch, and its ELF and DWARF are parsed once, not once per process. The first process
+ * to map a file opens it (through its /proc/PID/map_files, and its root for a separate debug file).
+ * Symbolizers are used from the session's thread only: no lock.
+ */
+static struct sym_file **shared;
+static size_t nshared, capshared;
 
 /* One executable mapping: [start, end) maps the file from offset. */
 struct region {
@@ -110,9 +120,18 @@ static int file_get(struct symbolizer *s, const struct ml_mapping *mp, struct sy
 	}
 	if (ml_grow(&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files)))
 		return -ENOMEM;
+	for (size_t i = 0; mp->inode && i < nshared; i++)
+		if (shared[i]->inode == mp->inode && shared[i]->dev_major == mp->dev_major &&
+		    shared[i]->dev_minor == mp->dev_minor) {
+			shared[i]->refs++;
+			s->files[s->nfiles++] = shared[i];
+			*out = shared[i];
+			return 0;
+		}
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
+	f->refs = 1;
 	f->path = strdup(mp->path);
 	if (!f->path) {
 		free(f);
@@ -134,12 +153,27 @@ static int file_get(struct symbolizer *s, const struct ml_mapping *mp, struct sy
 			f->fd = -1;
 	}
 	s->files[s->nfiles++] = f;
+	/* Not shared when the registry cannot grow: this symbolizer keeps it alone. */
+	if (mp->inode && !ml_grow(&shared, &capshared, nshared + 1, sizeof(*shared)))
+		shared[nshared++] = f;
 	*out = f;
 	return 0;
 }
 
 static void file_free(struct sym_file *f)
 {
+	if (--f->refs)
+		return;
+	for (size_t i = 0; i < nshared; i++)
+		if (shared[i] == f) {
+			shared[i] = shared[--nshared];
+			break;
+		}
+	if (!nshared) {
+		free(shared);
+		shared = NULL;
+		capshared = 0;
+	}
 	if (f->dw)
 		dwarf_end(f->dw);
 	elf_syms__free(f->syms);
