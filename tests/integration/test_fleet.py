@@ -312,9 +312,33 @@ def ranks_labelled_pushed_and_kept_in_a_directory():
 
 
 @test
-def cgroup_members_now_and_moved_in_later():
-    """--cgroup on a v1 memory cgroup: its member is traced at start, a process outside is not until it is moved
-    in; the container label stays empty (no container id in the path)."""
+def push_to_a_store_that_is_down():
+    """A store that does not answer never holds tracing up: reports keep coming every 0.3 s, the failure is said
+    once, and memleak-ai exits promptly on SIGINT, counting what it could not send."""
+    port = free_port()  # nothing listens there
+    r = Rank("down-" + uuid.uuid4().hex[:8], 1, True)
+    tool = NodeTool("-p", str(r.pid), "-f", "json", "--push", f"http://127.0.0.1:{port}", "0.3")
+    try:
+        tool.wait_for(lambda l: f"attached to pid {r.pid}" in l, "attached")
+        time.sleep(3)
+        t = time.time()
+        eq(tool.stop(timeout=15), 0, "exit status")
+        check(time.time() - t < 5, f"exit within 5 s of SIGINT: {time.time() - t:.1f} s")
+        reps = tool.reports()
+        check(len(reps) >= 8, f"reports kept coming: {len(reps)} in about 3 s")
+        eq(sum("the store cannot be reached" in l for l in tool.err), 1, f"the failure said once: {tool.err}")
+        line = next(l for l in tool.err if "profiles sent" in l)
+        check(line.startswith("memleak-ai: --push: 0 profiles sent, ") and " 0 refused" not in line,
+              f"nothing sent, the failures counted: {line}")
+    finally:
+        tool.kill()
+        r.kill()
+    check(no_bpf_left(), "nothing left attached")
+
+
+def cgroup_run(as_path):
+    """--cgroup on a v1 memory cgroup, named by its directory or (as_path) as /proc/PID/cgroup shows it: its member
+    is traced at start, a process outside is not until it is moved in; no container label (no id in the path)."""
     base = "/sys/fs/cgroup/memory"
     if not os.path.isdir(base):
         raise Fail("no v1 memory cgroup hierarchy at /sys/fs/cgroup/memory")
@@ -326,7 +350,7 @@ def cgroup_members_now_and_moved_in_later():
         inside = Rank(tag, 0, False)
         open(os.path.join(cg, "cgroup.procs"), "w").write(str(inside.pid))
         outside = Rank(tag, 1, True)
-        tool = NodeTool("--cgroup", cg, "-f", "json", "1")
+        tool = NodeTool("--cgroup", cg[len(base):] if as_path else cg, "-f", "json", "1")
         tool.wait_for(lambda l: "watching the node: 1 processes traced now (--cgroup)" in l, "watching")
         check(tool.traced(inside.pid), f"the member is traced: {tool.err}")
         time.sleep(1.5)
@@ -350,6 +374,16 @@ def cgroup_members_now_and_moved_in_later():
         except OSError:
             pass
     check(no_bpf_left(), "nothing left attached")
+
+
+@test
+def cgroup_directory_members_now_and_moved_in_later():
+    cgroup_run(False)
+
+
+@test
+def cgroup_path_members_now_and_moved_in_later():
+    cgroup_run(True)
 
 
 @test

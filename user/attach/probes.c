@@ -43,6 +43,7 @@ struct probes {
 	uint64_t window_ns;    /* this sync: how long a library new now may have run unprobed */
 	bool held;             /* the process stops at its loader's reports (-c): new libraries run only once probed */
 	bool heap_replaced; /* heap is one that took over from the C library's (preloaded or linked) */
+	bool retry;         /* the last sync left an object to open again (its mapping changed under it) */
 };
 
 /* Where each row was found in the object being probed. */
@@ -339,9 +340,11 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 	if (fd < 0) {
 		/*
 		 * -ENOENT here is the mapping gone, not a missing symbol: when the process went with it (an exit
-		 * leaves no mappings), say so, so that it is not taken for a C library without malloc/free.
+		 * leaves no mappings), say so, so that it is not taken for a C library without malloc/free. A
+		 * living process changed that mapping since its maps were read (the dynamic loader maps a library
+		 * in several steps, and a scan its report woke can land between them): -EAGAIN, try again later.
 		 */
-		err = fd == -ENOENT && process_gone(p->o.pid) ? -ESRCH : fd;
+		err = fd == -ENOENT ? (process_gone(p->o.pid) ? -ESRCH : -EAGAIN) : fd;
 		goto out;
 	}
 	err = elf_syms__open(fd, &syms);
@@ -525,6 +528,7 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 
 	p->window_ns = p->last_sync_ns ? now - p->last_sync_ns : 0;
 	p->last_sync_ns = now;
+	p->retry = false;
 
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ml_mapping *m = &maps->v[i];
@@ -542,6 +546,10 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 		if (lookup(p, m))
 			continue;
 		n = probe_object(p, m, libc, &layers);
+		if (n == -EAGAIN) {
+			p->retry = true; /* not recorded as looked at: the next sync opens it again */
+			continue;
+		}
 		if (n == -ENOENT && libc) {
 			ml_notice("%s looks like a C library but lacks malloc/free symbols; not probed", m->path);
 			n = 0;
@@ -636,6 +644,11 @@ static struct bpf_link *loader_probe(struct probes *p, const struct ml_maps *map
 		return l;
 	}
 	return NULL;
+}
+
+bool probes__retry_pending(const struct probes *p)
+{
+	return p->retry;
 }
 
 bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps)

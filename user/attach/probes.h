@@ -34,6 +34,8 @@ struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *map
  * again when its libraries change rather than on every scan; NULL if none (a static program).
  */
 struct bpf_link *probes__loader_watch(struct probes *p, const struct ml_maps *maps);
+/* Whether the last sync left an object to look at again: its mapping changed while it was being opened. */
+bool probes__retry_pending(const struct probes *p);
 /* A static executable without allocator symbols: no C library mapped, none coming, nothing probed. */
 bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
 /* The initial attach is complete: layers activated from now on are announced on stderr. */

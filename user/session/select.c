@@ -23,6 +23,7 @@
 struct seen {
 	int pid;
 	uint64_t start, comm;
+	bool matched; /* it matched (and was offered) when last looked at */
 };
 
 struct selector {
@@ -31,6 +32,7 @@ struct selector {
 	size_t nprev, ncur, cap_prev, cap_cur;
 	int *members; /* --cgroup: the pids listed in it */
 	size_t nmembers, cap_members;
+	bool cgroup_dir; /* --cgroup names a directory of the cgroup file system, not a path of /proc/PID/cgroup */
 };
 
 struct selector *selector__new(const struct selector_opts *o, int *err)
@@ -46,11 +48,22 @@ struct selector *selector__new(const struct selector_opts *o, int *err)
 	}
 	s->o = *o;
 	if (o->cgroup) {
-		if (snprintf(path, sizeof(path), "%s/cgroup.procs", o->cgroup) >= (int)sizeof(path) ||
-		    stat(path, &st)) {
-			*err = errno ? -errno : -ENAMETOOLONG;
-			ml_err("--cgroup %s: not a cgroup directory (no cgroup.procs in it): %s", o->cgroup,
-			       strerror(-*err));
+		/*
+		 * A directory of the cgroup file system (/sys/fs/cgroup/...): its members are listed in cgroup.procs.
+		 * Otherwise a cgroup as /proc/PID/cgroup names it (/kubepods/pod1234, /system.slice/x.service): a
+		 * process belongs when one of its hierarchies puts it there or below.
+		 */
+		errno = 0;
+		if (snprintf(path, sizeof(path), "%s/cgroup.procs", o->cgroup) >= (int)sizeof(path)) {
+			*err = -ENAMETOOLONG;
+		} else if (!stat(path, &st)) {
+			s->cgroup_dir = true;
+		} else if (o->cgroup[0] != '/' || !strncmp(o->cgroup, "/sys/fs/cgroup", 14) || errno != ENOENT) {
+			*err = errno ? -errno : -EINVAL;
+		}
+		if (*err) {
+			ml_err("--cgroup %s: neither a cgroup directory (with a cgroup.procs) nor a cgroup path as "
+			       "/proc/PID/cgroup shows one: %s", o->cgroup, strerror(-*err));
 			free(s);
 			return NULL;
 		}
@@ -107,7 +120,7 @@ static int stat_of(int pid, struct seen *out)
 {
 	size_t len;
 	char *buf = read_proc(pid, "stat", &len), *open_paren, *close_paren, *p;
-	int field = 3;
+	int field = 2; /* the field p is in: comm, the second, ends at its ")" */
 	int err = -EINVAL;
 
 	if (!buf)
@@ -189,6 +202,25 @@ static bool command_matches(const regex_t *re, int pid)
 	return yes;
 }
 
+/* Whether /proc/PID/cgroup puts the process in cg or below it, in any hierarchy (v1 or v2). */
+static bool in_cgroup(const char *cg, int pid)
+{
+	size_t len, n = strlen(cg);
+	char *text = read_proc(pid, "cgroup", &len), *line, *save = NULL;
+	bool yes = false;
+
+	while (n > 1 && cg[n - 1] == '/')
+		n--;
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !yes; line = strtok_r(NULL, "\n", &save)) {
+		const char *c = strchr(line, ':');
+		const char *p = c ? strchr(c + 1, ':') : NULL;
+
+		yes = p && !strncmp(p + 1, cg, n) && (p[1 + n] == '\0' || p[1 + n] == '/' || n == 1);
+	}
+	free(text);
+	return yes;
+}
+
 bool selector__matches(struct selector *s, int pid)
 {
 	if (pid == s->o.self)
@@ -197,7 +229,8 @@ bool selector__matches(struct selector *s, int pid)
 		return command_matches(s->o.match, pid);
 	if (s->o.all_python)
 		return python_process(pid);
-	return true; /* --cgroup: its members are all there is to check */
+	/* --cgroup: a directory's members are all there is to check */
+	return s->cgroup_dir || in_cgroup(s->o.cgroup, pid);
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -250,7 +283,7 @@ static int candidates(struct selector *s)
 	int err;
 
 	s->nmembers = 0;
-	if (s->o.cgroup) {
+	if (s->cgroup_dir) {
 		err = cgroup_members(s, s->o.cgroup, 0);
 		if (err)
 			return err;
@@ -302,18 +335,22 @@ int selector__scan(struct selector *s, int (*add)(void *ctx, int pid), void *ctx
 	s->ncur = 0;
 	for (size_t i = 0; i < s->nmembers; i++) {
 		const struct seen *old;
-		struct seen now;
+		struct seen now = {};
 
 		if ((i && s->members[i] == s->members[i - 1]) || stat_of(s->members[i], &now))
 			continue; /* listed twice, or gone */
 		if (ml_grow(&s->cur, &s->cap_cur, s->ncur + 1, sizeof(*s->cur)))
 			return -ENOMEM;
-		s->cur[s->ncur++] = now;
 		old = find_prev(s, now.pid);
-		if (old && old->start == now.start && old->comm == now.comm)
-			continue; /* looked at already, same image */
-		if (selector__matches(s, now.pid) && add(ctx, now.pid) == 0)
-			offered++;
+		/* Looked at already, same image: once offered, or (a cgroup path) unless it may have moved in. */
+		if (old && old->start == now.start && old->comm == now.comm && (old->matched || !s->o.cgroup || s->cgroup_dir)) {
+			now.matched = old->matched;
+		} else if (selector__matches(s, now.pid)) {
+			now.matched = true;
+			if (add(ctx, now.pid) == 0)
+				offered++;
+		}
+		s->cur[s->ncur++] = now;
 	}
 	/* This scan's view becomes the one the next scan compares with. */
 	{

@@ -64,10 +64,13 @@ void tracee__label(struct tracee *t, const struct tracee *parent);
  * once in a while). Without a loader (a static program) it stays without: it is rescanned at every scan.
  */
 void tracee__watch_loader(struct tracee *t);
-/* Whether a scan must read its mappings: always without a loader watch, else only on a full scan. */
+/*
+ * Whether a scan must read its mappings: always without a loader watch or with an object left to open again,
+ * else only on a full scan.
+ */
 static inline bool tracee__needs_scan(const struct tracee *t, bool full)
 {
-	return full || !t->ld_watch;
+	return full || !t->ld_watch || (t->probes && probes__retry_pending(t->probes));
 }
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
