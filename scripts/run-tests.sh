@@ -84,7 +84,7 @@ for f in maps elf pyline ehframe; do
 		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/lib/elfsym.c -lelf" ;; *) echo "user/lib/elfsym.c -lelf" ;; esac) \
 		-o $B/fuzz_$f
 	scratch=$(mktemp -d)
-	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-10} -max_len=65536 -print_final_stats=1 "$scratch" \
+	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-5} -max_len=65536 -print_final_stats=1 "$scratch" \
 		tests/fuzz/corpus/$f >"$log" 2>&1; then
 		echo "ok - fuzz_$f: $(grep -o 'Done [0-9]* runs' "$log")"
 		echo "fuzz $f: 1 passed, 0 failed" >"$log"

@@ -23,7 +23,7 @@
     };
     new uPlot(opts, [t].concat(series.map(s => s.values)), el);
   }
-  document.getElementById("title").textContent = "memleak-ai report: pid " + M.pid;
+  document.getElementById("title").textContent = "memleak-ai report: " + (M.pid ? "pid " + M.pid : "node-wide");
   document.getElementById("meta").textContent = M.reports + " reports over " + M.duration_s.toFixed(1) +
     " s; generated " + new Date(M.time_unix * 1000).toISOString();
   plot(document.getElementById("layers"), M.timeline.t,
