@@ -282,6 +282,7 @@ enum ml_proc_event_type {
 	ML_PROC_FORK = 1,
 	ML_PROC_EXEC = 2,
 	ML_PROC_DLOPEN = 3, /* the dynamic loader reported a change of the link map (dlopen, dlclose) */
+	ML_PROC_OOM = 4,    /* the kernel's OOM killer chose a traced process (struct ml_oom_event) */
 };
 
 struct ml_proc_event {
@@ -290,6 +291,12 @@ struct ml_proc_event {
 	__u32 parent; /* fork: the traced process that forked it */
 	__u32 pad;
 	__u64 ts_ns;
+};
+
+/* ML_PROC_OOM: the victim's resident memory when it was chosen, as the kernel's mark_victim event gives it. */
+struct ml_oom_event {
+	struct ml_proc_event hdr; /* type ML_PROC_OOM, tgid the victim */
+	__u64 anon_bytes, file_bytes, shmem_bytes;
 };
 
 /* Per-CPU counters, indexed by enum ml_stat. */

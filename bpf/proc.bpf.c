@@ -89,6 +89,44 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+/*
+ * The OOM killer chose a traced process: tell user space before the kill lands, with the victim's last RSS
+ * (its /proc entry is gone by the time user space could read it). Never tracefs: tp_btf.
+ */
+#define ML_PAGE_SIZE 4096
+
+/* A per-CPU counter's approximate total can dip below zero: as the kernel reads it, never negative. */
+static __always_inline __u64 rss_bytes(__s64 pages)
+{
+	return pages > 0 ? (__u64)pages * ML_PAGE_SIZE : 0;
+}
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(oom_victim, struct task_struct *task, uid_t uid)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	struct ml_oom_event *e;
+
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(ML_STAT_DROP_PROC_EVENT);
+		return 0;
+	}
+	e->hdr.type = ML_PROC_OOM;
+	e->hdr.tgid = tgid;
+	e->hdr.parent = 0;
+	e->hdr.pad = 0;
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	e->anon_bytes = mm ? rss_bytes(BPF_CORE_READ(mm, rss_stat[MM_ANONPAGES].count)) : 0;
+	e->file_bytes = mm ? rss_bytes(BPF_CORE_READ(mm, rss_stat[MM_FILEPAGES].count)) : 0;
+	e->shmem_bytes = mm ? rss_bytes(BPF_CORE_READ(mm, rss_stat[MM_SHMEMPAGES].count)) : 0;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {

@@ -146,6 +146,44 @@ static void json_labels(struct jw *w, struct stackview *sv, int tgid)
 	jw_str(w, "world_size", l->world_size);
 	jw_str(w, "job", l->job);
 	jw_str(w, "container", l->container);
+	jw_str(w, "exit_reason", res.oom ? "oom_killed" : NULL);
+	if (res.oom) {
+		jw_obj_begin(w, "oom_rss");
+		jw_u64(w, "anon_bytes", res.oom->anon_bytes);
+		jw_u64(w, "file_bytes", res.oom->file_bytes);
+		jw_u64(w, "shmem_bytes", res.oom->shmem_bytes);
+		jw_obj_end(w);
+	}
+}
+
+/* Text: a line for a process the OOM killer chose. */
+static void text_oom_line(FILE *f, struct stackview *sv, int pid)
+{
+	struct ml_resolver res;
+	char a[32], fb[32], sh[32];
+	const char *comm;
+
+	if (!pid || stackview__proc(sv, pid, &res) || !res.oom)
+		return;
+	comm = res.labels && res.labels->comm ? res.labels->comm : NULL;
+	ml_fmt_bytes(a, sizeof(a), (double)res.oom->anon_bytes);
+	ml_fmt_bytes(fb, sizeof(fb), (double)res.oom->file_bytes);
+	ml_fmt_bytes(sh, sizeof(sh), (double)res.oom->shmem_bytes);
+	fprintf(f, "OOM: pid %d%s%s%s was killed by the kernel's OOM killer; its RSS then: anon %s, file %s, shmem %s\n",
+		pid, comm ? " (" : "", comm ? comm : "", comm ? ")" : "", a, fb, sh);
+}
+
+/* Each process of the report the OOM killer chose, and the first process even when it holds nothing. */
+static void text_oom(FILE *f, struct stackview *sv, const struct ml_snapshot *s, int root)
+{
+	bool root_seen = false;
+
+	for (size_t i = 0; i < s->nprocs; i++) {
+		root_seen |= (int)s->procs[i].tgid == root;
+		text_oom_line(f, sv, (int)s->procs[i].tgid);
+	}
+	if (!root_seen)
+		text_oom_line(f, sv, root);
 }
 
 size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name)
@@ -355,6 +393,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	else /* whole-node selectors: every traced process is under its own pid below */
 		fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " node-wide at %s (%.1f s since last) ===\n",
 			final ? "final " : "", seq, ts, s->elapsed_s);
+	text_oom(f, r->sv, s, r->o.pid);
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &s->layers[layer];
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];

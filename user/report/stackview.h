@@ -11,6 +11,12 @@ struct pyframes;
 struct stackview;
 
 /* Where the frames of one traced process are resolved; py may be NULL (no Python frames). */
+/* A process the kernel's OOM killer chose: its resident memory at that moment. */
+struct ml_oom {
+	bool killed;
+	uint64_t anon_bytes, file_bytes, shmem_bytes;
+};
+
 struct ml_resolver {
 	struct symbolizer *sym;
 	struct pyframes *py;
@@ -18,6 +24,7 @@ struct ml_resolver {
 	const struct ml_labels *labels; /* its fleet labels, or NULL */
 	const char *role;               /* "main" or "worker", or NULL */
 	int parent;                     /* the traced process it was forked from, 0 for none */
+	const struct ml_oom *oom;       /* what the OOM killer ended, or NULL */
 };
 
 /* Fills *out for a traced process; non-zero when the process is not known (its frames show as addresses). */

@@ -225,7 +225,7 @@ int followers__loader_changed(struct followers *f, int pid)
 	return t ? tracee__sync(t, &f->env) : -ENOENT;
 }
 
-const struct tracee *followers__find(struct followers *f, int pid)
+struct tracee *followers__find(struct followers *f, int pid)
 {
 	return find(f, pid);
 }

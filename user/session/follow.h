@@ -52,7 +52,7 @@ size_t followers__pids(const struct followers *f, int *out, size_t max);
 void followers__trim(struct followers *f);
 
 /* The follower with this pid, or NULL. */
-const struct tracee *followers__find(struct followers *f, int pid);
+struct tracee *followers__find(struct followers *f, int pid);
 /* How many processes are followed now. */
 size_t followers__count(const struct followers *f);
 

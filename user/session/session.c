@@ -50,11 +50,8 @@
 
 #define FAST_SCAN_S 0.05 /* libraries come and go most right after start: rescan this often at first, */
 #define FAST_SCANS 40    /* this many times, then once a second */
-/*
- * A process whose dynamic loader is watched (ldso_notify) has its mappings read when a library comes or goes,
- * and on every FULL_SCAN_EVERY-th scan only (a safety net): reading a PyTorch process's maps costs about 10 ms
- * of CPU, which a node of 16 ranks cannot pay every second.
- */
+/* A process whose dynamic loader is watched (ldso_notify) has its mappings read when a library comes or goes, and
+ * on every FULL_SCAN_EVERY-th scan (a safety net): a PyTorch process's maps cost ~10 ms of CPU to read. */
 #define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
 #define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
@@ -83,6 +80,8 @@ struct session {
 	struct reporter *reps[N_OUTPUTS];
 	struct bpf_link *heap_link;             /* the system-call tracepoint of heap-growth mode, once on */
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
+	struct bpf_link *oom_link;              /* the OOM killer's choice of a traced process (mark_victim) */
+	bool oom_report;                        /* a follower was chosen: report now, before its exit drops it */
 	struct bpf_link *ld_stop; /* -c: stops the target at each report of its dynamic loader (dlopen) */
 	uint64_t ld_stops_seen;   /* the BPF side's count of those stops when the last one was handled */
 	uint64_t ld_held_ns, ld_handled; /* how long the target was held at them, and how many were handled */
@@ -255,6 +254,14 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 
 	if (len < sizeof(*e))
 		return 0;
+	if (e->type == ML_PROC_OOM && len >= sizeof(struct ml_oom_event)) {
+		struct tracee *t = (int)e->tgid == ss->root.pid ? &ss->root
+				   : followers__find(ss->followers, (int)e->tgid);
+
+		if (t && tracee__oom_chosen(t, data) && t != &ss->root)
+			ss->oom_report = true; /* the first process's own exit ends the run with its final report */
+		return 0;
+	}
 	if (e->type == ML_PROC_FORK) {
 		if (!ss->o->follow) { /* a whole-node run with --no-follow: the selected processes, not their children */
 			__u32 key = e->tgid;
@@ -308,6 +315,10 @@ static int start_following(struct session *ss)
 	}
 	ss->fork_link = bpf_program__attach(ss->skel->progs.follow_fork);
 	ss->exec_link = ss->fork_link ? bpf_program__attach(ss->skel->progs.follow_exec) : NULL;
+	/* Without it the run goes on; an OOM kill is then an exit like any other. */
+	ss->oom_link = bpf_program__attach(ss->skel->progs.oom_victim);
+	if (!ss->oom_link)
+		ml_info("cannot attach the OOM killer's tracepoint (mark_victim): %s", strerror(errno));
 	if (!ss->exec_link) {
 		err = -errno;
 		ml_err("cannot attach the fork and exec tracepoints for --follow: %s (--no-follow goes without)",
@@ -485,6 +496,7 @@ static int session_open(struct session *ss)
 			return err;
 		ss->root.pid = ss->tgt.pid;
 	}
+	ml_protect_from_oom(); /* after -c's fork: the command keeps its own score */
 	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err)))
 		return err; /* said why */
 	if (ss->metrics)
@@ -571,6 +583,7 @@ static int start_command(struct session *ss)
 	ss->ld_stops_seen = READ_ONCE_U64(ss->skel->bss->ldso_stops);
 	/* A library mapped from now on is probed (by a scan or at the stop) before its code runs. */
 	probes__held(ss->root.probes, hold != NULL);
+	tracee__relabel(&ss->root); /* the command's own name and environment, no longer memleak-ai's */
 	if (n == -ENOENT)
 		return n;
 	target__resume(&ss->tgt);
@@ -783,6 +796,12 @@ static int session_loop(struct session *ss)
 				root_exec(ss);
 				ss->root_exec = false;
 			}
+			if (ss->oom_report) { /* before the victim's exit takes its records away */
+				ss->oom_report = false;
+				err = session_report(ss, &final);
+				if (err || final)
+					return err;
+			}
 		}
 		if (all[3].revents && !final)
 			session_scan(ss);
@@ -821,6 +840,7 @@ static int session_close(struct session *ss, bool ok)
 	bpf_link__destroy(ss->heap_link);
 	bpf_link__destroy(ss->fork_link);
 	bpf_link__destroy(ss->exec_link);
+	bpf_link__destroy(ss->oom_link);
 	followers__free(ss->followers);
 	selector__free(ss->sel);
 	metrics_server__free(ss->metrics);
@@ -861,6 +881,9 @@ int session__run(const struct ml_opts *o)
 			      .root = { .pidfd = -1 }, .sfd = -1, .tick_fd = -1, .scan_fd = -1 };
 	int err;
 
+	bool oom;
+	int rc;
+
 	err = session_open(&ss);
 	if (err == -ENOMEM)
 		ml_err("out of memory setting up");
@@ -868,5 +891,8 @@ int session__run(const struct ml_opts *o)
 		err = session_start(&ss);
 	if (!err)
 		err = session_loop(&ss);
-	return session_close(&ss, err == 0);
+	oom = ss.tgt.spawned && ss.root.oom.killed;
+	rc = session_close(&ss, err == 0);
+	/* -c: a command the OOM killer ended makes the run exit as a shell reports it (128 + SIGKILL). */
+	return rc == 0 && oom ? 128 + SIGKILL : rc;
 }

@@ -1,6 +1,7 @@
 /* One traced process: probes, Python frame decoder and symbolizer, for the first process and followers alike. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <bpf/libbpf.h>
 #include "lib/log.h"
 #include "lib/procmaps.h"
+#include "report/report.h"
 #include "python/pyframes.h"
 #include "session/tracee.h"
 #include "symbolize/symbolizer.h"
@@ -83,6 +85,7 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
 	t->py = npy;
 	if (t->ld_watch) /* the new image has a loader of its own (or none) */
 		tracee__watch_loader(t);
+	tracee__relabel(t); /* a new comm, maybe a new environment; the role stays */
 	return 0;
 }
 
@@ -98,21 +101,53 @@ void tracee__watch_loader(struct tracee *t)
 	ml_maps__clear(&maps);
 }
 
+void tracee__relabel(struct tracee *t)
+{
+	ml_labels__clear(&t->labels);
+	if (ml_labels__read(t->pid, &t->labels) == -ENOMEM)
+		ml_notice("pid %d: out of memory reading its labels", t->pid);
+}
+
 void tracee__label(struct tracee *t, const struct tracee *parent)
 {
 	const char *mine, *theirs;
 
-	ml_labels__clear(&t->labels);
-	if (ml_labels__read(t->pid, &t->labels) == -ENOMEM)
-		ml_notice("pid %d: out of memory reading its labels", t->pid);
+	tracee__relabel(t);
 	mine = t->labels.rank;
 	theirs = parent ? parent->labels.rank : NULL;
 	t->role = !parent || (mine && (!theirs || strcmp(mine, theirs))) ? "main" : "worker";
 }
 
+bool tracee__oom_chosen(struct tracee *t, const struct ml_oom_event *o)
+{
+	char a[32], f[32], sh[32];
+
+	if (t->oom.killed)
+		return false;
+	t->oom = (struct ml_oom){ .killed = true, .anon_bytes = o->anon_bytes, .file_bytes = o->file_bytes,
+				  .shmem_bytes = o->shmem_bytes };
+	ml_fmt_bytes(a, sizeof(a), (double)o->anon_bytes);
+	ml_fmt_bytes(f, sizeof(f), (double)o->file_bytes);
+	ml_fmt_bytes(sh, sizeof(sh), (double)o->shmem_bytes);
+	ml_notice("pid %d was chosen by the kernel's OOM killer (RSS then: anon %s, file %s, shmem %s): its report "
+		  "follows", t->pid, a, f, sh);
+	return true;
+}
+
+void ml_protect_from_oom(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, "-1000", 5) != 5)
+		ml_info("cannot keep memleak-ai out of the OOM killer's choice: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out)
 {
 	out->labels = &t->labels;
+	out->oom = t->oom.killed ? &t->oom : NULL;
 	out->role = t->role;
 	out->parent = t->parent;
 	out->sym = t->sym;

@@ -33,6 +33,7 @@ struct tracee {
 	struct bpf_link *ld_watch; /* the loader's report of a library change (ldso_notify); NULL: rescan always */
 	struct ml_labels labels; /* rank, job, container, comm: read once, at attach */
 	const char *role;        /* "main", or "worker" for a child of a traced process with its rank */
+	struct ml_oom oom;       /* the OOM killer chose it (and its RSS then) */
 };
 
 /*
@@ -59,6 +60,8 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
  * carries a rank of its own (a launcher's ranks are mains, a rank's DataLoader workers inherit its rank).
  */
 void tracee__label(struct tracee *t, const struct tracee *parent);
+/* Read its labels again (it ran exec), its role as it was. */
+void tracee__relabel(struct tracee *t);
 /*
  * Put ldso_notify on its dynamic loader, so its mappings need reading only when its libraries change (and
  * once in a while). Without a loader (a static program) it stays without: it is rescanned at every scan.
@@ -78,6 +81,14 @@ void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 bool tracee__exited(const struct tracee *t);
 /* Free its probes, decoder and symbolizer, close its pidfd, forget its unwinding tables. */
 void tracee__release(struct tracee *t, const struct tracee_env *e);
+
+/*
+ * The kernel's OOM killer chose it (ML_PROC_OOM): its RSS then kept for the reports, and said. False when it
+ * was chosen already (one notice).
+ */
+bool tracee__oom_chosen(struct tracee *t, const struct ml_oom_event *o);
+/* The OOM killer must never choose memleak-ai: the report of what grew before a kill is the one most needed. */
+void ml_protect_from_oom(void);
 
 /* Heap-growth mode for one process (bpf heap_procs): a fresh entry. 0 or -errno. */
 int ml_heap_track(struct memleak_bpf *skel, int pid);
