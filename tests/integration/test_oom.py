@@ -1,8 +1,11 @@
 """OOM kills: a C program leaking 1 MiB a step in a v1 memory cgroup with a 96 MiB limit is ended by the kernel's
 OOM killer; memleak-ai's final report names the leaking function and says OOM, memleak-ai itself is never the
 victim, and under -c it exits with the command's status."""
+import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 
@@ -49,6 +52,8 @@ def can_lower_oom_score():
 
 
 def check_oom_report(rep, pid, what):
+    """The victim in the report: exit_reason, its RSS when chosen, and the leak by function (its own stacks)."""
+    rep = dict(rep, stacks=[s for s in rep["stacks"] if s["pid"] == pid])
     procs = {p["pid"]: p for p in rep["processes"]}
     check(pid in procs, f"{what}: the victim in processes[]: {list(procs)}")
     p = procs[pid]
@@ -109,6 +114,32 @@ def oom_kill_under_command_mode_exits_with_its_status():
         check("chosen by the kernel's OOM killer" in err, "said on stderr")
     finally:
         cg.remove()
+    check(no_bpf_left(), "nothing left attached")
+
+
+@test
+def oom_kill_of_a_child_is_reported_at_once_and_the_run_goes_on():
+    """A traced parent whose child (followed) leaks in the cgroup: the child's report comes at once, while its
+    records are still there, and the run goes on until the parent exits."""
+    cg = MemCgroup()
+    d = tempfile.mkdtemp()
+    try:
+        script = os.path.join(d, "parent.sh")
+        with open(script, "w") as f:
+            f.write(f"#!/bin/sh\nsh -c 'echo $$ > {cg.path}/cgroup.procs && exec {FIX}/oom_leak auto'\nsleep 1.5\n")
+        os.chmod(script, 0o755)
+        rc, out, err = run_tool("--max-overhead", "100", "-f", "json", "-c", script, "5", timeout=60)
+        eq(rc, 0, f"exit status: the parent exited normally ({err[-300:]})")
+        child = int(next(l for l in err.splitlines() if "was chosen by the kernel's OOM killer" in l).split()[2])
+        reps = [json.loads(l) for l in out.splitlines() if l.startswith("{")]  # the command shares stdout
+        at_once = [r for r in reps if not r["final"] and any(p["pid"] == child for p in r["processes"])]
+        check(at_once, f"a report before the final one holds the child: {[r['seq'] for r in reps]}")
+        check_oom_report(at_once[0], child, "child")
+        check(reps[-1]["final"] and reps[-1]["seq"] == at_once[0]["seq"] + 1,
+              "the run went on to the parent's exit and its final report")
+    finally:
+        cg.remove()
+        shutil.rmtree(d, ignore_errors=True)
     check(no_bpf_left(), "nothing left attached")
 
 

@@ -36,6 +36,7 @@ static const struct {
 	{ "torch_free", 2850 }, /* 2271 */
 	{ "ldso_stop", 9 }, /* 7 */
 	{ "ldso_notify", 40 }, /* 34 */
+	{ "oom_victim", 160 }, /* 126 */
 	{ "follow_fork", 90 }, /* 71 */
 	{ "follow_exec", 57 }, /* 45 */
 	{ "heap_exit", 182000 }, /* 145585 */
