@@ -5,6 +5,8 @@
 #include "check.h"
 #include "collect/ledger.h"
 #include "judge/verdict.h"
+#include <errno.h>
+#include "lib/procmem.h"
 #include "lib/proclabels.h"
 #include "report/metrics.h"
 #include "report/push.h"
@@ -138,6 +140,25 @@ static void metrics_text(void)
 	free(text);
 }
 
+static void rollup(void)
+{
+	static const char text[] = "561e577ab000-7ffca4212000 ---p 00000000 00:00 0                  [rollup]\n"
+				   "Rss:                1712 kB\nPss:                 776 kB\nPss_Dirty:           112 kB\n"
+				   "Pss_Anon:            112 kB\nPrivate_Dirty:       113 kB\nAnonymous:           111 kB\n"
+				   "Swap:                  0 kB\n";
+	struct ml_procmem m;
+
+	CHECK(!ml_procmem__parse(text, &m) && m.rss == 1712 * 1024 && m.pss == 776 * 1024 &&
+		      m.private_dirty == 113 * 1024 && m.anon == 111 * 1024,
+	      "smaps_rollup: Rss, Pss (not Pss_Dirty), Private_Dirty, Anonymous");
+	CHECK(ml_procmem__parse("Rss: 1 kB\nPss: 1 kB\nAnonymous: 1 kB\n", &m) == -EINVAL, "smaps_rollup: a field missing");
+	CHECK(ml_procmem__parse("Rss: x kB\nPss: 1 kB\nAnonymous: 1 kB\nPrivate_Dirty: 1 kB\n", &m) == -EINVAL,
+	      "smaps_rollup: a malformed number");
+	CHECK(ml_procmem__parse("Rss: 99999999999999999999 kB\nPss: 1 kB\nAnonymous: 1 kB\nPrivate_Dirty: 1 kB\n", &m) ==
+		      -EINVAL,
+	      "smaps_rollup: out of range");
+}
+
 static void push_url(void)
 {
 	struct push_meta m = { .pid = 5, .rank = "1", .role = "main", .from_s = 100, .until_s = 110 };
@@ -162,5 +183,6 @@ int main(void)
 	cgroup_labels();
 	metrics_text();
 	push_url();
+	rollup();
 	return SUMMARY("fleet");
 }

@@ -1,13 +1,17 @@
 /* Report output: one snapshot as human text or as one JSON Lines object. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include "lib/grow.h"
 #include "lib/path.h"
 #include "attach/allocators.h"
 #include "report/json.h"
 #include "report/pprof.h"
+#include "report/procview.h"
 #include "lib/log.h"
 #include "report/report.h"
 #include "report/stackview.h"
@@ -19,6 +23,8 @@ struct reporter {
 	struct stackview *sv;
 	const struct ml_overhead *ov;
 	char label[ML_FRAME_LABEL_MAX];
+	int *traced; /* every traced process now (reporter__set_traced) */
+	size_t ntraced, cap_traced;
 };
 
 struct stat_name {
@@ -48,142 +54,35 @@ static const struct stat_name drop_stats[] = {
 	{ ML_STAT_DROP_PROC_EVENT, "proc_events", "fork or exec not followed (event buffer full)" },
 };
 
-/* " (comm, role, rank R of W, job J, container ID)": what a fleet user tells processes apart by. */
-static void text_labels(FILE *f, struct stackview *sv, int tgid)
+FILE *ml_open_output(const char *path)
 {
-	struct ml_resolver res;
-	const struct ml_labels *l;
+	FILE *f;
+	int fd;
 
-	if (stackview__proc(sv, tgid, &res) || !res.labels || !res.labels->comm)
+	if (!path)
+		return stdout;
+	/* Reports can name a user's code paths: readable by the owner only; never follow a planted symlink. */
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		ml_err("cannot write output file '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		ml_err("cannot write output file '%s': %s", path, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
+void reporter__set_traced(struct reporter *r, const int *pids, size_t n)
+{
+	if (ml_grow(&r->traced, &r->cap_traced, n, sizeof(*r->traced))) {
+		r->ntraced = 0; /* out of memory: processes[] lists those holding memory, as before */
 		return;
-	l = res.labels;
-	fprintf(f, " (%s, %s", l->comm, res.role ? res.role : "main");
-	if (l->rank)
-		fprintf(f, ", rank %s%s%s", l->rank, l->world_size ? " of " : "", l->world_size ? l->world_size : "");
-	if (l->local_rank)
-		fprintf(f, ", local rank %s", l->local_rank);
-	if (l->job)
-		fprintf(f, ", job %s", l->job);
-	if (l->container)
-		fprintf(f, ", container %.12s", l->container);
-	fputc(')', f);
-}
-
-/* The traced parent of procs[i] among procs, or -1. */
-static ptrdiff_t proc_parent(struct stackview *sv, const struct ml_snapshot *s, size_t i)
-{
-	struct ml_resolver res;
-
-	if (stackview__proc(sv, (int)s->procs[i].tgid, &res) || !res.parent)
-		return -1;
-	for (size_t j = 0; j < s->nprocs; j++)
-		if (j != i && (int)s->procs[j].tgid == res.parent)
-			return (ptrdiff_t)j;
-	return -1;
-}
-
-/*
- * The snapshot's processes in tree order, each followed by its children one level deeper: order[] and depth[]
- * (n each). A child whose parent holds nothing (not in the snapshot) stands at the top level. 0 or -ENOMEM.
- */
-static int proc_tree(struct stackview *sv, const struct ml_snapshot *s, size_t *order, unsigned int *depth)
-{
-	ptrdiff_t *parent = calloc(s->nprocs ? s->nprocs : 1, sizeof(*parent));
-	bool *done = calloc(s->nprocs ? s->nprocs : 1, sizeof(*done));
-	size_t n = 0;
-
-	if (!parent || !done) {
-		free(parent);
-		free(done);
-		return -ENOMEM;
 	}
-	for (size_t i = 0; i < s->nprocs; i++)
-		parent[i] = proc_parent(sv, s, i);
-	/* Roots in pid order; after each, its subtree, found by scanning for children of what was placed last. */
-	for (size_t root = 0; root < s->nprocs; root++) {
-		size_t start = n;
-
-		if (done[root] || parent[root] >= 0)
-			continue;
-		done[root] = true;
-		order[n] = root;
-		depth[n++] = 0;
-		for (size_t k = start; k < n; k++) /* breadth within the subtree, then each child right after its parent */
-			for (size_t j = s->nprocs; j-- > 0;)
-				if (!done[j] && parent[j] == (ptrdiff_t)order[k]) {
-					done[j] = true;
-					memmove(&order[k + 2], &order[k + 1], (n - k - 1) * sizeof(*order));
-					memmove(&depth[k + 2], &depth[k + 1], (n - k - 1) * sizeof(*depth));
-					order[k + 1] = j;
-					depth[k + 1] = depth[k] + 1;
-					n++;
-				}
-	}
-	for (size_t i = 0; i < s->nprocs; i++) /* a cycle of reused pids: never lose a process */
-		if (!done[i]) {
-			order[n] = i;
-			depth[n++] = 0;
-		}
-	free(parent);
-	free(done);
-	return 0;
-}
-
-/* The same in JSON, on a process's object. */
-static void json_labels(struct jw *w, struct stackview *sv, int tgid)
-{
-	struct ml_resolver res;
-	const struct ml_labels *l;
-
-	if (stackview__proc(sv, tgid, &res) || !res.labels)
-		return;
-	l = res.labels;
-	jw_str(w, "comm", l->comm);
-	jw_str(w, "role", res.role);
-	jw_i64(w, "parent", res.parent);
-	jw_str(w, "rank", l->rank);
-	jw_str(w, "local_rank", l->local_rank);
-	jw_str(w, "world_size", l->world_size);
-	jw_str(w, "job", l->job);
-	jw_str(w, "container", l->container);
-	jw_str(w, "exit_reason", res.oom ? "oom_killed" : NULL);
-	if (res.oom) {
-		jw_obj_begin(w, "oom_rss");
-		jw_u64(w, "anon_bytes", res.oom->anon_bytes);
-		jw_u64(w, "file_bytes", res.oom->file_bytes);
-		jw_u64(w, "shmem_bytes", res.oom->shmem_bytes);
-		jw_obj_end(w);
-	}
-}
-
-/* Text: a line for a process the OOM killer chose. */
-static void text_oom_line(FILE *f, struct stackview *sv, int pid)
-{
-	struct ml_resolver res;
-	char a[32], fb[32], sh[32];
-	const char *comm;
-
-	if (!pid || stackview__proc(sv, pid, &res) || !res.oom)
-		return;
-	comm = res.labels && res.labels->comm ? res.labels->comm : NULL;
-	ml_fmt_bytes(a, sizeof(a), (double)res.oom->anon_bytes);
-	ml_fmt_bytes(fb, sizeof(fb), (double)res.oom->file_bytes);
-	ml_fmt_bytes(sh, sizeof(sh), (double)res.oom->shmem_bytes);
-	fprintf(f, "OOM: pid %d%s%s%s was killed by the kernel's OOM killer; its RSS then: anon %s, file %s, shmem %s\n",
-		pid, comm ? " (" : "", comm ? comm : "", comm ? ")" : "", a, fb, sh);
-}
-
-/* Each process of the report the OOM killer chose, and the first process even when it holds nothing. */
-static void text_oom(FILE *f, struct stackview *sv, const struct ml_snapshot *s, int root)
-{
-	bool root_seen = false;
-
-	for (size_t i = 0; i < s->nprocs; i++) {
-		root_seen |= (int)s->procs[i].tgid == root;
-		text_oom_line(f, sv, (int)s->procs[i].tgid);
-	}
-	if (!root_seen)
-		text_oom_line(f, sv, root);
+	memcpy(r->traced, pids, n * sizeof(*pids));
+	r->ntraced = n;
 }
 
 size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name)
@@ -238,6 +137,8 @@ void reporter__set_overhead(struct reporter *r, const struct ml_overhead *ov)
 
 void reporter__free(struct reporter *r)
 {
+	if (r)
+		free(r->traced);
 	free(r);
 }
 
@@ -393,7 +294,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	else /* whole-node selectors: every traced process is under its own pid below */
 		fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " node-wide at %s (%.1f s since last) ===\n",
 			final ? "final " : "", seq, ts, s->elapsed_s);
-	text_oom(f, r->sv, s, r->o.pid);
+	ml_text_oom(f, r->sv, s, r->o.pid);
+	ml_text_memory(f, r->sv, s, r->traced, r->ntraced);
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &s->layers[layer];
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
@@ -424,7 +326,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			r->ov->heap_since_report, r->ov->full_pct);
 	/* With --follow: each process's share, the first one and its children, each under its own pid. */
 	if (multi && (!(tree = malloc(s->nprocs * sizeof(*tree))) || !(depth = malloc(s->nprocs * sizeof(*depth))) ||
-		      proc_tree(r->sv, s, tree, depth)))
+		      ml_proc_tree(r->sv, s, tree, depth)))
 		multi = false; /* out of memory: the totals above stand */
 	for (size_t k = 0; multi && k < s->nprocs; k++) {
 		size_t p = tree[k];
@@ -432,7 +334,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 
 		fprintf(f, "  %*spid %d%s%s%s", (int)(2 * depth[k]), "", s->procs[p].tgid, heap ? " [" : "", heap ? heap : "",
 			heap ? "]" : "");
-		text_labels(f, r->sv, s->procs[p].tgid);
+		ml_text_labels(f, r->sv, s->procs[p].tgid);
 		fputc(':', f);
 		for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
 			const struct ml_layer_total *t = &s->procs[p].layers[layer];
@@ -627,8 +529,24 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_obj_begin(&w, NULL);
 		jw_i64(&w, "pid", s->procs[p].tgid);
 		jw_str(&w, "heap_allocator", stackview__heap(r->sv, s->procs[p].tgid));
-		json_labels(&w, r->sv, s->procs[p].tgid);
+		ml_json_proc(&w, r->sv, s->procs[p].tgid, &s->procs[p]);
 		json_totals(&w, s->procs[p].layers, true);
+		jw_obj_end(&w);
+	}
+	/* Every other traced process: nothing outstanding, its memory all the same. */
+	for (size_t i = 0; i < r->ntraced; i++) {
+		static const struct ml_layer_total none[ML_LAYER_MAX];
+		bool listed = false;
+
+		for (size_t p = 0; p < s->nprocs && !listed; p++)
+			listed = (int)s->procs[p].tgid == r->traced[i];
+		if (listed)
+			continue;
+		jw_obj_begin(&w, NULL);
+		jw_i64(&w, "pid", r->traced[i]);
+		jw_str(&w, "heap_allocator", stackview__heap(r->sv, r->traced[i]));
+		ml_json_proc(&w, r->sv, r->traced[i], NULL);
+		json_totals(&w, none, true);
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);

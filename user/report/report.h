@@ -52,6 +52,14 @@ int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct
 /* The i-th drop counter: its stats slot and JSON name; 0 past the last one. */
 size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name);
 
+/* An output file (-o, --json, --pprof): 0600, never through a symbolic link; stdout for NULL. NULL: said why. */
+FILE *ml_open_output(const char *path);
+/*
+ * The traced processes now: processes[] lists every one of them, also those holding no traced memory, with
+ * its resident memory. The reporter keeps a copy.
+ */
+void reporter__set_traced(struct reporter *r, const int *pids, size_t n);
+
 /* "12.0 KiB" style, for text. */
 void ml_fmt_bytes(char *buf, size_t len, double bytes);
 

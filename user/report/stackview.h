@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include "collect/ledger.h"
+#include "lib/procmem.h"
 #include "lib/proclabels.h"
 #include "symbolize/symbolizer.h"
 
@@ -25,6 +26,8 @@ struct ml_resolver {
 	const char *role;               /* "main" or "worker", or NULL */
 	int parent;                     /* the traced process it was forked from, 0 for none */
 	const struct ml_oom *oom;       /* what the OOM killer ended, or NULL */
+	const struct ml_procmem *mem;      /* its resident memory at this report, or NULL (not read) */
+	const struct ml_procmem *mem_base; /* ... and when it was first read (at attach) */
 };
 
 /* Fills *out for a traced process; non-zero when the process is not known (its frames show as addresses). */

@@ -31,10 +31,10 @@ int fleet__node_add(struct followers *f, bool follow, int pid)
 }
 
 /* Every traced process, the first one first; *n of them in a malloc'd array. NULL: out of memory. */
-static const struct tracee **all_of(struct fleet_procs p, size_t *n)
+static struct tracee **all_of(struct fleet_procs p, size_t *n)
 {
 	size_t nf = p.followers ? followers__count(p.followers) : 0, k = 0;
-	const struct tracee **v = calloc(nf + 1, sizeof(*v));
+	struct tracee **v = calloc(nf + 1, sizeof(*v));
 	int *pids = calloc(nf + 1, sizeof(*pids));
 
 	if (!v || !pids) {
@@ -46,7 +46,7 @@ static const struct tracee **all_of(struct fleet_procs p, size_t *n)
 		v[k++] = p.root;
 	nf = p.followers ? followers__pids(p.followers, pids, nf) : 0;
 	for (size_t i = 0; i < nf; i++) {
-		const struct tracee *t = followers__find(p.followers, pids[i]);
+		struct tracee *t = followers__find(p.followers, pids[i]);
 
 		if (t)
 			v[k++] = t;
@@ -56,12 +56,30 @@ static const struct tracee **all_of(struct fleet_procs p, size_t *n)
 	return v;
 }
 
+size_t fleet__sample_memory(struct fleet_procs p, int **pids)
+{
+	size_t n = 0;
+	struct tracee **v = all_of(p, &n);
+
+	*pids = v ? calloc(n + 1, sizeof(**pids)) : NULL;
+	if (!*pids) {
+		free(v);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		tracee__sample_memory(v[i]);
+		(*pids)[i] = v[i]->pid;
+	}
+	free(v);
+	return n;
+}
+
 void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,
 			    const struct ml_judgement *judged, unsigned int layers, const struct ml_overhead *ov,
 			    uint64_t reports)
 {
 	size_t n = 0;
-	const struct tracee **v = all_of(p, &n);
+	struct tracee **v = all_of(p, &n);
 	struct ml_metric_proc *procs = v ? calloc(n + 1, sizeof(*procs)) : NULL;
 	char *text = NULL;
 	size_t len = 0;
@@ -87,7 +105,7 @@ void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snap
 		 const struct ml_judgement *judged, struct stackview *sv, uint64_t seq)
 {
 	size_t n = 0;
-	const struct tracee **v = all_of(p, &n);
+	struct tracee **v = all_of(p, &n);
 	struct timespec now;
 
 	if (!v) {

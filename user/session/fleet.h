@@ -19,12 +19,15 @@ struct tracee;
 
 /* The traced processes: the first one (NULL with a whole-node selector) and the followers (may be NULL). */
 struct fleet_procs {
-	const struct tracee *root;
+	struct tracee *root;
 	struct followers *followers;
 };
 
 /* A process a selector picked: a follower without a parent, with the children it has (unless !follow). 0 or -errno. */
 int fleet__node_add(struct followers *f, bool follow, int pid);
+
+/* Each traced process's resident memory read for this report; their pids in *pids (malloc'd), the count returned. */
+size_t fleet__sample_memory(struct fleet_procs p, int **pids);
 
 /* This report (NULL before the first) is what /metrics serves from now on. */
 void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,

@@ -91,27 +91,6 @@ struct session {
 	size_t cap_pids;
 };
 
-static FILE *open_output(const char *path)
-{
-	FILE *f;
-	int fd;
-
-	if (!path)
-		return stdout;
-	/* Reports can name a user's code paths: readable by the owner only; never follow a planted symlink. */
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		ml_err("cannot write output file '%s': %s", path, strerror(errno));
-		return NULL;
-	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		ml_err("cannot write output file '%s': %s", path, strerror(errno));
-		close(fd);
-	}
-	return f;
-}
-
 void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi)
 {
 	for (unsigned int i = 0; i < ml_allocators_n; i++)
@@ -461,7 +440,7 @@ static int open_outputs(struct session *ss)
 	for (int i = 0; i < N_OUTPUTS - 1; i++) {
 		if (!paths[i])
 			continue;
-		ss->extra_out[i] = open_output(paths[i]);
+		ss->extra_out[i] = ml_open_output(paths[i]);
 		if (!ss->extra_out[i])
 			return -EIO;
 		ss->reps[i + 1] = reporter__new(ss->extra_out[i], &(struct report_opts){ .format = fmts[i], .top = o->top,
@@ -481,7 +460,7 @@ static int session_open(struct session *ss)
 	err = ml_check_system();
 	if (err)
 		return err;
-	ss->out = open_output(o->output);
+	ss->out = ml_open_output(o->output);
 	if (!ss->out)
 		return -EIO;
 	if (ml_opts_node(o)) {
@@ -706,7 +685,8 @@ static int session_report(struct session *ss, bool *final)
 	const struct ml_snapshot *snap;
 	const struct ml_judgement *judged;
 	const size_t *order;
-	int err;
+	int *traced = NULL, err;
+	size_t ntraced;
 
 	err = ledger__collect(ss->ledger, &snap);
 	if (err) {
@@ -726,6 +706,11 @@ static int session_report(struct session *ss, bool *final)
 		return -ENOMEM;
 	}
 	pyframes__trim(ss->root.py);
+	ntraced = fleet__sample_memory(fleet_of(ss), &traced);
+	for (int i = 0; i < N_OUTPUTS; i++)
+		if (ss->reps[i])
+			reporter__set_traced(ss->reps[i], traced, ntraced);
+	free(traced);
 	if (ss->followers)
 		followers__trim(ss->followers);
 	for (int i = 0; i < N_OUTPUTS; i++) {

@@ -46,6 +46,7 @@ static int sync_image(int pid, struct probes *pr, struct pyframes *py, struct un
 
 int tracee__attach(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po)
 {
+	tracee__sample_memory(t); /* the baseline its growth is counted from: before its probes fire */
 	t->probes = probes__new(e->skel, po);
 	if (!t->probes)
 		return -ENOMEM;
@@ -144,8 +145,25 @@ void ml_protect_from_oom(void)
 		close(fd);
 }
 
+void tracee__sample_memory(struct tracee *t)
+{
+	struct ml_procmem m;
+
+	/* An exited process keeps its last reading: the report after its exit shows what it had. */
+	if (ml_procmem__read(t->pid, &m))
+		return;
+	t->mem = m;
+	t->mem_ok = true;
+	if (!t->mem_base_ok) {
+		t->mem_base = t->mem;
+		t->mem_base_ok = true;
+	}
+}
+
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out)
 {
+	out->mem = t->mem_ok ? &t->mem : NULL;
+	out->mem_base = t->mem_base_ok ? &t->mem_base : NULL;
 	out->labels = &t->labels;
 	out->oom = t->oom.killed ? &t->oom : NULL;
 	out->role = t->role;

@@ -34,6 +34,8 @@ struct tracee {
 	struct ml_labels labels; /* rank, job, container, comm: read once, at attach */
 	const char *role;        /* "main", or "worker" for a child of a traced process with its rank */
 	struct ml_oom oom;       /* the OOM killer chose it (and its RSS then) */
+	struct ml_procmem mem, mem_base; /* resident memory at the last report, and at the first reading */
+	bool mem_ok, mem_base_ok;
 };
 
 /*
@@ -75,6 +77,8 @@ static inline bool tracee__needs_scan(const struct tracee *t, bool full)
 {
 	return full || !t->ld_watch || (t->probes && probes__retry_pending(t->probes));
 }
+/* Read its resident memory for this report (the first reading is the baseline growth is counted from). */
+void tracee__sample_memory(struct tracee *t);
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 /* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */

@@ -1,0 +1,16 @@
+/* A process's resident memory as the kernel counts it (/proc/PID/smaps_rollup), for the reports' memory line. */
+#ifndef ML_PROCMEM_H
+#define ML_PROCMEM_H
+
+#include <stdint.h>
+
+struct ml_procmem {
+	uint64_t rss, anon, private_dirty, pss; /* bytes */
+};
+
+/* Parse smaps_rollup's text. 0, or -EINVAL when a field is missing or malformed. */
+int ml_procmem__parse(const char *text, struct ml_procmem *out);
+/* Read and parse /proc/PID/smaps_rollup. 0, -ESRCH when the process is gone, -errno. */
+int ml_procmem__read(int pid, struct ml_procmem *out);
+
+#endif
