@@ -728,7 +728,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	l->prev = malloc((nrows ? nrows : 1) * sizeof(*l->prev));
 	free(prev_rows);
 	if (l->prev) {
-		memcpy(l->prev, s->rows, nrows * sizeof(*s->rows));
+		if (nrows) /* s->rows is NULL while no row was ever made: memcpy's source must not be */
+			memcpy(l->prev, s->rows, nrows * sizeof(*s->rows));
 		l->nprev = nrows;
 	} else {
 		l->nprev = 0;

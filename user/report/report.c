@@ -81,7 +81,8 @@ void reporter__set_traced(struct reporter *r, const int *pids, size_t n)
 		r->ntraced = 0; /* out of memory: processes[] lists those holding memory, as before */
 		return;
 	}
-	memcpy(r->traced, pids, n * sizeof(*pids));
+	if (n) /* with none traced yet, r->traced may still be NULL */
+		memcpy(r->traced, pids, n * sizeof(*pids));
 	r->ntraced = n;
 }
 
