@@ -607,18 +607,6 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 	return added;
 }
 
-static struct bpf_link *loader_probe(struct probes *p, const struct ml_maps *maps, struct bpf_program *prog);
-
-struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *maps)
-{
-	return loader_probe(p, maps, p->skel->progs.ldso_stop);
-}
-
-struct bpf_link *probes__loader_watch(struct probes *p, const struct ml_maps *maps)
-{
-	return loader_probe(p, maps, p->skel->progs.ldso_notify);
-}
-
 /* A uprobe of prog on the dynamic loader's _dl_debug_state() in p's process; NULL if it maps no loader. */
 static struct bpf_link *loader_probe(struct probes *p, const struct ml_maps *maps, struct bpf_program *prog)
 {
@@ -644,6 +632,16 @@ static struct bpf_link *loader_probe(struct probes *p, const struct ml_maps *map
 		return l;
 	}
 	return NULL;
+}
+
+struct bpf_link *probes__loader_stop(struct probes *p, const struct ml_maps *maps)
+{
+	return loader_probe(p, maps, p->skel->progs.ldso_stop);
+}
+
+struct bpf_link *probes__loader_watch(struct probes *p, const struct ml_maps *maps)
+{
+	return loader_probe(p, maps, p->skel->progs.ldso_notify);
 }
 
 bool probes__retry_pending(const struct probes *p)

@@ -235,6 +235,8 @@ static int parse_listen(const char *listen, struct sockaddr_storage *sa, socklen
 				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
 	const char *colon = strrchr(listen, ':');
 	char *host = NULL;
+	unsigned long long port_num;
+	char *end;
 	int rc;
 
 	if (!colon || !colon[1]) {
@@ -252,13 +254,9 @@ static int parse_listen(const char *listen, struct sockaddr_storage *sa, socklen
 	}
 	if (colon > listen && !host)
 		return -ENOMEM;
-	for (const char *p = colon + 1; *p; p++)
-		if (*p < '0' || *p > '9' || p - colon > 5) {
-			ml_err("--metrics-listen '%s': the port must be a number from 0 to 65535", listen);
-			free(host);
-			return -EINVAL;
-		}
-	if (atoi(colon + 1) > 65535) {
+	errno = 0;
+	port_num = strtoull(colon + 1, &end, 10);
+	if (colon[1] < '0' || colon[1] > '9' || errno || *end || port_num > 65535) {
 		ml_err("--metrics-listen '%s': the port must be a number from 0 to 65535", listen);
 		free(host);
 		return -EINVAL;

@@ -224,13 +224,6 @@ void followers__trim(struct followers *f)
 		pyframes__trim(f->v[i].py);
 }
 
-int followers__loader_changed(struct followers *f, int pid)
-{
-	struct tracee *t = find(f, pid);
-
-	return t ? tracee__sync(t, &f->env) : -ENOENT;
-}
-
 struct tracee *followers__find(struct followers *f, int pid)
 {
 	return find(f, pid);

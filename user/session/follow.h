@@ -40,8 +40,6 @@ int followers__exec(struct followers *f, int pid);
  * loader watch), and drop those that exited, calling gone(ctx, pid) for each (before it is forgotten).
  */
 void followers__sync(struct followers *f, bool full, void (*gone)(void *ctx, int pid), void *ctx);
-/* Its dynamic loader reported a library change: probe what it maps now. probes__sync's result, or -ENOENT. */
-int followers__loader_changed(struct followers *f, int pid);
 
 /* Heap-growth mode (--max-overhead) for every follower, now and later ones. */
 void followers__heap_mode(struct followers *f);

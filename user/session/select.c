@@ -221,7 +221,7 @@ static bool in_cgroup(const char *cg, int pid)
 	return yes;
 }
 
-bool selector__matches(struct selector *s, int pid)
+static bool matches(struct selector *s, int pid)
 {
 	if (pid == s->o.self)
 		return false;
@@ -345,7 +345,7 @@ int selector__scan(struct selector *s, int (*add)(void *ctx, int pid), void *ctx
 		/* Looked at already, same image: once offered, or (a cgroup path) unless it may have moved in. */
 		if (old && old->start == now.start && old->comm == now.comm && (old->matched || !s->o.cgroup || s->cgroup_dir)) {
 			now.matched = old->matched;
-		} else if (selector__matches(s, now.pid)) {
+		} else if (matches(s, now.pid)) {
 			now.matched = true;
 			if (add(ctx, now.pid) == 0)
 				offered++;

@@ -29,7 +29,4 @@ void selector__free(struct selector *s); /* NULL-safe */
  */
 int selector__scan(struct selector *s, int (*add)(void *ctx, int pid), void *ctx);
 
-/* Whether a process matches (for the tests, and for a process that ran exec). */
-bool selector__matches(struct selector *s, int pid);
-
 #endif

@@ -158,11 +158,17 @@ static struct probes_opts root_probes_opts(const struct session *ss)
 }
 
 /* Where a traced process's frames resolve, the first one's or a follower's. */
+/* The traced process with this pid, the first one or a follower, or NULL. */
+static struct tracee *tracee_of(struct session *ss, int tgid)
+{
+	if (ss->root.pid && tgid == ss->root.pid)
+		return &ss->root;
+	return ss->followers ? followers__find(ss->followers, tgid) : NULL;
+}
+
 static int resolver(void *ctx, int tgid, struct ml_resolver *out)
 {
-	struct session *ss = ctx;
-	const struct tracee *t = ss->root.pid && tgid == ss->root.pid ? &ss->root
-				 : ss->followers ? followers__find(ss->followers, tgid) : NULL;
+	const struct tracee *t = tracee_of(ctx, tgid);
 
 	if (!t)
 		return -ENOENT;
@@ -234,8 +240,7 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 	if (len < sizeof(*e))
 		return 0;
 	if (e->type == ML_PROC_OOM && len >= sizeof(struct ml_oom_event)) {
-		struct tracee *t = (int)e->tgid == ss->root.pid ? &ss->root
-				   : followers__find(ss->followers, (int)e->tgid);
+		struct tracee *t = tracee_of(ss, (int)e->tgid);
 
 		if (t && tracee__oom_chosen(t, data) && t != &ss->root)
 			ss->oom_report = true; /* the first process's own exit ends the run with its final report */
@@ -250,8 +255,8 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 		}
 		followers__add(ss->followers, (int)e->tgid, (int)e->parent);
 	} else if (e->type == ML_PROC_DLOPEN) {
-		int n = (int)e->tgid == ss->root.pid ? tracee__sync(&ss->root, &ss->env)
-						     : followers__loader_changed(ss->followers, (int)e->tgid);
+		struct tracee *t = tracee_of(ss, (int)e->tgid);
+		int n = t ? tracee__sync(t, &ss->env) : -ENOENT;
 
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
 			ml_notice("probing pid %u's new libraries failed: %s", e->tgid, strerror(-n));
@@ -653,15 +658,14 @@ static void session_scan(struct session *ss)
 	if (++ss->scans == FAST_SCANS)
 		arm_timer(ss->scan_fd, 1.0);
 	full = ss->scans <= FAST_SCANS || ss->scans % FULL_SCAN_EVERY == 0;
-	if (ss->followers) {
-		followers__sync(ss->followers, full, follower_gone, ss);
-		np += followers__count(ss->followers);
-	}
-	if (ss->sel) {
+	if (ss->sel) { /* new matches first: they are followers from here on */
 		n = selector__scan(ss->sel, node_add, ss);
 		if (n < 0)
 			ml_notice("cannot look for new processes to trace: %s", strerror(-n));
-		np = 1 + followers__count(ss->followers);
+	}
+	if (ss->followers) {
+		followers__sync(ss->followers, full, follower_gone, ss);
+		np += followers__count(ss->followers);
 	}
 	if (!ml_grow(&ss->pids, &ss->cap_pids, np, sizeof(*ss->pids))) {
 		size_t first = ss->root.pid ? 1 : 0;
