@@ -97,12 +97,16 @@ struct ml_scratch {
  */
 struct ml_capture {
 	__u64 ip, sp, bp;
+	__u64 fault; /* capture_stack_ip at a page fault: ip is the faulting code's own frame (caller = ip, exact) */
 	__u64 caller, stack_id;
 };
 
 /* From a function's entry (cap->sp, cap->bp): the caller is the return address at [sp]. Returns 0. */
 int capture_stack(struct ml_thread *th, struct ml_capture *cap);
-/* From a system call (cap->ip, sp, bp): the walk starts at the interrupted ip; its first frame is the caller. */
+/*
+ * From a system call (cap->ip, sp, bp): the walk starts at the interrupted ip; its first frame is the caller.
+ * From a page fault (cap->fault): the caller is ip itself, and every frame above it is in the stack.
+ */
 int capture_stack_ip(struct ml_thread *th, struct ml_capture *cap);
 
 /* A row's rule as one word: cfa_off in bits 0-15, rbp_off8 in 16-23, the kind in 24-31. */

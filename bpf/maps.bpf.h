@@ -64,9 +64,17 @@ struct ml_wrap {
 	__u64 sp, caller, stack_id, entry_ns;
 };
 
+/* The rss layer: the thread's last fault that may allocate a page, until the page allocator answers it. */
+struct ml_rss_fault {
+	__u64 page, ts_ns;
+	__u64 ip, sp;  /* the user registers at the fault: the page allocation must come from the same entry */
+	__u64 err;     /* the fault's error code */
+};
+
 struct ml_thread {
 	struct ml_call calls[ML_GROUPS];
 	struct ml_wrap wrap;
+	struct ml_rss_fault rss;
 	__u64 py_tstate;  /* this thread's PyThreadState, once found (checked again at every use) */
 	__u64 py_miss_ns; /* when a search last found none: not searched again for ML_PY_RETRY_NS */
 };
@@ -77,5 +85,19 @@ struct {
 	__type(key, int);
 	__type(value, struct ml_thread);
 } threads SEC(".maps") __weak;
+
+/* Process events (struct ml_proc_event and its larger kinds) for user space: proc.bpf.c, rss.bpf.c. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} proc_events SEC(".maps") __weak;
+
+/* The processes the rss layer traces, by tgid (user space adds them; a traced process's forks add theirs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct ml_rss_proc);
+} rss_procs SEC(".maps") __weak;
 
 #endif

@@ -22,6 +22,7 @@ enum ml_layer {
 	ML_LAYER_TORCH_CUDA = 3, /* PyTorch's CUDA caching allocator: memory handed to tensors */
 	ML_LAYER_TORCH_CPU = 4,  /* PyTorch CPU tensors */
 	ML_LAYER_CUDA_MAP = 5,   /* virtual ranges mapped with cuMemMap (backed by cuMemCreate memory) */
+	ML_LAYER_RSS = 6,        /* anonymous pages made resident (or copied on write) by a traced process's fault */
 	ML_LAYER_MAX = 8,
 };
 
@@ -277,12 +278,50 @@ struct ml_heap_proc {
 	__u64 max_brk; /* highest program break seen; 0 until the first brk call */
 };
 
+/*
+ * The rss layer (bpf/rss.bpf.c): one record per anonymous page (or huge page) a traced process's fault made
+ * resident, keyed by the page's address, charged to the stack that faulted; a page copied on write is
+ * keyed at its address + ML_RSS_COPY, so a process's own first touch and a later copy of the same page are
+ * two records. Records go with munmap, mremap (moved), madvise(DONTNEED, FREE, REMOVE), a shrinking break,
+ * MAP_FIXED over the range, exit and exec.
+ *
+ * Sampling: a page is recorded when ml_rss_sampled(page, shift) holds, and then stands for 2^shift pages.
+ * shift (the global rss_shift) only grows; on a change user space drops the records the new test rejects,
+ * and every record left weighs 2^shift. Fault and release test the same address, so they always agree.
+ */
+#define ML_PAGE_SHIFT 12
+#define ML_PAGE_BYTES (1ULL << ML_PAGE_SHIFT)
+#define ML_RSS_COPY 1ULL         /* added to a copy's key (page addresses have their low 12 bits clear) */
+#define ML_RSS_MAX_SHIFT 16      /* one page in 65536 at most */
+#define ML_RSS_INLINE_PAGES 8192 /* ranges released or moved in the system call's own BPF program; larger ones */
+				 /* are told to user space (struct ml_rss_event), which sweeps the table */
+#define ML_SPEC_RSS (ML_MAX_SPECS - 3)  /* a first touch */
+#define ML_SPEC_COPY (ML_MAX_SPECS - 4) /* a copy on write */
+
+static inline int ml_rss_sampled(__u64 page, __u32 shift)
+{
+	__u64 h = (page >> ML_PAGE_SHIFT) * 0x9e3779b97f4a7c15ULL;
+
+	return shift == 0 || (h >> (64 - shift)) == 0;
+}
+
+/*
+ * Per traced process, for the rss layer's releases. (A fault that finds a page not present makes a new record
+ * even where one exists: that page's release was missed, or the kernel swapped it out. So a release told to
+ * user space late loses nothing.)
+ */
+struct ml_rss_proc {
+	__u64 brk; /* the program break as last seen (0 until known) */
+};
+
 /* Process events for --follow: a traced process forked a new process, or a traced process ran exec. */
 enum ml_proc_event_type {
 	ML_PROC_FORK = 1,
 	ML_PROC_EXEC = 2,
 	ML_PROC_DLOPEN = 3, /* the dynamic loader reported a change of the link map (dlopen, dlclose) */
 	ML_PROC_OOM = 4,    /* the kernel's OOM killer chose a traced process (struct ml_oom_event) */
+	ML_PROC_RSS_RELEASE = 5, /* a range over ML_RSS_INLINE_PAGES went: user space drops its rss records */
+	ML_PROC_RSS_MOVE = 6,    /* ... or moved (mremap): user space moves them */
 };
 
 struct ml_proc_event {
@@ -297,6 +336,12 @@ struct ml_proc_event {
 struct ml_oom_event {
 	struct ml_proc_event hdr; /* type ML_PROC_OOM, tgid the victim */
 	__u64 anon_bytes, file_bytes, shmem_bytes;
+};
+
+/* ML_PROC_RSS_RELEASE, ML_PROC_RSS_MOVE: [lo, hi) of hdr.tgid, records older than hdr.ts_ns; a move goes to `to`. */
+struct ml_rss_event {
+	struct ml_proc_event hdr;
+	__u64 lo, hi, to;
 };
 
 /* Per-CPU counters, indexed by enum ml_stat. */
@@ -326,6 +371,13 @@ enum ml_stat {
 				  /* an unreadable or non-increasing frame (the outermost frame's end is not counted) */
 	ML_STAT_UW_TRUNCATED,     /* deeper than ML_MAX_FRAMES native frames */
 	ML_STAT_UW_MEMO,          /* stacks unwound by replaying a remembered walk (every word it read the same) */
+	ML_STAT_RSS_FAULTS,       /* faults of traced processes on anonymous private memory that could add a page */
+	ML_STAT_RSS_PAGES,        /* pages recorded as made resident (a huge page counts its 4 KiB pages) */
+	ML_STAT_RSS_COPIES,       /* pages recorded as copied on write */
+	ML_STAT_RSS_SAMPLED_OUT,  /* faults the sampling test left out */
+	ML_STAT_RSS_VMA_BUSY,     /* faults whose mapping could not be looked at (its lock busy): not recorded */
+	ML_STAT_RSS_LOST,         /* pages allocated for a pending fault that could not be recorded (table full) */
+	ML_STAT_RSS_MOVE_LOST,    /* records an mremap moved to an address the sampling test rejects */
 	ML_STAT_MAX,
 };
 

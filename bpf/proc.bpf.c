@@ -21,10 +21,6 @@ struct {
 	__type(value, struct ml_heap_proc);
 } heap_procs SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 64 * 1024);
-} proc_events SEC(".maps");
 
 /*
  * -c only: the dynamic loader calls _dl_debug_state() before and after it maps a program's libraries, at
@@ -79,13 +75,22 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid, one = 1;
+	struct ml_rss_proc *rp;
 
 	if (child->pid != child->tgid || !bpf_map_lookup_elem(&traced, &ptgid))
 		return 0;
-	if (bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY))
+	if (bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY)) {
 		stat_inc(ML_STAT_DROP_PROC_EVENT);
-	else
-		proc_event(ML_PROC_FORK, ctgid, ptgid);
+		return 0;
+	}
+	/* The rss layer from the child's first fault on: a forked worker's copies begin at once. */
+	rp = bpf_map_lookup_elem(&rss_procs, &ptgid);
+	if (rp) {
+		struct ml_rss_proc crp = *rp;
+
+		bpf_map_update_elem(&rss_procs, &ctgid, &crp, BPF_ANY);
+	}
+	proc_event(ML_PROC_FORK, ctgid, ptgid);
 	return 0;
 }
 
@@ -131,11 +136,16 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = p->tgid;
+	struct ml_rss_proc *rp;
 
 	if (!bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
 	/* The task lives on in the new image: calls in flight in the old one never return. */
 	bpf_task_storage_delete(&threads, p);
+	/* Nor is the old image's program break the new one's. */
+	rp = bpf_map_lookup_elem(&rss_procs, &tgid);
+	if (rp)
+		WRITE_ONCE(rp->brk, 0);
 	proc_event(ML_PROC_EXEC, tgid, 0);
 	return 0;
 }

@@ -518,7 +518,7 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 			uw.pc = cap->ip;
 			uw.sp = sp;
 			uw.exact = 1;
-			uw.want_first = 1;
+			uw.want_first = !cap->fault;
 		} else {
 			/* The return address comes with the first chunk of the stack: one read of user memory, not two. */
 			if (uw_word(&uw, sp, &ret))
@@ -541,6 +541,8 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 		st->nr = fw.nr;
 		h = fw.h;
 	}
+	if (from_ip && cap->fault)
+		cap->caller = cap->ip | ML_IP_EXACT;
 	py_frames(sc, th, tgid, &h);
 	if (!st->nr && !st->nr_py)
 		return;

@@ -180,6 +180,7 @@ static const char *const layer_names[ML_LAYER_MAX] = {
 	[ML_LAYER_TORCH_CUDA] = "torch_cuda",
 	[ML_LAYER_TORCH_CPU] = "torch_cpu",
 	[ML_LAYER_CUDA_MAP] = "cuda_map",
+	[ML_LAYER_RSS] = "rss",
 };
 
 const char *ml_layer_name(unsigned int layer)

@@ -40,7 +40,7 @@ static bool is_handle(uint8_t spec)
 struct ledger {
 	struct memleak_bpf *skel;
 	struct ledger_opts o;
-	const struct ml_slot *table; /* the kernel's table, mapped read-only */
+	struct ml_slot *table; /* the kernel's table, mapped (user space writes only tombstones, by compare-and-swap) */
 	size_t table_len, table_bytes;
 	int ncpu;
 	uint64_t last_ns;
@@ -59,6 +59,7 @@ struct ledger {
 	struct u64map canon_ids;  /* mix(tgid, stack id) -> struct canon_ent, for the stacks of the last pass */
 	struct u64map shown;      /* mix(tgid, how it reads) -> struct shown_ent: the stack rows read that way use */
 	uint32_t pass;            /* passes so far: an entry not seen in one is dropped */
+	uint32_t rss_shift;       /* the rss layer's sampling shift: its records weigh 2^shift pages */
 };
 
 uint32_t ledger_table_slots(uint32_t max_allocs)
@@ -93,7 +94,7 @@ struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o
 	}
 	l->table_len = bpf_map__max_entries(skel->maps.table);
 	l->table_bytes = (l->table_len * sizeof(struct ml_slot) + page - 1) / page * page;
-	m = mmap(NULL, l->table_bytes, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
+	m = mmap(NULL, l->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
 	if (m == MAP_FAILED) {
 		err = -errno;
 		ml_err("cannot map the allocation table: %s", strerror(-err));
@@ -523,10 +524,11 @@ static int merge_stopped(struct ledger *l)
 			continue;
 		into = &s->rows[(uintptr_t)v - 1];
 		into->bytes += r->bytes;
+		into->cow_bytes += r->cow_bytes;
 		into->count += r->count;
 		if (r->oldest_ts_ns < into->oldest_ts_ns)
 			into->oldest_ts_ns = r->oldest_ts_ns;
-		r->bytes = r->count = 0;
+		r->bytes = r->count = r->cow_bytes = 0;
 		merged++;
 	}
 out:
@@ -576,6 +578,7 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 		t = &p->layers[r->key.layer];
 		if (cur) {
 			t->bytes += r->bytes;
+			t->cow_bytes += r->cow_bytes;
 			t->count += r->count;
 			t->growth_bytes += (int64_t)r->bytes;
 			t->active = true;
@@ -643,6 +646,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
 	l->pass++;
 	s->nrows = 0;
+	s->rss_records = 0;
+	s->rss_shift = l->rss_shift;
 	memset(s->layers, 0, sizeof(s->layers));
 	l->ngpu = 0;
 	if (index_reset(&l->idx, l->nprev + 16))
@@ -652,7 +657,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	for (size_t i = 0; i < l->table_len; i++) {
 		const volatile struct ml_slot *sl = &l->table[i];
 		struct ml_agg_key k = {};
-		uint64_t addr = sl->addr, ts, size;
+		uint64_t addr = sl->addr, ts, size, cow;
 		unsigned int traits;
 		struct ml_row *r;
 
@@ -662,6 +667,15 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		if (!ts)
 			continue;
 		size = sl->size;
+		cow = 0;
+		if (sl->layer == ML_LAYER_RSS) {
+			/* A record the sampling test now rejects is on its way out (see rsspages.c); the others weigh 2^shift. */
+			if (!ml_rss_sampled(addr & ~ML_RSS_COPY, l->rss_shift))
+				continue;
+			size <<= l->rss_shift;
+			cow = addr & ML_RSS_COPY ? size : 0;
+			s->rss_records++;
+		}
 		k.tgid = sl->tgid;
 		k.layer = sl->layer;
 		k.stack_id = canonical(l, sl->tgid, sl->stack_id, &traits);
@@ -676,6 +690,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		if (ts > newest)
 			continue;
 		r->bytes += size;
+		r->cow_bytes += cow;
 		r->count++;
 		if (ts < r->oldest_ts_ns)
 			r->oldest_ts_ns = ts;
@@ -700,6 +715,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 			continue;
 		if (r->key.layer < ML_LAYER_MAX) {
 			s->layers[r->key.layer].bytes += r->bytes;
+			s->layers[r->key.layer].cow_bytes += r->cow_bytes;
 			s->layers[r->key.layer].count += r->count;
 		}
 		s->rows[nrows++] = *r;
@@ -746,6 +762,17 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	stackstore__stats(l->o.stacks, &s->stacks);
 	*out = s;
 	return 0;
+}
+
+void ledger__set_rss_shift(struct ledger *l, uint32_t shift)
+{
+	l->rss_shift = shift;
+}
+
+struct ml_slot *ledger__table(struct ledger *l, size_t *len)
+{
+	*len = l->table_len;
+	return l->table;
 }
 
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)

@@ -28,6 +28,7 @@ uint32_t ledger_table_slots(uint32_t max_allocs);
 struct ml_row {
 	struct ml_agg_key key;
 	uint64_t bytes, count;
+	uint64_t cow_bytes;   /* rss layer: the part of bytes that are pages copied on write */
 	uint64_t oldest_ts_ns;
 	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */
 	unsigned int traits;  /* ML_ROW_* */
@@ -35,6 +36,7 @@ struct ml_row {
 
 struct ml_layer_total {
 	uint64_t bytes, count;
+	uint64_t cow_bytes; /* rss: copies on write among bytes */
 	int64_t growth_bytes;
 	bool active;
 };
@@ -66,6 +68,8 @@ struct ml_snapshot {
 	struct stackstore_stats stacks;      /* the stack dictionary after this pass */
 	uint64_t stopped_merged;             /* rows of walks that stopped early, merged into their complete stack */
 	uint64_t forgotten;                  /* records dropped with their process's exit, exec or a mode switch, since attach */
+	uint64_t rss_records;                /* rss records counted in this pass (each weighs 2^rss_shift pages) */
+	uint32_t rss_shift;
 	/* [0] collects memory whose device is not known; [d + 1] is device d */
 	struct ml_device_total devices[ML_MAX_DEVICES + 1];
 };
@@ -97,6 +101,12 @@ uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns);
 
 /* Release every recorded allocation of a layer, in every process (the layer changes how it is traced). */
 uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
+
+/* The rss layer's sampling shift from now on: records the test rejects are skipped, the others weigh 2^shift. */
+void ledger__set_rss_shift(struct ledger *l, uint32_t shift);
+
+/* The kernel's allocation table as mapped (len slots): for the rss layer's range operations (rsspages.c). */
+struct ml_slot *ledger__table(struct ledger *l, size_t *len);
 
 /* The captured stack of a row. 0, or a negative errno when its stack-table entry cannot be read (the caller stays). */
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out);

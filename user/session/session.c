@@ -23,6 +23,7 @@
 #include "attach/probes.h"
 #include "attach/uprobe_multi.h"
 #include "collect/ledger.h"
+#include "collect/rsspages.h"
 #include "collect/stackstore.h"
 #include "judge/verdict.h"
 #include "lib/clock.h"
@@ -55,6 +56,7 @@
 #define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
 #define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
+#define RSS_MAX_RATE 20000.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
 
 struct session {
 	const struct ml_opts *o;
@@ -76,6 +78,7 @@ struct session {
 	struct html_timeline *timeline;
 	struct stackview *sv;
 	struct overhead *ov;
+	struct rsspages *rss;   /* the rss layer, when on */
 	FILE *out, *extra_out[N_OUTPUTS - 1];
 	struct reporter *reps[N_OUTPUTS];
 	struct bpf_link *heap_link;             /* the system-call tracepoint of heap-growth mode, once on */
@@ -90,56 +93,6 @@ struct session {
 	int *pids; /* the traced processes' pids, for the overhead sample */
 	size_t cap_pids;
 };
-
-void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi)
-{
-	for (unsigned int i = 0; i < ml_allocators_n; i++)
-		memcpy((void *)&skel->rodata->specs[i], &ml_allocators[i].spec, sizeof(struct ml_spec));
-	skel->rodata->min_size = o->min_size;
-	skel->rodata->max_size = o->max_size;
-	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
-	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
-	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
-	skel->rodata->unwind_tables = o->unwind_tables;
-	/* A budget of 100% never switches to heap-growth mode: its program need not be verified (seconds). */
-	if (o->max_overhead >= 100)
-		bpf_program__set_autoload(skel->progs.heap_exit, false);
-	if (o->unwind_tables) {
-		uint32_t rows, index;
-
-		unwind_capacity(o->unwind_mem, &rows, &index);
-		bpf_map__set_max_entries(skel->maps.urows, rows);
-		bpf_map__set_max_entries(skel->maps.uindex, index);
-	}
-	if (multi) {
-		bpf_program__set_expected_attach_type(skel->progs.alloc_enter, ML_BPF_TRACE_UPROBE_MULTI);
-		bpf_program__set_expected_attach_type(skel->progs.alloc_exit, ML_BPF_TRACE_UPROBE_MULTI);
-		bpf_program__set_expected_attach_type(skel->progs.free_enter, ML_BPF_TRACE_UPROBE_MULTI);
-		bpf_program__set_expected_attach_type(skel->progs.free_exit, ML_BPF_TRACE_UPROBE_MULTI);
-	}
-}
-
-static int load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **out)
-{
-	struct memleak_bpf *skel;
-	int err;
-
-	skel = memleak_bpf__open();
-	if (!skel) {
-		err = -errno;
-		ml_err("cannot open the BPF object: %s", strerror(-err));
-		return err;
-	}
-	session__configure_bpf(skel, o, multi);
-	err = memleak_bpf__load(skel);
-	if (err) {
-		ml_err("cannot load the BPF programs: %s (run with -v for the verifier's log)", strerror(-err));
-		memleak_bpf__destroy(skel);
-		return err;
-	}
-	*out = skel;
-	return 0;
-}
 
 /* Test hook: widen the window between attaching and checking that the target still lives. */
 static void test_attach_delay(void)
@@ -244,6 +197,11 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 
 		if (t && tracee__oom_chosen(t, data) && t != &ss->root)
 			ss->oom_report = true; /* the first process's own exit ends the run with its final report */
+		return 0;
+	}
+	if ((e->type == ML_PROC_RSS_RELEASE || e->type == ML_PROC_RSS_MOVE) && len >= sizeof(struct ml_rss_event)) {
+		if (ss->rss)
+			rsspages__event(ss->rss, data);
 		return 0;
 	}
 	if (e->type == ML_PROC_FORK) {
@@ -438,6 +396,14 @@ static int open_outputs(struct session *ss)
 	if (!ss->ledger || !ss->verdicts || (o->html && !ss->timeline) || !ss->sv)
 		return -ENOMEM;
 	ledger__set_canon(ss->ledger, stackview__canon, ss->sv);
+	if (ss->layers & (1U << ML_LAYER_RSS)) {
+		ss->rss = rsspages__new(ss->skel, ss->ledger, &(struct rsspages_opts){ .max_records = o->max_allocs / 4,
+										      .max_pages_per_s = RSS_MAX_RATE });
+		if (!ss->rss) {
+			ml_notice("the rss layer cannot start (its tracepoints): %s", strerror(errno));
+			ss->layers &= ~(1U << ML_LAYER_RSS);
+		}
+	}
 	ss->reps[0] = reporter__new(ss->out, &(struct report_opts){ .format = o->format, .top = o->top,
 								     .pid = ss->root.pid, .native = o->native }, ss->sv);
 	if (!ss->reps[0])
@@ -497,7 +463,7 @@ static int session_open(struct session *ss)
 	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
 	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
 	ml_info("uprobe_multi links %s", ss->multi ? "supported: one link per program and library" : "not supported");
-	err = load_bpf(o, ss->multi, &ss->skel);
+	err = session__load_bpf(o, ss->multi, &ss->skel);
 	if (err)
 		return err;
 	ss->env = (struct tracee_env){ .skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir };
@@ -604,6 +570,10 @@ static int session_start(struct session *ss)
 	} else if (o->follow && (err = start_following(ss))) {
 		return err; /* said why */
 	}
+	/* The rss layer's large releases come on the same ring, --follow or not. */
+	if (ss->rss && !ss->proc_rb &&
+	    !(ss->proc_rb = ring_buffer__new(bpf_map__fd(ss->skel->maps.proc_events), on_proc_event, ss, NULL)))
+		ml_notice("the rss layer cannot read its events: %s", strerror(errno));
 	/* -p: rescans driven by its loader's reports, which arrive with the fork and exec events (--follow). */
 	if (ss->root.pid && !ss->tgt.spawned && ss->proc_rb)
 		tracee__watch_loader(&ss->root);
@@ -624,7 +594,7 @@ static int session_start(struct session *ss)
 	} else {
 		nobj = probes__n_probed(ss->root.probes, &nf);
 		missing = o->layers & ~probes__active_layers(ss->root.probes) & ((1U << ML_LAYER_MAX) - 1) &
-			  ~(1U << ML_LAYER_CUDA_MAP);
+			  ~(1U << ML_LAYER_CUDA_MAP) & ~(1U << ML_LAYER_RSS);
 		ml_notice("attached to pid %d: %u probes in %u objects", ss->root.pid, nf, nobj);
 		probes__started(ss->root.probes);
 	}
@@ -697,6 +667,8 @@ static int session_report(struct session *ss, bool *final)
 		ml_err("cannot collect the report: %s", strerror(-err));
 		return err;
 	}
+	if (ss->rss)
+		rsspages__tune(ss->rss, snap); /* from the next report on: this one stands as collected */
 	ss->seq++;
 	if (o->count && ss->seq >= o->count)
 		*final = true;
@@ -826,6 +798,7 @@ static int session_close(struct session *ss, bool ok)
 		}
 	stackview__free(ss->sv);
 	ring_buffer__free(ss->proc_rb);
+	rsspages__free(ss->rss);
 	bpf_link__destroy(ss->heap_link);
 	bpf_link__destroy(ss->fork_link);
 	bpf_link__destroy(ss->exec_link);

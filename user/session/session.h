@@ -11,9 +11,13 @@ struct memleak_bpf;
 
 /*
  * Set the BPF object up before it loads, as a run with options o does: the allocator table, the tables'
- * sizes, the unwinder, uprobe_multi links (multi), heap-growth mode's program only when it can be needed.
+ * sizes, the unwinder, uprobe_multi links (multi), heap-growth mode's program only when it can be needed, the rss layer's only
+ * when it is on.
  */
 void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi);
+
+/* Open, configure and load the BPF object; said why on stderr when it fails. 0 or a negative errno. */
+int session__load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **out);
 
 /* The whole run, as the options say; said why on stderr when it fails. Returns the exit status (0 or 1). */
 int session__run(const struct ml_opts *o);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "collect/rsspages.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
 #include "report/report.h"
@@ -47,6 +48,9 @@ static int sync_image(int pid, struct probes *pr, struct pyframes *py, struct un
 int tracee__attach(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po)
 {
 	tracee__sample_memory(t); /* the baseline its growth is counted from: before its probes fire */
+	/* The rss layer (when its programs were loaded): a fork of a traced process is in already. */
+	if (bpf_program__fd(e->skel->progs.rss_page_alloc) >= 0 && ml_rss_track(e->skel, t->pid))
+		ml_notice("pid %d: the rss layer cannot trace it: %s", t->pid, strerror(errno));
 	t->probes = probes__new(e->skel, po);
 	if (!t->probes)
 		return -ENOMEM;
@@ -190,6 +194,7 @@ void tracee__release(struct tracee *t, const struct tracee_env *e)
 	if (t->pidfd >= 0)
 		close(t->pidfd);
 	unwinder__forget(e->uw, t->pid);
+	ml_rss_untrack(e->skel, t->pid);
 	ml_labels__clear(&t->labels);
 	t->probes = NULL;
 	t->py = NULL;

@@ -1,0 +1,226 @@
+/*
+ * The rss layer (bpf/rss.bpf.c) as user space drives it: attaching its programs, adding traced processes,
+ * the releases and moves too large for a system call's BPF program, and the sampling interval.
+ *
+ * User space changes the kernel's table only by compare-and-swap of a record's address to a tombstone (or,
+ * for a move, by claiming an empty or released slot the way the BPF side does), so it never undoes a write
+ * the BPF side made meanwhile.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "collect/rsspages.h"
+#include "lib/log.h"
+#include "memleak.skel.h"
+
+struct rsspages {
+	struct memleak_bpf *skel;
+	struct ledger *ledger;
+	struct rsspages_opts o;
+	struct bpf_link *links[4];
+	uint32_t shift;
+	uint64_t dropped;
+	uint64_t last_pages, last_ns;
+	bool have_last;
+};
+
+int ml_rss_track(struct memleak_bpf *skel, int pid)
+{
+	struct ml_rss_proc rp = {};
+	__u32 key = (__u32)pid;
+
+	return bpf_map_update_elem(bpf_map__fd(skel->maps.rss_procs), &key, &rp, BPF_NOEXIST) && errno != EEXIST
+		       ? -errno
+		       : 0;
+}
+
+void ml_rss_untrack(struct memleak_bpf *skel, int pid)
+{
+	__u32 key = (__u32)pid;
+
+	bpf_map_delete_elem(bpf_map__fd(skel->maps.rss_procs), &key);
+}
+
+struct rsspages *rsspages__new(struct memleak_bpf *skel, struct ledger *l, const struct rsspages_opts *o)
+{
+	struct rsspages *r = calloc(1, sizeof(*r));
+	struct bpf_program *progs[4] = { skel->progs.rss_fault_user, skel->progs.rss_fault_kernel,
+					 skel->progs.rss_page_alloc, skel->progs.rss_exit };
+	int err = 0;
+
+	if (!r)
+		return NULL;
+	r->skel = skel;
+	r->ledger = l;
+	r->o = *o;
+	r->shift = o->shift > ML_RSS_MAX_SHIFT ? ML_RSS_MAX_SHIFT : o->shift;
+	skel->bss->rss_shift = r->shift;
+	ledger__set_rss_shift(l, r->shift);
+	for (int i = 0; i < 4 && !err; i++) {
+		r->links[i] = bpf_program__attach(progs[i]);
+		if (!r->links[i])
+			err = -errno;
+	}
+	if (err) {
+		rsspages__free(r);
+		errno = -err;
+		return NULL;
+	}
+	return r;
+}
+
+void rsspages__free(struct rsspages *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < 4; i++)
+		bpf_link__destroy(r->links[i]);
+	free(r);
+}
+
+static bool cas_tomb(struct ml_slot *s, uint64_t key)
+{
+	uint64_t expect = key;
+
+	return __atomic_compare_exchange_n(&s->addr, &expect, ML_SLOT_TOMB, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/* A slot for key, claimed as the BPF side claims one (its probe chain; an empty or released slot). */
+static struct ml_slot *claim(struct ml_slot *table, size_t len, uint32_t tgid, uint64_t key)
+{
+	uint32_t start = (uint32_t)ml_slot_hash(tgid, ML_LAYER_RSS, key);
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
+			struct ml_slot *s = &table[(start + p) & (len - 1)];
+			uint64_t k = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
+
+			if (k == key && s->tgid == tgid && s->layer == ML_LAYER_RSS)
+				return s;
+			if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) &&
+			    __atomic_compare_exchange_n(&s->addr, &k, key, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+				return s;
+			if (k == ML_SLOT_EMPTY)
+				break;
+		}
+	}
+	return NULL;
+}
+
+uint64_t ml_rss_range(struct ml_slot *table, size_t len, uint32_t shift, uint32_t tgid, uint64_t lo, uint64_t hi,
+		      uint64_t to, uint64_t before_ns, uint64_t *lost)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		struct ml_slot *s = &table[i], v;
+		uint64_t key = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE), page = key & ~ML_RSS_COPY, nkey;
+		struct ml_slot *d;
+
+		if (key == ML_SLOT_EMPTY || key == ML_SLOT_TOMB || s->layer != ML_LAYER_RSS || s->tgid != tgid ||
+		    page < lo || page >= hi)
+			continue;
+		v = *s;
+		if (!v.ts_ns || v.ts_ns >= before_ns || !cas_tomb(s, key))
+			continue;
+		n++;
+		if (!to)
+			continue;
+		nkey = page - lo + to + (key & ML_RSS_COPY);
+		if (!ml_rss_sampled(nkey & ~ML_RSS_COPY, shift) || !(d = claim(table, len, tgid, nkey))) {
+			if (lost)
+				(*lost)++;
+			continue;
+		}
+		__atomic_store_n(&d->ts_ns, 0, __ATOMIC_RELEASE);
+		d->size = v.size;
+		d->caller = v.caller;
+		d->stack_id = v.stack_id;
+		d->tgid = tgid;
+		d->layer = ML_LAYER_RSS;
+		d->spec = v.spec;
+		d->device = -1;
+		__atomic_store_n(&d->ts_ns, v.ts_ns, __ATOMIC_RELEASE);
+	}
+	return n;
+}
+
+void rsspages__event(struct rsspages *r, const struct ml_rss_event *e)
+{
+	size_t len;
+	struct ml_slot *t = ledger__table(r->ledger, &len);
+	uint64_t lost = 0;
+
+	if (e->hi <= e->lo || e->hi > ML_USER_TOP)
+		return;
+	ml_rss_range(t, len, r->shift, e->hdr.tgid, e->lo, e->hi, e->hdr.type == ML_PROC_RSS_MOVE ? e->to : 0,
+		     e->hdr.ts_ns, &lost);
+	r->dropped += lost;
+}
+
+/* Drop the records the test for shift rejects. */
+static uint64_t resample(struct ml_slot *table, size_t len, uint32_t shift)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		struct ml_slot *s = &table[i];
+		uint64_t key = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
+
+		if (key == ML_SLOT_EMPTY || key == ML_SLOT_TOMB || s->layer != ML_LAYER_RSS ||
+		    ml_rss_sampled(key & ~ML_RSS_COPY, shift))
+			continue;
+		n += cas_tomb(s, key);
+	}
+	return n;
+}
+
+int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s)
+{
+	uint64_t pages = s->stats[ML_STAT_RSS_PAGES] + s->stats[ML_STAT_RSS_COPIES], records = s->rss_records;
+	double rate = 0;
+	uint32_t shift = r->shift;
+	size_t len;
+	int n;
+	struct ml_slot *t;
+
+	if (r->have_last && s->now_ns > r->last_ns + 500000000ULL)
+		rate = (double)(pages - r->last_pages) / ((double)(s->now_ns - r->last_ns) / 1e9);
+	if (!r->have_last || s->now_ns > r->last_ns + 500000000ULL) {
+		r->last_pages = pages;
+		r->last_ns = s->now_ns;
+		r->have_last = true;
+	}
+	/* Each doubling halves both, in expectation. */
+	while (shift < ML_RSS_MAX_SHIFT && (records > r->o.max_records || rate > r->o.max_pages_per_s)) {
+		shift++;
+		records /= 2;
+		rate /= 2;
+	}
+	if (shift == r->shift)
+		return 0;
+	/* The BPF side tests with the new shift first: no record the sweep leaves can be one it rejects. */
+	r->skel->bss->rss_shift = shift;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	ledger__set_rss_shift(r->ledger, shift);
+	t = ledger__table(r->ledger, &len);
+	r->dropped += resample(t, len, shift);
+	ml_info("rss layer: one page in %u recorded from now on (%" PRIu64 " records, %.0f pages/s)", 1U << shift,
+		s->rss_records, rate);
+	n = (int)(shift - r->shift);
+	r->shift = shift;
+	return n;
+}
+
+uint32_t rsspages__shift(const struct rsspages *r)
+{
+	return r ? r->shift : 0;
+}
+
+uint64_t rsspages__dropped(const struct rsspages *r)
+{
+	return r ? r->dropped : 0;
+}

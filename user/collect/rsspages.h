@@ -1,0 +1,42 @@
+/* The rss layer's user-space side: its programs, the processes it traces, large releases and sampling. */
+#ifndef ML_RSSPAGES_H
+#define ML_RSSPAGES_H
+
+#include <stdint.h>
+#include "memleak.h"
+#include "collect/ledger.h"
+
+struct memleak_bpf;
+struct rsspages;
+
+struct rsspages_opts {
+	uint64_t max_records;   /* records kept at once before the sampling interval doubles */
+	double max_pages_per_s; /* pages recorded a second before it doubles */
+	uint32_t shift;         /* the interval to start from (2^shift) */
+};
+
+/* Attaches the layer's four programs. NULL with errno set. */
+struct rsspages *rsspages__new(struct memleak_bpf *skel, struct ledger *l, const struct rsspages_opts *o);
+void rsspages__free(struct rsspages *r); /* NULL-safe; detaches */
+
+/* pid's faults are traced from now on (its forks follow by themselves); 0 or a negative errno. */
+int ml_rss_track(struct memleak_bpf *skel, int pid);
+void ml_rss_untrack(struct memleak_bpf *skel, int pid);
+
+/* A range too large for the system call's BPF program (ML_PROC_RSS_RELEASE, ML_PROC_RSS_MOVE). */
+void rsspages__event(struct rsspages *r, const struct ml_rss_event *e);
+
+/*
+ * After a snapshot: over the record or rate limit, the sampling interval doubles (as often as needed), and
+ * the records the new test rejects are dropped. Returns how many times it doubled.
+ */
+int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s);
+
+uint32_t rsspages__shift(const struct rsspages *r);
+uint64_t rsspages__dropped(const struct rsspages *r); /* records dropped by doublings since attach */
+
+/* Drop (to == 0) or move the records of tgid in [lo, hi) made before before_ns, in a mapped table. */
+uint64_t ml_rss_range(struct ml_slot *table, size_t len, uint32_t shift, uint32_t tgid, uint64_t lo, uint64_t hi,
+		      uint64_t to, uint64_t before_ns, uint64_t *lost);
+
+#endif

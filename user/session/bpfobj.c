@@ -1,0 +1,68 @@
+/* The BPF object as a run's options want it: configured before load, then loaded. */
+#include <errno.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include "attach/allocators.h"
+#include "attach/uprobe_multi.h"
+#include "collect/ledger.h"
+#include "lib/log.h"
+#include "session/session.h"
+#include "unwind/unwind.h"
+#include "memleak.skel.h"
+
+void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi)
+{
+	for (unsigned int i = 0; i < ml_allocators_n; i++)
+		memcpy((void *)&skel->rodata->specs[i], &ml_allocators[i].spec, sizeof(struct ml_spec));
+	skel->rodata->min_size = o->min_size;
+	skel->rodata->max_size = o->max_size;
+	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
+	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
+	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
+	skel->rodata->unwind_tables = o->unwind_tables;
+	/* A budget of 100% never switches to heap-growth mode: its program need not be verified (seconds). */
+	if (o->max_overhead >= 100)
+		bpf_program__set_autoload(skel->progs.heap_exit, false);
+	if (!(o->layers & (1U << ML_LAYER_RSS))) {
+		bpf_program__set_autoload(skel->progs.rss_fault_user, false);
+		bpf_program__set_autoload(skel->progs.rss_fault_kernel, false);
+		bpf_program__set_autoload(skel->progs.rss_page_alloc, false);
+		bpf_program__set_autoload(skel->progs.rss_exit, false);
+	}
+	if (o->unwind_tables) {
+		uint32_t rows, index;
+
+		unwind_capacity(o->unwind_mem, &rows, &index);
+		bpf_map__set_max_entries(skel->maps.urows, rows);
+		bpf_map__set_max_entries(skel->maps.uindex, index);
+	}
+	if (multi) {
+		bpf_program__set_expected_attach_type(skel->progs.alloc_enter, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.alloc_exit, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.free_enter, ML_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.free_exit, ML_BPF_TRACE_UPROBE_MULTI);
+	}
+}
+
+int session__load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **out)
+{
+	struct memleak_bpf *skel;
+	int err;
+
+	skel = memleak_bpf__open();
+	if (!skel) {
+		err = -errno;
+		ml_err("cannot open the BPF object: %s", strerror(-err));
+		return err;
+	}
+	session__configure_bpf(skel, o, multi);
+	err = memleak_bpf__load(skel);
+	if (err) {
+		ml_err("cannot load the BPF programs: %s (run with -v for the verifier's log)", strerror(-err));
+		memleak_bpf__destroy(skel);
+		return err;
+	}
+	*out = skel;
+	return 0;
+}
+
