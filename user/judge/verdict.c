@@ -134,8 +134,9 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, const double 
 	}
 	moves = n - 1;
 	net = bytes[n - 1] - bytes[0];
+	j.window_s = t[n - 1] - t[0];
 	j.growth_bytes_per_s = slope(t, bytes, n);
-	j.growth_per_interval = j.growth_bytes_per_s * (t[n - 1] - t[0]) / (double)moves;
+	j.growth_per_interval = j.growth_bytes_per_s * j.window_s / (double)moves;
 	j.bytes = trend(t, bytes, n, 0);
 	if (counts)
 		j.count = trend(t, counts, n, (double)moves); /* one allocation a report at least */

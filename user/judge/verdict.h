@@ -44,6 +44,7 @@ struct ml_judgement {
 	double growth_bytes_per_s; /* least-squares slope over the judged window */
 	double growth_per_interval;
 	uint32_t intervals;        /* reports in the judged window */
+	double window_s;           /* seconds the judged window spans */
 	double monotonic;          /* share of report-to-report changes that went the trend's way (bytes) */
 	int64_t count_growth;      /* allocations since the previous report (all of them when the stack is new) */
 	struct ml_trend bytes, count;
