@@ -1,4 +1,4 @@
-/* Unit tests of the leak verdicts: growing, stable, shrinking, churn and warm-up on known series. */
+/* Unit tests of the leak verdicts: growing (by bytes or by count), stable, shrinking, churn, warm-up and ranking. */
 #include <string.h>
 #include "check.h"
 #include "judge/verdict.h"
@@ -9,7 +9,39 @@ static struct ml_judgement judge(const double *b, size_t n, double oldest, doubl
 
 	for (size_t i = 0; i < n; i++)
 		t[i] = (double)i * interval;
-	return ml_judge(t, b, n, oldest, interval);
+	return ml_judge(t, b, NULL, n, oldest, interval);
+}
+
+static struct ml_judgement judge2(const double *b, const double *c, size_t n, double oldest, double interval)
+{
+	double t[32];
+
+	for (size_t i = 0; i < n; i++)
+		t[i] = (double)i * interval;
+	return ml_judge(t, b, c, n, oldest, interval);
+}
+
+/* A little generator of the same numbers everywhere, for noise. */
+static uint32_t lcg(uint32_t *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 16;
+}
+
+/* Feed a verdict table rows whose (bytes, count) follow fn, report by report; the judgements of the last. */
+struct feed {
+	struct verdicts *v;
+	const struct ml_judgement *j;
+	const size_t *order;
+	int err;
+};
+
+static void feed_report(struct feed *f, struct ml_row *rows, size_t n, int seq)
+{
+	struct ml_snapshot s = { .rows = rows, .nrows = n, .elapsed_s = 2, .now_ns = (uint64_t)(seq + 1) * 2000000000ULL };
+
+	if (!f->err)
+		f->err = verdicts__update(f->v, &s, false, &f->j, &f->order);
 }
 
 int main(void)
@@ -44,6 +76,144 @@ int main(void)
 	CHECK(j.verdict == ML_V_SHRINKING && j.growth_bytes_per_s < 0, "shrinking");
 	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"), "names");
 	CHECK(!strcmp(ml_verdict_name(ML_V_IMPORT), "import"), "import's name");
+
+	/*
+	 * The count as evidence. A loss tensor kept every step: 179 more allocations a report, while the stack's
+	 * bytes are dominated by a 64 KiB activation that is in flight at some reports and not at others.
+	 */
+	{
+		double b[8], c[8];
+
+		for (int i = 0; i < 8; i++) {
+			c[i] = 150 + 179.0 * i + (i % 3 == 2);
+			b[i] = 256 * c[i] + (i % 3 == 2 ? 65536 : 0);
+		}
+		j = judge2(b, c, 8, 16, 2);
+		CHECK(j.verdict == ML_V_GROWING, "count climbs step after step: growing though the bytes jump about");
+		CHECK(!j.bytes.rising && j.count.rising, "by the count, not the bytes");
+		CHECK(j.count.highs == 7 && j.count.net == 179 * 7, "7 new highs, +1,253 allocations over the window");
+		CHECK(j.count_growth == 179 && j.intervals == 7, "179 allocations since the last report");
+		CHECK(j.count.per_s > 89 && j.count.per_s < 90.5, "about 89.5 allocations a second");
+		CHECK(j.leak_score > 0.9, "strong candidate: every interval a new high, even steps");
+	}
+	{
+		/* Tiny bytes: 4-byte scalars, one a step; the count says it as plainly as the bytes do. */
+		const double b[] = { 4, 8, 12, 16, 20, 24 }, c[] = { 1, 2, 3, 4, 5, 6 };
+
+		j = judge2(b, c, 6, 10, 2);
+		CHECK(j.verdict == ML_V_GROWING && j.count.rising && j.bytes.rising, "a leak of 4-byte objects: growing");
+		CHECK(j.count.net == 5 && j.count_growth == 1, "+5 objects retained, +1 since the last report");
+	}
+	{
+		/* One buffer grown by realloc: bytes alone rise. Four reports are not enough for one signal; five are. */
+		const double b[] = { 4096, 8192, 12288, 16384, 20480 }, c[] = { 1, 1, 1, 1, 1 };
+
+		j = judge2(b, c, 4, 10, 2);
+		CHECK(j.verdict == ML_V_STABLE && !j.bytes.rising, "bytes alone over three changes: not yet");
+		j = judge2(b, c, 5, 10, 2);
+		CHECK(j.verdict == ML_V_GROWING && j.bytes.rising && !j.count.rising, "over four: growing by bytes");
+		CHECK(j.count_growth == 0, "no allocation since the last report");
+	}
+	{
+		/* The count must rise by at least one allocation a report on average: 3 objects over 5 reports is not. */
+		const double b[] = { 100, 100, 100, 100, 100, 100 }, c[] = { 1, 1, 2, 2, 3, 4 };
+
+		j = judge2(b, c, 6, 10, 2);
+		CHECK(j.verdict == ML_V_STABLE && !j.count.rising, "a slow trickle with flat bytes: not enough evidence");
+	}
+	{
+		/*
+		 * A steady loop: long-lived objects at the stack plus the objects of zero, one or two steps in flight
+		 * at report time (m allocations a step, of varying sizes), at random. However the reports fall,
+		 * nothing is growing: exact outcome, 500 stacks x 4 to 16 reports, none flagged by count or bytes.
+		 */
+		uint32_t seed = 7;
+		int flagged = 0, flagged_bytes = 0;
+
+		for (int k = 0; k < 500; k++) {
+			double b[16], c[16];
+			uint32_t m = 1 + k % 40, base = 1 + (uint32_t)k;
+
+			for (int i = 0; i < 16; i++) {
+				uint32_t steps = lcg(&seed) % 3;
+
+				c[i] = base + m * steps;
+				b[i] = 1024.0 * base;
+				for (uint32_t s = 0; s < m * steps; s++)
+					b[i] += 64 + lcg(&seed) % 4096;
+			}
+			for (size_t n = 4; n <= 16; n++) {
+				j = judge2(b, c, n, 100, 2);
+				flagged += j.count.rising;
+				flagged_bytes += j.verdict == ML_V_GROWING;
+			}
+		}
+		CHECK(flagged == 0, "steady loops with objects in flight: the count never rises");
+		CHECK(flagged_bytes == 0, "nor is any of them growing by bytes");
+	}
+	{
+		/* A cache filling up: growing while it fills; once flat for two reports, no longer (count and bytes). */
+		const double c[] = { 10, 20, 30, 40, 50, 60, 60, 60, 60, 60 };
+		double b[10];
+
+		for (int i = 0; i < 10; i++)
+			b[i] = 1000 * c[i];
+		j = judge2(b, c, 6, 20, 2);
+		CHECK(j.verdict == ML_V_GROWING && j.count.rising, "filling: growing");
+		j = judge2(b, c, 7, 20, 2);
+		CHECK(j.verdict == ML_V_GROWING, "one flat report: a pause, still growing");
+		j = judge2(b, c, 8, 20, 2);
+		CHECK(j.verdict == ML_V_STABLE && !j.count.rising && !j.bytes.rising, "flat two reports: stable");
+		j = judge2(b, c, 10, 20, 2);
+		CHECK(j.verdict == ML_V_STABLE, "plateau: stable");
+	}
+	{
+		/* A level that jumped once (a buffer resized): one new high, then flat. */
+		const double c[] = { 5, 5, 5, 9, 9, 9, 9 }, b[] = { 500, 500, 500, 900, 900, 900, 900 };
+
+		j = judge2(b, c, 7, 20, 2);
+		CHECK(j.verdict == ML_V_STABLE, "one step up: stable");
+	}
+	{
+		/* Rises then a big fall: what was lost on the way down outweighs the net rise. */
+		const double c[] = { 10, 20, 30, 40, 12, 42 }, b[] = { 10, 20, 30, 40, 12, 42 };
+
+		j = judge2(b, c, 6, 20, 2);
+		CHECK(j.verdict != ML_V_GROWING, "falls back most of the way: not growing");
+	}
+
+	/*
+	 * Ranking by evidence: A, a per-step leak of tiny objects (count and bytes rise every report, doubling);
+	 * B, a large stack that grows most reports but unevenly; C, large and stable; D, bytes rising evenly but from
+	 * a high base (small relative growth).
+	 */
+	{
+		struct feed f = { .v = verdicts__new() };
+		struct ml_row rows[4] = {
+			{ .key = { .tgid = 1, .stack_id = 1 }, .bytes = 1 << 24, .count = 100 }, /* C */
+			{ .key = { .tgid = 1, .stack_id = 2 }, .bytes = 1 << 22, .count = 1000 }, /* D */
+			{ .key = { .tgid = 1, .stack_id = 3 }, .bytes = 1 << 20, .count = 20 },  /* B */
+			{ .key = { .tgid = 1, .stack_id = 4 }, .bytes = 256, .count = 1 },       /* A */
+		};
+		const uint64_t b_steps[7] = { 4096, 0, 65536, 8192, 4096, 131072, 4096 };
+
+		for (int i = 0; i < 8; i++) {
+			if (i) {
+				rows[1].bytes += 4096, rows[1].count += 1;
+				rows[2].bytes += b_steps[i - 1], rows[2].count += b_steps[i - 1] ? 1 : 0;
+				rows[3].bytes += 256 * 179, rows[3].count += 179;
+			}
+			feed_report(&f, rows, 4, i);
+		}
+		CHECK(!f.err && f.j[3].verdict == ML_V_GROWING && f.j[3].leak_score > 0.99, "A: growing, score 1");
+		CHECK(!f.err && f.j[1].verdict == ML_V_GROWING && f.j[1].leak_score < 0.6, "D: growing, weaker (small growth)");
+		CHECK(!f.err && f.j[2].verdict != ML_V_GROWING, "B: a ragged rise with a flat report: not growing");
+		CHECK(!f.err && f.j[0].verdict == ML_V_STABLE, "C: stable");
+		CHECK(!f.err && f.order[0] == 3 && f.order[1] == 1 && f.order[2] == 0 && f.order[3] == 2,
+		      "order: A, D (candidates by score), then C and B by bytes");
+		CHECK(!f.err && f.j[3].count_growth == 179 && f.j[3].count.net == 179 * 7, "A: +179 since last, +1,253 in all");
+		verdicts__free(f.v);
+	}
 
 	/* Rows made while importing: their own verdict, below every leak candidate whatever their size. */
 	{

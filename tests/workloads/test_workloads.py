@@ -202,8 +202,8 @@ def leak_run(script, mode, *args, timeout=40, interval="1"):
     return run, reps
 
 
-def control_run(mode, *args, secs=10):
-    run = Run("steady.py", mode, *args)
+def control_run(mode, *args, secs=10, interval="1"):
+    run = Run("steady.py", mode, *args, interval=interval)
     try:
         time.sleep(secs)
     finally:
@@ -255,17 +255,62 @@ def losses_loop_started_full_fidelity():
     check_outputs(run, final, True)
 
 
+def stack_key(s):
+    return s["pid"], s["layer"], tuple((f.get("func"), f.get("file"), f.get("line")) for f in s["frames"])
+
+
+def retention(stack, script):
+    """Whether a stack carries the loop's forward or loss line: the workload's line marked '# LEAK' (the loss
+    and the model's call), or a module's forward."""
+    return ((user_frame(stack, script) or {}).get("line") == leak_line(script)
+            or any(f.get("kind") == "python" and (f.get("func") or "").endswith("forward") for f in stack["frames"]))
+
+
 @test
-def losses_loop_default_settings_outputs():
-    """Default settings: the C heap switches to heap-growth mode; the outputs stay valid (the leak's own
-    assertions here come with the resident-memory layer)."""
-    run = Run("losses.py", "p")
+def losses_loop_default_settings_2s():
+    """Default settings, -p, a report every 2 s: within six reports the first two leak candidates include the
+    stack of the forward or loss line (at default settings the C heap is in heap-growth mode, so it is the
+    kept loss tensors in torch_cpu, 256 bytes each, one a step); its retained count and count growth agree
+    with the counts of the reports before; every output is valid."""
+    script = "losses.py"
+    run = Run(script, "p", interval="2")
+
+    def top2(rep):
+        return [s for s in rep["stacks"] if s["verdict"] == "growing"][:2]
+
     try:
-        time.sleep(8)
+        run.wait_for(lambda rs: len(rs) >= 6 or any(retention(s, script) for s in top2(rs[-1])), 60)
     finally:
         reps = run.stop()
-    check(len(reps) >= 3, f"reports: {len(reps)}")
+    check(len(reps) >= 4, f"reports: {len(reps)}")
+    found = [r for r in reps[:6] if any(retention(s, script) for s in top2(r))]
+    check(found, f"the forward or loss line among the first two candidates within six reports: "
+                 f"{[[(s['layer'], s['bytes'], s['count'], (user_frame(s, script) or {}).get('line')) for s in top2(r)] for r in reps[:6]]}")
+    rep = found[0]
+    leak = next(s for s in top2(rep) if retention(s, script))
+    ev = leak["evidence"]
+    check(ev["count"]["rising"] and ev["count"]["new_highs"] >= 3 * ev["intervals"] / 4,
+          f"the count rises, a new high in three of four reports at least: {ev}")
+    # The same stack in the reports before: the count growth and the retained count are differences of counts.
+    hist = {r["seq"]: {stack_key(s): s for s in r["stacks"]} for r in reps}
+    k, seq = stack_key(leak), rep["seq"]
+    eq(leak["count_growth"], leak["count"] - hist[seq - 1][k]["count"], "count growth since the last report")
+    eq(ev["count"]["retained"], leak["count"] - hist[seq - ev["intervals"]][k]["count"],
+       f"retained count over the {ev['intervals']} judged reports")
+    check(leak["count_growth"] > 0 and leak["leak_score"] > 0, f"growing and scored: {leak['leak_score']}")
+    # In text: the candidate's line says how many objects the window retained.
+    block = [b for b in text_blocks(run.text) if any("LEAK CANDIDATE" in l for l in b[1])]
+    check(block and re.search(r"LEAK CANDIDATE: growing by (count and bytes|count|bytes): \+[\d,]+ objects, ",
+                              block[0][1][0]), f"the candidate line: {block[:1]}")
     check_outputs(run, reps[-1], False)
+
+
+@test
+def steady_control_attached_default_settings_2s():
+    """The control at default settings, -p, a report every 2 s: no growing stack in any layer, in any report
+    (the goal: none after the first three)."""
+    run, reps = control_run("p", secs=14, interval="2")
+    check(len(reps) >= 6, f"six reports at least: {len(reps)}")
 
 
 # The matrix, within a few minutes: every workload once, full fidelity and default settings both covered,

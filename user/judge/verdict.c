@@ -1,4 +1,7 @@
-/* Leak verdicts: per-stack history of outstanding bytes across reports, and growing/stable/shrinking/churn calls. */
+/*
+ * Leak verdicts: per-stack history of outstanding bytes and live allocations across reports, and
+ * growing/stable/shrinking/churn calls. A stack grows when its bytes or its allocation count rise (ml_trend).
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,8 +12,8 @@
 struct hist {
 	struct ml_agg_key key;
 	uint32_t n_short, n_long, folded;
-	double t_short[ML_HIST_SHORT], b_short[ML_HIST_SHORT];
-	double t_long[ML_HIST_LONG], b_long[ML_HIST_LONG];
+	double t_short[ML_HIST_SHORT], b_short[ML_HIST_SHORT], c_short[ML_HIST_SHORT];
+	double t_long[ML_HIST_LONG], b_long[ML_HIST_LONG], c_long[ML_HIST_LONG];
 };
 
 struct verdicts {
@@ -65,12 +68,62 @@ static double slope(const double *t, const double *y, size_t n)
 	return den > 0 ? num / den : 0;
 }
 
-struct ml_judgement ml_judge(const double *t, const double *bytes, size_t n, double oldest_age_s, double interval_s)
+/*
+ * Whether a series rises over the window, and how convincingly (see struct ml_trend). New highs rather than
+ * ups: a level with noise on it goes up about every other interval but stops setting highs once its range is
+ * seen; a leak sets one every interval; a cache that filled up sets none any more. The drop and regularity
+ * tests keep a series that jumps about from passing on a few lucky highs.
+ */
+static struct ml_trend trend(const double *t, const double *y, size_t n, double min_net)
+{
+	struct ml_trend r = { 0 };
+	size_t moves = n - 1, nrates = 0;
+	double hi = y[0], drops = 0, mean = 0, var = 0, rate[ML_HIST_SHORT + ML_HIST_LONG];
+	bool recent = false;
+
+	if (n < 2 || n > ML_HIST_SHORT + ML_HIST_LONG)
+		return r;
+	r.net = y[n - 1] - y[0];
+	r.per_s = slope(t, y, n);
+	for (size_t i = 1; i < n; i++) {
+		double dt = t[i] - t[i - 1];
+
+		if (y[i] > hi) {
+			r.highs++;
+			hi = y[i];
+			recent |= i + 2 >= n;
+		}
+		if (y[i] < y[i - 1])
+			drops += y[i - 1] - y[i];
+		/* Per second, so that a short last report (the final one) reads as even as the others. */
+		rate[nrates++] = dt > 0 ? (y[i] - y[i - 1]) / dt : y[i] - y[i - 1];
+	}
+	for (size_t i = 0; i < nrates; i++)
+		mean += rate[i];
+	mean /= (double)nrates;
+	for (size_t i = 0; i < nrates; i++)
+		var += (rate[i] - mean) * (rate[i] - mean);
+	var /= (double)nrates;
+	if (mean > 0)
+		r.regularity = 1 - fmin(1.0, sqrt(var) / mean) / 2;
+	/* Evenness asked for: CV at most 0.5 over three or four intervals (four lucky highs are easy), 1 beyond. */
+	if (n < 4 || !recent || r.net <= 0 || r.net < min_net || r.highs * 4 < moves * 3 || drops * 4 > r.net ||
+	    mean <= 0 || sqrt(var) > mean * (n < 6 ? 0.5 : 1.0))
+		return r;
+	r.rising = true;
+	r.evidence = (double)r.highs / (double)moves * r.regularity * (0.5 + 0.5 * fmin(1.0, r.net / fmax(y[0], 1.0)));
+	return r;
+}
+
+struct ml_judgement ml_judge(const double *t, const double *bytes, const double *counts, size_t n,
+			     double oldest_age_s, double interval_s)
 {
 	struct ml_judgement j = { .verdict = ML_V_NEW, .intervals = n ? (uint32_t)(n - 1) : 0 };
 	size_t ups = 0, downs = 0, moves;
 	double net;
 
+	if (counts && n)
+		j.count_growth = (int64_t)(n >= 2 ? counts[n - 1] - counts[n - 2] : counts[0]);
 	if (n < 2)
 		return j;
 	for (size_t i = 1; i < n; i++) {
@@ -81,22 +134,35 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, size_t n, dou
 	}
 	moves = n - 1;
 	net = bytes[n - 1] - bytes[0];
+	j.window_s = t[n - 1] - t[0];
 	j.growth_bytes_per_s = slope(t, bytes, n);
-	j.growth_per_interval = j.growth_bytes_per_s * (t[n - 1] - t[0]) / (double)moves;
+	j.growth_per_interval = j.growth_bytes_per_s * j.window_s / (double)moves;
+	j.bytes = trend(t, bytes, n, 0);
+	if (counts)
+		j.count = trend(t, counts, n, (double)moves); /* one allocation a report at least */
 	/* Short-lived allocations: nothing at this stack outlives one report interval. */
 	if (interval_s > 0 && oldest_age_s < interval_s && n >= 3 && ups + downs > 0 && ups < moves) {
 		j.verdict = ML_V_CHURN;
 		j.monotonic = 0;
+		j.bytes.rising = j.count.rising = false;
+		j.bytes.evidence = j.count.evidence = 0;
 		return j;
 	}
 	if (n < 4) /* three changes at least before calling anything a trend */
 		return j;
-	if (net > 0 && j.growth_bytes_per_s > 0 && ups * 4 >= moves * 3) {
+	/*
+	 * Over the shortest window (three changes) a single signal can rise by chance (four samples of noise
+	 * in increasing order, evenly enough): there, both must rise. From five samples on, either suffices.
+	 */
+	if (n == 4 && counts && j.bytes.rising != j.count.rising) {
+		j.bytes.rising = j.count.rising = false;
+		j.bytes.evidence = j.count.evidence = 0;
+	}
+	if (j.bytes.rising || j.count.rising) {
 		j.verdict = ML_V_GROWING;
 		j.monotonic = (double)ups / (double)moves;
-		/* More evidence (reports, steadiness, growth relative to the start) makes a stronger candidate. */
-		j.leak_score = j.monotonic * fmin(1.0, (double)moves / 6.0) *
-			       (0.5 + 0.5 * fmin(1.0, net / fmax(bytes[0], 1.0)));
+		/* More evidence (reports, new highs, even steps, growth relative to the start) makes a stronger candidate. */
+		j.leak_score = fmin(1.0, (double)moves / 6.0) * fmax(j.bytes.evidence, j.count.evidence);
 	} else if (net < 0 && j.growth_bytes_per_s < 0 && downs * 4 >= moves * 3) {
 		j.verdict = ML_V_SHRINKING;
 		j.monotonic = (double)downs / (double)moves;
@@ -108,18 +174,18 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, size_t n, dou
 }
 
 /* The history of a stack as one series, oldest first: folded samples, then the recent ones. */
-static size_t series(const struct hist *h, double *t, double *b)
+static size_t series(const struct hist *h, double *t, double *b, double *c)
 {
 	size_t n = 0;
 
-	for (uint32_t i = 0; i < h->n_long; i++)
-		t[n] = h->t_long[i], b[n++] = h->b_long[i];
-	for (uint32_t i = 0; i < h->n_short; i++)
-		t[n] = h->t_short[i], b[n++] = h->b_short[i];
+	for (uint32_t i = 0; i < h->n_long; i++, n++)
+		t[n] = h->t_long[i], b[n] = h->b_long[i], c[n] = h->c_long[i];
+	for (uint32_t i = 0; i < h->n_short; i++, n++)
+		t[n] = h->t_short[i], b[n] = h->b_short[i], c[n] = h->c_short[i];
 	return n;
 }
 
-static void push(struct hist *h, double t, double b)
+static void push(struct hist *h, double t, double b, double c)
 {
 	if (h->n_short == ML_HIST_SHORT) {
 		/* Fold the oldest recent sample into the long history every ML_HIST_FOLD samples. */
@@ -127,16 +193,20 @@ static void push(struct hist *h, double t, double b)
 			if (h->n_long == ML_HIST_LONG) {
 				memmove(h->t_long, h->t_long + 1, (ML_HIST_LONG - 1) * sizeof(double));
 				memmove(h->b_long, h->b_long + 1, (ML_HIST_LONG - 1) * sizeof(double));
+				memmove(h->c_long, h->c_long + 1, (ML_HIST_LONG - 1) * sizeof(double));
 				h->n_long--;
 			}
 			h->t_long[h->n_long] = h->t_short[0];
+			h->c_long[h->n_long] = h->c_short[0];
 			h->b_long[h->n_long++] = h->b_short[0];
 		}
 		memmove(h->t_short, h->t_short + 1, (ML_HIST_SHORT - 1) * sizeof(double));
 		memmove(h->b_short, h->b_short + 1, (ML_HIST_SHORT - 1) * sizeof(double));
+		memmove(h->c_short, h->c_short + 1, (ML_HIST_SHORT - 1) * sizeof(double));
 		h->n_short--;
 	}
 	h->t_short[h->n_short] = t;
+	h->c_short[h->n_short] = c;
 	h->b_short[h->n_short++] = b;
 }
 
@@ -152,6 +222,9 @@ static int cmp_order(const void *a, const void *b)
 		return gx ? -1 : 1;
 	if (gx && jx->leak_score != jy->leak_score)
 		return jx->leak_score > jy->leak_score ? -1 : 1;
+	/* Equal scores: bytes and count both rising is more evidence than one of them. */
+	if (gx && (jx->bytes.rising && jx->count.rising) != (jy->bytes.rising && jy->count.rising))
+		return jx->bytes.rising && jx->count.rising ? -1 : 1;
 	return (x > y) - (x < y); /* rows come sorted by bytes */
 }
 
@@ -161,7 +234,7 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	struct hist *nh = calloc(s->nrows ? s->nrows : 1, sizeof(*nh));
 	struct ml_judgement *j = calloc(s->nrows ? s->nrows : 1, sizeof(*j));
 	size_t *ord = calloc(s->nrows ? s->nrows : 1, sizeof(*ord));
-	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], now;
+	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG], now;
 	double interval = s->elapsed_s;
 
 	if (!nh || !j || !ord) {
@@ -179,15 +252,16 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		size_t n;
 
 		nh[i] = old ? *old : (struct hist){ .key = r->key };
-		push(&nh[i], now, (double)r->bytes);
-		n = series(&nh[i], t, b);
-		j[i] = ml_judge(t, b, n, age, interval);
+		push(&nh[i], now, (double)r->bytes, (double)r->count);
+		n = series(&nh[i], t, b, c);
+		j[i] = ml_judge(t, b, c, n, age, interval);
 		/*
 		 * Imports grow while they run and stay: start-up, not a leak. Told by the importlib frames rather
 		 * than a time window, since loading a model later is start-up too and can leak.
 		 */
 		if (r->traits & ML_ROW_IMPORT)
-			j[i] = (struct ml_judgement){ .verdict = ML_V_IMPORT, .intervals = j[i].intervals };
+			j[i] = (struct ml_judgement){ .verdict = ML_V_IMPORT, .intervals = j[i].intervals,
+						      .count_growth = j[i].count_growth };
 		ord[i] = i;
 	}
 	qsort(nh, s->nrows, sizeof(*nh), cmp_key);
@@ -211,12 +285,12 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max)
 {
 	const struct hist *h = v->n ? bsearch(key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
-	double tt[ML_HIST_SHORT + ML_HIST_LONG], bb[ML_HIST_SHORT + ML_HIST_LONG];
+	double tt[ML_HIST_SHORT + ML_HIST_LONG], bb[ML_HIST_SHORT + ML_HIST_LONG], cc[ML_HIST_SHORT + ML_HIST_LONG];
 	size_t n;
 
 	if (!h)
 		return 0;
-	n = series(h, tt, bb);
+	n = series(h, tt, bb, cc);
 	if (n > max)
 		n = max;
 	memcpy(t, tt, n * sizeof(*t));

@@ -20,13 +20,34 @@ enum ml_verdict {
 #define ML_HIST_LONG 8  /* older history, one sample per ML_HIST_FOLD reports */
 #define ML_HIST_FOLD 8
 
+/*
+ * One signal's growth test over the judged window (outstanding bytes, or the number of live allocations).
+ * It rises when, with at least four samples: it set a new high (above every earlier sample) in at least three
+ * in four intervals, one of them among the last two; it ended above where it started (for the count, by at
+ * least one allocation per interval); everything it lost on the way down is at most a quarter of that net
+ * rise; and its rises are even (the per-second rates' coefficient of variation at most 0.5 with under six
+ * samples, at most 1 from six on). A level that takes at most three values never rises: four distinct
+ * values are needed for the three highs of the shortest window.
+ */
+struct ml_trend {
+	bool rising;
+	uint32_t highs;    /* intervals that set a new high */
+	double regularity; /* 1 - CV/2 of the per-second rates (CV capped at 1): 0.5 (ragged) to 1 (even) */
+	double net;        /* last sample less the first of the window */
+	double per_s;      /* least-squares slope */
+	double evidence;   /* 0..1 when rising: highs/intervals x regularity x (0.5 + 0.5 min(1, net/first)) */
+};
+
 struct ml_judgement {
 	enum ml_verdict verdict;
-	double leak_score;         /* 0..1, for growing stacks */
+	double leak_score;         /* 0..1, for growing stacks: min(1, intervals/6) x the stronger signal's evidence */
 	double growth_bytes_per_s; /* least-squares slope over the judged window */
 	double growth_per_interval;
 	uint32_t intervals;        /* reports in the judged window */
-	double monotonic;          /* share of report-to-report changes that went the trend's way */
+	double window_s;           /* seconds the judged window spans */
+	double monotonic;          /* share of report-to-report changes that went the trend's way (bytes) */
+	int64_t count_growth;      /* allocations since the previous report (all of them when the stack is new) */
+	struct ml_trend bytes, count;
 };
 
 struct verdicts;
@@ -46,7 +67,11 @@ size_t verdicts__memory(const struct verdicts *v);
 /* The kept history of a stack (seconds since the first report, bytes), oldest first; the number of samples. */
 size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max);
 
-/* The classification alone, on a series of (seconds, bytes) samples: exposed for unit tests. */
-struct ml_judgement ml_judge(const double *t, const double *bytes, size_t n, double oldest_age_s, double interval_s);
+/*
+ * The classification alone, on a series of (seconds, bytes, allocation count) samples: exposed for unit tests.
+ * counts may be NULL (bytes alone are judged). A stack is growing when either signal rises (see ml_trend).
+ */
+struct ml_judgement ml_judge(const double *t, const double *bytes, const double *counts, size_t n,
+			     double oldest_age_s, double interval_s);
 
 #endif

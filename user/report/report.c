@@ -159,6 +159,40 @@ void ml_fmt_bytes(char *buf, size_t len, double bytes)
 		snprintf(buf, len, "%s%.1f %s", bytes < 0 ? "-" : "", v, units[u]);
 }
 
+void ml_fmt_count(char *buf, size_t len, int64_t n, bool sign)
+{
+	char digits[32];
+	uint64_t v = n < 0 ? -(uint64_t)n : (uint64_t)n;
+	int nd = snprintf(digits, sizeof(digits), "%" PRIu64, v);
+	size_t o = 0;
+
+	if ((n < 0 || sign) && o + 1 < len)
+		buf[o++] = n < 0 ? '-' : '+';
+	for (int i = 0; i < nd && o + 1 < len; i++) {
+		buf[o++] = digits[i];
+		if ((nd - i - 1) % 3 == 0 && i + 1 < nd && o + 1 < len)
+			buf[o++] = ',';
+	}
+	if (len)
+		buf[o] = 0;
+}
+
+/* A leak candidate's line: which signals rose, what the window retained, how fast, and how surely. */
+static void text_candidate(FILE *f, const struct ml_judgement *j)
+{
+	char c[40], b[32], rate[32];
+	bool bc = j->bytes.rising && j->count.rising;
+
+	ml_fmt_count(c, sizeof(c), (int64_t)j->count.net, true);
+	ml_fmt_bytes(b, sizeof(b), j->bytes.net);
+	ml_fmt_bytes(rate, sizeof(rate), j->growth_bytes_per_s);
+	fprintf(f, "    LEAK CANDIDATE: growing by %s: %s objects, %s%s over %u reports (%.1f s), %.1f objects/s, %s/s; "
+		   "new highs in %u of %u (count), %u of %u (bytes); score %.2f\n",
+		bc ? "count and bytes" : j->count.rising ? "count" : "bytes", c, j->bytes.net >= 0 ? "+" : "", b,
+		j->intervals, j->window_s, j->count.per_s, rate, j->count.highs, j->intervals, j->bytes.highs,
+		j->intervals, j->leak_score);
+}
+
 static double age_s(const struct ml_snapshot *s, const struct ml_row *row)
 {
 	if (row->oldest_ts_ns == ~0ULL || row->oldest_ts_ns > s->now_ns)
@@ -278,7 +312,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		      const size_t *order, uint64_t seq, bool final)
 {
 	FILE *f = r->out;
-	char b1[32], b2[32], ts[64];
+	char b1[32], b2[32], cg[40], ts[64];
 	time_t now = time(NULL);
 	struct tm tm;
 	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
@@ -402,13 +436,12 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		fprintf(f, "[%zu] ", i + 1);
 		if (multi)
 			fprintf(f, "pid %u ", row->key.tgid);
-		fprintf(f, "%s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s since last\n",
+		ml_fmt_count(cg, sizeof(cg), j->count_growth, true);
+		fprintf(f, "%s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s, %s allocations since last\n",
 			ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
-			row->growth_bytes >= 0 ? "+" : "", b2);
+			row->growth_bytes >= 0 ? "+" : "", b2, cg);
 		if (j->verdict == ML_V_GROWING) {
-			ml_fmt_bytes(b1, sizeof(b1), j->growth_bytes_per_s);
-			fprintf(f, "    LEAK CANDIDATE: growing %s/s over %u reports (%.0f%% of them up), score %.2f\n", b1,
-				j->intervals, j->monotonic * 100, j->leak_score);
+			text_candidate(f, j);
 		} else if (j->verdict == ML_V_IMPORT) {
 			fprintf(f, "    import: made while a module was imported (start-up, not judged)\n");
 		} else {
@@ -470,6 +503,19 @@ static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool 
 		jw_i64(w, "growth_bytes", t->growth_bytes);
 		jw_obj_end(w);
 	}
+	jw_obj_end(w);
+}
+
+/* One signal's growth test, under a stack's evidence. */
+static void json_trend(struct jw *w, const char *key, const struct ml_trend *t)
+{
+	jw_obj_begin(w, key);
+	jw_bool(w, "rising", t->rising);
+	jw_u64(w, "new_highs", t->highs);
+	jw_double(w, "regularity", t->regularity);
+	jw_double(w, "retained", t->net);
+	jw_double(w, "per_s", t->per_s);
+	jw_double(w, "score", t->evidence);
 	jw_obj_end(w);
 }
 
@@ -601,6 +647,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_u64(&w, "count", row->count);
 		jw_double(&w, "oldest_age_s", age_s(s, row));
 		jw_i64(&w, "growth_bytes", row->growth_bytes);
+		jw_i64(&w, "count_growth", j->count_growth);
 		jw_str(&w, "verdict", ml_verdict_name(j->verdict));
 		jw_double(&w, "leak_score", j->leak_score);
 		jw_double(&w, "growth_bytes_per_s", j->growth_bytes_per_s);
@@ -609,6 +656,9 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_u64(&w, "intervals", j->intervals);
 		jw_double(&w, "monotonic", j->monotonic);
 		jw_double(&w, "oldest_age_s", age_s(s, row));
+		jw_double(&w, "window_s", j->window_s);
+		json_trend(&w, "bytes", &j->bytes);
+		json_trend(&w, "count", &j->count);
 		jw_obj_end(&w);
 		jw_bool(&w, "python_truncated", !!(flags & (ML_STACK_PY_TRUNCATED | ML_STACK_PY_BROKEN)));
 		jw_arr_begin(&w, "frames");

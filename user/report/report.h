@@ -62,5 +62,7 @@ void reporter__set_traced(struct reporter *r, const int *pids, size_t n);
 
 /* "12.0 KiB" style, for text. */
 void ml_fmt_bytes(char *buf, size_t len, double bytes);
+/* A count with thousands separators ("1,706"), with its sign always when sign, else only when negative. */
+void ml_fmt_count(char *buf, size_t len, int64_t n, bool sign);
 
 #endif
