@@ -272,6 +272,7 @@ struct ml_agg_key {
  * malloc blocks, Python's arenas), mremap, munmap. Such records carry this pseudo row number.
  */
 #define ML_SPEC_HEAP (ML_MAX_SPECS - 2)
+#define ML_SPEC_BRK (ML_MAX_SPECS - 3) /* ... the program break grown beyond its peak: fresh C heap */
 
 struct ml_heap_proc {
 	__u64 max_brk; /* highest program break seen; 0 until the first brk call */

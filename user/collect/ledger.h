@@ -24,6 +24,7 @@ uint32_t ledger_table_slots(uint32_t max_allocs);
 
 /* What a row's stack says about its allocations (from the canon function, see ledger__set_canon). */
 #define ML_ROW_IMPORT 1 /* made while a module was being imported (an importlib frame on the Python stack) */
+#define ML_ROW_BRK 2    /* heap-growth mode: the program break grown beyond its peak (fresh C heap) */
 
 struct ml_row {
 	struct ml_agg_key key;
@@ -97,6 +98,13 @@ uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns);
 
 /* Release every recorded allocation of a layer, in every process (the layer changes how it is traced). */
 uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
+
+/*
+ * The row key of the outstanding C heap block (libc or torch_cpu layer, not a heap-growth record) that
+ * process tgid's allocator returned at addr, with its stack as the rows show it. 0, or -ENOENT when the
+ * tool has no record of it (made before attach, or released).
+ */
+int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out);
 
 /* The captured stack of a row. 0, or a negative errno when its stack-table entry cannot be read (the caller stays). */
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out);
