@@ -575,6 +575,7 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 			continue;
 		t = &p->layers[r->key.layer];
 		if (cur) {
+			p->brk_bytes += r->traits & ML_ROW_BRK ? r->bytes : 0;
 			t->bytes += r->bytes;
 			t->count += r->count;
 			t->growth_bytes += (int64_t)r->bytes;

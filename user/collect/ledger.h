@@ -52,6 +52,7 @@ struct ml_device_total {
 struct ml_proc_total {
 	int tgid;
 	struct ml_layer_total layers[ML_LAYER_MAX];
+	uint64_t brk_bytes; /* of its libc bytes, the break grown beyond its peak (heap-growth mode) */
 };
 
 struct ml_snapshot {
