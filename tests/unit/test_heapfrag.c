@@ -27,6 +27,13 @@ static bool img_resident(void *ctx, uint64_t page)
 
 static const struct heapfrag_src src = { .read = img_read, .resident = img_resident };
 
+static uint64_t grown_to;
+
+static uint64_t img_end_now(void *ctx, uint64_t first, uint64_t end)
+{
+	return grown_to;
+}
+
 static void put_size(uint64_t off, uint64_t v)
 {
 	memcpy(img + off + 8, &v, 8);
@@ -115,6 +122,25 @@ int main(void)
 	build(sz, use, 8, &end);
 	err = walk(&f, first, end, 3);
 	CHECK(err == -E2BIG && f.capped && f.chunks == 3, "the chunk budget caps the walk, and says so");
+
+	/* A live heap grows while it is walked: the top runs past the end first read, and the end is read again. */
+	{
+		struct heapfrag_src grows = src;
+		struct heapfrag_budget b = { 1 << 20, 100 };
+
+		build(sz, use, 8, &end);
+		grows.end_now = img_end_now;
+		grown_to = end;
+		heapfrag__reset(&f);
+		err = heapfrag__walk(&f, &grows, first, end - 0x4000, &b);
+		CHECK(err == 0 && f.top_bytes == 0x8000 && f.heap_bytes == end - first && f.chunks == 8,
+		      "a top chunk past the end first read ends the heap once the end is read again");
+		grown_to = end - 0x4000;
+		b = (struct heapfrag_budget){ 1 << 20, 100 };
+		heapfrag__reset(&f);
+		err = heapfrag__walk(&f, &grows, first, end - 0x4000, &b);
+		CHECK(err == -EBADMSG, "... and stops the walk when the heap did not grow");
+	}
 
 	err = heapfrag__walk(&f, &src, first + 8, end, &(struct heapfrag_budget){ 1 << 20, 100 });
 	CHECK(err == -EBADMSG, "a first chunk off the 16-byte grid is refused");

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "lib/clock.h"
 #include "lib/grow.h"
 #include "lib/procmaps.h"
 #include "collect/heapfrag.h"
@@ -93,6 +94,7 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
 {
 	struct walker *w;
 	uint64_t addr = first, size, run = 0; /* run: resident bytes of the free chunks since the last in-use one */
+	unsigned int regrown = 0;
 	int err;
 
 	if (first % 16 || end <= first || end - first < CHUNK_HDR)
@@ -121,6 +123,18 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
 			f->heap_bytes += end - first;
 			f->heaps++;
 			break;
+		}
+		/* The top chunk of a heap that grew since the walk began: its end is read again. */
+		if (sz > end - addr && sz >= CHUNK_MIN && src->end_now && regrown < 4) {
+			uint64_t now = src->end_now(src->ctx, first, end);
+
+			regrown++;
+			if (now > end) {
+				end = now;
+				f->chunks--; /* the same header, looked at again */
+				b->chunks++;
+				continue;
+			}
 		}
 		/* Forward only, and never past the end: a bad size stops the walk instead of leading it anywhere. */
 		if (sz < CHUNK_MIN || sz % 16 || sz > end - addr) {
@@ -180,7 +194,8 @@ void heapfrag__clear(struct ml_heapfrag *f)
 #define PM_BLOCK 512 /* pagemap entries read at once: 2 MiB of address space */
 
 struct live {
-	int mem, pagemap;
+	int pid, mem, pagemap;
+	uint64_t arena; /* the arena heap being walked (its heap_info), 0 for [heap] */
 	struct {
 		uint64_t base; /* first page's address; ~0 when empty */
 		uint64_t bits[PM_BLOCK / 64];
@@ -219,6 +234,29 @@ static bool live_resident(void *ctx, uint64_t page)
 	return lv->blk[k].bits[idx / 64] >> (idx % 64) & 1;
 }
 
+/* glibc's heap_info at the start of an arena heap (2.35 added pagesize; older ones end before it). */
+struct heap_info_raw {
+	uint64_t ar_ptr, prev, size, mprotect_size;
+};
+
+/* [heap]: its mapping's end now; an arena heap: its heap_info's size now. */
+static uint64_t live_end_now(void *ctx, uint64_t first, uint64_t end)
+{
+	struct live *lv = ctx;
+	struct ml_maps maps = {};
+	const struct ml_mapping *m;
+	struct heap_info_raw hi;
+
+	if (lv->arena)
+		return !live_read(lv, lv->arena, &hi, sizeof(hi)) && hi.size <= ARENA_HEAP_MAX ? lv->arena + hi.size : end;
+	if (ml_maps__read(lv->pid, &maps))
+		return end;
+	m = ml_maps__find(&maps, first);
+	end = m && m->path && !strcmp(m->path, "[heap]") && m->end > end ? m->end : end;
+	ml_maps__clear(&maps);
+	return end;
+}
+
 /* Walk one heap; a walk that met a changing header is tried once more from scratch. */
 static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
 		     struct heapfrag_budget *b)
@@ -243,11 +281,6 @@ static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint
 		f->broken++;
 	return err;
 }
-
-/* glibc's heap_info at the start of an arena heap (2.35 added pagesize; older ones end before it). */
-struct heap_info_raw {
-	uint64_t ar_ptr, prev, size, mprotect_size;
-};
 
 /* A chunk header that could start a heap: in use before it (nothing is), a sane size within end. */
 static bool first_chunk_ok(struct live *lv, const struct heapfrag_src *src, uint64_t c, uint64_t end)
@@ -301,11 +334,12 @@ static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t
 
 int heapfrag__scan(struct ml_heapfrag *f, int pid)
 {
-	struct live lv = { .mem = -1, .pagemap = -1 };
-	struct heapfrag_src src = { .read = live_read, .resident = live_resident, .ctx = &lv };
+	struct live lv = { .pid = pid, .mem = -1, .pagemap = -1 };
+	struct heapfrag_src src = { .read = live_read, .resident = live_resident, .end_now = live_end_now, .ctx = &lv };
 	struct heapfrag_budget b = { .read_bytes = HEAPFRAG_READ_MAX, .chunks = HEAPFRAG_CHUNKS_MAX };
 	struct ml_maps maps = {};
 	char path[64];
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	int err = 0;
 
 	heapfrag__reset(f);
@@ -333,9 +367,12 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid)
 			}
 			first = m->start;
 			end = m->end;
+			lv.arena = 0;
 		} else if (m->path || strcmp(m->perms, "rw-p") || m->start % ARENA_HEAP_MAX ||
 			   !arena_heap(&lv, &src, m->start, m->end, &first, &end)) {
 			continue;
+		} else {
+			lv.arena = m->start;
 		}
 		e = walk_heap(f, &src, first, end, &b);
 		if (e == -ENOMEM || e == -ESRCH) {
@@ -344,6 +381,7 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid)
 		}
 	}
 out:
+	f->scan_ns = ml_clock_ns(CLOCK_MONOTONIC) - t0;
 	ml_maps__clear(&maps);
 	if (lv.mem >= 0)
 		close(lv.mem);

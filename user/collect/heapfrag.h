@@ -38,6 +38,7 @@ struct ml_heapfrag {
 	uint64_t unheld_bytes;        /* free resident memory with no in-use chunk above (an older arena heap's end) */
 	uint64_t top_bytes;           /* the top chunks */
 	uint64_t chunks, read_bytes;  /* headers walked, bytes read from the process */
+	uint64_t scan_ns;             /* how long the walk took */
 	unsigned int heaps;           /* heaps walked to their end */
 	unsigned int broken;          /* walks stopped on an inconsistent header (the heap changed while read) */
 	bool capped;                  /* the read budget ran out: the figures cover part of the heap */
@@ -55,6 +56,8 @@ struct heapfrag_src {
 	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
 	/* Whether the page at addr (page-aligned) is resident. */
 	bool (*resident)(void *ctx, uint64_t page);
+	/* The heap's end now, when it may have grown since the walk began (NULL: it cannot). */
+	uint64_t (*end_now)(void *ctx, uint64_t first, uint64_t end);
 	void *ctx;
 };
 
@@ -64,13 +67,14 @@ struct heapfrag_budget {
 	uint64_t chunks;     /* headers left to walk */
 };
 
-#define HEAPFRAG_READ_MAX (64ULL << 20) /* per process and report */
+#define HEAPFRAG_READ_MAX (256ULL << 20) /* per process and report */
 #define HEAPFRAG_CHUNKS_MAX (4ULL << 20)
 
 /*
  * Walk one heap's chunks from the header at first up to end (where the top chunk, or an older arena heap's
  * fencepost, ends), adding to f. 0; -EBADMSG on an inconsistent header (zero or misaligned size, a size
- * running past end or wrapping; the walk stops there); -E2BIG when the budget ran out; -ENODATA when a
+ * running past end or wrapping; the walk stops there; a size running past end is first checked against
+ * src->end_now, a few times at most: a live heap grows while it is walked); -E2BIG when the budget ran out; -ENODATA when a
  * header lies on a page that is not resident; -ENOMEM; the read's error.
  */
 int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,

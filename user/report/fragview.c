@@ -65,7 +65,7 @@ void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfr
 	const struct ml_frame *const *frames;
 	size_t n;
 
-	if (!fr || !buf || (!fr->heaps && !fr->broken)) {
+	if (!fr || !buf || (!fr->heaps && !fr->broken && !fr->capped)) {
 		free(buf);
 		return;
 	}
@@ -113,7 +113,7 @@ void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfr
 
 void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *fr)
 {
-	if (!fr || (!fr->heaps && !fr->broken))
+	if (!fr || (!fr->heaps && !fr->broken && !fr->capped))
 		return;
 	jw_obj_begin(w, "fragmentation");
 	jw_u64(w, "heap_bytes", fr->heap_bytes);
@@ -127,6 +127,7 @@ void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *
 	jw_bool(w, "capped", fr->capped);
 	jw_u64(w, "read_bytes", fr->read_bytes);
 	jw_u64(w, "chunks", fr->chunks);
+	jw_double(w, "scan_ms", (double)fr->scan_ns / 1e6);
 	jw_u64(w, "charged_bytes", ml_frag_named(fr));
 	jw_obj_begin(w, "unrecorded");
 	jw_u64(w, "charged_bytes", fr->unknown_charged);
