@@ -273,6 +273,7 @@ struct ml_agg_key {
  * malloc blocks, Python's arenas), mremap, munmap. Such records carry this pseudo row number.
  */
 #define ML_SPEC_HEAP (ML_MAX_SPECS - 2)
+#define ML_SPEC_BRK (ML_MAX_SPECS - 3) /* ... the program break grown beyond its peak: fresh C heap */
 
 struct ml_heap_proc {
 	__u64 max_brk; /* highest program break seen; 0 until the first brk call */
@@ -295,8 +296,8 @@ struct ml_heap_proc {
 #define ML_RSS_MAX_SHIFT 16      /* one page in 65536 at most */
 #define ML_RSS_INLINE_PAGES 8192 /* ranges released or moved in the system call's own BPF program; larger ones */
 				 /* are told to user space (struct ml_rss_event), which sweeps the table */
-#define ML_SPEC_RSS (ML_MAX_SPECS - 3)  /* a first touch */
-#define ML_SPEC_COPY (ML_MAX_SPECS - 4) /* a copy on write */
+#define ML_SPEC_RSS (ML_MAX_SPECS - 4)  /* a first touch */
+#define ML_SPEC_COPY (ML_MAX_SPECS - 5) /* a copy on write */
 
 static inline int ml_rss_sampled(__u64 page, __u32 shift)
 {

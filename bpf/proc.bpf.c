@@ -217,6 +217,7 @@ int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
 	}
 	cap = (struct ml_capture){ .ip = PT_REGS_IP(regs), .sp = PT_REGS_SP(regs), .bp = PT_REGS_FP(regs) };
 	capture_stack_ip(th, &cap);
-	remember(c, tgid, ML_LAYER_LIBC, addr, size, cap.caller, cap.stack_id, ML_SPEC_HEAP, -1);
+	remember(c, tgid, ML_LAYER_LIBC, addr, size, cap.caller, cap.stack_id, nr == ML_NR_BRK ? ML_SPEC_BRK : ML_SPEC_HEAP,
+		 -1);
 	return 0;
 }

@@ -222,6 +222,39 @@ def losses_loop_attached_full_fidelity():
     leak_run("losses.py", "p", *FULL)
 
 
+@test
+def losses_loop_fragmentation_full_fidelity():
+    """Most of the loop's RSS growth is freed heap pinned by the few blocks a step keeps: at full fidelity the
+    C heap's free-but-resident memory is charged to the retained autograd nodes (the forward and loss line),
+    not to the tensors whose freed buffers it was, and counts as explained."""
+    script = "losses.py"
+
+    def frag(rep):
+        p = next((p for p in rep["processes"] if p["pid"] == run.pid), {})
+        return p.get("fragmentation"), p.get("memory")
+
+    run = Run(script, "p", *FULL, interval="2")
+    try:
+        run.wait_for(lambda rs: (frag(rs[-1])[0] or {}).get("free_resident_bytes", 0) > 32 << 20, 90)
+    finally:
+        reps = run.stop()
+    fr, mem = frag(reps[-1])
+    check(fr and fr["heaps"] >= 1 and fr["broken_walks"] == 0, f"the heap walked to its end: {fr and {k: v for k, v in fr.items() if k != 'holders'}}")
+    check(fr["free_resident_bytes"] > 32 << 20, f"free but resident: {fr['free_resident_bytes']}")
+    check(fr["charged_bytes"] >= 0.9 * fr["free_resident_bytes"],
+          f"recorded blocks hold most of it: {fr['charged_bytes']} of {fr['free_resident_bytes']}")
+    want = leak_line(script)
+    for h in fr["holders"][:2]:
+        py = [(f.get("func"), f.get("line")) for f in h["frames"] if f["kind"] == "python"]
+        eq((user_frame(h, script) or {}).get("line"), want, f"a top holder carries the forward/loss line: {py}")
+        check(any(f in ("forward", "Linear.forward", "mse_loss") for f, _ in py), f"... and the node's maker: {py}")
+        check(not any(f == "randn" for f, _ in py), "not torch.randn")
+    check(mem["explained_pct"] is not None and mem["explained_pct"] >= 80,
+          f"the growth is explained: {mem}")
+    lines = [l for l in run.text.splitlines() if l.startswith(f"C heap: pid {run.pid} ")]
+    check(lines and f"losses.py:{want})" in lines[-1], f"the C heap line names the line: {lines[-1:]}")
+
+
 def loop_running(rep, script):
     """Whether a report shows the workload's loop: a stack from the line marked '# LEAK'."""
     return any((user_frame(s, script) or {}).get("line") == leak_line(script) for s in rep["stacks"])

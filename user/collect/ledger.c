@@ -577,6 +577,7 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 			continue;
 		t = &p->layers[r->key.layer];
 		if (cur) {
+			p->brk_bytes += r->traits & ML_ROW_BRK ? r->bytes : 0;
 			t->bytes += r->bytes;
 			t->cow_bytes += r->cow_bytes;
 			t->count += r->count;
@@ -685,7 +686,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		r = row_for(l, &k);
 		if (!r)
 			return -ENOMEM;
-		r->traits |= traits;
+		r->traits |= traits | (sl->spec == ML_SPEC_BRK ? ML_ROW_BRK : 0);
 		/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
 		if (ts > newest)
 			continue;
@@ -773,6 +774,34 @@ struct ml_slot *ledger__table(struct ledger *l, size_t *len)
 {
 	*len = l->table_len;
 	return l->table;
+}
+
+int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out)
+{
+	static const uint8_t layers[] = { ML_LAYER_LIBC, ML_LAYER_TORCH_CPU };
+
+	/* The probe chain the BPF side claims slots along (table.bpf.h), read from the mapped table. */
+	for (size_t li = 0; li < sizeof(layers); li++) {
+		uint32_t start = (uint32_t)ml_slot_hash((uint32_t)tgid, layers[li], addr);
+
+		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
+			const volatile struct ml_slot *sl = &l->table[(start + p) & (l->table_len - 1)];
+			uint64_t k = sl->addr, ts = sl->ts_ns, stack_id = sl->stack_id, caller = sl->caller;
+			uint8_t spec = sl->spec;
+			unsigned int traits;
+
+			if (k == ML_SLOT_EMPTY)
+				break;
+			if (k != addr || sl->tgid != (uint32_t)tgid || sl->layer != layers[li])
+				continue;
+			if (!ts || spec == ML_SPEC_HEAP || spec == ML_SPEC_BRK || sl->addr != addr || sl->ts_ns != ts)
+				break; /* being written, released meanwhile, or a heap-growth range */
+			*out = (struct ml_agg_key){ .tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller };
+			out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)

@@ -24,6 +24,7 @@ uint32_t ledger_table_slots(uint32_t max_allocs);
 
 /* What a row's stack says about its allocations (from the canon function, see ledger__set_canon). */
 #define ML_ROW_IMPORT 1 /* made while a module was being imported (an importlib frame on the Python stack) */
+#define ML_ROW_BRK 2    /* heap-growth mode: the program break grown beyond its peak (fresh C heap) */
 
 struct ml_row {
 	struct ml_agg_key key;
@@ -53,6 +54,7 @@ struct ml_device_total {
 struct ml_proc_total {
 	int tgid;
 	struct ml_layer_total layers[ML_LAYER_MAX];
+	uint64_t brk_bytes; /* of its libc bytes, the break grown beyond its peak (heap-growth mode) */
 };
 
 struct ml_snapshot {
@@ -107,6 +109,13 @@ void ledger__set_rss_shift(struct ledger *l, uint32_t shift);
 
 /* The kernel's allocation table as mapped (len slots): for the rss layer's range operations (rsspages.c). */
 struct ml_slot *ledger__table(struct ledger *l, size_t *len);
+
+/*
+ * The row key of the outstanding C heap block (libc or torch_cpu layer, not a heap-growth record) that
+ * process tgid's allocator returned at addr, with its stack as the rows show it. 0, or -ENOENT when the
+ * tool has no record of it (made before attach, or released).
+ */
+int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out);
 
 /* The captured stack of a row. 0, or a negative errno when its stack-table entry cannot be read (the caller stays). */
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out);

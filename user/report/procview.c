@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lib/procmem.h"
+#include "report/fragview.h"
 #include "report/json.h"
 #include "report/procview.h"
 #include "report/report.h"
@@ -152,7 +153,10 @@ void ml_text_oom(FILE *f, struct stackview *sv, const struct ml_snapshot *s, int
 		text_oom_line(f, sv, root);
 }
 
-/* Host memory a process holds in traced allocations: what can explain its anonymous growth since attach. */
+/*
+ * Host memory a process holds in traced allocations: what can explain its anonymous growth since attach
+ * (with the free heap their blocks hold, mem_view).
+ */
 static uint64_t host_bytes(const struct ml_proc_total *p)
 {
 	return p ? p->layers[ML_LAYER_LIBC].bytes + p->layers[ML_LAYER_TORCH_CPU].bytes +
@@ -171,10 +175,16 @@ struct mem_view {
 static bool mem_view(struct stackview *sv, int pid, const struct ml_proc_total *p, struct mem_view *out)
 {
 	struct ml_resolver res;
-	uint64_t held = host_bytes(p);
+	uint64_t held = host_bytes(p), frag, brk = p ? p->brk_bytes : 0;
 
 	if (stackview__proc(sv, pid, &res) || !res.mem || !res.mem_base)
 		return false;
+	/*
+	 * Free heap that recorded blocks hold is theirs too. It lies outside every block, but inside the break's
+	 * growth that heap-growth records cover: only what exceeds those is added.
+	 */
+	frag = ml_frag_named(res.frag);
+	held += frag > brk ? frag - brk : 0;
 	out->now = res.mem;
 	out->growth = (int64_t)res.mem->anon - (int64_t)res.mem_base->anon;
 	out->explained = out->growth > 0 ? (held < (uint64_t)out->growth ? held : (uint64_t)out->growth) : 0;
@@ -227,11 +237,21 @@ void ml_text_memory(FILE *f, struct stackview *sv, const struct ml_snapshot *s, 
 				b[4]);
 		else
 			fputs(": no growth to explain\n", f);
+		{
+			struct ml_resolver res;
+
+			if (!stackview__proc(sv, traced[i], &res))
+				ml_text_frag(f, sv, traced[i], res.frag);
+		}
 	}
 }
 
 void ml_json_proc(struct jw *w, struct stackview *sv, int pid, const struct ml_proc_total *p)
 {
+	struct ml_resolver res;
+
 	json_labels(w, sv, pid);
 	json_memory(w, sv, pid, p);
+	if (!stackview__proc(sv, pid, &res))
+		ml_json_frag(w, sv, res.frag);
 }

@@ -9,6 +9,7 @@
 #include "lib/grow.h"
 #include "lib/path.h"
 #include "attach/allocators.h"
+#include "report/fragview.h"
 #include "report/json.h"
 #include "report/pprof.h"
 #include "report/procview.h"
@@ -201,7 +202,7 @@ static double age_s(const struct ml_snapshot *s, const struct ml_row *row)
 }
 
 /* Names come from the target: print control bytes and escapes as \xNN, so they cannot forge report lines. */
-static void put_safe(FILE *f, const char *s)
+void ml_put_safe(FILE *f, const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		if (*p < 0x20 || *p == 0x7f || *p == '\\')
@@ -220,28 +221,28 @@ static void put_frame(FILE *f, const struct ml_frame *fr)
 			fputs("[python frame: its code object is no longer readable]\n", f);
 			return;
 		}
-		put_safe(f, fr->file ? fr->file : "?");
+		ml_put_safe(f, fr->file ? fr->file : "?");
 		if (fr->line > 0)
 			fprintf(f, ":%d", fr->line);
 		fputs(" in ", f);
-		put_safe(f, fr->func);
+		ml_put_safe(f, fr->func);
 		fputc('\n', f);
 		return;
 	}
 	if (fr->func) {
-		put_safe(f, fr->func);
+		ml_put_safe(f, fr->func);
 		fprintf(f, "+0x%" PRIx64, fr->offset);
 	} else {
 		fprintf(f, "0x%" PRIx64, fr->addr);
 	}
 	if (fr->module) {
 		fputs(" (", f);
-		put_safe(f, ml_base_name(fr->module));
+		ml_put_safe(f, ml_base_name(fr->module));
 		fputc(')', f);
 	}
 	if (fr->file) {
 		fputc(' ', f);
-		put_safe(f, fr->file);
+		ml_put_safe(f, fr->file);
 		fprintf(f, ":%d", fr->line);
 	}
 	fputc('\n', f);
@@ -447,6 +448,9 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		} else {
 			fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
 		}
+		if (ml_row_possible_frag(r->sv, row))
+			fprintf(f, "    possible fragmentation: fresh heap from the break while pid %u's C heap holds free "
+				   "memory (its C heap line)\n", row->key.tgid);
 		if (n == 0)
 			fprintf(f, "      [no frames captured]\n");
 		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
@@ -457,11 +461,11 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			/* The job's own line first: the rest of the block says how it got to the allocator. */
 			if (u) {
 				fputs("    at ", f);
-				put_safe(f, u->file);
+				ml_put_safe(f, u->file);
 				if (u->line > 0)
 					fprintf(f, ":%d", u->line);
 				fputs(" in ", f);
-				put_safe(f, u->func);
+				ml_put_safe(f, u->func);
 				fputc('\n', f);
 			}
 		}
@@ -517,6 +521,41 @@ static void json_trend(struct jw *w, const char *key, const struct ml_trend *t)
 	jw_double(w, "per_s", t->per_s);
 	jw_double(w, "score", t->evidence);
 	jw_obj_end(w);
+}
+
+void ml_json_frames(struct jw *w, const struct ml_frame *const *frames, size_t n)
+{
+	jw_arr_begin(w, "frames");
+	for (size_t k = 0; k < n; k++) {
+		const struct ml_frame *fr = frames[k];
+
+		jw_obj_begin(w, NULL);
+		if (fr->kind == ML_FRAME_PYTHON) {
+			jw_str(w, "kind", "python");
+			jw_str(w, "func", fr->func);
+			jw_str(w, "file", fr->file);
+			if (fr->line > 0)
+				jw_i64(w, "line", fr->line);
+			else
+				jw_null(w, "line");
+			jw_u64(w, "code", fr->addr);
+			jw_obj_end(w);
+			continue;
+		}
+		jw_str(w, "kind", "native");
+		jw_str(w, "func", fr->func);
+		jw_str(w, "module", fr->module);
+		jw_u64(w, "offset", fr->offset);
+		jw_str(w, "file", fr->file);
+		if (fr->line > 0)
+			jw_i64(w, "line", fr->line);
+		else
+			jw_null(w, "line");
+		jw_u64(w, "addr", fr->addr);
+		jw_bool(w, "inlined", fr->inlined);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
 }
 
 static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
@@ -649,6 +688,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_i64(&w, "growth_bytes", row->growth_bytes);
 		jw_i64(&w, "count_growth", j->count_growth);
 		jw_str(&w, "verdict", ml_verdict_name(j->verdict));
+		jw_bool(&w, "possible_fragmentation", ml_row_possible_frag(r->sv, row));
 		jw_double(&w, "leak_score", j->leak_score);
 		jw_double(&w, "growth_bytes_per_s", j->growth_bytes_per_s);
 		jw_double(&w, "growth_bytes_per_interval", j->growth_per_interval);
@@ -661,37 +701,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		json_trend(&w, "count", &j->count);
 		jw_obj_end(&w);
 		jw_bool(&w, "python_truncated", !!(flags & (ML_STACK_PY_TRUNCATED | ML_STACK_PY_BROKEN)));
-		jw_arr_begin(&w, "frames");
-		for (size_t k = 0; k < n; k++) {
-			const struct ml_frame *fr = frames[k];
-
-			jw_obj_begin(&w, NULL);
-			if (fr->kind == ML_FRAME_PYTHON) {
-				jw_str(&w, "kind", "python");
-				jw_str(&w, "func", fr->func);
-				jw_str(&w, "file", fr->file);
-				if (fr->line > 0)
-					jw_i64(&w, "line", fr->line);
-				else
-					jw_null(&w, "line");
-				jw_u64(&w, "code", fr->addr);
-				jw_obj_end(&w);
-				continue;
-			}
-			jw_str(&w, "kind", "native");
-			jw_str(&w, "func", fr->func);
-			jw_str(&w, "module", fr->module);
-			jw_u64(&w, "offset", fr->offset);
-			jw_str(&w, "file", fr->file);
-			if (fr->line > 0)
-				jw_i64(&w, "line", fr->line);
-			else
-				jw_null(&w, "line");
-			jw_u64(&w, "addr", fr->addr);
-			jw_bool(&w, "inlined", fr->inlined);
-			jw_obj_end(&w);
-		}
-		jw_arr_end(&w);
+		ml_json_frames(&w, frames, n);
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);

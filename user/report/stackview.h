@@ -3,6 +3,7 @@
 #define ML_STACKVIEW_H
 
 #include <stddef.h>
+#include "collect/heapfrag.h"
 #include "collect/ledger.h"
 #include "lib/procmem.h"
 #include "lib/proclabels.h"
@@ -28,6 +29,7 @@ struct ml_resolver {
 	const struct ml_oom *oom;       /* what the OOM killer ended, or NULL */
 	const struct ml_procmem *mem;      /* its resident memory at this report, or NULL (not read) */
 	const struct ml_procmem *mem_base; /* ... and when it was first read (at attach) */
+	const struct ml_heapfrag *frag;    /* its C heap's fragmentation at this report, or NULL (not read) */
 };
 
 /* Fills *out for a traced process; non-zero when the process is not known (its frames show as addresses). */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 struct followers;
+struct ledger;
 struct metrics_server;
 struct ml_judgement;
 struct ml_overhead;
@@ -27,7 +28,7 @@ struct fleet_procs {
 int fleet__node_add(struct followers *f, bool follow, int pid);
 
 /* Each traced process's resident memory read for this report; their pids in *pids (malloc'd), the count returned. */
-size_t fleet__sample_memory(struct fleet_procs p, int **pids);
+size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, int **pids);
 
 /* This report (NULL before the first) is what /metrics serves from now on. */
 void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,

@@ -682,7 +682,7 @@ static int session_report(struct session *ss, bool *final)
 		return -ENOMEM;
 	}
 	pyframes__trim(ss->root.py);
-	ntraced = fleet__sample_memory(fleet_of(ss), &traced);
+	ntraced = fleet__sample_memory(fleet_of(ss), ss->ledger, &traced);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_traced(ss->reps[i], traced, ntraced);

@@ -164,8 +164,25 @@ void tracee__sample_memory(struct tracee *t)
 	}
 }
 
+void tracee__scan_heap(struct tracee *t, struct ledger *l)
+{
+	const char *heap = t->probes ? probes__heap(t->probes) : NULL;
+	int err;
+
+	/* glibc's chunk layout only; an exited process keeps its last reading, like its memory. */
+	if (!heap || (strcmp(heap, "glibc") && strncmp(heap, "static", 6)))
+		return;
+	err = heapfrag__scan(&t->frag, t->pid);
+	if (err == -ESRCH)
+		return;
+	t->frag_ok = !err && !heapfrag__attribute(&t->frag, l, t->pid);
+	if (err && err != -ESRCH)
+		ml_info("pid %d: cannot read its C heap's chunks: %s", t->pid, strerror(-err));
+}
+
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out)
 {
+	out->frag = t->frag_ok ? &t->frag : NULL;
 	out->mem = t->mem_ok ? &t->mem : NULL;
 	out->mem_base = t->mem_base_ok ? &t->mem_base : NULL;
 	out->labels = &t->labels;
@@ -196,6 +213,8 @@ void tracee__release(struct tracee *t, const struct tracee_env *e)
 	unwinder__forget(e->uw, t->pid);
 	ml_rss_untrack(e->skel, t->pid);
 	ml_labels__clear(&t->labels);
+	heapfrag__clear(&t->frag);
+	t->frag_ok = false;
 	t->probes = NULL;
 	t->py = NULL;
 	t->sym = NULL;

@@ -11,6 +11,7 @@
 #include "lib/proclabels.h"
 #include "report/stackview.h"
 
+struct ledger;
 struct memleak_bpf;
 struct pyframes;
 struct symbolizer;
@@ -36,6 +37,8 @@ struct tracee {
 	struct ml_oom oom;       /* the OOM killer chose it (and its RSS then) */
 	struct ml_procmem mem, mem_base; /* resident memory at the last report, and at the first reading */
 	bool mem_ok, mem_base_ok;
+	struct ml_heapfrag frag; /* its glibc heap's fragmentation at the last report */
+	bool frag_ok;
 };
 
 /*
@@ -79,6 +82,8 @@ static inline bool tracee__needs_scan(const struct tracee *t, bool full)
 }
 /* Read its resident memory for this report (the first reading is the baseline growth is counted from). */
 void tracee__sample_memory(struct tracee *t);
+/* Walk its glibc heap's chunk headers for this report, the holders named from the ledger's records. */
+void tracee__scan_heap(struct tracee *t, struct ledger *l);
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 /* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */

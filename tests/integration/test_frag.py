@@ -1,0 +1,62 @@
+"""Fragmentation named: the C heap's free-but-resident memory, read from glibc's chunk headers, is charged to the
+in-use blocks just above each free run, and the report ranks their stacks by it."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import FIX, attached_run, check, eq, main, no_bpf_left, test  # noqa: E402
+
+PAIRS = 64
+BIG_CHUNK = (100 * 1024 + 8 + 15) & ~15  # glibc: request + 8, rounded up to 16
+SMALL_CHUNK = (64 + 8 + 15) & ~15
+
+
+def frag_of(rep, pid):
+    proc = next((p for p in rep["processes"] if p["pid"] == pid), None)
+    check(proc is not None, f"pid {pid} in processes[]")
+    check("fragmentation" in proc, f"a fragmentation object: {sorted(proc)}")
+    return proc
+
+
+@test
+def alternating_blocks_exact():
+    """64 pairs of 100 KiB and 64 B blocks, the 100 KiB ones freed: exactly 64 free resident chunks of
+    102,416 bytes, each charged to the 80-byte chunk above it, whose stack is pin_small's."""
+    tool, pid = attached_run([os.path.join(FIX, "fragheap")], "-f", "json", "--top", "100", "60")
+    rep = tool.reports()[-1]
+    eq(rep["final"], True, "the final report, made while the target runs")
+    proc = frag_of(rep, pid)
+    fr = proc["fragmentation"]
+    eq(fr["broken_walks"], 0, "no walk stopped")
+    eq(fr["capped"], False, "not capped")
+    eq(fr["free_bytes"], PAIRS * BIG_CHUNK, "free bytes below the top")
+    eq(fr["free_resident_bytes"], PAIRS * BIG_CHUNK, "free but resident bytes")
+    eq(fr["unheld_bytes"], 0, "nothing unheld")
+    holders = fr["holders"]
+    check(holders, "holder stacks")
+    top = holders[0]
+    eq(top["frames"][0]["func"], "pin_small", "the top holder stack's allocating function")
+    eq((top["charged_bytes"], top["bytes"], top["count"]), (PAIRS * BIG_CHUNK, PAIRS * SMALL_CHUNK, PAIRS),
+       "charged bytes, holding chunk bytes, holding blocks")
+    eq(fr["charged_bytes"], PAIRS * BIG_CHUNK, "all of it charged to recorded stacks")
+    eq(fr["unrecorded"]["charged_bytes"], 0, "nothing charged to blocks from before attach")
+    # The charged bytes explain the process's growth too: the 64 B blocks plus the free heap they hold.
+    mem = proc["memory"]
+    eq(mem["explained_bytes"], min(mem["anon_growth_bytes"], PAIRS * 64 + PAIRS * BIG_CHUNK),
+       "explained: the 64 B blocks and the free heap they hold, each byte once")
+    check(no_bpf_left(), "nothing left attached")
+
+
+@test
+def alternating_blocks_text():
+    tool, pid = attached_run([os.path.join(FIX, "fragheap")], "60")
+    lines = [l for l in tool.out.splitlines() if l.startswith("C heap: pid %d " % pid)]
+    check(lines, f"a C heap line: {tool.out[-2000:]}")
+    check("6.3 MiB free but resident" in lines[-1] and "held by 5.0 KiB of blocks from pin_small" in lines[-1],
+          f"the line names the size and the holder: {lines[-1]}")
+    holds = [l for l in tool.out.splitlines() if l.startswith("  holds 6.3 MiB: 5.0 KiB in 64 libc blocks from pin_small")]
+    check(holds, "the ranked holder line")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

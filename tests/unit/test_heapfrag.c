@@ -1,0 +1,163 @@
+/* The chunk walker of collect/heapfrag.c on synthetic heap images: exact sums and charges, and malformed headers. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "check.h"
+#include "collect/heapfrag.h"
+
+#define BASE 0x100000ULL
+#define IMG (256 * 1024)
+
+static unsigned char img[IMG];
+static bool absent[IMG / 4096]; /* pages that are not resident */
+
+static int img_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	if (addr < BASE || addr - BASE > IMG || len > IMG - (addr - BASE))
+		return -EIO;
+	memcpy(buf, img + (addr - BASE), len);
+	return 0;
+}
+
+static bool img_resident(void *ctx, uint64_t page)
+{
+	return page >= BASE && page - BASE < IMG && !absent[(page - BASE) / 4096];
+}
+
+static const struct heapfrag_src src = { .read = img_read, .resident = img_resident };
+
+static uint64_t grown_to;
+
+static uint64_t img_end_now(void *ctx, uint64_t first, uint64_t end)
+{
+	return grown_to;
+}
+
+static void put_size(uint64_t off, uint64_t v)
+{
+	memcpy(img + off + 8, &v, 8);
+}
+
+/* Chunks of the given sizes from offset 0, in use or free; the last one is the top, ending the image at *end. */
+static uint64_t build(const uint64_t *sizes, const bool *inuse, size_t n, uint64_t *end)
+{
+	uint64_t off = 0;
+
+	memset(img, 0, sizeof(img));
+	memset(absent, 0, sizeof(absent));
+	for (size_t i = 0; i < n; i++) {
+		put_size(off, sizes[i] | (i == 0 || inuse[i - 1] ? 1 : 0));
+		off += sizes[i];
+	}
+	*end = BASE + off;
+	return BASE;
+}
+
+static int walk(struct ml_heapfrag *f, uint64_t first, uint64_t end, uint64_t chunks)
+{
+	struct heapfrag_budget b = { .read_bytes = 1 << 20, .chunks = chunks };
+
+	heapfrag__reset(f);
+	return heapfrag__walk(f, &src, first, end, &b);
+}
+
+int main(void)
+{
+	/* tcache block, free 4 KiB, holder 64, free 8 KiB + free 2 KiB (a run), holder 80, in use, top */
+	static const uint64_t sz[] = { 0x290, 0x1000, 0x40, 0x2000, 0x800, 0x50, 0x30, 0x8000 };
+	static const bool use[] = { true, false, true, false, false, true, true, false };
+	struct ml_heapfrag f = {};
+	uint64_t end, first = build(sz, use, 8, &end);
+	uint64_t c_holder1 = BASE + 0x290 + 0x1000, c_holder2 = c_holder1 + 0x40 + 0x2000 + 0x800;
+	int err;
+
+	err = walk(&f, first, end, 100);
+	CHECK(err == 0, "a well-formed heap walks to its top");
+	CHECK(f.heaps == 1 && f.top_bytes == 0x8000, "the top chunk ends it and is counted apart");
+	CHECK(f.in_use_bytes == 0x290 + 0x40 + 0x50 + 0x30, "in-use bytes are the in-use chunks' sizes");
+	CHECK(f.free_bytes == 0x3800 && f.free_resident_bytes == 0x3800, "free bytes below the top, all resident");
+	CHECK(f.nholders == 2, "two in-use chunks hold free runs");
+	CHECK(f.nholders == 2 && f.holders[0].addr == c_holder1 + 16 && f.holders[0].size == 0x40 &&
+		      f.holders[0].charged == 0x1000, "the run below the 64-byte chunk is charged to it (user address)");
+	CHECK(f.nholders == 2 && f.holders[1].addr == c_holder2 + 16 && f.holders[1].size == 0x50 &&
+		      f.holders[1].charged == 0x2800, "a run of two free chunks is charged to the chunk just above it");
+	CHECK(f.unheld_bytes == 0 && f.heap_bytes == end - first, "nothing unheld; the heap's bytes");
+
+	/* A page in the middle of the 8 KiB free chunk is not resident: its bytes are not charged. */
+	absent[(0x290 + 0x1000 + 0x40 + 0x1000) / 4096] = true;
+	err = walk(&f, first, end, 100);
+	CHECK(err == 0 && f.free_bytes == 0x3800 && f.free_resident_bytes == 0x3800 - 4096 &&
+		      f.nholders == 2 && f.holders[1].charged == 0x2800 - 4096,
+	      "pages that are not resident are free but not charged");
+
+	/* A header on a page that is not resident stops the walk: reading it would fault it in. */
+	build(sz, use, 8, &end);
+	absent[(0x290 + 0x1000 + 0x40 + 0x2000 + 0x800) / 4096] = true;
+	err = walk(&f, first, end, 100);
+	CHECK(err == -ENODATA, "a header on a page that is not resident stops the walk");
+
+	/* Malformed headers. */
+	build(sz, use, 8, &end);
+	put_size(0x290 + 0x1000, 0);
+	err = walk(&f, first, end, 100);
+	CHECK(err == -EBADMSG, "a zero size stops the walk");
+	CHECK(f.nholders == 0, "... before anything is charged past it");
+
+	build(sz, use, 8, &end);
+	put_size(0x290, 0x100000 | 1);
+	err = walk(&f, first, end, 100);
+	CHECK(err == -EBADMSG, "a size running past the heap's end stops the walk");
+
+	build(sz, use, 8, &end);
+	put_size(0x290, (uint64_t)-0x290 & ~7ULL);
+	err = walk(&f, first, end, 100);
+	CHECK(err == -EBADMSG, "a size that wraps back to the start (a loop) stops the walk");
+
+	build(sz, use, 8, &end);
+	put_size(0x290, 0x1008 | 1);
+	err = walk(&f, first, end, 100);
+	CHECK(err == -EBADMSG, "a misaligned size stops the walk");
+
+	build(sz, use, 8, &end);
+	err = walk(&f, first, end, 3);
+	CHECK(err == -E2BIG && f.capped && f.chunks == 3, "the chunk budget caps the walk, and says so");
+
+	/* A live heap grows while it is walked: the top runs past the end first read, and the end is read again. */
+	{
+		struct heapfrag_src grows = src;
+		struct heapfrag_budget b = { 1 << 20, 100 };
+
+		build(sz, use, 8, &end);
+		grows.end_now = img_end_now;
+		grown_to = end;
+		heapfrag__reset(&f);
+		err = heapfrag__walk(&f, &grows, first, end - 0x4000, &b);
+		CHECK(err == 0 && f.top_bytes == 0x8000 && f.heap_bytes == end - first && f.chunks == 8,
+		      "a top chunk past the end first read ends the heap once the end is read again");
+		grown_to = end - 0x4000;
+		b = (struct heapfrag_budget){ 1 << 20, 100 };
+		heapfrag__reset(&f);
+		err = heapfrag__walk(&f, &grows, first, end - 0x4000, &b);
+		CHECK(err == -EBADMSG, "... and stops the walk when the heap did not grow");
+	}
+
+	err = heapfrag__walk(&f, &src, first + 8, end, &(struct heapfrag_budget){ 1 << 20, 100 });
+	CHECK(err == -EBADMSG, "a first chunk off the 16-byte grid is refused");
+
+	/* An older arena heap: a free old top, then the fencepost (16 bytes, then a 0 header) at its end. */
+	{
+		static const uint64_t asz[] = { 0x40, 0x3000, 0x10 };
+		static const bool ause[] = { true, false, true };
+
+		first = build(asz, ause, 3, &end);
+		put_size(0x40 + 0x3000 + 0x10, 0 | 1);
+		end += 0x20;
+		err = walk(&f, first, end, 100);
+		CHECK(err == 0 && f.heaps == 1 && f.top_bytes == 0, "an arena heap's fencepost ends its walk");
+		CHECK(f.free_resident_bytes == 0x3000 && f.unheld_bytes == 0x3000 && f.nholders == 0,
+		      "a free run before the fencepost is free but held by no chunk");
+	}
+	heapfrag__clear(&f);
+	return SUMMARY("heapfrag");
+}

@@ -1,0 +1,445 @@
+/*
+ * Fragmentation of a glibc C heap from its chunk headers (see heapfrag.h). A chunk is [prev_size][size|flags]
+ * then its user bytes; size & ~7 leads to the next chunk, whose PREV_INUSE bit (1) says whether this one is
+ * in use. Everything read is the target's and may change while it is read: sizes are checked against the
+ * heap's end before they are followed, every step moves forward, and the walk has a budget.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "lib/clock.h"
+#include "lib/grow.h"
+#include "lib/procmaps.h"
+#include "collect/heapfrag.h"
+#include "collect/ledger.h"
+
+#define PAGE 4096ULL
+#define CHUNK_HDR 16ULL /* prev_size and size: also the size of an arena heap's fencepost */
+#define CHUNK_MIN 32ULL
+#define PREV_INUSE 1ULL
+#define WIN_BIG 32768 /* bytes read at once where chunks are small */
+#define ARENA_HEAP_MAX (64ULL << 20) /* glibc's HEAP_MAX_SIZE on 64-bit: arena heaps start on this boundary */
+
+/* A window of the target's memory, so that densely packed headers cost one read per window. */
+struct walker {
+	const struct heapfrag_src *src;
+	struct heapfrag_budget *b;
+	struct ml_heapfrag *f;
+	uint64_t base;
+	size_t len;
+	unsigned char buf[WIN_BIG];
+};
+
+/* The 8-byte word at at (8-aligned), reading up to want bytes of resident pages from its page on. */
+static int word_at(struct walker *w, uint64_t at, uint64_t *v, size_t want)
+{
+	uint64_t page = at & ~(PAGE - 1);
+	size_t len = PAGE;
+	int err;
+
+	if (at >= w->base && at - w->base + 8 <= w->len) {
+		memcpy(v, w->buf + (at - w->base), 8);
+		return 0;
+	}
+	if (!w->src->resident(w->src->ctx, page))
+		return -ENODATA;
+	while (len < want && len < WIN_BIG && w->src->resident(w->src->ctx, page + len))
+		len += PAGE;
+	if (w->b->read_bytes < len) {
+		w->f->capped = true;
+		return -E2BIG;
+	}
+	w->len = 0;
+	err = w->src->read(w->src->ctx, page, w->buf, len);
+	if (err && len > PAGE) /* the rest of the window may have gone meanwhile: its first page will do */
+		err = w->src->read(w->src->ctx, page, w->buf, len = PAGE);
+	if (err)
+		return err;
+	w->b->read_bytes -= len;
+	w->f->read_bytes += len;
+	w->base = page;
+	w->len = len;
+	memcpy(v, w->buf + (at - page), 8);
+	return 0;
+}
+
+/* Resident bytes of [lo, hi). */
+static uint64_t resident_bytes(const struct heapfrag_src *src, uint64_t lo, uint64_t hi)
+{
+	uint64_t n = 0;
+
+	for (uint64_t p = lo & ~(PAGE - 1); p < hi; p += PAGE) {
+		uint64_t a = p > lo ? p : lo, e = p + PAGE < hi ? p + PAGE : hi;
+
+		if (src->resident(src->ctx, p))
+			n += e - a;
+	}
+	return n;
+}
+
+static int push_holder(struct ml_heapfrag *f, uint64_t addr, uint64_t size, uint64_t charged)
+{
+	if (ml_grow(&f->holders, &f->cap_holders, f->nholders + 1, sizeof(*f->holders)))
+		return -ENOMEM;
+	f->holders[f->nholders++] = (struct ml_heap_holder){ .addr = addr, .size = size, .charged = charged };
+	return 0;
+}
+
+int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
+		   struct heapfrag_budget *b)
+{
+	struct walker *w;
+	uint64_t addr = first, size, run = 0; /* run: resident bytes of the free chunks since the last in-use one */
+	unsigned int regrown = 0;
+	int err;
+
+	if (first % 16 || end <= first || end - first < CHUNK_HDR)
+		return -EBADMSG;
+	w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct walker){ .src = src, .b = b, .f = f };
+	err = word_at(w, addr + 8, &size, WIN_BIG);
+	while (!err) {
+		uint64_t sz = size & ~7ULL, next, next_size;
+
+		if (!b->chunks) {
+			f->capped = true;
+			err = -E2BIG;
+			break;
+		}
+		b->chunks--;
+		f->chunks++;
+		/*
+		 * An older arena heap ends in a fencepost: a 16-byte chunk, then a header of size 0, within 64 bytes
+		 * of its end (a too small old top leaves only the 0).
+		 */
+		if ((sz == CHUNK_HDR || (sz == 0 && (size & PREV_INUSE))) && end - addr < 64) {
+			f->unheld_bytes += run;
+			f->heap_bytes += end - first;
+			f->heaps++;
+			break;
+		}
+		/* The top chunk of a heap that grew since the walk began: its end is read again. */
+		if (sz > end - addr && sz >= CHUNK_MIN && src->end_now && regrown < 4) {
+			uint64_t now = src->end_now(src->ctx, first, end);
+
+			regrown++;
+			if (now > end) {
+				end = now;
+				f->chunks--; /* the same header, looked at again */
+				b->chunks++;
+				continue;
+			}
+		}
+		/* Forward only, and never past the end: a bad size stops the walk instead of leading it anywhere. */
+		if (sz < CHUNK_MIN || sz % 16 || sz > end - addr) {
+			err = -EBADMSG;
+			break;
+		}
+		next = addr + sz;
+		if (next == end) { /* the top chunk ends the heap (glibc merges any free chunk below it) */
+			f->top_bytes += sz;
+			f->unheld_bytes += run;
+			f->heap_bytes += end - first;
+			f->heaps++;
+			break;
+		}
+		if (end - next < CHUNK_HDR) {
+			err = -EBADMSG;
+			break;
+		}
+		err = word_at(w, next + 8, &next_size, sz >= WIN_BIG / 2 ? PAGE : WIN_BIG);
+		if (err)
+			break;
+		if (next_size & PREV_INUSE) {
+			f->in_use_bytes += sz;
+			if (run && (err = push_holder(f, addr + CHUNK_HDR, sz, run)))
+				break;
+			run = 0;
+		} else {
+			uint64_t r = resident_bytes(src, addr, next);
+
+			f->free_bytes += sz;
+			f->free_resident_bytes += r;
+			run += r;
+		}
+		addr = next;
+		size = next_size;
+	}
+	free(w);
+	return err;
+}
+
+void heapfrag__reset(struct ml_heapfrag *f)
+{
+	struct ml_heapfrag keep = *f;
+
+	*f = (struct ml_heapfrag){ .holders = keep.holders, .cap_holders = keep.cap_holders, .stacks = keep.stacks,
+				   .cap_stacks = keep.cap_stacks };
+}
+
+void heapfrag__clear(struct ml_heapfrag *f)
+{
+	free(f->holders);
+	free(f->stacks);
+	*f = (struct ml_heapfrag){};
+}
+
+/* A live process: its memory file, and its pagemap read a block at a time as the walk moves up. */
+#define PM_BLOCK 512 /* pagemap entries read at once: 2 MiB of address space */
+
+struct live {
+	int pid, mem, pagemap;
+	uint64_t arena; /* the arena heap being walked (its heap_info), 0 for [heap] */
+	struct {
+		uint64_t base; /* first page's address; ~0 when empty */
+		uint64_t bits[PM_BLOCK / 64];
+	} blk[2];
+	unsigned int next_evict;
+};
+
+static int live_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct live *lv = ctx;
+	ssize_t n = pread(lv->mem, buf, len, (off_t)addr);
+
+	if (n < 0)
+		return errno == ESRCH ? -ESRCH : -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static bool live_resident(void *ctx, uint64_t page)
+{
+	struct live *lv = ctx;
+	uint64_t base = page & ~(PM_BLOCK * PAGE - 1), idx = (page - base) / PAGE, ent[PM_BLOCK];
+	unsigned int k;
+	ssize_t n;
+
+	for (k = 0; k < 2; k++)
+		if (lv->blk[k].base == base)
+			return lv->blk[k].bits[idx / 64] >> (idx % 64) & 1;
+	k = lv->next_evict;
+	lv->next_evict ^= 1;
+	memset(lv->blk[k].bits, 0, sizeof(lv->blk[k].bits));
+	lv->blk[k].base = base;
+	n = pread(lv->pagemap, ent, sizeof(ent), (off_t)(base / PAGE * 8));
+	for (ssize_t i = 0; n > 0 && i < n / 8; i++)
+		if (ent[i] >> 63 & 1) /* present (bit 62, swapped, is not resident) */
+			lv->blk[k].bits[i / 64] |= 1ULL << (i % 64);
+	return lv->blk[k].bits[idx / 64] >> (idx % 64) & 1;
+}
+
+/* glibc's heap_info at the start of an arena heap (2.35 added pagesize; older ones end before it). */
+struct heap_info_raw {
+	uint64_t ar_ptr, prev, size, mprotect_size;
+};
+
+/* [heap]: its mapping's end now; an arena heap: its heap_info's size now. */
+static uint64_t live_end_now(void *ctx, uint64_t first, uint64_t end)
+{
+	struct live *lv = ctx;
+	struct ml_maps maps = {};
+	const struct ml_mapping *m;
+	struct heap_info_raw hi;
+
+	if (lv->arena)
+		return !live_read(lv, lv->arena, &hi, sizeof(hi)) && hi.size <= ARENA_HEAP_MAX ? lv->arena + hi.size : end;
+	if (ml_maps__read(lv->pid, &maps))
+		return end;
+	m = ml_maps__find(&maps, first);
+	end = m && m->path && !strcmp(m->path, "[heap]") && m->end > end ? m->end : end;
+	ml_maps__clear(&maps);
+	return end;
+}
+
+/* Walk one heap; a walk that met a changing header is tried once more from scratch. */
+static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
+		     struct heapfrag_budget *b)
+{
+	struct ml_heapfrag before = *f;
+	int err = heapfrag__walk(f, src, first, end, b);
+
+	if (err == -EBADMSG || err == -ENODATA) {
+		/* Undo the partial walk's sums (the holders array may have moved: keep the new one). */
+		struct ml_heap_holder *h = f->holders;
+		size_t cap = f->cap_holders;
+		uint64_t read = f->read_bytes, chunks = f->chunks;
+
+		*f = before;
+		f->holders = h;
+		f->cap_holders = cap;
+		f->read_bytes = read;
+		f->chunks = chunks;
+		err = heapfrag__walk(f, src, first, end, b);
+	}
+	if (err == -EBADMSG || err == -ENODATA)
+		f->broken++;
+	return err;
+}
+
+/* A chunk header that could start a heap: in use before it (nothing is), a sane size within end. */
+static bool first_chunk_ok(struct live *lv, const struct heapfrag_src *src, uint64_t c, uint64_t end)
+{
+	uint64_t size, sz;
+
+	if (c % 16 || c + CHUNK_HDR > end || !src->resident(src->ctx, c & ~(PAGE - 1)) ||
+	    live_read(lv, c + 8, &size, sizeof(size)))
+		return false;
+	sz = size & ~7ULL;
+	return (size & PREV_INUSE) && sz >= CHUNK_MIN && sz % 16 == 0 && sz <= end - c;
+}
+
+/*
+ * An arena heap at start (a 64 MiB boundary) mapped read-write up to map_end: where its first chunk is, and
+ * its end; false when what is there is no heap_info. The first heap of an arena holds the arena's
+ * malloc_state after its heap_info (2200 bytes since glibc 2.27, 2192 before), later ones only the heap_info
+ * (48 bytes since 2.35, 32 before); each candidate is checked and the walk then checks the rest.
+ */
+static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t start, uint64_t map_end,
+		       uint64_t *first, uint64_t *end)
+{
+	static const uint64_t state_sizes[] = { 2200, 2192 }, info_sizes[] = { 48, 32 };
+	struct heap_info_raw hi;
+
+	if (!src->resident(src->ctx, start) || live_read(lv, start, &hi, sizeof(hi)))
+		return false;
+	if (hi.size < PAGE || hi.size % PAGE || hi.size > ARENA_HEAP_MAX || hi.size > map_end - start)
+		return false;
+	*end = start + hi.size;
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t c;
+
+		if (hi.prev == 0) { /* the first heap of its arena: the arena follows the heap_info */
+			if (hi.ar_ptr != start + info_sizes[0] && hi.ar_ptr != start + info_sizes[1])
+				return false;
+			c = hi.ar_ptr + state_sizes[i];
+			c += (16 - (c + CHUNK_HDR) % 16) % 16;
+		} else {
+			if (hi.prev % ARENA_HEAP_MAX || hi.prev == start || hi.ar_ptr % 8 || hi.ar_ptr < PAGE)
+				return false;
+			c = start + info_sizes[i];
+		}
+		if (first_chunk_ok(lv, src, c, *end)) {
+			*first = c;
+			return true;
+		}
+	}
+	return false;
+}
+
+int heapfrag__scan(struct ml_heapfrag *f, int pid)
+{
+	struct live lv = { .pid = pid, .mem = -1, .pagemap = -1 };
+	struct heapfrag_src src = { .read = live_read, .resident = live_resident, .end_now = live_end_now, .ctx = &lv };
+	struct heapfrag_budget b = { .read_bytes = HEAPFRAG_READ_MAX, .chunks = HEAPFRAG_CHUNKS_MAX };
+	struct ml_maps maps = {};
+	char path[64];
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
+	int err = 0;
+
+	heapfrag__reset(f);
+	lv.blk[0].base = lv.blk[1].base = ~0ULL;
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	lv.mem = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
+	lv.pagemap = open(path, O_RDONLY | O_CLOEXEC);
+	if (lv.mem < 0 || lv.pagemap < 0) {
+		err = errno == ENOENT ? -ESRCH : -errno;
+		goto out;
+	}
+	err = ml_maps__read(pid, &maps);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < maps.n && !f->capped; i++) {
+		const struct ml_mapping *m = &maps.v[i];
+		uint64_t first, end;
+		int e;
+
+		if (m->path && !strcmp(m->path, "[heap]")) {
+			if (!first_chunk_ok(&lv, &src, m->start, m->end)) {
+				f->broken++;
+				continue;
+			}
+			first = m->start;
+			end = m->end;
+			lv.arena = 0;
+		} else if (m->path || strcmp(m->perms, "rw-p") || m->start % ARENA_HEAP_MAX ||
+			   !arena_heap(&lv, &src, m->start, m->end, &first, &end)) {
+			continue;
+		} else {
+			lv.arena = m->start;
+		}
+		e = walk_heap(f, &src, first, end, &b);
+		if (e == -ENOMEM || e == -ESRCH) {
+			err = e;
+			break;
+		}
+	}
+out:
+	f->scan_ns = ml_clock_ns(CLOCK_MONOTONIC) - t0;
+	ml_maps__clear(&maps);
+	if (lv.mem >= 0)
+		close(lv.mem);
+	if (lv.pagemap >= 0)
+		close(lv.pagemap);
+	return err;
+}
+
+static int cmp_stack_key(const void *a, const void *b)
+{
+	return memcmp(&((const struct ml_frag_stack *)a)->key, &((const struct ml_frag_stack *)b)->key,
+		      sizeof(struct ml_agg_key));
+}
+
+static int cmp_stack_charged(const void *a, const void *b)
+{
+	const struct ml_frag_stack *x = a, *y = b;
+
+	if (x->charged != y->charged)
+		return x->charged < y->charged ? 1 : -1;
+	return cmp_stack_key(a, b);
+}
+
+int heapfrag__attribute(struct ml_heapfrag *f, struct ledger *l, int tgid)
+{
+	size_t n = 0;
+
+	f->nstacks = 0;
+	f->unknown_charged = f->unknown_bytes = f->unknown_count = 0;
+	for (size_t i = 0; i < f->nholders; i++) {
+		const struct ml_heap_holder *h = &f->holders[i];
+		struct ml_agg_key key;
+
+		if (ledger__find(l, tgid, h->addr, &key)) {
+			f->unknown_charged += h->charged;
+			f->unknown_bytes += h->size;
+			f->unknown_count++;
+			continue;
+		}
+		if (ml_grow(&f->stacks, &f->cap_stacks, n + 1, sizeof(*f->stacks)))
+			return -ENOMEM;
+		f->stacks[n++] = (struct ml_frag_stack){ .key = key, .charged = h->charged, .bytes = h->size, .count = 1 };
+	}
+	if (n > 1)
+		qsort(f->stacks, n, sizeof(*f->stacks), cmp_stack_key);
+	f->nstacks = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct ml_frag_stack *last = f->nstacks ? &f->stacks[f->nstacks - 1] : NULL;
+
+		if (last && !memcmp(&last->key, &f->stacks[i].key, sizeof(last->key))) {
+			last->charged += f->stacks[i].charged;
+			last->bytes += f->stacks[i].bytes;
+			last->count++;
+		} else {
+			f->stacks[f->nstacks++] = f->stacks[i];
+		}
+	}
+	if (f->nstacks > 1)
+		qsort(f->stacks, f->nstacks, sizeof(*f->stacks), cmp_stack_charged);
+	return 0;
+}

@@ -1,0 +1,98 @@
+/*
+ * Fragmentation of a glibc C heap, read from glibc's own chunk headers: how much of the heap is free but
+ * still resident, and which in-use chunks keep it so. A free run below the top chunk cannot be trimmed
+ * while the in-use chunk just above it lives: that chunk is its holder, charged with the run's resident
+ * bytes. The walk reads [heap] and the thread arenas of a live process through /proc/PID/mem, only over
+ * resident pages (pagemap), or a memory image handed to it (the tests).
+ */
+#ifndef ML_HEAPFRAG_H
+#define ML_HEAPFRAG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "memleak.h"
+
+struct ledger;
+
+/* An in-use chunk with free resident memory right below it. */
+struct ml_heap_holder {
+	uint64_t addr;    /* its user address (chunk + 16): what malloc returned */
+	uint64_t size;    /* its chunk's bytes */
+	uint64_t charged; /* resident bytes of the free run just below it */
+};
+
+/* Holders of one allocation stack (heapfrag__attribute). */
+struct ml_frag_stack {
+	struct ml_agg_key key;
+	uint64_t charged; /* free resident bytes its blocks hold */
+	uint64_t bytes;   /* the holding blocks' own chunk bytes */
+	uint64_t count;   /* holding blocks */
+};
+
+struct ml_heapfrag {
+	uint64_t heap_bytes;          /* the heaps walked, headers to end */
+	uint64_t in_use_bytes;        /* chunks glibc counts in use (tcache and fastbin entries included) */
+	uint64_t free_bytes;          /* free chunks below the top */
+	uint64_t free_resident_bytes; /* ... of which resident */
+	uint64_t unheld_bytes;        /* free resident memory with no in-use chunk above (an older arena heap's end) */
+	uint64_t top_bytes;           /* the top chunks */
+	uint64_t chunks, read_bytes;  /* headers walked, bytes read from the process */
+	uint64_t scan_ns;             /* how long the walk took */
+	unsigned int heaps;           /* heaps walked to their end */
+	unsigned int broken;          /* walks stopped on an inconsistent header (the heap changed while read) */
+	bool capped;                  /* the read budget ran out: the figures cover part of the heap */
+	struct ml_heap_holder *holders; /* by address within each heap */
+	size_t nholders, cap_holders;
+	/* heapfrag__attribute: holders by stack, most charged first; those the tool has no record of, summed */
+	struct ml_frag_stack *stacks;
+	size_t nstacks, cap_stacks;
+	uint64_t unknown_charged, unknown_bytes, unknown_count;
+};
+
+/* Where a walk reads: a live process, or an image in a test. */
+struct heapfrag_src {
+	/* Read len bytes at addr. 0 or a negative errno. */
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	/* Whether the page at addr (page-aligned) is resident. */
+	bool (*resident)(void *ctx, uint64_t page);
+	/* The heap's end now, when it may have grown since the walk began (NULL: it cannot). */
+	uint64_t (*end_now)(void *ctx, uint64_t first, uint64_t end);
+	void *ctx;
+};
+
+/* What one report may spend on a process's heaps. */
+struct heapfrag_budget {
+	uint64_t read_bytes; /* left to read */
+	uint64_t chunks;     /* headers left to walk */
+};
+
+#define HEAPFRAG_READ_MAX (256ULL << 20) /* per process and report */
+#define HEAPFRAG_CHUNKS_MAX (4ULL << 20)
+
+/*
+ * Walk one heap's chunks from the header at first up to end (where the top chunk, or an older arena heap's
+ * fencepost, ends), adding to f. 0; -EBADMSG on an inconsistent header (zero or misaligned size, a size
+ * running past end or wrapping; the walk stops there; a size running past end is first checked against
+ * src->end_now, a few times at most: a live heap grows while it is walked); -E2BIG when the budget ran out; -ENODATA when a
+ * header lies on a page that is not resident; -ENOMEM; the read's error.
+ */
+int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
+		   struct heapfrag_budget *b);
+
+/*
+ * Walk a live process's [heap] and its thread arenas (anonymous mappings starting on a 64 MiB boundary with
+ * a valid heap_info), into f (reset first). 0, -ESRCH when it is gone, -errno when its maps, pagemap or
+ * memory cannot be read; walks that stopped are counted in f->broken, and f->capped says the budget ran out.
+ */
+int heapfrag__scan(struct ml_heapfrag *f, int pid);
+
+/* Name the holders' stacks from the ledger's records of tgid, most charged first. 0 or -ENOMEM. */
+int heapfrag__attribute(struct ml_heapfrag *f, struct ledger *l, int tgid);
+
+/* Counts to zero, arrays kept. */
+void heapfrag__reset(struct ml_heapfrag *f);
+/* Arrays freed too. */
+void heapfrag__clear(struct ml_heapfrag *f);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * C heap fragmentation in the reports: how much of a process's glibc heap is free but resident, and the
+ * stacks of the in-use blocks just above the free runs, which keep them from being trimmed.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include "attach/allocators.h"
+#include "report/fragview.h"
+#include "report/json.h"
+#include "report/report.h"
+#include "report/stackview.h"
+
+uint64_t ml_frag_named(const struct ml_heapfrag *fr)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; fr && i < fr->nstacks; i++)
+		n += fr->stacks[i].charged;
+	return n;
+}
+
+bool ml_row_possible_frag(struct stackview *sv, const struct ml_row *row)
+{
+	struct ml_resolver res;
+
+	if (!(row->traits & ML_ROW_BRK) || stackview__proc(sv, (int)row->key.tgid, &res))
+		return false;
+	return res.frag && res.frag->free_resident_bytes > 0;
+}
+
+/* The frames of a holder stack, through a row of its key. */
+static size_t holder_frames(struct stackview *sv, const struct ml_frag_stack *st, const struct ml_frame *const **out)
+{
+	struct ml_row row = { .key = st->key, .bytes = st->bytes, .count = st->count };
+
+	return stackview__frames(sv, &row, out, NULL);
+}
+
+/* How a holder stack is named in one line: the job's own Python line, else the allocation's caller. */
+static void put_name(FILE *f, const struct ml_frame *const *frames, size_t n, char *buf)
+{
+	const struct ml_frame *pick = n ? frames[0] : NULL;
+
+	for (size_t k = 0; k < n; k++)
+		if (ml_frame_is_user_code(frames[k])) {
+			pick = frames[k];
+			break;
+		}
+	if (!pick) {
+		fputs("[no frames captured]", f);
+		return;
+	}
+	ml_put_safe(f, ml_frame_label(pick, buf, ML_FRAME_LABEL_MAX));
+	if (pick != frames[0]) {
+		fputs(" via ", f);
+		ml_put_safe(f, ml_frame_label(frames[0], buf, ML_FRAME_LABEL_MAX));
+	}
+}
+
+void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfrag *fr)
+{
+	char b[5][32];
+	char *buf = malloc(ML_FRAME_LABEL_MAX);
+	const struct ml_frame *const *frames;
+	size_t n;
+
+	if (!fr || !buf || (!fr->heaps && !fr->broken && !fr->capped)) {
+		free(buf);
+		return;
+	}
+	ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->free_resident_bytes);
+	ml_fmt_bytes(b[1], sizeof(b[1]), (double)fr->heap_bytes);
+	ml_fmt_bytes(b[2], sizeof(b[2]), (double)fr->in_use_bytes);
+	ml_fmt_bytes(b[3], sizeof(b[3]), (double)fr->top_bytes);
+	fprintf(f, "C heap: pid %d %s free but resident (heap %s in %u part%s, %s in use, top %s)", pid, b[0], b[1],
+		fr->heaps, fr->heaps == 1 ? "" : "s", b[2], b[3]);
+	if (fr->nstacks) {
+		ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->stacks[0].bytes);
+		fprintf(f, "; held by %s of blocks from ", b[0]);
+		n = holder_frames(sv, &fr->stacks[0], &frames);
+		put_name(f, frames, n, buf);
+	} else if (fr->unknown_count) {
+		ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->unknown_bytes);
+		fprintf(f, "; held by %s of blocks the tool has no record of", b[0]);
+	}
+	if (fr->capped)
+		fputs(" [partial: the read budget ran out]", f);
+	if (fr->broken)
+		fprintf(f, " [%u heap walk%s stopped: the heap changed while read]", fr->broken, fr->broken == 1 ? "" : "s");
+	fputc('\n', f);
+	for (size_t i = 0; i < fr->nstacks && i < ML_FRAG_TEXT_TOP; i++) {
+		const struct ml_frag_stack *st = &fr->stacks[i];
+
+		ml_fmt_bytes(b[0], sizeof(b[0]), (double)st->charged);
+		ml_fmt_bytes(b[1], sizeof(b[1]), (double)st->bytes);
+		fprintf(f, "  holds %s: %s in %" PRIu64 " %s block%s from ", b[0], b[1], st->count,
+			ml_layer_name(st->key.layer), st->count == 1 ? "" : "s");
+		n = holder_frames(sv, st, &frames);
+		put_name(f, frames, n, buf);
+		fputc('\n', f);
+	}
+	if (fr->nstacks > ML_FRAG_TEXT_TOP)
+		fprintf(f, "  ... and %zu more holding stacks\n", fr->nstacks - ML_FRAG_TEXT_TOP);
+	if (fr->unknown_count) {
+		ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->unknown_charged);
+		ml_fmt_bytes(b[1], sizeof(b[1]), (double)fr->unknown_bytes);
+		fprintf(f, "  holds %s: %s in %" PRIu64 " blocks from before attach, or freed into glibc's caches "
+			   "(no record)\n", b[0], b[1], fr->unknown_count);
+	}
+	free(buf);
+}
+
+void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *fr)
+{
+	if (!fr || (!fr->heaps && !fr->broken && !fr->capped))
+		return;
+	jw_obj_begin(w, "fragmentation");
+	jw_u64(w, "heap_bytes", fr->heap_bytes);
+	jw_u64(w, "in_use_bytes", fr->in_use_bytes);
+	jw_u64(w, "free_bytes", fr->free_bytes);
+	jw_u64(w, "free_resident_bytes", fr->free_resident_bytes);
+	jw_u64(w, "top_bytes", fr->top_bytes);
+	jw_u64(w, "unheld_bytes", fr->unheld_bytes);
+	jw_u64(w, "heaps", fr->heaps);
+	jw_u64(w, "broken_walks", fr->broken);
+	jw_bool(w, "capped", fr->capped);
+	jw_u64(w, "read_bytes", fr->read_bytes);
+	jw_u64(w, "chunks", fr->chunks);
+	jw_double(w, "scan_ms", (double)fr->scan_ns / 1e6);
+	jw_u64(w, "charged_bytes", ml_frag_named(fr));
+	jw_obj_begin(w, "unrecorded");
+	jw_u64(w, "charged_bytes", fr->unknown_charged);
+	jw_u64(w, "bytes", fr->unknown_bytes);
+	jw_u64(w, "count", fr->unknown_count);
+	jw_obj_end(w);
+	jw_u64(w, "holders_total", fr->nstacks);
+	jw_arr_begin(w, "holders");
+	for (size_t i = 0; i < fr->nstacks && i < ML_FRAG_JSON_TOP; i++) {
+		const struct ml_frag_stack *st = &fr->stacks[i];
+		const struct ml_frame *const *frames;
+		size_t n = holder_frames(sv, st, &frames);
+
+		jw_obj_begin(w, NULL);
+		jw_str(w, "layer", ml_layer_name(st->key.layer));
+		jw_u64(w, "charged_bytes", st->charged);
+		jw_u64(w, "bytes", st->bytes);
+		jw_u64(w, "count", st->count);
+		ml_json_frames(w, frames, n);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
