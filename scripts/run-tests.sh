@@ -18,6 +18,7 @@ build leaky-static $CC -g -O2 -static -fno-optimize-sibling-calls -pthread tests
 build demo_trainer $CC -g -O2 tests/fixtures/demo_trainer.c -o $B/demo_trainer
 build family $CC -g -O2 tests/fixtures/family.c -o $B/family
 build oom_leak $CC -g -O2 tests/fixtures/oom_leak.c -o $B/oom_leak
+build pages $CC -g -O2 tests/fixtures/pages.c -o $B/pages
 build fragheap $CC -g -O2 tests/fixtures/fragheap.c -o $B/fragheap
 build history $CC -g -O2 -fomit-frame-pointer tests/fixtures/history.c -o $B/history
 build soak $CC -g -O2 -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/soak.c -o $B/soak

@@ -37,10 +37,14 @@ static const struct {
 	{ "ldso_stop", 9 }, /* 7 */
 	{ "ldso_notify", 40 }, /* 34 */
 	{ "oom_victim", 160 }, /* 126 */
-	{ "follow_fork", 90 }, /* 71 */
-	{ "follow_exec", 57 }, /* 45 */
+	{ "follow_fork", 135 }, /* 108: the rss layer's entry for the child */
+	{ "follow_exec", 75 }, /* 59 */
 	{ "heap_exit", 182000 }, /* 145585 */
 	{ "calib", 3 }, /* 2 */
+	{ "rss_fault_user", 192 }, /* 153 */
+	{ "rss_fault_kernel", 208 }, /* 166 */
+	{ "rss_page_alloc", 157000 }, /* 125050 */
+	{ "rss_exit", 269000 }, /* 214952 */
 };
 
 /* The program's ceiling, or -1 when it has none (a new program states its own). */

@@ -185,6 +185,12 @@ static bool mem_view(struct stackview *sv, int pid, const struct ml_proc_total *
 	 */
 	frag = ml_frag_named(res.frag);
 	held += frag > brk ? frag - brk : 0;
+	/*
+	 * The rss layer's first touches are the resident pages themselves, made since attach: the blocks and
+	 * the free heap above lie in them (or in pages from before attach). Whichever says more, never both.
+	 */
+	if (p && p->layers[ML_LAYER_RSS].bytes - p->layers[ML_LAYER_RSS].cow_bytes > held)
+		held = p->layers[ML_LAYER_RSS].bytes - p->layers[ML_LAYER_RSS].cow_bytes;
 	out->now = res.mem;
 	out->growth = (int64_t)res.mem->anon - (int64_t)res.mem_base->anon;
 	out->explained = out->growth > 0 ? (held < (uint64_t)out->growth ? held : (uint64_t)out->growth) : 0;

@@ -113,6 +113,17 @@ static const struct stat_name unwind_stats[] = {
 	{ ML_STAT_UW_MEMO, "replayed", "replayed from a remembered walk" },
 };
 
+/* The rss layer: shown once it saw a fault. */
+static const struct stat_name rss_stats[] = {
+	{ ML_STAT_RSS_FAULTS, "faults", "faults on anonymous memory" },
+	{ ML_STAT_RSS_PAGES, "pages", "pages made resident" },
+	{ ML_STAT_RSS_COPIES, "copies", "pages copied on write" },
+	{ ML_STAT_RSS_SAMPLED_OUT, "sampled_out", "left out by sampling" },
+	{ ML_STAT_RSS_VMA_BUSY, "mapping_busy", "not looked at (mapping lock busy)" },
+	{ ML_STAT_RSS_LOST, "table_full", "not recorded (table full)" },
+	{ ML_STAT_RSS_MOVE_LOST, "move_sampled_out", "moved by mremap where sampling keeps no record" },
+};
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv)
@@ -244,6 +255,20 @@ static void put_frame(FILE *f, const struct ml_frame *fr)
 		fputc(' ', f);
 		ml_put_safe(f, fr->file);
 		fprintf(f, ":%d", fr->line);
+	}
+	fputc('\n', f);
+}
+
+/* An rss row: pages, not allocations; the copies among them said. */
+static void text_rss_row(FILE *f, const struct ml_snapshot *s, const struct ml_row *row, const char *b1, const char *b2)
+{
+	char b3[32];
+
+	fprintf(f, "rss: %" PRIu64 " bytes (%s) resident in %" PRIu64 " pages, oldest %.1f s, %s%s since last",
+		row->bytes, b1, (uint64_t)(row->bytes / ML_PAGE_BYTES), age_s(s, row), row->growth_bytes >= 0 ? "+" : "", b2);
+	if (row->cow_bytes) {
+		ml_fmt_bytes(b3, sizeof(b3), (double)row->cow_bytes);
+		fprintf(f, "; copy-on-write: %s of them copied from pages shared with another process", b3);
 	}
 	fputc('\n', f);
 }
@@ -420,6 +445,12 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		text_stats(f, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
 	if (s->stats[ML_STAT_UW_STACKS])
 		text_stats(f, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
+	if (s->stats[ML_STAT_RSS_FAULTS]) {
+		text_stats(f, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
+		if (s->rss_shift)
+			fprintf(f, "rss: one page in %u recorded (each record stands for %u pages)\n", 1U << s->rss_shift,
+				1U << s->rss_shift);
+	}
 	fprintf(f, "showing %zu of %zu stacks, leak candidates (growing) first, then largest\n", shown, s->nrows);
 	for (size_t i = 0; i < shown; i++) {
 		const struct ml_row *row = &s->rows[order[i]];
@@ -438,9 +469,12 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		if (multi)
 			fprintf(f, "pid %u ", row->key.tgid);
 		ml_fmt_count(cg, sizeof(cg), j->count_growth, true);
-		fprintf(f, "%s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s, %s allocations since last\n",
-			ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
-			row->growth_bytes >= 0 ? "+" : "", b2, cg);
+		if (row->key.layer == ML_LAYER_RSS)
+			text_rss_row(f, s, row, b1, b2);
+		else
+			fprintf(f, "%s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s, %s allocations since last\n",
+				ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
+				row->growth_bytes >= 0 ? "+" : "", b2, cg);
 		if (j->verdict == ML_V_GROWING) {
 			text_candidate(f, j);
 		} else if (j->verdict == ML_V_IMPORT) {
@@ -505,6 +539,8 @@ static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool 
 		jw_u64(w, "bytes", t->bytes);
 		jw_u64(w, "count", t->count);
 		jw_i64(w, "growth_bytes", t->growth_bytes);
+		if (layer == ML_LAYER_RSS)
+			jw_u64(w, "cow_bytes", t->cow_bytes);
 		jw_obj_end(w);
 	}
 	jw_obj_end(w);
@@ -645,6 +681,8 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	json_stats(&w, "dropped", drop_stats, ARRAY_LEN(drop_stats), s->stats);
 	json_stats(&w, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
 	json_stats(&w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
+	json_stats(&w, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
+	jw_u64(&w, "rss_sample_every", 1ULL << s->rss_shift);
 	jw_obj_begin(&w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
@@ -684,6 +722,8 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_str(&w, "layer", ml_layer_name(row->key.layer));
 		jw_u64(&w, "bytes", row->bytes);
 		jw_u64(&w, "count", row->count);
+		if (row->key.layer == ML_LAYER_RSS)
+			jw_u64(&w, "cow_bytes", row->cow_bytes);
 		jw_double(&w, "oldest_age_s", age_s(s, row));
 		jw_i64(&w, "growth_bytes", row->growth_bytes);
 		jw_i64(&w, "count_growth", j->count_growth);

@@ -397,8 +397,12 @@ static int open_outputs(struct session *ss)
 		return -ENOMEM;
 	ledger__set_canon(ss->ledger, stackview__canon, ss->sv);
 	if (ss->layers & (1U << ML_LAYER_RSS)) {
-		ss->rss = rsspages__new(ss->skel, ss->ledger, &(struct rsspages_opts){ .max_records = o->max_allocs / 4,
-										      .max_pages_per_s = RSS_MAX_RATE });
+		struct rsspages_opts ro = { .max_records = o->max_allocs / 4, .max_pages_per_s = RSS_MAX_RATE };
+		const char *t = getenv("MEMLEAK_AI_TEST_RSS_MAX_RECORDS"); /* test hook: sampling without GiBs */
+
+		if (t)
+			ml_parse_u64(t, 1, UINT32_MAX, &ro.max_records);
+		ss->rss = rsspages__new(ss->skel, ss->ledger, &ro);
 		if (!ss->rss) {
 			ml_notice("the rss layer cannot start (its tracepoints): %s", strerror(errno));
 			ss->layers &= ~(1U << ML_LAYER_RSS);
