@@ -69,6 +69,8 @@ struct ml_rss_fault {
 	__u64 page, ts_ns;
 	__u64 ip, sp;  /* the user registers at the fault: the page allocation must come from the same entry */
 	__u64 err;     /* the fault's error code */
+	__u64 vlo, vhi, vgen; /* the anonymous mapping the thread last faulted in, as of the process's gen */
+	__u64 cap_ip, cap_sp, cap_ns, cap_caller, cap_stack; /* the last stack captured at a fault, and when */
 };
 
 struct ml_thread {

@@ -298,6 +298,7 @@ struct ml_heap_proc {
 				 /* are told to user space (struct ml_rss_event), which sweeps the table */
 #define ML_SPEC_RSS (ML_MAX_SPECS - 4)  /* a first touch */
 #define ML_SPEC_COPY (ML_MAX_SPECS - 5) /* a copy on write */
+#define ML_SPEC_RSS_HEAP (ML_MAX_SPECS - 6) /* a first touch of a page of the C heap (below the break) */
 
 static inline int ml_rss_sampled(__u64 page, __u32 shift)
 {
@@ -313,6 +314,7 @@ static inline int ml_rss_sampled(__u64 page, __u32 shift)
  */
 struct ml_rss_proc {
 	__u64 brk; /* the program break as last seen (0 until known) */
+	__u64 gen; /* one more at every unmap, move or replacement: a thread's remembered mapping is stale */
 };
 
 /* Process events for --follow: a traced process forked a new process, or a traced process ran exec. */

@@ -20,12 +20,22 @@ __u32 rss_shift = 0;
 #define ML_GFP_MOVABLE (1U << 3) /* ___GFP_MOVABLE_BIT: user pages, never page tables */
 #define ML_GFP_ZERO (1U << 8)    /* ___GFP_ZERO_BIT: a page that starts zeroed (first touch, the zero page's copy) */
 #define ML_HUGE_BYTES (1ULL << 21)
-#define ML_FAULT_WINDOW_NS 100000000ULL /* a fault the page allocator has not answered in this long allocated nothing */
+#define ML_FAULT_WINDOW_NS 100000000ULL
+#define ML_SAME_RUN_NS 50000ULL /* faults of one run (one loop over new pages) follow each other closer than this */ /* a fault the page allocator has not answered in this long allocated nothing */
+
+struct vma_seen {
+	__u64 lo, hi;
+	int anon;
+};
 
 /* Anonymous memory (no vm_ops: not a file, not shared memory, not a device). */
 static long anon_vma(struct task_struct *task, struct vm_area_struct *vma, void *ctx)
 {
-	*(int *)ctx = vma->vm_ops == NULL;
+	struct vma_seen *v = ctx;
+
+	v->anon = vma->vm_ops == NULL;
+	v->lo = vma->vm_start;
+	v->hi = vma->vm_end;
 	return 0;
 }
 
@@ -37,15 +47,18 @@ static __always_inline void rss_fault(__u64 addr, __u64 err, __u64 ip, __u64 sp)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, shift = READ_ONCE(rss_shift);
 	__u64 page = addr & ~(ML_PAGE_BYTES - 1);
+	struct vma_seen v = {};
 	struct task_struct *task;
+	struct ml_rss_proc *rp;
 	struct ml_counters *c;
 	struct ml_thread *th;
-	int anon = 0;
+	__u64 gen;
 	long e;
 
 	if (addr >= ML_USER_TOP || (err & ML_PF_INSTR) || ((err & ML_PF_PROT) && !(err & ML_PF_WRITE)))
 		return;
-	if (!bpf_map_lookup_elem(&rss_procs, &tgid))
+	rp = bpf_map_lookup_elem(&rss_procs, &tgid);
+	if (!rp)
 		return;
 	c = counters();
 	cnt_inc(c, ML_STAT_RSS_FAULTS);
@@ -55,15 +68,22 @@ static __always_inline void rss_fault(__u64 addr, __u64 err, __u64 ip, __u64 sp)
 		return;
 	}
 	task = bpf_get_current_task_btf();
-	e = bpf_find_vma(task, page, anon_vma, &anon, 0);
-	if (e == -ML_EBUSY)
-		cnt_inc(c, ML_STAT_RSS_VMA_BUSY);
-	if (e || !anon)
-		return;
+	gen = READ_ONCE(rp->gen);
 	th = bpf_task_storage_get(&threads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!th) {
 		cnt_inc(c, ML_STAT_DROP_THREAD);
 		return;
+	}
+	/* Faults come in runs over one mapping: it is looked up once, until the process unmaps or moves something. */
+	if (th->rss.vgen != gen + 1 || page < th->rss.vlo || page >= th->rss.vhi) {
+		e = bpf_find_vma(task, page, anon_vma, &v, 0);
+		if (e == -ML_EBUSY)
+			cnt_inc(c, ML_STAT_RSS_VMA_BUSY);
+		if (e || !v.anon)
+			return;
+		th->rss.vlo = v.lo;
+		th->rss.vhi = v.hi;
+		th->rss.vgen = gen + 1; /* 0 in a new thread's storage: never a match */
 	}
 	th->rss.page = page;
 	th->rss.err = err;
@@ -97,6 +117,14 @@ int BPF_PROG(rss_fault_kernel, unsigned long address, struct pt_regs *regs, unsi
 	if (u)
 		rss_fault(address, error_code | ML_PF_KERNEL, u->ip, u->sp);
 	return 0;
+}
+
+/* Whether addr lies in the C heap's break area (fresh heap: its first touch is told apart). */
+static __always_inline int in_heap(struct task_struct *task, __u64 addr)
+{
+	struct mm_struct *mm = task->mm;
+
+	return mm && addr >= mm->start_brk && addr < mm->brk;
 }
 
 /*
@@ -139,8 +167,22 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 		cnt_inc(c, ML_STAT_RSS_SAMPLED_OUT);
 		return 0;
 	}
-	cap = (struct ml_capture){ .ip = u->ip, .sp = u->sp, .bp = u->bp, .fault = !(th->rss.err & ML_PF_KERNEL) };
-	capture_stack_ip(th, &cap);
+	/*
+	 * A loop writing page after page (memset into a new buffer) faults at one instruction with one stack
+	 * pointer, microseconds apart: the same stack, captured once for the run.
+	 */
+	if (th->rss.cap_ip == u->ip && th->rss.cap_sp == u->sp && now - th->rss.cap_ns < ML_SAME_RUN_NS) {
+		cap.caller = th->rss.cap_caller;
+		cap.stack_id = th->rss.cap_stack;
+	} else {
+		cap = (struct ml_capture){ .ip = u->ip, .sp = u->sp, .bp = u->bp, .fault = !(th->rss.err & ML_PF_KERNEL) };
+		capture_stack_ip(th, &cap);
+		th->rss.cap_ip = u->ip;
+		th->rss.cap_sp = u->sp;
+		th->rss.cap_caller = cap.caller;
+		th->rss.cap_stack = cap.stack_id;
+	}
+	th->rss.cap_ns = now;
 	/* A record already at key lost its release (or the page was swapped out): it is taken over. */
 	s = slot_claim(NULL, tgid, ML_LAYER_RSS, key + (copy ? ML_RSS_COPY : 0));
 	if (!s) {
@@ -154,7 +196,7 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 	s->stack_id = cap.stack_id;
 	s->tgid = tgid;
 	s->layer = ML_LAYER_RSS;
-	s->spec = copy ? ML_SPEC_COPY : ML_SPEC_RSS;
+	s->spec = copy ? ML_SPEC_COPY : in_heap(task, key) ? ML_SPEC_RSS_HEAP : ML_SPEC_RSS;
 	s->device = -1;
 	barrier();
 	WRITE_ONCE(s->ts_ns, now);
@@ -307,6 +349,8 @@ int BPF_PROG(rss_exit, struct pt_regs *regs, long ret)
 	c = counters();
 	a = regs->di;
 	len = page_up(regs->si);
+	if (nr != ML_NR_MADVISE && !(nr == ML_NR_MMAP && !(regs->r10 & ML_MAP_FIXED)))
+		__sync_fetch_and_add(&rp->gen, 1); /* mappings went or moved: what threads remember may be stale */
 	if (nr == ML_NR_MUNMAP) {
 		rss_range(c, tgid, a, a + len, 0);
 	} else if (nr == ML_NR_MADVISE) {

@@ -306,7 +306,7 @@ def losses_loop_default_settings_2s():
     kept loss tensors in torch_cpu, 256 bytes each, one a step); its retained count and count growth agree
     with the counts of the reports before; every output is valid."""
     script = "losses.py"
-    run = Run(script, "p", interval="2")
+    run = Run(script, "p", "--top", "200", interval="2")  # every stack's history in the JSON, not only the top
 
     def top2(rep):
         return [s for s in rep["stacks"] if s["verdict"] == "growing"][:2]
@@ -335,6 +335,9 @@ def losses_loop_default_settings_2s():
     block = [b for b in text_blocks(run.text) if any("LEAK CANDIDATE" in l for l in b[1])]
     check(block and re.search(r"LEAK CANDIDATE: growing by (count and bytes|count|bytes): \+[\d,]+ objects, ",
                               block[0][1][0]), f"the candidate line: {block[:1]}")
+    # The resident memory it grew by is explained (the rss layer's pages, each counted once).
+    mem = next(p["memory"] for p in reps[-1]["processes"] if p["pid"] == run.pid)
+    check(mem["explained_pct"] is not None and mem["explained_pct"] >= 80, f"explained: {mem}")
     check_outputs(run, reps[-1], False)
 
 

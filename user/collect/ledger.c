@@ -686,13 +686,13 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		r = row_for(l, &k);
 		if (!r)
 			return -ENOMEM;
-		r->traits |= traits | (sl->spec == ML_SPEC_BRK ? ML_ROW_BRK : 0);
+		r->traits |= traits | (sl->spec == ML_SPEC_BRK || sl->spec == ML_SPEC_RSS_HEAP ? ML_ROW_BRK : 0);
 		/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
 		if (ts > newest)
 			continue;
 		r->bytes += size;
 		r->cow_bytes += cow;
-		r->count++;
+		r->count += sl->layer == ML_LAYER_RSS ? 1ULL << l->rss_shift : 1; /* an rss record stands for 2^shift */
 		if (ts < r->oldest_ts_ns)
 			r->oldest_ts_ns = ts;
 		if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&

@@ -56,7 +56,7 @@
 #define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
 #define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
-#define RSS_MAX_RATE 20000.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
+#define RSS_MAX_RATE 1000.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
 
 struct session {
 	const struct ml_opts *o;
