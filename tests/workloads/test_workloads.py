@@ -369,6 +369,30 @@ def dataloader_workers_cache_full_fidelity():
 
 
 @test
+def dataloader_copy_on_write_default_settings():
+    """Workers forked over a Dataset holding a large Python list copy its pages as they read it (reference
+    counts): at default settings each worker has a growing rss stack at the __getitem__ line whose pages are
+    copies (cow_bytes), and the workers' Private_Dirty growth is explained."""
+    script = "dataloader_cow.py"
+    run, reps = leak_run(script, "p")
+    final, line = reps[-1], leak_line(script)
+    workers = {}
+    for s in final["stacks"]:
+        if (s["layer"] == "rss" and s["verdict"] == "growing" and s["pid"] != run.pid and s["cow_bytes"] > 0
+                and (user_frame(s, script) or {}).get("line") == line):
+            workers.setdefault(s["pid"], []).append(s)
+    eq(len(workers), 2, f"workers with a growing copy-on-write stack at line {line}")
+    for pid, ss in workers.items():
+        top = max(ss, key=lambda s: s["cow_bytes"])
+        eq(top["cow_bytes"], top["bytes"], f"worker {pid}: its pages there are all copies")
+        check(user_frame(top, script)["func"].endswith("__getitem__"), f"worker {pid}: {user_frame(top, script)}")
+        mem = next(p["memory"] for p in final["processes"] if p["pid"] == pid)
+        check(mem["private_dirty_growth_bytes"] > 4 << 20 and mem["private_dirty_explained_pct"] >= 80,
+              f"worker {pid}: Private_Dirty growth explained: {mem}")
+        check(mem["cow_bytes"] >= top["cow_bytes"], f"worker {pid}: cow_bytes in memory {mem}")
+
+
+@test
 def steady_control_started_default_settings_grows_nothing():
     """The control from its first instruction: import torch's memory is start-up (verdict import), nothing grows."""
     run, reps = control_run("c")

@@ -170,12 +170,14 @@ struct mem_view {
 	int64_t growth;        /* anonymous memory since attach */
 	uint64_t explained;    /* the part of a positive growth that traced allocations hold */
 	double pct;            /* explained / growth * 100; < 0 when growth <= 0 */
+	int64_t dirty_growth;  /* private dirty memory since attach: new pages and pages copied on write */
+	uint64_t dirty_explained; /* the part of a positive one the rss layer's pages (first touches, copies) hold */
 };
 
 static bool mem_view(struct stackview *sv, int pid, const struct ml_proc_total *p, struct mem_view *out)
 {
 	struct ml_resolver res;
-	uint64_t held = host_bytes(p), frag, brk = p ? p->brk_bytes : 0;
+	uint64_t held = host_bytes(p), frag, brk = p ? p->brk_bytes : 0, rss;
 
 	if (stackview__proc(sv, pid, &res) || !res.mem || !res.mem_base)
 		return false;
@@ -195,6 +197,10 @@ static bool mem_view(struct stackview *sv, int pid, const struct ml_proc_total *
 	out->growth = (int64_t)res.mem->anon - (int64_t)res.mem_base->anon;
 	out->explained = out->growth > 0 ? (held < (uint64_t)out->growth ? held : (uint64_t)out->growth) : 0;
 	out->pct = out->growth > 0 ? (double)out->explained * 100 / (double)out->growth : -1;
+	/* A copy on write leaves RSS as it was and makes the page private: it shows in Private_Dirty. */
+	out->dirty_growth = (int64_t)res.mem->private_dirty - (int64_t)res.mem_base->private_dirty;
+	rss = p ? p->layers[ML_LAYER_RSS].bytes : 0;
+	out->dirty_explained = out->dirty_growth > 0 ? (rss < (uint64_t)out->dirty_growth ? rss : (uint64_t)out->dirty_growth) : 0;
 	return true;
 }
 
@@ -216,6 +222,13 @@ static void json_memory(struct jw *w, struct stackview *sv, int pid, const struc
 	else
 		jw_str(w, "explained_pct", NULL);
 	jw_u64(w, "unexplained_bytes", m.growth > 0 ? (uint64_t)m.growth - m.explained : 0);
+	jw_i64(w, "private_dirty_growth_bytes", m.dirty_growth);
+	jw_u64(w, "private_dirty_explained_bytes", m.dirty_explained);
+	if (m.dirty_growth > 0)
+		jw_double(w, "private_dirty_explained_pct", (double)m.dirty_explained * 100 / (double)m.dirty_growth);
+	else
+		jw_str(w, "private_dirty_explained_pct", NULL);
+	jw_u64(w, "cow_bytes", p ? p->layers[ML_LAYER_RSS].cow_bytes : 0);
 	jw_obj_end(w);
 }
 
@@ -243,6 +256,14 @@ void ml_text_memory(FILE *f, struct stackview *sv, const struct ml_snapshot *s, 
 				b[4]);
 		else
 			fputs(": no growth to explain\n", f);
+		if (p && p->layers[ML_LAYER_RSS].cow_bytes) {
+			ml_fmt_bytes(b[3], sizeof(b[3]), (double)p->layers[ML_LAYER_RSS].cow_bytes);
+			ml_fmt_bytes(b[4], sizeof(b[4]), (double)m.dirty_growth);
+			fprintf(f, "copy-on-write: pid %d holds %s of pages copied from memory it shared with another process "
+				   "(RSS unchanged); Private_Dirty %s%s since attach, %.0f%% of it in traced pages\n",
+				traced[i], b[3], m.dirty_growth >= 0 ? "+" : "", b[4],
+				m.dirty_growth > 0 ? (double)m.dirty_explained * 100 / (double)m.dirty_growth : 100.0);
+		}
 		{
 			struct ml_resolver res;
 
