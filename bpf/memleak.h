@@ -326,6 +326,7 @@ enum ml_stat {
 				  /* an unreadable or non-increasing frame (the outermost frame's end is not counted) */
 	ML_STAT_UW_TRUNCATED,     /* deeper than ML_MAX_FRAMES native frames */
 	ML_STAT_UW_MEMO,          /* stacks unwound by replaying a remembered walk (every word it read the same) */
+	ML_STAT_LOADER_HITS,      /* traps on the dynamic loader's _dl_debug_state (ldso_stop, ldso_notify) */
 	ML_STAT_MAX,
 };
 
@@ -333,6 +334,14 @@ enum ml_stat {
 #define ML_STAT_LAYER_BASE 32
 #define ML_STAT_LAYER_ALLOCS(layer) (ML_STAT_LAYER_BASE + 2 * (layer))
 #define ML_STAT_LAYER_FREES(layer) (ML_STAT_LAYER_BASE + 2 * (layer) + 1)
-#define ML_STAT_SLOTS (ML_STAT_LAYER_BASE + 2 * ML_LAYER_MAX)
+/*
+ * Probe hits (traps) per layer, the cost's own count (user/session/overhead.c): every entry trap (nested calls,
+ * free(NULL), failed and filtered calls, wrapper entries, USDT probes) and every return trap, counted first
+ * thing in each program, whatever it goes on to do.
+ */
+#define ML_STAT_HIT_BASE (ML_STAT_LAYER_BASE + 2 * ML_LAYER_MAX)
+#define ML_STAT_ENTRY_HITS(layer) (ML_STAT_HIT_BASE + 2 * (layer))
+#define ML_STAT_RET_HITS(layer) (ML_STAT_HIT_BASE + 2 * (layer) + 1)
+#define ML_STAT_SLOTS (ML_STAT_HIT_BASE + 2 * ML_LAYER_MAX)
 
 #endif

@@ -36,6 +36,7 @@
 #include "report/report.h"
 #include "report/stackview.h"
 #include "session/fleet.h"
+#include "session/budget.h"
 #include "session/follow.h"
 #include "session/overhead.h"
 #include "session/select.h"
@@ -336,37 +337,15 @@ static struct fleet_procs fleet_of(struct session *ss)
 	return (struct fleet_procs){ .root = ss->root.pid ? &ss->root : NULL, .followers = ss->followers };
 }
 
-/*
- * --max-overhead: the C heap's probes cost more than the budget. Follow it through its system calls
- * instead, in every traced process; its records so far are dropped (their frees would not be seen).
- */
-static int heap_growth_mode(struct session *ss, uint64_t next_report)
+/* ss->pids: the traced processes' pids, the first one's first. How many (0: none, or out of memory). */
+static size_t traced_pids(struct session *ss)
 {
-	const struct ml_overhead *ov = overhead__info(ss->ov);
-	int err;
+	size_t np = 1 + (ss->followers ? followers__count(ss->followers) : 0), first = ss->root.pid ? 1 : 0;
 
-	err = ss->root.pid ? ml_heap_track(ss->skel, ss->root.pid) : 0;
-	if (!err) {
-		ss->heap_link = bpf_program__attach(ss->skel->progs.heap_exit);
-		if (!ss->heap_link)
-			err = -errno;
-	}
-	if (err) {
-		ml_notice("tracing costs %.1f%% of the traced processes' time, over the %g%% budget, and heap-growth "
-			  "mode cannot start (%s): every probe stays", ov->pct, ov->budget_pct, strerror(-err));
-		return err;
-	}
-	if (ss->followers)
-		followers__heap_mode(ss->followers);
-	if (ss->root.probes)
-		probes__drop_libc(ss->root.probes);
-	ss->layers &= ~(1U << ML_LAYER_LIBC);
-	ledger__forget_layer(ss->ledger, ML_LAYER_LIBC);
-	overhead__heap_mode(ss->ov, next_report);
-	ml_notice("tracing cost %.1f%% of the traced processes' time, over the %g%% budget (--max-overhead): "
-		  "the C heap is now followed through its system calls (heap-growth mode), CUDA and PyTorch as before",
-		  ov->full_pct, ov->budget_pct);
-	return 0;
+	if (ml_grow(&ss->pids, &ss->cap_pids, np, sizeof(*ss->pids)))
+		return 0;
+	ss->pids[0] = ss->root.pid;
+	return first + (ss->followers ? followers__pids(ss->followers, ss->pids + first, ss->cap_pids - first) : 0);
 }
 
 static int arm_timer(int fd, double secs)
@@ -497,9 +476,18 @@ static int session_open(struct session *ss)
 	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
 	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
 	ml_info("uprobe_multi links %s", ss->multi ? "supported: one link per program and library" : "not supported");
+	ss->ov = overhead__new(o->max_overhead);
+	if (!ss->ov)
+		return -ENOMEM;
+	/* In the background, while the BPF object is verified and the probes attached: nothing waits for it but
+	 * the budget's first decision. */
+	n = overhead__calibrate_start(ss->ov, ss->multi);
 	err = load_bpf(o, ss->multi, &ss->skel);
 	if (err)
 		return err;
+	n = n ? n : overhead__bind(ss->ov, ss->skel);
+	if (n)
+		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
 	ss->env = (struct tracee_env){ .skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir };
 	if (o->unwind_tables) {
 		ss->env.uw = unwinder__new(ss->skel, &(struct unwind_opts){ .debug_dir = o->debug_dir });
@@ -515,13 +503,6 @@ static int session_open(struct session *ss)
 	err = open_outputs(ss);
 	if (err)
 		return err;
-	ss->ov = overhead__new(ss->skel, o->max_overhead);
-	if (!ss->ov)
-		return -ENOMEM;
-	/* Before the target runs (-c): an exec right at its start must find the follow tracepoints on. */
-	n = overhead__calibrate(ss->ov);
-	if (n)
-		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_overhead(ss->reps[i], overhead__info(ss->ov));
@@ -632,6 +613,8 @@ static int session_start(struct session *ss)
 		if (missing & (1U << l) && strcmp(ml_layer_name(l), "unknown"))
 			ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
 	ss->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	nf = (unsigned int)traced_pids(ss);
+	overhead__start(ss->ov, ss->pids, nf);
 	if (ss->metrics) /* the processes, at zero, until the first report */
 		fleet__publish_metrics(ss->metrics, fleet_of(ss), NULL, NULL, ss->layers, overhead__info(ss->ov), 0);
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -649,7 +632,7 @@ static int session_start(struct session *ss)
 static void session_scan(struct session *ss)
 {
 	uint64_t expirations;
-	size_t np = 1;
+	size_t np;
 	bool full;
 	int n;
 
@@ -663,18 +646,14 @@ static void session_scan(struct session *ss)
 		if (n < 0)
 			ml_notice("cannot look for new processes to trace: %s", strerror(-n));
 	}
-	if (ss->followers) {
+	if (ss->followers)
 		followers__sync(ss->followers, full, follower_gone, ss);
-		np += followers__count(ss->followers);
-	}
-	if (!ml_grow(&ss->pids, &ss->cap_pids, np, sizeof(*ss->pids))) {
-		size_t first = ss->root.pid ? 1 : 0;
-
-		ss->pids[0] = ss->root.pid;
-		np = first + (ss->followers ? followers__pids(ss->followers, ss->pids + first, ss->cap_pids - first) : 0);
-		if (np && overhead__sample(ss->ov, ss->pids, np) == 1)
-			heap_growth_mode(ss, ss->seq + 1);
-	}
+	np = traced_pids(ss);
+	if (np)
+		budget__act(&(struct budget_env){ .skel = ss->skel, .root_pid = ss->root.pid, .root = ss->root.probes,
+						  .followers = ss->followers, .ledger = ss->ledger, .ov = ss->ov,
+						  .layers = &ss->layers, .heap_link = &ss->heap_link },
+			    overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
 	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
