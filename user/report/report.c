@@ -617,6 +617,18 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	json_stats(&w, "dropped", drop_stats, ARRAY_LEN(drop_stats), s->stats);
 	json_stats(&w, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
 	json_stats(&w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
+	/* Every trap of every probe since attach, by layer: what the cost counts (session/overhead.c). */
+	jw_obj_begin(&w, "hits");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		if (!s->stats[ML_STAT_ENTRY_HITS(layer)] && !s->stats[ML_STAT_RET_HITS(layer)])
+			continue;
+		jw_obj_begin(&w, ml_layer_name(layer));
+		jw_u64(&w, "entry", s->stats[ML_STAT_ENTRY_HITS(layer)]);
+		jw_u64(&w, "return", s->stats[ML_STAT_RET_HITS(layer)]);
+		jw_obj_end(&w);
+	}
+	jw_u64(&w, "loader", s->stats[ML_STAT_LOADER_HITS]);
+	jw_obj_end(&w);
 	jw_obj_begin(&w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];

@@ -64,6 +64,7 @@ struct overhead {
 	overhead_rss_cost_fn rss_cost;
 	void (*rss_shed)(void *ctx);
 	void *rss_ctx;
+	int extra_prog;      /* a program of another instance of the object (heap-growth mode's), or -1 */
 	pthread_t calib;
 	int calib_prog;      /* uprobe_multi kernels: a do-nothing program of its own, loaded before the object */
 	_Atomic int calib_state;
@@ -89,6 +90,7 @@ struct overhead *overhead__new(double budget_pct)
 	/* Without this the kernel keeps no run time for BPF programs; it stops when memleak-ai exits. */
 	o->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	o->calib_prog = -1;
+	o->extra_prog = -1;
 	return o;
 }
 
@@ -369,6 +371,18 @@ static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 			continue;
 		*(is_probe_prog(o, prog) ? probe : other) += info.run_time_ns;
 	}
+	if (o->extra_prog >= 0) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		if (bpf_obj_get_info_by_fd(o->extra_prog, &info, &len) == 0)
+			*other += info.run_time_ns;
+	}
+}
+
+void overhead__count_prog(struct overhead *o, int prog_fd)
+{
+	o->extra_prog = prog_fd;
 }
 
 /* CPU time (user + system) of the processes, in ns; the gone ones count nothing. */

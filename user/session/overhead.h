@@ -42,6 +42,9 @@ enum overhead_action {
  */
 enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids);
 
+/* A program loaded apart from the object (heap-growth mode's, session/budget.c): its run time counts too. */
+void overhead__count_prog(struct overhead *o, int prog_fd);
+
 /* Heap-growth mode begins now (before report number `report`). */
 void overhead__heap_mode(struct overhead *o, uint64_t report);
 

@@ -79,7 +79,7 @@ struct session {
 	struct overhead *ov;
 	FILE *out, *extra_out[N_OUTPUTS - 1];
 	struct reporter *reps[N_OUTPUTS];
-	struct bpf_link *heap_link;             /* the system-call tracepoint of heap-growth mode, once on */
+	struct budget *budget;                  /* --max-overhead's actions: heap-growth mode, shedding */
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
 	struct bpf_link *oom_link;              /* the OOM killer's choice of a traced process (mark_victim) */
 	bool oom_report;                        /* a follower was chosen: report now, before its exit drops it */
@@ -102,9 +102,8 @@ void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, b
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
 	skel->rodata->unwind_tables = o->unwind_tables;
-	/* A budget of 100% never switches to heap-growth mode: its program need not be verified (seconds). */
-	if (o->max_overhead >= 100)
-		bpf_program__set_autoload(skel->progs.heap_exit, false);
+	/* Heap-growth mode's program is loaded later, in the background, when the budget may need it (budget.c). */
+	bpf_program__set_autoload(skel->progs.heap_exit, false);
 	if (o->unwind_tables) {
 		uint32_t rows, index;
 
@@ -188,7 +187,7 @@ static void root_exec(struct session *ss)
 	struct probes_opts po = root_probes_opts(ss);
 	int err;
 
-	if (ss->heap_link)
+	if (budget__heap_on(ss->budget))
 		ml_heap_track(ss->skel, ss->root.pid);
 	err = tracee__reprobe(&ss->root, &ss->env, &po);
 	if (err && err != -ESRCH && err != -ENOENT) {
@@ -615,6 +614,9 @@ static int session_start(struct session *ss)
 	ss->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	nf = (unsigned int)traced_pids(ss);
 	overhead__start(ss->ov, ss->pids, nf);
+	ss->budget = budget__new(ss->skel, o->max_overhead);
+	if (!ss->budget)
+		return -ENOMEM;
 	if (ss->metrics) /* the processes, at zero, until the first report */
 		fleet__publish_metrics(ss->metrics, fleet_of(ss), NULL, NULL, ss->layers, overhead__info(ss->ov), 0);
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -650,9 +652,9 @@ static void session_scan(struct session *ss)
 		followers__sync(ss->followers, full, follower_gone, ss);
 	np = traced_pids(ss);
 	if (np)
-		budget__act(&(struct budget_env){ .skel = ss->skel, .root_pid = ss->root.pid, .root = ss->root.probes,
+		budget__act(ss->budget, &(struct budget_env){ .skel = ss->skel, .root_pid = ss->root.pid, .root = ss->root.probes,
 						  .followers = ss->followers, .ledger = ss->ledger, .ov = ss->ov,
-						  .layers = &ss->layers, .heap_link = &ss->heap_link },
+						  .layers = &ss->layers },
 			    overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
 	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
@@ -805,7 +807,7 @@ static int session_close(struct session *ss, bool ok)
 		}
 	stackview__free(ss->sv);
 	ring_buffer__free(ss->proc_rb);
-	bpf_link__destroy(ss->heap_link);
+	budget__free(ss->budget);
 	bpf_link__destroy(ss->fork_link);
 	bpf_link__destroy(ss->exec_link);
 	bpf_link__destroy(ss->oom_link);
