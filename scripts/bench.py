@@ -567,6 +567,26 @@ def torch_bench():
               f"{ae_on[0] / max(ae_on[1], 1) - ae_off[0] / max(ae_off[1], 1):+.0f} ns per allocation")
 
 
+def timed_reports(tool, fn, warm=None):
+    """Run fn() while the tool reports (JSON, 0.5 s); warm() first if given. Stop the tool. Returns fn's result
+    and the overhead.pct of the reports whose sample lay inside fn's run (arrived 1.1 s after its start or
+    later: a sample spans a second), and with warm, all the reports too."""
+    arrived = []
+    reader = threading.Thread(target=lambda: arrived.extend((time.time(), l) for l in tool.stdout), daemon=True)
+    reader.start()
+    if warm:
+        warm()
+    t0 = time.time()
+    r = fn()
+    t1 = time.time()
+    tool.send_signal(signal.SIGINT)
+    tool.wait(timeout=60)
+    reader.join(10)
+    reps = [json.loads(l) for _, l in arrived if l.strip()]
+    inside = [json.loads(l)["overhead"]["pct"] for t, l in arrived if t0 + 1.1 < t <= t1 and l.strip()]
+    return (r, inside, reps) if warm else (r, inside)
+
+
 def budget_bench():
     """
     The overhead budget on the PyTorch CPU training step with planted leaks (a 256 KiB tensor and a 256 KiB
@@ -588,6 +608,7 @@ def budget_bench():
     read_line(target.stdout, 120, "torch ready")
     res = {"none": [], "every probe (--max-overhead 100)": [], "default budget (2%)": []}
     flagged, flagged_t, modes_seen, costs = [], [], [], []
+    shares = {"every probe (--max-overhead 100)": [], "default budget (2%)": []}
 
     def run_once():
         target.stdin.write(b"g")
@@ -598,18 +619,20 @@ def budget_bench():
         run_once()  # warm-up
         for _ in range(rounds):
             res["none"].append(run_once())
-            tool = start_tool(target.pid, ["--max-overhead", "100"])
-            res["every probe (--max-overhead 100)"].append(run_once())
-            stop_tool(tool)
-            tool = subprocess.Popen([TOOL, "-p", str(target.pid), "-f", "json", "--top", "20", "1"],
+            tool = subprocess.Popen([TOOL, "-p", str(target.pid), "-f", "json", "--top", "20", "--max-overhead",
+                                     "100", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
+                pass
+            t, inside = timed_reports(tool, run_once)
+            res["every probe (--max-overhead 100)"].append(t)
+            shares["every probe (--max-overhead 100)"].append((t, inside))
+            tool = subprocess.Popen([TOOL, "-p", str(target.pid), "-f", "json", "--top", "20", "0.5"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
                 pass
-            run_once()  # the tool measures and, over budget, switches
-            res["default budget (2%)"].append(run_once())
-            tool.send_signal(signal.SIGINT)
-            out, _ = tool.communicate(timeout=60)
-            reps = [json.loads(l) for l in out.decode().splitlines() if l.strip()]
+            t, inside, reps = timed_reports(tool, run_once, warm=run_once)
+            res["default budget (2%)"].append(t)
+            shares["default budget (2%)"].append((t, inside))
             modes_seen.append(reps[-1].get("modes", {}).get("libc"))
             costs.append(max(r["overhead"]["pct"] for r in reps if r["overhead"]["measured"]))
             def at(line, layer):
@@ -625,6 +648,12 @@ def budget_bench():
     for k, v in med.items():
         print(f"  {k:34s} median {v:7.3f} ms/step ({(v / med['none'] - 1) * 100:+.2f}%)   runs: "
               f"{' '.join(f'{x:.3f}' for x in res[k])}")
+    for k, v in shares.items():
+        true = [(1 - med["none"] / t) * 100 for t, _ in v]
+        rep = [statistics.median(x) for _, x in v if x]
+        if rep:
+            print(f"  {k}: reported share {med_range(rep, '{:.2f}')}% (reports inside the timed run), "
+                  f"1 - T(without)/T(with) {med_range(true, '{:.2f}')}%")
     print(f"  budget mode: libc mode at the end of each run {modes_seen}; cost measured before the switch "
           f"{med_range(costs, '{:.1f}')}%")
     print(f"  planted tensor leak (torch_cpu) flagged at torch_step.py:{tensor_line} in {sum(flagged_t)} of "
