@@ -108,17 +108,28 @@ void overhead__free(struct overhead *o)
 	free(o);
 }
 
-/* CPU ns a malloc + free pair (CPU time, not wall time: other load on the machine must not count). */
-static double time_calls(void)
+/*
+ * Work between the pairs: a target does some between its allocator calls, which leaves the trap's code and
+ * data colder than a tight loop of calls would (the floor a target paid in `make bench` rose by a sixth with
+ * work between its pairs). Reading this much memory a line at a time evicts the first-level caches.
+ */
+#define CALIB_COOL_BYTES (256 * 1024)
+
+/* CPU ns a malloc + free pair and the work after it (CPU time, not wall time: other load must not count). */
+static double time_calls(const volatile unsigned char *cool)
 {
 	uint64_t t0 = ml_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	unsigned int sum = 0;
 
 	for (int i = 0; i < CALIB_CALLS; i++) {
 		void *p = malloc(64);
 
 		asm volatile("" : : "r"(p) : "memory");
 		free(p);
+		for (size_t b = 0; cool && b < CALIB_COOL_BYTES; b += 64)
+			sum += cool[b];
 	}
+	asm volatile("" : : "r"(sum));
 	return (double)(ml_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / CALIB_CALLS;
 }
 
@@ -126,20 +137,22 @@ static double time_calls(void)
  * The calibration probes the C library's own malloc and free (the functions whose probes cost the most),
  * in a child of memleak-ai, as the probes run in the traced processes. How a hit is handled depends on
  * the probed instruction (one the kernel emulates, or one stepped out of line), so no stand-in would do.
- * The child answers each 'm' on cmd with the ns a malloc + free pair takes: the fastest of CALIB_REPS
- * timings after a warm-up (which also sets up the out-of-line area of a new probe).
+ * The child answers each 'm' on cmd with the ns a malloc + free pair and the work after it take: the fastest
+ * of CALIB_REPS timings after a warm-up (which also sets up the out-of-line area of a new probe). The same
+ * work in every timing, the differences are the traps'.
  */
 static void calib_child(int cmd, int res)
 {
+	unsigned char *cool = calloc(1, CALIB_COOL_BYTES); /* NULL: timed without the work, a tight loop */
 	char c;
 
 	while (read(cmd, &c, 1) == 1 && c == 'm') {
 		double v, best;
 
-		time_calls();
-		best = time_calls();
+		time_calls(cool);
+		best = time_calls(cool);
 		for (int i = 1; i < CALIB_REPS; i++)
-			if ((v = time_calls()) < best)
+			if ((v = time_calls(cool)) < best)
 				best = v;
 		if (write(res, &best, sizeof(best)) != sizeof(best))
 			break;
@@ -327,7 +340,7 @@ static bool calibration_in(struct overhead *o)
 			o->info.ret_ns = o->calib_ret;
 			o->info.calibrated = true;
 			ml_info("one probe hit costs %.0f ns here (an empty program's trap), a return probe %.0f ns more "
-				"(a malloc + free pair takes %.0f ns without probes)", o->calib_hit, o->calib_ret,
+				"(a malloc + free pair and the work after it take %.0f ns without probes)", o->calib_hit, o->calib_ret,
 				o->calib_base);
 		}
 	}
