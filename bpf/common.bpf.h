@@ -57,6 +57,12 @@ static __always_inline __u32 layer_frees(__u8 layer)
 	return ML_STAT_LAYER_FREES(layer & (ML_LAYER_MAX - 1));
 }
 
+/* A trap of a probe of this layer: at entry, or at the return. */
+static __always_inline void hit(__u8 layer, bool ret)
+{
+	cnt_inc(counters(), ML_STAT_HIT_BASE + 2 * (layer & (ML_LAYER_MAX - 1)) + (ret ? 1 : 0));
+}
+
 static __always_inline __u64 read_u64(__u64 addr)
 {
 	__u64 v = 0;

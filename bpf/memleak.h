@@ -381,6 +381,7 @@ enum ml_stat {
 	ML_STAT_RSS_VMA_BUSY,     /* faults whose mapping could not be looked at (its lock busy): not recorded */
 	ML_STAT_RSS_LOST,         /* pages allocated for a pending fault that could not be recorded (table full) */
 	ML_STAT_RSS_MOVE_LOST,    /* records an mremap moved to an address the sampling test rejects */
+	ML_STAT_LOADER_HITS,      /* traps on the dynamic loader's _dl_debug_state (ldso_stop, ldso_notify) */
 	ML_STAT_MAX,
 };
 
@@ -388,6 +389,15 @@ enum ml_stat {
 #define ML_STAT_LAYER_BASE 32
 #define ML_STAT_LAYER_ALLOCS(layer) (ML_STAT_LAYER_BASE + 2 * (layer))
 #define ML_STAT_LAYER_FREES(layer) (ML_STAT_LAYER_BASE + 2 * (layer) + 1)
-#define ML_STAT_SLOTS (ML_STAT_LAYER_BASE + 2 * ML_LAYER_MAX)
+/*
+ * Probe hits (traps) per layer, the cost's own count (user/session/overhead.c): every entry trap (nested calls,
+ * free(NULL), failed and filtered calls, wrapper entries, USDT probes) and every return trap, counted first
+ * thing in each program, whatever it goes on to do.
+ */
+#define ML_STAT_HIT_BASE (ML_STAT_LAYER_BASE + 2 * ML_LAYER_MAX)
+#define ML_STAT_ENTRY_HITS(layer) (ML_STAT_HIT_BASE + 2 * (layer))
+#define ML_STAT_RET_HITS(layer) (ML_STAT_HIT_BASE + 2 * (layer) + 1)
+#define ML_STAT_SLOTS (ML_STAT_HIT_BASE + 2 * ML_LAYER_MAX)
+_Static_assert(ML_STAT_MAX <= ML_STAT_LAYER_BASE, "the counters end before the per-layer ones begin");
 
 #endif

@@ -65,6 +65,7 @@ int BPF_KPROBE(alloc_enter)
 	if (idx >= ML_MAX_SPECS)
 		return 0;
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
+	hit(s->layer, false);
 	load_args(ctx, &args, s->count_arg >= ML_ARG_STACK1 || s->count2_arg >= ML_ARG_STACK1);
 	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!th) {
@@ -168,10 +169,12 @@ int BPF_KRETPROBE(alloc_exit)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, idx = bpf_get_attach_cookie(ctx);
 	const volatile struct ml_spec *s;
 	struct ml_counters *c;
-	struct ml_call *t = returning_call(ctx, idx);
+	struct ml_call *t;
 	__u64 ret = PT_REGS_RC(ctx), addr = 0, size;
 	int ok;
 
+	hit(specs[idx & (ML_MAX_SPECS - 1)].layer, true);
+	t = returning_call(ctx, idx);
 	if (!t)
 		return 0;
 	idx = t->spec;
@@ -238,6 +241,7 @@ int BPF_KPROBE(free_enter)
 	if (idx >= ML_MAX_SPECS)
 		return 0;
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
+	hit(s->layer, false);
 	load_args(ctx, &args, false);
 	/*
 	 * The low-rate releases (cudaFree, free_cpu, ...) have a return probe and mark themselves in flight,
@@ -269,8 +273,11 @@ int BPF_KPROBE(free_enter)
 SEC("uretprobe")
 int BPF_KRETPROBE(free_exit)
 {
-	struct ml_call *t = returning_call(ctx, bpf_get_attach_cookie(ctx));
+	__u32 idx = bpf_get_attach_cookie(ctx);
+	struct ml_call *t;
 
+	hit(specs[idx & (ML_MAX_SPECS - 1)].layer, true);
+	t = returning_call(ctx, idx);
 	if (t)
 		t->sp = 0;
 	return 0;
@@ -286,6 +293,7 @@ int BPF_USDT(torch_malloc, __u64 ptr, long device, __u64 size, long stream)
 {
 	struct ml_capture cap = { .sp = PT_REGS_SP(ctx), .bp = PT_REGS_FP(ctx) };
 
+	hit(ML_LAYER_TORCH_CUDA, false);
 	if (!ptr)
 		return 0;
 	capture_stack(bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE),
@@ -299,6 +307,7 @@ int BPF_USDT(torch_malloc, __u64 ptr, long device, __u64 size, long stream)
 SEC("usdt")
 int BPF_USDT(torch_free, __u64 ptr)
 {
+	hit(ML_LAYER_TORCH_CUDA, false);
 	return release(counters(), ML_LAYER_TORCH_CUDA, ptr);
 }
 

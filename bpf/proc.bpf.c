@@ -34,6 +34,7 @@ __u64 ldso_stops = 0;
 SEC("uprobe")
 int ldso_stop(struct pt_regs *ctx)
 {
+	stat_inc(ML_STAT_LOADER_HITS);
 	__sync_fetch_and_add(&ldso_stops, 1);
 	bpf_send_signal(ML_SIGSTOP);
 	return 0;
@@ -63,6 +64,7 @@ static __always_inline void proc_event(__u32 type, __u32 tgid, __u32 parent)
 SEC("uprobe")
 int ldso_notify(struct pt_regs *ctx)
 {
+	stat_inc(ML_STAT_LOADER_HITS);
 	proc_event(ML_PROC_DLOPEN, bpf_get_current_pid_tgid() >> 32, 0);
 	return 0;
 }

@@ -1,7 +1,10 @@
 """Benchmarks (docs/BENCHMARKS.md), each measuring its modes side by side in one run, interleaved.
 
-Usage: scripts/bench.py [overhead|pyframes|unwind|torch|budget|report ...]   (no argument: all, as `make bench`)
+Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|report ...]   (no argument: all, as `make bench`)
   overhead  malloc/free loop: no tool, empty uprobes (the floor), memleak-ai
+  cost      the overhead line's share against 1 - T(without)/T(with) in the same run, on a loop with work between
+            its malloc/free pairs; one calibrated hit against the empty-probe floor
+  startup   command to probes attached, and to the end of one 0.5 s report: idle C target, idle PyTorch process
   pyframes  the BPF Python frame walk at 10, 50 and 100 Python frames: memleak-ai with and without --no-python
   unwind    a malloc 30 calls deep: table unwinding vs frame pointers; table sizes and build times of PyTorch
   torch     PyTorch CPU training step: no tool, torch/CUDA layers, every layer, each with and without Python frames
@@ -9,7 +12,8 @@ Usage: scripts/bench.py [overhead|pyframes|unwind|torch|budget|report ...]   (no
   fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
-BENCH_TORCH_STEPS (20), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated).
+BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-separated: 2500,10000),
+BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated).
 """
 import json
 import os
@@ -18,6 +22,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,6 +148,107 @@ def overhead_bench():
             if n_cnt and o_cnt:
                 print(f"  new/old: BPF run time {k}: {(n_ns / n_cnt) / (o_ns / o_cnt):.3f}")
     print(f"  memleak-ai CPU while attached: {tool_cpu:.2f} s total, peak RSS {tool_rss / 1024:.1f} MiB")
+
+
+def cost_bench():
+    """The share the overhead line reports, against 1 - T(without)/T(with) measured in the same run (modes
+    interleaved: no tool, the empty-probe floor, memleak-ai with every probe on), on malloc/free pairs with work
+    between them. T is taken both as elapsed time and as the target's CPU time (a loaded machine stretches the
+    first). The calibrated cost of a pair's traps (two entries and a return) is shown next to the floor's."""
+    works = [int(w) for w in os.environ.get("BENCH_COST_WORK", "2500,10000").split(",")]
+    iters = os.environ.get("BENCH_COST_ITERS", "300000")
+    for work in works:
+        target = subprocess.Popen([os.path.join(B, "costbench"), iters, str(work)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+        read_line(target.stdout, 10, "bench ready")
+
+        def run_once():
+            target.stdin.write(b"g")
+            target.stdin.flush()
+            wall, cpu = read_line(target.stdout, 600, "bench result").split()
+            return float(wall), float(cpu)
+
+        res = {"none": [], "floor": [], "memleak-ai": []}
+        reported, calib = [], []
+        try:
+            run_once()
+            for _ in range(ROUNDS):
+                res["none"].append(run_once())
+                fl = subprocess.Popen([os.path.join(B, "floor"), str(target.pid)], stdout=subprocess.PIPE)
+                read_line(fl.stdout, 20, "floor attached")
+                res["floor"].append(run_once())
+                fl.kill()
+                fl.wait()
+                tool = subprocess.Popen([TOOL, "-p", str(target.pid), "-f", "json", "--max-overhead", "100", "0.5"],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+                    pass
+                arrived = []
+                reader = threading.Thread(target=lambda: arrived.extend((time.time(), line) for line in tool.stdout),
+                                          daemon=True)
+                reader.start()
+                t0 = time.time()
+                res["memleak-ai"].append(run_once())
+                t1 = time.time()
+                tool.send_signal(signal.SIGINT)
+                tool.wait(timeout=60)
+                reader.join(10)
+                reps = [json.loads(line) for t, line in arrived if t0 + 1.6 < t <= t1]
+                pcts = [r["overhead"]["pct"] for r in reps if r["overhead"]["measured"]]
+                if pcts:
+                    reported.append(statistics.median(pcts))
+                last = json.loads(arrived[-1][1])["overhead"] if arrived else None
+                if last and last["calibrated"]:
+                    calib.append(2 * last["hit_ns"] + last["ret_ns"])
+        finally:
+            target.kill()
+        med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in res.items()}
+        true_wall = [(1 - med["none"][0] / w) * 100 for w, _ in res["memleak-ai"]]
+        true_cpu = [(1 - med["none"][1] / c) * 100 for _, c in res["memleak-ai"]]
+        print(f"cost figure: {iters} pairs a run, {work} rounds of work between pairs, {ROUNDS} rounds interleaved")
+        for k, (w, c) in med.items():
+            print(f"  {k:11s} median {w:9.1f} ns a pair elapsed, {c:9.1f} ns CPU")
+        print(f"  true share 1 - T(without)/T(with): elapsed {med_range(true_wall, '{:.1f}')} %, "
+              f"CPU {med_range(true_cpu, '{:.1f}')} %")
+        if reported:
+            print(f"  reported share (overhead.pct, reports inside each run): {med_range(reported, '{:.1f}')} %; "
+                  f"median difference from the CPU share {statistics.median(reported) - statistics.median(true_cpu):+.1f} "
+                  f"points (goal: within 10)")
+        if calib:
+            floor_pair = med["floor"][1] - med["none"][1]
+            print(f"  a pair's traps: calibrated {med_range(calib)} ns (2 entries + 1 return), empty-probe floor in "
+                  f"the target {floor_pair:.0f} ns CPU ({statistics.median(calib) / floor_pair:.2f} x)")
+
+
+def startup_bench():
+    """From the command to the probes attached ('attached' on stderr) and to the end of a run of one 0.5 s report,
+    at default settings: an idle C target, and an idle PyTorch process (unwinding tables for its ~300 files)."""
+    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    targets = [("C target (mallocbench, idle)", [os.path.join(B, "mallocbench")]),
+               ("PyTorch target (torch_step.py after import, idle)", [py, os.path.join(ROOT, "tests", "bench",
+                                                                                       "torch_step.py")])]
+    tools = [("memleak-ai", TOOL)] + ([("old", TOOL_OLD)] if TOOL_OLD else [])
+    for name, argv in targets:
+        target = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        res = {t: ([], []) for t, _ in tools}
+        try:
+            read_line(target.stdout, 120, "target ready")
+            for _ in range(ROUNDS):
+                for t, path in tools:
+                    s = time.time()
+                    tool = subprocess.Popen([path, "-p", str(target.pid), "0.5", "1"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.PIPE)
+                    while "attached to pid" not in read_line(tool.stderr, 120, "memleak-ai attached"):
+                        pass
+                    res[t][0].append(time.time() - s)
+                    tool.communicate(timeout=120)
+                    res[t][1].append(time.time() - s)
+        finally:
+            target.kill()
+        print(f"start-up, {name}, {ROUNDS} rounds interleaved:")
+        for t, (att, done) in res.items():
+            print(f"  {t:11s} command to probes attached {med_range(att, '{:.2f}')} s, to a 0.5 s report done "
+                  f"{med_range(done, '{:.2f}')} s")
 
 
 def report_bench():
@@ -461,6 +567,26 @@ def torch_bench():
               f"{ae_on[0] / max(ae_on[1], 1) - ae_off[0] / max(ae_off[1], 1):+.0f} ns per allocation")
 
 
+def timed_reports(tool, fn, warm=None):
+    """Run fn() while the tool reports (JSON, 0.5 s); warm() first if given. Stop the tool. Returns fn's result
+    and the overhead.pct of the reports whose sample lay inside fn's run (arrived 1.1 s after its start or
+    later: a sample spans a second), and with warm, all the reports too."""
+    arrived = []
+    reader = threading.Thread(target=lambda: arrived.extend((time.time(), l) for l in tool.stdout), daemon=True)
+    reader.start()
+    if warm:
+        warm()
+    t0 = time.time()
+    r = fn()
+    t1 = time.time()
+    tool.send_signal(signal.SIGINT)
+    tool.wait(timeout=60)
+    reader.join(10)
+    reps = [json.loads(l) for _, l in arrived if l.strip()]
+    inside = [json.loads(l)["overhead"]["pct"] for t, l in arrived if t0 + 1.1 < t <= t1 and l.strip()]
+    return (r, inside, reps) if warm else (r, inside)
+
+
 def budget_bench():
     """
     The overhead budget on the PyTorch CPU training step with planted leaks (a 256 KiB tensor and a 256 KiB
@@ -482,6 +608,7 @@ def budget_bench():
     read_line(target.stdout, 120, "torch ready")
     res = {"none": [], "every probe (--max-overhead 100)": [], "default budget (2%)": []}
     flagged, flagged_t, modes_seen, costs = [], [], [], []
+    shares = {"every probe (--max-overhead 100)": [], "default budget (2%)": []}
 
     def run_once():
         target.stdin.write(b"g")
@@ -492,18 +619,20 @@ def budget_bench():
         run_once()  # warm-up
         for _ in range(rounds):
             res["none"].append(run_once())
-            tool = start_tool(target.pid, ["--max-overhead", "100"])
-            res["every probe (--max-overhead 100)"].append(run_once())
-            stop_tool(tool)
-            tool = subprocess.Popen([TOOL, "-p", str(target.pid), "-f", "json", "--top", "20", "1"],
+            tool = subprocess.Popen([TOOL, "-p", str(target.pid), "-f", "json", "--top", "20", "--max-overhead",
+                                     "100", "0.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
+                pass
+            t, inside = timed_reports(tool, run_once)
+            res["every probe (--max-overhead 100)"].append(t)
+            shares["every probe (--max-overhead 100)"].append((t, inside))
+            tool = subprocess.Popen([TOOL, "-p", str(target.pid), "-f", "json", "--top", "20", "0.5"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             while "attached to pid" not in read_line(tool.stderr, 30, "memleak-ai attached"):
                 pass
-            run_once()  # the tool measures and, over budget, switches
-            res["default budget (2%)"].append(run_once())
-            tool.send_signal(signal.SIGINT)
-            out, _ = tool.communicate(timeout=60)
-            reps = [json.loads(l) for l in out.decode().splitlines() if l.strip()]
+            t, inside, reps = timed_reports(tool, run_once, warm=run_once)
+            res["default budget (2%)"].append(t)
+            shares["default budget (2%)"].append((t, inside))
             modes_seen.append(reps[-1].get("modes", {}).get("libc"))
             costs.append(max(r["overhead"]["pct"] for r in reps if r["overhead"]["measured"]))
             def at(line, layer):
@@ -519,6 +648,12 @@ def budget_bench():
     for k, v in med.items():
         print(f"  {k:34s} median {v:7.3f} ms/step ({(v / med['none'] - 1) * 100:+.2f}%)   runs: "
               f"{' '.join(f'{x:.3f}' for x in res[k])}")
+    for k, v in shares.items():
+        true = [(1 - med["none"] / t) * 100 for t, _ in v]
+        rep = [statistics.median(x) for _, x in v if x]
+        if rep:
+            print(f"  {k}: reported share {med_range(rep, '{:.2f}')}% (reports inside the timed run), "
+                  f"1 - T(without)/T(with) {med_range(true, '{:.2f}')}%")
     print(f"  budget mode: libc mode at the end of each run {modes_seen}; cost measured before the switch "
           f"{med_range(costs, '{:.1f}')}%")
     print(f"  planted tensor leak (torch_cpu) flagged at torch_step.py:{tensor_line} in {sum(flagged_t)} of "
@@ -612,7 +747,7 @@ def fleet_bench():
 
 
 def main(argv):
-    benches = {"overhead": overhead_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
+    benches = {"overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
     names = argv or list(benches)
     for n in names:

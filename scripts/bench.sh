@@ -14,6 +14,7 @@ LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm"
 gcc -g -O2 -I$B -Ibuild -Iuser -Ibpf tests/bench/floor.c $OBJS $LIBS -o $B/floor
 gcc -g -O2 -Ibuild -Iuser -Ibpf tests/bench/report_bench.c $OBJS $LIBS -o $B/report_bench
 gcc -g -O2 tests/bench/mallocbench.c -o $B/mallocbench
+gcc -g -O2 tests/bench/costbench.c -o $B/costbench
 gcc -g -O2 -fomit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-nofp
 gcc -g -O2 -fno-omit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-fp
 exec python3 scripts/bench.py "$@"

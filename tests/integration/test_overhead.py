@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ROOT, attached_run, check, eq, main, test  # noqa: E402
+from harness import DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, attached_run, check, eq, main, test, traced  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_hot.py")
 PY = os.path.expanduser("~/.pyenv/versions/3.11.7/bin/python3.11")
@@ -56,6 +56,75 @@ def within_budget_every_probe_stays():
     eq({r["modes"]["libc"] for r in reps}, {"full"}, "libc stays fully traced")
     check(not any("heap-growth" in l for l in tool.stderr_lines), "no switch notice")
     check(reps[-1]["overhead"]["measured"], "cost measured all the same")
+
+
+def hot_loop(secs, work, *tool_args):
+    """The malloc/free loop fixture traced with -p, JSON reports: (reports, tool)."""
+    tool, _ = attached_run([os.path.join(FIX, "hot_loop"), str(secs), str(work)], "-f", "json", *tool_args)
+    return tool.reports(), tool
+
+
+@test
+def busy_loop_switches_before_the_first_report():
+    """The C heap's mode is decided from the first hits after attach (per-CPU counters over ~150 ms), not after
+    a second at full cost: a 0.5 s interval's first report is already in heap-growth mode, and says so."""
+    reps, tool = hot_loop(2.5, 0, "--max-overhead", "2", "0.5")  # the default budget (the harness sets 100)
+    first = reps[0]
+    eq(first["seq"], 1, "the first report")
+    eq(first["modes"]["libc"], "heap_growth", "libc's mode in the first report")
+    eq(first["modes"]["libc_fallback"], ["heap_growth"], "what the C heap falls back to")
+    eq(first["modes"]["libc_since_report"], 1, "the mode began before the first report")
+    check(first["modes"]["libc_full_pct"] > 2, f"the cost that made it switch: {first['modes']}")
+    check(first["overhead"]["decided_after_s"] > 0, f"when it was decided: {first['overhead']}")
+    eq(first["modes"]["shed"], [], "nothing shed: only the C heap's probes cost anything")
+    note = [l for l in tool.stderr_lines if "heap-growth mode" in l]
+    eq(len(note), 1, f"one switch notice: {tool.stderr_lines}")
+    check("the C heap's probes" in note[0] and "decided" in note[0], f"the notice names the cost: {note[0]}")
+    # After the switch no probe traps on malloc: the C heap's share is gone.
+    later = [r["overhead"] for r in reps[2:] if r["overhead"]["measured"]]
+    check(later and all(o["layer_pct"].get("libc", 0) == 0 for o in later), f"libc's part after the switch: {later}")
+
+
+@test
+def the_share_never_exceeds_all_of_the_time():
+    """A loop that is almost all traps: the share is of T(with), which includes the traps, so at most 100 %."""
+    reps, _ = hot_loop(3, 0, "--max-overhead", "100", "0.5")
+    measured = [r["overhead"] for r in reps if r["overhead"]["measured"]]
+    check(len(measured) >= 3, f"measured reports: {len(measured)}")
+    for o in measured:
+        check(0 < o["pct"] <= 100, f"share within (0, 100]: {o}")
+        check(abs(sum(o["layer_pct"].values()) + o["other_pct"] - o["pct"]) < 1e-6, f"the parts add up: {o}")
+        check(o["layer_pct"].get("libc", 0) > 0 and o["hits_per_s"] > 0, f"the C heap's traps counted: {o}")
+    eq({r["modes"]["libc"] for r in reps}, {"full"}, "a budget of 100 keeps every probe")
+
+
+@test
+def every_trap_is_counted():
+    """Each entry trap (free(NULL) and frees of blocks from before attach included) and each return trap."""
+    rep, _ = traced("basic")
+    hits = rep["stats"]["hits"]["libc"]
+    # leak_malloc: 100 mallocs, churn: 20000 pairs, leak_calloc: 5, free_nulls: 7, the 10 blocks from before attach
+    eq(hits, {"entry": 100 + 2 * 20000 + 5 + 7 + 10, "return": 100 + 20000 + 5}, "libc's traps")
+    eq(rep["stats"]["hits"]["loader"], 0, "no dlopen, no loader trap")
+
+
+@test
+def over_budget_in_heap_growth_mode_sheds_in_order():
+    """PyTorch's CPU tensor probes still cost more than a tiny budget once the C heap switched: they are shed
+    (the first step of the order that costs anything), named with their cost, and reported."""
+    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "item"], "-f", "json", "--max-overhead", "0.1", "0.5")
+    reps = tool.reports()
+    switched = [r["seq"] for r in reps if r["modes"]["libc"] == "heap_growth"]
+    check(switched, "the C heap switched")
+    shed = reps[-1]["modes"]["shed"]
+    check(shed and shed[0]["step"] == "torch_cpu probes", f"torch_cpu's probes shed first: {shed}")
+    check(shed[0]["since_report"] >= switched[0], f"after the C heap's switch: {shed}, switch {switched[0]}")
+    check(shed[0]["pct"] > 0, f"its cost: {shed}")
+    note = [l for l in tool.stderr_lines if "shedding" in l]
+    check(note and "torch_cpu probes" in note[0] and "torch_cpu " in note[0], f"the notice names what costs: {note}")
+    after = [r for r in reps if r["seq"] > shed[0]["since_report"] and r["overhead"]["measured"]]
+    check(after and all("torch_cpu" not in r["overhead"]["layer_pct"] for r in after),
+          f"torch_cpu's probes cost nothing after: {[r['overhead']['layer_pct'] for r in after]}")
 
 
 @test

@@ -29,10 +29,10 @@ struct probes {
 	struct memleak_bpf *skel;
 	struct probes_opts o;
 	struct bpf_link **links;
-	bool *link_libc; /* per link: on a C library (dropped by probes__drop_libc) */
+	unsigned char *link_layers; /* per link: the layers of its object's rows (probes__drop_layers) */
 	size_t nlinks, caplinks;
 	int *mfds; /* uprobe_multi link fds */
-	bool *mfd_libc;
+	unsigned char *mfd_layers;
 	size_t nmfds, capmfds;
 	struct object *objs;
 	size_t nobjs, capobjs;
@@ -74,9 +74,9 @@ void probes__free(struct probes *p)
 	for (size_t i = 0; i < p->nobjs; i++)
 		free(p->objs[i].path);
 	free(p->mfds);
-	free(p->mfd_libc);
+	free(p->mfd_layers);
 	free(p->links);
-	free(p->link_libc);
+	free(p->link_layers);
 	free(p->objs);
 	free(p);
 }
@@ -125,8 +125,8 @@ static struct object *add_object(struct probes *p, const struct ml_mapping *m)
 	return o;
 }
 
-/* Room for one more in two arrays kept side by side (a handle and its on-a-C-library flag). 0 or -ENOMEM. */
-static int grow_pair(void *a, size_t a_elem, bool **libc, size_t n, size_t *cap)
+/* Room for one more in two arrays kept side by side (a handle and its layers). 0 or -ENOMEM. */
+static int grow_pair(void *a, size_t a_elem, unsigned char **libc, size_t n, size_t *cap)
 {
 	size_t c1 = *cap, c2 = *cap;
 
@@ -138,18 +138,18 @@ static int grow_pair(void *a, size_t a_elem, bool **libc, size_t n, size_t *cap)
 
 static int push_link(struct probes *p, struct bpf_link *l)
 {
-	if (grow_pair(&p->links, sizeof(*p->links), &p->link_libc, p->nlinks, &p->caplinks))
+	if (grow_pair(&p->links, sizeof(*p->links), &p->link_layers, p->nlinks, &p->caplinks))
 		return -ENOMEM;
-	p->link_libc[p->nlinks] = false;
+	p->link_layers[p->nlinks] = 0;
 	p->links[p->nlinks++] = l;
 	return 0;
 }
 
 static int push_mfd(struct probes *p, int fd)
 {
-	if (grow_pair(&p->mfds, sizeof(*p->mfds), &p->mfd_libc, p->nmfds, &p->capmfds))
+	if (grow_pair(&p->mfds, sizeof(*p->mfds), &p->mfd_layers, p->nmfds, &p->capmfds))
 		return -ENOMEM;
-	p->mfd_libc[p->nmfds] = false;
+	p->mfd_layers[p->nmfds] = 0;
 	p->mfds[p->nmfds++] = fd;
 	return 0;
 }
@@ -458,9 +458,9 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 	}
 	err = n;
 	for (size_t i = first_link; i < p->nlinks; i++)
-		p->link_libc[i] = as_libc;
+		p->link_layers[i] = (unsigned char)*layers;
 	for (size_t i = first_mfd; i < p->nmfds; i++)
-		p->mfd_libc[i] = as_libc;
+		p->mfd_layers[i] = (unsigned char)*layers;
 out:
 	if (err < 0) {
 		while (p->nlinks > first_link)
@@ -675,33 +675,44 @@ void probes__started(struct probes *p)
 	p->started = true;
 }
 
-void probes__drop_libc(struct probes *p)
+/* A link goes when every layer of its object's rows is in the mask (a library mixing layers keeps its links). */
+static bool drops(unsigned char layers, unsigned int mask)
+{
+	return layers && !(layers & ~mask);
+}
+
+void probes__drop_layers(struct probes *p, unsigned int mask)
 {
 	size_t j = 0;
 
 	for (size_t i = 0; i < p->nmfds; i++) {
-		if (p->mfd_libc[i]) {
+		if (drops(p->mfd_layers[i], mask)) {
 			close(p->mfds[i]);
 			continue;
 		}
-		p->mfd_libc[j] = false;
+		p->mfd_layers[j] = p->mfd_layers[i];
 		p->mfds[j++] = p->mfds[i];
 	}
 	p->nmfds = j;
 	j = 0;
 	for (size_t i = 0; i < p->nlinks; i++) {
-		if (p->link_libc[i]) {
+		if (drops(p->link_layers[i], mask)) {
 			bpf_link__destroy(p->links[i]);
 			continue;
 		}
-		p->link_libc[j] = false;
+		p->link_layers[j] = p->link_layers[i];
 		p->links[j++] = p->links[i];
 	}
 	p->nlinks = j;
-	p->o.layers &= ~(1U << ML_LAYER_LIBC);
-	p->active &= ~(1U << ML_LAYER_LIBC);
+	p->o.layers &= ~mask;
+	p->active &= ~mask;
 	for (size_t i = 0; i < p->nobjs; i++)
-		p->objs[i].layers &= ~(1U << ML_LAYER_LIBC);
+		p->objs[i].layers &= ~mask;
+}
+
+void probes__drop_libc(struct probes *p)
+{
+	probes__drop_layers(p, 1U << ML_LAYER_LIBC);
 }
 
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs)

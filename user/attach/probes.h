@@ -42,6 +42,11 @@ bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
 void probes__started(struct probes *p);
 /* Heap-growth mode: detach the C library's probes, and probe no C library found later. */
 void probes__drop_libc(struct probes *p);
+/*
+ * --max-overhead's shedding: detach the probes of these layers (a bit per enum ml_layer) and probe them in no
+ * object found later. An object whose rows mix a layer kept with one dropped keeps its probes.
+ */
+void probes__drop_layers(struct probes *p, unsigned int mask);
 /* Objects with probes attached, and in *nfuncs the functions probed in them. */
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs);
 unsigned int probes__active_layers(const struct probes *p); /* bit mask of layers with probes attached */

@@ -178,14 +178,56 @@ static uint64_t resample(struct ml_slot *table, size_t len, uint32_t shift)
 	return n;
 }
 
+/* The sampling interval doubles now: the next test is the one for shift + 1. */
+static void set_shift(struct rsspages *r, uint32_t shift)
+{
+	size_t len;
+	struct ml_slot *t;
+
+	/* The BPF side tests with the new shift first: no record the sweep leaves can be one it rejects. */
+	r->skel->bss->rss_shift = shift;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	ledger__set_rss_shift(r->ledger, shift);
+	t = ledger__table(r->ledger, &len);
+	r->dropped += resample(t, len, shift);
+	r->shift = shift;
+}
+
+bool rsspages__cost(void *ctx, uint64_t *ns)
+{
+	struct rsspages *r = ctx;
+	struct bpf_program *progs[4] = { r->skel->progs.rss_fault_user, r->skel->progs.rss_fault_kernel,
+					 r->skel->progs.rss_page_alloc, r->skel->progs.rss_exit };
+
+	*ns = 0;
+	for (int i = 0; i < 4; i++) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(progs[i]);
+
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+			return false;
+		*ns += info.run_time_ns;
+	}
+	return true;
+}
+
+void rsspages__shed(void *ctx)
+{
+	struct rsspages *r = ctx;
+
+	if (r->shift < ML_RSS_MAX_SHIFT) {
+		set_shift(r, r->shift + 1);
+		ml_info("rss layer: one page in %u recorded from now on (over the budget)", 1U << r->shift);
+	}
+}
+
 int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s)
 {
 	uint64_t pages = s->stats[ML_STAT_RSS_PAGES] + s->stats[ML_STAT_RSS_COPIES], records = s->rss_records;
 	double rate = 0;
 	uint32_t shift = r->shift;
-	size_t len;
 	int n;
-	struct ml_slot *t;
 
 	if (r->have_last && s->now_ns > r->last_ns + 500000000ULL)
 		rate = (double)(pages - r->last_pages) / ((double)(s->now_ns - r->last_ns) / 1e9);
@@ -202,16 +244,10 @@ int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s)
 	}
 	if (shift == r->shift)
 		return 0;
-	/* The BPF side tests with the new shift first: no record the sweep leaves can be one it rejects. */
-	r->skel->bss->rss_shift = shift;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	ledger__set_rss_shift(r->ledger, shift);
-	t = ledger__table(r->ledger, &len);
-	r->dropped += resample(t, len, shift);
+	n = (int)(shift - r->shift);
+	set_shift(r, shift);
 	ml_info("rss layer: one page in %u recorded from now on (%" PRIu64 " records, %.0f pages/s)", 1U << shift,
 		s->rss_records, rate);
-	n = (int)(shift - r->shift);
-	r->shift = shift;
 	return n;
 }
 

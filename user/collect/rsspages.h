@@ -2,6 +2,7 @@
 #ifndef ML_RSSPAGES_H
 #define ML_RSSPAGES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "memleak.h"
 #include "collect/ledger.h"
@@ -31,6 +32,10 @@ void rsspages__event(struct rsspages *r, const struct ml_rss_event *e);
  * the records the new test rejects are dropped. Returns how many times it doubled.
  */
 int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s);
+
+/* The budget's hooks (session/overhead.h): the layer's BPF time so far, and one doubling of its interval. */
+bool rsspages__cost(void *ctx, uint64_t *ns);
+void rsspages__shed(void *ctx);
 
 uint32_t rsspages__shift(const struct rsspages *r);
 uint64_t rsspages__dropped(const struct rsspages *r); /* records dropped by doublings since attach */

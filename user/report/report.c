@@ -143,6 +143,42 @@ void reporter__set_duration(struct reporter *r, uint64_t ns)
 	r->o.duration_ns = ns;
 }
 
+const char *ml_shed_name(enum ml_shed step)
+{
+	static const char *const names[ML_SHED_N] = {
+		[ML_SHED_RSS_SAMPLING] = "rss sampling",
+		[ML_SHED_TORCH_CPU] = "torch_cpu probes",
+		[ML_SHED_TORCH_CUDA] = "torch_cuda probes",
+	};
+
+	return step < ML_SHED_N ? names[step] : "nothing";
+}
+
+/* The cost line, the C heap's mode and what the budget shed. */
+static void text_overhead(FILE *f, const struct ml_overhead *ov)
+{
+	if (ov->measured)
+		fprintf(f, "overhead: %.1f%% of the traced processes' time (budget %g%%): %.0f probe hits/s at %.2f us "
+			   "(a return %.2f us more%s), BPF %.1f ms/s\n",
+			ov->pct, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->ret_ns / 1000,
+			ov->calibrated ? "" : "; not calibrated yet", ov->bpf_ns_per_s / 1e6);
+	if (ov->heap_mode)
+		fprintf(f, "libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%, decided "
+			   "%.2f s after attach): the C heap falls back to the address space each stack added (program "
+			   "break beyond its peak, anonymous mmap)%s, not malloc blocks\n",
+			ov->heap_since_report, ov->full_pct, ov->decided_after_s,
+			ov->rss_fallback ? " and the resident pages each stack touched (the rss layer)" : "");
+	for (int st = 0; st < ML_SHED_N; st++) {
+		if (!(ov->shed & (1U << st)))
+			continue;
+		fprintf(f, "budget: %s shed since report #%" PRIu64 " (it cost %.1f%%", ml_shed_name((enum ml_shed)st),
+			ov->shed_report[st], ov->shed_pct[st]);
+		if (st == ML_SHED_RSS_SAMPLING)
+			fprintf(f, "; sampling interval doubled %u times", ov->rss_doublings);
+		fprintf(f, ")\n");
+	}
+}
+
 void reporter__set_overhead(struct reporter *r, const struct ml_overhead *ov)
 {
 	r->ov = ov;
@@ -373,18 +409,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "; heap allocator %s", heap);
 		fputc('\n', f);
 	}
-	if (r->ov && r->ov->measured) {
-		const struct ml_overhead *ov = r->ov;
-
-		fprintf(f, "overhead: %.1f%% of the traced processes' time (budget %g%%): %.0f probe hits/s at "
-			   "%.2f us, BPF %.1f ms/s\n",
-			ov->pct, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->bpf_ns_per_s / 1e6);
-	}
-	if (r->ov && r->ov->heap_mode)
-		fprintf(f, "libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%): "
-			   "libc shows the address space each stack added (program break beyond its peak, anonymous "
-			   "mmap), not malloc blocks\n",
-			r->ov->heap_since_report, r->ov->full_pct);
+	if (r->ov)
+		text_overhead(f, r->ov);
 	/* With --follow: each process's share, the first one and its children, each under its own pid. */
 	if (multi && (!(tree = malloc(s->nprocs * sizeof(*tree))) || !(depth = malloc(s->nprocs * sizeof(*depth))) ||
 		      ml_proc_tree(r->sv, s, tree, depth)))
@@ -641,9 +667,40 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_double(&w, "ret_ns", ov->ret_ns);
 		jw_double(&w, "bpf_ns_per_s", ov->bpf_ns_per_s);
 		jw_double(&w, "cpu_per_s", ov->cpu_per_s);
+		jw_bool(&w, "calibrated", ov->calibrated);
+		jw_obj_begin(&w, "layer_pct");
+		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
+			if (ov->layer_pct[l] > 0)
+				jw_double(&w, ml_layer_name(l), ov->layer_pct[l]);
+		jw_obj_end(&w);
+		jw_double(&w, "other_pct", ov->other_pct);
+		if (ov->decided_after_s > 0)
+			jw_double(&w, "decided_after_s", ov->decided_after_s);
 		jw_obj_end(&w);
 		jw_obj_begin(&w, "modes");
 		jw_str(&w, "libc", ov->heap_mode ? "heap_growth" : "full");
+		if (ov->heap_mode) {
+			jw_arr_begin(&w, "libc_fallback");
+			jw_str(&w, NULL, "heap_growth");
+			if (ov->rss_fallback)
+				jw_str(&w, NULL, "rss");
+			jw_arr_end(&w);
+			jw_double(&w, "libc_full_pct", ov->full_pct);
+			jw_u64(&w, "libc_since_report", ov->heap_since_report);
+		}
+		jw_arr_begin(&w, "shed");
+		for (int st = 0; st < ML_SHED_N; st++) {
+			if (!(ov->shed & (1U << st)))
+				continue;
+			jw_obj_begin(&w, NULL);
+			jw_str(&w, "step", ml_shed_name((enum ml_shed)st));
+			jw_u64(&w, "since_report", ov->shed_report[st]);
+			jw_double(&w, "pct", ov->shed_pct[st]);
+			if (st == ML_SHED_RSS_SAMPLING)
+				jw_u64(&w, "doublings", ov->rss_doublings);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
 		jw_obj_end(&w);
 	}
 	jw_arr_begin(&w, "processes");
@@ -683,6 +740,18 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	json_stats(&w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
 	json_stats(&w, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
 	jw_u64(&w, "rss_sample_every", 1ULL << s->rss_shift);
+	/* Every trap of every probe since attach, by layer: what the cost counts (session/overhead.c). */
+	jw_obj_begin(&w, "hits");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		if (!s->stats[ML_STAT_ENTRY_HITS(layer)] && !s->stats[ML_STAT_RET_HITS(layer)])
+			continue;
+		jw_obj_begin(&w, ml_layer_name(layer));
+		jw_u64(&w, "entry", s->stats[ML_STAT_ENTRY_HITS(layer)]);
+		jw_u64(&w, "return", s->stats[ML_STAT_RET_HITS(layer)]);
+		jw_obj_end(&w);
+	}
+	jw_u64(&w, "loader", s->stats[ML_STAT_LOADER_HITS]);
+	jw_obj_end(&w);
 	jw_obj_begin(&w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];

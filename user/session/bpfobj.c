@@ -20,9 +20,8 @@ void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, b
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
 	skel->rodata->unwind_tables = o->unwind_tables;
-	/* A budget of 100% never switches to heap-growth mode: its program need not be verified (seconds). */
-	if (o->max_overhead >= 100)
-		bpf_program__set_autoload(skel->progs.heap_exit, false);
+	/* Heap-growth mode's program is loaded later, in the background, when the budget may need it (budget.c). */
+	bpf_program__set_autoload(skel->progs.heap_exit, false);
 	if (!(o->layers & (1U << ML_LAYER_RSS))) {
 		bpf_program__set_autoload(skel->progs.rss_fault_user, false);
 		bpf_program__set_autoload(skel->progs.rss_fault_kernel, false);

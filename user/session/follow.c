@@ -29,6 +29,7 @@ struct followers {
 	struct follow_opts o;
 	struct tracee_env env;
 	bool heap_mode; /* the C heap is followed through system calls: no C library probes */
+	unsigned int dropped; /* layers shed by --max-overhead: not probed in any follower */
 	struct tracee *v;
 	size_t n, cap, skipped;
 };
@@ -84,6 +85,7 @@ static struct probes_opts follower_opts(struct followers *f, int pid)
 	struct probes_opts po = f->o.probes;
 
 	po.pid = pid;
+	po.layers &= ~f->dropped;
 	if (f->heap_mode) {
 		po.layers &= ~(1U << ML_LAYER_LIBC);
 		ml_heap_track(f->skel, pid); /* a new image's program break starts over too */
@@ -201,6 +203,14 @@ void followers__heap_mode(struct followers *f)
 			probes__drop_libc(f->v[i].probes);
 		ml_heap_track(f->skel, f->v[i].pid);
 	}
+}
+
+void followers__drop_layers(struct followers *f, unsigned int mask)
+{
+	f->dropped |= mask;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].probes)
+			probes__drop_layers(f->v[i].probes, mask);
 }
 
 size_t followers__pids(const struct followers *f, int *out, size_t max)

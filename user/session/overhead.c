@@ -1,19 +1,28 @@
 /*
- * The tool's own cost. A probe hit is a trap into the kernel whatever the BPF program does, so the cost is
- * counted as probe hits (from the BPF counters) times the cost of one hit, calibrated at start-up on this
- * machine, plus the time spent in the BPF programs (the kernel's own statistics). It is related to the CPU
- * time the traced processes used meanwhile, or the time that passed if that is more (a job that mostly waits
- * is not slowed in proportion to its little CPU): the trap's time is charged to them, so the share is what
- * tracing takes of the job's work.
+ * The tool's own cost, and the --max-overhead budget.
  *
- * --max-overhead: when the C heap's probes (by far the most frequent) push the share over the budget, the
- * C heap is followed through the system calls that grow the address space instead (heap-growth mode,
- * bpf/proc.bpf.c: heap_exit), which costs nothing per malloc. The CUDA and PyTorch layers stay as they are.
+ * The cost is what the traced processes pay: every probe hit is a trap into the kernel whatever its BPF
+ * program does, so each trap (counted per layer by the programs themselves: every entry and every return,
+ * nested calls, free(NULL), failed calls, wrapper entries and USDT probes included) costs the floor of an empty
+ * program's trap, calibrated on this machine, and on top the time spent in the BPF programs (the kernel's own
+ * statistics). The share is that cost over T(with), the time the traced work took with the tool: the traced
+ * processes' CPU time (which includes the traps), or the time that passed if that is more (a job that mostly
+ * waits is slowed by what tracing adds to its work, not in proportion to its little CPU). That is the figure
+ * 1 - T(without)/T(with) measures, and it cannot exceed 100 %: a cost estimate above T(with) is capped there.
+ *
+ * The calibration runs in a thread after the BPF object is loaded, while the probes are attached: nothing
+ * waits for it but the first decision on the C heap, taken from the first DECIDE_MS of hits after attach.
+ * When the C heap's probes (by far the most frequent) push the share over the budget, the C heap is followed
+ * through the system calls that grow the address space instead (heap-growth mode, bpf/proc.bpf.c:
+ * heap_exit), which costs nothing per malloc. Still over the budget, the parts of enum ml_shed are shed in
+ * their order, each named with what it cost.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +31,8 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "attach/allocators.h"
+#include "attach/uprobe_multi.h"
 #include "lib/clock.h"
 #include "memleak.h"
 #include "lib/elfsym.h"
@@ -30,9 +41,13 @@
 #include "lib/procmaps.h"
 #include "memleak.skel.h"
 
-#define CALIB_CALLS 20000
-#define MIN_SAMPLE_NS 1000000000ULL /* a sample spans at least a second */
+#define CALIB_CALLS 2000   /* malloc + free pairs a timing (about 20 ms with probes) */
+#define CALIB_REPS 3       /* timings of each setup, the fastest kept: a preempted run only ever adds */
+#define DECIDE_NS 150000000ULL     /* the first decision (and each after a change) from this much of hits */
+#define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL      /* and 20 ms of the traced processes' CPU time to say anything */
+
+enum calib_state { CALIB_IDLE, CALIB_RUNNING, CALIB_DONE };
 
 struct overhead {
 	struct memleak_bpf *skel;
@@ -40,27 +55,29 @@ struct overhead {
 	int stats_fd; /* held: the kernel keeps BPF run-time statistics while it is open */
 	int ncpu;
 	uint64_t *pcpu;
-	uint64_t last_ns, last_cpu_ns, last_bpf_ns;
+	uint64_t start_ns;   /* the probes were attached */
+	uint64_t last_ns, last_cpu_ns, last_probe_ns, last_other_ns, last_rss_ns;
 	uint64_t last[ML_STAT_SLOTS];
 	bool have_last;
+	bool settled;        /* a decision was taken since the last change: samples span a second again */
+	double rss_pct;      /* the rss layer's part of the last sample (its hook) */
+	overhead_rss_cost_fn rss_cost;
+	void (*rss_shed)(void *ctx);
+	void *rss_ctx;
+	int extra_prog;      /* a program of another instance of the object (heap-growth mode's), or -1 */
+	pthread_t calib;
+	int calib_prog;      /* uprobe_multi kernels: a do-nothing program of its own, loaded before the object */
+	_Atomic int calib_state;
+	int calib_err;
+	double calib_hit, calib_ret, calib_base;
 };
 
-/* The cost of one sample in % of base, times in ns. */
-static double overhead_pct(double entry_hits, double ret_hits, double hit_ns, double ret_ns, double bpf_ns,
-			   double cpu_ns)
-{
-	if (cpu_ns <= 0)
-		return 0;
-	return (entry_hits * hit_ns + ret_hits * ret_ns + bpf_ns) / cpu_ns * 100.0;
-}
-
-struct overhead *overhead__new(struct memleak_bpf *skel, double budget_pct)
+struct overhead *overhead__new(double budget_pct)
 {
 	struct overhead *o = calloc(1, sizeof(*o));
 
 	if (!o)
 		return NULL;
-	o->skel = skel;
 	o->info.budget_pct = budget_pct;
 	o->info.hit_ns = 1000;
 	o->info.ret_ns = 1000;
@@ -72,6 +89,8 @@ struct overhead *overhead__new(struct memleak_bpf *skel, double budget_pct)
 	}
 	/* Without this the kernel keeps no run time for BPF programs; it stops when memleak-ai exits. */
 	o->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	o->calib_prog = -1;
+	o->extra_prog = -1;
 	return o;
 }
 
@@ -79,23 +98,38 @@ void overhead__free(struct overhead *o)
 {
 	if (!o)
 		return;
+	if (atomic_load(&o->calib_state) != CALIB_IDLE)
+		pthread_join(o->calib, NULL);
 	if (o->stats_fd >= 0)
 		close(o->stats_fd);
+	if (o->calib_prog >= 0)
+		close(o->calib_prog);
 	free(o->pcpu);
 	free(o);
 }
 
-/* CPU ns a malloc + free pair (CPU time, not wall time: other load on the machine must not count). */
-static double time_calls(void)
+/*
+ * Work between the pairs: a target does some between its allocator calls, which leaves the trap's code and
+ * data colder than a tight loop of calls would (the floor a target paid in `make bench` rose by a sixth with
+ * work between its pairs). Reading this much memory a line at a time evicts the first-level caches.
+ */
+#define CALIB_COOL_BYTES (256 * 1024)
+
+/* CPU ns a malloc + free pair and the work after it (CPU time, not wall time: other load must not count). */
+static double time_calls(const volatile unsigned char *cool)
 {
 	uint64_t t0 = ml_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	unsigned int sum = 0;
 
 	for (int i = 0; i < CALIB_CALLS; i++) {
 		void *p = malloc(64);
 
 		asm volatile("" : : "r"(p) : "memory");
 		free(p);
+		for (size_t b = 0; cool && b < CALIB_COOL_BYTES; b += 64)
+			sum += cool[b];
 	}
+	asm volatile("" : : "r"(sum));
 	return (double)(ml_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / CALIB_CALLS;
 }
 
@@ -103,18 +137,24 @@ static double time_calls(void)
  * The calibration probes the C library's own malloc and free (the functions whose probes cost the most),
  * in a child of memleak-ai, as the probes run in the traced processes. How a hit is handled depends on
  * the probed instruction (one the kernel emulates, or one stepped out of line), so no stand-in would do.
- * The child answers each 'm' on cmd with the ns a malloc + free pair takes.
+ * The child answers each 'm' on cmd with the ns a malloc + free pair and the work after it take: the fastest
+ * of CALIB_REPS timings after a warm-up (which also sets up the out-of-line area of a new probe). The same
+ * work in every timing, the differences are the traps'.
  */
 static void calib_child(int cmd, int res)
 {
+	unsigned char *cool = calloc(1, CALIB_COOL_BYTES); /* NULL: timed without the work, a tight loop */
 	char c;
 
 	while (read(cmd, &c, 1) == 1 && c == 'm') {
-		double v;
+		double v, best;
 
-		time_calls(); /* warm up (and set up the out-of-line area of a new probe) */
-		v = time_calls();
-		if (write(res, &v, sizeof(v)) != sizeof(v))
+		time_calls(cool);
+		best = time_calls(cool);
+		for (int i = 1; i < CALIB_REPS; i++)
+			if ((v = time_calls(cool)) < best)
+				best = v;
+		if (write(res, &best, sizeof(best)) != sizeof(best))
 			break;
 	}
 	_exit(0);
@@ -158,10 +198,25 @@ static int find_allocator(char **path, uint64_t *off_malloc, uint64_t *off_free)
 	return *path ? 0 : -ENOMEM;
 }
 
+/* Probe 0: malloc, 1: free, 2: malloc's return, in the child, as the traced processes' probes are made. */
+static int calib_attach(struct overhead *o, int i, pid_t child, const char *path, uint64_t off, struct bpf_link **l,
+			int *lfd)
+{
+	uint64_t cookie = 0;
+
+	if (o->calib_prog >= 0) {
+		*lfd = ml_uprobe_multi_attach(o->calib_prog, path, &off, &cookie, 1, i == 2, child);
+		return *lfd < 0 ? *lfd : 0;
+	}
+	*l = bpf_program__attach_uprobe(o->skel->progs.calib, i == 2, child, path, off);
+	return *l ? 0 : -errno;
+}
+
 /* ns a malloc + free pair in a child: without probes, with entry probes on both, and a return probe too. */
 static int time_probes(struct overhead *o, double *base, double *entry, double *ret)
 {
 	struct bpf_link *l[3] = {};
+	int lfd[3] = { -1, -1, -1 };
 	uint64_t offs[3];
 	int cmd[2], res[2], err;
 	char *path = NULL;
@@ -196,17 +251,16 @@ static int time_probes(struct overhead *o, double *base, double *entry, double *
 	}
 	err = ask(cmd[1], res[0], base);
 	for (int i = 0; i < 3 && !err; i++) {
-		l[i] = bpf_program__attach_uprobe(o->skel->progs.calib, i == 2, child, path, offs[i]);
-		if (!l[i])
-			err = -errno;
-		else if (i >= 1)
+		err = calib_attach(o, i, child, path, offs[i], &l[i], &lfd[i]);
+		if (!err && i >= 1)
 			err = ask(cmd[1], res[0], i == 1 ? entry : ret);
 	}
-	ml_dbg("calibration on %s: %.1f ns a malloc + free, %.1f with entry probes, %.1f with malloc's return probe",
-	       path, *base, *entry, *ret);
 out:
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
 		bpf_link__destroy(l[i]);
+		if (lfd[i] >= 0)
+			close(lfd[i]);
+	}
 	close(cmd[1]);
 	close(res[0]);
 	if (child > 0)
@@ -215,19 +269,82 @@ out:
 	return err;
 }
 
-int overhead__calibrate(struct overhead *o)
+static void *calib_thread(void *arg)
 {
+	struct overhead *o = arg;
 	double base = 0, entry = 0, ret = 0;
-	int err = time_probes(o, &base, &entry, &ret);
 
-	if (err)
-		return err;
-	/* Two entry hits a pair; a return probe also traps at entry, so its own cost is the difference. */
-	if (entry > base)
-		o->info.hit_ns = (entry - base) / 2;
-	o->info.ret_ns = ret > entry ? ret - entry : 0;
-	ml_info("one probe hit costs %.0f ns here, a return probe %.0f ns more", o->info.hit_ns, o->info.ret_ns);
+	o->calib_err = time_probes(o, &base, &entry, &ret);
+	if (!o->calib_err) {
+		/* Two entry traps a pair; a return probe traps at entry too (the same breakpoint), its own
+		 * trap is the difference. */
+		o->calib_base = base;
+		o->calib_hit = entry > base ? (entry - base) / 2 : 0;
+		o->calib_ret = ret > entry ? ret - entry : 0;
+	}
+	atomic_store(&o->calib_state, CALIB_DONE);
+	return NULL;
+}
+
+static int calibrate_start(struct overhead *o)
+{
+	int err;
+
+	atomic_store(&o->calib_state, CALIB_RUNNING);
+	err = pthread_create(&o->calib, NULL, calib_thread, o);
+	if (err) {
+		atomic_store(&o->calib_state, CALIB_IDLE);
+		return -err;
+	}
 	return 0;
+}
+
+int overhead__calibrate_start(struct overhead *o, bool multi)
+{
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, lo, .expected_attach_type = ML_BPF_TRACE_UPROBE_MULTI);
+
+	if (!multi)
+		return 0; /* overhead__bind starts it, with the object's own do-nothing program */
+	o->calib_prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ml_calib", "GPL", insns, 2, &lo);
+	if (o->calib_prog < 0)
+		return o->calib_prog;
+	return calibrate_start(o);
+}
+
+int overhead__bind(struct overhead *o, struct memleak_bpf *skel)
+{
+	o->skel = skel;
+	if (o->calib_prog >= 0 || atomic_load(&o->calib_state) != CALIB_IDLE)
+		return 0;
+	return calibrate_start(o);
+}
+
+/* The calibration's figures, once it is done (the thread joined here, once). False while it runs. */
+static bool calibration_in(struct overhead *o)
+{
+	int st = atomic_load(&o->calib_state);
+
+	if (st == CALIB_RUNNING)
+		return false;
+	if (st == CALIB_DONE) {
+		pthread_join(o->calib, NULL);
+		atomic_store(&o->calib_state, CALIB_IDLE);
+		if (o->calib_err) {
+			ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-o->calib_err));
+		} else if (o->calib_hit > 0) {
+			o->info.hit_ns = o->calib_hit;
+			o->info.ret_ns = o->calib_ret;
+			o->info.calibrated = true;
+			ml_info("one probe hit costs %.0f ns here (an empty program's trap), a return probe %.0f ns more "
+				"(a malloc + free pair and the work after it take %.0f ns without probes)", o->calib_hit, o->calib_ret,
+				o->calib_base);
+		}
+	}
+	return true;
 }
 
 static int read_counters(struct overhead *o, uint64_t *v)
@@ -243,20 +360,42 @@ static int read_counters(struct overhead *o, uint64_t *v)
 	return 0;
 }
 
-static uint64_t bpf_run_ns(struct overhead *o)
+/* The allocator probes' programs: their run time is the layers', shared out by hits. */
+static bool is_probe_prog(const struct overhead *o, const struct bpf_program *p)
+{
+	const struct memleak_bpf *s = o->skel;
+
+	return p == s->progs.alloc_enter || p == s->progs.alloc_exit || p == s->progs.free_enter ||
+	       p == s->progs.free_exit || p == s->progs.torch_malloc || p == s->progs.torch_free;
+}
+
+/* BPF run time so far: of the allocator probes, and of every other program (the calibration's excluded). */
+static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 {
 	struct bpf_program *prog;
-	uint64_t sum = 0;
 
+	*probe = *other = 0;
 	bpf_object__for_each_program(prog, o->skel->obj) {
 		struct bpf_prog_info info = {};
 		__u32 len = sizeof(info);
 		int fd = bpf_program__fd(prog);
 
-		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
-			sum += info.run_time_ns;
+		if (prog == o->skel->progs.calib || fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+			continue;
+		*(is_probe_prog(o, prog) ? probe : other) += info.run_time_ns;
 	}
-	return sum;
+	if (o->extra_prog >= 0) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		if (bpf_obj_get_info_by_fd(o->extra_prog, &info, &len) == 0)
+			*other += info.run_time_ns;
+	}
+}
+
+void overhead__count_prog(struct overhead *o, int prog_fd)
+{
+	o->extra_prog = prog_fd;
 }
 
 /* CPU time (user + system) of the processes, in ns; the gone ones count nothing. */
@@ -272,71 +411,128 @@ static uint64_t cpu_ns(const int *pids, size_t n)
 	return sum;
 }
 
-int overhead__sample(struct overhead *o, const int *pids, size_t npids)
+static uint64_t rss_ns(struct overhead *o)
 {
-	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu = cpu_ns(pids, npids), bpf = bpf_run_ns(o), v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
-	double entry, ret, libc_entry, libc_ret, pct, libc_pct, secs, base;
-	const uint32_t libc = ML_STAT_LAYER_ALLOCS(ML_LAYER_LIBC);
+	uint64_t ns = 0;
 
-	if (o->have_last && now - o->last_ns < MIN_SAMPLE_NS)
-		return 0;
+	if (o->rss_cost)
+		o->rss_cost(o->rss_ctx, &ns);
+	return ns;
+}
+
+static void baseline(struct overhead *o, uint64_t now, uint64_t cpu, const uint64_t *v)
+{
+	memcpy(o->last, v, sizeof(o->last));
+	o->last_ns = now;
+	o->last_cpu_ns = cpu;
+	bpf_run_ns(o, &o->last_probe_ns, &o->last_other_ns);
+	o->last_rss_ns = rss_ns(o);
+	o->have_last = true;
+}
+
+void overhead__start(struct overhead *o, const int *pids, size_t npids)
+{
+	uint64_t v[ML_STAT_SLOTS];
+
+	o->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	if (!read_counters(o, v))
+		baseline(o, o->start_ns, cpu_ns(pids, npids), v);
+}
+
+static uint64_t delta(uint64_t now, uint64_t then)
+{
+	return now >= then ? now - then : 0;
+}
+
+/* The cost of the interval with counter deltas d[], its parts by layer in o->info, over `base` ns. */
+static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, uint64_t other_ns, uint64_t rss,
+		    double base, double secs)
+{
+	struct ml_overhead *in = &o->info;
+	double layer_ns[ML_LAYER_MAX], hits = 0, cost, other, scale = 1;
+
+	for (int l = 0; l < ML_LAYER_MAX; l++)
+		hits += (double)(d[ML_STAT_ENTRY_HITS(l)] + d[ML_STAT_RET_HITS(l)]);
+	cost = 0;
+	for (int l = 0; l < ML_LAYER_MAX; l++) {
+		double e = (double)d[ML_STAT_ENTRY_HITS(l)], r = (double)d[ML_STAT_RET_HITS(l)];
+
+		layer_ns[l] = e * in->hit_ns + r * in->ret_ns + (hits > 0 ? (double)probe_ns * (e + r) / hits : 0);
+		cost += layer_ns[l];
+	}
+	other = (double)d[ML_STAT_LOADER_HITS] * in->hit_ns + (double)other_ns + (hits > 0 ? 0 : (double)probe_ns);
+	cost += other;
+	/* The traps and the programs ran in the traced processes' time: more than all of it is an estimate off. */
+	if (cost > base)
+		scale = base / cost;
+	for (int l = 0; l < ML_LAYER_MAX; l++)
+		in->layer_pct[l] = layer_ns[l] * scale / base * 100.0;
+	in->other_pct = other * scale / base * 100.0;
+	o->rss_pct = (double)rss > other ? in->other_pct : (double)rss * scale / base * 100.0;
+	in->pct = cost * scale / base * 100.0;
+	in->hits_per_s = (hits + (double)d[ML_STAT_LOADER_HITS]) / secs;
+	in->bpf_ns_per_s = (double)(probe_ns + other_ns) / secs;
+	in->measured = true;
+}
+
+enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids)
+{
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu, probe_ns, other_ns, rss, v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
+	struct ml_overhead *in = &o->info;
+	double secs, base;
+
+	if (!calibration_in(o) && !o->settled)
+		return OVERHEAD_OK; /* the first decision waits for the figure; nothing else does */
+	if (o->have_last && now - o->last_ns < (o->settled ? MIN_SAMPLE_NS : DECIDE_NS))
+		return OVERHEAD_OK;
 	if (read_counters(o, v))
-		return 0;
+		return OVERHEAD_OK;
+	cpu = cpu_ns(pids, npids);
 	if (!o->have_last) {
-		memcpy(o->last, v, sizeof(v));
-		o->last_ns = now;
-		o->last_cpu_ns = cpu;
-		o->last_bpf_ns = bpf;
-		o->have_last = true;
-		return 0;
+		baseline(o, now, cpu, v);
+		return OVERHEAD_OK;
 	}
 	for (int i = 0; i < ML_STAT_SLOTS; i++)
-		d[i] = v[i] >= o->last[i] ? v[i] - o->last[i] : 0;
+		d[i] = delta(v[i], o->last[i]);
+	bpf_run_ns(o, &probe_ns, &other_ns);
+	rss = rss_ns(o);
 	secs = (double)(now - o->last_ns) / 1e9;
-	/* Every call traps at entry; allocating calls (nested ones too) trap again at their return. */
-	entry = (double)(d[ML_STAT_ALLOC_CALLS] + d[ML_STAT_ALLOC_FAILED] + d[ML_STAT_FREE_CALLS] +
-			 d[ML_STAT_FREE_NULL] + d[ML_STAT_NESTED]);
-	ret = (double)(d[ML_STAT_ALLOC_CALLS] + d[ML_STAT_ALLOC_FAILED] + d[ML_STAT_NESTED]);
-	/* The C heap's part: its calls, free(NULL) and the allocator's calls to itself are its own. */
-	libc_entry = o->info.heap_mode ? 0 : (double)(d[libc] + d[libc + 1] + d[ML_STAT_FREE_NULL] + d[ML_STAT_NESTED]);
-	libc_ret = o->info.heap_mode ? 0 : (double)(d[libc] + d[ML_STAT_NESTED]);
-	if (o->info.heap_mode) {
-		/* Heap-growth records come from a tracepoint, not a trap. */
-		entry -= (double)(d[libc] + d[libc + 1]);
-		ret -= (double)d[libc];
-		if (entry < 0)
-			entry = 0;
-		if (ret < 0)
-			ret = 0;
-	}
-	memcpy(o->last, v, sizeof(v));
-	o->last_ns = now;
-	if (cpu - o->last_cpu_ns < MIN_CPU_NS) {
+	base = (double)delta(cpu, o->last_cpu_ns);
+	if (base < (double)MIN_CPU_NS) {
 		/* An idle job: nothing to relate the cost to, and nothing to save. */
-		o->last_cpu_ns = cpu;
-		o->last_bpf_ns = bpf;
-		return 0;
+		baseline(o, now, cpu, v);
+		return OVERHEAD_OK;
 	}
+	in->cpu_per_s = base / 1e9 / secs;
 	/*
-	 * Related to the CPU time the traced processes used, but never to less than the time that passed: a job
+	 * T(with): the CPU time the traced processes used, but never less than the time that passed: a job
 	 * that mostly waits (for I/O, the GPU, a timer) is slowed by the time tracing adds to its work, not in
 	 * proportion to the little CPU it uses. For a busy single thread both are the same; for busy threads in
 	 * parallel, each pays for its own probes, and CPU time is the measure.
 	 */
-	base = (double)(cpu - o->last_cpu_ns);
 	if (base < secs * 1e9)
 		base = secs * 1e9;
-	pct = overhead_pct(entry, ret, o->info.hit_ns, o->info.ret_ns, (double)(bpf - o->last_bpf_ns), base);
-	libc_pct = overhead_pct(libc_entry, libc_ret, o->info.hit_ns, o->info.ret_ns, 0, base);
-	o->info.pct = pct;
-	o->info.hits_per_s = (entry + ret) / secs;
-	o->info.bpf_ns_per_s = (double)(bpf - o->last_bpf_ns) / secs;
-	o->info.cpu_per_s = (double)(cpu - o->last_cpu_ns) / 1e9 / secs;
-	o->info.measured = true;
-	o->last_cpu_ns = cpu;
-	o->last_bpf_ns = bpf;
+	account(o, d, delta(probe_ns, o->last_probe_ns), delta(other_ns, o->last_other_ns), delta(rss, o->last_rss_ns),
+		base, secs);
+	baseline(o, now, cpu, v);
+	if (!o->settled) {
+		o->settled = true;
+		if (!in->decided_after_s)
+			in->decided_after_s = (double)(now - o->start_ns) / 1e9;
+	}
 	/* A budget of 100% keeps every probe on, whatever the estimate says. */
-	return !o->info.heap_mode && o->info.budget_pct < 100 && pct > o->info.budget_pct && libc_pct > 0;
+	if (in->budget_pct >= 100 || in->pct <= in->budget_pct)
+		return OVERHEAD_OK;
+	if (!in->heap_mode)
+		return in->layer_pct[ML_LAYER_LIBC] > 0 ? OVERHEAD_HEAP : OVERHEAD_OK;
+	return overhead__next_shed(o) < ML_SHED_N ? OVERHEAD_SHED : OVERHEAD_OK;
+}
+
+/* A change of what is traced: the next decision comes from the hits after it, at the short window again. */
+static void changed(struct overhead *o)
+{
+	o->have_last = false;
+	o->settled = false;
 }
 
 void overhead__heap_mode(struct overhead *o, uint64_t report)
@@ -344,6 +540,71 @@ void overhead__heap_mode(struct overhead *o, uint64_t report)
 	o->info.full_pct = o->info.pct;
 	o->info.heap_mode = true;
 	o->info.heap_since_report = report;
+	changed(o);
+}
+
+static double shed_part(const struct overhead *o, enum ml_shed step)
+{
+	switch (step) {
+	case ML_SHED_RSS_SAMPLING:
+		return o->rss_cost ? o->rss_pct : 0;
+	case ML_SHED_TORCH_CPU:
+		return o->info.layer_pct[ML_LAYER_TORCH_CPU];
+	case ML_SHED_TORCH_CUDA:
+		return o->info.layer_pct[ML_LAYER_TORCH_CUDA];
+	default:
+		return 0;
+	}
+}
+
+enum ml_shed overhead__next_shed(const struct overhead *o)
+{
+	for (int s = 0; s < ML_SHED_N; s++) {
+		/* The rss layer's sampling may double again and again; the others go once. */
+		if (s != ML_SHED_RSS_SAMPLING && (o->info.shed & (1U << s)))
+			continue;
+		if (shed_part(o, (enum ml_shed)s) > 0)
+			return (enum ml_shed)s;
+	}
+	return ML_SHED_N;
+}
+
+void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
+{
+	struct ml_overhead *in = &o->info;
+	char parts[256];
+	size_t n = 0;
+
+	if (step >= ML_SHED_N)
+		return;
+	/* What is costing, largest parts first as the layers come: each over 0.05 % named. */
+	parts[0] = '\0';
+	for (unsigned int l = 0; l < ML_LAYER_MAX && n < sizeof(parts); l++)
+		if (in->layer_pct[l] >= 0.05)
+			n += (size_t)snprintf(parts + n, sizeof(parts) - n, "%s%s %.1f%%", n ? ", " : "", ml_layer_name(l),
+					      in->layer_pct[l]);
+	if (n < sizeof(parts) && in->other_pct >= 0.05)
+		snprintf(parts + n, sizeof(parts) - n, "%sother %.1f%%", n ? ", " : "", in->other_pct);
+	ml_notice("tracing still costs %.1f%% in heap-growth mode, over the %g%% budget (%s): shedding %s (%.1f%%)",
+		  in->pct, in->budget_pct, parts, ml_shed_name(step), shed_part(o, step));
+	in->shed_pct[step] = shed_part(o, step);
+	if (!(in->shed & (1U << step)))
+		in->shed_report[step] = report;
+	in->shed |= 1U << step;
+	if (step == ML_SHED_RSS_SAMPLING) {
+		in->rss_doublings++;
+		if (o->rss_shed)
+			o->rss_shed(o->rss_ctx);
+	}
+	changed(o);
+}
+
+void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx), void *ctx)
+{
+	o->rss_cost = cost;
+	o->rss_shed = shed;
+	o->rss_ctx = ctx;
+	o->info.rss_fallback = cost != NULL;
 }
 
 const struct ml_overhead *overhead__info(const struct overhead *o)

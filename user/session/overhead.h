@@ -10,26 +10,58 @@
 struct memleak_bpf;
 struct overhead;
 
-struct overhead *overhead__new(struct memleak_bpf *skel, double budget_pct);
-void overhead__free(struct overhead *o); /* NULL-safe */
+struct overhead *overhead__new(double budget_pct);
+void overhead__free(struct overhead *o); /* NULL-safe; waits for a calibration under way */
 
 /*
- * Time one probe hit on this machine: a do-nothing program on a function of memleak-ai itself, called with
- * and without it. 0 or a negative errno (the cost then counts as 1 µs a hit).
+ * Time one probe hit on this machine, in the background: empty programs on the C library's malloc and free in
+ * a child of memleak-ai, with and without them (the floor a trap costs whatever the program does), made the
+ * way the traced processes' probes are. With uprobe_multi links (`multi`) it starts at once, with a program of
+ * its own, while the BPF object is verified and the probes are attached; otherwise overhead__bind starts it.
+ * Nothing waits for it but the budget's first decision. 0 or a negative errno (a hit then counts 1 µs).
  */
-int overhead__calibrate(struct overhead *o);
+int overhead__calibrate_start(struct overhead *o, bool multi);
+
+/* The BPF object is loaded: its counters and programs are the ones measured. 0 or a negative errno. */
+int overhead__bind(struct overhead *o, struct memleak_bpf *skel);
+
+/* The probes are attached: the first sample's baseline. */
+void overhead__start(struct overhead *o, const int *pids, size_t npids);
+
+/* What overhead__sample asks of the caller. */
+enum overhead_action {
+	OVERHEAD_OK = 0,   /* within the budget, or nothing left to do about it */
+	OVERHEAD_HEAP = 1, /* the C heap's probes push the cost over the budget: heap-growth mode (overhead__heap_mode) */
+	OVERHEAD_SHED = 2, /* still over the budget in heap-growth mode: shed overhead__next_shed()'s step */
+};
 
 /*
- * Take a sample over the time since the last one, for the traced processes pids[]. Returns 1 when the C
- * heap's probes alone push the cost over the budget while the rest would fit: the caller then switches
- * to heap-growth mode (overhead__heap_mode). 0 otherwise. Samples closer than a second apart are skipped.
+ * Take a sample over the time since the last one, for the traced processes pids[]. The first one, the
+ * decision on the C heap, covers the first DECIDE_MS of hits after overhead__start (once the calibration is
+ * in); later ones at least a second each.
  */
-int overhead__sample(struct overhead *o, const int *pids, size_t npids);
+enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids);
+
+/* A program loaded apart from the object (heap-growth mode's, session/budget.c): its run time counts too. */
+void overhead__count_prog(struct overhead *o, int prog_fd);
 
 /* Heap-growth mode begins now (before report number `report`). */
 void overhead__heap_mode(struct overhead *o, uint64_t report);
 
-const struct ml_overhead *overhead__info(const struct overhead *o);
+/* The next step of enum ml_shed that costs something now, or ML_SHED_N. */
+enum ml_shed overhead__next_shed(const struct overhead *o);
+/* That step was taken (before report number `report`); its cost is named on stderr. */
+void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report);
 
+/*
+ * The rss layer's hook, ML_SHED_RSS_SAMPLING, the first step of the shed order: `cost` gives the layer's
+ * cost so far, in ns of the traced processes' time (its fault programs' BPF time, which the samples count
+ * among the other programs'), and `shed` doubles its sampling interval N. Setting it also names the rss
+ * layer in the report as what the C heap falls back to. Without it the step is never taken.
+ */
+typedef bool (*overhead_rss_cost_fn)(void *ctx, uint64_t *ns);
+void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx), void *ctx);
+
+const struct ml_overhead *overhead__info(const struct overhead *o);
 
 #endif

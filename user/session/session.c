@@ -37,6 +37,7 @@
 #include "report/report.h"
 #include "report/stackview.h"
 #include "session/fleet.h"
+#include "session/budget.h"
 #include "session/follow.h"
 #include "session/overhead.h"
 #include "session/select.h"
@@ -81,7 +82,7 @@ struct session {
 	struct rsspages *rss;   /* the rss layer, when on */
 	FILE *out, *extra_out[N_OUTPUTS - 1];
 	struct reporter *reps[N_OUTPUTS];
-	struct bpf_link *heap_link;             /* the system-call tracepoint of heap-growth mode, once on */
+	struct budget *budget;                  /* --max-overhead's actions: heap-growth mode, shedding */
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
 	struct bpf_link *oom_link;              /* the OOM killer's choice of a traced process (mark_victim) */
 	bool oom_report;                        /* a follower was chosen: report now, before its exit drops it */
@@ -140,7 +141,7 @@ static void root_exec(struct session *ss)
 	struct probes_opts po = root_probes_opts(ss);
 	int err;
 
-	if (ss->heap_link)
+	if (budget__heap_on(ss->budget))
 		ml_heap_track(ss->skel, ss->root.pid);
 	err = tracee__reprobe(&ss->root, &ss->env, &po);
 	if (err && err != -ESRCH && err != -ENOENT) {
@@ -294,37 +295,15 @@ static struct fleet_procs fleet_of(struct session *ss)
 	return (struct fleet_procs){ .root = ss->root.pid ? &ss->root : NULL, .followers = ss->followers };
 }
 
-/*
- * --max-overhead: the C heap's probes cost more than the budget. Follow it through its system calls
- * instead, in every traced process; its records so far are dropped (their frees would not be seen).
- */
-static int heap_growth_mode(struct session *ss, uint64_t next_report)
+/* ss->pids: the traced processes' pids, the first one's first. How many (0: none, or out of memory). */
+static size_t traced_pids(struct session *ss)
 {
-	const struct ml_overhead *ov = overhead__info(ss->ov);
-	int err;
+	size_t np = 1 + (ss->followers ? followers__count(ss->followers) : 0), first = ss->root.pid ? 1 : 0;
 
-	err = ss->root.pid ? ml_heap_track(ss->skel, ss->root.pid) : 0;
-	if (!err) {
-		ss->heap_link = bpf_program__attach(ss->skel->progs.heap_exit);
-		if (!ss->heap_link)
-			err = -errno;
-	}
-	if (err) {
-		ml_notice("tracing costs %.1f%% of the traced processes' time, over the %g%% budget, and heap-growth "
-			  "mode cannot start (%s): every probe stays", ov->pct, ov->budget_pct, strerror(-err));
-		return err;
-	}
-	if (ss->followers)
-		followers__heap_mode(ss->followers);
-	if (ss->root.probes)
-		probes__drop_libc(ss->root.probes);
-	ss->layers &= ~(1U << ML_LAYER_LIBC);
-	ledger__forget_layer(ss->ledger, ML_LAYER_LIBC);
-	overhead__heap_mode(ss->ov, next_report);
-	ml_notice("tracing cost %.1f%% of the traced processes' time, over the %g%% budget (--max-overhead): "
-		  "the C heap is now followed through its system calls (heap-growth mode), CUDA and PyTorch as before",
-		  ov->full_pct, ov->budget_pct);
-	return 0;
+	if (ml_grow(&ss->pids, &ss->cap_pids, np, sizeof(*ss->pids)))
+		return 0;
+	ss->pids[0] = ss->root.pid;
+	return first + (ss->followers ? followers__pids(ss->followers, ss->pids + first, ss->cap_pids - first) : 0);
 }
 
 static int arm_timer(int fd, double secs)
@@ -403,6 +382,8 @@ static int open_outputs(struct session *ss)
 		if (t)
 			ml_parse_u64(t, 1, UINT32_MAX, &ro.max_records);
 		ss->rss = rsspages__new(ss->skel, ss->ledger, &ro);
+		if (ss->rss)
+			overhead__set_rss(ss->ov, rsspages__cost, rsspages__shed, ss->rss);
 		if (!ss->rss) {
 			ml_notice("the rss layer cannot start (its tracepoints): %s", strerror(errno));
 			ss->layers &= ~(1U << ML_LAYER_RSS);
@@ -467,9 +448,18 @@ static int session_open(struct session *ss)
 	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
 	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
 	ml_info("uprobe_multi links %s", ss->multi ? "supported: one link per program and library" : "not supported");
+	ss->ov = overhead__new(o->max_overhead);
+	if (!ss->ov)
+		return -ENOMEM;
+	/* In the background, while the BPF object is verified and the probes attached: nothing waits for it but
+	 * the budget's first decision. */
+	n = overhead__calibrate_start(ss->ov, ss->multi);
 	err = session__load_bpf(o, ss->multi, &ss->skel);
 	if (err)
 		return err;
+	n = n ? n : overhead__bind(ss->ov, ss->skel);
+	if (n)
+		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
 	ss->env = (struct tracee_env){ .skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir };
 	if (o->unwind_tables) {
 		ss->env.uw = unwinder__new(ss->skel, &(struct unwind_opts){ .debug_dir = o->debug_dir });
@@ -485,13 +475,6 @@ static int session_open(struct session *ss)
 	err = open_outputs(ss);
 	if (err)
 		return err;
-	ss->ov = overhead__new(ss->skel, o->max_overhead);
-	if (!ss->ov)
-		return -ENOMEM;
-	/* Before the target runs (-c): an exec right at its start must find the follow tracepoints on. */
-	n = overhead__calibrate(ss->ov);
-	if (n)
-		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_overhead(ss->reps[i], overhead__info(ss->ov));
@@ -606,6 +589,11 @@ static int session_start(struct session *ss)
 		if (missing & (1U << l) && strcmp(ml_layer_name(l), "unknown"))
 			ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
 	ss->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	nf = (unsigned int)traced_pids(ss);
+	overhead__start(ss->ov, ss->pids, nf);
+	ss->budget = budget__new(ss->skel, o->max_overhead);
+	if (!ss->budget)
+		return -ENOMEM;
 	if (ss->metrics) /* the processes, at zero, until the first report */
 		fleet__publish_metrics(ss->metrics, fleet_of(ss), NULL, NULL, ss->layers, overhead__info(ss->ov), 0);
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -623,7 +611,7 @@ static int session_start(struct session *ss)
 static void session_scan(struct session *ss)
 {
 	uint64_t expirations;
-	size_t np = 1;
+	size_t np;
 	bool full;
 	int n;
 
@@ -637,18 +625,14 @@ static void session_scan(struct session *ss)
 		if (n < 0)
 			ml_notice("cannot look for new processes to trace: %s", strerror(-n));
 	}
-	if (ss->followers) {
+	if (ss->followers)
 		followers__sync(ss->followers, full, follower_gone, ss);
-		np += followers__count(ss->followers);
-	}
-	if (!ml_grow(&ss->pids, &ss->cap_pids, np, sizeof(*ss->pids))) {
-		size_t first = ss->root.pid ? 1 : 0;
-
-		ss->pids[0] = ss->root.pid;
-		np = first + (ss->followers ? followers__pids(ss->followers, ss->pids + first, ss->cap_pids - first) : 0);
-		if (np && overhead__sample(ss->ov, ss->pids, np) == 1)
-			heap_growth_mode(ss, ss->seq + 1);
-	}
+	np = traced_pids(ss);
+	if (np)
+		budget__act(ss->budget, &(struct budget_env){ .skel = ss->skel, .root_pid = ss->root.pid, .root = ss->root.probes,
+						  .followers = ss->followers, .ledger = ss->ledger, .ov = ss->ov,
+						  .layers = &ss->layers },
+			    overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
 	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
@@ -803,7 +787,7 @@ static int session_close(struct session *ss, bool ok)
 	stackview__free(ss->sv);
 	ring_buffer__free(ss->proc_rb);
 	rsspages__free(ss->rss);
-	bpf_link__destroy(ss->heap_link);
+	budget__free(ss->budget);
 	bpf_link__destroy(ss->fork_link);
 	bpf_link__destroy(ss->exec_link);
 	bpf_link__destroy(ss->oom_link);

@@ -1,0 +1,159 @@
+/*
+ * --max-overhead's actions. Over the budget, the C heap goes first: its probes off, it is followed through
+ * the system calls that grow the address space (heap-growth mode). Still over the budget, the parts of
+ * enum ml_shed go in their order, each when it costs something: the rss layer's sampling (its hook), then
+ * PyTorch's CPU tensor probes, then the CUDA caching allocator's. What a layer's probes recorded goes with
+ * them: their releases would not be seen.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include "attach/probes.h"
+#include "collect/ledger.h"
+#include "lib/log.h"
+#include "session/budget.h"
+#include "session/follow.h"
+#include "session/tracee.h"
+#include "memleak.skel.h"
+
+struct budget {
+	struct memleak_bpf *skel;      /* the session's object */
+	struct memleak_bpf *heap_skel; /* its second instance: heap_exit alone, every map shared */
+	struct bpf_link *heap_link;    /* heap_exit attached: heap-growth mode on */
+	pthread_t loader;
+	bool loading;                  /* the loader thread runs or has not been joined */
+	int load_err;
+};
+
+/* The second instance of the object: every map the first's, heap_exit the one program loaded. */
+static void *load_heap_prog(void *arg)
+{
+	struct budget *b = arg;
+	struct memleak_bpf *s = memleak_bpf__open();
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	int err = 0;
+
+	if (!s) {
+		b->load_err = -errno;
+		return NULL;
+	}
+	bpf_object__for_each_program(prog, s->obj)
+		bpf_program__set_autoload(prog, prog == s->progs.heap_exit);
+	bpf_object__for_each_map(map, s->obj) {
+		const struct bpf_map *mine = bpf_object__find_map_by_name(b->skel->obj, bpf_map__name(map));
+		int fd = mine ? bpf_map__fd(mine) : -1;
+
+		err = fd < 0 ? -ENOENT : bpf_map__reuse_fd(map, fd);
+		if (err)
+			break;
+	}
+	if (!err)
+		err = memleak_bpf__load(s);
+	if (err) {
+		memleak_bpf__destroy(s);
+		b->load_err = err;
+		return NULL;
+	}
+	b->heap_skel = s;
+	return NULL;
+}
+
+struct budget *budget__new(struct memleak_bpf *skel, double budget_pct)
+{
+	struct budget *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->skel = skel;
+	b->load_err = -ENOENT;
+	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
+	if (budget_pct < 100) {
+		b->load_err = 0;
+		b->loading = pthread_create(&b->loader, NULL, load_heap_prog, b) == 0;
+		if (!b->loading)
+			b->load_err = -EAGAIN;
+	}
+	return b;
+}
+
+void budget__free(struct budget *b)
+{
+	if (!b)
+		return;
+	if (b->loading)
+		pthread_join(b->loader, NULL);
+	bpf_link__destroy(b->heap_link);
+	memleak_bpf__destroy(b->heap_skel);
+	free(b);
+}
+
+bool budget__heap_on(const struct budget *b)
+{
+	return b && b->heap_link;
+}
+
+/* Follow the C heap through its system calls in every traced process; its records so far are dropped. */
+static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64_t next_report)
+{
+	const struct ml_overhead *ov = overhead__info(e->ov);
+	int err;
+
+	if (b->loading) { /* verified in the background since attach; rarely still under way at the decision */
+		pthread_join(b->loader, NULL);
+		b->loading = false;
+	}
+	err = b->load_err;
+	if (!err && e->root_pid)
+		err = ml_heap_track(e->skel, e->root_pid);
+	if (!err) {
+		b->heap_link = bpf_program__attach(b->heap_skel->progs.heap_exit);
+		if (!b->heap_link)
+			err = -errno;
+	}
+	if (err) {
+		ml_notice("tracing costs %.1f%% of the traced processes' time, over the %g%% budget, and heap-growth "
+			  "mode cannot start (%s): every probe stays", ov->pct, ov->budget_pct, strerror(-err));
+		return err;
+	}
+	if (e->followers)
+		followers__heap_mode(e->followers);
+	if (e->root)
+		probes__drop_libc(e->root);
+	*e->layers &= ~(1U << ML_LAYER_LIBC);
+	ledger__forget_layer(e->ledger, ML_LAYER_LIBC);
+	overhead__count_prog(e->ov, bpf_program__fd(b->heap_skel->progs.heap_exit));
+	overhead__heap_mode(e->ov, next_report);
+	ml_notice("tracing cost %.1f%% of the traced processes' time (the C heap's probes %.1f%%), over the %g%% "
+		  "budget (--max-overhead), decided %.2f s after attach: the C heap is now followed through its "
+		  "system calls (heap-growth mode%s), CUDA and PyTorch as before",
+		  ov->full_pct, ov->layer_pct[ML_LAYER_LIBC], ov->budget_pct, ov->decided_after_s,
+		  ov->rss_fallback ? " and the rss layer's resident pages" : "");
+	return 0;
+}
+
+void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report)
+{
+	enum ml_shed step;
+	unsigned int layer;
+
+	if (act == OVERHEAD_HEAP) {
+		heap_growth_mode(b, e, next_report);
+		return;
+	}
+	if (act != OVERHEAD_SHED)
+		return;
+	step = overhead__next_shed(e->ov);
+	if (step == ML_SHED_TORCH_CPU || step == ML_SHED_TORCH_CUDA) {
+		layer = step == ML_SHED_TORCH_CPU ? ML_LAYER_TORCH_CPU : ML_LAYER_TORCH_CUDA;
+		if (e->root)
+			probes__drop_layers(e->root, 1U << layer);
+		if (e->followers)
+			followers__drop_layers(e->followers, 1U << layer);
+		*e->layers &= ~(1U << layer);
+		ledger__forget_layer(e->ledger, layer);
+	}
+	overhead__shed(e->ov, step, next_report); /* ML_SHED_RSS_SAMPLING: the layer's own hook doubles N */
+}

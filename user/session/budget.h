@@ -1,0 +1,41 @@
+/* --max-overhead's actions: the C heap's switch to heap-growth mode, then the shed order (enum ml_shed). */
+#ifndef ML_BUDGET_H
+#define ML_BUDGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "session/overhead.h"
+
+struct memleak_bpf;
+struct probes;
+struct followers;
+struct ledger;
+struct bpf_link;
+
+struct budget;
+
+/*
+ * Heap-growth mode's program (heap_exit, a third of the verifier's work) is not loaded with the others: with a
+ * budget under 100 % it is verified in the background once the probes are attached, in a second instance of
+ * the BPF object that shares every map of the first, and attached at the switch. NULL: out of memory.
+ */
+struct budget *budget__new(struct memleak_bpf *skel, double budget_pct);
+void budget__free(struct budget *b); /* NULL-safe: heap-growth mode off, its program unloaded */
+/* Heap-growth mode is on: the C heap's system calls are followed. */
+bool budget__heap_on(const struct budget *b);
+
+/* What the actions change: the session's parts. */
+struct budget_env {
+	struct memleak_bpf *skel;
+	int root_pid;               /* the first process (0: none, node-wide) */
+	struct probes *root;        /* its probes (NULL: none) */
+	struct followers *followers; /* NULL: none */
+	struct ledger *ledger;
+	struct overhead *ov;
+	unsigned int *layers;       /* the layers traced: what is shed goes from it */
+};
+
+/* Do what overhead__sample asked (nothing for OVERHEAD_OK), before report number next_report. */
+void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report);
+
+#endif
