@@ -175,8 +175,15 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 		cap.caller = th->rss.cap_caller;
 		cap.stack_id = th->rss.cap_stack;
 	} else {
+		__u64 miss = th->py_miss_ns;
+
 		cap = (struct ml_capture){ .ip = u->ip, .sp = u->sp, .bp = u->bp, .fault = !(th->rss.err & ML_PF_KERNEL) };
 		capture_stack_ip(th, &cap);
+		/*
+		 * A new thread faults its stack before its Python thread state exists: that miss must not hold
+		 * back the search (ML_PY_RETRY_NS) at the thread's first allocations, a moment later.
+		 */
+		th->py_miss_ns = miss;
 		th->rss.cap_ip = u->ip;
 		th->rss.cap_sp = u->sp;
 		th->rss.cap_caller = cap.caller;
@@ -189,17 +196,8 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 		cnt_inc(c, ML_STAT_RSS_LOST);
 		return 0;
 	}
-	WRITE_ONCE(s->ts_ns, 0);
-	barrier();
-	s->size = bytes;
-	s->caller = cap.caller;
-	s->stack_id = cap.stack_id;
-	s->tgid = tgid;
-	s->layer = ML_LAYER_RSS;
-	s->spec = copy ? ML_SPEC_COPY : in_heap(task, key) ? ML_SPEC_RSS_HEAP : ML_SPEC_RSS;
-	s->device = -1;
-	barrier();
-	WRITE_ONCE(s->ts_ns, now);
+	slot_write(s, tgid, ML_LAYER_RSS, bytes, cap.caller, cap.stack_id,
+		   copy ? ML_SPEC_COPY : in_heap(task, key) ? ML_SPEC_RSS_HEAP : ML_SPEC_RSS, -1, now);
 	if (c) {
 		c->v[copy ? ML_STAT_RSS_COPIES : ML_STAT_RSS_PAGES] += bytes >> ML_PAGE_SHIFT;
 		c->v[ML_STAT_LAYER_ALLOCS(ML_LAYER_RSS)] += 1;
@@ -251,17 +249,7 @@ static __always_inline void rss_move_key(struct rss_range *r, __u64 key, __u64 o
 		r->lost++;
 		return;
 	}
-	WRITE_ONCE(d->ts_ns, 0);
-	barrier();
-	d->size = size;
-	d->caller = caller;
-	d->stack_id = stack_id;
-	d->tgid = r->tgid;
-	d->layer = ML_LAYER_RSS;
-	d->spec = spec;
-	d->device = -1;
-	barrier();
-	WRITE_ONCE(d->ts_ns, ts ? ts : 1);
+	slot_write(d, r->tgid, ML_LAYER_RSS, size, caller, stack_id, spec, -1, ts ? ts : 1);
 	r->freed++;
 }
 

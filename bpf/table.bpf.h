@@ -92,6 +92,26 @@ static __always_inline int forget(struct ml_counters *c, __u32 tgid, __u8 layer,
 	return 1;
 }
 
+/*
+ * Fill a claimed slot. ts_ns goes last: a reader skips a slot whose ts_ns is 0, i.e. one still being written.
+ * The barriers keep the compiler from moving the field stores across the two timestamp stores.
+ */
+static __always_inline void slot_write(struct ml_slot *s, __u32 tgid, __u8 layer, __u64 size, __u64 caller,
+				       __u64 stack_id, __u32 spec, __s16 device, __u64 ts)
+{
+	WRITE_ONCE(s->ts_ns, 0);
+	barrier();
+	s->size = size;
+	s->caller = caller;
+	s->stack_id = stack_id;
+	s->tgid = tgid;
+	s->layer = layer;
+	s->spec = (__u8)spec;
+	s->device = device;
+	barrier();
+	WRITE_ONCE(s->ts_ns, ts);
+}
+
 static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u8 layer, __u64 addr, __u64 size,
 				     __u64 caller, __u64 stack_id, __u32 spec, __s16 device)
 {
@@ -108,19 +128,7 @@ static __always_inline void remember(struct ml_counters *c, __u32 tgid, __u8 lay
 		cnt_inc(c, ML_STAT_DROP_ALLOCS_FULL);
 		return;
 	}
-	/* ts_ns goes last: a reader skips a slot whose ts_ns is 0, i.e. one still being written. The barriers
-	 * keep the compiler from moving the field stores across the two timestamp stores. */
-	WRITE_ONCE(s->ts_ns, 0);
-	barrier();
-	s->size = size;
-	s->caller = caller;
-	s->stack_id = stack_id;
-	s->tgid = tgid;
-	s->layer = layer;
-	s->spec = (__u8)spec;
-	s->device = device;
-	barrier();
-	WRITE_ONCE(s->ts_ns, bpf_ktime_get_ns());
+	slot_write(s, tgid, layer, size, caller, stack_id, spec, device, bpf_ktime_get_ns());
 }
 
 static __always_inline int release(struct ml_counters *c, __u8 layer, __u64 ptr)

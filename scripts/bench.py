@@ -746,8 +746,58 @@ def fleet_bench():
             p.wait()
 
 
+def rss_bench():
+    """
+    The rss layer's cost on the PyTorch workloads at default settings, attached with -p: faults a second of
+    the traced process, and the BPF time of the layer's four programs (the tool's own, counted for every
+    process's faults and system calls, so an upper bound) per fault of the traced process.
+    """
+    py = "/usr/bin/python3.11"
+    if not os.path.exists(py):
+        print("  (rss benchmark skipped: Debian python3.11 with python3-torch not found)")
+        return
+    secs = float(os.environ.get("BENCH_RSS_SECONDS", "20"))
+    names = {"rss_fault_user", "rss_fault_kernel", "rss_page_alloc", "rss_exit"}
+    wl_dir = os.path.join(ROOT, "tests", "workloads")
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=False)
+    print(f"rss layer on the PyTorch workloads (default settings, -p, {secs:.0f} s after a 4 s warm-up, one at a time):")
+    try:
+        for script in ("steady.py", "losses.py", "dataloader_cow.py"):
+            wl = subprocess.Popen([py, os.path.join(wl_dir, script), "wait"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, cwd=wl_dir)
+            tool = None
+            try:
+                read_line(wl.stdout, 120, f"{script} ready")
+                tool = start_tool(wl.pid, ["--max-overhead", "2"])  # default settings
+                wl.stdin.write(b"g")
+                wl.stdin.flush()
+                time.sleep(4)
+                b0, t0 = prog_stats(names, tool.pid), time.time()
+                time.sleep(secs)
+                b1, t1 = prog_stats(names, tool.pid), time.time()
+                rep = stop_tool(tool)
+                tool = None
+                rs = rep["stats"]["rss"]
+                d = {k: (b1[k][0] - b0.get(k, (0, 0))[0], b1[k][1] - b0.get(k, (0, 0))[1]) for k in b1}
+                ns = sum(v[0] for v in d.values())
+                faults = rs["faults"]
+                mem = next((p["memory"] for p in rep["processes"] if p["pid"] == wl.pid), {})
+                per = ", ".join(f"{k} {v[0] / max(v[1], 1):.0f} ns x {v[1] / (t1 - t0):.0f}/s" for k, v in sorted(d.items()))
+                print(f"  {script:18s} traced faults {faults} since attach ({rs['pages']} pages, {rs['copies']} copies, "
+                      f"one page in {rep['stats']['rss_sample_every']} recorded at the end); BPF {ns / (t1 - t0) / 1e6:.2f} ms/s "
+                      f"({ns / (t1 - t0) / 1e9 * 100:.2f}% of a core); explained {mem.get('explained_pct')}")
+                print(f"  {'':18s} per program: {per}")
+            finally:
+                if tool:
+                    stop_tool(tool)
+                wl.kill()
+                wl.wait()
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
+
+
 def main(argv):
-    benches = {"overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
+    benches = {"rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
     names = argv or list(benches)
     for n in names:

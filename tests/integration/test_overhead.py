@@ -72,7 +72,7 @@ def busy_loop_switches_before_the_first_report():
     first = reps[0]
     eq(first["seq"], 1, "the first report")
     eq(first["modes"]["libc"], "heap_growth", "libc's mode in the first report")
-    eq(first["modes"]["libc_fallback"], ["heap_growth"], "what the C heap falls back to")
+    eq(first["modes"]["libc_fallback"], ["heap_growth", "rss"], "what the C heap falls back to (the rss layer is on)")
     eq(first["modes"]["libc_since_report"], 1, "the mode began before the first report")
     check(first["modes"]["libc_full_pct"] > 2, f"the cost that made it switch: {first['modes']}")
     check(first["overhead"]["decided_after_s"] > 0, f"when it was decided: {first['overhead']}")
@@ -117,7 +117,9 @@ def over_budget_in_heap_growth_mode_sheds_in_order():
     switched = [r["seq"] for r in reps if r["modes"]["libc"] == "heap_growth"]
     check(switched, "the C heap switched")
     shed = reps[-1]["modes"]["shed"]
-    check(shed and shed[0]["step"] == "torch_cpu probes", f"torch_cpu's probes shed first: {shed}")
+    # The rss layer's sampling goes first only while it costs at least as much as the torch_cpu probes.
+    shed = [s for s in shed if s["step"] != "rss sampling"]
+    check(shed and shed[0]["step"] == "torch_cpu probes", f"torch_cpu's probes shed: {reps[-1]['modes']['shed']}")
     check(shed[0]["since_report"] >= switched[0], f"after the C heap's switch: {shed}, switch {switched[0]}")
     check(shed[0]["pct"] > 0, f"its cost: {shed}")
     note = [l for l in tool.stderr_lines if "shedding" in l]

@@ -41,8 +41,8 @@ static const struct {
 	{ "follow_exec", 75 }, /* 59 */
 	{ "heap_exit", 182000 }, /* 145585 */
 	{ "calib", 3 }, /* 2 */
-	{ "rss_fault_user", 192 }, /* 153 */
-	{ "rss_fault_kernel", 208 }, /* 166 */
+	{ "rss_fault_user", 320 }, /* 256 */
+	{ "rss_fault_kernel", 337 }, /* 269 */
 	{ "rss_page_alloc", 157000 }, /* 125050 */
 	{ "rss_exit", 269000 }, /* 214952 */
 };

@@ -577,7 +577,7 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 			continue;
 		t = &p->layers[r->key.layer];
 		if (cur) {
-			p->brk_bytes += r->traits & ML_ROW_BRK ? r->bytes : 0;
+			p->brk_bytes += r->traits & ML_ROW_BRK && r->key.layer != ML_LAYER_RSS ? r->bytes : 0; /* heap-growth's own */
 			t->bytes += r->bytes;
 			t->cow_bytes += r->cow_bytes;
 			t->count += r->count;

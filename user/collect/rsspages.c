@@ -41,6 +41,8 @@ void ml_rss_untrack(struct memleak_bpf *skel, int pid)
 {
 	__u32 key = (__u32)pid;
 
+	if (!skel || pid <= 0) /* a run that failed before its BPF object, or before its first process */
+		return;
 	bpf_map_delete_elem(bpf_map__fd(skel->maps.rss_procs), &key);
 }
 
@@ -212,10 +214,19 @@ bool rsspages__cost(void *ctx, uint64_t *ns)
 	return true;
 }
 
-void rsspages__shed(void *ctx)
+void rsspages__shed(void *ctx, bool off)
 {
 	struct rsspages *r = ctx;
 
+	if (off) {
+		/* Its faults no longer traced; its releases still are, so what it holds stays true. */
+		for (int i = 0; i < 3; i++) {
+			bpf_link__destroy(r->links[i]);
+			r->links[i] = NULL;
+		}
+		ml_info("rss layer: faults no longer traced (over the budget)");
+		return;
+	}
 	if (r->shift < ML_RSS_MAX_SHIFT) {
 		set_shift(r, r->shift + 1);
 		ml_info("rss layer: one page in %u recorded from now on (over the budget)", 1U << r->shift);

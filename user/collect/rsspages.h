@@ -33,9 +33,9 @@ void rsspages__event(struct rsspages *r, const struct ml_rss_event *e);
  */
 int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s);
 
-/* The budget's hooks (session/overhead.h): the layer's BPF time so far, and one doubling of its interval. */
+/* The budget's hooks (session/overhead.h): the layer's BPF time so far; one doubling of its interval, or off. */
 bool rsspages__cost(void *ctx, uint64_t *ns);
-void rsspages__shed(void *ctx);
+void rsspages__shed(void *ctx, bool off);
 
 uint32_t rsspages__shift(const struct rsspages *r);
 uint64_t rsspages__dropped(const struct rsspages *r); /* records dropped by doublings since attach */

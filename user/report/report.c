@@ -149,6 +149,7 @@ const char *ml_shed_name(enum ml_shed step)
 		[ML_SHED_RSS_SAMPLING] = "rss sampling",
 		[ML_SHED_TORCH_CPU] = "torch_cpu probes",
 		[ML_SHED_TORCH_CUDA] = "torch_cuda probes",
+		[ML_SHED_RSS_FAULTS] = "rss faults",
 	};
 
 	return step < ML_SHED_N ? names[step] : "nothing";

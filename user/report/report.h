@@ -32,6 +32,7 @@ enum ml_shed {
 	ML_SHED_RSS_SAMPLING = 0, /* the rss layer samples 1 page in N: N doubles, as often as needed (its hook) */
 	ML_SHED_TORCH_CPU,        /* PyTorch's CPU tensor probes: that memory is then followed as heap growth */
 	ML_SHED_TORCH_CUDA,       /* the caching allocator's tensor probes: the cuda layer's segments stay */
+	ML_SHED_RSS_FAULTS,       /* the rss layer's fault tracing, after its sampling went to 1 page in 64 */
 	ML_SHED_N,                /* nothing more is shed: the CUDA calls and heap growth are rare */
 };
 

@@ -44,6 +44,7 @@
 #define CALIB_CALLS 2000   /* malloc + free pairs a timing (about 20 ms with probes) */
 #define CALIB_REPS 3       /* timings of each setup, the fastest kept: a preempted run only ever adds */
 #define DECIDE_NS 150000000ULL     /* the first decision (and each after a change) from this much of hits */
+#define RSS_SHED_DOUBLINGS 6 /* the rss layer's sampling is shed down to one page in 64, then its faults */
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL      /* and 20 ms of the traced processes' CPU time to say anything */
 
@@ -62,7 +63,7 @@ struct overhead {
 	bool settled;        /* a decision was taken since the last change: samples span a second again */
 	double rss_pct;      /* the rss layer's part of the last sample (its hook) */
 	overhead_rss_cost_fn rss_cost;
-	void (*rss_shed)(void *ctx);
+	void (*rss_shed)(void *ctx, bool off);
 	void *rss_ctx;
 	int extra_prog;      /* a program of another instance of the object (heap-growth mode's), or -1 */
 	pthread_t calib;
@@ -552,6 +553,8 @@ static double shed_part(const struct overhead *o, enum ml_shed step)
 		return o->info.layer_pct[ML_LAYER_TORCH_CPU];
 	case ML_SHED_TORCH_CUDA:
 		return o->info.layer_pct[ML_LAYER_TORCH_CUDA];
+	case ML_SHED_RSS_FAULTS:
+		return o->rss_cost ? o->rss_pct : 0;
 	default:
 		return 0;
 	}
@@ -559,9 +562,24 @@ static double shed_part(const struct overhead *o, enum ml_shed step)
 
 enum ml_shed overhead__next_shed(const struct overhead *o)
 {
+	double later = 0;
+
+	for (int s = ML_SHED_RSS_SAMPLING + 1; s < ML_SHED_RSS_FAULTS; s++)
+		if (!(o->info.shed & (1U << s)) && shed_part(o, (enum ml_shed)s) > later)
+			later = shed_part(o, (enum ml_shed)s);
 	for (int s = 0; s < ML_SHED_N; s++) {
-		/* The rss layer's sampling may double again and again; the others go once. */
-		if (s != ML_SHED_RSS_SAMPLING && (o->info.shed & (1U << s)))
+		/*
+		 * The rss layer's sampling may double again and again, as long as it costs at least as much as the
+		 * probe steps after it, up to one page in 64: beyond that what it costs is its faults, whatever the
+		 * interval, and the last step turns them off. The others go once.
+		 */
+		if (s == ML_SHED_RSS_SAMPLING) {
+			if (shed_part(o, ML_SHED_RSS_SAMPLING) > 0 && shed_part(o, ML_SHED_RSS_SAMPLING) >= later &&
+			    o->info.rss_doublings < RSS_SHED_DOUBLINGS)
+				return ML_SHED_RSS_SAMPLING;
+			continue;
+		}
+		if (o->info.shed & (1U << s))
 			continue;
 		if (shed_part(o, (enum ml_shed)s) > 0)
 			return (enum ml_shed)s;
@@ -594,12 +612,15 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 	if (step == ML_SHED_RSS_SAMPLING) {
 		in->rss_doublings++;
 		if (o->rss_shed)
-			o->rss_shed(o->rss_ctx);
+			o->rss_shed(o->rss_ctx, false);
+	} else if (step == ML_SHED_RSS_FAULTS && o->rss_shed) {
+		o->rss_shed(o->rss_ctx, true);
+		o->rss_cost = NULL; /* nothing more to shed there */
 	}
 	changed(o);
 }
 
-void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx), void *ctx)
+void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx, bool off), void *ctx)
 {
 	o->rss_cost = cost;
 	o->rss_shed = shed;

@@ -56,11 +56,12 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report);
 /*
  * The rss layer's hook, ML_SHED_RSS_SAMPLING, the first step of the shed order: `cost` gives the layer's
  * cost so far, in ns of the traced processes' time (its fault programs' BPF time, which the samples count
- * among the other programs'), and `shed` doubles its sampling interval N. Setting it also names the rss
+ * among the other programs'), and `shed` doubles its sampling interval N (off false) or, at
+ * ML_SHED_RSS_FAULTS, the last step, stops tracing its faults (off true). Setting it also names the rss
  * layer in the report as what the C heap falls back to. Without it the step is never taken.
  */
 typedef bool (*overhead_rss_cost_fn)(void *ctx, uint64_t *ns);
-void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx), void *ctx);
+void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx, bool off), void *ctx);
 
 const struct ml_overhead *overhead__info(const struct overhead *o);
 
