@@ -44,8 +44,9 @@ def _help_has(opt):
     return opt in r.stdout + r.stderr
 
 
-# Every probe stays on: the soak is about the full-tracing path, not the switch to heap-growth mode.
-KEEP_PROBES = ("--max-overhead", "100") if _help_has("--max-overhead") else ()
+# Every probe stays on: the soak is about the full-tracing path, not the switch to heap-growth mode. Its stack
+# bounds count the C heap's chain shapes: the rss layer's faults (thread stacks, new arenas) are left out.
+KEEP_PROBES = (("--max-overhead", "100") if _help_has("--max-overhead") else ()) + ("--layers", "libc")
 
 
 # --- the kernel's cache of stacks handed over, counted through the bpf() system call -------------------------------------------

@@ -686,7 +686,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		r = row_for(l, &k);
 		if (!r)
 			return -ENOMEM;
-		r->traits |= traits | (sl->spec == ML_SPEC_BRK || sl->spec == ML_SPEC_RSS_HEAP ? ML_ROW_BRK : 0);
+		r->traits |= traits | (sl->spec == ML_SPEC_BRK || sl->spec == ML_SPEC_RSS_HEAP ? ML_ROW_BRK : 0) |
+			     (sl->spec == ML_SPEC_HEAP ? ML_ROW_SPACE : 0);
 		/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
 		if (ts > newest)
 			continue;

@@ -25,6 +25,7 @@ uint32_t ledger_table_slots(uint32_t max_allocs);
 /* What a row's stack says about its allocations (from the canon function, see ledger__set_canon). */
 #define ML_ROW_IMPORT 1 /* made while a module was being imported (an importlib frame on the Python stack) */
 #define ML_ROW_BRK 2    /* fresh C heap: the break grown beyond its peak (heap-growth mode), or heap pages' first touch (rss) */
+#define ML_ROW_SPACE 4  /* heap-growth mode: anonymous address space a stack added (mmap, mremap) */
 
 struct ml_row {
 	struct ml_agg_key key;

@@ -263,11 +263,12 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 			j[i] = (struct ml_judgement){ .verdict = ML_V_IMPORT, .intervals = j[i].intervals,
 						      .count_growth = j[i].count_growth };
 		/*
-		 * Fresh C heap (the break's growth, or the first touch of heap pages) names the code that reached
-		 * new heap, not what keeps it: where freed blocks cannot be reused (fragmentation), the victim. The
-		 * weaker evidence: half the score, so an allocation stack that grows as well ranks above it.
+		 * Fresh C heap (the break's growth, the first touch of heap pages, or address space heap-growth
+		 * mode saw a stack add) names the code that reached new memory, not what keeps it: where freed
+		 * blocks cannot be reused (fragmentation), the victim. The weaker evidence: half the score, so an
+		 * allocation stack that grows as well ranks above it.
 		 */
-		if (r->traits & ML_ROW_BRK)
+		if (r->traits & (ML_ROW_BRK | ML_ROW_SPACE))
 			j[i].leak_score *= 0.5;
 		ord[i] = i;
 	}

@@ -44,6 +44,7 @@
 #define CALIB_CALLS 2000   /* malloc + free pairs a timing (about 20 ms with probes) */
 #define CALIB_REPS 3       /* timings of each setup, the fastest kept: a preempted run only ever adds */
 #define DECIDE_NS 150000000ULL     /* the first decision (and each after a change) from this much of hits */
+#define TENSOR_SHED_FACTOR 5.0 /* a tensor layer's probes are shed when they alone cost 5 times the budget */
 #define RSS_SHED_DOUBLINGS 6 /* the rss layer's sampling is shed down to one page in 64, then its faults */
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL      /* and 20 ms of the traced processes' CPU time to say anything */
@@ -544,15 +545,27 @@ void overhead__heap_mode(struct overhead *o, uint64_t report)
 	changed(o);
 }
 
+static double tensor_part(const struct overhead *o, unsigned int layer)
+{
+	double p = o->info.layer_pct[layer];
+
+	return p > TENSOR_SHED_FACTOR * o->info.budget_pct ? p : 0;
+}
+
 static double shed_part(const struct overhead *o, enum ml_shed step)
 {
 	switch (step) {
 	case ML_SHED_RSS_SAMPLING:
 		return o->rss_cost ? o->rss_pct : 0;
+	/*
+	 * The tensor layers' probes are what names a leak in Python code (heap growth cannot: it names who
+	 * reached new memory, not who keeps it): they go only when they alone cost TENSOR_SHED_FACTOR times the
+	 * budget, a job allocating tensors at a rate where tracing each one is no longer affordable.
+	 */
 	case ML_SHED_TORCH_CPU:
-		return o->info.layer_pct[ML_LAYER_TORCH_CPU];
+		return tensor_part(o, ML_LAYER_TORCH_CPU);
 	case ML_SHED_TORCH_CUDA:
-		return o->info.layer_pct[ML_LAYER_TORCH_CUDA];
+		return tensor_part(o, ML_LAYER_TORCH_CUDA);
 	case ML_SHED_RSS_FAULTS:
 		return o->rss_cost ? o->rss_pct : 0;
 	default:
@@ -562,7 +575,17 @@ static double shed_part(const struct overhead *o, enum ml_shed step)
 
 enum ml_shed overhead__next_shed(const struct overhead *o)
 {
-	double later = 0;
+	double later = 0, kept = 0;
+
+	/* What stays whatever is shed (tensor probes below their threshold): shedding the rest must be what
+	 * brings the cost under the budget, or it only loses information. */
+	static const unsigned int tensor_layers[] = { ML_LAYER_TORCH_CPU, ML_LAYER_TORCH_CUDA };
+
+	for (size_t i = 0; i < sizeof(tensor_layers) / sizeof(tensor_layers[0]); i++)
+		if (!tensor_part(o, tensor_layers[i]))
+			kept += o->info.layer_pct[tensor_layers[i]];
+	if (o->info.pct - kept <= o->info.budget_pct)
+		return ML_SHED_N;
 
 	for (int s = ML_SHED_RSS_SAMPLING + 1; s < ML_SHED_RSS_FAULTS; s++)
 		if (!(o->info.shed & (1U << s)) && shed_part(o, (enum ml_shed)s) > later)
