@@ -233,20 +233,34 @@ void rsspages__shed(void *ctx, bool off)
 	}
 }
 
-int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s)
+/* Pages recorded since attach, from the per-CPU counters. */
+static int recorded_pages(struct rsspages *r, uint64_t *out)
 {
-	uint64_t pages = s->stats[ML_STAT_RSS_PAGES] + s->stats[ML_STAT_RSS_COPIES], records = s->rss_records;
-	double rate = 0;
+	__u32 zero = 0;
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v;
+
+	if (ncpu <= 0 || !(v = calloc((size_t)ncpu * ML_STAT_SLOTS, sizeof(*v))))
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(bpf_map__fd(r->skel->maps.stats), &zero, v)) {
+		free(v);
+		return -errno;
+	}
+	*out = 0;
+	for (int c = 0; c < ncpu; c++)
+		*out += v[(size_t)c * ML_STAT_SLOTS + ML_STAT_RSS_PAGES] + v[(size_t)c * ML_STAT_SLOTS + ML_STAT_RSS_COPIES];
+	free(v);
+	return 0;
+}
+
+/* Over the limits: double as often as needed. Returns how many times. */
+static int raise_shift(struct rsspages *r, uint64_t records, double rate)
+{
 	uint32_t shift = r->shift;
+	uint64_t records0 = records;
+	double rate0 = rate;
 	int n;
 
-	if (r->have_last && s->now_ns > r->last_ns + 500000000ULL)
-		rate = (double)(pages - r->last_pages) / ((double)(s->now_ns - r->last_ns) / 1e9);
-	if (!r->have_last || s->now_ns > r->last_ns + 500000000ULL) {
-		r->last_pages = pages;
-		r->last_ns = s->now_ns;
-		r->have_last = true;
-	}
 	/* Each doubling halves both, in expectation. */
 	while (shift < ML_RSS_MAX_SHIFT && (records > r->o.max_records || rate > r->o.max_pages_per_s)) {
 		shift++;
@@ -258,8 +272,34 @@ int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s)
 	n = (int)(shift - r->shift);
 	set_shift(r, shift);
 	ml_info("rss layer: one page in %u recorded from now on (%" PRIu64 " records, %.0f pages/s)", 1U << shift,
-		s->rss_records, rate);
+		records0, rate0);
 	return n;
+}
+
+int rsspages__tick(struct rsspages *r, uint64_t now_ns)
+{
+	uint64_t pages = 0;
+	double rate;
+
+	if (!r || recorded_pages(r, &pages))
+		return 0;
+	if (!r->have_last || now_ns < r->last_ns + 500000000ULL) {
+		if (!r->have_last) {
+			r->last_pages = pages;
+			r->last_ns = now_ns;
+			r->have_last = true;
+		}
+		return 0;
+	}
+	rate = (double)(pages - r->last_pages) / ((double)(now_ns - r->last_ns) / 1e9);
+	r->last_pages = pages;
+	r->last_ns = now_ns;
+	return raise_shift(r, 0, rate);
+}
+
+int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s)
+{
+	return raise_shift(r, s->rss_records, 0);
 }
 
 uint32_t rsspages__shift(const struct rsspages *r)

@@ -28,10 +28,12 @@ void ml_rss_untrack(struct memleak_bpf *skel, int pid);
 void rsspages__event(struct rsspages *r, const struct ml_rss_event *e);
 
 /*
- * After a snapshot: over the record or rate limit, the sampling interval doubles (as often as needed), and
- * the records the new test rejects are dropped. Returns how many times it doubled.
+ * After a snapshot: over the record limit, the sampling interval doubles (as often as needed), and the
+ * records the new test rejects are dropped. Returns how many times it doubled.
  */
 int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s);
+/* At a scan tick (NULL-safe): over the rate limit since the last one (half a second at least), the same. */
+int rsspages__tick(struct rsspages *r, uint64_t now_ns);
 
 /* The budget's hooks (session/overhead.h): the layer's BPF time so far; one doubling of its interval, or off. */
 bool rsspages__cost(void *ctx, uint64_t *ns);

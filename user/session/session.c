@@ -57,7 +57,7 @@
 #define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
 #define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
-#define RSS_MAX_RATE 1000.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
+#define RSS_MAX_RATE 500.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
 
 struct session {
 	const struct ml_opts *o;
@@ -377,10 +377,14 @@ static int open_outputs(struct session *ss)
 	ledger__set_canon(ss->ledger, stackview__canon, ss->sv);
 	if (ss->layers & (1U << ML_LAYER_RSS)) {
 		struct rsspages_opts ro = { .max_records = o->max_allocs / 4, .max_pages_per_s = RSS_MAX_RATE };
-		const char *t = getenv("MEMLEAK_AI_TEST_RSS_MAX_RECORDS"); /* test hook: sampling without GiBs */
+		const char *t = getenv("MEMLEAK_AI_TEST_RSS_MAX_RECORDS"); /* test hooks: sampling without GiBs, */
+		const char *rate = getenv("MEMLEAK_AI_TEST_RSS_MAX_RATE");   /* exact counts of large bursts */
+		uint64_t v;
 
 		if (t)
 			ml_parse_u64(t, 1, UINT32_MAX, &ro.max_records);
+		if (rate && !ml_parse_u64(rate, 1, UINT32_MAX, &v))
+			ro.max_pages_per_s = (double)v;
 		ss->rss = rsspages__new(ss->skel, ss->ledger, &ro);
 		if (ss->rss)
 			overhead__set_rss(ss->ov, rsspages__cost, rsspages__shed, ss->rss);
@@ -627,6 +631,7 @@ static void session_scan(struct session *ss)
 	}
 	if (ss->followers)
 		followers__sync(ss->followers, full, follower_gone, ss);
+	rsspages__tick(ss->rss, ml_clock_ns(CLOCK_MONOTONIC));
 	np = traced_pids(ss);
 	if (np)
 		budget__act(ss->budget, &(struct budget_env){ .skel = ss->skel, .root_pid = ss->root.pid, .root = ss->root.probes,
