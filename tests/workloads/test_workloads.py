@@ -333,7 +333,7 @@ def losses_loop_default_settings_2s():
     check(leak["count_growth"] > 0 and leak["leak_score"] > 0, f"growing and scored: {leak['leak_score']}")
     # In text: the candidate's line says how many objects the window retained.
     block = [b for b in text_blocks(run.text) if any("LEAK CANDIDATE" in l for l in b[1])]
-    check(block and re.search(r"LEAK CANDIDATE: growing by (count and bytes|count|bytes): \+[\d,]+ objects, ",
+    check(block and re.search(r"LEAK CANDIDATE: growing by (count and bytes|count|bytes): \+[\d,]+ (objects|pages), ",
                               block[0][1][0]), f"the candidate line: {block[:1]}")
     # The resident memory it grew by is explained (the rss layer's pages, each counted once).
     mem = next(p["memory"] for p in reps[-1]["processes"] if p["pid"] == run.pid)

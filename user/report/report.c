@@ -227,18 +227,19 @@ void ml_fmt_count(char *buf, size_t len, int64_t n, bool sign)
 }
 
 /* A leak candidate's line: which signals rose, what the window retained, how fast, and how surely. */
-static void text_candidate(FILE *f, const struct ml_judgement *j)
+static void text_candidate(FILE *f, const struct ml_judgement *j, unsigned int layer)
 {
 	char c[40], b[32], rate[32];
 	bool bc = j->bytes.rising && j->count.rising;
+	const char *what = layer == ML_LAYER_RSS ? "pages" : "objects"; /* an rss row counts pages */
 
 	ml_fmt_count(c, sizeof(c), (int64_t)j->count.net, true);
 	ml_fmt_bytes(b, sizeof(b), j->bytes.net);
 	ml_fmt_bytes(rate, sizeof(rate), j->growth_bytes_per_s);
-	fprintf(f, "    LEAK CANDIDATE: growing by %s: %s objects, %s%s over %u reports (%.1f s), %.1f objects/s, %s/s; "
+	fprintf(f, "    LEAK CANDIDATE: growing by %s: %s %s, %s%s over %u reports (%.1f s), %.1f %s/s, %s/s; "
 		   "new highs in %u of %u (count), %u of %u (bytes); score %.2f\n",
-		bc ? "count and bytes" : j->count.rising ? "count" : "bytes", c, j->bytes.net >= 0 ? "+" : "", b,
-		j->intervals, j->window_s, j->count.per_s, rate, j->count.highs, j->intervals, j->bytes.highs,
+		bc ? "count and bytes" : j->count.rising ? "count" : "bytes", c, what, j->bytes.net >= 0 ? "+" : "", b,
+		j->intervals, j->window_s, j->count.per_s, what, rate, j->count.highs, j->intervals, j->bytes.highs,
 		j->intervals, j->leak_score);
 }
 
@@ -503,7 +504,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 				ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
 				row->growth_bytes >= 0 ? "+" : "", b2, cg);
 		if (j->verdict == ML_V_GROWING) {
-			text_candidate(f, j);
+			text_candidate(f, j, row->key.layer);
 		} else if (j->verdict == ML_V_IMPORT) {
 			fprintf(f, "    import: made while a module was imported (start-up, not judged)\n");
 		} else {
