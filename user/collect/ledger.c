@@ -12,6 +12,7 @@
 #include "lib/hash.h"
 #include "attach/allocators.h"
 #include "collect/ledger.h"
+#include "lib/bpfstats.h"
 #include "collect/stackstore.h"
 #include "lib/u64map.h"
 #include "lib/log.h"
@@ -294,25 +295,18 @@ static void split_devices(struct ledger *l)
 
 static void read_stats(struct ledger *l)
 {
-	int fd = bpf_map__fd(l->skel->maps.stats);
-	__u32 zero = 0;
-	int ok;
+	uint64_t sum[ML_STAT_SLOTS];
 
-	/* One element per CPU, each holding every counter. A failed read keeps the last sums. */
-	ok = bpf_map_lookup_elem(fd, &zero, l->pcpu) == 0;
-	if (!ok) {
+	/* A failed read keeps the last sums. */
+	if (ml_stats_sum(bpf_map__fd(l->skel->maps.stats), l->ncpu, l->pcpu, sum)) {
 		memcpy(l->snap.stats, l->prev_stats, sizeof(l->prev_stats));
 		memset(l->snap.stats_delta, 0, sizeof(l->snap.stats_delta));
 		return;
 	}
 	for (__u32 i = 0; i < ML_STAT_SLOTS; i++) {
-		uint64_t sum = 0;
-
-		for (int c = 0; ok && c < l->ncpu; c++)
-			sum += l->pcpu[(size_t)c * ML_STAT_SLOTS + i];
-		l->snap.stats[i] = sum;
-		l->snap.stats_delta[i] = sum - l->prev_stats[i];
-		l->prev_stats[i] = sum;
+		l->snap.stats[i] = sum[i];
+		l->snap.stats_delta[i] = sum[i] - l->prev_stats[i];
+		l->prev_stats[i] = sum[i];
 	}
 }
 

@@ -13,15 +13,30 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "collect/rsspages.h"
+#include "lib/bpfstats.h"
 #include "lib/log.h"
 #include "memleak.skel.h"
+
+#define RSS_PROGS 4
+#define RSS_FAULT_PROGS 3 /* the first three: what the last shed step detaches (rss_exit stays) */
+
+/* The layer's programs, its fault programs first. */
+static void rss_progs(struct memleak_bpf *skel, struct bpf_program *out[RSS_PROGS])
+{
+	out[0] = skel->progs.rss_fault_user;
+	out[1] = skel->progs.rss_fault_kernel;
+	out[2] = skel->progs.rss_page_alloc;
+	out[3] = skel->progs.rss_exit;
+}
 
 struct rsspages {
 	struct memleak_bpf *skel;
 	struct ledger *ledger;
 	struct rsspages_opts o;
-	struct bpf_link *links[4];
+	struct bpf_link *links[RSS_PROGS];
 	uint32_t shift;
+	int ncpu;
+	uint64_t *pcpu; /* the counters' per-CPU values, read at every scan */
 	uint64_t dropped;
 	uint64_t last_pages, last_ns;
 	bool have_last;
@@ -49,19 +64,26 @@ void ml_rss_untrack(struct memleak_bpf *skel, int pid)
 struct rsspages *rsspages__new(struct memleak_bpf *skel, struct ledger *l, const struct rsspages_opts *o)
 {
 	struct rsspages *r = calloc(1, sizeof(*r));
-	struct bpf_program *progs[4] = { skel->progs.rss_fault_user, skel->progs.rss_fault_kernel,
-					 skel->progs.rss_page_alloc, skel->progs.rss_exit };
+	struct bpf_program *progs[RSS_PROGS];
 	int err = 0;
 
 	if (!r)
 		return NULL;
+	rss_progs(skel, progs);
+	r->ncpu = libbpf_num_possible_cpus();
+	r->pcpu = r->ncpu > 0 ? calloc((size_t)r->ncpu * ML_STAT_SLOTS, sizeof(*r->pcpu)) : NULL;
+	if (!r->pcpu) {
+		free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
 	r->skel = skel;
 	r->ledger = l;
 	r->o = *o;
 	r->shift = o->shift > ML_RSS_MAX_SHIFT ? ML_RSS_MAX_SHIFT : o->shift;
 	skel->bss->rss_shift = r->shift;
 	ledger__set_rss_shift(l, r->shift);
-	for (int i = 0; i < 4 && !err; i++) {
+	for (int i = 0; i < RSS_PROGS && !err; i++) {
 		r->links[i] = bpf_program__attach(progs[i]);
 		if (!r->links[i])
 			err = -errno;
@@ -78,8 +100,9 @@ void rsspages__free(struct rsspages *r)
 {
 	if (!r)
 		return;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < RSS_PROGS; i++)
 		bpf_link__destroy(r->links[i]);
+	free(r->pcpu);
 	free(r);
 }
 
@@ -198,19 +221,12 @@ static void set_shift(struct rsspages *r, uint32_t shift)
 bool rsspages__cost(void *ctx, uint64_t *ns)
 {
 	struct rsspages *r = ctx;
-	struct bpf_program *progs[4] = { r->skel->progs.rss_fault_user, r->skel->progs.rss_fault_kernel,
-					 r->skel->progs.rss_page_alloc, r->skel->progs.rss_exit };
+	struct bpf_program *progs[RSS_PROGS];
 
+	rss_progs(r->skel, progs);
 	*ns = 0;
-	for (int i = 0; i < 4; i++) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-		int fd = bpf_program__fd(progs[i]);
-
-		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
-			return false;
-		*ns += info.run_time_ns;
-	}
+	for (int i = 0; i < RSS_PROGS; i++)
+		*ns += ml_prog_run_ns(bpf_program__fd(progs[i]));
 	return true;
 }
 
@@ -220,7 +236,7 @@ void rsspages__shed(void *ctx, bool off)
 
 	if (off) {
 		/* Its faults no longer traced; its releases still are, so what it holds stays true. */
-		for (int i = 0; i < 3; i++) {
+		for (int i = 0; i < RSS_FAULT_PROGS; i++) {
 			bpf_link__destroy(r->links[i]);
 			r->links[i] = NULL;
 		}
@@ -236,21 +252,12 @@ void rsspages__shed(void *ctx, bool off)
 /* Pages recorded since attach, from the per-CPU counters. */
 static int recorded_pages(struct rsspages *r, uint64_t *out)
 {
-	__u32 zero = 0;
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *v;
+	uint64_t v[ML_STAT_SLOTS];
+	int err = ml_stats_sum(bpf_map__fd(r->skel->maps.stats), r->ncpu, r->pcpu, v);
 
-	if (ncpu <= 0 || !(v = calloc((size_t)ncpu * ML_STAT_SLOTS, sizeof(*v))))
-		return -ENOMEM;
-	if (bpf_map_lookup_elem(bpf_map__fd(r->skel->maps.stats), &zero, v)) {
-		free(v);
-		return -errno;
-	}
-	*out = 0;
-	for (int c = 0; c < ncpu; c++)
-		*out += v[(size_t)c * ML_STAT_SLOTS + ML_STAT_RSS_PAGES] + v[(size_t)c * ML_STAT_SLOTS + ML_STAT_RSS_COPIES];
-	free(v);
-	return 0;
+	if (!err)
+		*out = v[ML_STAT_RSS_PAGES] + v[ML_STAT_RSS_COPIES];
+	return err;
 }
 
 /* Over the limits: double as often as needed. Returns how many times. */

@@ -33,6 +33,7 @@
 #include <bpf/libbpf.h>
 #include "attach/allocators.h"
 #include "attach/uprobe_multi.h"
+#include "lib/bpfstats.h"
 #include "lib/clock.h"
 #include "memleak.h"
 #include "lib/elfsym.h"
@@ -351,15 +352,7 @@ static bool calibration_in(struct overhead *o)
 
 static int read_counters(struct overhead *o, uint64_t *v)
 {
-	__u32 zero = 0;
-
-	if (bpf_map_lookup_elem(bpf_map__fd(o->skel->maps.stats), &zero, o->pcpu))
-		return -errno;
-	memset(v, 0, ML_STAT_SLOTS * sizeof(*v));
-	for (int c = 0; c < o->ncpu; c++)
-		for (int i = 0; i < ML_STAT_SLOTS; i++)
-			v[i] += o->pcpu[(size_t)c * ML_STAT_SLOTS + i];
-	return 0;
+	return ml_stats_sum(bpf_map__fd(o->skel->maps.stats), o->ncpu, o->pcpu, v);
 }
 
 /* The allocator probes' programs: their run time is the layers', shared out by hits. */
@@ -377,22 +370,10 @@ static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 	struct bpf_program *prog;
 
 	*probe = *other = 0;
-	bpf_object__for_each_program(prog, o->skel->obj) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-		int fd = bpf_program__fd(prog);
-
-		if (prog == o->skel->progs.calib || fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
-			continue;
-		*(is_probe_prog(o, prog) ? probe : other) += info.run_time_ns;
-	}
-	if (o->extra_prog >= 0) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-
-		if (bpf_obj_get_info_by_fd(o->extra_prog, &info, &len) == 0)
-			*other += info.run_time_ns;
-	}
+	bpf_object__for_each_program(prog, o->skel->obj)
+		if (prog != o->skel->progs.calib)
+			*(is_probe_prog(o, prog) ? probe : other) += ml_prog_run_ns(bpf_program__fd(prog));
+	*other += ml_prog_run_ns(o->extra_prog);
 }
 
 void overhead__count_prog(struct overhead *o, int prog_fd)
