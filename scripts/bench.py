@@ -9,6 +9,7 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   unwind    a malloc 30 calls deep: table unwinding vs frame pointers; table sizes and build times of PyTorch
   torch     PyTorch CPU training step: no tool, torch/CUDA layers, every layer, each with and without Python frames
   report    report time over 1,000,000 outstanding allocations
+  default   the PyTorch loop keeping its losses at default settings (-p, text every 2 s) against no tool
   fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
@@ -796,8 +797,70 @@ def rss_bench():
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
 
 
+def default_bench():
+    """
+    The goal's figure: the PyTorch loop that keeps its losses (tests/workloads/losses.py), memleak-ai at default
+    settings attached with -p, text reports every 2 s, against no tool. Each run is a fresh process, idle
+    while the tool attaches, then BENCH_DEFAULT_SECONDS (12: six reports) of steps timed inside the target;
+    the modes alternate round by round. Also the tool's own CPU time and the cost figure it reported.
+    """
+    py = "/usr/bin/python3.11"
+    if not os.path.exists(py):
+        print("  (default-settings benchmark skipped: Debian python3.11 with python3-torch not found)")
+        return
+    secs = float(os.environ.get("BENCH_DEFAULT_SECONDS", "12"))
+    rounds = int(os.environ.get("BENCH_DEFAULT_ROUNDS", str(ROUNDS)))
+    wl_dir = os.path.join(ROOT, "tests", "workloads")
+    res = {"none": [], "default": []}
+    tool_cpu, shares, steps = [], [], []
+    for _ in range(rounds):
+        for mode in res:
+            wl = subprocess.Popen([py, os.path.join(wl_dir, "losses.py"), "wait", "25"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, cwd=wl_dir)
+            tool = None
+            try:
+                read_line(wl.stdout, 120, "losses.py ready")
+                if mode == "default":
+                    tool = subprocess.Popen([TOOL, "-p", str(wl.pid), "2"], stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE)
+                    while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+                        pass
+                    out = []
+                    threading.Thread(target=lambda: out.extend(tool.stdout), daemon=True).start()
+                    cpu0 = proc_cpu_s(tool.pid)
+                wl.stdin.write(b"g")
+                wl.stdin.flush()
+                t0, times = time.time(), []
+                while time.time() - t0 < secs:
+                    times.append(float(read_line(wl.stdout, 60, "losses.py step times")))
+                res[mode].append(statistics.mean(times))
+                steps.append(len(times) * 25)
+                if tool:
+                    tool_cpu.append(proc_cpu_s(tool.pid) - cpu0)
+                    tool.send_signal(signal.SIGINT)
+                    tool.wait(timeout=60)
+                    tool = None
+                    pct = [float(m.group(1)) for m in (re.search(rb"overhead[^\n]*?([0-9.]+)% of", l) for l in out) if m]
+                    shares.append(pct[-1] if pct else None)
+            finally:
+                if tool:
+                    tool.kill()
+                wl.kill()
+                wl.wait()
+    med = {k: statistics.median(v) for k, v in res.items()}
+    print(f"PyTorch loop keeping its losses, -p, default settings, text every 2 s ({secs:.0f} s a run, {rounds} rounds "
+          f"interleaved, a fresh process a run; about {statistics.median(steps):.0f} steps a run):")
+    for k, v in res.items():
+        print(f"  {k:8s} median {med[k]:7.3f} ms/step (x{med[k] / med['none']:.3f})   runs: "
+              f"{' '.join(f'{x:.3f}' for x in v)}")
+    ratios = [t / n for t, n in zip(res["default"], res["none"])]
+    true = [(1 - med["none"] / t) * 100 for t in res["default"]]
+    print(f"  per round default/none: {med_range(ratios, '{:.3f}')}; 1 - T(without)/T(with) {med_range(true, '{:.2f}')}%")
+    print(f"  tool's own CPU a run: {med_range(tool_cpu, '{:.2f}')} s over {secs:.0f} s; cost it reported at the end: {shares}")
+
+
 def main(argv):
-    benches = {"rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
+    benches = {"default": default_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
     names = argv or list(benches)
     for n in names:

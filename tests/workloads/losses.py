@@ -1,4 +1,5 @@
 """Workload: a training loop that keeps every loss tensor, and with it the autograd nodes of its step."""
+import sys
 import time
 
 import torch
@@ -10,7 +11,9 @@ model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 x, y = torch.randn(64, 128), torch.randn(64, 1)
 losses = []
+every = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # benchmarks: print ms a step every EVERY steps
 start()
+step, t0 = 0, time.perf_counter()
 while True:
     loss = torch.nn.functional.mse_loss(model(x), y)  # LEAK: the nodes each kept loss holds are made here
     opt.zero_grad()
@@ -18,3 +21,8 @@ while True:
     opt.step()
     losses.append(loss)  # the bug: loss.item() was meant
     time.sleep(0.005)
+    step += 1
+    if every and step % every == 0:
+        t1 = time.perf_counter()
+        print(f"{(t1 - t0) * 1e3 / every:.4f}", flush=True)
+        t0 = t1
