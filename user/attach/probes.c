@@ -25,15 +25,31 @@ struct object {
 	unsigned int layers;
 };
 
+/* Which program a row goes to, as a batch: 0 alloc return, 1 free return, 2 free entry, 3 alloc entry. */
+enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
+
+/*
+ * A uprobe_multi link: one program at several offsets of one file. The allocation side's links keep what
+ * attaching them again takes, for probes__pause.
+ */
+struct mlink {
+	int fd;               /* -1 while paused */
+	unsigned char layers; /* the layers of its object's rows (probes__drop_layers) */
+	unsigned char batch;  /* B_* below */
+	char *path;           /* allocation side only: the file, offsets and cookies it was attached with */
+	uint64_t *offs, *cookies;
+	uint32_t cnt;
+};
+
 struct probes {
 	struct memleak_bpf *skel;
 	struct probes_opts o;
 	struct bpf_link **links;
 	unsigned char *link_layers; /* per link: the layers of its object's rows (probes__drop_layers) */
 	size_t nlinks, caplinks;
-	int *mfds; /* uprobe_multi link fds */
-	unsigned char *mfd_layers;
+	struct mlink *mfds; /* uprobe_multi links */
 	size_t nmfds, capmfds;
+	unsigned int paused; /* layers whose allocation-side links are closed for now (probes__pause) */
 	struct object *objs;
 	size_t nobjs, capobjs;
 	unsigned int active;
@@ -45,6 +61,16 @@ struct probes {
 	bool heap_replaced; /* heap is one that took over from the C library's (preloaded or linked) */
 	bool retry;         /* the last sync left an object to open again (its mapping changed under it) */
 };
+
+static void mlink_clear(struct mlink *m)
+{
+	if (m->fd >= 0)
+		close(m->fd);
+	free(m->path);
+	free(m->offs);
+	free(m->cookies);
+	*m = (struct mlink){ .fd = -1 };
+}
 
 /* Where each row was found in the object being probed. */
 struct found {
@@ -68,13 +94,12 @@ void probes__free(struct probes *p)
 	if (!p)
 		return;
 	for (size_t i = 0; i < p->nmfds; i++)
-		close(p->mfds[i]);
+		mlink_clear(&p->mfds[i]);
 	for (size_t i = 0; i < p->nlinks; i++)
 		bpf_link__destroy(p->links[i]);
 	for (size_t i = 0; i < p->nobjs; i++)
 		free(p->objs[i].path);
 	free(p->mfds);
-	free(p->mfd_layers);
 	free(p->links);
 	free(p->link_layers);
 	free(p->objs);
@@ -145,12 +170,28 @@ static int push_link(struct probes *p, struct bpf_link *l)
 	return 0;
 }
 
-static int push_mfd(struct probes *p, int fd)
+/* The link just made (fd) of a batch; an allocation-side one keeps its recipe. 0 or -ENOMEM (fd not kept). */
+static int push_mfd(struct probes *p, int fd, int batch, const char *path, const uint64_t *offs,
+		    const uint64_t *cookies, uint32_t cnt)
 {
-	if (grow_pair(&p->mfds, sizeof(*p->mfds), &p->mfd_layers, p->nmfds, &p->capmfds))
+	struct mlink m = { .fd = fd, .batch = (unsigned char)batch };
+
+	if (batch == B_ALLOC || batch == B_ALLOC_RET) {
+		m.path = strdup(path);
+		m.offs = malloc(cnt * sizeof(*offs));
+		m.cookies = malloc(cnt * sizeof(*cookies));
+		m.cnt = cnt;
+		if (m.path && m.offs && m.cookies) {
+			memcpy(m.offs, offs, cnt * sizeof(*offs));
+			memcpy(m.cookies, cookies, cnt * sizeof(*cookies));
+		}
+	}
+	if ((m.cnt && !(m.path && m.offs && m.cookies)) || ml_grow(&p->mfds, &p->capmfds, p->nmfds + 1, sizeof(*p->mfds))) {
+		m.fd = -1; /* the caller closes it */
+		mlink_clear(&m);
 		return -ENOMEM;
-	p->mfd_layers[p->nmfds] = 0;
-	p->mfds[p->nmfds++] = fd;
+	}
+	p->mfds[p->nmfds++] = m;
 	return 0;
 }
 
@@ -162,8 +203,14 @@ static bool needs_return_probe(const struct ml_spec *sp)
 	return sp->kind != ML_KIND_WRAP;
 }
 
-/* Which program a row goes to, as a batch: 0 alloc return, 1 free return, 2 free entry, 3 alloc entry. */
-enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
+
+static int batch_prog_fd(const struct probes *p, int b)
+{
+	struct bpf_program *progs[B_N] = { p->skel->progs.alloc_exit, p->skel->progs.free_exit,
+					   p->skel->progs.free_enter, p->skel->progs.alloc_enter };
+
+	return bpf_program__fd(progs[b]);
+}
 
 /*
  * All the object's rows in four uprobe_multi links, in the order that keeps every call accounted: return
@@ -175,8 +222,6 @@ static int attach_batched(struct probes *p, const char *path, const struct found
 {
 	uint64_t offs[B_N][ML_MAX_SPECS], cookies[B_N][ML_MAX_SPECS];
 	uint32_t cnt[B_N] = {};
-	struct bpf_program *progs[B_N] = { p->skel->progs.alloc_exit, p->skel->progs.free_exit,
-					   p->skel->progs.free_enter, p->skel->progs.alloc_enter };
 
 	for (unsigned int row = 0; row < ml_allocators_n; row++) {
 		const struct ml_spec *sp = &ml_allocators[row].spec;
@@ -196,7 +241,7 @@ static int attach_batched(struct probes *p, const char *path, const struct found
 
 		if (!cnt[b])
 			continue;
-		fd = ml_uprobe_multi_attach(bpf_program__fd(progs[b]), path, offs[b], cookies[b], cnt[b],
+		fd = ml_uprobe_multi_attach(batch_prog_fd(p, b), path, offs[b], cookies[b], cnt[b],
 					    b == B_ALLOC_RET || b == B_FREE_RET, p->o.pid);
 		if (fd < 0) {
 			/* A process gone meanwhile is the caller's to report (once), not an attach failure. */
@@ -204,7 +249,7 @@ static int attach_batched(struct probes *p, const char *path, const struct found
 				ml_err("cannot attach uprobes in %s: %s", path, strerror(-fd));
 			return fd;
 		}
-		err = push_mfd(p, fd);
+		err = push_mfd(p, fd, b, path, offs[b], cookies[b], cnt[b]);
 		if (err) {
 			close(fd);
 			return err;
@@ -460,13 +505,13 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 	for (size_t i = first_link; i < p->nlinks; i++)
 		p->link_layers[i] = (unsigned char)*layers;
 	for (size_t i = first_mfd; i < p->nmfds; i++)
-		p->mfd_layers[i] = (unsigned char)*layers;
+		p->mfds[i].layers = (unsigned char)*layers;
 out:
 	if (err < 0) {
 		while (p->nlinks > first_link)
 			bpf_link__destroy(p->links[--p->nlinks]);
 		while (p->nmfds > first_mfd)
-			close(p->mfds[--p->nmfds]);
+			mlink_clear(&p->mfds[--p->nmfds]);
 	}
 	free(path);
 	free(found);
@@ -686,11 +731,10 @@ void probes__drop_layers(struct probes *p, unsigned int mask)
 	size_t j = 0;
 
 	for (size_t i = 0; i < p->nmfds; i++) {
-		if (drops(p->mfd_layers[i], mask)) {
-			close(p->mfds[i]);
+		if (drops(p->mfds[i].layers, mask)) {
+			mlink_clear(&p->mfds[i]);
 			continue;
 		}
-		p->mfd_layers[j] = p->mfd_layers[i];
 		p->mfds[j++] = p->mfds[i];
 	}
 	p->nmfds = j;
@@ -708,6 +752,54 @@ void probes__drop_layers(struct probes *p, unsigned int mask)
 	p->active &= ~mask;
 	for (size_t i = 0; i < p->nobjs; i++)
 		p->objs[i].layers &= ~mask;
+}
+
+/* An allocation-side link of objects whose rows are all of the layers in mask. */
+static bool pausable(const struct mlink *m, unsigned int mask)
+{
+	return m->path && m->layers && !(m->layers & ~mask);
+}
+
+bool probes__pausable(const struct probes *p, unsigned int mask)
+{
+	for (size_t i = 0; i < p->nmfds; i++)
+		if (pausable(&p->mfds[i], mask))
+			return true;
+	return false;
+}
+
+int probes__pause(struct probes *p, unsigned int mask, bool pause)
+{
+	/* Entries go first and come back last: a call entered always finds its return probe on. */
+	static const int off[] = { B_ALLOC, B_ALLOC_RET }, on[] = { B_ALLOC_RET, B_ALLOC };
+	const int *order = pause ? off : on;
+	int err = 0;
+
+	for (int k = 0; k < 2 && !(err && !pause); k++) {
+		for (size_t i = 0; i < p->nmfds; i++) {
+			struct mlink *m = &p->mfds[i];
+			int fd;
+
+			if (m->batch != order[k] || !pausable(m, mask) || (m->fd >= 0) != pause)
+				continue;
+			if (pause) {
+				close(m->fd);
+				m->fd = -1;
+				continue;
+			}
+			fd = ml_uprobe_multi_attach(batch_prog_fd(p, m->batch), m->path, m->offs, m->cookies, m->cnt,
+						    m->batch == B_ALLOC_RET, p->o.pid);
+			if (fd < 0)
+				err = fd; /* no entry goes on without its return: the next resume tries again */
+			else
+				m->fd = fd;
+		}
+	}
+	if (pause)
+		p->paused |= mask;
+	else if (!err)
+		p->paused &= ~mask;
+	return err;
 }
 
 void probes__drop_libc(struct probes *p)

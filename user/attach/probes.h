@@ -47,6 +47,15 @@ void probes__drop_libc(struct probes *p);
  * object found later. An object whose rows mix a layer kept with one dropped keeps its probes.
  */
 void probes__drop_layers(struct probes *p, unsigned int mask);
+/*
+ * Tensor sampling (the budget's ML_SHED_TORCH_CPU_SAMPLING): close (pause) or attach again the allocation-side
+ * links of the objects whose rows are all of the layers in mask; their release probes stay on, so what was
+ * recorded is still released. uprobe_multi links only. 0 or a negative errno (a resume that failed leaves
+ * those links closed).
+ */
+int probes__pause(struct probes *p, unsigned int mask, bool pause);
+/* Whether probes__pause has anything to pause for mask. */
+bool probes__pausable(const struct probes *p, unsigned int mask);
 /* Objects with probes attached, and in *nfuncs the functions probed in them. */
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs);
 unsigned int probes__active_layers(const struct probes *p); /* bit mask of layers with probes attached */

@@ -381,6 +381,7 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid)
 		}
 	}
 out:
+	f->walked_ns = t0;
 	f->scan_ns = ml_clock_ns(CLOCK_MONOTONIC) - t0;
 	ml_maps__clear(&maps);
 	if (lv.mem >= 0)

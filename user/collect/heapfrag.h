@@ -39,6 +39,7 @@ struct ml_heapfrag {
 	uint64_t top_bytes;           /* the top chunks */
 	uint64_t chunks, read_bytes;  /* headers walked, bytes read from the process */
 	uint64_t scan_ns;             /* how long the walk took */
+	uint64_t walked_ns;           /* CLOCK_MONOTONIC when it began */
 	unsigned int heaps;           /* heaps walked to their end */
 	unsigned int broken;          /* walks stopped on an inconsistent header (the heap changed while read) */
 	bool capped;                  /* the read budget ran out: the figures cover part of the heap */

@@ -61,7 +61,22 @@ struct ledger {
 	struct u64map shown;      /* mix(tgid, how it reads) -> struct shown_ent: the stack rows read that way use */
 	uint32_t pass;            /* passes so far: an entry not seen in one is dropped */
 	uint32_t rss_shift;       /* the rss layer's sampling shift: its records weigh 2^shift pages */
+	/* Time-sampled layers (ledger__set_weight): from since_ns on, a record made weighs 2^shift. */
+	struct {
+		uint64_t since_ns;
+		uint32_t shift;
+	} epochs[ML_LAYER_MAX][LEDGER_EPOCHS];
+	unsigned int nepochs[ML_LAYER_MAX];
 };
+
+/* The weight (as a shift) of a record of this layer made at ts. */
+static uint32_t record_shift(const struct ledger *l, unsigned int layer, uint64_t ts)
+{
+	for (unsigned int i = layer < ML_LAYER_MAX ? l->nepochs[layer] : 0; i-- > 0;)
+		if (ts >= l->epochs[layer][i].since_ns)
+			return l->epochs[layer][i].shift;
+	return 0;
+}
 
 uint32_t ledger_table_slots(uint32_t max_allocs)
 {
@@ -653,7 +668,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		const volatile struct ml_slot *sl = &l->table[i];
 		struct ml_agg_key k = {};
 		uint64_t addr = sl->addr, ts, size, cow;
-		unsigned int traits;
+		unsigned int traits, shift;
 		struct ml_row *r;
 
 		if (addr == ML_SLOT_EMPTY || addr == ML_SLOT_TOMB)
@@ -663,12 +678,13 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 			continue;
 		size = sl->size;
 		cow = 0;
+		shift = record_shift(l, sl->layer, ts);
 		if (sl->layer == ML_LAYER_RSS) {
 			/* A record the sampling test now rejects is on its way out (see rsspages.c); the others weigh 2^shift. */
 			if (!ml_rss_sampled(addr & ~ML_RSS_COPY, l->rss_shift))
 				continue;
-			size <<= l->rss_shift;
-			cow = addr & ML_RSS_COPY ? size : 0;
+			shift = l->rss_shift;
+			cow = addr & ML_RSS_COPY ? size << shift : 0;
 			s->rss_records++;
 		}
 		k.tgid = sl->tgid;
@@ -685,9 +701,10 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
 		if (ts > newest)
 			continue;
-		r->bytes += size;
+		/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
+		r->bytes += size << shift;
 		r->cow_bytes += cow;
-		r->count += sl->layer == ML_LAYER_RSS ? 1ULL << l->rss_shift : 1; /* an rss record stands for 2^shift */
+		r->count += 1ULL << shift;
 		if (ts < r->oldest_ts_ns)
 			r->oldest_ts_ns = ts;
 		if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&
@@ -758,6 +775,22 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	stackstore__stats(l->o.stacks, &s->stacks);
 	*out = s;
 	return 0;
+}
+
+int ledger__set_weight(struct ledger *l, unsigned int layer, uint64_t since_ns, uint32_t shift)
+{
+	if (layer >= ML_LAYER_MAX || shift > 32)
+		return -EINVAL;
+	if (l->nepochs[layer] >= LEDGER_EPOCHS)
+		return -ENOSPC;
+	l->epochs[layer][l->nepochs[layer]].since_ns = since_ns;
+	l->epochs[layer][l->nepochs[layer]++].shift = shift;
+	return 0;
+}
+
+uint32_t ledger__weight_shift(const struct ledger *l, unsigned int layer)
+{
+	return layer < ML_LAYER_MAX && l->nepochs[layer] ? l->epochs[layer][l->nepochs[layer] - 1].shift : 0;
 }
 
 void ledger__set_rss_shift(struct ledger *l, uint32_t shift)

@@ -105,6 +105,15 @@ uint64_t ledger__forget(struct ledger *l, int tgid, uint64_t before_ns);
 /* Release every recorded allocation of a layer, in every process (the layer changes how it is traced). */
 uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
 
+/*
+ * A time-sampled layer (the budget's tensor sampling): a record of it made from since_ns on weighs 2^shift in
+ * bytes and count. Epochs only follow one another (at most LEDGER_EPOCHS). 0, -EINVAL or -ENOSPC.
+ */
+#define LEDGER_EPOCHS 8
+int ledger__set_weight(struct ledger *l, unsigned int layer, uint64_t since_ns, uint32_t shift);
+/* Its weight now, as a shift (0: every record counts once). */
+uint32_t ledger__weight_shift(const struct ledger *l, unsigned int layer);
+
 /* The rss layer's sampling shift from now on: records the test rejects are skipped, the others weigh 2^shift. */
 void ledger__set_rss_shift(struct ledger *l, uint32_t shift);
 

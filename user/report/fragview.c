@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdlib.h>
+#include "lib/clock.h"
 #include "attach/allocators.h"
 #include "report/fragview.h"
 #include "report/json.h"
@@ -128,6 +129,7 @@ void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *
 	jw_u64(w, "read_bytes", fr->read_bytes);
 	jw_u64(w, "chunks", fr->chunks);
 	jw_double(w, "scan_ms", (double)fr->scan_ns / 1e6);
+	jw_double(w, "age_s", fr->walked_ns ? (double)(ml_clock_ns(CLOCK_MONOTONIC) - fr->walked_ns) / 1e9 : 0);
 	jw_u64(w, "charged_bytes", ml_frag_named(fr));
 	jw_obj_begin(w, "unrecorded");
 	jw_u64(w, "charged_bytes", fr->unknown_charged);

@@ -147,6 +147,7 @@ const char *ml_shed_name(enum ml_shed step)
 {
 	static const char *const names[ML_SHED_N] = {
 		[ML_SHED_RSS_SAMPLING] = "rss sampling",
+		[ML_SHED_TORCH_CPU_SAMPLING] = "torch_cpu sampling",
 		[ML_SHED_TORCH_CPU] = "torch_cpu probes",
 		[ML_SHED_TORCH_CUDA] = "torch_cuda probes",
 		[ML_SHED_RSS_FAULTS] = "rss faults",
@@ -176,6 +177,9 @@ static void text_overhead(FILE *f, const struct ml_overhead *ov)
 			ov->shed_report[st], ov->shed_pct[st]);
 		if (st == ML_SHED_RSS_SAMPLING)
 			fprintf(f, "; sampling interval doubled %u times", ov->rss_doublings);
+		if (st == ML_SHED_TORCH_CPU_SAMPLING)
+			fprintf(f, "; its allocations traced 1/%u of the time, each record standing for %u", 1U << ov->tensor_halvings,
+				1U << ov->tensor_halvings);
 		fprintf(f, ")\n");
 	}
 }
@@ -700,6 +704,8 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 			jw_double(&w, "pct", ov->shed_pct[st]);
 			if (st == ML_SHED_RSS_SAMPLING)
 				jw_u64(&w, "doublings", ov->rss_doublings);
+			if (st == ML_SHED_TORCH_CPU_SAMPLING)
+				jw_u64(&w, "one_in", 1U << ov->tensor_halvings);
 			jw_obj_end(&w);
 		}
 		jw_arr_end(&w);

@@ -30,6 +30,7 @@ void reporter__set_duration(struct reporter *r, uint64_t ns);
  */
 enum ml_shed {
 	ML_SHED_RSS_SAMPLING = 0, /* the rss layer samples 1 page in N: N doubles, as often as needed (its hook) */
+	ML_SHED_TORCH_CPU_SAMPLING, /* PyTorch's CPU tensor allocations traced 1/N of the time: N doubles, up to 16 */
 	ML_SHED_TORCH_CPU,        /* PyTorch's CPU tensor probes: that memory is then followed as heap growth */
 	ML_SHED_TORCH_CUDA,       /* the caching allocator's tensor probes: the cuda layer's segments stay */
 	ML_SHED_RSS_FAULTS,       /* the rss layer's fault tracing, after its sampling went to 1 page in 64 */
@@ -60,6 +61,7 @@ struct ml_overhead {
 	uint64_t shed_report[ML_SHED_N]; /* the report each step came before */
 	double shed_pct[ML_SHED_N];      /* what its part cost then */
 	unsigned int rss_doublings;      /* ML_SHED_RSS_SAMPLING: how many times the rss layer's N doubled */
+	unsigned int tensor_halvings;    /* ML_SHED_TORCH_CPU_SAMPLING: the tensor probes' time on halved so often */
 };
 
 /* The tool's cost and the C heap's mode, shown in every report from now on (NULL: not shown). */

@@ -2,16 +2,25 @@
  * --max-overhead's actions. Over the budget, the C heap goes first: its probes off, it is followed through
  * the system calls that grow the address space (heap-growth mode). Still over the budget, the parts of
  * enum ml_shed go in their order, each when it costs something: the rss layer's sampling (its hook), then
- * PyTorch's CPU tensor probes, then the CUDA caching allocator's. What a layer's probes recorded goes with
- * them: their releases would not be seen.
+ * PyTorch's CPU tensor allocations sampled in time, then PyTorch's CPU tensor probes, then the CUDA caching
+ * allocator's. What a layer's probes recorded goes with them: their releases would not be seen.
+ *
+ * Tensor sampling: the allocation side of the torch_cpu layer (c10::alloc_cpu, the posix_memalign it makes and
+ * that call's return) is attached for 1/2^n of every TENSOR_PERIOD_S and closed for the rest, in every traced
+ * process at once; free_cpu stays on, so a recorded tensor is still released whenever it goes. The records made
+ * from then on weigh 2^n (ledger__set_weight): bytes, counts and the verdicts' series estimate the whole.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 #include "attach/probes.h"
 #include "collect/ledger.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "session/budget.h"
 #include "session/follow.h"
@@ -25,7 +34,14 @@ struct budget {
 	pthread_t loader;
 	bool loading;                  /* the loader thread runs or has not been joined */
 	int load_err;
+	int ts_fd;                     /* tensor sampling's timer: the next toggle */
+	unsigned int ts_shift;         /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
+	bool ts_on;                    /* ... and on now */
+	uint64_t ts_toggles, ts_toggle_ns; /* toggles made, and the time they took (closing a link waits) */
 };
+
+#define TENSOR_PERIOD_S 2.0
+#define TENSOR_LAYERS (1U << ML_LAYER_TORCH_CPU)
 
 /* The second instance of the object: every map the first's, heap_exit the one program loaded. */
 static void *load_heap_prog(void *arg)
@@ -69,6 +85,11 @@ struct budget *budget__new(struct memleak_bpf *skel, double budget_pct)
 		return NULL;
 	b->skel = skel;
 	b->load_err = -ENOENT;
+	b->ts_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (b->ts_fd < 0) {
+		free(b);
+		return NULL;
+	}
 	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
 	if (budget_pct < 100) {
 		b->load_err = 0;
@@ -87,6 +108,10 @@ void budget__free(struct budget *b)
 		pthread_join(b->loader, NULL);
 	bpf_link__destroy(b->heap_link);
 	memleak_bpf__destroy(b->heap_skel);
+	close(b->ts_fd);
+	if (b->ts_toggles)
+		ml_info("tensor sampling: %" PRIu64 " toggles of the allocation probes, %.1f ms each on average",
+			b->ts_toggles, (double)b->ts_toggle_ns / 1e6 / (double)b->ts_toggles);
 	free(b);
 }
 
@@ -134,6 +159,54 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 	return 0;
 }
 
+/* The tensor layers' allocation side on or off in every traced process; the timer set for the next toggle. */
+static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
+{
+	double period = TENSOR_PERIOD_S, on_s = period / (1U << b->ts_shift);
+	struct itimerspec its = {};
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
+	int err = 0;
+
+	if (e->root)
+		err = probes__pause(e->root, TENSOR_LAYERS, !on);
+	if (e->followers)
+		followers__pause(e->followers, TENSOR_LAYERS, !on);
+	if (err && err != -ESRCH)
+		ml_notice("tensor sampling: cannot attach the allocation probes again: %s", strerror(-err));
+	b->ts_on = on;
+	b->ts_toggles++;
+	b->ts_toggle_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
+	ml_timespec(&its.it_value, on ? on_s : period - on_s);
+	timerfd_settime(b->ts_fd, 0, &its, NULL);
+}
+
+int budget__timer_fd(const struct budget *b)
+{
+	return b ? b->ts_fd : -1;
+}
+
+void budget__timer(struct budget *b, const struct budget_env *e)
+{
+	uint64_t expirations;
+
+	if (read(b->ts_fd, &expirations, sizeof(expirations)) < 0 || !b->ts_shift)
+		return;
+	tensor_toggle(b, e, !b->ts_on);
+}
+
+/* One more halving of the time the tensor allocation probes are on: their records weigh twice as much. */
+static void tensor_sampling(struct budget *b, const struct budget_env *e)
+{
+	int err;
+
+	b->ts_shift++;
+	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, ml_clock_ns(CLOCK_MONOTONIC), b->ts_shift);
+	if (err)
+		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
+	if (b->ts_shift == 1)
+		tensor_toggle(b, e, false); /* the first period starts with the probes off; later ones keep their phase */
+}
+
 void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report)
 {
 	enum ml_shed step;
@@ -146,6 +219,8 @@ void budget__act(struct budget *b, const struct budget_env *e, enum overhead_act
 	if (act != OVERHEAD_SHED)
 		return;
 	step = overhead__next_shed(e->ov);
+	if (step == ML_SHED_TORCH_CPU_SAMPLING)
+		tensor_sampling(b, e);
 	if (step == ML_SHED_TORCH_CPU || step == ML_SHED_TORCH_CUDA) {
 		layer = step == ML_SHED_TORCH_CPU ? ML_LAYER_TORCH_CPU : ML_LAYER_TORCH_CUDA;
 		if (e->root)

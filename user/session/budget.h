@@ -35,6 +35,13 @@ struct budget_env {
 	unsigned int *layers;       /* the layers traced: what is shed goes from it */
 };
 
+/*
+ * Tensor sampling's timer (a timerfd, readable at each toggle of the tensor allocation probes), and what its
+ * expiry does: the probes on or off in every traced process.
+ */
+int budget__timer_fd(const struct budget *b);
+void budget__timer(struct budget *b, const struct budget_env *e);
+
 /* Do what overhead__sample asked (nothing for OVERHEAD_OK), before report number next_report. */
 void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report);
 

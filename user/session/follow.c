@@ -30,6 +30,7 @@ struct followers {
 	struct tracee_env env;
 	bool heap_mode; /* the C heap is followed through system calls: no C library probes */
 	unsigned int dropped; /* layers shed by --max-overhead: not probed in any follower */
+	unsigned int paused;  /* layers whose allocation side is paused now (tensor sampling) */
 	struct tracee *v;
 	size_t n, cap, skipped;
 };
@@ -101,6 +102,8 @@ static int attach(struct followers *f, struct tracee *t)
 
 	if (n < 0)
 		return n;
+	if (f->paused)
+		probes__pause(t->probes, f->paused, true);
 	tracee__watch_loader(t);
 	return tracee__symbolize(t, &f->env);
 }
@@ -211,6 +214,14 @@ void followers__drop_layers(struct followers *f, unsigned int mask)
 	for (size_t i = 0; i < f->n; i++)
 		if (f->v[i].probes)
 			probes__drop_layers(f->v[i].probes, mask);
+}
+
+void followers__pause(struct followers *f, unsigned int mask, bool pause)
+{
+	f->paused = pause ? f->paused | mask : f->paused & ~mask;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].probes)
+			probes__pause(f->v[i].probes, mask, pause);
 }
 
 size_t followers__pids(const struct followers *f, int *out, size_t max)

@@ -45,6 +45,8 @@ void followers__sync(struct followers *f, bool full, void (*gone)(void *ctx, int
 void followers__heap_mode(struct followers *f);
 /* --max-overhead's shedding: the probes of these layers (a bit per enum ml_layer) off, now and in later ones. */
 void followers__drop_layers(struct followers *f, unsigned int mask);
+/* Tensor sampling: the allocation side of those layers paused (or resumed) in every follower, new ones too. */
+void followers__pause(struct followers *f, unsigned int mask, bool pause);
 /* The followers' pids, at most max of them; returns how many. */
 size_t followers__pids(const struct followers *f, int *out, size_t max);
 

@@ -47,6 +47,7 @@
 #define DECIDE_NS 150000000ULL     /* the first decision (and each after a change) from this much of hits */
 #define TENSOR_SHED_FACTOR 5.0 /* a tensor layer's probes are shed when they alone cost 5 times the budget */
 #define RSS_SHED_DOUBLINGS 6 /* the rss layer's sampling is shed down to one page in 64, then its faults */
+#define TENSOR_SHED_HALVINGS 4 /* tensor allocations are traced down to 1/16 of the time */
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL      /* and 20 ms of the traced processes' CPU time to say anything */
 
@@ -64,6 +65,8 @@ struct overhead {
 	bool have_last;
 	bool settled;        /* a decision was taken since the last change: samples span a second again */
 	double rss_pct;      /* the rss layer's part of the last sample (its hook) */
+	bool tensor_sampling; /* the torch_cpu layer's allocation side can be paused (uprobe_multi links) */
+	double alloc_side_pct; /* the torch_cpu layer's part less its releases' traps (what sampling scales) */
 	overhead_rss_cost_fn rss_cost;
 	void (*rss_shed)(void *ctx, bool off);
 	void *rss_ctx;
@@ -450,6 +453,13 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
 		scale = base / cost;
 	for (int l = 0; l < ML_LAYER_MAX; l++)
 		in->layer_pct[l] = layer_ns[l] * scale / base * 100.0;
+	/* A release is one entry trap (free_cpu has no return probe); the rest is the allocation side's. */
+	{
+		double e = (double)(d[ML_STAT_ENTRY_HITS(ML_LAYER_TORCH_CPU)] + d[ML_STAT_RET_HITS(ML_LAYER_TORCH_CPU)]);
+		double fr = (double)d[ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU)];
+
+		o->alloc_side_pct = e > 0 && fr < e ? in->layer_pct[ML_LAYER_TORCH_CPU] * (1 - fr / e) : 0;
+	}
 	in->other_pct = other * scale / base * 100.0;
 	o->rss_pct = (double)rss > other ? in->other_pct : (double)rss * scale / base * 100.0;
 	in->pct = cost * scale / base * 100.0;
@@ -538,6 +548,10 @@ static double shed_part(const struct overhead *o, enum ml_shed step)
 	switch (step) {
 	case ML_SHED_RSS_SAMPLING:
 		return o->rss_cost ? o->rss_pct : 0;
+	/* Tensor allocations sampled in time: what it saves is half the allocation side's traps, a step. */
+	case ML_SHED_TORCH_CPU_SAMPLING:
+		return o->tensor_sampling && o->info.tensor_halvings < TENSOR_SHED_HALVINGS &&
+		       !(o->info.shed & (1U << ML_SHED_TORCH_CPU)) ? o->alloc_side_pct : 0;
 	/*
 	 * The tensor layers' probes are what names a leak in Python code (heap growth cannot: it names who
 	 * reached new memory, not who keeps it): they go only when they alone cost TENSOR_SHED_FACTOR times the
@@ -565,22 +579,31 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 	for (size_t i = 0; i < sizeof(tensor_layers) / sizeof(tensor_layers[0]); i++)
 		if (!tensor_part(o, tensor_layers[i]))
 			kept += o->info.layer_pct[tensor_layers[i]];
+	/* ... less what sampling the tensor allocations in time can still save (down to 1/16 of it). */
+	if (shed_part(o, ML_SHED_TORCH_CPU_SAMPLING) > 0 && !tensor_part(o, ML_LAYER_TORCH_CPU))
+		kept -= o->alloc_side_pct * (1 - 1.0 / (1U << (TENSOR_SHED_HALVINGS - o->info.tensor_halvings)));
 	if (o->info.pct - kept <= o->info.budget_pct)
 		return ML_SHED_N;
 
 	for (int s = ML_SHED_RSS_SAMPLING + 1; s < ML_SHED_RSS_FAULTS; s++)
-		if (!(o->info.shed & (1U << s)) && shed_part(o, (enum ml_shed)s) > later)
+		if ((s == ML_SHED_TORCH_CPU_SAMPLING || !(o->info.shed & (1U << s))) && shed_part(o, (enum ml_shed)s) > later)
 			later = shed_part(o, (enum ml_shed)s);
 	for (int s = 0; s < ML_SHED_N; s++) {
 		/*
 		 * The rss layer's sampling may double again and again, as long as it costs at least as much as the
 		 * probe steps after it, up to one page in 64: beyond that what it costs is its faults, whatever the
-		 * interval, and the last step turns them off. The others go once.
+		 * interval, and the last step turns them off. Tensor sampling halves the time on while it can
+		 * (shed_part is 0 after the last halving). The others go once.
 		 */
 		if (s == ML_SHED_RSS_SAMPLING) {
 			if (shed_part(o, ML_SHED_RSS_SAMPLING) > 0 && shed_part(o, ML_SHED_RSS_SAMPLING) >= later &&
 			    o->info.rss_doublings < RSS_SHED_DOUBLINGS)
 				return ML_SHED_RSS_SAMPLING;
+			continue;
+		}
+		if (s == ML_SHED_TORCH_CPU_SAMPLING) {
+			if (shed_part(o, ML_SHED_TORCH_CPU_SAMPLING) > 0)
+				return ML_SHED_TORCH_CPU_SAMPLING;
 			continue;
 		}
 		if (o->info.shed & (1U << s))
@@ -613,7 +636,9 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 	if (!(in->shed & (1U << step)))
 		in->shed_report[step] = report;
 	in->shed |= 1U << step;
-	if (step == ML_SHED_RSS_SAMPLING) {
+	if (step == ML_SHED_TORCH_CPU_SAMPLING) {
+		in->tensor_halvings++; /* the budget pauses and resumes the probes (session/budget.c) */
+	} else if (step == ML_SHED_RSS_SAMPLING) {
 		in->rss_doublings++;
 		if (o->rss_shed)
 			o->rss_shed(o->rss_ctx, false);
@@ -630,6 +655,11 @@ void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*she
 	o->rss_shed = shed;
 	o->rss_ctx = ctx;
 	o->info.rss_fallback = cost != NULL;
+}
+
+void overhead__set_tensor_sampling(struct overhead *o, bool possible)
+{
+	o->tensor_sampling = possible;
 }
 
 const struct ml_overhead *overhead__info(const struct overhead *o)

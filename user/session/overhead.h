@@ -63,6 +63,12 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report);
 typedef bool (*overhead_rss_cost_fn)(void *ctx, uint64_t *ns);
 void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx, bool off), void *ctx);
 
+/*
+ * ML_SHED_TORCH_CPU_SAMPLING is possible: the torch_cpu layer's allocation-side probes can be closed and
+ * attached again (uprobe_multi links). The budget does it; each step halves the time they are on.
+ */
+void overhead__set_tensor_sampling(struct overhead *o, bool possible);
+
 const struct ml_overhead *overhead__info(const struct overhead *o);
 
 #endif

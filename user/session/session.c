@@ -83,6 +83,7 @@ struct session {
 	FILE *out, *extra_out[N_OUTPUTS - 1];
 	struct reporter *reps[N_OUTPUTS];
 	struct budget *budget;                  /* --max-overhead's actions: heap-growth mode, shedding */
+	struct budget_env benv;                 /* what they change (budget_env_of) */
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
 	struct bpf_link *oom_link;              /* the OOM killer's choice of a traced process (mark_victim) */
 	bool oom_report;                        /* a follower was chosen: report now, before its exit drops it */
@@ -310,10 +311,7 @@ static int arm_timer(int fd, double secs)
 {
 	struct itimerspec its = {};
 
-	its.it_value.tv_sec = (time_t)secs;
-	its.it_value.tv_nsec = (long)((secs - (double)(time_t)secs) * 1e9);
-	if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
-		its.it_value.tv_nsec = 1;
+	ml_timespec(&its.it_value, secs);
 	its.it_interval = its.it_value;
 	return timerfd_settime(fd, 0, &its, NULL) ? -errno : 0;
 }
@@ -598,6 +596,7 @@ static int session_start(struct session *ss)
 	ss->budget = budget__new(ss->skel, o->max_overhead);
 	if (!ss->budget)
 		return -ENOMEM;
+	overhead__set_tensor_sampling(ss->ov, ss->multi);
 	if (ss->metrics) /* the processes, at zero, until the first report */
 		fleet__publish_metrics(ss->metrics, fleet_of(ss), NULL, NULL, ss->layers, overhead__info(ss->ov), 0);
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -609,6 +608,14 @@ static int session_start(struct session *ss)
 		return err;
 	}
 	return 0;
+}
+
+/* What the budget's actions change. */
+static const struct budget_env *budget_env_of(struct session *ss)
+{
+	ss->benv = (struct budget_env){ .skel = ss->skel, .root_pid = ss->root.pid, .root = ss->root.probes,
+					.followers = ss->followers, .ledger = ss->ledger, .ov = ss->ov, .layers = &ss->layers };
+	return &ss->benv;
 }
 
 /* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
@@ -634,10 +641,7 @@ static void session_scan(struct session *ss)
 	rsspages__tick(ss->rss, ml_clock_ns(CLOCK_MONOTONIC));
 	np = traced_pids(ss);
 	if (np)
-		budget__act(ss->budget, &(struct budget_env){ .skel = ss->skel, .root_pid = ss->root.pid, .root = ss->root.probes,
-						  .followers = ss->followers, .ledger = ss->ledger, .ov = ss->ov,
-						  .layers = &ss->layers },
-			    overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
+		budget__act(ss->budget, budget_env_of(ss), overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
 	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
@@ -675,7 +679,7 @@ static int session_report(struct session *ss, bool *final)
 		return -ENOMEM;
 	}
 	pyframes__trim(ss->root.py);
-	ntraced = fleet__sample_memory(fleet_of(ss), ss->ledger, &traced);
+	ntraced = fleet__sample_memory(fleet_of(ss), ss->ledger, 100.0 / o->max_overhead, *final, &traced);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_traced(ss->reps[i], traced, ntraced);
@@ -711,16 +715,17 @@ static int session_report(struct session *ss, bool *final)
 static int session_loop(struct session *ss)
 {
 	for (;;) {
-		struct pollfd all[5] = { { .fd = ss->sfd, .events = POLLIN },
+		struct pollfd all[6] = { { .fd = ss->sfd, .events = POLLIN },
 					 { .fd = ss->tgt.pidfd, .events = POLLIN },
 					 { .fd = ss->tick_fd, .events = POLLIN },
 					 { .fd = ss->scan_fd, .events = POLLIN },
-					 { .fd = ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, .events = POLLIN } };
+					 { .fd = ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, .events = POLLIN },
+					 { .fd = budget__timer_fd(ss->budget), .events = POLLIN } };
 		uint64_t expirations;
 		bool final = false;
 		int err;
 
-		if (poll(all, 5, -1) < 0) {
+		if (poll(all, 6, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			err = -errno;
@@ -757,6 +762,8 @@ static int session_loop(struct session *ss)
 					return err;
 			}
 		}
+		if (all[5].revents && !final)
+			budget__timer(ss->budget, budget_env_of(ss));
 		if (all[3].revents && !final)
 			session_scan(ss);
 		if (!all[2].revents && !final)

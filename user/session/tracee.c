@@ -8,6 +8,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "collect/rsspages.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
 #include "report/report.h"
@@ -164,15 +165,19 @@ void tracee__sample_memory(struct tracee *t)
 	}
 }
 
-void tracee__scan_heap(struct tracee *t, struct ledger *l)
+void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool force)
 {
 	const char *heap = t->probes ? probes__heap(t->probes) : NULL;
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
 	int err;
 
 	/* glibc's chunk layout only; an exited process keeps its last reading, like its memory. */
 	if (!heap || (strcmp(heap, "glibc") && strncmp(heap, "static", 6)))
 		return;
+	if (t->frag_ok && !force && now < t->frag_next_ns)
+		return;
 	err = heapfrag__scan(&t->frag, t->pid);
+	t->frag_next_ns = now + (uint64_t)((double)t->frag.scan_ns * (pace > 1 ? pace : 1));
 	if (err == -ESRCH)
 		return;
 	t->frag_ok = !err && !heapfrag__attribute(&t->frag, l, t->pid);

@@ -39,6 +39,7 @@ struct tracee {
 	bool mem_ok, mem_base_ok;
 	struct ml_heapfrag frag; /* its glibc heap's fragmentation at the last report */
 	bool frag_ok;
+	uint64_t frag_next_ns; /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
 };
 
 /*
@@ -82,8 +83,14 @@ static inline bool tracee__needs_scan(const struct tracee *t, bool full)
 }
 /* Read its resident memory for this report (the first reading is the baseline growth is counted from). */
 void tracee__sample_memory(struct tracee *t);
-/* Walk its glibc heap's chunk headers for this report, the holders named from the ledger's records. */
-void tracee__scan_heap(struct tracee *t, struct ledger *l);
+/*
+ * Walk its glibc heap's chunk headers for this report, the holders named from the ledger's records. A walk
+ * reads most of the heap (90-300 ms for a PyTorch job's 200 MiB) and takes the target's mmap lock for each
+ * read: the next one waits pace times as long as the last one took (pace 100 / --max-overhead keeps the
+ * walks within the budget's share of a CPU), the report meanwhile showing the last walk's figures with their
+ * age. force: walk now (the final report).
+ */
+void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool force);
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 /* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */
