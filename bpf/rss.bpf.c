@@ -23,6 +23,18 @@ __u32 rss_shift = 0;
 #define ML_FAULT_WINDOW_NS 100000000ULL
 #define ML_SAME_RUN_NS 50000ULL /* faults of one run (one loop over new pages) follow each other closer than this */ /* a fault the page allocator has not answered in this long allocated nothing */
 
+/*
+ * The thread with a fault pending on this CPU (its task pointer), or 0: the page allocator's program, which
+ * runs for every user page any process gets, looks here before it looks at the thread's storage. A thread
+ * moved to another CPU between its fault and the allocation is missed, which the fault's short path makes rare.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} rss_pending SEC(".maps");
+
 struct vma_seen {
 	__u64 lo, hi;
 	int anon;
@@ -52,7 +64,8 @@ static __always_inline void rss_fault(__u64 addr, __u64 err, __u64 ip, __u64 sp)
 	struct ml_rss_proc *rp;
 	struct ml_counters *c;
 	struct ml_thread *th;
-	__u64 gen;
+	__u64 gen, *pending;
+	__u32 zero = 0;
 	long e;
 
 	if (addr >= ML_USER_TOP || (err & ML_PF_INSTR) || ((err & ML_PF_PROT) && !(err & ML_PF_WRITE)))
@@ -90,6 +103,9 @@ static __always_inline void rss_fault(__u64 addr, __u64 err, __u64 ip, __u64 sp)
 	th->rss.ip = ip;
 	th->rss.sp = sp;
 	th->rss.ts_ns = bpf_ktime_get_ns();
+	pending = bpf_map_lookup_elem(&rss_pending, &zero);
+	if (pending)
+		*pending = (__u64)task;
 }
 
 SEC("tp_btf/page_fault_user")
@@ -140,13 +156,17 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 	struct ml_thread *th;
 	struct pt_regs *u;
 	struct ml_slot *s;
-	__u64 bytes, key, now;
-	__u32 tgid;
+	__u64 bytes, key, now, *pending;
+	__u32 tgid, zero = 0;
 	int copy;
 
 	if (!(gfp & ML_GFP_MOVABLE))
 		return 0;
 	task = bpf_get_current_task_btf();
+	pending = bpf_map_lookup_elem(&rss_pending, &zero);
+	if (!pending || *pending != (__u64)task)
+		return 0;
+	*pending = 0;
 	th = bpf_task_storage_get(&threads, task, 0, 0);
 	if (!th || !th->rss.ts_ns)
 		return 0;

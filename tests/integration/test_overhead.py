@@ -109,22 +109,42 @@ def every_trap_is_counted():
 
 
 @test
-def over_budget_in_heap_growth_mode_sheds_in_order():
-    """PyTorch's CPU tensor probes still cost more than a tiny budget once the C heap switched: they are shed
-    (the first step of the order that costs anything), named with their cost, and reported."""
-    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "item"], "-f", "json", "--max-overhead", "0.1", "0.5")
+def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
+    """PyTorch's CPU tensor probes still cost more than a tiny budget once the C heap switched. First their
+    allocation side is sampled in time (on for half the time, then a quarter, ... down to 1/16), named with
+    its cost; the release probe stays, so the loop's frees are all still seen while fewer allocations are
+    recorded. Only after the last halving do the probes go, when they alone still cost 5 times the budget."""
+    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "item", "cpu", "1500"], "-f", "json", "--max-overhead", "0.1",
+                           "0.5")
     reps = tool.reports()
     switched = [r["seq"] for r in reps if r["modes"]["libc"] == "heap_growth"]
     check(switched, "the C heap switched")
-    shed = reps[-1]["modes"]["shed"]
-    # The rss layer's sampling goes first only while it costs at least as much as the torch_cpu probes.
-    shed = [s for s in shed if s["step"] != "rss sampling"]
-    check(shed and shed[0]["step"] == "torch_cpu probes", f"torch_cpu's probes shed: {reps[-1]['modes']['shed']}")
+    shed = [s for s in reps[-1]["modes"]["shed"] if s["step"] != "rss sampling"]
+    check(shed and shed[0]["step"] == "torch_cpu sampling", f"torch_cpu sampled first: {reps[-1]['modes']['shed']}")
     check(shed[0]["since_report"] >= switched[0], f"after the C heap's switch: {shed}, switch {switched[0]}")
     check(shed[0]["pct"] > 0, f"its cost: {shed}")
-    note = [l for l in tool.stderr_lines if "shedding" in l]
-    check(note and "torch_cpu probes" in note[0] and "torch_cpu " in note[0], f"the notice names what costs: {note}")
-    after = [r for r in reps if r["seq"] > shed[0]["since_report"] and r["overhead"]["measured"]]
+    eq(shed[0]["one_in"], 16, "halved down to 1/16 of the time")
+    note = [l for l in tool.stderr_lines if "shedding" in l and "torch_cpu sampling" in l]
+    check(len(note) == 4 and all("torch_cpu " in n for n in note), f"each halving named with what costs: {note}")
+    ones = [next((s["one_in"] for s in r["modes"]["shed"] if s["step"] == "torch_cpu sampling"), 1) for r in reps]
+    eq(ones, sorted(ones), "the sampling interval only grows")
+    tc = lambda r: r["stats"]["layers"].get("torch_cpu", {"allocs_per_s": 0, "frees_per_s": 0})  # noqa: E731
+    before = [tc(r) for r, n in zip(reps, ones) if n == 1 and tc(r)["frees_per_s"] > 0]
+    late = [tc(r) for r, n in zip(reps, ones) if n >= 8]
+    check(before and len(late) >= 3, f"reports before sampling {len(before)} and at 1/8 or less {len(late)}")
+    a0 = sum(x["allocs_per_s"] for x in before) / len(before)
+    f0 = sum(x["frees_per_s"] for x in before) / len(before)
+    a1 = sum(x["allocs_per_s"] for x in late) / len(late)
+    check(a1 < a0 / 3, f"far fewer allocations recorded at 1/8 or less: {a1:.0f}/s against {a0:.0f}/s")
+    probes = [s for s in shed if s["step"] == "torch_cpu probes"]
+    check(probes and probes[0]["since_report"] > shed[0]["since_report"],
+          f"the probes shed after the sampling: {shed}")
+    cut = probes[0]["since_report"]
+    mid = [tc(r) for r, n in zip(reps, ones) if n >= 4 and r["seq"] < cut]
+    check(mid and max(x["frees_per_s"] for x in mid) > f0 / 4,
+          f"releases still traced while sampled: {[x['frees_per_s'] for x in mid]} against {f0:.0f}/s")
+    # the next sample, a second's hits later, and every one after it
+    after = [r for r in reps if r["seq"] > cut + 4 and r["overhead"]["measured"]]
     check(after and all("torch_cpu" not in r["overhead"]["layer_pct"] for r in after),
           f"torch_cpu's probes cost nothing after: {[r['overhead']['layer_pct'] for r in after]}")
 

@@ -56,16 +56,22 @@ static int probe(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, bool cl
 	return -1;
 }
 
-static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts, uint64_t stack,
-		uint64_t caller)
+static void put_layer(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts,
+		      uint64_t stack, uint64_t caller, unsigned int layer)
 {
 	struct ml_slot sl;
 	int i = probe(skel, tgid, addr, true, &sl);
 
 	sl = (struct ml_slot){ .addr = addr, .ts_ns = ts, .size = size, .caller = caller, .stack_id = stack,
-			       .tgid = tgid, .layer = ML_LAYER_LIBC };
+			       .tgid = tgid, .layer = (__u8)layer };
 	if (i >= 0)
 		bpf_map_update_elem(bpf_map__fd(skel->maps.table), &i, &sl, BPF_ANY);
+}
+
+static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts, uint64_t stack,
+		uint64_t caller)
+{
+	put_layer(skel, tgid, addr, size, ts, stack, caller, ML_LAYER_LIBC);
 }
 
 static void del(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr)
@@ -259,6 +265,40 @@ int main(void)
 				CHECK(x->bytes == 80, "a caller-only capture two stacks extend stays apart");
 		}
 	}
+	ledger__free(l);
+	memleak_bpf__destroy(skel);
+
+	/*
+	 * Tensor sampling's weights: a torch_cpu record made before the first epoch counts once, one made in the
+	 * 1-in-2 epoch twice, one made in the 1-in-4 epoch four times; other layers are untouched.
+	 */
+	skel = load(4096);
+	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss });
+	CHECK(ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 2000000000ULL, 1) == 0 &&
+	      ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 1000000000ULL, 2) == 0, "two weight epochs");
+	CHECK(ledger__weight_shift(l, ML_LAYER_TORCH_CPU) == 2 && ledger__weight_shift(l, ML_LAYER_LIBC) == 0,
+	      "the weight now");
+	put_layer(skel, 7, 0x1000, 100, now - 3000000000ULL, 5, 0xa0, ML_LAYER_TORCH_CPU);
+	put_layer(skel, 7, 0x2000, 100, now - 1500000000ULL, 5, 0xa0, ML_LAYER_TORCH_CPU);
+	put_layer(skel, 7, 0x3000, 100, now - 1000000000ULL, 5, 0xa0, ML_LAYER_TORCH_CPU);
+	put_layer(skel, 7, 0x4000, 100, now, 5, 0xa0, ML_LAYER_TORCH_CPU);
+	put(skel, 7, 0x5000, 100, now, 5, 0xa0);
+	CHECK(ledger__collect(l, &s) == 0 && s->nrows == 2, "collect weighted records: two rows");
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *x = &s->rows[i];
+
+		if (x->key.layer == ML_LAYER_TORCH_CPU)
+			CHECK(x->bytes == 100 + 200 + 400 + 400 && x->count == 1 + 2 + 4 + 4,
+			      "torch_cpu: 1 + 2 + 4 + 4 records' worth (1100 bytes, 11)");
+		else
+			CHECK(x->bytes == 100 && x->count == 1, "libc unweighted");
+	}
+	CHECK(s->layers[ML_LAYER_TORCH_CPU].bytes == 1100 && s->layers[ML_LAYER_TORCH_CPU].count == 11,
+	      "the layer's total weighted too");
+	for (int i = 0; i < LEDGER_EPOCHS - 2; i++)
+		ledger__set_weight(l, ML_LAYER_TORCH_CPU, now + (uint64_t)i, 3);
+	CHECK(ledger__set_weight(l, ML_LAYER_TORCH_CPU, now + 100, 4) == -ENOSPC, "epochs are bounded");
+	CHECK(ledger__set_weight(l, ML_LAYER_MAX, now, 1) == -EINVAL, "a layer out of range refused");
 	ledger__free(l);
 	memleak_bpf__destroy(skel);
 

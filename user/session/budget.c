@@ -6,7 +6,7 @@
  * allocator's. What a layer's probes recorded goes with them: their releases would not be seen.
  *
  * Tensor sampling: the allocation side of the torch_cpu layer (c10::alloc_cpu, the posix_memalign it makes and
- * that call's return) is attached for 1/2^n of every TENSOR_PERIOD_S and closed for the rest, in every traced
+ * that call's return) is attached for 1/2^n of every OVERHEAD_TENSOR_PERIOD_S and closed for the rest, in every traced
  * process at once; free_cpu stays on, so a recorded tensor is still released whenever it goes. The records made
  * from then on weigh 2^n (ledger__set_weight): bytes, counts and the verdicts' series estimate the whole.
  */
@@ -40,7 +40,6 @@ struct budget {
 	uint64_t ts_toggles, ts_toggle_ns; /* toggles made, and the time they took (closing a link waits) */
 };
 
-#define TENSOR_PERIOD_S 2.0
 #define TENSOR_LAYERS (1U << ML_LAYER_TORCH_CPU)
 
 /* The second instance of the object: every map the first's, heap_exit the one program loaded. */
@@ -162,7 +161,7 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 /* The tensor layers' allocation side on or off in every traced process; the timer set for the next toggle. */
 static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 {
-	double period = TENSOR_PERIOD_S, on_s = period / (1U << b->ts_shift);
+	double period = OVERHEAD_TENSOR_PERIOD_S, on_s = period / (1U << b->ts_shift);
 	struct itimerspec its = {};
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	int err = 0;

@@ -472,11 +472,14 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 {
 	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu, probe_ns, other_ns, rss, v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
 	struct ml_overhead *in = &o->info;
+	/* With tensor sampling on, a sample spans a whole period at least: on and off in their proportion. */
+	bool sampling = in->tensor_halvings && !(in->shed & (1U << ML_SHED_TORCH_CPU));
 	double secs, base;
 
 	if (!calibration_in(o) && !o->settled)
 		return OVERHEAD_OK; /* the first decision waits for the figure; nothing else does */
-	if (o->have_last && now - o->last_ns < (o->settled ? MIN_SAMPLE_NS : DECIDE_NS))
+
+	if (o->have_last && now - o->last_ns < (o->settled || sampling ? MIN_SAMPLE_NS : DECIDE_NS))
 		return OVERHEAD_OK;
 	if (read_counters(o, v))
 		return OVERHEAD_OK;

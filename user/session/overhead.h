@@ -68,6 +68,8 @@ void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*she
  * attached again (uprobe_multi links). The budget does it; each step halves the time they are on.
  */
 void overhead__set_tensor_sampling(struct overhead *o, bool possible);
+/* Its period: the probes on for 1/2^n of it. Samples span at least as much while it runs. */
+#define OVERHEAD_TENSOR_PERIOD_S 1.0
 
 const struct ml_overhead *overhead__info(const struct overhead *o);
 
