@@ -161,9 +161,9 @@ static void text_overhead(FILE *f, const struct ml_overhead *ov)
 {
 	if (ov->measured)
 		fprintf(f, "overhead: %.1f%% of the traced processes' time (budget %g%%): %.0f probe hits/s at %.2f us "
-			   "(a return %.2f us more%s), BPF %.1f ms/s\n",
+			   "(a return %.2f us more%s), BPF %.1f ms/s; memleak-ai itself %.1f%% of a CPU\n",
 			ov->pct, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->ret_ns / 1000,
-			ov->calibrated ? "" : "; not calibrated yet", ov->bpf_ns_per_s / 1e6);
+			ov->calibrated ? "" : "; not calibrated yet", ov->bpf_ns_per_s / 1e6, ov->self_cpu_pct);
 	if (ov->heap_mode)
 		fprintf(f, "libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%, decided "
 			   "%.2f s after attach): the C heap falls back to the address space each stack added (program "
@@ -673,6 +673,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_double(&w, "ret_ns", ov->ret_ns);
 		jw_double(&w, "bpf_ns_per_s", ov->bpf_ns_per_s);
 		jw_double(&w, "cpu_per_s", ov->cpu_per_s);
+		jw_double(&w, "tool_cpu_pct", ov->self_cpu_pct);
 		jw_bool(&w, "calibrated", ov->calibrated);
 		jw_obj_begin(&w, "layer_pct");
 		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)

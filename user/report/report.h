@@ -48,6 +48,8 @@ struct ml_overhead {
 	double ret_ns;       /* one return trap, the same way */
 	double bpf_ns_per_s; /* time in the BPF programs (kernel statistics) */
 	double cpu_per_s;    /* CPU seconds the traced processes used per second */
+	double self_cpu_pct; /* memleak-ai's own CPU time (reports, heap walks, /proc reads), in % of one CPU: not
+			      * in pct, which is what the traced processes pay; it competes with them for CPUs */
 	double layer_pct[ML_LAYER_MAX]; /* each layer's part of pct: its traps and its share of the probes' BPF time */
 	double other_pct;    /* the rest: heap growth's system-call tracepoint, the loader's probes, following */
 	bool measured;       /* a sample has been taken */

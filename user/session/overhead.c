@@ -61,6 +61,7 @@ struct overhead {
 	uint64_t *pcpu;
 	uint64_t start_ns;   /* the probes were attached */
 	uint64_t last_ns, last_cpu_ns, last_probe_ns, last_other_ns, last_rss_ns;
+	uint64_t last_self_ns; /* memleak-ai's own CPU time (all its threads) */
 	uint64_t last[ML_STAT_SLOTS];
 	bool have_last;
 	bool settled;        /* a decision was taken since the last change: samples span a second again */
@@ -411,6 +412,7 @@ static void baseline(struct overhead *o, uint64_t now, uint64_t cpu, const uint6
 	memcpy(o->last, v, sizeof(o->last));
 	o->last_ns = now;
 	o->last_cpu_ns = cpu;
+	o->last_self_ns = ml_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	bpf_run_ns(o, &o->last_probe_ns, &o->last_other_ns);
 	o->last_rss_ns = rss_ns(o);
 	o->have_last = true;
@@ -500,6 +502,7 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 		return OVERHEAD_OK;
 	}
 	in->cpu_per_s = base / 1e9 / secs;
+	in->self_cpu_pct = (double)delta(ml_clock_ns(CLOCK_PROCESS_CPUTIME_ID), o->last_self_ns) / 1e9 / secs * 100.0;
 	/*
 	 * T(with): the CPU time the traced processes used, but never less than the time that passed: a job
 	 * that mostly waits (for I/O, the GPU, a timer) is slowed by the time tracing adds to its work, not in

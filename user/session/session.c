@@ -52,8 +52,12 @@
 
 #define FAST_SCAN_S 0.05 /* libraries come and go most right after start: rescan this often at first, */
 #define FAST_SCANS 40    /* this many times, then once a second */
-/* A process whose dynamic loader is watched (ldso_notify) has its mappings read when a library comes or goes, and
- * on every FULL_SCAN_EVERY-th scan (a safety net): a PyTorch process's maps cost ~10 ms of CPU to read. */
+/*
+ * A process whose dynamic loader is watched (ldso_notify) has its mappings read when a library comes or goes,
+ * once right after the watch is on (what was mapped between the first scan and the watch), and on every
+ * FULL_SCAN_EVERY-th scan (a safety net): a PyTorch process's maps cost ~10 ms of CPU to read. Only a process
+ * without the watch is read at each of the fast scans.
+ */
 #define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
 #define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
@@ -630,7 +634,7 @@ static void session_scan(struct session *ss)
 		expirations = 0;
 	if (++ss->scans == FAST_SCANS)
 		arm_timer(ss->scan_fd, 1.0);
-	full = ss->scans <= FAST_SCANS || ss->scans % FULL_SCAN_EVERY == 0;
+	full = ss->scans == 1 || ss->scans % FULL_SCAN_EVERY == 0;
 	if (ss->sel) { /* new matches first: they are followers from here on */
 		n = selector__scan(ss->sel, node_add, ss);
 		if (n < 0)
@@ -679,7 +683,7 @@ static int session_report(struct session *ss, bool *final)
 		return -ENOMEM;
 	}
 	pyframes__trim(ss->root.py);
-	ntraced = fleet__sample_memory(fleet_of(ss), ss->ledger, 100.0 / o->max_overhead, *final, &traced);
+	ntraced = fleet__sample_memory(fleet_of(ss), ss->ledger, 200.0 / o->max_overhead, *final, &traced);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_traced(ss->reps[i], traced, ntraced);

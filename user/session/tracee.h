@@ -86,9 +86,9 @@ void tracee__sample_memory(struct tracee *t);
 /*
  * Walk its glibc heap's chunk headers for this report, the holders named from the ledger's records. A walk
  * reads most of the heap (90-300 ms for a PyTorch job's 200 MiB) and takes the target's mmap lock for each
- * read: the next one waits pace times as long as the last one took (pace 100 / --max-overhead keeps the
- * walks within the budget's share of a CPU), the report meanwhile showing the last walk's figures with their
- * age. force: walk now (the final report).
+ * read: the next one waits pace times as long as the last one took (pace 200 / --max-overhead keeps the
+ * walks within half the budget's share of a CPU), the report meanwhile showing the last walk's figures with
+ * their age. force: walk now (the final report).
  */
 void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool force);
 /* Where its frames resolve. */
