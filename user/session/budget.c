@@ -193,16 +193,17 @@ void budget__timer(struct budget *b, const struct budget_env *e)
 	tensor_toggle(b, e, !b->ts_on);
 }
 
-/* One more halving of the time the tensor allocation probes are on: their records weigh twice as much. */
-static void tensor_sampling(struct budget *b, const struct budget_env *e)
+/* k more halvings of the time the tensor allocation probes are on: their records weigh 2^k times as much. */
+static void tensor_sampling(struct budget *b, const struct budget_env *e, unsigned int k)
 {
+	unsigned int first = !b->ts_shift;
 	int err;
 
-	b->ts_shift++;
+	b->ts_shift += k;
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, ml_clock_ns(CLOCK_MONOTONIC), b->ts_shift);
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
-	if (b->ts_shift == 1)
+	if (first)
 		tensor_toggle(b, e, false); /* the first period starts with the probes off; later ones keep their phase */
 }
 
@@ -219,7 +220,7 @@ void budget__act(struct budget *b, const struct budget_env *e, enum overhead_act
 		return;
 	step = overhead__next_shed(e->ov);
 	if (step == ML_SHED_TORCH_CPU_SAMPLING)
-		tensor_sampling(b, e);
+		tensor_sampling(b, e, overhead__tensor_halvings(e->ov)); /* before overhead__shed counts them */
 	if (step == ML_SHED_TORCH_CPU || step == ML_SHED_TORCH_CUDA) {
 		layer = step == ML_SHED_TORCH_CPU ? ML_LAYER_TORCH_CPU : ML_LAYER_TORCH_CUDA;
 		if (e->root)

@@ -578,19 +578,16 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 {
 	double later = 0, kept = 0;
 
-	/* What stays whatever is shed (tensor probes below their threshold): shedding the rest must be what
-	 * brings the cost under the budget, or it only loses information. */
+	/*
+	 * What stays whatever is dropped (tensor probes below their threshold): dropping a part must be what
+	 * brings the cost under the budget, or it only loses information. The sampling steps keep every stack
+	 * (as estimates): they go whenever the cost is over the budget.
+	 */
 	static const unsigned int tensor_layers[] = { ML_LAYER_TORCH_CPU, ML_LAYER_TORCH_CUDA };
 
 	for (size_t i = 0; i < sizeof(tensor_layers) / sizeof(tensor_layers[0]); i++)
 		if (!tensor_part(o, tensor_layers[i]))
 			kept += o->info.layer_pct[tensor_layers[i]];
-	/* ... less what sampling the tensor allocations in time can still save (down to 1/16 of it). */
-	if (shed_part(o, ML_SHED_TORCH_CPU_SAMPLING) > 0 && !tensor_part(o, ML_LAYER_TORCH_CPU))
-		kept -= o->alloc_side_pct * (1 - 1.0 / (1U << (TENSOR_SHED_HALVINGS - o->info.tensor_halvings)));
-	if (o->info.pct - kept <= o->info.budget_pct)
-		return ML_SHED_N;
-
 	for (int s = ML_SHED_RSS_SAMPLING + 1; s < ML_SHED_RSS_FAULTS; s++)
 		if ((s == ML_SHED_TORCH_CPU_SAMPLING || !(o->info.shed & (1U << s))) && shed_part(o, (enum ml_shed)s) > later)
 			later = shed_part(o, (enum ml_shed)s);
@@ -615,9 +612,21 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 		if (o->info.shed & (1U << s))
 			continue;
 		if (shed_part(o, (enum ml_shed)s) > 0)
-			return (enum ml_shed)s;
+			return kept > o->info.budget_pct ? ML_SHED_N : (enum ml_shed)s;
 	}
 	return ML_SHED_N;
+}
+
+unsigned int overhead__tensor_halvings(const struct overhead *o)
+{
+	const struct ml_overhead *in = &o->info;
+	unsigned int left = TENSOR_SHED_HALVINGS - in->tensor_halvings, k = 1;
+	double over = in->pct - in->budget_pct;
+
+	/* As many at once as the allocation side's cost says: after k more, 1 - 2^-k of it is saved. */
+	while (k < left && o->alloc_side_pct * (1 - 1.0 / (1U << k)) < over)
+		k++;
+	return k;
 }
 
 void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
@@ -643,7 +652,7 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 		in->shed_report[step] = report;
 	in->shed |= 1U << step;
 	if (step == ML_SHED_TORCH_CPU_SAMPLING) {
-		in->tensor_halvings++; /* the budget pauses and resumes the probes (session/budget.c) */
+		in->tensor_halvings += overhead__tensor_halvings(o); /* the budget pauses and resumes the probes */
 	} else if (step == ML_SHED_RSS_SAMPLING) {
 		in->rss_doublings++;
 		if (o->rss_shed)

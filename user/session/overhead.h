@@ -50,6 +50,8 @@ void overhead__heap_mode(struct overhead *o, uint64_t report);
 
 /* The next step of enum ml_shed that costs something now, or ML_SHED_N. */
 enum ml_shed overhead__next_shed(const struct overhead *o);
+/* ML_SHED_TORCH_CPU_SAMPLING: how many halvings of the time on it takes now (enough to reach the budget). */
+unsigned int overhead__tensor_halvings(const struct overhead *o);
 /* That step was taken (before report number `report`); its cost is named on stderr. */
 void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report);
 
