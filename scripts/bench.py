@@ -840,7 +840,8 @@ def default_bench():
                     tool.send_signal(signal.SIGINT)
                     tool.wait(timeout=60)
                     tool = None
-                    pct = [float(m.group(1)) for m in (re.search(rb"overhead[^\n]*?([0-9.]+)% of", l) for l in out) if m]
+                    pct = [(float(m.group(1)), float(m.group(2))) for m in
+                           (re.search(rb"^overhead: ([0-9.]+)% of.* itself ([0-9.]+)% of a CPU", l) for l in out) if m]
                     shares.append(pct[-1] if pct else None)
             finally:
                 if tool:
@@ -856,7 +857,8 @@ def default_bench():
     ratios = [t / n for t, n in zip(res["default"], res["none"])]
     true = [(1 - med["none"] / t) * 100 for t in res["default"]]
     print(f"  per round default/none: {med_range(ratios, '{:.3f}')}; 1 - T(without)/T(with) {med_range(true, '{:.2f}')}%")
-    print(f"  tool's own CPU a run: {med_range(tool_cpu, '{:.2f}')} s over {secs:.0f} s; cost it reported at the end: {shares}")
+    print(f"  tool's own CPU a run: {med_range(tool_cpu, '{:.2f}')} s over {secs:.0f} s; (share, its own CPU %) it "
+          f"reported at the end: {shares}")
 
 
 def main(argv):

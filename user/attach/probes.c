@@ -35,7 +35,7 @@ enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
 struct mlink {
 	int fd;               /* -1 while paused */
 	unsigned char layers; /* the layers of its object's rows (probes__drop_layers) */
-	unsigned char batch;  /* B_* below */
+	unsigned char batch;  /* B_* above */
 	char *path;           /* allocation side only: the file, offsets and cookies it was attached with */
 	uint64_t *offs, *cookies;
 	uint32_t cnt;
@@ -202,7 +202,6 @@ static bool needs_return_probe(const struct ml_spec *sp)
 		return sp->track_free;
 	return sp->kind != ML_KIND_WRAP;
 }
-
 
 static int batch_prog_fd(const struct probes *p, int b)
 {
@@ -506,6 +505,8 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 		p->link_layers[i] = (unsigned char)*layers;
 	for (size_t i = first_mfd; i < p->nmfds; i++)
 		p->mfds[i].layers = (unsigned char)*layers;
+	if (p->paused) /* tensor sampling is off-phase now: a library found meanwhile waits for the next on-phase */
+		probes__pause(p, p->paused, true);
 out:
 	if (err < 0) {
 		while (p->nlinks > first_link)
