@@ -113,8 +113,9 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     """PyTorch's CPU tensor probes still cost more than a tiny budget once the C heap switched. First their
     allocation side is sampled in time (on for half the time, then a quarter, ... down to 1/16), named with
     its cost; the release probe stays, so the loop's frees are all still seen while fewer allocations are
-    recorded. Only after the last halving do the probes go, when they alone still cost 5 times the budget."""
-    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "item", "cpu", "1500"], "-f", "json", "--max-overhead", "0.1",
+    recorded (as many halvings at once as the cost says). Only after the last halving do the probes go, when
+    they alone still cost 5 times the budget."""
+    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "item", "cpu", "900"], "-f", "json", "--max-overhead", "0.1",
                            "0.5")
     reps = tool.reports()
     switched = [r["seq"] for r in reps if r["modes"]["libc"] == "heap_growth"]
@@ -125,7 +126,7 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     check(shed[0]["pct"] > 0, f"its cost: {shed}")
     eq(shed[0]["one_in"], 16, "halved down to 1/16 of the time")
     note = [l for l in tool.stderr_lines if "shedding" in l and "torch_cpu sampling" in l]
-    check(len(note) == 4 and all("torch_cpu " in n for n in note), f"each halving named with what costs: {note}")
+    check(note and all("torch_cpu " in n for n in note), f"each step named with what costs: {note}")
     ones = [next((s["one_in"] for s in r["modes"]["shed"] if s["step"] == "torch_cpu sampling"), 1) for r in reps]
     eq(ones, sorted(ones), "the sampling interval only grows")
     tc = lambda r: r["stats"]["layers"].get("torch_cpu", {"allocs_per_s": 0, "frees_per_s": 0})  # noqa: E731
