@@ -130,20 +130,18 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     ones = [next((s["one_in"] for s in r["modes"]["shed"] if s["step"] == "torch_cpu sampling"), 1) for r in reps]
     eq(ones, sorted(ones), "the sampling interval only grows")
     tc = lambda r: r["stats"]["layers"].get("torch_cpu", {"allocs_per_s": 0, "frees_per_s": 0})  # noqa: E731
-    before = [tc(r) for r, n in zip(reps, ones) if n == 1 and tc(r)["frees_per_s"] > 0]
-    late = [tc(r) for r, n in zip(reps, ones) if n >= 8]
-    check(before and len(late) >= 3, f"reports before sampling {len(before)} and at 1/8 or less {len(late)}")
-    a0 = sum(x["allocs_per_s"] for x in before) / len(before)
-    f0 = sum(x["frees_per_s"] for x in before) / len(before)
-    a1 = sum(x["allocs_per_s"] for x in late) / len(late)
-    check(a1 < a0 / 3, f"far fewer allocations recorded at 1/8 or less: {a1:.0f}/s against {a0:.0f}/s")
     probes = [s for s in shed if s["step"] == "torch_cpu probes"]
     check(probes and probes[0]["since_report"] > shed[0]["since_report"],
           f"the probes shed after the sampling: {shed}")
     cut = probes[0]["since_report"]
-    mid = [tc(r) for r, n in zip(reps, ones) if n >= 4 and r["seq"] < cut]
-    check(mid and max(x["frees_per_s"] for x in mid) > f0 / 4,
-          f"releases still traced while sampled: {[x['frees_per_s'] for x in mid]} against {f0:.0f}/s")
+    # Sampled, and the probes still on: every release is seen (the loop frees as many tensors as it makes),
+    # and about one allocation in 16 recorded.
+    late = [tc(r) for r, n in zip(reps, ones) if n == 16 and r["seq"] < cut]
+    check(len(late) >= 2, f"reports sampled at 1/16 before the probes went: {len(late)}")
+    a1 = sum(x["allocs_per_s"] for x in late) / len(late)
+    f1 = sum(x["frees_per_s"] for x in late) / len(late)
+    check(f1 > 500, f"releases still traced while sampled: {f1:.0f}/s")
+    check(a1 < f1 / 4, f"far fewer allocations recorded than released: {a1:.0f}/s against {f1:.0f}/s")
     # the next sample, a second's hits later, and every one after it
     after = [r for r in reps if r["seq"] > cut + 4 and r["overhead"]["measured"]]
     check(after and all("torch_cpu" not in r["overhead"]["layer_pct"] for r in after),
