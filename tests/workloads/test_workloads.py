@@ -48,13 +48,14 @@ class Run:
     """memleak-ai on a workload, writing text to stdout and JSON, pprof and HTML to files. mode "p" attaches
     to the workload once it has imported torch and built its model; "c" starts it."""
 
-    def __init__(self, script, mode, *tool_args, interval="1"):
+    def __init__(self, script, mode, *tool_args, interval="1", wl_args=()):
         self.script, self.dir = script, tempfile.mkdtemp(prefix="workload-")
+        self.wl_lines = []
         self.json, self.pprof, self.html = (os.path.join(self.dir, n) for n in ("r.json", "r.pb.gz", "r.html"))
         outs = ["--json", self.json, "--pprof", self.pprof, "--html", self.html]
         self.wl = None
         if mode == "p":
-            self.wl = subprocess.Popen([PY, os.path.join(HERE, script), "wait"], stdin=subprocess.PIPE,
+            self.wl = subprocess.Popen([PY, os.path.join(HERE, script), "wait", *wl_args], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, cwd=HERE)
             line = read_line(self.wl.stdout, 120, f"{script} ready")
             check(line.startswith("ready"), f"{script} said {line!r}")
@@ -103,6 +104,9 @@ class Run:
         self.tool.send_signal(signal.SIGINT)
         try:
             rc = self.tool.wait(timeout=60)
+            if self.wl:  # what the workload printed meanwhile (losses.py's step times, when asked)
+                os.set_blocking(self.wl.stdout.fileno(), False)
+                self.wl_lines = (self.wl.stdout.read() or b"").decode().split()
         finally:
             for pid in {self.pid, self.wl.pid if self.wl else self.pid}:
                 try:
@@ -306,7 +310,8 @@ def losses_loop_default_settings_2s():
     kept loss tensors in torch_cpu, 256 bytes each, one a step); its retained count and count growth agree
     with the counts of the reports before; every output is valid."""
     script = "losses.py"
-    run = Run(script, "p", "--top", "200", interval="2")  # every stack's history in the JSON, not only the top
+    every = 50  # the workload prints a line every 50 steps: the steps it made since the go
+    run = Run(script, "p", "--top", "200", interval="2", wl_args=[str(every)])  # every stack's history in the JSON
 
     def top2(rep):
         return [s for s in rep["stacks"] if s["verdict"] == "growing"][:2]
@@ -338,6 +343,14 @@ def losses_loop_default_settings_2s():
     # The resident memory it grew by is explained (the rss layer's pages, each counted once).
     mem = next(p["memory"] for p in reps[-1]["processes"] if p["pid"] == run.pid)
     check(mem["explained_pct"] is not None and mem["explained_pct"] >= 80, f"explained: {mem}")
+    # The loss tensors kept: one a step. Sampled in time (tensor sampling, when the budget took it) each
+    # record stands for N, so the count is an estimate of the steps made since attach.
+    steps = every * len(run.wl_lines)
+    kept = sum(s["count"] for s in reps[-1]["stacks"]
+               if s["layer"] == "torch_cpu" and (user_frame(s, script) or {}).get("line") == leak_line(script))
+    sampled = [s for s in reps[-1]["modes"]["shed"] if s["step"] == "torch_cpu sampling"]
+    check(steps >= 500 and 0.6 * steps <= kept <= 1.3 * steps,
+          f"kept loss tensors counted {kept} for {steps} steps (sampling: {sampled})")
     check_outputs(run, reps[-1], False)
 
 
