@@ -229,6 +229,10 @@ void budget__act(struct budget *b, const struct budget_env *e, enum overhead_act
 			followers__drop_layers(e->followers, 1U << layer);
 		*e->layers &= ~(1U << layer);
 		ledger__forget_layer(e->ledger, layer);
+		if (step == ML_SHED_TORCH_CPU && b->ts_shift) { /* nothing left to sample: the timer stops */
+			b->ts_shift = 0;
+			timerfd_settime(b->ts_fd, 0, &(struct itimerspec){}, NULL);
+		}
 	}
 	overhead__shed(e->ov, step, next_report); /* ML_SHED_RSS_SAMPLING: the layer's own hook doubles N */
 }
