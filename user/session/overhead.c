@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,10 @@ struct overhead {
 	_Atomic int calib_state;
 	int calib_err;
 	double calib_hit, calib_ret, calib_base;
+	pid_t calib_child;   /* the calibration's child (calib_fork), and its two pipes */
+	int calib_cmd, calib_res;
+	char *calib_path;    /* where its malloc and free are */
+	uint64_t calib_off[3];
 };
 
 struct overhead *overhead__new(double budget_pct)
@@ -98,6 +103,7 @@ struct overhead *overhead__new(double budget_pct)
 	o->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	o->calib_prog = -1;
 	o->extra_prog = -1;
+	o->calib_cmd = o->calib_res = -1;
 	return o;
 }
 
@@ -219,61 +225,74 @@ static int calib_attach(struct overhead *o, int i, pid_t child, const char *path
 	return *l ? 0 : -errno;
 }
 
-/* ns a malloc + free pair in a child: without probes, with entry probes on both, and a return probe too. */
-static int time_probes(struct overhead *o, double *base, double *entry, double *ret)
+/*
+ * The calibration's child, forked by the thread that starts the calibration, before the thread that times it
+ * exists: a child forked while another thread of memleak-ai held the allocator's lock (the BPF object being
+ * loaded meanwhile) could block in its first malloc for good (seen with AddressSanitizer's allocator).
+ */
+static int calib_fork(struct overhead *o)
 {
-	struct bpf_link *l[3] = {};
-	int lfd[3] = { -1, -1, -1 };
-	uint64_t offs[3];
 	int cmd[2], res[2], err;
-	char *path = NULL;
-	pid_t child;
 
-	err = find_allocator(&path, &offs[0], &offs[1]);
+	err = find_allocator(&o->calib_path, &o->calib_off[0], &o->calib_off[1]);
 	if (err)
 		return err;
-	offs[2] = offs[0];
-	if (pipe2(cmd, O_CLOEXEC)) {
-		free(path);
+	o->calib_off[2] = o->calib_off[0];
+	if (pipe2(cmd, O_CLOEXEC))
 		return -errno;
-	}
 	if (pipe2(res, O_CLOEXEC)) {
 		err = -errno;
 		close(cmd[0]);
 		close(cmd[1]);
-		free(path);
 		return err;
 	}
-	child = fork();
-	if (child == 0) {
+	o->calib_child = fork();
+	if (o->calib_child == 0) {
 		close(cmd[1]);
 		close(res[0]);
 		calib_child(cmd[0], res[1]);
 	}
+	err = o->calib_child < 0 ? -errno : 0;
 	close(cmd[0]);
 	close(res[1]);
-	if (child < 0) {
-		err = -errno;
-		goto out;
-	}
-	err = ask(cmd[1], res[0], base);
+	o->calib_cmd = cmd[1];
+	o->calib_res = res[0];
+	return err;
+}
+
+/* ns a malloc + free pair in the child: without probes, with entry probes on both, and a return probe too. */
+static int time_probes(struct overhead *o, double *base, double *entry, double *ret)
+{
+	struct bpf_link *l[3] = {};
+	int lfd[3] = { -1, -1, -1 };
+	int err = ask(o->calib_cmd, o->calib_res, base);
+
 	for (int i = 0; i < 3 && !err; i++) {
-		err = calib_attach(o, i, child, path, offs[i], &l[i], &lfd[i]);
+		err = calib_attach(o, i, o->calib_child, o->calib_path, o->calib_off[i], &l[i], &lfd[i]);
 		if (!err && i >= 1)
-			err = ask(cmd[1], res[0], i == 1 ? entry : ret);
+			err = ask(o->calib_cmd, o->calib_res, i == 1 ? entry : ret);
 	}
-out:
 	for (int i = 0; i < 3; i++) {
 		bpf_link__destroy(l[i]);
 		if (lfd[i] >= 0)
 			close(lfd[i]);
 	}
-	close(cmd[1]);
-	close(res[0]);
-	if (child > 0)
-		waitpid(child, NULL, 0);
-	free(path);
 	return err;
+}
+
+/* The child ends (its command pipe closed) and is reaped. */
+static void calib_end(struct overhead *o)
+{
+	if (o->calib_cmd >= 0)
+		close(o->calib_cmd);
+	if (o->calib_res >= 0)
+		close(o->calib_res);
+	if (o->calib_child > 0)
+		waitpid(o->calib_child, NULL, 0);
+	o->calib_cmd = o->calib_res = -1;
+	o->calib_child = 0;
+	free(o->calib_path);
+	o->calib_path = NULL;
 }
 
 static void *calib_thread(void *arg)
@@ -282,6 +301,7 @@ static void *calib_thread(void *arg)
 	double base = 0, entry = 0, ret = 0;
 
 	o->calib_err = time_probes(o, &base, &entry, &ret);
+	calib_end(o);
 	if (!o->calib_err) {
 		/* Two entry traps a pair; a return probe traps at entry too (the same breakpoint), its own
 		 * trap is the difference. */
@@ -295,12 +315,23 @@ static void *calib_thread(void *arg)
 
 static int calibrate_start(struct overhead *o)
 {
+	sigset_t all, old;
 	int err;
 
+	err = calib_fork(o);
+	if (err) {
+		calib_end(o);
+		return err;
+	}
+	/* The thread takes no signal: SIGINT and SIGTERM are the event loop's (its signalfd), never a default death. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_store(&o->calib_state, CALIB_RUNNING);
 	err = pthread_create(&o->calib, NULL, calib_thread, o);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
 		atomic_store(&o->calib_state, CALIB_IDLE);
+		calib_end(o);
 		return -err;
 	}
 	return 0;

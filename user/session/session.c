@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,6 +418,7 @@ static int open_outputs(struct session *ss)
 static int session_open(struct session *ss)
 {
 	const struct ml_opts *o = ss->o;
+	sigset_t all, old;
 	int err, n;
 
 	err = ml_check_system();
@@ -438,8 +440,13 @@ static int session_open(struct session *ss)
 		ss->root.pid = ss->tgt.pid;
 	}
 	ml_protect_from_oom(); /* after -c's fork: the command keeps its own score */
-	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err)))
+	/* Their threads take no signal: SIGINT and SIGTERM are the event loop's (its signalfd), never a default death. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err))) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return err; /* said why */
+	}
 	if (ss->metrics)
 		ml_notice("serving Prometheus metrics on port %d (/metrics)", metrics_server__port(ss->metrics));
 	if ((o->push_url || o->pprof_dir) &&
@@ -449,8 +456,11 @@ static int session_open(struct session *ss)
 							     .user = getenv("MEMLEAK_AI_PUSH_USER"),
 							     .password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
 							     .dir = o->pprof_dir, .keep = o->pprof_keep,
-							     .max_age_s = o->pprof_max_age_s }, &err)))
+							     .max_age_s = o->pprof_max_age_s }, &err))) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return err ? err : -ENOMEM; /* said why */
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
 	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
 	ml_info("uprobe_multi links %s", ss->multi ? "supported: one link per program and library" : "not supported");
