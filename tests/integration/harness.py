@@ -65,6 +65,41 @@ def read_line(f, timeout, what):
     raise Fail(f"timed out waiting for {what} (got {buf!r})")
 
 
+def drain(f, what, timeout=10):
+    """The rest of a pipe whose writer has exited, up to its end. A process the writer left behind that still
+    holds the pipe (a forked child that never ended) would make a plain read wait forever: after timeout seconds
+    it is named, ended (only a process this test file started), and the test fails."""
+    end = time.time() + timeout
+    buf = b""
+    fd = f.fileno()
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], max(0.0, end - time.time()))
+        if not r:
+            break
+        c = os.read(fd, 65536)
+        if not c:
+            return buf
+        buf += c
+    ino = os.fstat(fd).st_ino
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(pid) != os.getpid() and _ours(pid) and any(
+                    os.readlink(f"/proc/{pid}/fd/{x}").startswith("pipe:") and os.stat(f"/proc/{pid}/fd/{x}").st_ino == ino
+                    for x in os.listdir(f"/proc/{pid}/fd")):
+                with open(f"/proc/{pid}/comm") as c:
+                    left.append((int(pid), c.read().strip()))
+        except OSError:
+            continue
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    raise Fail(f"{what} still open {timeout} s after it exited, held by {left or 'an unknown process'}: "
+               f"{buf[-300:].decode(errors='replace')!r}")
+
+
 class Fixture:
     """A fixture process that waits on stdin: 'ready' -> go -> 'done' -> EOF exits."""
 
@@ -133,7 +168,7 @@ class Tool:
 
     def finish(self, timeout=30):
         self.p.wait(timeout=timeout)
-        err = self.p.stderr.read()
+        err = drain(self.p.stderr, "memleak-ai's stderr")
         self.stderr_lines += err.decode(errors="replace").splitlines()
         self._reader.join(timeout)
         self.out = b"".join(self._out).decode(errors="replace")
@@ -177,8 +212,26 @@ def attached_run(argv, *tool_args, after_go=None, ready_timeout=60, done_timeout
         finally:
             tool.kill()
     finally:
+        for pid in descendants(fx.pid):  # DataLoader workers: else they linger until they notice
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         fx.kill()
         fx.wait()
+
+
+def descendants(pid):
+    """The pids of a process's children, theirs, and so on."""
+    out = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for c in f.read().split():
+                    out |= {int(c)} | descendants(int(c))
+    except OSError:
+        pass
+    return out
 
 
 DEBIAN_PY = "/usr/bin/python3.11"  # libpython linked into the executable; has python3-torch
@@ -239,24 +292,106 @@ def by_func(report, layer="libc"):
     return out
 
 
-def bpf_progs():
-    """How many memleak-ai BPF programs are loaded right now (by any instance)."""
+# Every process this test file starts (memleak-ai, fixtures, and anything they leave behind) carries this mark in
+# its environment: the BPF programs they hold are told from those of other memleak-ai runs on the machine (the
+# other test files of a parallel `make test`, someone else's session).
+RUN_MARK = f"{os.getpid()}-{time.time_ns()}"
+os.environ["MEMLEAK_AI_TEST_RUN"] = RUN_MARK
+
+
+def _ours(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"MEMLEAK_AI_TEST_RUN={RUN_MARK}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _prog_holders():
+    """{BPF program id: set of pids holding it (by a program or link file)} over every process."""
+    held = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") not in ("anon_inode:bpf-prog", "anon_inode:bpf_link"):
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                    for l in f:
+                        if l.startswith("prog_id:"):
+                            held.setdefault(int(l.split()[1]), set()).add(int(pid))
+            except (OSError, ValueError):
+                continue
+    return held
+
+
+def _memleak_progs():
     r = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
-    return sum(1 for p in json.loads(r.stdout or "[]") if p.get("name") in ("alloc_enter", "alloc_exit", "free_enter"))
+    return [p["id"] for p in json.loads(r.stdout or "[]") if p.get("name") in ("alloc_enter", "alloc_exit", "free_enter")]
 
 
-_baseline = bpf_progs()
+def bpf_progs(held=False):
+    """How many memleak-ai BPF programs are loaded right now that are this test file's: held by a process it
+    started, or (unless held) by no process any more: the kernel frees a program a little after its last holder
+    exited. Programs other memleak-ai runs on the machine hold do not count, nor those loaded and held by no
+    process when the tests began."""
+    ids = [i for i in _memleak_progs() if i not in _before]
+    if not ids:
+        return 0
+    holders = _prog_holders()
+    return sum(1 for i in ids if any(_ours(pid) for pid in holders.get(i, ())) or (not held and not holders.get(i)))
+
+
+_before = {i for i in _memleak_progs() if not _prog_holders().get(i)}
 
 
 def no_bpf_left(timeout=10):
-    """True when no more memleak-ai BPF programs are loaded than before the tests began. The kernel frees a
-    program some time after its last holder exited, so give it a moment."""
+    """True when no memleak-ai BPF program of this test file is loaded any more. The kernel frees a program some
+    time after its last holder exited, so give it a moment."""
     end = time.time() + timeout
-    while bpf_progs() > _baseline:
+    while bpf_progs() > 0:
         if time.time() > end:
             return False
         time.sleep(0.1)
     return True
+
+
+def _left_behind():
+    """(pid, name) of the live processes this test file started, other than itself."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid() or not _ours(pid):
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    continue
+            with open(f"/proc/{pid}/comm") as f:
+                out.append((int(pid), f.read().strip()))
+        except (OSError, IndexError):
+            continue
+    return out
+
+
+def sweep(name):
+    """End what a test left running (a fixture started before its try, a child it forked): each test begins
+    without the last one's processes, and none outlives the file. Said, for whoever fixes the test."""
+    left = _left_behind()
+    if left:
+        time.sleep(0.5)  # one being killed right now
+        left = _left_behind()
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left:
+        print(f"# {name} left {len(left)} processes running, ended now: {left}", flush=True)
 
 
 def main():
@@ -275,5 +410,6 @@ def main():
             print(f"not ok - {fn.__name__}: {e}", flush=True)
             if not isinstance(e, Fail):
                 traceback.print_exc()
+        sweep(fn.__name__)
     print(f"integration: {passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0

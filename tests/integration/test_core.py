@@ -314,11 +314,11 @@ def sigterm_gives_final_report():
 def sigkill_of_the_tool_leaves_no_probe_behind():
     fx = Fixture("leaky", "idle")
     no_bpf_left()  # an earlier test's tool may still be unloading its programs
-    before = bpf_progs()
+    before = bpf_progs(held=True)
     tool = Tool("-p", str(fx.pid), "60")
     try:
         tool.wait_attached()
-        check(bpf_progs() > before, "programs loaded while attached")
+        check(bpf_progs(held=True) > before, "programs loaded while attached")
         tool.p.kill()
         tool.p.wait()
         check(no_bpf_left(), "the kernel removed every probe with the killed tool")

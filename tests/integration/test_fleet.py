@@ -40,7 +40,12 @@ class Rank:
                    TORCHELASTIC_RUN_ID="job-" + tag, LEAK="1" if leak else "0",
                    FORK_WORKER="1" if fork_worker else "0")
         self.p = subprocess.Popen([PY, RANK_PY, tag], stdout=subprocess.PIPE, env=env)
-        self.pids = [int(read_line(self.p.stdout, 20, "rank ready").split()[1]) for _ in range(2 if fork_worker else 1)]
+        try:
+            self.pids = [int(read_line(self.p.stdout, 20, "rank ready").split()[1]) for _ in range(2 if fork_worker else 1)]
+        except BaseException:
+            self.p.kill()
+            self.p.wait()
+            raise
         self.pid = self.p.pid
         self.worker = next((p for p in self.pids if p != self.pid), None)
 

@@ -14,7 +14,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import ROOT, TOOL, Fail, check, eq, main, read_line, test  # noqa: E402
+from harness import ROOT, TOOL, Fail, check, descendants, eq, main, read_line, test  # noqa: E402
 
 PY = "/usr/bin/python3.11"  # Debian's, with python3-torch
 FULL = ("--max-overhead", "100")
@@ -108,7 +108,10 @@ class Run:
                 os.set_blocking(self.wl.stdout.fileno(), False)
                 self.wl_lines = (self.wl.stdout.read() or b"").decode().split()
         finally:
-            for pid in {self.pid, self.wl.pid if self.wl else self.pid}:
+            pids = {self.pid, self.wl.pid if self.wl else self.pid}
+            for pid in list(pids):
+                pids |= descendants(pid)  # DataLoader workers: else they linger until they notice
+            for pid in pids:
                 try:
                     os.killpg(os.getpgid(pid), 0)
                     os.kill(pid, signal.SIGKILL)
