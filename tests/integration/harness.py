@@ -5,9 +5,11 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.environ.get("MEMLEAK_AI_BIN") or os.path.join(ROOT, "memleak-ai")  # the ASan build in `make test`
@@ -249,6 +251,34 @@ def torch_kept_losses(*tool_args):
     growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
     check(growing, "kept losses: growing torch_cpu stacks")
     return rep, growing, max(growing, key=lambda s: s["bytes"])
+
+
+_browser = None
+
+
+def html_check(page, shot, timeout=120):
+    """Loads an HTML report in headless Chromium (tests/integration/html_check.js): (its findings, the checker's
+    stderr so far). One browser serves a test file's pages, each in a context of its own: its start-up, seconds
+    long, is paid once. It carries no mark of this test file: ending what a test left running spares it."""
+    global _browser
+    if _browser is None or _browser.p.poll() is not None:
+        env = {k: v for k, v in os.environ.items() if k != "MEMLEAK_AI_TEST_RUN"}
+        env["PLAYWRIGHT_CORE"] = os.path.join(ROOT, "scripts", "html", "node_modules", "playwright-core")
+        err = tempfile.TemporaryFile()
+        p = subprocess.Popen(["node", os.path.join(ROOT, "tests", "integration", "html_check.js"), "--serve"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
+        _browser = types.SimpleNamespace(p=p, err=err)
+    b = _browser
+    try:
+        b.p.stdin.write(json.dumps([page, shot]).encode() + b"\n")
+        b.p.stdin.flush()
+        res = json.loads(read_line(b.p.stdout, timeout, "the browser's findings"))
+    except (OSError, ValueError, Fail) as e:
+        b.p.kill()
+        b.p.wait()
+        res = {"fatal": f"html_check.js: {e}"}
+    b.err.seek(0)
+    return res, b.err.read().decode(errors="replace")
 
 
 def run_tool(*args, env=None, timeout=30):

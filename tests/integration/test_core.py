@@ -9,8 +9,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (test_no_asan, FIX, ROOT, TOOL, Fail, Fixture, Tool, bpf_progs, by_func, check, eq, main, no_bpf_left,  # noqa: E402
-                     read_line, run_tool, test, traced)
+from harness import (test_no_asan, FIX, ROOT, TOOL, Fail, Fixture, Tool, bpf_progs, by_func, check, eq, html_check, main,  # noqa: E402
+                     no_bpf_left, read_line, run_tool, test, traced)
 
 SRC = os.path.join(ROOT, "tests", "fixtures", "leaky.c")
 
@@ -421,11 +421,8 @@ def html_report_renders_in_headless_chromium():
     eq(stat.S_IMODE(os.stat(page).st_mode), 0o600, "page mode")
     html = open(page).read()
     check("<script src" not in html and "<link" not in html, "self-contained: nothing loaded from elsewhere")
-    env = dict(os.environ, PLAYWRIGHT_CORE=os.path.join(ROOT, "scripts", "html", "node_modules", "playwright-core"))
-    r = subprocess.run(["node", os.path.join(ROOT, "tests", "integration", "html_check.js"), page, shot],
-                       capture_output=True, text=True, env=env, timeout=120)
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    check("fatal" not in res, f"browser ran: {res.get('fatal')} {r.stderr[-500:]}")
+    res, err = html_check(page, shot)
+    check("fatal" not in res, f"browser ran: {res.get('fatal')} {err[-500:]}")
     eq(res["errors"], [], "no page errors")
     eq(res["requests"], [], "no network requests (opens offline)")
     check(res["rendered"], "render script finished")

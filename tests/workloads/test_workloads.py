@@ -14,7 +14,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import ROOT, TOOL, Fail, check, descendants, eq, main, read_line, test  # noqa: E402
+from harness import ROOT, TOOL, Fail, check, descendants, eq, html_check, main, read_line, test  # noqa: E402
 
 PY = "/usr/bin/python3.11"  # Debian's, with python3-torch
 FULL = ("--max-overhead", "100")
@@ -167,12 +167,8 @@ def check_pprof(run, expect_leak):
 
 
 def check_html(run, expect_leak):
-    env = dict(os.environ, PLAYWRIGHT_CORE=os.path.join(ROOT, "scripts", "html", "node_modules", "playwright-core"))
-    shot = os.path.join(run.dir, "r.png")
-    r = subprocess.run(["node", os.path.join(ROOT, "tests", "integration", "html_check.js"), run.html, shot],
-                       capture_output=True, text=True, env=env, timeout=120)
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    check("fatal" not in res, f"{run.script}: browser ran: {res.get('fatal')} {r.stderr[-300:]}")
+    res, err = html_check(run.html, os.path.join(run.dir, "r.png"))
+    check("fatal" not in res, f"{run.script}: browser ran: {res.get('fatal')} {err[-300:]}")
     eq(res["errors"], [], f"{run.script}: no page errors")
     check(res["rendered"], f"{run.script}: the page's script finished")
     eq(res["plots"], 2, f"{run.script}: both timeline plots drawn")
