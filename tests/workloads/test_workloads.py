@@ -187,11 +187,13 @@ def check_outputs(run, final, expect_leak):
     check_html(run, expect_leak)
 
 
-def leak_run(script, mode, *args, timeout=40, interval="1"):
-    """Run until a report has the leak among its first three candidates (or timeout); check every output."""
+def leak_run(script, mode, *args, timeout=40, interval="1", until=None):
+    """Run until a report has the leak among its first three candidates (and until(report) holds, if given),
+    or timeout; check every output."""
     run = Run(script, mode, *args, interval=interval)
     try:
-        reps = run.wait_for(lambda rs: growing_top3(rs[-1], script)[1], timeout)
+        reps = run.wait_for(lambda rs: growing_top3(rs[-1], script)[1] and (until is None or until(run, rs[-1])),
+                            timeout)
     finally:
         reps = run.stop()
     check(reps, f"{script}: JSON reports written")
@@ -386,7 +388,12 @@ def dataloader_copy_on_write_default_settings():
     counts): at default settings each worker has a growing rss stack at the __getitem__ line whose pages are
     copies (cow_bytes), and the workers' Private_Dirty growth is explained."""
     script = "dataloader_cow.py"
-    run, reps = leak_run(script, "p")
+
+    def copied_enough(run, rep):  # the workers' copies take a while: 4 MiB of Private_Dirty growth each
+        ws = [p for p in rep["processes"] if p["pid"] != run.pid]
+        return len(ws) >= 2 and all(p.get("memory", {}).get("private_dirty_growth_bytes", 0) > 4 << 20 for p in ws)
+
+    run, reps = leak_run(script, "p", until=copied_enough)
     final, line = reps[-1], leak_line(script)
     workers = {}
     for s in final["stacks"]:
