@@ -77,7 +77,7 @@ def busy_loop_switches_before_the_first_report():
     check(first["modes"]["libc_full_pct"] > 2, f"the cost that made it switch: {first['modes']}")
     check(first["overhead"]["decided_after_s"] > 0, f"when it was decided: {first['overhead']}")
     eq(first["modes"]["shed"], [], "nothing shed: only the C heap's probes cost anything")
-    note = [l for l in tool.stderr_lines if "heap-growth mode" in l]
+    note = [l for l in tool.stderr_lines if "the C heap is now followed" in l]
     eq(len(note), 1, f"one switch notice: {tool.stderr_lines}")
     check("the C heap's probes" in note[0] and "decided" in note[0], f"the notice names the cost: {note[0]}")
     # After the switch no probe traps on malloc: the C heap's share is gone.

@@ -610,9 +610,9 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 	double later = 0, kept = 0;
 
 	/*
-	 * What stays whatever is dropped (tensor probes below their threshold): dropping a part must be what
-	 * brings the cost under the budget, or it only loses information. The sampling steps keep every stack
-	 * (as estimates): they go whenever the cost is over the budget.
+	 * What stays whatever is shed (tensor probes below their threshold): shedding the rest must be what
+	 * brings the cost under the budget, or it only loses information. Tensor sampling keeps every stack
+	 * (as estimates) and lowers what stays: it goes whenever the cost is over the budget.
 	 */
 	static const unsigned int tensor_layers[] = { ML_LAYER_TORCH_CPU, ML_LAYER_TORCH_CUDA };
 
@@ -622,6 +622,10 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 	for (int s = ML_SHED_RSS_SAMPLING + 1; s < ML_SHED_RSS_FAULTS; s++)
 		if ((s == ML_SHED_TORCH_CPU_SAMPLING || !(o->info.shed & (1U << s))) && shed_part(o, (enum ml_shed)s) > later)
 			later = shed_part(o, (enum ml_shed)s);
+	if (shed_part(o, ML_SHED_TORCH_CPU_SAMPLING) > 0)
+		return ML_SHED_TORCH_CPU_SAMPLING;
+	if (o->info.pct - kept <= o->info.budget_pct)
+		return ML_SHED_N;
 	for (int s = 0; s < ML_SHED_N; s++) {
 		/*
 		 * The rss layer's sampling may double again and again, as long as it costs at least as much as the
@@ -635,15 +639,10 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 				return ML_SHED_RSS_SAMPLING;
 			continue;
 		}
-		if (s == ML_SHED_TORCH_CPU_SAMPLING) {
-			if (shed_part(o, ML_SHED_TORCH_CPU_SAMPLING) > 0)
-				return ML_SHED_TORCH_CPU_SAMPLING;
-			continue;
-		}
-		if (o->info.shed & (1U << s))
+		if (s == ML_SHED_TORCH_CPU_SAMPLING || (o->info.shed & (1U << s)))
 			continue;
 		if (shed_part(o, (enum ml_shed)s) > 0)
-			return kept > o->info.budget_pct ? ML_SHED_N : (enum ml_shed)s;
+			return (enum ml_shed)s;
 	}
 	return ML_SHED_N;
 }
