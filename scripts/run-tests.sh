@@ -1,10 +1,17 @@
 #!/bin/sh
 # Builds the fixtures and unit tests, runs every test, and ends with one "N passed, N failed" summary line.
+# Independent work runs TEST_JOBS at a time (default 2): builds, unit tests, fuzzers, and the test files of both
+# integration passes and the workloads, whose tests wait on their targets far more than they compute. Each job's
+# output is held back and printed whole, after a "# NAME (SECONDS s)" line, when it ends. The tests whose outcome
+# rests on the share of the machine they get (@alone in tests/integration/harness.py: the tool's measure of its own
+# cost share, the workloads at default settings, a target that exits just after an event the tool must read first)
+# run last, one file at a time with nothing beside them.
 set -u
 cd "$(dirname "$0")/.."
 B=build/tests
 mkdir -p "$B"
 CC=${CC:-gcc}
+J=${TEST_JOBS:-2}
 # Every module but main.c, as the Makefile builds them
 OBJS="$(for f in user/*/*.c; do f=${f#user/}; printf 'build/%s.o ' "${f%.c}"; done)build/profile.pb-c.o build/html_assets.o"
 LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c -lmicrohttpd -lcurl -lpthread"
@@ -13,50 +20,6 @@ build() {
 	shift
 	"$@" || { echo "build failed: $*" >&2; exit 1; }
 }
-build leaky $CC -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/leaky.c -o $B/leaky
-build leaky-static $CC -g -O2 -static -fno-optimize-sibling-calls -pthread tests/fixtures/leaky.c -o $B/leaky-static
-build demo_trainer $CC -g -O2 tests/fixtures/demo_trainer.c -o $B/demo_trainer
-build family $CC -g -O2 tests/fixtures/family.c -o $B/family
-build oom_leak $CC -g -O2 tests/fixtures/oom_leak.c -o $B/oom_leak
-build pages $CC -g -O2 tests/fixtures/pages.c -o $B/pages
-build fragheap $CC -g -O2 tests/fixtures/fragheap.c -o $B/fragheap
-build history $CC -g -O2 -fomit-frame-pointer tests/fixtures/history.c -o $B/history
-build hot_loop $CC -g -O2 tests/fixtures/hot_loop.c -o $B/hot_loop
-build soak $CC -g -O2 -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/soak.c -o $B/soak
-# Native unwinding without frame pointers: a C++ program and a shared library built as distributions build
-build unwind sh -c "$CC -g -O2 -fomit-frame-pointer -shared -fPIC tests/fixtures/unwind_lib.c -o $B/libunwind_fix.so &&
-	g++ -g -O2 -fomit-frame-pointer tests/fixtures/unwind.cpp $B/libunwind_fix.so -Wl,-rpath,'\$ORIGIN' -o $B/unwind"
-# The same library with its call frame information in .debug_frame only (no .eh_frame entries)
-build unwind-df sh -c "mkdir -p $B/unwind-df && cp $B/unwind $B/unwind-df/ && $CC -g -O2 -fomit-frame-pointer \
-	-fno-asynchronous-unwind-tables -fno-unwind-tables -shared -fPIC tests/fixtures/unwind_lib.c -o $B/unwind-df/libunwind_fix.so"
-build leaky-static-stripped sh -c "cp $B/leaky-static $B/leaky-static-stripped && strip -s $B/leaky-static-stripped"
-G=$B/gpu
-mkdir -p $G
-# Stand-ins for the CUDA driver, runtime and PyTorch's libc10_cuda.so: this machine has no GPU.
-build libcuda.so.1 $CC -g -O2 -shared -fPIC tests/fixtures/gpu/fake_cuda.c -Wl,-soname,libcuda.so.1 -o $G/libcuda.so.1
-build libcudart.so.13 $CC -g -O2 -shared -fPIC tests/fixtures/gpu/fake_cudart.c -Wl,-soname,libcudart.so.13 \
-	-Wl,--version-script=tests/fixtures/gpu/fake_cudart.map $G/libcuda.so.1 -Wl,-rpath,'$ORIGIN' -o $G/libcudart.so.13
-build libc10_cuda.so g++ -g -O2 -shared -fPIC -fvisibility=hidden tests/fixtures/gpu/fake_c10_cuda.cpp \
-	$G/libcudart.so.13 -Wl,-rpath,'$ORIGIN' -o $G/libc10_cuda.so
-# A PyTorch build whose .symtab was stripped: USDT notes stay, raw_alloc & co. are gone.
-build gpu-stripped sh -c "mkdir -p $B/gpu-stripped && cp $G/libcuda.so.1 $G/libcudart.so.13 $B/gpu-stripped/ &&
-	cp $G/libc10_cuda.so $B/gpu-stripped/ && strip --strip-all $B/gpu-stripped/libc10_cuda.so"
-build libtorchext.so $CC -g -O2 -shared -fPIC -DCUDART_STATIC tests/fixtures/gpu/fake_cudart.c $G/libcuda.so.1 \
-	-Wl,-rpath,'$ORIGIN' -o $G/libtorchext.so
-build ext_app $CC -g -O2 tests/fixtures/gpu/ext_app.c $G/libtorchext.so -Wl,-rpath,'$ORIGIN' -o $G/ext_app
-build early_app $CC -g -O2 tests/fixtures/gpu/early_app.c $G/libcudart.so.13 -Wl,-rpath,'$ORIGIN' -o $G/early_app
-build gpu_app $CC -g -O2 tests/fixtures/gpu/gpu_app.c -ldl -o $G/gpu_app
-build dlopen_burst $CC -g -O2 tests/fixtures/gpu/dlopen_burst.c -ldl -o $G/dlopen_burst
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ -e "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
-	build cuda_real $CC -g -O2 -I$CUDA_HOME/include tests/fixtures/gpu/cuda_real.c -L$CUDA_HOME/lib64 -lcudart \
-		-Wl,-rpath,$CUDA_HOME/lib64 -o $G/cuda_real
-fi
-for t in tests/unit/test_*.c; do
-	n=$(basename "$t" .c)
-	build "$n" $CC -g -O0 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Ibuild -Iuser -Ibpf \
-		"$t" $OBJS $LIBS -o $B/$n
-done
 
 passed=0
 failed=0
@@ -73,60 +36,193 @@ tally() {
 	passed=$((passed + p))
 	failed=$((failed + f))
 }
-log=$(mktemp)
-for t in $B/test_*; do
-	"$t" 2>&1 | tee "$log"
-	tally "$log" "$t"
+
+# The job pool: `job NAME KIND CMD...` runs CMD in the background with its output in a file, at most $J at once;
+# as each one ends (its status and name come back through a FIFO), `done_KIND STATUS NAME LOG SECONDS` takes it.
+P=$(mktemp -d)
+mkfifo "$P/fifo"
+exec 3<>"$P/fifo"
+trap 'rm -rf "$P"' EXIT
+running=0
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+job() {
+	while [ "$running" -ge "$J" ]; do reap; done
+	name=$1 kind=$2
+	shift 2
+	n=$(echo "$name" | tr -c 'A-Za-z0-9_.\n-' _)
+	( t0=$(now_ms); "$@" >"$P/$n.log" 2>&1 3>&-; rc=$?; echo "$rc $(($(now_ms) - t0)) $kind $n $name" >&3 ) &
+	running=$((running + 1))
+}
+reap() {
+	read -r rc ms kind n name <&3
+	running=$((running - 1))
+	"done_$kind" "$rc" "$name" "$P/$n.log" "$(($ms / 1000)).$(($ms % 1000 / 100))"
+}
+drain() {
+	while [ "$running" -gt 0 ]; do reap; done
+}
+done_build() {
+	cat "$3" >&2
+	[ "$1" -eq 0 ] || { drain; exit 1; }
+}
+done_test() {
+	echo "# $2 ($4 s)"
+	cat "$3"
+	tally "$3" "$2"
+}
+
+fixtures() {
+	build leaky $CC -g -O2 -fomit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/leaky.c -o $B/leaky
+	build leaky-static $CC -g -O2 -static -fno-optimize-sibling-calls -pthread tests/fixtures/leaky.c -o $B/leaky-static
+	build demo_trainer $CC -g -O2 tests/fixtures/demo_trainer.c -o $B/demo_trainer
+	build family $CC -g -O2 tests/fixtures/family.c -o $B/family
+	build oom_leak $CC -g -O2 tests/fixtures/oom_leak.c -o $B/oom_leak
+	build pages $CC -g -O2 tests/fixtures/pages.c -o $B/pages
+	build fragheap $CC -g -O2 tests/fixtures/fragheap.c -o $B/fragheap
+	build history $CC -g -O2 -fomit-frame-pointer tests/fixtures/history.c -o $B/history
+	build hot_loop $CC -g -O2 tests/fixtures/hot_loop.c -o $B/hot_loop
+	build soak $CC -g -O2 -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/soak.c -o $B/soak
+	# Native unwinding without frame pointers: a C++ program and a shared library built as distributions build
+	build unwind sh -c "$CC -g -O2 -fomit-frame-pointer -shared -fPIC tests/fixtures/unwind_lib.c -o $B/libunwind_fix.so &&
+		g++ -g -O2 -fomit-frame-pointer tests/fixtures/unwind.cpp $B/libunwind_fix.so -Wl,-rpath,'\$ORIGIN' -o $B/unwind"
+	# The same library with its call frame information in .debug_frame only (no .eh_frame entries)
+	build unwind-df sh -c "mkdir -p $B/unwind-df && cp $B/unwind $B/unwind-df/ && $CC -g -O2 -fomit-frame-pointer \
+		-fno-asynchronous-unwind-tables -fno-unwind-tables -shared -fPIC tests/fixtures/unwind_lib.c -o $B/unwind-df/libunwind_fix.so"
+	build leaky-static-stripped sh -c "cp $B/leaky-static $B/leaky-static-stripped && strip -s $B/leaky-static-stripped"
+	G=$B/gpu
+	mkdir -p $G
+	# Stand-ins for the CUDA driver, runtime and PyTorch's libc10_cuda.so: this machine has no GPU.
+	build libcuda.so.1 $CC -g -O2 -shared -fPIC tests/fixtures/gpu/fake_cuda.c -Wl,-soname,libcuda.so.1 -o $G/libcuda.so.1
+	build libcudart.so.13 $CC -g -O2 -shared -fPIC tests/fixtures/gpu/fake_cudart.c -Wl,-soname,libcudart.so.13 \
+		-Wl,--version-script=tests/fixtures/gpu/fake_cudart.map $G/libcuda.so.1 -Wl,-rpath,'$ORIGIN' -o $G/libcudart.so.13
+	build libc10_cuda.so g++ -g -O2 -shared -fPIC -fvisibility=hidden tests/fixtures/gpu/fake_c10_cuda.cpp \
+		$G/libcudart.so.13 -Wl,-rpath,'$ORIGIN' -o $G/libc10_cuda.so
+	# A PyTorch build whose .symtab was stripped: USDT notes stay, raw_alloc & co. are gone.
+	build gpu-stripped sh -c "mkdir -p $B/gpu-stripped && cp $G/libcuda.so.1 $G/libcudart.so.13 $B/gpu-stripped/ &&
+		cp $G/libc10_cuda.so $B/gpu-stripped/ && strip --strip-all $B/gpu-stripped/libc10_cuda.so"
+	build libtorchext.so $CC -g -O2 -shared -fPIC -DCUDART_STATIC tests/fixtures/gpu/fake_cudart.c $G/libcuda.so.1 \
+		-Wl,-rpath,'$ORIGIN' -o $G/libtorchext.so
+	build ext_app $CC -g -O2 tests/fixtures/gpu/ext_app.c $G/libtorchext.so -Wl,-rpath,'$ORIGIN' -o $G/ext_app
+	build early_app $CC -g -O2 tests/fixtures/gpu/early_app.c $G/libcudart.so.13 -Wl,-rpath,'$ORIGIN' -o $G/early_app
+	build gpu_app $CC -g -O2 tests/fixtures/gpu/gpu_app.c -ldl -o $G/gpu_app
+	build dlopen_burst $CC -g -O2 tests/fixtures/gpu/dlopen_burst.c -ldl -o $G/dlopen_burst
+	CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+	if [ -e "$CUDA_HOME/include/cuda_runtime_api.h" ]; then
+		build cuda_real $CC -g -O2 -I$CUDA_HOME/include tests/fixtures/gpu/cuda_real.c -L$CUDA_HOME/lib64 -lcudart \
+			-Wl,-rpath,$CUDA_HOME/lib64 -o $G/cuda_real
+	fi
+}
+job fixtures build fixtures
+for t in tests/unit/test_*.c; do
+	n=$(basename "$t" .c)
+	job "$n" build build "$n" $CC -g -O0 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Ibuild \
+		-Iuser -Ibpf "$t" $OBJS $LIBS -o $B/$n
 done
+drain
+
+for t in $B/test_*; do
+	job "$t" test "$t"
+done
+drain
 # The architecture: user/'s stage folders include only from earlier stages.
-python3 tests/check_layers.py 2>&1 | tee "$log"
-tally "$log" tests/check_layers.py
+python3 tests/check_layers.py 2>&1 | tee "$P/layers.log"
+tally "$P/layers.log" tests/check_layers.py
 # Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
 # undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
-for f in maps elf pyline ehframe; do
+fuzz() {
+	f=$1
 	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser tests/fuzz/fuzz_$f.c \
 		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/lib/elfsym.c -lelf" ;; *) echo "user/lib/elfsym.c -lelf" ;; esac) \
-		-o $B/fuzz_$f
+		-o $B/fuzz_$f 2>&1
 	scratch=$(mktemp -d)
 	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-5} -max_len=65536 -print_final_stats=1 "$scratch" \
-		tests/fuzz/corpus/$f >"$log" 2>&1; then
-		echo "ok - fuzz_$f: $(grep -o 'Done [0-9]* runs' "$log")"
-		echo "fuzz $f: 1 passed, 0 failed" >"$log"
+		tests/fuzz/corpus/$f >"$scratch.log" 2>&1; then
+		echo "ok - fuzz_$f: $(grep -o 'Done [0-9]* runs' "$scratch.log")"
+		echo "fuzz $f: 1 passed, 0 failed"
 	else
-		tail -n 30 "$log"
+		tail -n 30 "$scratch.log"
 		echo "not ok - fuzz_$f crashed (input kept in $scratch)"
-		echo "fuzz $f: 0 passed, 1 failed" >"$log"
+		echo "fuzz $f: 0 passed, 1 failed"
 	fi
-	tally "$log" "fuzz_$f"
+	rm -f "$scratch.log"
+}
+for f in maps elf pyline ehframe; do
+	job "fuzz_$f" test fuzz $f
 done
+drain
 if [ "${1:-}" != "--unit-only" ]; then
-	for t in tests/integration/test_*.py; do
-		python3 "$t" 2>&1 | tee "$log"
-		tally "$log" "$t"
-	done
-	# Real PyTorch workloads, the whole tool as a user runs it (once: not under ASan, whose cost the
-	# full-fidelity import of torch would multiply).
-	for t in tests/workloads/test_*.py; do
-		python3 "$t" 2>&1 | sed 's/^integration:/workloads:/' | tee "$log"
-		tally "$log" "$t"
-	done
-	# The same integration tests once more against memleak-ai built with AddressSanitizer (leaks included)
-	# and UndefinedBehaviorSanitizer, which stops at the first report: bad input must never be a crash.
+	# memleak-ai built with AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer, which stops at the
+	# first report: the integration tests run once more against it, bad input must never be a crash.
 	A=build/asan
 	mkdir -p $A
-	for f in user/*.c user/*/*.c; do
+	asan_obj() {
 		$CC -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -Ibuild -Iuser -Ibpf -DML_VERSION='"asan"' \
-			-c "$f" -o $A/$(basename "$f" .c).o || { echo "asan build failed: $f" >&2; exit 1; }
+			-c "$1" -o $A/$(basename "$1" .c).o || { echo "asan build failed: $1" >&2; exit 1; }
+	}
+	for f in user/*.c user/*/*.c; do
+		job "asan $f" build asan_obj "$f"
 	done
-	build memleak-ai-asan sh -c "$CC -g -O1 -fsanitize=address,undefined -Ibuild -c build/profile.pb-c.c -o $A/profile.pb-c.o &&
-		$CC -c build/html_assets.c -o $A/html_assets.o &&
-		$CC -fsanitize=address,undefined $A/*.o $LIBS -o $A/memleak-ai"
-	for t in tests/integration/test_*.py; do
-		MEMLEAK_AI_BIN=$A/memleak-ai MEMLEAK_AI_SOAK_S=10 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-			python3 "$t" 2>&1 | sed 's/^integration:/integration (asan):/' | tee "$log"
-		tally "$log" "$t (asan)"
+	job "asan profile.pb-c" build $CC -g -O1 -fsanitize=address,undefined -Ibuild -c build/profile.pb-c.c -o $A/profile.pb-c.o
+	job "asan html_assets" build $CC -c build/html_assets.c -o $A/html_assets.o
+	drain
+	build memleak-ai-asan $CC -fsanitize=address,undefined $A/*.o $LIBS -o $A/memleak-ai
+	# A test file's output goes to a file, not through a pipe: a process a failed test left behind (holding the
+	# pipe) cannot hold the run up. PART: shared, alone (tests/integration/harness.py: alone), or all.
+	integration() {
+		MEMLEAK_AI_TEST_PART=$1 python3 "$2" 2>&1
+	}
+	asan() {
+		out=$(mktemp)
+		MEMLEAK_AI_TEST_PART=$1 MEMLEAK_AI_BIN=$A/memleak-ai MEMLEAK_AI_SOAK_S=10 ASAN_OPTIONS=detect_leaks=1 \
+			UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 python3 "$2" >"$out" 2>&1
+		sed 's/^integration:/integration (asan):/' "$out"
+		rm -f "$out"
+	}
+	# Real PyTorch workloads, the whole tool as a user runs it (once: not under ASan, whose cost the
+	# full-fidelity import of torch would multiply).
+	workloads() {
+		out=$(mktemp)
+		MEMLEAK_AI_TEST_PART=$1 python3 "$2" >"$out" 2>&1
+		sed 's/^integration:/workloads:/' "$out"
+		rm -f "$out"
+	}
+	# Every test file in both passes (the workloads once), two at a time, the longest first and the two soaks
+	# (busy targets) apart, then any file not named here. The tests that rest on the tool's measure of its own
+	# cost share (@alone) after them, one at a time with nothing beside them.
+	QUEUE="workloads/test_workloads core core:asan fleet soak fleet:asan gpu python python:asan soak:asan unwind
+		gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
+	QUEUE=$(echo $QUEUE)
+	for t in $(ls tests/integration/test_*.py | sed 's/.*test_\(.*\)\.py/\1/'); do
+		case " $QUEUE " in *" $t "*) ;; *) QUEUE="$QUEUE $t $t:asan" ;; esac
+	done
+	label() {
+		case $1 in asan) echo " (asan${2:+, $2 tests})" ;; *) echo "${2:+ ($2 tests)}" ;; esac
+	}
+	ALONE=""
+	for q in $QUEUE; do
+		case $q in
+		*/*) t=tests/$q.py kind=workloads ;;
+		*) t=tests/integration/test_${q%:asan}.py kind=integration ;;
+		esac
+		case $q in *:asan) kind=asan ;; esac
+		part=""
+		if grep -q '^@alone' "$t"; then
+			part=shared
+			ALONE="$ALONE $q"
+			[ "$(grep -c '^@alone' "$t")" -lt "$(grep -c '^@test' "$t")" ] || continue
+		fi
+		job "$t$(label $kind $part)" test $kind "$part" "$t"
+	done
+	drain
+	for q in $ALONE; do
+		case $q in
+		*/*) t=tests/$q.py kind=workloads ;;
+		*) t=tests/integration/test_${q%:asan}.py kind=integration ;;
+		esac
+		case $q in *:asan) kind=asan ;; esac
+		job "$t$(label $kind alone)" test $kind alone "$t"
+		drain
 	done
 fi
-rm -f "$log"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

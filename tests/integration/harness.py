@@ -35,6 +35,19 @@ def test_no_asan(fn):
     return fn
 
 
+def alone(fn):
+    """Under @test: a test whose outcome rests on the share of the machine it gets: on the tool's measure of its
+    own cost share (the --max-overhead budget decides what is traced), on how fast the parts of its target run
+    against each other, or on the tool getting the CPU between two of its target's moves. `make test` runs these
+    with nothing else beside them, and every other test two test files at a time: MEMLEAK_AI_TEST_PART=alone
+    runs only these, =shared only the others."""
+    fn.alone = True
+    return fn
+
+
+PART = os.environ.get("MEMLEAK_AI_TEST_PART")
+
+
 class Fail(Exception):
     pass
 
@@ -429,6 +442,8 @@ def main():
     passed = failed = 0
     for fn in _tests:
         if only and fn.__name__ not in only:
+            continue
+        if PART and PART != ("alone" if getattr(fn, "alone", False) else "shared"):
             continue
         t0 = time.time()
         try:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, attached_run, check, eq, main, test, traced  # noqa: E402
+from harness import DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, alone, attached_run, check, eq, main, test, traced  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_hot.py")
 PY = os.path.expanduser("~/.pyenv/versions/3.11.7/bin/python3.11")
@@ -27,6 +27,7 @@ def py_lines(stack):
 
 
 @test
+@alone
 def over_budget_switches_to_heap_growth_and_still_flags_the_leak():
     reps, tool = run(8, "--max-overhead", "2")
     check(any("heap-growth mode" in l for l in tool.stderr_lines), f"notice: {tool.stderr_lines}")
@@ -51,6 +52,7 @@ def over_budget_switches_to_heap_growth_and_still_flags_the_leak():
 
 
 @test
+@alone
 def within_budget_every_probe_stays():
     reps, tool = run(3, "--max-overhead", "100")
     eq({r["modes"]["libc"] for r in reps}, {"full"}, "libc stays fully traced")
@@ -65,6 +67,7 @@ def hot_loop(secs, work, *tool_args):
 
 
 @test
+@alone
 def busy_loop_switches_before_the_first_report():
     """The C heap's mode is decided from the first hits after attach (per-CPU counters over ~150 ms), not after
     a second at full cost: a 0.5 s interval's first report is already in heap-growth mode, and says so."""
@@ -86,6 +89,7 @@ def busy_loop_switches_before_the_first_report():
 
 
 @test
+@alone
 def the_share_never_exceeds_all_of_the_time():
     """A loop that is almost all traps: the share is of T(with), which includes the traps, so at most 100 %."""
     reps, _ = hot_loop(3, 0, "--max-overhead", "100", "0.5")
@@ -109,6 +113,7 @@ def every_trap_is_counted():
 
 
 @test
+@alone
 def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     """PyTorch's CPU tensor probes still cost more than a tiny budget once the C heap switched. First their
     allocation side is sampled in time (on for half the time, then a quarter, ... down to 1/16), named with

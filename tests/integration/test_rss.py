@@ -8,7 +8,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, Fail, Fixture, Tool, attached_run, check, eq, main, test, traced  # noqa: E402
+from harness import FIX, Fail, Fixture, Tool, alone, attached_run, check, eq, main, test, traced  # noqa: E402
 
 PAGE = 4096
 
@@ -48,6 +48,7 @@ def first_touch_exact_pages():
 
 
 @test
+@alone
 def default_settings_keep_the_layer():
     fx = Fixture("pages", "touch")
     tool = Tool("-p", str(fx.pid), "-f", "json", "--top", "1000", "--max-overhead", "2", "60")
@@ -72,6 +73,8 @@ def layers_option_turns_it_off():
 
 
 @test
+@alone  # the target exits right after its last mremap and munmap: a tool that gets the CPU only after that sees
+# their events and the exit at once, and reports without reading the events (session_loop; test_oom.py likewise)
 def releases_and_moves():
     # 9,000 pages in a burst: over the 500 pages a second that start sampling; every page kept for exact counts.
     rep, _ = traced("release", prog="pages", env={"MEMLEAK_AI_TEST_RSS_MAX_RATE": "100000000"})

@@ -14,7 +14,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import ROOT, TOOL, Fail, check, descendants, eq, html_check, main, read_line, test  # noqa: E402
+from harness import ROOT, TOOL, Fail, alone, check, descendants, eq, html_check, main, read_line, test  # noqa: E402
 
 PY = "/usr/bin/python3.11"  # Debian's, with python3-torch
 FULL = ("--max-overhead", "100")
@@ -305,6 +305,7 @@ def retention(stack, script):
 
 
 @test
+@alone
 def losses_loop_default_settings_2s():
     """Default settings, -p, a report every 2 s: within six reports the first two leak candidates include the
     stack of the forward or loss line (at default settings the C heap is in heap-growth mode, so it is the
@@ -356,6 +357,7 @@ def losses_loop_default_settings_2s():
 
 
 @test
+@alone
 def steady_control_attached_default_settings_2s():
     """The control at default settings, -p, a report every 2 s: no growing stack in any layer, in any report
     (the goal: none after the first three)."""
@@ -371,11 +373,13 @@ def dataset_class_cache_full_fidelity():
 
 
 @test
+@alone
 def models_kept_in_a_list_default_settings():
     leak_run("models_list.py", "p")
 
 
 @test
+@alone  # the main process faults in pages for its batches in flight (rss layer): growth while workers run ahead
 def dataloader_workers_cache_full_fidelity():
     run, reps = leak_run("dataloader_cache.py", "p", *FULL)
     pids = {s["pid"] for s in reps[-1]["stacks"] if s["verdict"] == "growing" and user_frame(s, "dataloader_cache.py")}
@@ -383,6 +387,7 @@ def dataloader_workers_cache_full_fidelity():
 
 
 @test
+@alone
 def dataloader_copy_on_write_default_settings():
     """Workers forked over a Dataset holding a large Python list copy its pages as they read it (reference
     counts): at default settings each worker has a growing rss stack at the __getitem__ line whose pages are
@@ -412,6 +417,7 @@ def dataloader_copy_on_write_default_settings():
 
 
 @test
+@alone
 def steady_control_started_default_settings_grows_nothing():
     """The control from its first instruction: import torch's memory is start-up (verdict import), nothing grows."""
     run, reps = control_run("c")
