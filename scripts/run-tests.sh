@@ -4,7 +4,7 @@
 # integration passes and the workloads, whose tests wait on their targets far more than they compute. Each job's
 # output is held back and printed whole, after a "# NAME (SECONDS s)" line, when it ends. The tests whose outcome
 # rests on the share of the machine they get (@alone in tests/integration/harness.py: the tool's measure of its own
-# cost share, the workloads at default settings, a target that exits just after an event the tool must read first)
+# cost share, the workloads at default settings, a DataLoader whose workers may outrun its main process)
 # run last, one file at a time with nothing beside them.
 set -u
 cd "$(dirname "$0")/.."

@@ -37,8 +37,8 @@ def test_no_asan(fn):
 
 def alone(fn):
     """Under @test: a test whose outcome rests on the share of the machine it gets: on the tool's measure of its
-    own cost share (the --max-overhead budget decides what is traced), on how fast the parts of its target run
-    against each other, or on the tool getting the CPU between two of its target's moves. `make test` runs these
+    own cost share (the --max-overhead budget decides what is traced) or on how fast the parts of its target run
+    against each other. `make test` runs these
     with nothing else beside them, and every other test two test files at a time: MEMLEAK_AI_TEST_PART=alone
     runs only these, =shared only the others."""
     fn.alone = True

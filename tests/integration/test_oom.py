@@ -1,8 +1,7 @@
 """OOM kills: a C program leaking 1 MiB a step in a v1 memory cgroup with a 96 MiB limit is ended by the kernel's
 OOM killer; memleak-ai's final report names the leaking function and says OOM, memleak-ai itself is never the
-victim, and under -c it exits with the command's status. Each test runs alone (@alone): the OOM event reaches the
-tool moments before its victim's exit, and a tool that gets the CPU only after both reports without reading the
-event (session_loop reads the event ring only while no final report is due)."""
+victim, and under -c it exits with the command's status. The OOM event reaches the tool moments before its victim's
+exit: a tool that gets the CPU only after both still reads the event before the final report."""
 import json
 import os
 import shutil
@@ -12,7 +11,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, Fail, Fixture, Tool, alone, by_func, check, eq, main, no_bpf_left, run_tool, test  # noqa: E402
+from harness import FIX, Fail, Fixture, Tool, by_func, check, eq, main, no_bpf_left, run_tool, test  # noqa: E402
 
 BASE = "/sys/fs/cgroup/memory"
 LIMIT = 96 << 20
@@ -67,7 +66,6 @@ def check_oom_report(rep, pid, what):
 
 
 @test
-@alone
 def oom_kill_of_an_attached_process_is_reported():
     cg = MemCgroup()
     fx = tool = None
@@ -102,7 +100,6 @@ def oom_kill_of_an_attached_process_is_reported():
 
 
 @test
-@alone
 def oom_kill_under_command_mode_exits_with_its_status():
     cg = MemCgroup()
     try:
@@ -122,7 +119,6 @@ def oom_kill_under_command_mode_exits_with_its_status():
 
 
 @test
-@alone
 def oom_kill_of_a_child_is_reported_at_once_and_the_run_goes_on():
     """A traced parent whose child (followed) leaks in the cgroup: the child's report comes at once, while its
     records are still there, and the run goes on until the parent exits."""

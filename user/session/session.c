@@ -62,7 +62,7 @@
 #define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
 #define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
-#define RSS_MAX_RATE 500.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
+#define RSS_MAX_RATE 250.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
 
 struct session {
 	const struct ml_opts *o;
@@ -92,6 +92,7 @@ struct session {
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
 	struct bpf_link *oom_link;              /* the OOM killer's choice of a traced process (mark_victim) */
 	bool oom_report;                        /* a follower was chosen: report now, before its exit drops it */
+	bool closing;                           /* the final report is due: read what is left, start nothing new */
 	struct bpf_link *ld_stop; /* -c: stops the target at each report of its dynamic loader (dlopen) */
 	uint64_t ld_stops_seen;   /* the BPF side's count of those stops when the last one was handled */
 	uint64_t ld_held_ns, ld_handled; /* how long the target was held at them, and how many were handled */
@@ -211,6 +212,8 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 			rsspages__event(ss->rss, data);
 		return 0;
 	}
+	if (ss->closing && (e->type == ML_PROC_FORK || e->type == ML_PROC_DLOPEN))
+		return 0; /* the run ends: nothing new is probed */
 	if (e->type == ML_PROC_FORK) {
 		if (!ss->o->follow) { /* a whole-node run with --no-follow: the selected processes, not their children */
 			__u32 key = e->tgid;
@@ -761,6 +764,12 @@ static int session_loop(struct session *ss)
 		if (all[1].revents && ss->root.pid) {
 			ml_notice("pid %d exited", ss->root.pid);
 			final = true;
+		}
+		/* Events the final report must include (an OOM kill, released pages) can come with the exit that
+		 * ends the run: the ring is read before the final report too. */
+		if (final && ss->proc_rb) {
+			ss->closing = true;
+			ring_buffer__consume(ss->proc_rb);
 		}
 		/* Forks and execs first: a new child is probed before its first scan tick. */
 		if (all[4].revents && !final) {
