@@ -801,14 +801,16 @@ def default_bench():
     """
     The goal's figure: the PyTorch loop that keeps its losses (tests/workloads/losses.py), memleak-ai at default
     settings attached with -p, text reports every 2 s, against no tool. Each run is a fresh process, idle
-    while the tool attaches, then BENCH_DEFAULT_SECONDS (12: six reports) of steps timed inside the target;
-    the modes alternate round by round. Also the tool's own CPU time and the cost figure it reported.
+    while the tool attaches, then BENCH_DEFAULT_SECONDS (30: fifteen reports; 12 is the goal's six) of steps
+    timed inside the target; the modes alternate round by round. Also the tool's own CPU time and the share it
+    reported at the end, since attach (what 1 - T(without)/T(with) measures over the same run) and the last
+    sample's; the spread of the runs without the tool is the noise floor of any one comparison.
     """
     py = "/usr/bin/python3.11"
     if not os.path.exists(py):
         print("  (default-settings benchmark skipped: Debian python3.11 with python3-torch not found)")
         return
-    secs = float(os.environ.get("BENCH_DEFAULT_SECONDS", "12"))
+    secs = float(os.environ.get("BENCH_DEFAULT_SECONDS", "30"))
     rounds = int(os.environ.get("BENCH_DEFAULT_ROUNDS", str(ROUNDS)))
     wl_dir = os.path.join(ROOT, "tests", "workloads")
     res = {"none": [], "default": []}
@@ -840,8 +842,9 @@ def default_bench():
                     tool.send_signal(signal.SIGINT)
                     tool.wait(timeout=60)
                     tool = None
-                    pct = [(float(m.group(1)), float(m.group(2))) for m in
-                           (re.search(rb"^overhead: ([0-9.]+)% of.* itself ([0-9.]+)% of a CPU", l) for l in out) if m]
+                    pct = [tuple(float(g) for g in m.groups()) for m in
+                           (re.search(rb"^overhead: ([0-9.]+)% of the traced processes' time \(([0-9.]+)% since "
+                                      rb"attach.* itself ([0-9.]+)% of a CPU", l) for l in out) if m]
                     shares.append(pct[-1] if pct else None)
             finally:
                 if tool:
@@ -856,9 +859,15 @@ def default_bench():
               f"{' '.join(f'{x:.3f}' for x in v)}")
     ratios = [t / n for t, n in zip(res["default"], res["none"])]
     true = [(1 - med["none"] / t) * 100 for t in res["default"]]
-    print(f"  per round default/none: {med_range(ratios, '{:.3f}')}; 1 - T(without)/T(with) {med_range(true, '{:.2f}')}%")
-    print(f"  tool's own CPU a run: {med_range(tool_cpu, '{:.2f}')} s over {secs:.0f} s; (share, its own CPU %) it "
-          f"reported at the end: {shares}")
+    over = " ".join(f"{t / med['none']:.3f}" for t in res["default"])
+    print(f"  per round default/none: {med_range(ratios, '{:.3f}')}; each default run over the median without: {over}")
+    print(f"  noise floor: the runs without the tool spread x{max(res['none']) / min(res['none']):.3f} (slowest over "
+          f"fastest)")
+    print(f"  1 - T(without)/T(with): {med_range(true, '{:.2f}')}%; the share reported at the end since attach: "
+          f"{med_range([x[1] for x in shares if x], '{:.1f}')}%, the last sample's: "
+          f"{med_range([x[0] for x in shares if x], '{:.1f}')}%")
+    print(f"  tool's own CPU a run: {med_range(tool_cpu, '{:.2f}')} s over {secs:.0f} s; in its last sample "
+          f"{med_range([x[2] for x in shares if x], '{:.1f}')}% of a CPU")
 
 
 def main(argv):

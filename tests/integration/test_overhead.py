@@ -42,6 +42,9 @@ def over_budget_switches_to_heap_growth_and_still_flags_the_leak():
     # After the switch the probes on every malloc are off: the cost falls under the budget.
     after = [r["overhead"]["pct"] for r in reps[switched + 1:-1]]
     check(after and min(after) < 2, f"cost after the switch: {after}")
+    # Since attach: a weighted mean of every sample, the full-cost one that switched among them.
+    since = ov["pct_since_attach"]
+    check(min(after) < since < cost, f"share since attach {since} between {min(after)} and the switch's {cost}")
     plant = ("plant", line_of("plant"))
     growing = [s for r in reps[-3:] for s in r["stacks"] if s["verdict"] == "growing" and plant in py_lines(s)]
     check(growing, f"the planted leak is a leak candidate at its line: "
@@ -96,7 +99,7 @@ def the_share_never_exceeds_all_of_the_time():
     measured = [r["overhead"] for r in reps if r["overhead"]["measured"]]
     check(len(measured) >= 3, f"measured reports: {len(measured)}")
     for o in measured:
-        check(0 < o["pct"] <= 100, f"share within (0, 100]: {o}")
+        check(0 < o["pct"] <= 100 and 0 < o["pct_since_attach"] <= 100, f"shares within (0, 100]: {o}")
         check(abs(sum(o["layer_pct"].values()) + o["other_pct"] - o["pct"]) < 1e-6, f"the parts add up: {o}")
         check(o["layer_pct"].get("libc", 0) > 0 and o["hits_per_s"] > 0, f"the C heap's traps counted: {o}")
     eq({r["modes"]["libc"] for r in reps}, {"full"}, "a budget of 100 keeps every probe")

@@ -160,9 +160,9 @@ const char *ml_shed_name(enum ml_shed step)
 static void text_overhead(FILE *f, const struct ml_overhead *ov)
 {
 	if (ov->measured)
-		fprintf(f, "overhead: %.1f%% of the traced processes' time (budget %g%%): %.0f probe hits/s at %.2f us "
-			   "(a return %.2f us more%s), BPF %.1f ms/s; memleak-ai itself %.1f%% of a CPU\n",
-			ov->pct, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->ret_ns / 1000,
+		fprintf(f, "overhead: %.1f%% of the traced processes' time (%.1f%% since attach; budget %g%%): %.0f probe "
+			   "hits/s at %.2f us (a return %.2f us more%s), BPF %.1f ms/s; memleak-ai itself %.1f%% of a CPU\n",
+			ov->pct, ov->pct_since_attach, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->ret_ns / 1000,
 			ov->calibrated ? "" : "; not calibrated yet", ov->bpf_ns_per_s / 1e6, ov->self_cpu_pct);
 	if (ov->heap_mode)
 		fprintf(f, "libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%, decided "
@@ -667,6 +667,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		jw_obj_begin(&w, "overhead");
 		jw_bool(&w, "measured", ov->measured);
 		jw_double(&w, "pct", ov->pct);
+		jw_double(&w, "pct_since_attach", ov->pct_since_attach);
 		jw_double(&w, "budget_pct", ov->budget_pct);
 		jw_double(&w, "hits_per_s", ov->hits_per_s);
 		jw_double(&w, "hit_ns", ov->hit_ns);

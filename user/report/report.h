@@ -42,6 +42,7 @@ const char *ml_shed_name(enum ml_shed step);
 /* The tool's cost, as every report shows it (measured by session/overhead.c). */
 struct ml_overhead {
 	double pct;          /* cost / T(with): the traced processes' CPU time, or elapsed time if more; <= 100 */
+	double pct_since_attach; /* the same over every sample since attach (the start's full cost included) */
 	double budget_pct;   /* --max-overhead */
 	double hits_per_s;   /* probe hits (traps at entry and at return), every one */
 	double hit_ns;       /* one entry trap with an empty program: the floor (calibrated after attach) */

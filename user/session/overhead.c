@@ -67,6 +67,7 @@ struct overhead {
 	bool have_last;
 	bool settled;        /* a decision was taken since the last change: samples span a second again */
 	double rss_pct;      /* the rss layer's part of the last sample (its hook) */
+	double sum_cost_ns, sum_base_ns; /* every sample's cost and T(with) since attach: pct_since_attach */
 	bool tensor_sampling; /* the torch_cpu layer's allocation side can be paused (uprobe_multi links) */
 	double alloc_side_pct; /* the torch_cpu layer's part less its releases' traps (what sampling scales) */
 	overhead_rss_cost_fn rss_cost;
@@ -496,6 +497,9 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
 	in->other_pct = other * scale / base * 100.0;
 	o->rss_pct = (double)rss > other ? in->other_pct : (double)rss * scale / base * 100.0;
 	in->pct = cost * scale / base * 100.0;
+	o->sum_cost_ns += cost * scale;
+	o->sum_base_ns += base;
+	in->pct_since_attach = o->sum_cost_ns / o->sum_base_ns * 100.0;
 	in->hits_per_s = (hits + (double)d[ML_STAT_LOADER_HITS]) / secs;
 	in->bpf_ns_per_s = (double)(probe_ns + other_ns) / secs;
 	in->measured = true;
