@@ -157,6 +157,34 @@ def exact(args):
     return ["--max-overhead", "100", *args]
 
 
+def threads_of(pid):
+    """Each thread of pid: name, state, kernel wait channel and system call (what a hung process waits on)."""
+    out = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+        try:
+            d = f"/proc/{pid}/task/{tid}"
+            comm = open(d + "/comm").read().strip()
+            state = open(d + "/stat").read().rsplit(")", 1)[1].split()[0]
+            wchan = open(d + "/wchan").read().strip()
+            sc = open(d + "/syscall").read().split()[0]
+            out.append(f"{tid} {comm} {state} wchan={wchan or '-'} syscall={sc}")
+        except OSError:
+            continue
+    return out
+
+
+def wait_or_tell(p, timeout, what="memleak-ai"):
+    """p.wait(timeout); past it, a failure that says what each of p's threads waits on."""
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            threads = threads_of(p.pid)
+        except OSError:
+            threads = []
+        raise Fail(f"{what} did not exit within {timeout} s; its threads: {threads}") from None
+
+
 class Tool:
     """memleak-ai running in the background; stderr is watched for the 'attached' notice."""
 
@@ -182,7 +210,7 @@ class Tool:
         raise Fail("memleak-ai did not attach")
 
     def finish(self, timeout=30):
-        self.p.wait(timeout=timeout)
+        wait_or_tell(self.p, timeout)
         err = drain(self.p.stderr, "memleak-ai's stderr")
         self.stderr_lines += err.decode(errors="replace").splitlines()
         self._reader.join(timeout)

@@ -19,7 +19,7 @@ import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import TOOL, ROOT, Fail, check, eq, main, no_bpf_left, read_line, test, test_no_asan  # noqa: E402
+from harness import TOOL, ROOT, Fail, check, eq, main, no_bpf_left, read_line, test, test_no_asan, wait_or_tell  # noqa: E402
 
 PY = shutil.which("python3")  # pyenv's 3.11: no torch needed here
 RANK_PY = os.path.join(ROOT, "tests", "fixtures", "rank.py")
@@ -93,7 +93,7 @@ class NodeTool:
 
     def stop(self, timeout=30):
         self.p.send_signal(signal.SIGINT)
-        rc = self.p.wait(timeout=timeout)
+        rc = wait_or_tell(self.p, timeout)
         time.sleep(0.2)
         return rc
 
