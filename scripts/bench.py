@@ -861,8 +861,9 @@ def default_bench():
     true = [(1 - med["none"] / t) * 100 for t in res["default"]]
     over = " ".join(f"{t / med['none']:.3f}" for t in res["default"])
     print(f"  per round default/none: {med_range(ratios, '{:.3f}')}; each default run over the median without: {over}")
+    alone = " ".join(f"{t / med['none']:.3f}" for t in res["none"])
     print(f"  noise floor: the runs without the tool spread x{max(res['none']) / min(res['none']):.3f} (slowest over "
-          f"fastest)")
+          f"fastest); each over their own median: {alone}")
     print(f"  1 - T(without)/T(with): {med_range(true, '{:.2f}')}%; the share reported at the end since attach: "
           f"{med_range([x[1] for x in shares if x], '{:.1f}')}%, the last sample's: "
           f"{med_range([x[0] for x in shares if x], '{:.1f}')}%")
