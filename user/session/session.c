@@ -234,7 +234,7 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 			ledger__forget(ss->ledger, (int)e->tgid, e->ts_ns);
 		if ((int)e->tgid == ss->root.pid)
 			ss->root_exec = true; /* a launcher script can exec several times in a row: probe the last image */
-		else
+		else if (!ss->closing)
 			followers__exec(ss->followers, (int)e->tgid);
 	}
 	return 0;
