@@ -131,6 +131,7 @@ static long fp_step(__u32 i, void *arg)
  * the Python walk runs after.
  */
 #define ML_UW_CHUNK 1024
+#define ML_UW_RET_INSTANCES 8 /* pending return probes looked through for one frame */
 
 struct uw_walk {
 	struct ml_scratch *sc;
@@ -138,6 +139,7 @@ struct uw_walk {
 	struct ml_uwc *cache;
 	struct ml_uwmemo *memo; /* the walk's checks are written here (or read, replaying) */
 	__u64 pc, sp, bp, h, win_lo, first, sp0;
+	__u64 ri; /* the thread's innermost pending uretprobe return (struct return_instance *) not yet passed, or 0 */
 	__u32 gen;
 	__u8 bp_ok, exact, bad, want_first;
 };
@@ -200,6 +202,30 @@ static __always_inline void uw_rec(struct uw_walk *c, __u64 addr, __u32 flags, _
 	m->n = n + 1;
 }
 
+/*
+ * A function with a return probe pending (malloc at full fidelity, when a fault inside it is captured) has its
+ * return address swapped for the uprobe trampoline's; the kernel keeps the real one in the thread's list of
+ * return instances, innermost first, each with the stack slot it took it from. The walk goes up the stack in
+ * the same order: instances below ra_at are of frames not on the walk's path, one at ra_at is this frame's.
+ * A walk through a swapped address is not remembered: the slot reads the same whoever the caller was.
+ */
+static __always_inline void uw_ret_fix(struct uw_walk *c, __u64 ra_at, __u64 *ra)
+{
+	for (int i = 0; i < ML_UW_RET_INSTANCES && c->ri; i++) {
+		struct return_instance *r = (struct return_instance *)c->ri;
+		__u64 slot = BPF_CORE_READ(r, stack);
+
+		if (slot > ra_at)
+			return;
+		c->ri = (__u64)BPF_CORE_READ(r, next);
+		if (slot == ra_at) {
+			*ra = BPF_CORE_READ(r, orig_ret_vaddr);
+			c->memo->keep = 0;
+			return;
+		}
+	}
+}
+
 /* One native frame: from (pc, sp, bp) to the caller's. 1 ends the walk. */
 static __always_inline long uw_one(struct uw_walk *c)
 {
@@ -222,6 +248,8 @@ static __always_inline long uw_one(struct uw_walk *c)
 		ra_at = cfa - 8;
 		if (cfa <= c->sp || uw_word(c, ra_at, &ra))
 			goto bad;
+		if (c->ri)
+			uw_ret_fix(c, ra_at, &ra);
 		if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_AT) {
 			__u64 at = cfa + (__s64)(__s8)(rule >> 16) * 8;
 
@@ -256,6 +284,8 @@ static __always_inline long uw_one(struct uw_walk *c)
 		ra_at = c->bp + 8;
 		if (c->bp < c->sp || c->bp - c->sp > ML_FP_WINDOW || uw_word(c, ra_at, &ra) || uw_word(c, c->bp, &bp))
 			goto bad;
+		if (c->ri)
+			uw_ret_fix(c, ra_at, &ra);
 		uw_rec(c, c->bp, ML_UWM_REL, bp - c->sp0);
 		c->memo->bp_reg = 0;
 		cfa = c->bp + 16;
@@ -510,6 +540,9 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 	st->nr = 0;
 	if (um) {
 		struct uw_walk uw = { .sc = sc, .um = um, .h = h, .win_lo = ~0ULL, .bp = fp, .bp_ok = 1, .gen = um->gen };
+		struct uprobe_task *ut = BPF_CORE_READ(bpf_get_current_task_btf(), utask);
+
+		uw.ri = ut ? (__u64)BPF_CORE_READ(ut, return_instances) : 0;
 
 		uw.cache = bpf_map_lookup_elem(&uwcache, &zero);
 		if (!uw.cache)

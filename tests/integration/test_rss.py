@@ -73,6 +73,23 @@ def layers_option_turns_it_off():
 
 
 @test
+def faults_inside_a_probed_malloc_keep_their_callers():
+    """At full fidelity malloc has a return probe pending while it runs: its return address on the stack is the
+    uprobe trampoline's, the real one in the kernel's list. Pages malloc itself makes resident (the top chunk's
+    header, a block further each time) are charged to the whole stack, its caller and main above it."""
+    rep, _ = traced("heap", "--max-overhead", "100", prog="pages")
+    eq(rep["modes"]["libc"], "full", "malloc's probes on")
+    inside = [s for s in rep["stacks"] if s["layer"] == "rss" and
+              {"_int_malloc", "sysmalloc"} & {f["func"] for f in s["frames"]}]
+    check(pages(inside) >= 200, f"pages made resident inside malloc: {pages(inside)}")
+    for s in inside:
+        funcs = [f["func"] for f in s["frames"]]
+        above = funcs[funcs.index("malloc") + 1:] if "malloc" in funcs else []
+        eq(above[:2], ["heap_blocks", "main"], f"the stack above malloc: {funcs}")
+    eq(rep["stats"]["unwind"]["stopped"], 0, "walks stopped early")
+
+
+@test
 def releases_and_moves():
     # 9,000 pages in a burst: over the 250 pages a second that start sampling; every page kept for exact counts.
     rep, _ = traced("release", prog="pages", env={"MEMLEAK_AI_TEST_RSS_MAX_RATE": "100000000"})
