@@ -11,6 +11,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by user space between open and load. */
 const volatile struct ml_spec specs[ML_MAX_SPECS] = {};
+/* Tensor sampling is on (user space sets it): a wrapped call is taken only with its wrapper's entry seen. */
+__u32 wrap_sampled = 0;
 
 /* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the context. */
 struct ml_args {
@@ -91,6 +93,15 @@ int BPF_KPROBE(alloc_enter)
 			return 0;
 		}
 		stat_inc(ML_STAT_DROP_LOST_RETURN);
+	}
+	if (s->use_wrap && READ_ONCE(wrap_sampled) &&
+	    !(th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS)) {
+		/*
+		 * The wrapper (c10::alloc_cpu) was entered before its probe came on: the call began outside the
+		 * sampling window, and taken here its stack would start a frame deeper, a row of its own.
+		 */
+		t->sp = 0;
+		return 0;
 	}
 	size = s->size_arg ? arg_n(&args, s->size_arg) : 1;
 	/* A product that overflows is an allocation that fails: keep it from reading as realloc(p, 0). */

@@ -200,6 +200,7 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 	int err;
 
 	b->ts_shift += k;
+	b->skel->bss->wrap_sampled = 1;
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, ml_clock_ns(CLOCK_MONOTONIC), b->ts_shift);
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
@@ -231,6 +232,7 @@ void budget__act(struct budget *b, const struct budget_env *e, enum overhead_act
 		ledger__forget_layer(e->ledger, layer);
 		if (step == ML_SHED_TORCH_CPU && b->ts_shift) { /* nothing left to sample: the timer stops */
 			b->ts_shift = 0;
+			b->skel->bss->wrap_sampled = 0;
 			timerfd_settime(b->ts_fd, 0, &(struct itimerspec){}, NULL);
 		}
 	}
