@@ -131,7 +131,7 @@ static long fp_step(__u32 i, void *arg)
  * the Python walk runs after.
  */
 #define ML_UW_CHUNK 1024
-#define ML_UW_RET_INSTANCES 8 /* pending return probes looked through for one frame */
+#define ML_UW_RET_INSTANCES 4 /* pending return probes looked through for one frame */
 
 struct uw_walk {
 	struct ml_scratch *sc;
@@ -211,6 +211,9 @@ static __always_inline void uw_rec(struct uw_walk *c, __u64 addr, __u32 flags, _
  */
 static __always_inline void uw_ret_fix(struct uw_walk *c, __u64 ra_at, __u64 *ra)
 {
+	if (!bpf_core_field_exists(((struct return_instance *)0)->orig_ret_vaddr) ||
+	    !bpf_core_field_exists(((struct return_instance *)0)->stack))
+		return;
 	for (int i = 0; i < ML_UW_RET_INSTANCES && c->ri; i++) {
 		struct return_instance *r = (struct return_instance *)c->ri;
 		__u64 slot = BPF_CORE_READ(r, stack);
@@ -248,8 +251,6 @@ static __always_inline long uw_one(struct uw_walk *c)
 		ra_at = cfa - 8;
 		if (cfa <= c->sp || uw_word(c, ra_at, &ra))
 			goto bad;
-		if (c->ri)
-			uw_ret_fix(c, ra_at, &ra);
 		if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_AT) {
 			__u64 at = cfa + (__s64)(__s8)(rule >> 16) * 8;
 
@@ -284,8 +285,6 @@ static __always_inline long uw_one(struct uw_walk *c)
 		ra_at = c->bp + 8;
 		if (c->bp < c->sp || c->bp - c->sp > ML_FP_WINDOW || uw_word(c, ra_at, &ra) || uw_word(c, c->bp, &bp))
 			goto bad;
-		if (c->ri)
-			uw_ret_fix(c, ra_at, &ra);
 		uw_rec(c, c->bp, ML_UWM_REL, bp - c->sp0);
 		c->memo->bp_reg = 0;
 		cfa = c->bp + 16;
@@ -295,6 +294,8 @@ static __always_inline long uw_one(struct uw_walk *c)
 	default: /* the outermost frame (_start, a thread's start) or rules we do not follow: the end */
 		return 1;
 	}
+	if (c->ri && ra_at)
+		uw_ret_fix(c, ra_at, &ra);
 	uw_rec(c, ra_at, 0, ra); /* a frame's return address or the word that ended the walk: checked either way */
 	if (!ra)
 		return 1;
@@ -542,7 +543,9 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 		struct uw_walk uw = { .sc = sc, .um = um, .h = h, .win_lo = ~0ULL, .bp = fp, .bp_ok = 1, .gen = um->gen };
 		struct uprobe_task *ut = BPF_CORE_READ(bpf_get_current_task_btf(), utask);
 
-		uw.ri = ut ? (__u64)BPF_CORE_READ(ut, return_instances) : 0;
+		/* (a kernel whose uprobe_task keeps no such list: no swapped address is looked through) */
+		if (ut && bpf_core_field_exists(ut->return_instances))
+			uw.ri = (__u64)BPF_CORE_READ(ut, return_instances);
 
 		uw.cache = bpf_map_lookup_elem(&uwcache, &zero);
 		if (!uw.cache)
