@@ -205,28 +205,38 @@ static __always_inline void uw_rec(struct uw_walk *c, __u64 addr, __u32 flags, _
 /*
  * A function with a return probe pending (malloc at full fidelity, when a fault inside it is captured) has its
  * return address swapped for the uprobe trampoline's; the kernel keeps the real one in the thread's list of
- * return instances, innermost first, each with the stack slot it took it from. The walk goes up the stack in
- * the same order: instances below ra_at are of frames not on the walk's path, one at ra_at is this frame's.
- * A walk through a swapped address is not remembered: the slot reads the same whoever the caller was.
+ * return instances (*ri), innermost first, each with the stack slot it took it from. A walk goes up the stack
+ * in the same order: instances below ra_at are of frames not on its path, one at ra_at is this frame's.
+ * Returns 1 when *ra was swapped (the walk is then not remembered: the slot reads the same whoever the
+ * caller was).
  */
-static __always_inline void uw_ret_fix(struct uw_walk *c, __u64 ra_at, __u64 *ra)
+static __always_inline int ret_swapped(__u64 *ri, __u64 ra_at, __u64 *ra)
 {
 	if (!bpf_core_field_exists(((struct return_instance *)0)->orig_ret_vaddr) ||
 	    !bpf_core_field_exists(((struct return_instance *)0)->stack))
-		return;
-	for (int i = 0; i < ML_UW_RET_INSTANCES && c->ri; i++) {
-		struct return_instance *r = (struct return_instance *)c->ri;
+		return 0;
+	for (int i = 0; i < ML_UW_RET_INSTANCES && *ri; i++) {
+		struct return_instance *r = (struct return_instance *)*ri;
 		__u64 slot = BPF_CORE_READ(r, stack);
 
 		if (slot > ra_at)
-			return;
-		c->ri = (__u64)BPF_CORE_READ(r, next);
+			return 0;
+		*ri = (__u64)BPF_CORE_READ(r, next);
 		if (slot == ra_at) {
 			*ra = BPF_CORE_READ(r, orig_ret_vaddr);
-			c->memo->keep = 0;
-			return;
+			return 1;
 		}
 	}
+	return 0;
+}
+
+/* The calling thread's pending return instances (see ret_swapped), or 0. */
+static __always_inline __u64 pending_returns(void)
+{
+	struct uprobe_task *ut = BPF_CORE_READ(bpf_get_current_task_btf(), utask);
+
+	/* (a kernel whose uprobe_task keeps no such list: no swapped address is looked through) */
+	return ut && bpf_core_field_exists(ut->return_instances) ? (__u64)BPF_CORE_READ(ut, return_instances) : 0;
 }
 
 /* One native frame: from (pc, sp, bp) to the caller's. 1 ends the walk. */
@@ -294,8 +304,8 @@ static __always_inline long uw_one(struct uw_walk *c)
 	default: /* the outermost frame (_start, a thread's start) or rules we do not follow: the end */
 		return 1;
 	}
-	if (c->ri && ra_at)
-		uw_ret_fix(c, ra_at, &ra);
+	if (c->ri && ra_at && ret_swapped(&c->ri, ra_at, &ra))
+		c->memo->keep = 0;
 	uw_rec(c, ra_at, 0, ra); /* a frame's return address or the word that ended the walk: checked either way */
 	if (!ra)
 		return 1;
@@ -540,12 +550,8 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 	st->nr_py = 0;
 	st->nr = 0;
 	if (um) {
-		struct uw_walk uw = { .sc = sc, .um = um, .h = h, .win_lo = ~0ULL, .bp = fp, .bp_ok = 1, .gen = um->gen };
-		struct uprobe_task *ut = BPF_CORE_READ(bpf_get_current_task_btf(), utask);
-
-		/* (a kernel whose uprobe_task keeps no such list: no swapped address is looked through) */
-		if (ut && bpf_core_field_exists(ut->return_instances))
-			uw.ri = (__u64)BPF_CORE_READ(ut, return_instances);
+		struct uw_walk uw = { .sc = sc, .um = um, .h = h, .win_lo = ~0ULL, .bp = fp, .bp_ok = 1, .gen = um->gen,
+				      .ri = pending_returns() };
 
 		uw.cache = bpf_map_lookup_elem(&uwcache, &zero);
 		if (!uw.cache)
