@@ -62,16 +62,24 @@ def eq(got, want, what):
         raise Fail(f"{what}: got {got!r}, want {want!r}")
 
 
-def read_line(f, timeout, what):
-    """One line from a pipe, or Fail after timeout seconds."""
+def pieces(f, timeout, size):
+    """What a pipe gives, up to size bytes a read, for at most timeout seconds; b"" last, at its end."""
     end = time.time() + timeout
-    buf = b""
     fd = f.fileno()
     while time.time() < end:
         r, _, _ = select.select([fd], [], [], max(0.0, end - time.time()))
         if not r:
-            break
-        c = os.read(fd, 1)
+            return
+        c = os.read(fd, size)
+        yield c
+        if not c:
+            return
+
+
+def read_line(f, timeout, what):
+    """One line from a pipe, or Fail after timeout seconds."""
+    buf = b""
+    for c in pieces(f, timeout, 1):
         if not c:
             break
         if c == b"\n":
@@ -84,18 +92,12 @@ def drain(f, what, timeout=10):
     """The rest of a pipe whose writer has exited, up to its end. A process the writer left behind that still
     holds the pipe (a forked child that never ended) would make a plain read wait forever: after timeout seconds
     it is named, ended (only a process this test file started), and the test fails."""
-    end = time.time() + timeout
     buf = b""
-    fd = f.fileno()
-    while time.time() < end:
-        r, _, _ = select.select([fd], [], [], max(0.0, end - time.time()))
-        if not r:
-            break
-        c = os.read(fd, 65536)
+    for c in pieces(f, timeout, 65536):
         if not c:
             return buf
         buf += c
-    ino = os.fstat(fd).st_ino
+    ino = os.fstat(f.fileno()).st_ino
     left = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
