@@ -63,6 +63,7 @@ int BPF_KPROBE(alloc_enter)
 	__u64 sp = PT_REGS_SP(ctx), size, now, *caller, *stack_id;
 	struct ml_capture cap;
 	struct ml_args args;
+	bool wrapped;
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
@@ -94,8 +95,9 @@ int BPF_KPROBE(alloc_enter)
 		}
 		stat_inc(ML_STAT_DROP_LOST_RETURN);
 	}
-	if (s->use_wrap && READ_ONCE(wrap_sampled) &&
-	    !(th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS)) {
+	/* A call the wrapper (c10::alloc_cpu) made: its entry, just before, took the stack. */
+	wrapped = s->use_wrap && th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS;
+	if (s->use_wrap && !wrapped && READ_ONCE(wrap_sampled)) {
 		/*
 		 * The wrapper (c10::alloc_cpu) was entered before its probe came on: the call began outside the
 		 * sampling window, and taken here its stack would start a frame deeper, a row of its own.
@@ -137,7 +139,7 @@ int BPF_KPROBE(alloc_enter)
 		t->caller = 0;
 		return 0;
 	}
-	if (s->use_wrap && th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS) {
+	if (wrapped) {
 		t->caller = th->wrap.caller;
 		t->stack_id = th->wrap.stack_id;
 		th->wrap.sp = 0;
