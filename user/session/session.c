@@ -446,24 +446,23 @@ static int session_open(struct session *ss)
 	/* Their threads take no signal: SIGINT and SIGTERM are the event loop's (its signalfd), never a default death. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err))) {
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		return err; /* said why */
-	}
+	err = 0;
+	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err)))
+		err = err ? err : -ENOMEM; /* said why */
+	else if ((o->push_url || o->pprof_dir) &&
+		 !(ss->push = pusher__new(&(struct pusher_opts){ .url = o->push_url, .tenant = o->push_tenant,
+								  .service = o->push_service,
+								  .token = getenv("MEMLEAK_AI_PUSH_TOKEN"),
+								  .user = getenv("MEMLEAK_AI_PUSH_USER"),
+								  .password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
+								  .dir = o->pprof_dir, .keep = o->pprof_keep,
+								  .max_age_s = o->pprof_max_age_s }, &err)))
+		err = err ? err : -ENOMEM; /* said why */
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		return err;
 	if (ss->metrics)
 		ml_notice("serving Prometheus metrics on port %d (/metrics)", metrics_server__port(ss->metrics));
-	if ((o->push_url || o->pprof_dir) &&
-	    !(ss->push = pusher__new(&(struct pusher_opts){ .url = o->push_url, .tenant = o->push_tenant,
-							     .service = o->push_service,
-							     .token = getenv("MEMLEAK_AI_PUSH_TOKEN"),
-							     .user = getenv("MEMLEAK_AI_PUSH_USER"),
-							     .password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
-							     .dir = o->pprof_dir, .keep = o->pprof_keep,
-							     .max_age_s = o->pprof_max_age_s }, &err))) {
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		return err ? err : -ENOMEM; /* said why */
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
 	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
 	ml_info("uprobe_multi links %s", ss->multi ? "supported: one link per program and library" : "not supported");
