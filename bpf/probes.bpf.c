@@ -53,6 +53,13 @@ static __always_inline __u64 arg_n(const struct ml_args *a, __u32 n)
 	return a->v[i];
 }
 
+/* A call the wrapper (c10::alloc_cpu) made, its entry just before: that entry took the stack. (Tested where it
+ * is used rather than kept in a variable: the verifier then tracks one state fewer through the program.) */
+static __always_inline bool wrapper_took_stack(const struct ml_thread *th, __u64 sp, __u64 now)
+{
+	return th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(alloc_enter)
 {
@@ -63,7 +70,6 @@ int BPF_KPROBE(alloc_enter)
 	__u64 sp = PT_REGS_SP(ctx), size, now, *caller, *stack_id;
 	struct ml_capture cap;
 	struct ml_args args;
-	bool wrapped;
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
@@ -95,9 +101,7 @@ int BPF_KPROBE(alloc_enter)
 		}
 		stat_inc(ML_STAT_DROP_LOST_RETURN);
 	}
-	/* A call the wrapper (c10::alloc_cpu) made: its entry, just before, took the stack. */
-	wrapped = s->use_wrap && th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS;
-	if (s->use_wrap && !wrapped && READ_ONCE(wrap_sampled)) {
+	if (s->use_wrap && !wrapper_took_stack(th, sp, now) && READ_ONCE(wrap_sampled)) {
 		/*
 		 * The wrapper (c10::alloc_cpu) was entered before its probe came on: the call began outside the
 		 * sampling window, and taken here its stack would start a frame deeper, a row of its own.
@@ -139,7 +143,7 @@ int BPF_KPROBE(alloc_enter)
 		t->caller = 0;
 		return 0;
 	}
-	if (wrapped) {
+	if (s->use_wrap && wrapper_took_stack(th, sp, now)) {
 		t->caller = th->wrap.caller;
 		t->stack_id = th->wrap.stack_id;
 		th->wrap.sp = 0;
