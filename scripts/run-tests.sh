@@ -199,13 +199,17 @@ if [ "${1:-}" != "--unit-only" ]; then
 	label() {
 		case $1 in asan) echo " (asan${2:+, $2 tests})" ;; *) echo "${2:+ ($2 tests)}" ;; esac
 	}
+	# A queue entry (workloads/test_x, name, name:asan): its file in t, how it runs in kind.
+	entry() {
+		case $1 in
+		*/*) t=tests/$1.py kind=workloads ;;
+		*) t=tests/integration/test_${1%:asan}.py kind=integration ;;
+		esac
+		case $1 in *:asan) kind=asan ;; esac
+	}
 	ALONE=""
 	for q in $QUEUE; do
-		case $q in
-		*/*) t=tests/$q.py kind=workloads ;;
-		*) t=tests/integration/test_${q%:asan}.py kind=integration ;;
-		esac
-		case $q in *:asan) kind=asan ;; esac
+		entry "$q"
 		part=""
 		if grep -q '^@alone' "$t"; then
 			part=shared
@@ -216,11 +220,7 @@ if [ "${1:-}" != "--unit-only" ]; then
 	done
 	drain
 	for q in $ALONE; do
-		case $q in
-		*/*) t=tests/$q.py kind=workloads ;;
-		*) t=tests/integration/test_${q%:asan}.py kind=integration ;;
-		esac
-		case $q in *:asan) kind=asan ;; esac
+		entry "$q"
 		job "$t$(label $kind alone)" test $kind alone "$t"
 		drain
 	done
