@@ -10,6 +10,7 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   torch     PyTorch CPU training step: no tool, torch/CUDA layers, every layer, each with and without Python frames
   report    report time over 1,000,000 outstanding allocations
   default   the PyTorch loop keeping its losses at default settings (-p, text every 2 s) against no tool
+  paired    the same, two processes at once, one traced: the host's load cancels out of each round's ratio
   fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
@@ -871,8 +872,91 @@ def default_bench():
           f"{med_range([x[2] for x in shares if x], '{:.1f}')}% of a CPU")
 
 
+def paired_bench():
+    """
+    The same figure measured with the host's noise cancelled: each round starts two fresh losses.py processes
+    (one thread, a third of a CPU each: the two vCPUs hold both), attaches memleak-ai at default settings
+    (-p, text every 2 s) to one of them, the first or the second by turns, and starts both together; the
+    ratio is the traced one's mean step time over the other's, both timed over the same
+    BENCH_DEFAULT_SECONDS. Null rounds (neither traced) give the spread of that ratio without any tool: the
+    instrument's own noise. What the two share: the machine's load, and the tool's machine-wide tracepoint
+    programs (rss, heap growth), which run a filter for the untraced process's faults and system calls too.
+    """
+    py = "/usr/bin/python3.11"
+    if not os.path.exists(py):
+        print("  (paired default-settings benchmark skipped: Debian python3.11 with python3-torch not found)")
+        return
+    secs = float(os.environ.get("BENCH_DEFAULT_SECONDS", "30"))
+    rounds = int(os.environ.get("BENCH_DEFAULT_ROUNDS", str(ROUNDS)))
+    nulls = int(os.environ.get("BENCH_PAIRED_NULL", str(max(2, rounds // 2))))
+    wl_dir = os.path.join(ROOT, "tests", "workloads")
+    ratios, null_ratios, shares, steps = [], [], [], []
+    order, t_i, n_i = [], 0, 0  # the null rounds spread among the tool's
+    for i in range(rounds + nulls):
+        if n_i < nulls and (t_i >= rounds or (i + 1) * nulls // (rounds + nulls) > n_i):
+            order.append(("null", n_i % 2))
+            n_i += 1
+        else:
+            order.append(("tool", t_i % 2))
+            t_i += 1
+    for kind, which in order:
+        wls = [subprocess.Popen([py, os.path.join(wl_dir, "losses.py"), "wait", "25"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, cwd=wl_dir) for _ in range(2)]
+        tool = None
+        try:
+            for wl in wls:
+                read_line(wl.stdout, 120, "losses.py ready")
+            out = []
+            if kind == "tool":
+                tool = subprocess.Popen([TOOL, "-p", str(wls[which].pid), "2"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+                while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+                    pass
+                threading.Thread(target=lambda: out.extend(tool.stdout), daemon=True).start()
+                threading.Thread(target=lambda: [None for _ in tool.stderr], daemon=True).start()
+            times = [[], []]
+
+            def timed(k):
+                t0 = time.time()
+                while time.time() - t0 < secs:
+                    times[k].append(float(read_line(wls[k].stdout, 60, "losses.py step times")))
+            for wl in wls:
+                wl.stdin.write(b"g")
+                wl.stdin.flush()
+            ths = [threading.Thread(target=timed, args=(k,)) for k in range(2)]
+            for th in ths:
+                th.start()
+            for th in ths:
+                th.join()
+            mean = [statistics.mean(t) for t in times]
+            steps.append(len(times[which]) * 25)
+            if tool:
+                ratios.append(mean[which] / mean[1 - which])
+                tool.send_signal(signal.SIGINT)
+                tool.wait(timeout=60)
+                tool = None
+                pct = [float(m.group(1)) for m in (re.search(rb"\(([0-9.]+)% since attach", l) for l in out) if m]
+                shares.append(pct[-1] if pct else None)
+            else:
+                null_ratios.append(mean[which] / mean[1 - which])
+        finally:
+            if tool:
+                tool.kill()
+            for wl in wls:
+                wl.kill()
+                wl.wait()
+    print(f"PyTorch loop keeping its losses, two at once, one traced (-p, default settings, text every 2 s; {secs:.0f} s "
+          f"a round, {rounds} rounds with the tool, {nulls} without, interleaved; about {statistics.median(steps):.0f} "
+          f"steps a run):")
+    print(f"  traced/untraced, each round: {' '.join(f'{r:.3f}' for r in ratios)}; median x{statistics.median(ratios):.3f}, "
+          f"highest x{max(ratios):.3f}")
+    print(f"  null rounds (neither traced), one over the other: {' '.join(f'{r:.3f}' for r in null_ratios)}")
+    print(f"  1 - T(untraced)/T(traced): {med_range([(1 - 1 / r) * 100 for r in ratios], '{:.2f}')}%; the share reported "
+          f"since attach: {med_range([x for x in shares if x is not None] or [0], '{:.1f}')}%")
+
+
 def main(argv):
-    benches = {"default": default_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
+    benches = {"default": default_bench, "paired": paired_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
     names = argv or list(benches)
     for n in names:
