@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "lib/closeall.h"
 #include "lib/grow.h"
 #include "lib/path.h"
 #include "attach/allocators.h"
@@ -729,16 +730,24 @@ static bool drops(unsigned char layers, unsigned int mask)
 
 void probes__drop_layers(struct probes *p, unsigned int mask)
 {
-	size_t j = 0;
+	int *fds = calloc(p->nmfds ? p->nmfds : 1, sizeof(*fds));
+	size_t j = 0, nfds = 0;
 
 	for (size_t i = 0; i < p->nmfds; i++) {
 		if (drops(p->mfds[i].layers, mask)) {
+			/* Closed together below (or here, in turn, without memory for the list). */
+			if (fds) {
+				fds[nfds++] = p->mfds[i].fd;
+				p->mfds[i].fd = -1;
+			}
 			mlink_clear(&p->mfds[i]);
 			continue;
 		}
 		p->mfds[j++] = p->mfds[i];
 	}
 	p->nmfds = j;
+	ml_close_all(fds, nfds);
+	free(fds);
 	j = 0;
 	for (size_t i = 0; i < p->nlinks; i++) {
 		if (drops(p->link_layers[i], mask)) {

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
@@ -91,8 +92,13 @@ struct budget *budget__new(struct memleak_bpf *skel, double budget_pct)
 	}
 	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
 	if (budget_pct < 100) {
+		sigset_t all, old;
+
+		sigfillset(&all); /* the loader takes no signal: those are the event loop's */
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		b->load_err = 0;
 		b->loading = pthread_create(&b->loader, NULL, load_heap_prog, b) == 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (!b->loading)
 			b->load_err = -EAGAIN;
 	}
@@ -123,12 +129,14 @@ bool budget__heap_on(const struct budget *b)
 static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64_t next_report)
 {
 	const struct ml_overhead *ov = overhead__info(e->ov);
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), t1;
 	int err;
 
-	if (b->loading) { /* verified in the background since attach; rarely still under way at the decision */
+	if (b->loading) { /* verified in the background since the object was loaded; rarely under way still */
 		pthread_join(b->loader, NULL);
 		b->loading = false;
 	}
+	t1 = ml_clock_ns(CLOCK_MONOTONIC);
 	err = b->load_err;
 	if (!err && e->root_pid)
 		err = ml_heap_track(e->skel, e->root_pid);
@@ -150,6 +158,8 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 	ledger__forget_layer(e->ledger, ML_LAYER_LIBC);
 	overhead__count_prog(e->ov, bpf_program__fd(b->heap_skel->progs.heap_exit));
 	overhead__heap_mode(e->ov, next_report);
+	ml_info("heap-growth mode: the switch took %.1f ms (%.1f ms of it waiting for its program's verification)",
+		(double)(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6, (double)(t1 - t0) / 1e6);
 	ml_notice("tracing cost %.1f%% of the traced processes' time (the C heap's probes %.1f%%), over the %g%% "
 		  "budget (--max-overhead), decided %.2f s after attach: the C heap is now followed through its "
 		  "system calls (heap-growth mode%s), CUDA and PyTorch as before",

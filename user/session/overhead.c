@@ -46,6 +46,9 @@
 #define CALIB_CALLS 2000   /* malloc + free pairs a timing (about 20 ms with probes) */
 #define CALIB_REPS 3       /* timings of each setup, the fastest kept: a preempted run only ever adds */
 #define DECIDE_NS 150000000ULL     /* the first decision (and each after a change) from this much of hits */
+#define EARLY_NS 50000000ULL       /* ... or from this much, when the traps alone cost EARLY_FACTOR budgets */
+#define EARLY_FACTOR 5.0
+#define EARLY_HITS 2000            /* and there were this many */
 #define TENSOR_SHED_FACTOR 5.0 /* a tensor layer's probes are shed when they alone cost 5 times the budget */
 #define RSS_SHED_DOUBLINGS 6 /* the rss layer's sampling is shed down to one page in 64, then its faults */
 #define TENSOR_SHED_HALVINGS 4 /* tensor allocations are traced down to 1/16 of the time */
@@ -505,6 +508,27 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
 	in->measured = true;
 }
 
+/*
+ * Before DECIDE_NS of hits: whether the traps alone, at the calibrated cost, already took EARLY_FACTOR times
+ * the budget of T(with) as a sample measures it (the time that passed, or the job's CPU time when larger): a
+ * malloc-heavy job at full cost is ten times over and more. The programs' run time, left out, only adds; an
+ * interval with less than MIN_CPU_NS of the job's CPU says nothing yet.
+ */
+static bool clearly_over(const struct overhead *o, const uint64_t *v, uint64_t now, uint64_t cpu)
+{
+	double traps = 0, hits = 0, base = (double)(now - o->last_ns), used = (double)delta(cpu, o->last_cpu_ns);
+
+	for (int l = 0; l < ML_LAYER_MAX; l++) {
+		double e = (double)delta(v[ML_STAT_ENTRY_HITS(l)], o->last[ML_STAT_ENTRY_HITS(l)]);
+		double r = (double)delta(v[ML_STAT_RET_HITS(l)], o->last[ML_STAT_RET_HITS(l)]);
+
+		traps += e * o->info.hit_ns + r * o->info.ret_ns;
+		hits += e + r;
+	}
+	return hits >= EARLY_HITS && used >= (double)MIN_CPU_NS &&
+	       traps >= EARLY_FACTOR * o->info.budget_pct / 100.0 * (used > base ? used : base);
+}
+
 enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids)
 {
 	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu, probe_ns, other_ns, rss, v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
@@ -516,11 +540,13 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 	if (!calibration_in(o) && !o->settled)
 		return OVERHEAD_OK; /* the first decision waits for the figure; nothing else does */
 
-	if (o->have_last && now - o->last_ns < (o->settled || sampling ? MIN_SAMPLE_NS : DECIDE_NS))
+	if (o->have_last && now - o->last_ns < (o->settled || sampling ? MIN_SAMPLE_NS : EARLY_NS))
 		return OVERHEAD_OK;
 	if (read_counters(o, v))
 		return OVERHEAD_OK;
 	cpu = cpu_ns(pids, npids);
+	if (o->have_last && !o->settled && !sampling && now - o->last_ns < DECIDE_NS && !clearly_over(o, v, now, cpu))
+		return OVERHEAD_OK;
 	if (!o->have_last) {
 		baseline(o, now, cpu, v);
 		return OVERHEAD_OK;

@@ -475,6 +475,10 @@ static int session_open(struct session *ss)
 	err = session__load_bpf(o, ss->multi, &ss->skel);
 	if (err)
 		return err;
+	/* Its heap-growth program is verified in the background from here, while the probes are attached. */
+	ss->budget = budget__new(ss->skel, o->max_overhead);
+	if (!ss->budget)
+		return -ENOMEM;
 	n = n ? n : overhead__bind(ss->ov, ss->skel);
 	if (n)
 		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
@@ -609,9 +613,6 @@ static int session_start(struct session *ss)
 	ss->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	nf = (unsigned int)traced_pids(ss);
 	overhead__start(ss->ov, ss->pids, nf);
-	ss->budget = budget__new(ss->skel, o->max_overhead);
-	if (!ss->budget)
-		return -ENOMEM;
 	overhead__set_tensor_sampling(ss->ov, ss->multi);
 	if (ss->metrics) /* the processes, at zero, until the first report */
 		fleet__publish_metrics(ss->metrics, fleet_of(ss), NULL, NULL, ss->layers, overhead__info(ss->ov), 0);
