@@ -1,6 +1,6 @@
 """Benchmarks (docs/BENCHMARKS.md), each measuring its modes side by side in one run, interleaved.
 
-Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|report ...]   (no argument: all, as `make bench`)
+Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|report|fleet|rss|default|paired|start ...]   (no argument: all, as `make bench`)
   overhead  malloc/free loop: no tool, empty uprobes (the floor), memleak-ai
   cost      the overhead line's share against 1 - T(without)/T(with) in the same run, on a loop with work between
             its malloc/free pairs; one calibrated hit against the empty-probe floor
@@ -11,6 +11,7 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   report    report time over 1,000,000 outstanding allocations
   default   the PyTorch loop keeping its losses at default settings (-p, text every 2 s) against no tool
   paired    the same, two processes at once, one traced: the host's load cancels out of each round's ratio
+  start     the same loop's first 200 steps from 'attached': what the full-cost start and the switch cost it
   fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
@@ -955,8 +956,65 @@ def paired_bench():
           f"since attach: {med_range([x for x in shares if x is not None] or [0], '{:.1f}')}%")
 
 
+def start_bench():
+    """
+    What the start costs the job: the losses loop is told to go when memleak-ai says it is attached (default
+    settings, -p, text every 2 s), and its first BENCH_START_STEPS steps (200: about 1.6 s) are timed; the
+    excess over the same steps without the tool is the time the job lost to the full-cost probes before the
+    budget's first decision and switch, plus whatever the rest of the start costs. Each line of the loop is
+    the mean of 5 steps; the first half second is also given on its own. With BENCH_TOOL_OLD, that binary too,
+    interleaved.
+    """
+    py = "/usr/bin/python3.11"
+    if not os.path.exists(py):
+        print("  (start benchmark skipped: Debian python3.11 with python3-torch not found)")
+        return
+    n = int(os.environ.get("BENCH_START_STEPS", "200")) // 5
+    rounds = int(os.environ.get("BENCH_START_ROUNDS", str(ROUNDS)))
+    wl_dir = os.path.join(ROOT, "tests", "workloads")
+    modes = [("none", None), ("memleak-ai", TOOL)] + ([("old", TOOL_OLD)] if TOOL_OLD else [])
+    total = {m: [] for m, _ in modes}
+    half = {m: [] for m, _ in modes}
+    for _ in range(rounds):
+        for mode, tool_path in modes:
+            wl = subprocess.Popen([py, os.path.join(wl_dir, "losses.py"), "wait", "5"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, cwd=wl_dir)
+            tool = None
+            try:
+                read_line(wl.stdout, 120, "losses.py ready")
+                if tool_path:
+                    tool = subprocess.Popen([tool_path, "-p", str(wl.pid), "2"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.PIPE)
+                    while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+                        pass
+                    threading.Thread(target=lambda: [None for _ in tool.stderr], daemon=True).start()
+                wl.stdin.write(b"g")
+                wl.stdin.flush()
+                ms = [float(read_line(wl.stdout, 60, "losses.py step times")) * 5 for _ in range(n)]
+                total[mode].append(sum(ms))
+                acc, t = 0, 0.0
+                for x in ms:
+                    if t >= 500:
+                        break
+                    t += x
+                    acc += 1
+                half[mode].append((t, acc))
+            finally:
+                if tool:
+                    stop_tool(tool)
+                wl.kill()
+                wl.wait()
+    base = statistics.median(total["none"])
+    print(f"Start on the losses loop ({n * 5} steps from 'attached', default settings, -p, {rounds} rounds interleaved):")
+    for mode, _ in modes:
+        ex = [t - base for t in total[mode]]
+        print(f"  {mode:10s} {statistics.median(total[mode]):7.0f} ms for the steps, lost to the tool "
+              f"{med_range(ex, '{:+.0f}')} ms; first half second: {med_range([t / a for t, a in half[mode]], '{:.2f}')} "
+              f"ms/step")
+
+
 def main(argv):
-    benches = {"default": default_bench, "paired": paired_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
+    benches = {"default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
     names = argv or list(benches)
     for n in names:
