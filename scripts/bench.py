@@ -990,7 +990,7 @@ def start_bench():
                     threading.Thread(target=lambda: [None for _ in tool.stderr], daemon=True).start()
                 wl.stdin.write(b"g")
                 wl.stdin.flush()
-                ms = [float(read_line(wl.stdout, 60, "losses.py step times")) * 5 for _ in range(n)]
+                ms = [float(read_line(wl.stdout, 60, "losses.py step times")) * 5 for _ in range(n)]  # 5 steps a line
                 total[mode].append(sum(ms))
                 acc, t = 0, 0.0
                 for x in ms:
@@ -1001,7 +1001,8 @@ def start_bench():
                 half[mode].append((t, acc))
             finally:
                 if tool:
-                    stop_tool(tool)
+                    tool.send_signal(signal.SIGINT)
+                    tool.wait(timeout=60)
                 wl.kill()
                 wl.wait()
     base = statistics.median(total["none"])
@@ -1009,7 +1010,7 @@ def start_bench():
     for mode, _ in modes:
         ex = [t - base for t in total[mode]]
         print(f"  {mode:10s} {statistics.median(total[mode]):7.0f} ms for the steps, lost to the tool "
-              f"{med_range(ex, '{:+.0f}')} ms; first half second: {med_range([t / a for t, a in half[mode]], '{:.2f}')} "
+              f"{med_range(ex, '{:+.0f}')} ms; first half second: {med_range([t / a / 5 for t, a in half[mode]], '{:.2f}')} "
               f"ms/step")
 
 
