@@ -249,28 +249,36 @@ static long rss_drop_one(__u32 i, void *arg)
 	return 0;
 }
 
-/* One record moved from key to key - lo + to (mremap), when there is one. */
-static __always_inline void rss_move_key(struct rss_range *r, __u64 key, __u64 off)
+/*
+ * One record moved from key to key - lo + to (mremap), when there is one. A global function (verified once,
+ * not at each of its two calls: the table's probe loops are most of rss_exit's verification).
+ */
+__noinline int ml_rss_move_key(struct rss_range *r, __u64 key, __u64 off)
 {
-	struct ml_slot *s = slot_find(r->tgid, ML_LAYER_RSS, key), *d;
-	__u64 nkey = r->to + off + (key & ML_RSS_COPY), size, caller, stack_id, ts;
+	struct ml_slot *s, *d;
+	__u64 nkey, size, caller, stack_id, ts;
 	__u8 spec;
 
+	if (!r)
+		return 0;
+	nkey = r->to + off + (key & ML_RSS_COPY);
+	s = slot_find(r->tgid, ML_LAYER_RSS, key);
 	if (!s)
-		return;
+		return 0;
 	size = s->size;
 	caller = s->caller;
 	stack_id = s->stack_id;
 	spec = s->spec;
 	ts = s->ts_ns;
 	if (__sync_val_compare_and_swap(&s->addr, key, ML_SLOT_TOMB) != key)
-		return;
+		return 0;
 	if (!ml_rss_sampled(nkey & ~ML_RSS_COPY, r->shift) || !(d = slot_claim(NULL, r->tgid, ML_LAYER_RSS, nkey))) {
 		r->lost++;
-		return;
+		return 0;
 	}
 	slot_write(d, r->tgid, ML_LAYER_RSS, size, caller, stack_id, spec, -1, ts ? ts : 1);
 	r->freed++;
+	return 0;
 }
 
 static long rss_move_one(__u32 i, void *arg)
@@ -279,26 +287,32 @@ static long rss_move_one(__u32 i, void *arg)
 	__u64 off = (__u64)i << ML_PAGE_SHIFT, p = r->lo + off;
 
 	if (ml_rss_sampled(p, r->shift)) {
-		rss_move_key(r, p, off);
-		rss_move_key(r, p + ML_RSS_COPY, off);
+		ml_rss_move_key(r, p, off);
+		ml_rss_move_key(r, p + ML_RSS_COPY, off);
 	}
 	return 0;
 }
 
-/* Records in [lo, hi) go (to == 0) or move to `to`: here when the range is small, else by user space. */
-static __always_inline void rss_range(struct ml_counters *c, __u32 tgid, __u64 lo, __u64 hi, __u64 to)
+/*
+ * Records in [lo, hi) go (to == 0) or move to `to`: here when the range is small, else by user space. A global
+ * function, verified once whatever calls it: inlined at each call site, the page loops were verified again
+ * at each (rss_exit, with a site for each system call, was 216,000 instructions of the verifier's work).
+ */
+__noinline int ml_rss_range(__u32 tgid, __u64 lo, __u64 hi, __u64 to)
 {
 	struct rss_range r = { .lo = lo, .to = to, .tgid = tgid, .shift = READ_ONCE(rss_shift) };
 	__u64 n = (hi - lo) >> ML_PAGE_SHIFT;
+	struct ml_counters *c;
 
 	if (hi <= lo)
-		return;
+		return 0;
+	c = counters();
 	if (n > ML_RSS_INLINE_PAGES) {
 		struct ml_rss_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
 
 		if (!e) {
 			cnt_inc(c, ML_STAT_DROP_PROC_EVENT);
-			return;
+			return 0;
 		}
 		e->hdr.type = to ? ML_PROC_RSS_MOVE : ML_PROC_RSS_RELEASE;
 		e->hdr.tgid = tgid;
@@ -309,15 +323,19 @@ static __always_inline void rss_range(struct ml_counters *c, __u32 tgid, __u64 l
 		e->hi = hi;
 		e->to = to;
 		bpf_ringbuf_submit(e, 0);
-		return;
+		return 0;
 	}
-	bpf_loop((__u32)n, to ? rss_move_one : rss_drop_one, &r, 0);
+	if (to)
+		bpf_loop((__u32)n, rss_move_one, &r, 0);
+	else
+		bpf_loop((__u32)n, rss_drop_one, &r, 0);
 	if (c) {
 		if (!to)
 			c->v[ML_STAT_LAYER_FREES(ML_LAYER_RSS)] += r.freed;
 		c->v[ML_STAT_RSS_MOVE_LOST] += r.lost;
 		c->v[ML_STAT_LAYER_FREES(ML_LAYER_RSS)] += r.lost;
 	}
+	return 0;
 }
 
 #define ML_NR_MMAP 9
@@ -343,8 +361,7 @@ int BPF_PROG(rss_exit, struct pt_regs *regs, long ret)
 	long nr = regs->orig_ax;
 	__u32 tgid;
 	struct ml_rss_proc *rp;
-	struct ml_counters *c;
-	__u64 a, len, nlen;
+	__u64 a, len, nlen, lo = 0, hi = 0, to = 0, lo2 = 0, hi2 = 0;
 
 	if (nr != ML_NR_MUNMAP && nr != ML_NR_MADVISE && nr != ML_NR_BRK && nr != ML_NR_MREMAP && nr != ML_NR_MMAP)
 		return 0;
@@ -354,34 +371,49 @@ int BPF_PROG(rss_exit, struct pt_regs *regs, long ret)
 	rp = bpf_map_lookup_elem(&rss_procs, &tgid);
 	if (!rp)
 		return 0;
-	c = counters();
 	a = regs->di;
 	len = page_up(regs->si);
 	if (nr != ML_NR_MADVISE && !(nr == ML_NR_MMAP && !(regs->r10 & ML_MAP_FIXED)))
 		__sync_fetch_and_add(&rp->gen, 1); /* mappings went or moved: what threads remember may be stale */
+	/* At most two ranges: what goes or moves, and (mremap shrinking) what goes. */
 	if (nr == ML_NR_MUNMAP) {
-		rss_range(c, tgid, a, a + len, 0);
+		lo = a;
+		hi = a + len;
 	} else if (nr == ML_NR_MADVISE) {
 		__u64 adv = regs->dx;
 
-		if (adv == ML_MADV_DONTNEED || adv == ML_MADV_FREE || adv == ML_MADV_REMOVE || adv == ML_MADV_DONTNEED_LOCKED)
-			rss_range(c, tgid, a, a + len, 0);
+		if (adv == ML_MADV_DONTNEED || adv == ML_MADV_FREE || adv == ML_MADV_REMOVE ||
+		    adv == ML_MADV_DONTNEED_LOCKED) {
+			lo = a;
+			hi = a + len;
+		}
 	} else if (nr == ML_NR_MMAP) {
 		/* MAP_FIXED replaces whatever was mapped there. */
-		if (regs->r10 & ML_MAP_FIXED)
-			rss_range(c, tgid, (__u64)ret, (__u64)ret + len, 0);
+		if (regs->r10 & ML_MAP_FIXED) {
+			lo = (__u64)ret;
+			hi = (__u64)ret + len;
+		}
 	} else if (nr == ML_NR_BRK) {
 		__u64 old = READ_ONCE(rp->brk);
 
-		if (old && (__u64)ret < old)
-			rss_range(c, tgid, page_up(ret), page_up(old), 0);
+		if (old && (__u64)ret < old) {
+			lo = page_up(ret);
+			hi = page_up(old);
+		}
 		WRITE_ONCE(rp->brk, (__u64)ret);
 	} else {
 		nlen = page_up(regs->dx);
-		if ((__u64)ret != a)
-			rss_range(c, tgid, a, a + (nlen < len ? nlen : len), (__u64)ret);
-		if (nlen < len)
-			rss_range(c, tgid, a + nlen, a + len, 0);
+		if ((__u64)ret != a) {
+			lo = a;
+			hi = a + (nlen < len ? nlen : len);
+			to = (__u64)ret;
+		}
+		if (nlen < len) {
+			lo2 = a + nlen;
+			hi2 = a + len;
+		}
 	}
+	ml_rss_range(tgid, lo, hi, to);
+	ml_rss_range(tgid, lo2, hi2, 0);
 	return 0;
 }
