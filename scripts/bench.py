@@ -799,6 +799,25 @@ def rss_bench():
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
 
 
+def losses_settings(what):
+    """The Debian Python with torch, BENCH_DEFAULT_SECONDS and _ROUNDS, and the workloads' folder, for the
+    benchmarks on tests/workloads/losses.py; None (and why, printed) without python3-torch."""
+    py = "/usr/bin/python3.11"
+    if not os.path.exists(py):
+        print(f"  ({what} benchmark skipped: Debian python3.11 with python3-torch not found)")
+        return None
+    return (py, float(os.environ.get("BENCH_DEFAULT_SECONDS", "30")),
+            int(os.environ.get("BENCH_DEFAULT_ROUNDS", str(ROUNDS))), os.path.join(ROOT, "tests", "workloads"))
+
+
+def attach_default(pid, path=TOOL, stdout=subprocess.PIPE):
+    """memleak-ai at default settings on pid, text every 2 s, returned once it says it is attached."""
+    tool = subprocess.Popen([path, "-p", str(pid), "2"], stdout=stdout, stderr=subprocess.PIPE)
+    while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+        pass
+    return tool
+
+
 def default_bench():
     """
     The goal's figure: the PyTorch loop that keeps its losses (tests/workloads/losses.py), memleak-ai at default
@@ -808,13 +827,10 @@ def default_bench():
     reported at the end, since attach (what 1 - T(without)/T(with) measures over the same run) and the last
     sample's; the spread of the runs without the tool is the noise floor of any one comparison.
     """
-    py = "/usr/bin/python3.11"
-    if not os.path.exists(py):
-        print("  (default-settings benchmark skipped: Debian python3.11 with python3-torch not found)")
+    settings = losses_settings("default-settings")
+    if not settings:
         return
-    secs = float(os.environ.get("BENCH_DEFAULT_SECONDS", "30"))
-    rounds = int(os.environ.get("BENCH_DEFAULT_ROUNDS", str(ROUNDS)))
-    wl_dir = os.path.join(ROOT, "tests", "workloads")
+    py, secs, rounds, wl_dir = settings
     res = {"none": [], "default": []}
     tool_cpu, shares, steps = [], [], []
     for _ in range(rounds):
@@ -825,10 +841,7 @@ def default_bench():
             try:
                 read_line(wl.stdout, 120, "losses.py ready")
                 if mode == "default":
-                    tool = subprocess.Popen([TOOL, "-p", str(wl.pid), "2"], stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE)
-                    while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
-                        pass
+                    tool = attach_default(wl.pid)
                     out = []
                     threading.Thread(target=lambda: out.extend(tool.stdout), daemon=True).start()
                     cpu0 = proc_cpu_s(tool.pid)
@@ -883,14 +896,11 @@ def paired_bench():
     instrument's own noise. What the two share: the machine's load, and the tool's machine-wide tracepoint
     programs (rss, heap growth), which run a filter for the untraced process's faults and system calls too.
     """
-    py = "/usr/bin/python3.11"
-    if not os.path.exists(py):
-        print("  (paired default-settings benchmark skipped: Debian python3.11 with python3-torch not found)")
+    settings = losses_settings("paired default-settings")
+    if not settings:
         return
-    secs = float(os.environ.get("BENCH_DEFAULT_SECONDS", "30"))
-    rounds = int(os.environ.get("BENCH_DEFAULT_ROUNDS", str(ROUNDS)))
+    py, secs, rounds, wl_dir = settings
     nulls = int(os.environ.get("BENCH_PAIRED_NULL", str(max(2, rounds // 2))))
-    wl_dir = os.path.join(ROOT, "tests", "workloads")
     ratios, null_ratios, shares, steps = [], [], [], []
     order, t_i, n_i = [], 0, 0  # the null rounds spread among the tool's
     for i in range(rounds + nulls):
@@ -909,10 +919,7 @@ def paired_bench():
                 read_line(wl.stdout, 120, "losses.py ready")
             out = []
             if kind == "tool":
-                tool = subprocess.Popen([TOOL, "-p", str(wls[which].pid), "2"], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE)
-                while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
-                    pass
+                tool = attach_default(wls[which].pid)
                 threading.Thread(target=lambda: out.extend(tool.stdout), daemon=True).start()
                 threading.Thread(target=lambda: [None for _ in tool.stderr], daemon=True).start()
             times = [[], []]
@@ -965,13 +972,12 @@ def start_bench():
     the mean of 5 steps; the first half second is also given on its own. With BENCH_TOOL_OLD, that binary too,
     interleaved.
     """
-    py = "/usr/bin/python3.11"
-    if not os.path.exists(py):
-        print("  (start benchmark skipped: Debian python3.11 with python3-torch not found)")
+    settings = losses_settings("start")
+    if not settings:
         return
+    py, _, _, wl_dir = settings
     n = int(os.environ.get("BENCH_START_STEPS", "200")) // 5
     rounds = int(os.environ.get("BENCH_START_ROUNDS", str(ROUNDS)))
-    wl_dir = os.path.join(ROOT, "tests", "workloads")
     modes = [("none", None), ("memleak-ai", TOOL)] + ([("old", TOOL_OLD)] if TOOL_OLD else [])
     total = {m: [] for m, _ in modes}
     half = {m: [] for m, _ in modes}
@@ -983,10 +989,7 @@ def start_bench():
             try:
                 read_line(wl.stdout, 120, "losses.py ready")
                 if tool_path:
-                    tool = subprocess.Popen([tool_path, "-p", str(wl.pid), "2"], stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.PIPE)
-                    while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
-                        pass
+                    tool = attach_default(wl.pid, tool_path, subprocess.DEVNULL)
                     threading.Thread(target=lambda: [None for _ in tool.stderr], daemon=True).start()
                 wl.stdin.write(b"g")
                 wl.stdin.flush()
