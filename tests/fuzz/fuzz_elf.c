@@ -28,6 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		elf_syms__vaddr_to_offset(s, 0x1000, &off);
 		elf_syms__offset_to_vaddr(s, 0x1000, &v);
 		elf_syms__lookup(s, 0x1000, &off);
+		elf_syms__has_sdt_provider(s, "pytorch");
 		elf_syms__free(s);
 	}
 	close(fd);

@@ -856,6 +856,31 @@ static int count_fds(void)
 	return n;
 }
 
+/* SystemTap SDT notes by provider: Debian's python3.11 has "python" probes and libstdc++ "libstdcxx" ones. */
+static void test_sdt_providers(void)
+{
+	static const struct {
+		const char *path, *has;
+	} objs[] = { { "/usr/bin/python3.11", "python" }, { "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "libstdcxx" } };
+	char label[160];
+
+	for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
+		struct elf_syms *es = NULL;
+		int fd = open(objs[i].path, O_RDONLY | O_CLOEXEC);
+
+		check(fd >= 0 && !elf_syms__open(fd, &es), "sdt: object opens");
+		if (fd >= 0)
+			close(fd);
+		if (!es)
+			continue;
+		snprintf(label, sizeof(label), "sdt: %s has %s probes, none of pytorch or pytho", objs[i].path, objs[i].has);
+		check(elf_syms__has_sdt_provider(es, objs[i].has) && !elf_syms__has_sdt_provider(es, "pytorch") &&
+			      !elf_syms__has_sdt_provider(es, "pytho"),
+		      label);
+		elf_syms__free(es);
+	}
+}
+
 int main(void)
 {
 	int fds;
@@ -869,6 +894,7 @@ int main(void)
 	test_elf_truncated_exe();
 	test_elf_self();
 	test_libc_malloc();
+	test_sdt_providers();
 	test_demangle();
 	test_symbolizer_self();
 	test_symbolizer_exited();

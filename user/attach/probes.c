@@ -329,7 +329,19 @@ static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void 
 	return 0;
 }
 
-/* PyTorch's USDT probes. libbpf reads the notes and handles the semaphores. Returns probes attached. */
+/* Whether the object has probes of a provider in ml_usdts, of a layer traced (most SDT notes are others'). */
+static bool has_usdts(const struct probes *p, const struct elf_syms *syms)
+{
+	for (unsigned int j = 0; j < ml_usdts_n; j++)
+		if (layer_on(p, ml_usdts[j].layer) && elf_syms__has_sdt_provider(syms, ml_usdts[j].provider))
+			return true;
+	return false;
+}
+
+/*
+ * PyTorch's USDT probes. libbpf reads the notes and handles the semaphores; the programs come from
+ * probes_opts.usdt_prog (loaded apart). Returns probes attached.
+ */
 static int attach_usdts(struct probes *p, const char *path, unsigned int *layers)
 {
 	int n = 0;
@@ -337,10 +349,10 @@ static int attach_usdts(struct probes *p, const char *path, unsigned int *layers
 	for (unsigned int j = 0; j < ml_usdts_n; j++) {
 		/* the release probe first, as for the functions */
 		const struct ml_usdt *u = &ml_usdts[(j + 1) % ml_usdts_n];
-		struct bpf_program *prog = u->is_free ? p->skel->progs.torch_free : p->skel->progs.torch_malloc;
+		struct bpf_program *prog;
 		struct bpf_link *l;
 
-		if (!layer_on(p, u->layer))
+		if (!layer_on(p, u->layer) || !p->o.usdt_prog || !(prog = p->o.usdt_prog(p->o.usdt_ctx, u->is_free)))
 			continue;
 		l = bpf_program__attach_usdt(prog, p->o.pid, path, u->provider, u->name, NULL);
 		if (!l) {
@@ -440,7 +452,7 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			found[row].ok = false;
 		}
 	}
-	usdt = !as_libc && layer_on(p, ML_LAYER_TORCH_CUDA) && elf_syms__has_section(syms, ".note.stapsdt");
+	usdt = !as_libc && has_usdts(p, syms);
 
 	err = ml_maps__attach_path(p->o.pid, m, &path);
 	if (err)

@@ -545,11 +545,35 @@ Elf_Scn *ml_elf_section(Elf *elf, const char *want, bool skip_nobits, GElf_Shdr 
 	return NULL;
 }
 
-bool elf_syms__has_section(const struct elf_syms *s, const char *name)
-{
-	GElf_Shdr sh;
+/*
+ * SystemTap SDT notes: type 3, owner "stapsdt", a descriptor of three addresses (the probe, the .stapsdt.base
+ * section, the semaphore) followed by the provider, the name and the arguments, each NUL-terminated. Every
+ * length is the file's word: a string that runs past its descriptor ends the search.
+ */
+#define SDT_NOTE_TYPE 3
+#define SDT_DESC_ADDRS 24
 
-	return ml_elf_section(s->elf, name, false, &sh) != NULL;
+bool elf_syms__has_sdt_provider(const struct elf_syms *s, const char *provider)
+{
+	size_t plen = strlen(provider) + 1, off = 0, name_off, desc_off;
+	GElf_Shdr sh;
+	Elf_Scn *scn = ml_elf_section(s->elf, ".note.stapsdt", true, &sh);
+	Elf_Data *d = scn && sh.sh_type == SHT_NOTE ? elf_getdata(scn, NULL) : NULL;
+	GElf_Nhdr nh;
+
+	if (!d || !d->d_buf)
+		return false;
+	while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+		const char *desc = (const char *)d->d_buf + desc_off;
+
+		if (nh.n_type != SDT_NOTE_TYPE || nh.n_namesz != sizeof("stapsdt") ||
+		    memcmp((const char *)d->d_buf + name_off, "stapsdt", sizeof("stapsdt")) ||
+		    nh.n_descsz < SDT_DESC_ADDRS + plen)
+			continue;
+		if (!memcmp(desc + SDT_DESC_ADDRS, provider, plen))
+			return true;
+	}
+	return false;
 }
 
 /*

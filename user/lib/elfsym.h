@@ -44,8 +44,8 @@ int elf_syms__offset_to_vaddr(const struct elf_syms *s, uint64_t off, uint64_t *
  */
 const char *elf_syms__lookup(const struct elf_syms *s, uint64_t vaddr, uint64_t *sym_off);
 
-/* Whether the object has a section of this name (".note.stapsdt", say). */
-bool elf_syms__has_section(const struct elf_syms *s, const char *name);
+/* Whether its SystemTap SDT notes (.note.stapsdt; 64-bit objects) have a probe of this provider ("pytorch"). */
+bool elf_syms__has_sdt_provider(const struct elf_syms *s, const char *provider);
 
 /*
  * The first section called want, or NULL; *out gets its header. With skip_nobits, the first of that name

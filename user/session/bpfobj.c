@@ -20,8 +20,13 @@ void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, b
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
 	skel->rodata->unwind_tables = o->unwind_tables;
-	/* Heap-growth mode's program is loaded later, in the background, when the budget may need it (budget.c). */
+	/*
+	 * Heap-growth mode's program is loaded in the background when the budget may need it (budget.c); so are
+	 * PyTorch's USDT programs (session.c), which few processes have: neither holds up the attaching.
+	 */
 	bpf_program__set_autoload(skel->progs.heap_exit, false);
+	bpf_program__set_autoload(skel->progs.torch_malloc, false);
+	bpf_program__set_autoload(skel->progs.torch_free, false);
 	if (!(o->layers & (1U << ML_LAYER_RSS))) {
 		bpf_program__set_autoload(skel->progs.rss_fault_user, false);
 		bpf_program__set_autoload(skel->progs.rss_fault_kernel, false);

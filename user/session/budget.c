@@ -12,8 +12,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
@@ -23,6 +21,7 @@
 #include "collect/ledger.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "session/bgobj.h"
 #include "session/budget.h"
 #include "session/follow.h"
 #include "session/tracee.h"
@@ -30,11 +29,8 @@
 
 struct budget {
 	struct memleak_bpf *skel;      /* the session's object */
-	struct memleak_bpf *heap_skel; /* its second instance: heap_exit alone, every map shared */
+	struct bgobj *heap_obj;        /* its second instance, heap_exit alone, loaded in the background */
 	struct bpf_link *heap_link;    /* heap_exit attached: heap-growth mode on */
-	pthread_t loader;
-	bool loading;                  /* the loader thread runs or has not been joined */
-	int load_err;
 	int ts_fd;                     /* tensor sampling's timer: the next toggle */
 	unsigned int ts_shift;         /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
 	bool ts_on;                    /* ... and on now */
@@ -43,38 +39,9 @@ struct budget {
 
 #define TENSOR_LAYERS (1U << ML_LAYER_TORCH_CPU)
 
-/* The second instance of the object: every map the first's, heap_exit the one program loaded. */
-static void *load_heap_prog(void *arg)
+static bool heap_prog(const struct memleak_bpf *s, const struct bpf_program *p)
 {
-	struct budget *b = arg;
-	struct memleak_bpf *s = memleak_bpf__open();
-	struct bpf_program *prog;
-	struct bpf_map *map;
-	int err = 0;
-
-	if (!s) {
-		b->load_err = -errno;
-		return NULL;
-	}
-	bpf_object__for_each_program(prog, s->obj)
-		bpf_program__set_autoload(prog, prog == s->progs.heap_exit);
-	bpf_object__for_each_map(map, s->obj) {
-		const struct bpf_map *mine = bpf_object__find_map_by_name(b->skel->obj, bpf_map__name(map));
-		int fd = mine ? bpf_map__fd(mine) : -1;
-
-		err = fd < 0 ? -ENOENT : bpf_map__reuse_fd(map, fd);
-		if (err)
-			break;
-	}
-	if (!err)
-		err = memleak_bpf__load(s);
-	if (err) {
-		memleak_bpf__destroy(s);
-		b->load_err = err;
-		return NULL;
-	}
-	b->heap_skel = s;
-	return NULL;
+	return p == s->progs.heap_exit;
 }
 
 struct budget *budget__new(struct memleak_bpf *skel, double budget_pct)
@@ -84,23 +51,16 @@ struct budget *budget__new(struct memleak_bpf *skel, double budget_pct)
 	if (!b)
 		return NULL;
 	b->skel = skel;
-	b->load_err = -ENOENT;
 	b->ts_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (b->ts_fd < 0) {
 		free(b);
 		return NULL;
 	}
 	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
-	if (budget_pct < 100) {
-		sigset_t all, old;
-
-		sigfillset(&all); /* the loader takes no signal: those are the event loop's */
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		b->load_err = 0;
-		b->loading = pthread_create(&b->loader, NULL, load_heap_prog, b) == 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (!b->loading)
-			b->load_err = -EAGAIN;
+	if (budget_pct < 100 && !(b->heap_obj = bgobj__start(skel, heap_prog))) {
+		close(b->ts_fd);
+		free(b);
+		return NULL;
 	}
 	return b;
 }
@@ -109,10 +69,8 @@ void budget__free(struct budget *b)
 {
 	if (!b)
 		return;
-	if (b->loading)
-		pthread_join(b->loader, NULL);
 	bpf_link__destroy(b->heap_link);
-	memleak_bpf__destroy(b->heap_skel);
+	bgobj__free(b->heap_obj);
 	close(b->ts_fd);
 	if (b->ts_toggles)
 		ml_info("tensor sampling: %" PRIu64 " toggles of the allocation probes, %.1f ms each on average",
@@ -130,18 +88,16 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 {
 	const struct ml_overhead *ov = overhead__info(e->ov);
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), t1;
-	int err;
+	struct memleak_bpf *hs = NULL;
+	int err = -ENOENT;
 
-	if (b->loading) { /* verified in the background since the object was loaded; rarely under way still */
-		pthread_join(b->loader, NULL);
-		b->loading = false;
-	}
+	if (b->heap_obj) /* verified in the background since the object was loaded; rarely under way still */
+		hs = bgobj__get(b->heap_obj, &err);
 	t1 = ml_clock_ns(CLOCK_MONOTONIC);
-	err = b->load_err;
 	if (!err && e->root_pid)
 		err = ml_heap_track(e->skel, e->root_pid);
 	if (!err) {
-		b->heap_link = bpf_program__attach(b->heap_skel->progs.heap_exit);
+		b->heap_link = bpf_program__attach(hs->progs.heap_exit);
 		if (!b->heap_link)
 			err = -errno;
 	}
@@ -156,7 +112,7 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 		probes__drop_libc(e->root);
 	*e->layers &= ~(1U << ML_LAYER_LIBC);
 	ledger__forget_layer(e->ledger, ML_LAYER_LIBC);
-	overhead__count_prog(e->ov, bpf_program__fd(b->heap_skel->progs.heap_exit));
+	overhead__count_prog(e->ov, bpf_program__fd(hs->progs.heap_exit));
 	overhead__heap_mode(e->ov, next_report);
 	ml_info("heap-growth mode: the switch took %.1f ms (%.1f ms of it waiting for its program's verification)",
 		(double)(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6, (double)(t1 - t0) / 1e6);

@@ -77,6 +77,7 @@ struct overhead {
 	void (*rss_shed)(void *ctx, bool off);
 	void *rss_ctx;
 	int extra_prog;      /* a program of another instance of the object (heap-growth mode's), or -1 */
+	int extra_probe[2];  /* allocator probe programs of another instance (PyTorch's USDT), or -1 */
 	pthread_t calib;
 	int calib_prog;      /* uprobe_multi kernels: a do-nothing program of its own, loaded before the object */
 	_Atomic int calib_state;
@@ -107,6 +108,7 @@ struct overhead *overhead__new(double budget_pct)
 	o->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	o->calib_prog = -1;
 	o->extra_prog = -1;
+	o->extra_probe[0] = o->extra_probe[1] = -1;
 	o->calib_cmd = o->calib_res = -1;
 	return o;
 }
@@ -413,11 +415,18 @@ static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 		if (prog != o->skel->progs.calib)
 			*(is_probe_prog(o, prog) ? probe : other) += ml_prog_run_ns(bpf_program__fd(prog));
 	*other += ml_prog_run_ns(o->extra_prog);
+	*probe += ml_prog_run_ns(o->extra_probe[0]) + ml_prog_run_ns(o->extra_probe[1]);
 }
 
 void overhead__count_prog(struct overhead *o, int prog_fd)
 {
 	o->extra_prog = prog_fd;
+}
+
+void overhead__count_probe_progs(struct overhead *o, int a, int b)
+{
+	o->extra_probe[0] = a;
+	o->extra_probe[1] = b;
 }
 
 /* CPU time (user + system) of the processes, in ns; the gone ones count nothing. */

@@ -44,6 +44,8 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 
 /* A program loaded apart from the object (heap-growth mode's, session/budget.c): its run time counts too. */
 void overhead__count_prog(struct overhead *o, int prog_fd);
+/* Allocator probe programs of another instance of the object (PyTorch's USDT), counted as the probes' run time. */
+void overhead__count_probe_progs(struct overhead *o, int a, int b);
 
 /* Heap-growth mode begins now (before report number `report`). */
 void overhead__heap_mode(struct overhead *o, uint64_t report);

@@ -38,6 +38,7 @@
 #include "report/report.h"
 #include "report/stackview.h"
 #include "session/fleet.h"
+#include "session/bgobj.h"
 #include "session/budget.h"
 #include "session/follow.h"
 #include "session/overhead.h"
@@ -73,6 +74,7 @@ struct session {
 	bool multi;             /* uprobe_multi links */
 	unsigned int layers;    /* as --layers, less libc once in heap-growth mode */
 	struct followers *followers;
+	struct bgobj *usdt_obj; /* PyTorch's USDT programs, loaded in the background */
 	struct selector *sel;   /* --match, --cgroup, --all-python: no first process, every match a follower */
 	struct metrics_server *metrics; /* --metrics-listen */
 	struct pusher *push;            /* --push, --pprof-dir */
@@ -115,7 +117,7 @@ static void test_attach_delay(void)
 static struct probes_opts root_probes_opts(const struct session *ss)
 {
 	return (struct probes_opts){ .pid = ss->root.pid, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
-				     .multi = ss->multi };
+				     .multi = ss->multi, .usdt_prog = bgobj__usdt_prog, .usdt_ctx = ss->usdt_obj };
 }
 
 /* Where a traced process's frames resolve, the first one's or a follower's. */
@@ -244,7 +246,7 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 static int start_following(struct session *ss)
 {
 	struct follow_opts fo = { .probes = { .layers = ss->o->layers, .torch_raw = ss->o->torch_raw,
-					      .multi = ss->multi },
+					      .multi = ss->multi, .usdt_prog = bgobj__usdt_prog, .usdt_ctx = ss->usdt_obj },
 				  .python = ss->o->python,
 				  .uw = ss->env.uw,
 				  .debug_dir = ss->o->debug_dir,
@@ -475,10 +477,12 @@ static int session_open(struct session *ss)
 	err = session__load_bpf(o, ss->multi, &ss->skel);
 	if (err)
 		return err;
-	/* Its heap-growth program is verified in the background from here, while the probes are attached. */
+	/* Its heap-growth and USDT programs are verified in the background from here, while the probes are attached. */
 	ss->budget = budget__new(ss->skel, o->max_overhead);
-	if (!ss->budget)
+	if (!ss->budget || ((o->layers & (1U << ML_LAYER_TORCH_CUDA)) &&
+			    !(ss->usdt_obj = bgobj__start(ss->skel, bgobj__usdt_progs))))
 		return -ENOMEM;
+	bgobj__count_in(ss->usdt_obj, ss->ov);
 	n = n ? n : overhead__bind(ss->ov, ss->skel);
 	if (n)
 		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
@@ -843,6 +847,7 @@ static int session_close(struct session *ss, bool ok)
 	ledger__free(ss->ledger);
 	stackstore__free(ss->stacks);
 	tracee__release(&ss->root, &ss->env);
+	bgobj__free(ss->usdt_obj); /* after every link to its programs */
 	unwinder__free(ss->env.uw);
 	memleak_bpf__destroy(ss->skel);
 	target__close(&ss->tgt);

@@ -1,0 +1,125 @@
+/* A second instance of the BPF object, loaded in the background (bgobj.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include "lib/log.h"
+#include "session/bgobj.h"
+#include "session/overhead.h"
+#include "memleak.skel.h"
+
+struct bgobj {
+	struct memleak_bpf *skel; /* the first instance, whose maps this one uses */
+	bgobj_want_fn want;
+	struct memleak_bpf *inst; /* loaded, or NULL */
+	int err;
+	pthread_t thread;
+	bool running;             /* the thread was started and has not been joined */
+	struct overhead *ov;      /* where the USDT programs' run time counts (bgobj__count_in) */
+	bool got;                 /* bgobj__usdt_prog: loaded, counted, or said why not */
+};
+
+static void *load(void *arg)
+{
+	struct bgobj *g = arg;
+	struct memleak_bpf *s = memleak_bpf__open();
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	int err = 0;
+
+	if (!s) {
+		g->err = -errno;
+		return NULL;
+	}
+	bpf_object__for_each_program(prog, s->obj)
+		bpf_program__set_autoload(prog, g->want(s, prog));
+	bpf_object__for_each_map(map, s->obj) {
+		const struct bpf_map *mine = bpf_object__find_map_by_name(g->skel->obj, bpf_map__name(map));
+		int fd = mine ? bpf_map__fd(mine) : -1;
+
+		err = fd < 0 ? -ENOENT : bpf_map__reuse_fd(map, fd);
+		if (err)
+			break;
+	}
+	if (!err)
+		err = memleak_bpf__load(s);
+	if (err) {
+		memleak_bpf__destroy(s);
+		g->err = err;
+		return NULL;
+	}
+	g->inst = s;
+	return NULL;
+}
+
+struct bgobj *bgobj__start(struct memleak_bpf *skel, bgobj_want_fn want)
+{
+	struct bgobj *g = calloc(1, sizeof(*g));
+	sigset_t all, old;
+
+	if (!g)
+		return NULL;
+	g->skel = skel;
+	g->want = want;
+	sigfillset(&all); /* the loader takes no signal: those are the event loop's */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	g->running = pthread_create(&g->thread, NULL, load, g) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!g->running)
+		g->err = -EAGAIN;
+	return g;
+}
+
+struct memleak_bpf *bgobj__get(struct bgobj *g, int *err)
+{
+	if (g->running) {
+		pthread_join(g->thread, NULL);
+		g->running = false;
+	}
+	*err = g->inst ? 0 : g->err;
+	return g->inst;
+}
+
+void bgobj__free(struct bgobj *g)
+{
+	int err;
+
+	if (!g)
+		return;
+	bgobj__get(g, &err);
+	memleak_bpf__destroy(g->inst);
+	free(g);
+}
+
+bool bgobj__usdt_progs(const struct memleak_bpf *s, const struct bpf_program *p)
+{
+	return p == s->progs.torch_malloc || p == s->progs.torch_free;
+}
+
+void bgobj__count_in(struct bgobj *g, struct overhead *ov)
+{
+	if (g)
+		g->ov = ov;
+}
+
+struct bpf_program *bgobj__usdt_prog(void *arg, bool is_free)
+{
+	struct bgobj *g = arg;
+	struct memleak_bpf *s;
+	int err;
+
+	if (!g)
+		return NULL;
+	s = bgobj__get(g, &err);
+	if (!g->got) {
+		g->got = true;
+		if (!s)
+			ml_notice("PyTorch's USDT probes cannot be traced: their programs did not load (%s)", strerror(-err));
+		else if (g->ov)
+			overhead__count_probe_progs(g->ov, bpf_program__fd(s->progs.torch_malloc),
+						    bpf_program__fd(s->progs.torch_free));
+	}
+	return !s ? NULL : is_free ? s->progs.torch_free : s->progs.torch_malloc;
+}
