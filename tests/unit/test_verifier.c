@@ -68,7 +68,10 @@ static struct memleak_bpf *load(const struct ml_opts *o)
 	if (with.max_overhead >= 100)
 		with.max_overhead = 2;
 	session__configure_bpf(skel, &with, ml_uprobe_multi_supported());
-	bpf_program__set_autoload(skel->progs.heap_exit, true); /* memleak-ai loads it later (session/budget.c) */
+	/* memleak-ai loads these in a second instance, in the background (session/bgobj.c) */
+	bpf_program__set_autoload(skel->progs.heap_exit, true);
+	bpf_program__set_autoload(skel->progs.torch_malloc, true);
+	bpf_program__set_autoload(skel->progs.torch_free, true);
 	if (memleak_bpf__load(skel)) {
 		memleak_bpf__destroy(skel);
 		return NULL;
