@@ -3,11 +3,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/libbpf.h>
+#include "lib/thread.h"
 #include "lib/grow.h"
 #include "lib/hash.h"
 #include "collect/stackstore.h"
@@ -365,19 +365,14 @@ static void *reader(void *arg)
 
 int stackstore__attach(struct stackstore *ss, int ring_fd)
 {
-	sigset_t all, old;
 	int err;
 
 	ss->rb = ring_buffer__new(ring_fd, on_record, ss, NULL);
 	if (!ss->rb)
 		return -errno;
-	/* Signals stay with the main thread (its signalfd): the reader is made with every one blocked. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&ss->reader, NULL, reader, ss);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = ml_thread_start(&ss->reader, reader, ss);
 	if (err)
-		return -err;
+		return err;
 	ss->reading = true;
 	return 0;
 }

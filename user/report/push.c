@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <curl/curl.h>
+#include "lib/thread.h"
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "report/push.h"
@@ -256,13 +256,7 @@ struct pusher *pusher__new(const struct pusher_opts *o, int *err)
 			*err = -ENOMEM;
 			goto fail;
 		}
-		sigset_t all, old;
-
-		/* The run's signals go to its signalfd: none to this thread. */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		*err = -pthread_create(&p->thread, NULL, sender, p);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		*err = ml_thread_start(&p->thread, sender, p);
 		if (*err) {
 			ml_err("--push: cannot start its thread: %s", strerror(-*err));
 			goto fail;

@@ -1,10 +1,10 @@
 /* A second instance of the BPF object, loaded in the background (bgobj.h). */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/libbpf.h>
+#include "lib/thread.h"
 #include "lib/log.h"
 #include "session/bgobj.h"
 #include "session/overhead.h"
@@ -57,18 +57,16 @@ static void *load(void *arg)
 struct bgobj *bgobj__start(struct memleak_bpf *skel, bgobj_want_fn want)
 {
 	struct bgobj *g = calloc(1, sizeof(*g));
-	sigset_t all, old;
+	int err;
 
 	if (!g)
 		return NULL;
 	g->skel = skel;
 	g->want = want;
-	sigfillset(&all); /* the loader takes no signal: those are the event loop's */
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	g->running = pthread_create(&g->thread, NULL, load, g) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!g->running)
-		g->err = -EAGAIN;
+	err = ml_thread_start(&g->thread, load, g); /* (the thread sets g->err when the load fails) */
+	g->running = !err;
+	if (err)
+		g->err = err;
 	return g;
 }
 

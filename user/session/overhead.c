@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "lib/thread.h"
 #include "attach/allocators.h"
 #include "attach/uprobe_multi.h"
 #include "lib/bpfstats.h"
@@ -321,7 +321,6 @@ static void *calib_thread(void *arg)
 
 static int calibrate_start(struct overhead *o)
 {
-	sigset_t all, old;
 	int err;
 
 	err = calib_fork(o);
@@ -329,16 +328,12 @@ static int calibrate_start(struct overhead *o)
 		calib_end(o);
 		return err;
 	}
-	/* The thread takes no signal: SIGINT and SIGTERM are the event loop's (its signalfd), never a default death. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	atomic_store(&o->calib_state, CALIB_RUNNING);
-	err = pthread_create(&o->calib, NULL, calib_thread, o);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = ml_thread_start(&o->calib, calib_thread, o);
 	if (err) {
 		atomic_store(&o->calib_state, CALIB_IDLE);
 		calib_end(o);
-		return -err;
+		return err;
 	}
 	return 0;
 }
