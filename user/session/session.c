@@ -245,8 +245,8 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 /* --follow: fork and exec of the traced processes, and the descendants the first one has already. */
 static int start_following(struct session *ss)
 {
-	struct follow_opts fo = { .probes = { .layers = ss->o->layers, .torch_raw = ss->o->torch_raw,
-					      .multi = ss->multi, .usdt_prog = bgobj__usdt_prog, .usdt_ctx = ss->usdt_obj },
+	/* The first process's probes options (each follower's pid set by follow.c), every layer asked for. */
+	struct follow_opts fo = { .probes = root_probes_opts(ss),
 				  .python = ss->o->python,
 				  .uw = ss->env.uw,
 				  .debug_dir = ss->o->debug_dir,
@@ -257,6 +257,7 @@ static int start_following(struct session *ss)
 	size_t nkids = 0;
 	int err;
 
+	fo.probes.layers = ss->o->layers;
 	ss->followers = followers__new(ss->skel, &fo);
 	if (!ss->followers) {
 		ml_err("cannot follow pid %d's children: %s", ss->root.pid, strerror(ENOMEM));
