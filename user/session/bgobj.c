@@ -115,9 +115,9 @@ struct bpf_program *bgobj__usdt_prog(void *arg, bool is_free)
 		g->got = true;
 		if (!s)
 			ml_notice("PyTorch's USDT probes cannot be traced: their programs did not load (%s)", strerror(-err));
-		else if (g->ov)
-			overhead__count_probe_progs(g->ov, bpf_program__fd(s->progs.torch_malloc),
-						    bpf_program__fd(s->progs.torch_free));
+		else if (g->ov && (overhead__count_prog(g->ov, s->progs.torch_malloc) ||
+				   overhead__count_prog(g->ov, s->progs.torch_free)))
+			ml_notice("PyTorch's USDT probes' run time cannot be counted in the overhead figure");
 	}
 	return !s ? NULL : is_free ? s->progs.torch_free : s->progs.torch_malloc;
 }

@@ -54,6 +54,7 @@
 #define TENSOR_SHED_HALVINGS 4 /* tensor allocations are traced down to 1/16 of the time */
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL      /* and 20 ms of the traced processes' CPU time to say anything */
+#define EXTRA_PROGS 3 /* heap_exit, torch_malloc, torch_free */
 
 enum calib_state { CALIB_IDLE, CALIB_RUNNING, CALIB_DONE };
 
@@ -76,8 +77,11 @@ struct overhead {
 	overhead_rss_cost_fn rss_cost;
 	void (*rss_shed)(void *ctx, bool off);
 	void *rss_ctx;
-	int extra_prog;      /* a program of another instance of the object (heap-growth mode's), or -1 */
-	int extra_probe[2];  /* allocator probe programs of another instance (PyTorch's USDT), or -1 */
+	struct {
+		int fd;
+		bool probe;
+	} extra[EXTRA_PROGS]; /* programs of other instances of the object (heap_exit, PyTorch's USDT) */
+	size_t nextra;
 	pthread_t calib;
 	int calib_prog;      /* uprobe_multi kernels: a do-nothing program of its own, loaded before the object */
 	_Atomic int calib_state;
@@ -107,8 +111,6 @@ struct overhead *overhead__new(double budget_pct)
 	/* Without this the kernel keeps no run time for BPF programs; it stops when memleak-ai exits. */
 	o->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	o->calib_prog = -1;
-	o->extra_prog = -1;
-	o->extra_probe[0] = o->extra_probe[1] = -1;
 	o->calib_cmd = o->calib_res = -1;
 	return o;
 }
@@ -391,13 +393,16 @@ static int read_counters(struct overhead *o, uint64_t *v)
 	return ml_stats_sum(bpf_map__fd(o->skel->maps.stats), o->ncpu, o->pcpu, v);
 }
 
-/* The allocator probes' programs: their run time is the layers', shared out by hits. */
-static bool is_probe_prog(const struct overhead *o, const struct bpf_program *p)
+/* The allocator probes' programs, in any instance of the object: their run time is the layers', shared out by hits. */
+static bool is_probe_prog(const struct bpf_program *p)
 {
-	const struct memleak_bpf *s = o->skel;
+	static const char *const probes[] = { "alloc_enter", "alloc_exit", "free_enter", "free_exit", "torch_malloc",
+					      "torch_free" };
 
-	return p == s->progs.alloc_enter || p == s->progs.alloc_exit || p == s->progs.free_enter ||
-	       p == s->progs.free_exit || p == s->progs.torch_malloc || p == s->progs.torch_free;
+	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
+		if (!strcmp(bpf_program__name(p), probes[i]))
+			return true;
+	return false;
 }
 
 /* BPF run time so far: of the allocator probes, and of every other program (the calibration's excluded). */
@@ -408,20 +413,18 @@ static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 	*probe = *other = 0;
 	bpf_object__for_each_program(prog, o->skel->obj)
 		if (prog != o->skel->progs.calib)
-			*(is_probe_prog(o, prog) ? probe : other) += ml_prog_run_ns(bpf_program__fd(prog));
-	*other += ml_prog_run_ns(o->extra_prog);
-	*probe += ml_prog_run_ns(o->extra_probe[0]) + ml_prog_run_ns(o->extra_probe[1]);
+			*(is_probe_prog(prog) ? probe : other) += ml_prog_run_ns(bpf_program__fd(prog));
+	for (size_t i = 0; i < o->nextra; i++)
+		*(o->extra[i].probe ? probe : other) += ml_prog_run_ns(o->extra[i].fd);
 }
 
-void overhead__count_prog(struct overhead *o, int prog_fd)
+int overhead__count_prog(struct overhead *o, const struct bpf_program *p)
 {
-	o->extra_prog = prog_fd;
-}
-
-void overhead__count_probe_progs(struct overhead *o, int a, int b)
-{
-	o->extra_probe[0] = a;
-	o->extra_probe[1] = b;
+	if (o->nextra == EXTRA_PROGS)
+		return -E2BIG;
+	o->extra[o->nextra].fd = bpf_program__fd(p);
+	o->extra[o->nextra++].probe = is_probe_prog(p);
+	return 0;
 }
 
 /* CPU time (user + system) of the processes, in ns; the gone ones count nothing. */
@@ -518,19 +521,18 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
  * malloc-heavy job at full cost is ten times over and more. The programs' run time, left out, only adds; an
  * interval with less than MIN_CPU_NS of the job's CPU says nothing yet.
  */
-static bool clearly_over(const struct overhead *o, const uint64_t *v, uint64_t now, uint64_t cpu)
+static bool clearly_over(const struct overhead *o, const uint64_t *d, double elapsed_ns, double used_ns)
 {
-	double traps = 0, hits = 0, base = (double)(now - o->last_ns), used = (double)delta(cpu, o->last_cpu_ns);
+	double traps = 0, hits = 0;
 
 	for (int l = 0; l < ML_LAYER_MAX; l++) {
-		double e = (double)delta(v[ML_STAT_ENTRY_HITS(l)], o->last[ML_STAT_ENTRY_HITS(l)]);
-		double r = (double)delta(v[ML_STAT_RET_HITS(l)], o->last[ML_STAT_RET_HITS(l)]);
+		double e = (double)d[ML_STAT_ENTRY_HITS(l)], r = (double)d[ML_STAT_RET_HITS(l)];
 
 		traps += e * o->info.hit_ns + r * o->info.ret_ns;
 		hits += e + r;
 	}
-	return hits >= EARLY_HITS && used >= (double)MIN_CPU_NS &&
-	       traps >= EARLY_FACTOR * o->info.budget_pct / 100.0 * (used > base ? used : base);
+	return hits >= EARLY_HITS && used_ns >= (double)MIN_CPU_NS &&
+	       traps >= EARLY_FACTOR * o->info.budget_pct / 100.0 * (used_ns > elapsed_ns ? used_ns : elapsed_ns);
 }
 
 enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids)
@@ -549,18 +551,19 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 	if (read_counters(o, v))
 		return OVERHEAD_OK;
 	cpu = cpu_ns(pids, npids);
-	if (o->have_last && !o->settled && !sampling && now - o->last_ns < DECIDE_NS && !clearly_over(o, v, now, cpu))
-		return OVERHEAD_OK;
 	if (!o->have_last) {
 		baseline(o, now, cpu, v);
 		return OVERHEAD_OK;
 	}
 	for (int i = 0; i < ML_STAT_SLOTS; i++)
 		d[i] = delta(v[i], o->last[i]);
+	base = (double)delta(cpu, o->last_cpu_ns);
+	if (!o->settled && !sampling && now - o->last_ns < DECIDE_NS &&
+	    !clearly_over(o, d, (double)(now - o->last_ns), base))
+		return OVERHEAD_OK;
 	bpf_run_ns(o, &probe_ns, &other_ns);
 	rss = rss_ns(o);
 	secs = (double)(now - o->last_ns) / 1e9;
-	base = (double)delta(cpu, o->last_cpu_ns);
 	if (base < (double)MIN_CPU_NS) {
 		/* An idle job: nothing to relate the cost to, and nothing to save. */
 		baseline(o, now, cpu, v);

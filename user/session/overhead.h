@@ -9,6 +9,7 @@
 
 struct memleak_bpf;
 struct overhead;
+struct bpf_program;
 
 struct overhead *overhead__new(double budget_pct);
 void overhead__free(struct overhead *o); /* NULL-safe; waits for a calibration under way */
@@ -42,10 +43,11 @@ enum overhead_action {
  */
 enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids);
 
-/* A program loaded apart from the object (heap-growth mode's, session/budget.c): its run time counts too. */
-void overhead__count_prog(struct overhead *o, int prog_fd);
-/* Allocator probe programs of another instance of the object (PyTorch's USDT), counted as the probes' run time. */
-void overhead__count_probe_progs(struct overhead *o, int a, int b);
+/*
+ * A program of another instance of the object (session/bgobj.c: heap-growth mode's, PyTorch's USDT ones): its
+ * run time counts too, as the probes' when it is an allocator probe. 0, or -E2BIG past EXTRA_PROGS.
+ */
+int overhead__count_prog(struct overhead *o, const struct bpf_program *p);
 
 /* Heap-growth mode begins now (before report number `report`). */
 void overhead__heap_mode(struct overhead *o, uint64_t report);
