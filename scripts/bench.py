@@ -902,15 +902,10 @@ def paired_bench():
     py, secs, rounds, wl_dir = settings
     nulls = int(os.environ.get("BENCH_PAIRED_NULL", str(max(2, rounds // 2))))
     ratios, null_ratios, shares, steps = [], [], [], []
-    order, t_i, n_i = [], 0, 0  # the null rounds spread among the tool's
-    for i in range(rounds + nulls):
-        if n_i < nulls and (t_i >= rounds or (i + 1) * nulls // (rounds + nulls) > n_i):
-            order.append(("null", n_i % 2))
-            n_i += 1
-        else:
-            order.append(("tool", t_i % 2))
-            t_i += 1
-    for kind, which in order:
+    # the null rounds spread among the tool's: each kind at even steps over the run
+    order = sorted([((i + 0.5) / rounds, "tool", i % 2) for i in range(rounds)] +
+                   [((i + 0.5) / nulls, "null", i % 2) for i in range(nulls)])
+    for _, kind, which in order:
         wls = [subprocess.Popen([py, os.path.join(wl_dir, "losses.py"), "wait", "25"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, cwd=wl_dir) for _ in range(2)]
         tool = None
