@@ -116,7 +116,7 @@ int capture_stack(struct ml_thread *th, struct ml_capture *cap);
 int capture_stack_ip(struct ml_thread *th, struct ml_capture *cap);
 
 /* A row's rule as one word: cfa_off in bits 0-15, rbp_off8 in 16-23, the kind in 24-31. */
-#define ML_UW_RULE(cfa_off, rbp_off8, kind) \
+#define ML_UW_RULE(cfa_off, rbp_off8, kind)                                                                            \
 	((__u32)(__u16)(cfa_off) | (__u32)(__u8)(rbp_off8) << 16 | (__u32)(kind) << 24)
 
 /*

@@ -9,9 +9,9 @@
 #define MEMLEAK_AI_MAPS_BPF_H
 
 #include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
 #include "memleak.h"
 
 /* Set by user space between open and load. */
@@ -45,14 +45,14 @@ struct {
  * exiting thread leaves nothing behind.
  */
 struct ml_call {
-	__u64 sp;           /* stack pointer at entry of the outermost call of the group; 0 = none in flight */
-	__u64 entry_ns;     /* when it began: a call in flight for longer lost its return (see ML_CALL_STALE_NS) */
-	__u64 size;         /* bytes, or the multiplier of a size read at return */
-	__u64 out_ptr;      /* address of the out-parameter */
+	__u64 sp;	    /* stack pointer at entry of the outermost call of the group; 0 = none in flight */
+	__u64 entry_ns;	    /* when it began: a call in flight for longer lost its return (see ML_CALL_STALE_NS) */
+	__u64 size;	    /* bytes, or the multiplier of a size read at return */
+	__u64 out_ptr;	    /* address of the out-parameter */
 	__u64 size_out_ptr; /* address of the size read at return */
-	__u64 addr;         /* address given as an input argument */
-	__u64 free_ptr;     /* pointer being released by a realloc */
-	__u64 free_ts;      /* identity of that allocation when the call began */
+	__u64 addr;	    /* address given as an input argument */
+	__u64 free_ptr;	    /* pointer being released by a realloc */
+	__u64 free_ts;	    /* identity of that allocation when the call began */
 	__u64 caller;
 	__u64 stack_id;
 	__u32 spec;
@@ -67,8 +67,8 @@ struct ml_wrap {
 /* The rss layer: the thread's last fault that may allocate a page, until the page allocator answers it. */
 struct ml_rss_fault {
 	__u64 page, ts_ns;
-	__u64 ip, sp;  /* the user registers at the fault: the page allocation must come from the same entry */
-	__u64 err;     /* the fault's error code */
+	__u64 ip, sp;	      /* the user registers at the fault: the page allocation must come from the same entry */
+	__u64 err;	      /* the fault's error code */
 	__u64 vlo, vhi, vgen; /* the anonymous mapping the thread last faulted in, as of the process's gen */
 	__u64 cap_ip, cap_sp, cap_ns, cap_caller, cap_stack; /* the last stack captured at a fault, and when */
 };

@@ -6,23 +6,23 @@
 #include <linux/types.h>
 #endif
 
-#define ML_MAX_SPECS 128 /* rows of the allocator table that can be attached at once (a power of two) */
-#define ML_MAX_FRAMES 127 /* deepest user stack kept (the perf stack limit) */
-#define ML_STACK_NONE 0ULL     /* stack_id when only the immediate caller was captured (no frame-pointer chain) */
+#define ML_MAX_SPECS 128   /* rows of the allocator table that can be attached at once (a power of two) */
+#define ML_MAX_FRAMES 127  /* deepest user stack kept (the perf stack limit) */
+#define ML_STACK_NONE 0ULL /* stack_id when only the immediate caller was captured (no frame-pointer chain) */
 #define ML_USER_TOP 0x800000000000ULL /* x86_64 user addresses lie below this */
-#define ML_MIN_USER_ADDR 0x1000ULL     /* nothing is mapped in the first page: a lower return address is garbage */
-#define ML_FRAME_MASK ML_MAX_FRAMES  /* index mask into a stack's native words: ML_MAX_FRAMES + 1 is a power of two */
-#define ML_FP_WINDOW (1ULL << 20) /* rbp further than this above rsp at entry is not taken for a frame pointer */
+#define ML_MIN_USER_ADDR 0x1000ULL    /* nothing is mapped in the first page: a lower return address is garbage */
+#define ML_FRAME_MASK ML_MAX_FRAMES   /* index mask into a stack's native words: ML_MAX_FRAMES + 1 is a power of two */
+#define ML_FP_WINDOW (1ULL << 20)     /* rbp further than this above rsp at entry is not taken for a frame pointer */
 
 /* Layers: where an allocation comes from. User space owns the names (user/allocators.c). */
 enum ml_layer {
-	ML_LAYER_LIBC = 0,       /* C heap */
-	ML_LAYER_CUDA = 1,       /* device memory reserved from the CUDA runtime or driver */
-	ML_LAYER_CUDA_HOST = 2,  /* pinned host memory */
+	ML_LAYER_LIBC = 0,	 /* C heap */
+	ML_LAYER_CUDA = 1,	 /* device memory reserved from the CUDA runtime or driver */
+	ML_LAYER_CUDA_HOST = 2,	 /* pinned host memory */
 	ML_LAYER_TORCH_CUDA = 3, /* PyTorch's CUDA caching allocator: memory handed to tensors */
-	ML_LAYER_TORCH_CPU = 4,  /* PyTorch CPU tensors */
-	ML_LAYER_CUDA_MAP = 5,   /* virtual ranges mapped with cuMemMap (backed by cuMemCreate memory) */
-	ML_LAYER_RSS = 6,        /* anonymous pages made resident (or copied on write) by a traced process's fault */
+	ML_LAYER_TORCH_CPU = 4,	 /* PyTorch CPU tensors */
+	ML_LAYER_CUDA_MAP = 5,	 /* virtual ranges mapped with cuMemMap (backed by cuMemCreate memory) */
+	ML_LAYER_RSS = 6,	 /* anonymous pages made resident (or copied on write) by a traced process's fault */
 	ML_LAYER_MAX = 8,
 };
 
@@ -54,7 +54,7 @@ enum ml_kind {
 
 /* How success is told at return. */
 enum ml_ret {
-	ML_RET_PTR = 0,  /* the return value is the pointer; NULL means failure */
+	ML_RET_PTR = 0,	 /* the return value is the pointer; NULL means failure */
 	ML_RET_ERR0 = 1, /* the return value is an error code, 0 = success; pointer in *out_arg */
 };
 
@@ -63,23 +63,23 @@ enum ml_ret {
  * The uprobe's attach cookie is the row index.
  */
 struct ml_spec {
-	__u8 kind;         /* enum ml_kind */
-	__u8 ret;          /* enum ml_ret */
-	__u8 layer;        /* enum ml_layer */
-	__u8 group;        /* enum ml_group */
-	__u8 size_arg;     /* bytes */
-	__u8 count_arg;    /* multiplies size (calloc, reallocarray, pitched heights) */
+	__u8 kind;	   /* enum ml_kind */
+	__u8 ret;	   /* enum ml_ret */
+	__u8 layer;	   /* enum ml_layer */
+	__u8 group;	   /* enum ml_group */
+	__u8 size_arg;	   /* bytes */
+	__u8 count_arg;	   /* multiplies size (calloc, reallocarray, pitched heights) */
 	__u8 count2_arg;   /* multiplies again (3-D depth) */
-	__u8 out_arg;      /* pointer-sized out-parameter holding the pointer (or handle) at return */
-	__u8 free_arg;     /* pointer released (free, realloc) */
-	__u8 addr_arg;     /* the allocation's address is this input argument (cuMemMap) */
+	__u8 out_arg;	   /* pointer-sized out-parameter holding the pointer (or handle) at return */
+	__u8 free_arg;	   /* pointer released (free, realloc) */
+	__u8 addr_arg;	   /* the allocation's address is this input argument (cuMemMap) */
 	__u8 size_out_arg; /* the byte size is read at return from *(u64 *)(arg + size_out_off) (pitch) */
 	__u8 size_out_off;
-	__u8 device_arg;   /* the CUDA device index is the s32 at *(arg + device_off) at entry (cuMemCreate's prop) */
+	__u8 device_arg; /* the CUDA device index is the s32 at *(arg + device_off) at entry (cuMemCreate's prop) */
 	__u8 device_off;
-	__u8 handle;       /* the "pointer" is a handle, not an address (cuMemCreate) */
-	__u8 track_free;   /* a release with a return probe: releases nested in it are not counted again */
-	__u8 use_wrap;     /* take caller and stack from the ML_KIND_WRAP call this one runs inside */
+	__u8 handle;	 /* the "pointer" is a handle, not an address (cuMemCreate) */
+	__u8 track_free; /* a release with a return probe: releases nested in it are not counted again */
+	__u8 use_wrap;	 /* take caller and stack from the ML_KIND_WRAP call this one runs inside */
 	__u8 pad[7];
 };
 
@@ -93,15 +93,15 @@ struct ml_spec {
 #define ML_MAX_PROBES 32 /* slots tried before an allocation is dropped (counted) as "table full" */
 
 struct ml_slot {
-	__u64 addr;     /* ML_SLOT_EMPTY, ML_SLOT_TOMB, or the allocation's address */
-	__u64 ts_ns;    /* bpf_ktime_get_ns() at return, 0 while the slot is being written; also the identity */
+	__u64 addr;  /* ML_SLOT_EMPTY, ML_SLOT_TOMB, or the allocation's address */
+	__u64 ts_ns; /* bpf_ktime_get_ns() at return, 0 while the slot is being written; also the identity */
 	__u64 size;
-	__u64 caller;   /* return address at [rsp] on entry: the immediate caller, never lost */
+	__u64 caller;	/* return address at [rsp] on entry: the immediate caller, never lost */
 	__u64 stack_id; /* key in the stack table (a hash of the frames above the caller), or ML_STACK_NONE */
 	__u32 tgid;
-	__u8 layer;     /* part of the key: a caching allocator's first block shares its segment's address */
+	__u8 layer; /* part of the key: a caching allocator's first block shares its segment's address */
 	__u8 spec;
-	__s16 device;   /* CUDA device index, -1 when not known */
+	__s16 device; /* CUDA device index, -1 when not known */
 };
 
 static inline __u64 ml_slot_hash(__u32 tgid, __u8 layer, __u64 addr)
@@ -129,8 +129,8 @@ static inline __u64 ml_slot_hash(__u32 tgid, __u8 layer, __u64 addr)
 #define ML_PY_INSTR_SHIFT 44
 #define ML_PY_INSTR_UNKNOWN 0x7ffffULL /* 19 bits: no instruction index (frame not started, or index too large) */
 #define ML_PY_ENTRY (1ULL << 63)
-#define ML_PY_NONE 0xffff /* an offset the interpreter version does not have */
-#define ML_PY_FRAME_MAX 96 /* bytes of an _PyInterpreterFrame read at once: every field used lies below */
+#define ML_PY_NONE 0xffff     /* an offset the interpreter version does not have */
+#define ML_PY_FRAME_MAX 96    /* bytes of an _PyInterpreterFrame read at once: every field used lies below */
 #define ML_PY_MAX_THREADS 256 /* PyThreadState records looked at to find the current thread's */
 #define ML_PY_MAX_INTERPS 4
 
@@ -149,19 +149,19 @@ static inline __u64 ml_py_instr(__u64 w0)
 
 /* Where a traced process's interpreter keeps its threads and frames (offsets from user/pyoffsets.c). */
 struct ml_pyproc {
-	__u64 runtime;              /* address of _PyRuntime */
-	__u16 runtime_interp_head;  /* _PyRuntimeState.interpreters.head */
+	__u64 runtime;		   /* address of _PyRuntime */
+	__u16 runtime_interp_head; /* _PyRuntimeState.interpreters.head */
 	__u16 interp_next, interp_threads_head;
 	__u16 tstate_next, tstate_thread_id;
 	__u16 tstate_cframe, cframe_current_frame; /* 3.11, 3.12: tstate->cframe->current_frame */
-	__u16 tstate_current_frame;                /* 3.13: tstate->current_frame */
+	__u16 tstate_current_frame;		   /* 3.13: tstate->current_frame */
 	__u16 frame_code, frame_previous, frame_instr, frame_owner, frame_is_entry, frame_size;
-	__u16 code_adaptive; /* first instruction: offset of co_code_adaptive in the code object */
-	__u16 code_check;    /* co_linetable: a pointer each live code object has its own of */
+	__u16 code_adaptive;			  /* first instruction: offset of co_code_adaptive in the code object */
+	__u16 code_check;			  /* co_linetable: a pointer each live code object has its own of */
 	__u16 tstate_block_off, tstate_block_len; /* one read of the thread state covering thread_id and the
 						   * frame pointer field (cframe or current_frame); len <= 128 */
-	__u8 owner_cstack;   /* owner value of the eval loop's own entry frames (3.12+), 0xff when none */
-	__u8 instr_is_next;  /* frame_instr points past the current instruction */
+	__u8 owner_cstack;  /* owner value of the eval loop's own entry frames (3.12+), 0xff when none */
+	__u8 instr_is_next; /* frame_instr points past the current instruction */
 	__u8 pad[2];
 };
 
@@ -174,8 +174,8 @@ _Static_assert(ML_PY_FRAME_MAX <= ML_PY_OFF_MASK + 1, "a frame read fits the off
 
 /* Stack flags */
 #define ML_STACK_PY_TRUNCATED 1 /* deeper Python frames than ML_MAX_PYFRAMES: the outermost are missing */
-#define ML_STACK_PY_BROKEN 2    /* the frame chain could not be read to its end */
-#define ML_STACK_UW_STOPPED 4   /* the native walk stopped before the stack's end: the outer frames are missing */
+#define ML_STACK_PY_BROKEN 2	/* the frame chain could not be read to its end */
+#define ML_STACK_UW_STOPPED 4	/* the native walk stopped before the stack's end: the outer frames are missing */
 
 /*
  * A stack as handed to user space (the stack_events ring, once per stack): its id (the hash allocations
@@ -198,20 +198,20 @@ struct ml_stack {
  * index (one entry per 2^shift bytes of the file's range, plus one) gives the first row to search for a
  * pc, so a lookup is a binary search of a few rows. Tables are shared by every process that maps the file.
  */
-#define ML_UW_MAX_SHIFT 12   /* index slots cover 2^shift bytes, shift chosen per file in [MIN, MAX] */
+#define ML_UW_MAX_SHIFT 12 /* index slots cover 2^shift bytes, shift chosen per file in [MIN, MAX] */
 #define ML_UW_MIN_SHIFT 6
 #define ML_UW_ROWS_PER_SLOT 4
-#define ML_UW_FILES 4096   /* files with a table at once (user space) */
-#define ML_UW_MAPS 512     /* executable mappings of one process that can have a table */
-#define ML_UW_PROCS 4096   /* processes with their mappings registered */
+#define ML_UW_FILES 4096 /* files with a table at once (user space) */
+#define ML_UW_MAPS 512	 /* executable mappings of one process that can have a table */
+#define ML_UW_PROCS 4096 /* processes with their mappings registered */
 
 /* ml_urow.kind: bits 0-2 the CFA rule, bits 3-4 the rbp rule, bit 5 cfa_off counts 8-byte words. */
 enum ml_uw_cfa {
-	ML_UW_RSP = 0,    /* CFA = rsp + cfa_off; return address at CFA - 8 */
-	ML_UW_RBP = 1,    /* CFA = rbp + cfa_off */
-	ML_UW_STOP = 2,   /* cannot be unwound from (expression rules, _start): the stack ends here */
+	ML_UW_RSP = 0,	    /* CFA = rsp + cfa_off; return address at CFA - 8 */
+	ML_UW_RBP = 1,	    /* CFA = rbp + cfa_off */
+	ML_UW_STOP = 2,	    /* cannot be unwound from (expression rules, _start): the stack ends here */
 	ML_UW_NONE_FDE = 3, /* no FDE covers the pc: frame pointers are tried */
-	ML_UW_SIGNAL = 4, /* a signal trampoline: the interrupted registers are in the ucontext at rsp */
+	ML_UW_SIGNAL = 4,   /* a signal trampoline: the interrupted registers are in the ucontext at rsp */
 };
 enum ml_uw_rbp {
 	ML_UW_RBP_SAME = 0, /* the caller's rbp is this frame's */
@@ -219,7 +219,7 @@ enum ml_uw_rbp {
 	ML_UW_RBP_LOST = 2, /* not recoverable: a caller needing it stops */
 };
 #define ML_UW_KIND(cfa, rbp, scaled) ((cfa) | ((rbp) << 3) | ((scaled) << 5))
-#define ML_UW_KIND_CFA(k) ((k) & 7)
+#define ML_UW_KIND_CFA(k) ((k)&7)
 #define ML_UW_KIND_RBP(k) (((k) >> 3) & 3)
 #define ML_UW_KIND_SCALED(k) (((k) >> 5) & 1)
 
@@ -236,9 +236,9 @@ struct ml_urow {
  */
 struct ml_umap {
 	__u64 start, end, adj;
-	__u32 row_base, n_rows; /* rows [row_base, row_base + n_rows) of the row array */
+	__u32 row_base, n_rows;	 /* rows [row_base, row_base + n_rows) of the row array */
 	__u32 idx_base, n_slots; /* index entries [idx_base, idx_base + n_slots] (one more than slots) */
-	__u32 shift, pad;        /* a slot covers 2^shift bytes */
+	__u32 shift, pad;	 /* a slot covers 2^shift bytes */
 };
 
 /*
@@ -292,11 +292,11 @@ struct ml_heap_proc {
  */
 #define ML_PAGE_SHIFT 12
 #define ML_PAGE_BYTES (1ULL << ML_PAGE_SHIFT)
-#define ML_RSS_COPY 1ULL         /* added to a copy's key (page addresses have their low 12 bits clear) */
-#define ML_RSS_MAX_SHIFT 16      /* one page in 65536 at most */
-#define ML_RSS_INLINE_PAGES 8192 /* ranges released or moved in the system call's own BPF program; larger ones */
-				 /* are told to user space (struct ml_rss_event), which sweeps the table */
-#define ML_SPEC_RSS (ML_MAX_SPECS - 4)  /* a first touch */
+#define ML_RSS_COPY 1ULL		/* added to a copy's key (page addresses have their low 12 bits clear) */
+#define ML_RSS_MAX_SHIFT 16		/* one page in 65536 at most */
+#define ML_RSS_INLINE_PAGES 8192	/* ranges released or moved in the system call's own BPF program; larger ones */
+					/* are told to user space (struct ml_rss_event), which sweeps the table */
+#define ML_SPEC_RSS (ML_MAX_SPECS - 4)	/* a first touch */
 #define ML_SPEC_COPY (ML_MAX_SPECS - 5) /* a copy on write */
 #define ML_SPEC_RSS_HEAP (ML_MAX_SPECS - 6) /* a first touch of a page of the C heap (below the break) */
 
@@ -321,10 +321,10 @@ struct ml_rss_proc {
 enum ml_proc_event_type {
 	ML_PROC_FORK = 1,
 	ML_PROC_EXEC = 2,
-	ML_PROC_DLOPEN = 3, /* the dynamic loader reported a change of the link map (dlopen, dlclose) */
-	ML_PROC_OOM = 4,    /* the kernel's OOM killer chose a traced process (struct ml_oom_event) */
+	ML_PROC_DLOPEN = 3,	 /* the dynamic loader reported a change of the link map (dlopen, dlclose) */
+	ML_PROC_OOM = 4,	 /* the kernel's OOM killer chose a traced process (struct ml_oom_event) */
 	ML_PROC_RSS_RELEASE = 5, /* a range over ML_RSS_INLINE_PAGES went: user space drops its rss records */
-	ML_PROC_RSS_MOVE = 6,    /* ... or moved (mremap): user space moves them */
+	ML_PROC_RSS_MOVE = 6,	 /* ... or moved (mremap): user space moves them */
 };
 
 struct ml_proc_event {
@@ -350,38 +350,38 @@ struct ml_rss_event {
 /* Per-CPU counters, indexed by enum ml_stat. */
 enum ml_stat {
 	ML_STAT_ALLOC_CALLS = 0,  /* allocating calls that returned */
-	ML_STAT_ALLOC_FAILED,     /* returned NULL / an error: not recorded */
-	ML_STAT_FREE_CALLS,       /* free-like calls, free(NULL) excluded */
-	ML_STAT_FREE_NULL,        /* free(NULL) and realloc(NULL, n)'s release side */
-	ML_STAT_FREE_MATCHED,     /* released an allocation we had recorded */
-	ML_STAT_FREE_UNKNOWN,     /* released an address we never saw (allocated before attach) */
-	ML_STAT_NESTED,           /* allocator calls made by the allocator itself, counted once */
+	ML_STAT_ALLOC_FAILED,	  /* returned NULL / an error: not recorded */
+	ML_STAT_FREE_CALLS,	  /* free-like calls, free(NULL) excluded */
+	ML_STAT_FREE_NULL,	  /* free(NULL) and realloc(NULL, n)'s release side */
+	ML_STAT_FREE_MATCHED,	  /* released an allocation we had recorded */
+	ML_STAT_FREE_UNKNOWN,	  /* released an address we never saw (allocated before attach) */
+	ML_STAT_NESTED,		  /* allocator calls made by the allocator itself, counted once */
 	ML_STAT_DROP_ALLOCS_FULL, /* outstanding-allocation table full: allocation not recorded */
-	ML_STAT_DROP_STACK,       /* a new stack not handed to user space (its ring full): sent again next time */
-	ML_STAT_DROP_THREAD,      /* no per-thread state could be created */
+	ML_STAT_DROP_STACK,	  /* a new stack not handed to user space (its ring full): sent again next time */
+	ML_STAT_DROP_THREAD,	  /* no per-thread state could be created */
 	ML_STAT_DROP_LOST_RETURN, /* an entry whose return probe never fired (replaced) */
-	ML_STAT_REALLOC_RACE,     /* realloc's old block was freed and reused by another thread meanwhile */
-	ML_STAT_PY_FRAMES,        /* stacks captured in a Python process with Python frames */
-	ML_STAT_PY_NO_THREAD,     /* ... from a thread with no Python thread state (or none running Python code) */
-	ML_STAT_PY_TRUNCATED,     /* ... deeper than ML_MAX_PYFRAMES: the outermost frames are missing */
-	ML_STAT_PY_BROKEN,        /* ... whose frame chain could not be read to its end */
+	ML_STAT_REALLOC_RACE,	  /* realloc's old block was freed and reused by another thread meanwhile */
+	ML_STAT_PY_FRAMES,	  /* stacks captured in a Python process with Python frames */
+	ML_STAT_PY_NO_THREAD,	  /* ... from a thread with no Python thread state (or none running Python code) */
+	ML_STAT_PY_TRUNCATED,	  /* ... deeper than ML_MAX_PYFRAMES: the outermost frames are missing */
+	ML_STAT_PY_BROKEN,	  /* ... whose frame chain could not be read to its end */
 	ML_STAT_DROP_PROC_EVENT,  /* a fork or exec of a traced process not told to user space (ring buffer full) */
-	ML_STAT_FILTERED,         /* allocations outside --min-size/--max-size: not recorded */
-	ML_STAT_TAKEOVER,         /* a record whose address the allocator handed out again: its release was missed */
-	ML_STAT_UW_STACKS,        /* stacks unwound with the tables */
-	ML_STAT_UW_FP,            /* frames taken from frame pointers: no table covered their pc */
-	ML_STAT_UW_STOP,          /* unwinds that ended before the stack's end: a pc no table or frame pointer covers, */
-				  /* an unreadable or non-increasing frame (the outermost frame's end is not counted) */
-	ML_STAT_UW_TRUNCATED,     /* deeper than ML_MAX_FRAMES native frames */
-	ML_STAT_UW_MEMO,          /* stacks unwound by replaying a remembered walk (every word it read the same) */
-	ML_STAT_RSS_FAULTS,       /* faults of traced processes on anonymous private memory that could add a page */
-	ML_STAT_RSS_PAGES,        /* pages recorded as made resident (a huge page counts its 4 KiB pages) */
-	ML_STAT_RSS_COPIES,       /* pages recorded as copied on write */
-	ML_STAT_RSS_SAMPLED_OUT,  /* faults the sampling test left out */
-	ML_STAT_RSS_VMA_BUSY,     /* faults whose mapping could not be looked at (its lock busy): not recorded */
-	ML_STAT_RSS_LOST,         /* pages allocated for a pending fault that could not be recorded (table full) */
-	ML_STAT_RSS_MOVE_LOST,    /* records an mremap moved to an address the sampling test rejects */
-	ML_STAT_LOADER_HITS,      /* traps on the dynamic loader's _dl_debug_state (ldso_stop, ldso_notify) */
+	ML_STAT_FILTERED,	  /* allocations outside --min-size/--max-size: not recorded */
+	ML_STAT_TAKEOVER,	  /* a record whose address the allocator handed out again: its release was missed */
+	ML_STAT_UW_STACKS,	  /* stacks unwound with the tables */
+	ML_STAT_UW_FP,		  /* frames taken from frame pointers: no table covered their pc */
+	ML_STAT_UW_STOP,	 /* unwinds that ended before the stack's end: a pc no table or frame pointer covers, */
+				 /* an unreadable or non-increasing frame (the outermost frame's end is not counted) */
+	ML_STAT_UW_TRUNCATED,	 /* deeper than ML_MAX_FRAMES native frames */
+	ML_STAT_UW_MEMO,	 /* stacks unwound by replaying a remembered walk (every word it read the same) */
+	ML_STAT_RSS_FAULTS,	 /* faults of traced processes on anonymous private memory that could add a page */
+	ML_STAT_RSS_PAGES,	 /* pages recorded as made resident (a huge page counts its 4 KiB pages) */
+	ML_STAT_RSS_COPIES,	 /* pages recorded as copied on write */
+	ML_STAT_RSS_SAMPLED_OUT, /* faults the sampling test left out */
+	ML_STAT_RSS_VMA_BUSY,	 /* faults whose mapping could not be looked at (its lock busy): not recorded */
+	ML_STAT_RSS_LOST,	 /* pages allocated for a pending fault that could not be recorded (table full) */
+	ML_STAT_RSS_MOVE_LOST,	 /* records an mremap moved to an address the sampling test rejects */
+	ML_STAT_LOADER_HITS,	 /* traps on the dynamic loader's _dl_debug_state (ldso_stop, ldso_notify) */
 	ML_STAT_MAX,
 };
 

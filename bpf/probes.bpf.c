@@ -5,6 +5,8 @@
  * stacks come from stack.bpf.c.
  */
 #include "table.bpf.h"
+
+/* After table.bpf.h: usdt.bpf.h needs the kernel types of vmlinux.h. */
 #include <bpf/usdt.bpf.h>
 
 char LICENSE[] SEC("license") = "GPL";
@@ -14,7 +16,8 @@ const volatile struct ml_spec specs[ML_MAX_SPECS] = {};
 /* Tensor sampling is on (user space sets it): a wrapped call is taken only with its wrapper's entry seen. */
 __u32 wrap_sampled = 0;
 
-/* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the context. */
+/* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the
+ * context. */
 struct ml_args {
 	__u64 v[9];
 };
@@ -153,7 +156,7 @@ int BPF_KPROBE(alloc_enter)
 	stack_id = &t->stack_id;
 capture:
 	/* One call site for either. */
-	cap = (struct ml_capture){ .sp = sp, .bp = PT_REGS_FP(ctx) };
+	cap = (struct ml_capture){.sp = sp, .bp = PT_REGS_FP(ctx)};
 	capture_stack(th, &cap);
 	*caller = cap.caller;
 	*stack_id = cap.stack_id;
@@ -266,8 +269,8 @@ int BPF_KPROBE(free_enter)
 	 * is not counted twice. The C library's free, the hot path, skips this.
 	 */
 	if (s->track_free) {
-		struct ml_thread *th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
-							    BPF_LOCAL_STORAGE_GET_F_CREATE);
+		struct ml_thread *th =
+		    bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		struct ml_call *t;
 		__u64 sp = PT_REGS_SP(ctx);
 
@@ -308,7 +311,7 @@ int BPF_KRETPROBE(free_exit)
 SEC("usdt")
 int BPF_USDT(torch_malloc, __u64 ptr, long device, __u64 size, long stream)
 {
-	struct ml_capture cap = { .sp = PT_REGS_SP(ctx), .bp = PT_REGS_FP(ctx) };
+	struct ml_capture cap = {.sp = PT_REGS_SP(ctx), .bp = PT_REGS_FP(ctx)};
 
 	hit(ML_LAYER_TORCH_CUDA, false);
 	if (!ptr)

@@ -21,7 +21,6 @@ struct {
 	__type(value, struct ml_heap_proc);
 } heap_procs SEC(".maps");
 
-
 /*
  * -c only: the dynamic loader calls _dl_debug_state() before and after it maps a program's libraries, at
  * start and at every dlopen. Stopping the program there lets memleak-ai probe those libraries before any of
@@ -217,9 +216,9 @@ int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
 		addr = ret;
 		size = regs->dx;
 	}
-	cap = (struct ml_capture){ .ip = PT_REGS_IP(regs), .sp = PT_REGS_SP(regs), .bp = PT_REGS_FP(regs) };
+	cap = (struct ml_capture){.ip = PT_REGS_IP(regs), .sp = PT_REGS_SP(regs), .bp = PT_REGS_FP(regs)};
 	capture_stack_ip(th, &cap);
-	remember(c, tgid, ML_LAYER_LIBC, addr, size, cap.caller, cap.stack_id, nr == ML_NR_BRK ? ML_SPEC_BRK : ML_SPEC_HEAP,
-		 -1);
+	remember(c, tgid, ML_LAYER_LIBC, addr, size, cap.caller, cap.stack_id,
+		 nr == ML_NR_BRK ? ML_SPEC_BRK : ML_SPEC_HEAP, -1);
 	return 0;
 }

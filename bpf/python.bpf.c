@@ -59,7 +59,7 @@ static long py_thread_step(__u32 i, void *arg)
  */
 static __always_inline __u64 py_tstate(const struct ml_pyproc *pp, struct ml_thread *th, __u64 self)
 {
-	struct py_thread_walk c = { .pp = pp, .self = self };
+	struct py_thread_walk c = {.pp = pp, .self = self};
 	__u64 interp, now;
 
 	if (th && th->py_tstate) {
@@ -169,7 +169,8 @@ static __always_inline long py_frame_one(struct py_frame_walk *c)
 	 * The check costs a read of its own: taken for the innermost frames, where short-lived code (closures,
 	 * code compiled at run time) runs; the outer ones are long-lived, and user space checks their type.
 	 */
-	sc->st.ips[(c->w + 1) & ML_STACK_WORD_MASK] = code && c->nr_py < ML_PY_CHECKED ? read_u64(code + pp->code_check) : 0;
+	sc->st.ips[(c->w + 1) & ML_STACK_WORD_MASK] =
+	    code && c->nr_py < ML_PY_CHECKED ? read_u64(code + pp->code_check) : 0;
 	c->h = (c->h ^ c->prev_w) * ML_FNV_PRIME;
 	c->h = (c->h ^ sc->st.ips[(c->w + 1) & ML_STACK_WORD_MASK]) * ML_FNV_PRIME;
 	c->w += 2;
@@ -199,7 +200,7 @@ __noinline int py_frames(struct ml_scratch *sc, struct ml_thread *th, __u32 tgid
 
 	if (!pp || !sc || !h)
 		return 0;
-	c = (struct py_frame_walk){ .sc = sc, .pp = pp, .w = sc->st.nr, .size = pp->frame_size, .h = *h };
+	c = (struct py_frame_walk){.sc = sc, .pp = pp, .w = sc->st.nr, .size = pp->frame_size, .h = *h};
 	fptr_off = pp->tstate_current_frame != ML_PY_NONE ? pp->tstate_current_frame : pp->tstate_cframe;
 
 	/* The usual case, one read: this thread's known thread state, still its own, and its frame pointer. */

@@ -13,15 +13,22 @@
 __u32 rss_shift = 0;
 
 #define ML_EBUSY 16
-#define ML_PF_PROT 1   /* the page was present: a protection fault (a write to a write-protected page) */
+#define ML_PF_PROT 1 /* the page was present: a protection fault (a write to a write-protected page) */
 #define ML_PF_WRITE 2
 #define ML_PF_INSTR 16
 #define ML_PF_KERNEL (1ULL << 62) /* ours, in the remembered error code: the fault came from a system call */
-#define ML_GFP_MOVABLE (1U << 3) /* ___GFP_MOVABLE_BIT: user pages, never page tables */
-#define ML_GFP_ZERO (1U << 8)    /* ___GFP_ZERO_BIT: a page that starts zeroed (first touch, the zero page's copy) */
+#define ML_GFP_MOVABLE (1U << 3)  /* ___GFP_MOVABLE_BIT: user pages, never page tables */
+#define ML_GFP_ZERO (1U << 8)	  /* ___GFP_ZERO_BIT: a page that starts zeroed (first touch, the zero page's copy) */
 #define ML_HUGE_BYTES (1ULL << 21)
 #define ML_FAULT_WINDOW_NS 100000000ULL
-#define ML_SAME_RUN_NS 50000ULL /* faults of one run (one loop over new pages) follow each other closer than this */ /* a fault the page allocator has not answered in this long allocated nothing */
+#define ML_SAME_RUN_NS                                                                                                 \
+	50000ULL /* faults of one run (one loop over new pages) follow each other closer than this */ /* a fault the   \
+													 page          \
+													 allocator has \
+													 not answered  \
+													 in this long  \
+													 allocated     \
+													 nothing */
 
 /*
  * The thread with a fault pending on this CPU (its task pointer), or 0: the page allocator's program, which
@@ -197,7 +204,8 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 	} else {
 		__u64 miss = th->py_miss_ns;
 
-		cap = (struct ml_capture){ .ip = u->ip, .sp = u->sp, .bp = u->bp, .fault = !(th->rss.err & ML_PF_KERNEL) };
+		cap =
+		    (struct ml_capture){.ip = u->ip, .sp = u->sp, .bp = u->bp, .fault = !(th->rss.err & ML_PF_KERNEL)};
 		capture_stack_ip(th, &cap);
 		/*
 		 * A new thread faults its stack before its Python thread state exists: that miss must not hold
@@ -217,7 +225,10 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 		return 0;
 	}
 	slot_write(s, tgid, ML_LAYER_RSS, bytes, cap.caller, cap.stack_id,
-		   copy ? ML_SPEC_COPY : in_heap(task, key) ? ML_SPEC_RSS_HEAP : ML_SPEC_RSS, -1, now);
+		   copy			? ML_SPEC_COPY
+		   : in_heap(task, key) ? ML_SPEC_RSS_HEAP
+					: ML_SPEC_RSS,
+		   -1, now);
 	if (c) {
 		c->v[copy ? ML_STAT_RSS_COPIES : ML_STAT_RSS_PAGES] += bytes >> ML_PAGE_SHIFT;
 		c->v[ML_STAT_LAYER_ALLOCS(ML_LAYER_RSS)] += 1;
@@ -300,7 +311,7 @@ static long rss_move_one(__u32 i, void *arg)
  */
 __noinline int ml_rss_range(__u32 tgid, __u64 lo, __u64 hi, __u64 to)
 {
-	struct rss_range r = { .lo = lo, .to = to, .tgid = tgid, .shift = READ_ONCE(rss_shift) };
+	struct rss_range r = {.lo = lo, .to = to, .tgid = tgid, .shift = READ_ONCE(rss_shift)};
 	__u64 n = (hi - lo) >> ML_PAGE_SHIFT;
 	struct ml_counters *c;
 

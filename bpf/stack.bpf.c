@@ -84,9 +84,9 @@ struct {
 
 struct ml_uwmemo {
 	__u64 pc0, seq, h; /* pc0 0: empty, or being written */
-	__u64 bp0;         /* rbp at entry - the stack pointer, compared where bp_used */
-	__u32 gen, n;      /* n checks */
-	__u32 nr, n_fp;    /* native frames, frames by frame pointer */
+	__u64 bp0;	   /* rbp at entry - the stack pointer, compared where bp_used */
+	__u32 gen, n;	   /* n checks */
+	__u32 nr, n_fp;	   /* native frames, frames by frame pointer */
 	__u8 truncated, bp_used;
 	/* While the walk is done: rbp is still rbp at entry; nothing seen that forbids remembering it. Kept in
 	 * map memory with the counters, where the verifier does not follow each value as it does on the stack. */
@@ -112,7 +112,9 @@ struct fp_walk {
 static long fp_step(__u32 i, void *arg)
 {
 	struct fp_walk *c = arg;
-	struct { __u64 next, ret; } fr;
+	struct {
+		__u64 next, ret;
+	} fr;
 
 	if (bpf_probe_read_user(&fr, sizeof(fr), (void *)c->fp) || fr.ret < ML_MIN_USER_ADDR || fr.ret >= ML_USER_TOP)
 		return 1;
@@ -301,8 +303,7 @@ static __always_inline long uw_one(struct uw_walk *c)
 		c->exact = 0;
 		c->memo->n_fp++;
 		break;
-	default: /* the outermost frame (_start, a thread's start) or rules we do not follow: the end */
-		return 1;
+	default: /* the outermost frame (_start, a thread's start) or rules we do not follow: the end */ return 1;
 	}
 	if (c->ri && ra_at && ret_swapped(&c->ri, ra_at, &ra))
 		c->memo->keep = 0;
@@ -326,8 +327,8 @@ static __always_inline long uw_one(struct uw_walk *c)
 	}
 	/* the frame's check: a replay that stops after it resumes from here (rbp rule lost, or frame pointers) */
 	c->memo->off[(c->memo->n - 1) & (ML_UWM_CHECKS - 1)] |=
-		ML_UWM_FRAME | (ML_UW_KIND_RBP(kind) & ML_UW_RBP_LOST) << 1 |
-		(((__u64)(ML_UW_KIND_CFA(kind) ^ ML_UW_NONE_FDE) - 1) >> 63) << 3;
+	    ML_UWM_FRAME | (ML_UW_KIND_RBP(kind) & ML_UW_RBP_LOST) << 1 |
+	    (((__u64)(ML_UW_KIND_CFA(kind) ^ ML_UW_NONE_FDE) - 1) >> 63) << 3;
 	st->ips[st->nr & ML_FRAME_MASK] = word;
 	c->h = (c->h ^ word) * ML_FNV_PRIME;
 	st->nr++;
@@ -550,8 +551,14 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 	st->nr_py = 0;
 	st->nr = 0;
 	if (um) {
-		struct uw_walk uw = { .sc = sc, .um = um, .h = h, .win_lo = ~0ULL, .bp = fp, .bp_ok = 1, .gen = um->gen,
-				      .ri = pending_returns() };
+		struct uw_walk uw = {.sc = sc,
+				     .um = um,
+				     .h = h,
+				     .win_lo = ~0ULL,
+				     .bp = fp,
+				     .bp_ok = 1,
+				     .gen = um->gen,
+				     .ri = pending_returns()};
 
 		uw.cache = bpf_map_lookup_elem(&uwcache, &zero);
 		if (!uw.cache)
@@ -562,7 +569,8 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 			uw.exact = 1;
 			uw.want_first = !cap->fault;
 		} else {
-			/* The return address comes with the first chunk of the stack: one read of user memory, not two. */
+			/* The return address comes with the first chunk of the stack: one read of user memory, not two.
+			 */
 			if (uw_word(&uw, sp, &ret))
 				bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
 			cap->caller = ret;
@@ -577,7 +585,7 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 		h = uw.h;
 	} else if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
 		/* The window check rejects most garbage in rbp before the first read. */
-		struct fp_walk fw = { .st = st, .fp = fp, .h = h };
+		struct fp_walk fw = {.st = st, .fp = fp, .h = h};
 
 		bpf_loop(ML_MAX_FRAMES, fp_step, &fw, 0);
 		st->nr = fw.nr;

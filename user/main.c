@@ -1,9 +1,9 @@
 /* memleak-ai: the options, then one run (user/session/session.c). */
+#include <bpf/libbpf.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/resource.h>
-#include <bpf/libbpf.h>
 #include "lib/log.h"
 #include "session/opts.h"
 #include "session/session.h"

@@ -14,24 +14,26 @@
 static volatile int sink;
 static void *kept;
 
-#define LAST(k)                                                          \
-	__attribute__((noinline)) void *deep_##k(size_t n, int keep)     \
-	{                                                                \
-		void *p = malloc(n);                                     \
-		if (!keep)                                               \
-			free(p);                                         \
-		sink++;                                                  \
-		return p;                                                \
+#define LAST(k)                                                                                                        \
+	__attribute__((noinline)) void *deep_##k(size_t n, int keep)                                                   \
+	{                                                                                                              \
+		void *p = malloc(n);                                                                                   \
+		if (!keep)                                                                                             \
+			free(p);                                                                                       \
+		sink++;                                                                                                \
+		return p;                                                                                              \
 	}
 /* Function k of a chain (deep or deepb) calls the chain's function next. */
-#define CHAIN_STEP(chain, k, next)                                       \
-	__attribute__((noinline)) void *chain##_##k(size_t n, int keep)  \
-	{                                                                \
-		void *p = chain##_##next(n, keep);                       \
-		sink++;                                                  \
-		return p;                                                \
+#define CHAIN_STEP(chain, k, next)                                                                                     \
+	__attribute__((noinline)) void *chain##_##k(size_t n, int keep)                                                \
+	{                                                                                                              \
+		void *p = chain##_##next(n, keep);                                                                     \
+		sink++;                                                                                                \
+		return p;                                                                                              \
 	}
 #define STEP(k, next) CHAIN_STEP(deep, k, next)
+/* A run of macro calls without semicolons, which clang-format 14 reflows differently on every pass. */
+// clang-format off
 LAST(30)
 STEP(29, 30) STEP(28, 29) STEP(27, 28) STEP(26, 27) STEP(25, 26) STEP(24, 25) STEP(23, 24) STEP(22, 23)
 STEP(21, 22) STEP(20, 21) STEP(19, 20) STEP(18, 19) STEP(17, 18) STEP(16, 17) STEP(15, 16) STEP(14, 15)
@@ -50,9 +52,10 @@ STEPB(28, 29) STEPB(27, 28) STEPB(26, 27) STEPB(25, 26) STEPB(24, 25) STEPB(23, 
 STEPB(21, 22) STEPB(20, 21) STEPB(19, 20) STEPB(18, 19) STEPB(17, 18) STEPB(16, 17) STEPB(15, 16) STEPB(14, 15)
 STEPB(13, 14) STEPB(12, 13) STEPB(11, 12) STEPB(10, 11) STEPB(9, 10) STEPB(8, 9) STEPB(7, 8) STEPB(6, 7)
 STEPB(5, 6) STEPB(4, 5) STEPB(3, 4) STEPB(2, 3) STEPB(1, 2)
+    // clang-format on
 
-/* Two tops for the same 30-deep chain: called alternately, the walks differ only in their outermost words. */
-__attribute__((noinline)) void *top_a(size_t n, int keep)
+    /* Two tops for the same 30-deep chain: called alternately, the walks differ only in their outermost words. */
+    __attribute__((noinline)) void *top_a(size_t n, int keep)
 {
 	void *p = deep_1(n, keep);
 	sink++;

@@ -1,15 +1,15 @@
 /* Benchmark floor: attaches empty uprobes (and uretprobes) to the same libc functions memleak-ai probes. */
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <bpf/libbpf.h>
 #include "attach/allocators.h"
+#include "empty.skel.h"
 #include "lib/elfsym.h"
 #include "lib/procmaps.h"
-#include "empty.skel.h"
 
 int main(int argc, char **argv)
 {
@@ -43,7 +43,8 @@ int main(int argc, char **argv)
 			uint64_t va, sz, off;
 			LIBBPF_OPTS(bpf_uprobe_opts, uo);
 
-			if (elf_syms__find(syms, ml_allocators[row].func, &va, &sz) || elf_syms__vaddr_to_offset(syms, va, &off))
+			if (elf_syms__find(syms, ml_allocators[row].func, &va, &sz) ||
+			    elf_syms__vaddr_to_offset(syms, va, &off))
 				continue;
 			if (!bpf_program__attach_uprobe_opts(skel->progs.empty_enter, pid, path, off, &uo))
 				return 1;

@@ -2,16 +2,16 @@
  * Benchmark: time to aggregate and rank a report over 1,000,000 outstanding allocations in the real BPF table,
  * their stacks in the user-space stack store; then the store's size and speed with 1,000,000 distinct stacks.
  */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "collect/ledger.h"
 #include "collect/stackstore.h"
 #include "judge/verdict.h"
-#include <malloc.h>
 #include "memleak.skel.h"
 
 /* A 30-frame stack i: a few outer frames shared by all, the inner ones drawn from a pool of 100,000 frames. */
@@ -90,7 +90,8 @@ int main(int argc, char **argv)
 	{
 		uint32_t mask = skel->rodata->table_mask;
 		size_t bytes = ((size_t)mask + 1) * sizeof(struct ml_slot);
-		struct ml_slot *t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
+		struct ml_slot *t =
+		    mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
 
 		if (t == MAP_FAILED) {
 			fprintf(stderr, "report_bench: cannot map the table\n");
@@ -102,8 +103,12 @@ int main(int argc, char **argv)
 
 			while (t[h & mask].addr)
 				h++;
-			t[h & mask] = (struct ml_slot){ .addr = addr, .ts_ns = 1 + i, .size = 64 + i % 512,
-							.caller = 0x400000 + i % nstacks, .stack_id = 1 + i % nstacks, .tgid = 1 };
+			t[h & mask] = (struct ml_slot){.addr = addr,
+						       .ts_ns = 1 + i,
+						       .size = 64 + i % 512,
+						       .caller = 0x400000 + i % nstacks,
+						       .stack_id = 1 + i % nstacks,
+						       .tgid = 1};
 		}
 		munmap(t, bytes);
 	}
@@ -120,7 +125,7 @@ int main(int argc, char **argv)
 		stackstore__add(ss, st, ML_STACK_HDR + 8 * 30);
 	}
 	free(st);
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 1, .stacks = ss });
+	l = ledger__new(skel, &(struct ledger_opts){.tgid = 1, .stacks = ss});
 	struct verdicts *v = verdicts__new();
 	const struct ml_judgement *j;
 	const size_t *order;
@@ -139,10 +144,11 @@ int main(int argc, char **argv)
 		}
 	}
 	heap1 = mallinfo2().uordblks;
-	printf("report over %u allocations in %zu stacks, verdicts included: best %.1f ms, worst %.1f ms "
-	       "(last 5 of 20 reports); verdict history %.1f MiB (%.0f bytes a stack), report buffers included %.1f MiB\n",
-	       nallocs, s->nrows, best * 1e3, worst * 1e3, (double)verdicts__memory(v) / (1 << 20),
-	       (double)verdicts__memory(v) / (double)s->nrows, (double)(heap1 - heap0) / (1 << 20));
+	printf(
+	    "report over %u allocations in %zu stacks, verdicts included: best %.1f ms, worst %.1f ms "
+	    "(last 5 of 20 reports); verdict history %.1f MiB (%.0f bytes a stack), report buffers included %.1f MiB\n",
+	    nallocs, s->nrows, best * 1e3, worst * 1e3, (double)verdicts__memory(v) / (1 << 20),
+	    (double)verdicts__memory(v) / (double)s->nrows, (double)(heap1 - heap0) / (1 << 20));
 	verdicts__free(v);
 	ledger__free(l);
 	stackstore__free(ss);

@@ -6,18 +6,18 @@
 
 static int check_passed, check_failed;
 
-#define CHECK(cond, name)                                                                                     \
-	do {                                                                                                  \
-		if (cond) {                                                                                   \
-			check_passed++;                                                                       \
-			printf("ok - %s\n", name);                                                            \
-		} else {                                                                                      \
-			check_failed++;                                                                       \
-			printf("not ok - %s (%s:%d: %s)\n", name, __FILE__, __LINE__, #cond);                 \
-		}                                                                                             \
+#define CHECK(cond, name)                                                                                              \
+	do {                                                                                                           \
+		if (cond) {                                                                                            \
+			check_passed++;                                                                                \
+			printf("ok - %s\n", name);                                                                     \
+		} else {                                                                                               \
+			check_failed++;                                                                                \
+			printf("not ok - %s (%s:%d: %s)\n", name, __FILE__, __LINE__, #cond);                          \
+		}                                                                                                      \
 	} while (0)
 
-#define SUMMARY(suite)                                                                                        \
+#define SUMMARY(suite)                                                                                                 \
 	(printf("unit %s: %d passed, %d failed\n", suite, check_passed, check_failed), check_failed ? 1 : 0)
 
 #endif

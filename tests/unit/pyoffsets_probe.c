@@ -48,7 +48,7 @@ static void expect_true(bool ok, const char *what)
 	CHECK(ok, name);
 }
 
-#define OFF(field, type, member) \
+#define OFF(field, type, member)                                                                                       \
 	expect_uint(#field " = offsetof(" #type ", " #member ")", l->field, offsetof(type, member))
 #define ABSENT(field) expect_uint(#field " absent", l->field, ML_PY_NONE)
 
@@ -214,9 +214,11 @@ static bool str_matches(PyObject *s)
 
 static void check_objects(void)
 {
-	static const char *const strs[] = { "probe", "pr\xc3\xb6" "be", "euro \xe2\x82\xac", "smile \xf0\x9f\x98\x80",
-					    "" };
-	static const unsigned int kinds[] = { 1, 1, 2, 4, 1 };
+	static const char *const strs[] = {"probe",
+					   "pr\xc3\xb6"
+					   "be",
+					   "euro \xe2\x82\xac", "smile \xf0\x9f\x98\x80", ""};
+	static const unsigned int kinds[] = {1, 1, 2, 4, 1};
 	PyObject *b;
 	size_t i;
 
@@ -344,7 +346,7 @@ static int walk_table(struct frame_view *v, bool trace)
 			       off / l->code_units, unit & 0xff, unit >> 8, line);
 		}
 		if (n < MAX_FRAMES)
-			v[n++] = (struct frame_view){ code, line };
+			v[n++] = (struct frame_view){code, line};
 	}
 	return n;
 }
@@ -360,7 +362,7 @@ static int walk_api(struct frame_view *v)
 		PyFrameObject *back = PyFrame_GetBack(f);
 		PyCodeObject *code = PyFrame_GetCode(f);
 
-		v[n++] = (struct frame_view){ code, PyFrame_GetLineNumber(f) };
+		v[n++] = (struct frame_view){code, PyFrame_GetLineNumber(f)};
 		Py_DECREF(code);
 		Py_DECREF(f);
 		f = back;
@@ -395,7 +397,7 @@ static PyObject *probe_walk(PyObject *self, PyObject *trace)
 	return PyLong_FromLong(n_mine);
 }
 
-static PyMethodDef probe_walk_def = { "walk", probe_walk, METH_O, NULL };
+static PyMethodDef probe_walk_def = {"walk", probe_walk, METH_O, NULL};
 
 /*
  * Python-to-Python calls (inlined in the same C frame), calls spread over two lines so that the
@@ -404,31 +406,30 @@ static PyMethodDef probe_walk_def = { "walk", probe_walk, METH_O, NULL };
  * a callback from C (sorted's key) and a second thread; repeated so the specializing interpreter
  * has rewritten the calls.
  */
-static const char script[] =
-	"import threading\n"
-	"TRACE = False\n"
-	"def leaf(n):\n"
-	"    return walk(\n"
-	"        TRACE)\n"
-	"def middle(n):\n"
-	"    r = leaf(\n"
-	"        n)\n"
-	"    return r\n"
-	"class K:\n"
-	"    def __init__(self):\n"
-	"        self.r = middle(1)\n"
-	"def gen():\n"
-	"    yield K().r\n"
-	"    yield sorted([2, 1], key=lambda x: middle(x))[0]\n"
-	"def top():\n"
-	"    return list(gen())\n"
-	"for i in range(200):\n"
-	"    top()\n"
-	"t = threading.Thread(target=top)\n"
-	"t.start()\n"
-	"t.join()\n"
-	"TRACE = True\n"
-	"top()\n";
+static const char script[] = "import threading\n"
+			     "TRACE = False\n"
+			     "def leaf(n):\n"
+			     "    return walk(\n"
+			     "        TRACE)\n"
+			     "def middle(n):\n"
+			     "    r = leaf(\n"
+			     "        n)\n"
+			     "    return r\n"
+			     "class K:\n"
+			     "    def __init__(self):\n"
+			     "        self.r = middle(1)\n"
+			     "def gen():\n"
+			     "    yield K().r\n"
+			     "    yield sorted([2, 1], key=lambda x: middle(x))[0]\n"
+			     "def top():\n"
+			     "    return list(gen())\n"
+			     "for i in range(200):\n"
+			     "    top()\n"
+			     "t = threading.Thread(target=top)\n"
+			     "t.start()\n"
+			     "t.join()\n"
+			     "TRACE = True\n"
+			     "top()\n";
 
 static void check_walk(void)
 {
@@ -468,34 +469,37 @@ struct debug_case {
 	size_t off;
 };
 
-#define DBG(group, field) { #group "." #field, offsetof(_Py_DebugOffsets, group.field) }
+#define DBG(group, field)                                                                                              \
+	{                                                                                                              \
+#group "." #field, offsetof(_Py_DebugOffsets, group.field)                                             \
+	}
 
 static const struct debug_case debug_cases[] = {
-	{ "free_threaded", offsetof(_Py_DebugOffsets, free_threaded) },
-	DBG(runtime_state, interpreters_head),
-	DBG(interpreter_state, next),
-	DBG(interpreter_state, threads_head),
-	DBG(thread_state, next),
-	DBG(thread_state, current_frame),
-	DBG(thread_state, thread_id),
-	DBG(thread_state, native_thread_id),
-	DBG(interpreter_frame, previous),
-	DBG(interpreter_frame, executable),
-	DBG(interpreter_frame, instr_ptr),
-	DBG(interpreter_frame, localsplus),
-	DBG(interpreter_frame, owner),
-	DBG(code_object, filename),
-	DBG(code_object, name),
-	DBG(code_object, qualname),
-	DBG(code_object, linetable),
-	DBG(code_object, firstlineno),
-	DBG(code_object, co_code_adaptive),
-	DBG(pyobject, ob_type),
-	DBG(bytes_object, ob_size),
-	DBG(bytes_object, ob_sval),
-	DBG(unicode_object, state),
-	DBG(unicode_object, length),
-	DBG(unicode_object, asciiobject_size),
+    {"free_threaded", offsetof(_Py_DebugOffsets, free_threaded)},
+    DBG(runtime_state, interpreters_head),
+    DBG(interpreter_state, next),
+    DBG(interpreter_state, threads_head),
+    DBG(thread_state, next),
+    DBG(thread_state, current_frame),
+    DBG(thread_state, thread_id),
+    DBG(thread_state, native_thread_id),
+    DBG(interpreter_frame, previous),
+    DBG(interpreter_frame, executable),
+    DBG(interpreter_frame, instr_ptr),
+    DBG(interpreter_frame, localsplus),
+    DBG(interpreter_frame, owner),
+    DBG(code_object, filename),
+    DBG(code_object, name),
+    DBG(code_object, qualname),
+    DBG(code_object, linetable),
+    DBG(code_object, firstlineno),
+    DBG(code_object, co_code_adaptive),
+    DBG(pyobject, ob_type),
+    DBG(bytes_object, ob_size),
+    DBG(bytes_object, ob_sval),
+    DBG(unicode_object, state),
+    DBG(unicode_object, length),
+    DBG(unicode_object, asciiobject_size),
 };
 
 static void check_debug_offsets(void)
@@ -524,7 +528,7 @@ static void check_debug_offsets(void)
 		snprintf(what, sizeof(what), "check_debug with %s changed: -EPROTO naming it (%d, \"%s\")",
 			 debug_cases[i].name, err, why);
 		expect_true(err == -EPROTO && !strncmp(why, debug_cases[i].name, strlen(debug_cases[i].name)) &&
-				    why[strlen(debug_cases[i].name)] == ':',
+				why[strlen(debug_cases[i].name)] == ':',
 			    what);
 	}
 	/* fields nothing describes may change */
@@ -559,7 +563,7 @@ static void check_debug_offsets(void)
 		    "check_debug truncated inside the version: -EINVAL");
 	expect_true(ml_py_layout_check_debug(l, &copy, 0, NULL, 0) == -EINVAL, "check_debug on 0 bytes: -EINVAL");
 	expect_true(ml_py_layout_check_debug(ml_py_layout_find(0x030c0000), real, sizeof(*real), why, sizeof(why)) ==
-			    -ENOENT,
+			-ENOENT,
 		    "check_debug for the 3.12 layout: -ENOENT");
 }
 #else
@@ -586,7 +590,7 @@ int main(void)
 
 	Py_InitializeEx(0);
 	expect_true(!strncmp(Py_GetVersion(), PY_VERSION, strlen(PY_VERSION)) &&
-			    Py_GetVersion()[strlen(PY_VERSION)] == ' ',
+			Py_GetVersion()[strlen(PY_VERSION)] == ' ',
 		    "the library loaded is the one the headers describe (" PY_VERSION ")");
 	check_objects();
 	check_thread_state();

@@ -96,8 +96,8 @@ static size_t cie_zr(struct buf *b, uint8_t enc)
 {
 	size_t start = b->n, at = begin_entry(b);
 
-	u32(b, 0);  /* CIE id */
-	u8(b, 1);   /* version */
+	u32(b, 0); /* CIE id */
+	u8(b, 1);  /* version */
 	bytes(b, "zR", 3);
 	uleb(b, 1);
 	sleb(b, -8);
@@ -105,7 +105,7 @@ static size_t cie_zr(struct buf *b, uint8_t enc)
 	uleb(b, 1); /* augmentation data length */
 	u8(b, enc);
 	u8(b, 0x0c), uleb(b, 7), uleb(b, 8); /* def_cfa rsp+8 */
-	u8(b, 0x80 | 16), uleb(b, 1);         /* offset ra, c-8 */
+	u8(b, 0x80 | 16), uleb(b, 1);	     /* offset ra, c-8 */
 	end_entry(b, at);
 	return start;
 }
@@ -139,27 +139,27 @@ static void fde_push_rbp(struct buf *b, size_t cie, uint64_t pc)
 {
 	size_t at = fde_begin(b, cie, ADDR, pc, 0x20);
 
-	u8(b, 0x41);                        /* advance 1 */
-	u8(b, 0x0e), uleb(b, 16);           /* def_cfa_offset 16 */
-	u8(b, 0x80 | 6), uleb(b, 2);        /* rbp at c-16 */
-	u8(b, 0x43);                        /* advance 3 */
-	u8(b, 0x0d), uleb(b, 6);            /* def_cfa_register rbp */
-	u8(b, 0x02), u8(b, 16);             /* advance_loc1 16 -> pc+20 */
+	u8(b, 0x41);			     /* advance 1 */
+	u8(b, 0x0e), uleb(b, 16);	     /* def_cfa_offset 16 */
+	u8(b, 0x80 | 6), uleb(b, 2);	     /* rbp at c-16 */
+	u8(b, 0x43);			     /* advance 3 */
+	u8(b, 0x0d), uleb(b, 6);	     /* def_cfa_register rbp */
+	u8(b, 0x02), u8(b, 16);		     /* advance_loc1 16 -> pc+20 */
 	u8(b, 0x0c), uleb(b, 7), uleb(b, 8); /* def_cfa rsp+8 */
-	u8(b, 0xc0 | 6);                    /* restore rbp */
+	u8(b, 0xc0 | 6);		     /* restore rbp */
 	end_entry(b, at);
 }
 
 static void test_basic(void)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	struct ml_unwind_table t;
 	size_t cie;
 	int err;
 
 	cie = cie_zr(&b, 0x1b);
 	fde_push_rbp(&b, cie, 0x401000);
-	u32(&b, 0); /* terminator */
+	u32(&b, 0);	     /* terminator */
 	u32(&b, 0xdeadbeef); /* ignored after the terminator */
 	err = ml_ehframe_parse(b.p, b.n, ADDR, &t);
 	CHECK(err == 0, "basic: parses");
@@ -182,7 +182,7 @@ static void test_basic(void)
 /* Two adjacent FDEs, out of order, a zPLR CIE with 64-bit length, udata8 absolute pointers. */
 static void test_layouts(void)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	struct ml_unwind_table t;
 	size_t cie, cie2, at;
 	uint64_t len;
@@ -225,7 +225,8 @@ static void test_layouts(void)
 	CHECK(ml_ehframe_parse(b.p, b.n, ADDR, &t) == 0 && t.n_skipped == 0, "layouts: parse");
 	CHECK(row_is(ml_unwind_lookup(&t, 0x401fe0), ML_CFA_RSP, 8, 0, 0), "layouts: first FDE");
 	CHECK(row_is(ml_unwind_lookup(&t, 0x401fff), ML_CFA_RSP, 8, 0, 0), "layouts: first FDE tail");
-	CHECK(row_is(ml_unwind_lookup(&t, 0x402000), ML_CFA_RSP, 8, 0, 0), "layouts: adjacent FDE not cut by end marker");
+	CHECK(row_is(ml_unwind_lookup(&t, 0x402000), ML_CFA_RSP, 8, 0, 0),
+	      "layouts: adjacent FDE not cut by end marker");
 	CHECK(row_is(ml_unwind_lookup(&t, 0x402001), ML_CFA_RSP, 16, 1, -16), "layouts: second FDE");
 	CHECK(row_unsup(ml_unwind_lookup(&t, 0x402020)), "layouts: end of second FDE");
 	CHECK(row_is(ml_unwind_lookup(&t, 0x500001), ML_CFA_RSP, 8, 0, 0), "layouts: 64-bit FDE");
@@ -238,7 +239,7 @@ static void test_layouts(void)
 /* Parse a section of one zR CIE and one FDE at 0x401000 (0x40 long) whose instructions are given. */
 static int one_fde(const uint8_t *ins, size_t n, struct ml_unwind_table *t)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	size_t cie, at;
 	int err;
 
@@ -255,53 +256,54 @@ static void test_rules(void)
 {
 	struct ml_unwind_table t;
 	/* CFA expression after 4 bytes, back to rsp+8 at 8 */
-	static const uint8_t expr[] = { 0x44, 0x0f, 0x02, 0x77, 0x08, 0x44, 0x0c, 0x07, 0x08 };
+	static const uint8_t expr[] = {0x44, 0x0f, 0x02, 0x77, 0x08, 0x44, 0x0c, 0x07, 0x08};
 	/* rbp by expression, then via register */
-	static const uint8_t rbp_expr[] = { 0x10, 0x06, 0x01, 0x00, 0x41, 0x09, 0x06, 0x03, 0x41, 0x08, 0x06 };
+	static const uint8_t rbp_expr[] = {0x10, 0x06, 0x01, 0x00, 0x41, 0x09, 0x06, 0x03, 0x41, 0x08, 0x06};
 	/* ra in a register */
-	static const uint8_t ra_reg[] = { 0x41, 0x09, 0x10, 0x03 };
+	static const uint8_t ra_reg[] = {0x41, 0x09, 0x10, 0x03};
 	/* ra undefined (outermost frame) */
-	static const uint8_t ra_undef[] = { 0x07, 0x10 };
+	static const uint8_t ra_undef[] = {0x07, 0x10};
 	/* def_cfa_sf r7, -2 * -8 = 16; offset_extended_sf rbp -3 * -8 = +24; CFA on r12 later */
-	static const uint8_t sf[] = { 0x12, 0x07, 0x7e, 0x11, 0x06, 0x7d, 0x41, 0x0d, 0x0c, 0x2e, 0x10 };
+	static const uint8_t sf[] = {0x12, 0x07, 0x7e, 0x11, 0x06, 0x7d, 0x41, 0x0d, 0x0c, 0x2e, 0x10};
 	/* remember, change, restore */
-	static const uint8_t remember[] = { 0x0a, 0x0e, 0x20, 0x41, 0x0b, 0x41, 0x00, 0x00 };
+	static const uint8_t remember[] = {0x0a, 0x0e, 0x20, 0x41, 0x0b, 0x41, 0x00, 0x00};
 	/* advance_loc4 huge: rows past the range are never produced */
-	static const uint8_t huge[] = { 0x41, 0x0e, 0x10, 0x04, 0xff, 0xff, 0xff, 0xff, 0x0e, 0x20, 0x41 };
+	static const uint8_t huge[] = {0x41, 0x0e, 0x10, 0x04, 0xff, 0xff, 0xff, 0xff, 0x0e, 0x20, 0x41};
 	/* offset too large for 32 bits */
-	static const uint8_t big_off[] = { 0x0e, 0x80, 0x80, 0x80, 0x80, 0x10 };
+	static const uint8_t big_off[] = {0x0e, 0x80, 0x80, 0x80, 0x80, 0x10};
 
 	CHECK(one_fde(expr, sizeof(expr), &t) == 0 && t.n_skipped == 0, "rules: cfa expression parses");
 	CHECK(row_is(ml_unwind_lookup(&t, 0x401000), ML_CFA_RSP, 8, 0, 0) &&
-		      row_unsup(ml_unwind_lookup(&t, 0x401004)) &&
-		      row_is(ml_unwind_lookup(&t, 0x401008), ML_CFA_RSP, 8, 0, 0),
+		  row_unsup(ml_unwind_lookup(&t, 0x401004)) &&
+		  row_is(ml_unwind_lookup(&t, 0x401008), ML_CFA_RSP, 8, 0, 0),
 	      "rules: cfa expression is unsupported, then back");
 	ml_unwind_table_free(&t);
 	CHECK(one_fde(rbp_expr, sizeof(rbp_expr), &t) == 0, "rules: rbp expression parses");
 	CHECK(row_is(ml_unwind_lookup(&t, 0x401000), ML_CFA_RSP, 8, ML_RBP_LOST, 0) &&
-		      row_is(ml_unwind_lookup(&t, 0x401001), ML_CFA_RSP, 8, ML_RBP_LOST, 0) &&
-		      row_is(ml_unwind_lookup(&t, 0x401002), ML_CFA_RSP, 8, ML_RBP_SAME, 0),
+		  row_is(ml_unwind_lookup(&t, 0x401001), ML_CFA_RSP, 8, ML_RBP_LOST, 0) &&
+		  row_is(ml_unwind_lookup(&t, 0x401002), ML_CFA_RSP, 8, ML_RBP_SAME, 0),
 	      "rules: rbp by expression or register is lost, same_value is same");
 	ml_unwind_table_free(&t);
 	CHECK(one_fde(ra_reg, sizeof(ra_reg), &t) == 0 && row_unsup(ml_unwind_lookup(&t, 0x401001)) &&
-		      !row_unsup(ml_unwind_lookup(&t, 0x401000)),
+		  !row_unsup(ml_unwind_lookup(&t, 0x401000)),
 	      "rules: ra in a register is unsupported");
 	ml_unwind_table_free(&t);
 	CHECK(one_fde(ra_undef, sizeof(ra_undef), &t) == 0 && row_unsup(ml_unwind_lookup(&t, 0x401000)),
 	      "rules: undefined ra is unsupported");
 	ml_unwind_table_free(&t);
 	CHECK(one_fde(sf, sizeof(sf), &t) == 0 && row_is(ml_unwind_lookup(&t, 0x401000), ML_CFA_RSP, 16, 1, 24) &&
-		      row_unsup(ml_unwind_lookup(&t, 0x401001)),
+		  row_unsup(ml_unwind_lookup(&t, 0x401001)),
 	      "rules: _sf forms factored, cfa on r12 unsupported, args_size ignored");
 	ml_unwind_table_free(&t);
-	CHECK(one_fde(remember, sizeof(remember), &t) == 0 && row_is(ml_unwind_lookup(&t, 0x401000), ML_CFA_RSP, 32, 0, 0) &&
-		      row_is(ml_unwind_lookup(&t, 0x401001), ML_CFA_RSP, 8, 0, 0) &&
-		      row_is(ml_unwind_lookup(&t, 0x40103f), ML_CFA_RSP, 8, 0, 0),
+	CHECK(one_fde(remember, sizeof(remember), &t) == 0 &&
+		  row_is(ml_unwind_lookup(&t, 0x401000), ML_CFA_RSP, 32, 0, 0) &&
+		  row_is(ml_unwind_lookup(&t, 0x401001), ML_CFA_RSP, 8, 0, 0) &&
+		  row_is(ml_unwind_lookup(&t, 0x40103f), ML_CFA_RSP, 8, 0, 0),
 	      "rules: remember/restore state");
 	ml_unwind_table_free(&t);
 	CHECK(one_fde(huge, sizeof(huge), &t) == 0 && t.n_skipped == 0 &&
-		      row_is(ml_unwind_lookup(&t, 0x40103f), ML_CFA_RSP, 16, 0, 0) &&
-		      row_unsup(ml_unwind_lookup(&t, 0x401040)) && t.n == 3,
+		  row_is(ml_unwind_lookup(&t, 0x40103f), ML_CFA_RSP, 16, 0, 0) &&
+		  row_unsup(ml_unwind_lookup(&t, 0x401040)) && t.n == 3,
 	      "rules: huge advance ends the FDE, clipped to its range");
 	ml_unwind_table_free(&t);
 	CHECK(one_fde(big_off, sizeof(big_off), &t) == 0 && row_unsup(ml_unwind_lookup(&t, 0x401000)),
@@ -321,15 +323,15 @@ static void expect_skipped(const uint8_t *ins, size_t n, const char *name)
 
 static void test_bad_fdes(void)
 {
-	static const uint8_t long_leb[] = { 0x0e, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01 };
-	static const uint8_t wide_leb[] = { 0x0e, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02 };
-	static const uint8_t trunc_leb[] = { 0x0e, 0x80 };
-	static const uint8_t unknown[] = { 0x41, 0x2d };
-	static const uint8_t unknown2[] = { 0x17 };
-	static const uint8_t restore_empty[] = { 0x0b };
-	static const uint8_t trunc_block[] = { 0x0f, 0x10, 0x00 };
-	static const uint8_t trunc_adv[] = { 0x04, 0x01, 0x00 };
-	static const uint8_t mul_ovf[] = { 0x05, 0x06, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f };
+	static const uint8_t long_leb[] = {0x0e, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
+	static const uint8_t wide_leb[] = {0x0e, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02};
+	static const uint8_t trunc_leb[] = {0x0e, 0x80};
+	static const uint8_t unknown[] = {0x41, 0x2d};
+	static const uint8_t unknown2[] = {0x17};
+	static const uint8_t restore_empty[] = {0x0b};
+	static const uint8_t trunc_block[] = {0x0f, 0x10, 0x00};
+	static const uint8_t trunc_adv[] = {0x04, 0x01, 0x00};
+	static const uint8_t mul_ovf[] = {0x05, 0x06, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
 	uint8_t deep[2 * (ML_EHFRAME_MAX_STATE_DEPTH + 1)];
 	struct ml_unwind_table t;
 	size_t i;
@@ -355,7 +357,7 @@ static void test_bad_fdes(void)
 /* A CIE with the given augmentation string and data, then an FDE using it (absolute udata8 pc). */
 static int with_cie(const char *aug, const uint8_t *augdata, size_t augn, int version, struct ml_unwind_table *t)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	size_t at, cie = 0;
 	int err;
 
@@ -392,19 +394,19 @@ static int with_cie(const char *aug, const uint8_t *augdata, size_t augn, int ve
 
 static void test_augmentations(void)
 {
-	static const uint8_t r_udata4[] = { 0x03 };
-	static const uint8_t r_textrel[] = { 0x23 };
-	static const uint8_t r_datarel[] = { 0x33 };
-	static const uint8_t r_indirect[] = { 0x9b };
-	static const uint8_t p_textrel[] = { 0x23, 0, 0, 0, 0, 0x03 };
-	static const uint8_t p_trunc[] = { 0x0b, 0 };
+	static const uint8_t r_udata4[] = {0x03};
+	static const uint8_t r_textrel[] = {0x23};
+	static const uint8_t r_datarel[] = {0x33};
+	static const uint8_t r_indirect[] = {0x9b};
+	static const uint8_t p_textrel[] = {0x23, 0, 0, 0, 0, 0x03};
+	static const uint8_t p_trunc[] = {0x0b, 0};
 	struct ml_unwind_table t;
 	const struct ml_unwind_row *r;
 
 	CHECK(with_cie("", NULL, 0, 1, &t) == 0 && t.n == 2, "aug: empty augmentation, absolute pointers");
 	ml_unwind_table_free(&t);
 	CHECK(with_cie("zR", r_udata4, 1, 3, &t) == 0 && (r = ml_unwind_lookup(&t, 0x401000)) && r->pc == 0x401000 &&
-		      r->cfa_reg == ML_CFA_RSP,
+		  r->cfa_reg == ML_CFA_RSP,
 	      "aug: zR udata4, version 3");
 	ml_unwind_table_free(&t);
 	CHECK(with_cie("zRS", r_udata4, 1, 1, &t) == 0 && t.n == 2, "aug: S accepted");
@@ -421,7 +423,8 @@ static void test_augmentations(void)
 	ml_unwind_table_free(&t);
 	CHECK(with_cie("zR", r_indirect, 1, 1, &t) == 0 && t.n == 0 && t.n_skipped == 1, "aug: indirect pc rejected");
 	ml_unwind_table_free(&t);
-	CHECK(with_cie("zPR", p_textrel, sizeof(p_textrel), 1, &t) == 0 && t.n_skipped == 1, "aug: textrel personality rejected");
+	CHECK(with_cie("zPR", p_textrel, sizeof(p_textrel), 1, &t) == 0 && t.n_skipped == 1,
+	      "aug: textrel personality rejected");
 	ml_unwind_table_free(&t);
 	CHECK(with_cie("zPR", p_trunc, sizeof(p_trunc), 1, &t) == 0 && t.n_skipped == 1,
 	      "aug: personality past the augmentation data rejected");
@@ -432,19 +435,21 @@ static void test_augmentations(void)
 
 static void test_framing(void)
 {
-	struct buf b = { 0 };
+	struct buf b = {0};
 	struct ml_unwind_table t;
 	size_t cie, at;
 	uint8_t *copy;
 	int err;
 
 	CHECK(ml_ehframe_parse(NULL, 0, ADDR, &t) == 0 && t.n == 0 && t.rows == NULL, "framing: zero-length section");
-	CHECK(ml_ehframe_parse((const uint8_t *)"\0\0\0\0", 4, ADDR, &t) == 0 && t.n == 0, "framing: only a terminator");
+	CHECK(ml_ehframe_parse((const uint8_t *)"\0\0\0\0", 4, ADDR, &t) == 0 && t.n == 0,
+	      "framing: only a terminator");
 	CHECK(ml_ehframe_parse((const uint8_t *)"\x10\0\0", 3, ADDR, &t) == -EINVAL && t.n == 0,
 	      "framing: truncated length");
 	CHECK(ml_ehframe_parse((const uint8_t *)"\xff\xff\xff\xff\x10\0\0", 7, ADDR, &t) == -EINVAL,
 	      "framing: truncated 64-bit length");
-	CHECK(ml_ehframe_parse((const uint8_t *)"\x02\0\0\0\0\0", 6, ADDR, &t) == -EINVAL, "framing: entry shorter than its id");
+	CHECK(ml_ehframe_parse((const uint8_t *)"\x02\0\0\0\0\0", 6, ADDR, &t) == -EINVAL,
+	      "framing: entry shorter than its id");
 
 	cie = cie_zr(&b, 0x1b);
 	fde_push_rbp(&b, cie, 0x401000);
@@ -455,17 +460,18 @@ static void test_framing(void)
 	free(copy);
 	/* FDE whose CIE pointer goes before the section, and one that points at an FDE. */
 	at = fde_begin(&b, cie, ADDR, 0x402000, 0x10);
-	memcpy(b.p + at + 4, &(uint32_t){ 0x7fffffff }, 4);
+	memcpy(b.p + at + 4, &(uint32_t){0x7fffffff}, 4);
 	end_entry(&b, at);
 	at = fde_begin(&b, cie, ADDR, 0x403000, 0x10);
-	memcpy(b.p + at + 4, &(uint32_t){ (uint32_t)(at + 4 - (cie + 0x18)) }, 4); /* the first FDE */
+	memcpy(b.p + at + 4, &(uint32_t){(uint32_t)(at + 4 - (cie + 0x18))}, 4); /* the first FDE */
 	end_entry(&b, at);
 	at = fde_begin(&b, cie, ADDR, 0x404000, 0x10);
-	memcpy(b.p + at + 4, &(uint32_t){ (uint32_t)(at + 4 - 3) }, 4); /* mid-CIE */
+	memcpy(b.p + at + 4, &(uint32_t){(uint32_t)(at + 4 - 3)}, 4); /* mid-CIE */
 	end_entry(&b, at);
 	err = ml_ehframe_parse(b.p, b.n, ADDR, &t);
 	CHECK(err == 0 && t.n_skipped == 3, "framing: CIE pointers out of range or not at a CIE skip the FDE");
-	CHECK(row_is(ml_unwind_lookup(&t, 0x401001), ML_CFA_RSP, 16, 1, -16) && row_unsup(ml_unwind_lookup(&t, 0x402008)),
+	CHECK(row_is(ml_unwind_lookup(&t, 0x401001), ML_CFA_RSP, 16, 1, -16) &&
+		  row_unsup(ml_unwind_lookup(&t, 0x402008)),
 	      "framing: the good FDE stays");
 	ml_unwind_table_free(&t);
 	free(b.p);
@@ -475,7 +481,7 @@ static void test_framing(void)
 static void test_row_limit(void)
 {
 	size_t nrows = ML_EHFRAME_MAX_ROWS + 8, i;
-	struct buf b = { 0 };
+	struct buf b = {0};
 	struct ml_unwind_table t;
 	size_t cie, at;
 	int err;
@@ -575,23 +581,25 @@ static int read_expected(const char *path, struct exp_tab *e)
 	f = popen(cmd, "r");
 	if (!f)
 		return -1;
-#define FLUSH_PREV()                                                                                          \
-	do {                                                                                                  \
-		if (in_fde && have_row) {                                                                     \
-			char tmp[4096];                                                                       \
-			strcpy(tmp, prev);                                                                    \
-			ntok = 0;                                                                             \
-			for (char *s = strtok_r(tmp, " \t\n", &save); s && ntok < 64; s = strtok_r(NULL, " \t\n", &save)) \
-				if (s[0] != '(') /* "r10 (r10)" is one column */                             \
-					tok[ntok++] = s;                                                      \
-			add_exp(e, prev_pc, fde_hi, tok, ntok, cfa_col, rbp_col, ra_col);                    \
-		}                                                                                             \
+#define FLUSH_PREV()                                                                                                   \
+	do {                                                                                                           \
+		if (in_fde && have_row) {                                                                              \
+			char tmp[4096];                                                                                \
+			strcpy(tmp, prev);                                                                             \
+			ntok = 0;                                                                                      \
+			for (char *s = strtok_r(tmp, " \t\n", &save); s && ntok < 64;                                  \
+			     s = strtok_r(NULL, " \t\n", &save))                                                       \
+				if (s[0] != '(') /* "r10 (r10)" is one column */                                       \
+					tok[ntok++] = s;                                                               \
+			add_exp(e, prev_pc, fde_hi, tok, ntok, cfa_col, rbp_col, ra_col);                              \
+		}                                                                                                      \
 	} while (0)
 	while (fgets(line, sizeof(line), f)) {
 		uint64_t a, b;
 		char *p;
 
-		if (strstr(line, " FDE ") && (p = strstr(line, "pc=")) && sscanf(p, "pc=%" SCNx64 "..%" SCNx64, &a, &b) == 2) {
+		if (strstr(line, " FDE ") && (p = strstr(line, "pc=")) &&
+		    sscanf(p, "pc=%" SCNx64 "..%" SCNx64, &a, &b) == 2) {
 			FLUSH_PREV();
 			if (in_fde && !have_row && cie_line[0] && fde_hi > fde_lo) {
 				strcpy(prev, cie_line);
@@ -724,7 +732,7 @@ static uint64_t func_addr(const char *path, const char *want, uint64_t *size)
 
 static void compare_with_readelf(const char *path, const char *label, const char **funcs, bool want_rbp_cfa)
 {
-	struct exp_tab e = { 0 };
+	struct exp_tab e = {0};
 	struct ml_unwind_table t;
 	size_t i, compared = 0, bad = 0, rbp_rows = 0;
 	char name[512];
@@ -759,7 +767,7 @@ static void compare_with_readelf(const char *path, const char *label, const char
 	}
 	for (i = 0; i < e.n; i++) {
 		const struct exp_row *x = &e.rows[i];
-		uint64_t pcs[3] = { x->pc, x->pc + (x->end - x->pc) / 2, x->end - 1 };
+		uint64_t pcs[3] = {x->pc, x->pc + (x->end - x->pc) / 2, x->end - 1};
 
 		for (int k = 0; k < 3; k++) {
 			compared++;
@@ -808,13 +816,13 @@ static void compare_with_readelf(const char *path, const char *label, const char
 }
 
 static const char test_prog[] =
-	"#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
-	"__attribute__((noinline)) int vla(int n) { char b[n]; memset(b, n, n); return b[n / 2] + b[0]; }\n"
-	"__attribute__((noinline)) long many(long a, long b, long c, long d) {\n"
-	"  long x[8]; for (int i = 0; i < 8; i++) x[i] = rand() * a + b * i;\n"
-	"  for (int i = 0; i < 8; i++) c += x[i] * d + printf(\"%ld\", x[i]);\n  return c; }\n"
-	"__attribute__((noinline)) int rec(int n) { return n < 2 ? n : rec(n - 1) + rec(n - 2); }\n"
-	"int main(int argc, char **argv) { return vla(argc + 10) + (int)many(argc, 2, 3, 4) + rec(argc); }\n";
+    "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n"
+    "__attribute__((noinline)) int vla(int n) { char b[n]; memset(b, n, n); return b[n / 2] + b[0]; }\n"
+    "__attribute__((noinline)) long many(long a, long b, long c, long d) {\n"
+    "  long x[8]; for (int i = 0; i < 8; i++) x[i] = rand() * a + b * i;\n"
+    "  for (int i = 0; i < 8; i++) c += x[i] * d + printf(\"%ld\", x[i]);\n  return c; }\n"
+    "__attribute__((noinline)) int rec(int n) { return n < 2 ? n : rec(n - 1) + rec(n - 2); }\n"
+    "int main(int argc, char **argv) { return vla(argc + 10) + (int)many(argc, 2, 3, 4) + rec(argc); }\n";
 
 static bool build_prog(const char *dir, const char *flags, const char *out)
 {
@@ -833,8 +841,8 @@ static bool build_prog(const char *dir, const char *flags, const char *out)
 
 static void test_real_objects(void)
 {
-	static const char *libc_funcs[] = { "malloc", "free", NULL };
-	static const char *prog_funcs[] = { "vla", "many", "rec", NULL };
+	static const char *libc_funcs[] = {"malloc", "free", NULL};
+	static const char *prog_funcs[] = {"vla", "many", "rec", NULL};
 	const char *libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 	char dir[] = "/tmp/test_ehframe.XXXXXX", omit[600], keep[600], cmd[700];
 

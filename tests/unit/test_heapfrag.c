@@ -25,7 +25,7 @@ static bool img_resident(void *ctx, uint64_t page)
 	return page >= BASE && page - BASE < IMG && !absent[(page - BASE) / 4096];
 }
 
-static const struct heapfrag_src src = { .read = img_read, .resident = img_resident };
+static const struct heapfrag_src src = {.read = img_read, .resident = img_resident};
 
 static uint64_t grown_to;
 
@@ -56,7 +56,7 @@ static uint64_t build(const uint64_t *sizes, const bool *inuse, size_t n, uint64
 
 static int walk(struct ml_heapfrag *f, uint64_t first, uint64_t end, uint64_t chunks)
 {
-	struct heapfrag_budget b = { .read_bytes = 1 << 20, .chunks = chunks };
+	struct heapfrag_budget b = {.read_bytes = 1 << 20, .chunks = chunks};
 
 	heapfrag__reset(f);
 	return heapfrag__walk(f, &src, first, end, &b);
@@ -65,8 +65,8 @@ static int walk(struct ml_heapfrag *f, uint64_t first, uint64_t end, uint64_t ch
 int main(void)
 {
 	/* tcache block, free 4 KiB, holder 64, free 8 KiB + free 2 KiB (a run), holder 80, in use, top */
-	static const uint64_t sz[] = { 0x290, 0x1000, 0x40, 0x2000, 0x800, 0x50, 0x30, 0x8000 };
-	static const bool use[] = { true, false, true, false, false, true, true, false };
+	static const uint64_t sz[] = {0x290, 0x1000, 0x40, 0x2000, 0x800, 0x50, 0x30, 0x8000};
+	static const bool use[] = {true, false, true, false, false, true, true, false};
 	struct ml_heapfrag f = {};
 	uint64_t end, first = build(sz, use, 8, &end);
 	uint64_t c_holder1 = BASE + 0x290 + 0x1000, c_holder2 = c_holder1 + 0x40 + 0x2000 + 0x800;
@@ -79,16 +79,18 @@ int main(void)
 	CHECK(f.free_bytes == 0x3800 && f.free_resident_bytes == 0x3800, "free bytes below the top, all resident");
 	CHECK(f.nholders == 2, "two in-use chunks hold free runs");
 	CHECK(f.nholders == 2 && f.holders[0].addr == c_holder1 + 16 && f.holders[0].size == 0x40 &&
-		      f.holders[0].charged == 0x1000, "the run below the 64-byte chunk is charged to it (user address)");
+		  f.holders[0].charged == 0x1000,
+	      "the run below the 64-byte chunk is charged to it (user address)");
 	CHECK(f.nholders == 2 && f.holders[1].addr == c_holder2 + 16 && f.holders[1].size == 0x50 &&
-		      f.holders[1].charged == 0x2800, "a run of two free chunks is charged to the chunk just above it");
+		  f.holders[1].charged == 0x2800,
+	      "a run of two free chunks is charged to the chunk just above it");
 	CHECK(f.unheld_bytes == 0 && f.heap_bytes == end - first, "nothing unheld; the heap's bytes");
 
 	/* A page in the middle of the 8 KiB free chunk is not resident: its bytes are not charged. */
 	absent[(0x290 + 0x1000 + 0x40 + 0x1000) / 4096] = true;
 	err = walk(&f, first, end, 100);
-	CHECK(err == 0 && f.free_bytes == 0x3800 && f.free_resident_bytes == 0x3800 - 4096 &&
-		      f.nholders == 2 && f.holders[1].charged == 0x2800 - 4096,
+	CHECK(err == 0 && f.free_bytes == 0x3800 && f.free_resident_bytes == 0x3800 - 4096 && f.nholders == 2 &&
+		  f.holders[1].charged == 0x2800 - 4096,
 	      "pages that are not resident are free but not charged");
 
 	/* A header on a page that is not resident stops the walk: reading it would fault it in. */
@@ -126,7 +128,7 @@ int main(void)
 	/* A live heap grows while it is walked: the top runs past the end first read, and the end is read again. */
 	{
 		struct heapfrag_src grows = src;
-		struct heapfrag_budget b = { 1 << 20, 100 };
+		struct heapfrag_budget b = {1 << 20, 100};
 
 		build(sz, use, 8, &end);
 		grows.end_now = img_end_now;
@@ -136,19 +138,19 @@ int main(void)
 		CHECK(err == 0 && f.top_bytes == 0x8000 && f.heap_bytes == end - first && f.chunks == 8,
 		      "a top chunk past the end first read ends the heap once the end is read again");
 		grown_to = end - 0x4000;
-		b = (struct heapfrag_budget){ 1 << 20, 100 };
+		b = (struct heapfrag_budget){1 << 20, 100};
 		heapfrag__reset(&f);
 		err = heapfrag__walk(&f, &grows, first, end - 0x4000, &b);
 		CHECK(err == -EBADMSG, "... and stops the walk when the heap did not grow");
 	}
 
-	err = heapfrag__walk(&f, &src, first + 8, end, &(struct heapfrag_budget){ 1 << 20, 100 });
+	err = heapfrag__walk(&f, &src, first + 8, end, &(struct heapfrag_budget){1 << 20, 100});
 	CHECK(err == -EBADMSG, "a first chunk off the 16-byte grid is refused");
 
 	/* An older arena heap: a free old top, then the fencepost (16 bytes, then a 0 header) at its end. */
 	{
-		static const uint64_t asz[] = { 0x40, 0x3000, 0x10 };
-		static const bool ause[] = { true, false, true };
+		static const uint64_t asz[] = {0x40, 0x3000, 0x10};
+		static const bool ause[] = {true, false, true};
 
 		first = build(asz, ause, 3, &end);
 		put_size(0x40 + 0x3000 + 0x10, 0 | 1);

@@ -44,7 +44,7 @@ static char *expected(int depth)
 
 int main(void)
 {
-	int depths[] = { 1, 63, 64, 65, 200, 1000 };
+	int depths[] = {1, 63, 64, 65, 200, 1000};
 
 	for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
 		char *got = nested(depths[i]), *want = expected(depths[i]);

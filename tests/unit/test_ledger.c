@@ -1,16 +1,15 @@
 /* Unit tests of the aggregation: the real BPF tables and iterator, filled from user space, summed by stack. */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "attach/allocators.h"
 #include "check.h"
 #include "collect/ledger.h"
 #include "collect/stackstore.h"
 #include "memleak.skel.h"
-
 
 static uint64_t mono_ns(void)
 {
@@ -62,8 +61,13 @@ static void put_layer(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, ui
 	struct ml_slot sl;
 	int i = probe(skel, tgid, addr, true, &sl);
 
-	sl = (struct ml_slot){ .addr = addr, .ts_ns = ts, .size = size, .caller = caller, .stack_id = stack,
-			       .tgid = tgid, .layer = (__u8)layer };
+	sl = (struct ml_slot){.addr = addr,
+			      .ts_ns = ts,
+			      .size = size,
+			      .caller = caller,
+			      .stack_id = stack,
+			      .tgid = tgid,
+			      .layer = (__u8)layer};
 	if (i >= 0)
 		bpf_map_update_elem(bpf_map__fd(skel->maps.table), &i, &sl, BPF_ANY);
 }
@@ -88,7 +92,7 @@ static void del(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr)
 static int add_stack(struct stackstore *ss, uint64_t id, unsigned int flags, unsigned int nr, unsigned int nr_py,
 		     const uint64_t *words)
 {
-	struct ml_stack st = { .id = id, .nr = nr, .nr_py = (uint16_t)nr_py, .flags = (uint16_t)flags };
+	struct ml_stack st = {.id = id, .nr = nr, .nr_py = (uint16_t)nr_py, .flags = (uint16_t)flags};
 
 	memcpy(st.ips, words, (nr + 2 * nr_py) * sizeof(*words));
 	return stackstore__add(ss, &st, ML_STACK_HDR + 8 * (nr + 2 * nr_py));
@@ -107,7 +111,7 @@ static void stackstore_checks(void)
 	CHECK(add_stack(ss, 42, 0, 3, 1, w) == 0, "store: a new stack is added");
 	CHECK(add_stack(ss, 42, 0, 3, 1, w) == 1, "store: the same stack sent again is known");
 	CHECK(stackstore__get(ss, 42, out) == 0 && out->nr == 3 && out->nr_py == 1 && out->ips[0] == 0x400000 &&
-		      out->ips[4] == 0x400040,
+		  out->ips[4] == 0x400040,
 	      "store: words read back");
 	CHECK(stackstore__get(ss, 43, out) == -ENOENT, "store: an id never sent is not found");
 	w[0] = 0x1;
@@ -118,7 +122,7 @@ static void stackstore_checks(void)
 	/* the deepest stack the wire allows, and records that lie about their counts */
 	CHECK(add_stack(ss, 44, 0, ML_MAX_FRAMES, ML_MAX_PYFRAMES, w) == 0, "store: the deepest stack fits");
 	CHECK(stackstore__get(ss, 44, out) == 0 && out->nr == ML_MAX_FRAMES && out->nr_py == ML_MAX_PYFRAMES &&
-		      out->ips[ML_STACK_WORDS - 1] == w[ML_STACK_WORDS - 1],
+		  out->ips[ML_STACK_WORDS - 1] == w[ML_STACK_WORDS - 1],
 	      "store: the deepest stack read back whole");
 	out->id = 45;
 	out->nr = 10;
@@ -132,7 +136,9 @@ static void stackstore_checks(void)
 		uint64_t v[30];
 
 		for (int k = 0; k < 30; k++)
-			v[k] = k == 0 ? 0x600000 + i % 1000 : k == 1 ? 0x700000 + i / 1000 : 0x500000 + (uint64_t)k * 64;
+			v[k] = k == 0	? 0x600000 + i % 1000
+			       : k == 1 ? 0x700000 + i / 1000
+					: 0x500000 + (uint64_t)k * 64;
 		if (add_stack(ss, 1000 + i, 0, 30, 0, v))
 			all = false;
 	}
@@ -143,8 +149,7 @@ static void stackstore_checks(void)
 			all = false;
 	CHECK(all, "store: every stack reads back as sent");
 	stackstore__stats(ss, &st);
-	CHECK(st.stacks == 100002 && st.frames == ML_STACK_WORDS + 1000 + 100 + 28,
-	      "store: frames interned once");
+	CHECK(st.stacks == 100002 && st.frames == ML_STACK_WORDS + 1000 + 100 + 28, "store: frames interned once");
 	CHECK(st.malformed == 3, "store: malformed records counted");
 	free(out);
 	stackstore__free(ss);
@@ -172,7 +177,7 @@ int main(void)
 		return 1;
 	}
 	stackstore_checks();
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss });
+	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss});
 	CHECK(l != NULL, "ledger created");
 	if (!l)
 		return SUMMARY("ledger");
@@ -211,7 +216,7 @@ int main(void)
 	ledger__free(l);
 
 	/* min-age: young blocks are left out but their stack stays referenced */
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss, .min_age_ns = 1500000000ULL });
+	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss, .min_age_ns = 1500000000ULL});
 	CHECK(ledger__collect(l, &s) == 0, "collect with min-age");
 	r = find(s, 0xa0);
 	CHECK(r && r->bytes == 300 && r->count == 1, "of blocks 1 s and 2 s old only the 2 s one counts");
@@ -224,11 +229,11 @@ int main(void)
 	 * Python frames); where two complete stacks extend it, it stays a row of its own.
 	 */
 	skel = load(4096);
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss });
+	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss});
 	{
-		const uint64_t full1[] = { 0x10, 0x11, 0x12, 0x13, 0xf0, 0xf1 }, full2[] = { 0x10, 0x11, 0x99, 0xf0, 0xf1 };
-		const uint64_t cut1[] = { 0x10, 0x11, 0x12, 0xf0, 0xf1 }, cut2[] = { 0x10, 0xf0, 0xf1 };
-		const uint64_t cut3[] = { 0x10, 0x11, 0x12, 0xf0, 0xf2 }; /* other Python frames */
+		const uint64_t full1[] = {0x10, 0x11, 0x12, 0x13, 0xf0, 0xf1}, full2[] = {0x10, 0x11, 0x99, 0xf0, 0xf1};
+		const uint64_t cut1[] = {0x10, 0x11, 0x12, 0xf0, 0xf1}, cut2[] = {0x10, 0xf0, 0xf1};
+		const uint64_t cut3[] = {0x10, 0x11, 0x12, 0xf0, 0xf2}; /* other Python frames */
 
 		add_stack(ss, 200, 0, 4, 1, full1);
 		add_stack(ss, 201, 0, 3, 1, full2);
@@ -246,12 +251,14 @@ int main(void)
 		put(skel, 7, 0x7000, 700, now, 200, 0xb1);
 		put(skel, 7, 0x8000, 80, now, ML_STACK_NONE, 0xa0);
 		CHECK(ledger__collect(l, &s) == 0, "collect stopped walks");
-		CHECK(s->nrows == 7 && s->stopped_merged == 2, "a stopped walk and a caller-only row merged, seven rows left");
+		CHECK(s->nrows == 7 && s->stopped_merged == 2,
+		      "a stopped walk and a caller-only row merged, seven rows left");
 		for (size_t i = 0; i < s->nrows; i++) {
 			const struct ml_row *x = &s->rows[i];
 
 			if (x->key.stack_id == 200 && x->key.caller == 0xa0)
-				CHECK(x->bytes == 1030 && x->count == 2, "the cut walk's block joins its complete stack");
+				CHECK(x->bytes == 1030 && x->count == 2,
+				      "the cut walk's block joins its complete stack");
 			if (x->key.stack_id == 203)
 				CHECK(x->bytes == 40, "a prefix two stacks extend stays apart");
 			if (x->key.stack_id == 204)
@@ -273,9 +280,10 @@ int main(void)
 	 * 1-in-2 epoch twice, one made in the 1-in-4 epoch four times; other layers are untouched.
 	 */
 	skel = load(4096);
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss });
+	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss});
 	CHECK(ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 2000000000ULL, 1) == 0 &&
-	      ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 1000000000ULL, 2) == 0, "two weight epochs");
+		  ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 1000000000ULL, 2) == 0,
+	      "two weight epochs");
 	CHECK(ledger__weight_shift(l, ML_LAYER_TORCH_CPU) == 2 && ledger__weight_shift(l, ML_LAYER_LIBC) == 0,
 	      "the weight now");
 	put_layer(skel, 7, 0x1000, 100, now - 3000000000ULL, 5, 0xa0, ML_LAYER_TORCH_CPU);
@@ -304,9 +312,10 @@ int main(void)
 
 	/* many stacks: every one gets its row, nothing is folded or lost */
 	skel = load(4096);
-	l = ledger__new(skel, &(struct ledger_opts){ .tgid = 7, .stacks = ss });
+	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss});
 	for (int i = 0; i < 3000; i++)
-		put(skel, 7, 0x10000 + (uint64_t)i * 16, 10 + (uint64_t)(i % 7), now, 1 + (uint64_t)i, 0x100 + (uint64_t)i);
+		put(skel, 7, 0x10000 + (uint64_t)i * 16, 10 + (uint64_t)(i % 7), now, 1 + (uint64_t)i,
+		    0x100 + (uint64_t)i);
 	CHECK(ledger__collect(l, &s) == 0, "collect 3000 stacks");
 	{
 		uint64_t bytes = 0, n = 0, want = 0;

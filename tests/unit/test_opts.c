@@ -4,9 +4,8 @@
 #include <string.h>
 #include "check.h"
 #include "report/json.h"
-#include "session/opts.h"
 #include "report/report.h"
-
+#include "session/opts.h"
 
 static int parse(const char *const *args, struct ml_opts *o)
 {
@@ -60,52 +59,56 @@ int main(void)
 	char buf[32], *js;
 
 	{
-		const char *a[] = { "-p", "42", "2.5", "3", "-T", "7", "--min-age", "1.5", "--min-size", "1K",
-				    "--max-size", "2M", "-o", "/tmp/x", "-f", "json", "-v", "-v", NULL };
+		const char *a[] = {"-p",  "42",		"2.5", "3",	     "-T", "7",	 "--min-age",
+				   "1.5", "--min-size", "1K",  "--max-size", "2M", "-o", "/tmp/x",
+				   "-f",  "json",	"-v",  "-v",	     NULL};
 		CHECK(parse(a, &o) == 0, "full option set parses");
 		CHECK(o.pid == 42 && o.interval_s == 2.5 && o.count == 3 && o.top == 7, "pid interval count top");
 		CHECK(o.min_age_s == 1.5 && o.min_size == 1024 && o.max_size == 2U << 20, "age and size filters");
-		CHECK(o.format == ML_FMT_JSON && o.verbose == 2 && !strcmp(o.output, "/tmp/x"), "format verbose output");
+		CHECK(o.format == ML_FMT_JSON && o.verbose == 2 && !strcmp(o.output, "/tmp/x"),
+		      "format verbose output");
 		ml_opts__free(&o);
 	}
 	{
-		const char *a[] = { "-p", "42", "--json", "/tmp/r.json", "--pprof", "/tmp/r.pb.gz", "--html", "/tmp/r.html",
-				    "--native", NULL };
+		const char *a[] = {"-p",	   "42",     "--json",	    "/tmp/r.json", "--pprof",
+				   "/tmp/r.pb.gz", "--html", "/tmp/r.html", "--native",	   NULL};
 		CHECK(parse(a, &o) == 0, "extra outputs parse");
-		CHECK(!strcmp(o.json, "/tmp/r.json") && !strcmp(o.pprof, "/tmp/r.pb.gz") && !strcmp(o.html, "/tmp/r.html"),
+		CHECK(!strcmp(o.json, "/tmp/r.json") && !strcmp(o.pprof, "/tmp/r.pb.gz") &&
+			  !strcmp(o.html, "/tmp/r.html"),
 		      "--json, --pprof and --html files");
-		CHECK(o.native && o.format == ML_FMT_TEXT && !o.output, "--native; the main output stays text on stdout");
+		CHECK(o.native && o.format == ML_FMT_TEXT && !o.output,
+		      "--native; the main output stays text on stdout");
 		ml_opts__free(&o);
 	}
 	{
-		const char *a[] = { "-p", "42", "--pprof", "", NULL };
+		const char *a[] = {"-p", "42", "--pprof", "", NULL};
 		CHECK(parse(a, &o) == -EINVAL, "an empty --pprof file name is refused");
 		ml_opts__free(&o);
 	}
 	{
-		const char *a[] = { "-p", "42", NULL };
+		const char *a[] = {"-p", "42", NULL};
 		CHECK(parse(a, &o) == 0 && o.interval_s == 5.0 && o.count == 0 && o.top == 10, "defaults");
 		CHECK(o.max_allocs == 1048576 && o.max_stacks == 65536, "default table sizes");
 	}
 	{
-		const char *a[] = { "-c", "python3 train.py --lr 3e-4", NULL };
+		const char *a[] = {"-c", "python3 train.py --lr 3e-4", NULL};
 		CHECK(parse(a, &o) == 0 && o.cmd_argv && !strcmp(o.cmd_argv[0], "python3") &&
-			      !strcmp(o.cmd_argv[3], "3e-4") && !o.cmd_argv[4],
+			  !strcmp(o.cmd_argv[3], "3e-4") && !o.cmd_argv[4],
 		      "-c splits words");
 		ml_opts__free(&o);
 	}
 	{
-		const char *bad[][4] = { { "-p", "x", NULL }, { "-p", "-5", NULL }, { "-p", "1", "0", NULL },
-					 { "-p", "1", "1", "0" }, { "-T", "0", "-p", "1" }, { NULL } };
+		const char *bad[][4] = {{"-p", "x", NULL},     {"-p", "-5", NULL},     {"-p", "1", "0", NULL},
+					{"-p", "1", "1", "0"}, {"-T", "0", "-p", "1"}, {NULL}};
 
 		for (int i = 0; bad[i][0]; i++) {
-			const char *a[6] = { bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL };
+			const char *a[6] = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL};
 			CHECK(parse(a, &o) == -EINVAL, "bad option rejected");
 			ml_opts__free(&o);
 		}
 	}
 	CHECK(ml_split_words("a 'b c' \"d \\\" e\" f\\ g ''", &w) == 0 && !strcmp(w[0], "a") && !strcmp(w[1], "b c") &&
-		      !strcmp(w[2], "d \" e") && !strcmp(w[3], "f g") && !strcmp(w[4], "") && !w[5],
+		  !strcmp(w[2], "d \" e") && !strcmp(w[3], "f g") && !strcmp(w[4], "") && !w[5],
 	      "quoting and escapes");
 	ml_free_words(w);
 	CHECK(ml_split_words("a 'b", &w) == -EINVAL, "unbalanced quote rejected");

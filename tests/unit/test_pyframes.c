@@ -63,7 +63,7 @@ static const char padded[64] = "train.py"; /* room for 8 characters of any kind 
 static void make_valid(void)
 {
 	/* One location entry: code 13 (line only), 8 code units, line delta +2 from co_firstlineno 10. */
-	static const uint8_t table[] = { 0x80 | (13 << 3) | 7, 0x04 };
+	static const uint8_t table[] = {0x80 | (13 << 3) | 7, 0x04};
 
 	memset(&code, 0, sizeof(code));
 	put64(&code, L->ob_type, T_CODE);
@@ -79,8 +79,8 @@ static void make_valid(void)
 
 static struct ml_pyframe_raw raw_at(uint32_t instr)
 {
-	return (struct ml_pyframe_raw){ .code = (uint64_t)(uintptr_t)&code, .check = (uint64_t)(uintptr_t)&ltab,
-					.instr = instr };
+	return (struct ml_pyframe_raw){
+	    .code = (uint64_t)(uintptr_t)&code, .check = (uint64_t)(uintptr_t)&ltab, .instr = instr};
 }
 
 /* Decode in a fresh decoder (no cache carried over). rc, and *out's fields. */
@@ -124,8 +124,10 @@ int main(void)
 	CHECK(f && f->kind == ML_FRAME_PYTHON && f->addr == (uint64_t)(uintptr_t)&code, "kind and code address");
 	rc = decode(raw_at(0), &f);
 	CHECK(rc == 1 && f == NULL, "a frame before its first traceable instruction is left out");
-	rc = decode((struct ml_pyframe_raw){ .code = (uint64_t)(uintptr_t)&code, .check = (uint64_t)(uintptr_t)&ltab,
-					     .instr = ML_PYFRAME_NO_INSTR }, &f);
+	rc = decode((struct ml_pyframe_raw){.code = (uint64_t)(uintptr_t)&code,
+					    .check = (uint64_t)(uintptr_t)&ltab,
+					    .instr = ML_PYFRAME_NO_INSTR},
+		    &f);
 	CHECK(rc == 1 && f == NULL, "a frame not started is left out");
 	rc = decode(raw_at(9), &f);
 	CHECK(rc == 0 && f && f->func && f->line == 0, "past the table: name kept, line unknown");
@@ -138,9 +140,9 @@ int main(void)
 	put64(&code, L->ob_type, T_STR);
 	CHECK(unknown(), "code object of the wrong type");
 	make_valid();
-	rc = decode((struct ml_pyframe_raw){ .code = 0x10, .check = (uint64_t)(uintptr_t)&ltab, .instr = 3 }, &f);
+	rc = decode((struct ml_pyframe_raw){.code = 0x10, .check = (uint64_t)(uintptr_t)&ltab, .instr = 3}, &f);
 	CHECK(rc == 0 && f && !f->func, "code address unmapped");
-	rc = decode((struct ml_pyframe_raw){ .code = 0x7ffffffff000ULL, .check = 0, .instr = 3 }, &f);
+	rc = decode((struct ml_pyframe_raw){.code = 0x7ffffffff000ULL, .check = 0, .instr = 3}, &f);
 	CHECK(rc == 0 && f && !f->func, "code address at the top of user space");
 	make_valid();
 	put64(&code, L->code_filename, 0x18);
@@ -164,7 +166,7 @@ int main(void)
 	CHECK(unknown(), "file name is not a str");
 	make_valid();
 	{
-		const uint8_t latin1[] = { 'c', 'a', 'f', 0xe9 };
+		const uint8_t latin1[] = {'c', 'a', 'f', 0xe9};
 
 		make_str(&fname, latin1, 4, 1, 0, 1);
 		rc = decode(raw_at(3), &f);
@@ -172,7 +174,7 @@ int main(void)
 	}
 	make_valid();
 	{
-		const uint16_t ucs2[] = { 0x4e2d, 0xd800, 'x' };
+		const uint16_t ucs2[] = {0x4e2d, 0xd800, 'x'};
 
 		make_str(&qname, ucs2, 3, 2, 0, 1);
 		rc = decode(raw_at(3), &f);
@@ -181,7 +183,7 @@ int main(void)
 	}
 	make_valid();
 	{
-		const uint32_t ucs4[] = { 0x1f600, 0x110000, 0 };
+		const uint32_t ucs4[] = {0x1f600, 0x110000, 0};
 
 		make_str(&qname, ucs4, 3, 4, 0, 1);
 		rc = decode(raw_at(3), &f);
@@ -195,7 +197,7 @@ int main(void)
 	CHECK(unknown(), "line table of 2^40 bytes");
 	make_valid();
 	{
-		const uint8_t bad[] = { 0x05, 0x04 }; /* no entry-start bit */
+		const uint8_t bad[] = {0x05, 0x04}; /* no entry-start bit */
 
 		make_bytes(&ltab, bad, sizeof(bad));
 		rc = decode(raw_at(3), &f);

@@ -34,8 +34,8 @@ static bool check_vector(const struct pyline_vector *v)
 			line = INT_MIN;
 			err = ml_pyline_lookup(v->table, v->len, v->firstlineno, instr, &line);
 			if (err || line != v->runs[2 * r + 1]) {
-				printf("# %s %s: unit %u: got %d (line %d), want line %d\n", v->version, v->name,
-				       instr, err, line, v->runs[2 * r + 1]);
+				printf("# %s %s: unit %u: got %d (line %d), want line %d\n", v->version, v->name, instr,
+				       err, line, v->runs[2 * r + 1]);
 				return false;
 			}
 		}
@@ -86,7 +86,7 @@ static void put_varint(struct enc *e, uint32_t v)
 
 static void put_svarint(struct enc *e, int delta)
 {
-	put_varint(e, delta < 0 ? ((uint32_t)-(int64_t)delta << 1) | 1 : (uint32_t)delta << 1);
+	put_varint(e, delta < 0 ? ((uint32_t) - (int64_t)delta << 1) | 1 : (uint32_t)delta << 1);
 }
 
 /* One entry of n units at line (or none for -1, with line_now unchanged), in a kind able to say so. */
@@ -99,18 +99,10 @@ static void put_entry(struct enc *e, int *line_now, int line, int n)
 		kind = 15;
 	} else {
 		switch (rng() % 4) {
-		case 0:
-			kind = delta == 0 ? rng() % 10 : 13;
-			break;
-		case 1:
-			kind = delta >= 0 && delta <= 2 ? 10 + (unsigned int)delta : 14;
-			break;
-		case 2:
-			kind = 13;
-			break;
-		default:
-			kind = 14;
-			break;
+		case 0: kind = delta == 0 ? rng() % 10 : 13; break;
+		case 1: kind = delta >= 0 && delta <= 2 ? 10 + (unsigned int)delta : 14; break;
+		case 2: kind = 13; break;
+		default: kind = 14; break;
 		}
 		*line_now = line;
 	}
@@ -134,8 +126,8 @@ static void put_entry(struct enc *e, int *line_now, int line, int n)
 
 static bool round_trip(int seed)
 {
-	static const int spans[] = { 1, 3, 1000, 100000, INT_MAX / 4 };
-	struct enc e = { .len = 0 };
+	static const int spans[] = {1, 3, 1000, 100000, INT_MAX / 4};
+	struct enc e = {.len = 0};
 	int first = (int)(rng() % 2000), line_now = first, line, err;
 
 	while (e.len < sizeof(e.buf) - 64 && e.units < 2048 - 8) {
@@ -179,8 +171,8 @@ int main(void)
 
 	/* ---- hand-written tables ---- */
 	{
-		static const uint8_t short1[] = { 0x80, 0x00 };
-		static const uint8_t short8[] = { 0x87, 0x00, 0x80, 0x00 };
+		static const uint8_t short1[] = {0x80, 0x00};
+		static const uint8_t short8[] = {0x87, 0x00, 0x80, 0x00};
 
 		CHECK(ml_pyline_lookup(NULL, 0, 10, 0, &line) == -ENOENT, "empty table: -ENOENT");
 		CHECK(LOOKUP(short1, 7, 0, &line) == 0 && line == 7, "short form: co_firstlineno");
@@ -192,9 +184,9 @@ int main(void)
 	}
 	{
 		/* one-line +2, no location, short, no columns -3, long +5, one-line +0 */
-		static const uint8_t t[] = { 0xe0, 0x01, 0x02, 0xf9, 0x80, 0x10, 0xe8, 0x07,
-					     0xf0, 0x0a, 0x01, 0x01, 0x02, 0xd0, 0x00, 0x00 };
-		static const int want[] = { 12, -1, -1, 12, 9, 14, 14 };
+		static const uint8_t t[] = {0xe0, 0x01, 0x02, 0xf9, 0x80, 0x10, 0xe8, 0x07,
+					    0xf0, 0x0a, 0x01, 0x01, 0x02, 0xd0, 0x00, 0x00};
+		static const int want[] = {12, -1, -1, 12, 9, 14, 14};
 		bool ok = true;
 
 		/* the first byte 0xe0 is kind 12 with 1 unit; 0xf9 is "no location" over 2 units */
@@ -204,13 +196,13 @@ int main(void)
 		CHECK(LOOKUP(t, 10, 7, &line) == -ENOENT, "every kind: -ENOENT after the last");
 	}
 	{
-		static const uint8_t long_trunc1[] = { 0x80, 0x00, 0xf0, 0x02 };
-		static const uint8_t long_trunc3[] = { 0x80, 0x00, 0xf0, 0x02, 0x00, 0x01 };
-		static const uint8_t long_whole[] = { 0x80, 0x00, 0xf0, 0x02, 0x00, 0x01, 0x01 };
-		static const uint8_t long_cut[] = { 0xf0, 0x02, 0x00, 0x80, 0x00 };
-		static const uint8_t short_trunc[] = { 0x80 };
-		static const uint8_t one_line_trunc[] = { 0xd0, 0x05 };
-		static const uint8_t one_line_cut[] = { 0xd0, 0x05, 0x80, 0x00 };
+		static const uint8_t long_trunc1[] = {0x80, 0x00, 0xf0, 0x02};
+		static const uint8_t long_trunc3[] = {0x80, 0x00, 0xf0, 0x02, 0x00, 0x01};
+		static const uint8_t long_whole[] = {0x80, 0x00, 0xf0, 0x02, 0x00, 0x01, 0x01};
+		static const uint8_t long_cut[] = {0xf0, 0x02, 0x00, 0x80, 0x00};
+		static const uint8_t short_trunc[] = {0x80};
+		static const uint8_t one_line_trunc[] = {0xd0, 0x05};
+		static const uint8_t one_line_cut[] = {0xd0, 0x05, 0x80, 0x00};
 
 		CHECK(LOOKUP(long_trunc1, 3, 0, &line) == 0 && line == 3, "malformed entry after the index: not read");
 		CHECK(LOOKUP(long_trunc1, 3, 1, &line) == -EINVAL && line == 12345, "long form cut after the delta");
@@ -222,14 +214,14 @@ int main(void)
 		CHECK(LOOKUP(one_line_cut, 3, 0, &line) == -EINVAL, "one-line form cut short by the next entry");
 	}
 	{
-		static const uint8_t trunc[] = { 0xe8, 0x42 };
-		static const uint8_t trunc_long[] = { 0xf0, 0x02, 0x41 };
-		static const uint8_t six_more[] = { 0xe8, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x00 };
-		static const uint8_t seven[] = { 0xe8, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x00 };
-		static const uint8_t max32[] = { 0xe8, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x03 };
-		static const uint8_t bit32[] = { 0xe8, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x04 };
-		static const uint8_t zero6[] = { 0xe8, 0x42, 0x40, 0x40, 0x40, 0x40, 0x00 };
-		static const uint8_t multi[] = { 0xe8, 0x50, 0x1f };
+		static const uint8_t trunc[] = {0xe8, 0x42};
+		static const uint8_t trunc_long[] = {0xf0, 0x02, 0x41};
+		static const uint8_t six_more[] = {0xe8, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x00};
+		static const uint8_t seven[] = {0xe8, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x00};
+		static const uint8_t max32[] = {0xe8, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x03};
+		static const uint8_t bit32[] = {0xe8, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x04};
+		static const uint8_t zero6[] = {0xe8, 0x42, 0x40, 0x40, 0x40, 0x40, 0x00};
+		static const uint8_t multi[] = {0xe8, 0x50, 0x1f};
 
 		CHECK(LOOKUP(trunc, 3, 0, &line) == -EINVAL, "varint cut off at the end");
 		CHECK(LOOKUP(trunc_long, 3, 0, &line) == -EINVAL, "long form: varint cut off");
@@ -242,9 +234,9 @@ int main(void)
 		CHECK(LOOKUP(multi, 3, 0, &line) == 0 && line == 1003, "two-group varint");
 	}
 	{
-		static const uint8_t no_bit7[] = { 0x00 };
-		static const uint8_t no_bit7_2nd[] = { 0x80, 0x00, 0x00, 0x80, 0x00 };
-		static const uint8_t none_only[] = { 0xff };
+		static const uint8_t no_bit7[] = {0x00};
+		static const uint8_t no_bit7_2nd[] = {0x80, 0x00, 0x00, 0x80, 0x00};
+		static const uint8_t none_only[] = {0xff};
 
 		CHECK(LOOKUP(no_bit7, 3, 0, &line) == -EINVAL, "no bit 7 at the first entry");
 		CHECK(LOOKUP(no_bit7_2nd, 3, 0, &line) == 0 && line == 3, "no bit 7 at the second entry: first fine");
@@ -253,13 +245,13 @@ int main(void)
 		CHECK(LOOKUP(none_only, 3, 8, &line) == -ENOENT, "no location: end");
 	}
 	{
-		static const uint8_t plus1[] = { 0xe8, 0x02 };
-		static const uint8_t plus2[] = { 0xe0, 0x00, 0x00 };
-		static const uint8_t big_twice[] = { 0xe8, 0x7e, 0x7f, 0x7f, 0x7f, 0x7f, 0x03, 0xe8, 0x7e, 0x7f, 0x7f,
-						     0x7f, 0x7f, 0x03 };
-		static const uint8_t big_neg[] = { 0xe8, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x03 };
-		static const uint8_t long_neg[] = { 0xf0, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x03, 0x00, 0x01, 0x01 };
-		static const uint8_t none_after[] = { 0xe0, 0x00, 0x00, 0xf8 };
+		static const uint8_t plus1[] = {0xe8, 0x02};
+		static const uint8_t plus2[] = {0xe0, 0x00, 0x00};
+		static const uint8_t big_twice[] = {0xe8, 0x7e, 0x7f, 0x7f, 0x7f, 0x7f, 0x03,
+						    0xe8, 0x7e, 0x7f, 0x7f, 0x7f, 0x7f, 0x03};
+		static const uint8_t big_neg[] = {0xe8, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x03};
+		static const uint8_t long_neg[] = {0xf0, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x03, 0x00, 0x01, 0x01};
+		static const uint8_t none_after[] = {0xe0, 0x00, 0x00, 0xf8};
 
 		CHECK(LOOKUP(plus1, INT_MAX, 0, &line) == -EINVAL, "INT_MAX + 1: -EINVAL");
 		CHECK(LOOKUP(plus1, INT_MAX - 1, 0, &line) == 0 && line == INT_MAX, "INT_MAX - 1 + 1");

@@ -22,8 +22,8 @@
 
 static void test_find(void)
 {
-	static const unsigned int unknown[] = { 0x030a0df0, 0x030e00f0, 0x030e0000, 0x020712f0, 0x040b0000,
-						0,	    0xffffffff, 0x0b030000, 0x0003000b };
+	static const unsigned int unknown[] = {0x030a0df0, 0x030e00f0, 0x030e0000, 0x020712f0, 0x040b0000,
+					       0,	   0xffffffff, 0x0b030000, 0x0003000b};
 	const struct ml_py_layout *l;
 	size_t i;
 
@@ -46,7 +46,7 @@ static void test_find(void)
 /* Properties every entry must have, whatever the headers say. */
 static void test_table_shape(void)
 {
-	static const unsigned int versions[] = { 0x030b0000, 0x030c0000, 0x030d0000 };
+	static const unsigned int versions[] = {0x030b0000, 0x030c0000, 0x030d0000};
 	size_t i;
 
 	for (i = 0; i < sizeof(versions) / sizeof(versions[0]); i++) {
@@ -62,20 +62,20 @@ static void test_table_shape(void)
 		direct = l->tstate_current_frame != ML_PY_NONE;
 		snprintf(name, sizeof(name), "%s: exactly one way to the current frame", l->name);
 		CHECK(cframe != direct &&
-			      (cframe || (l->tstate_cframe == ML_PY_NONE && l->cframe_current_frame == ML_PY_NONE)),
+			  (cframe || (l->tstate_cframe == ML_PY_NONE && l->cframe_current_frame == ML_PY_NONE)),
 		      name);
 		snprintf(name, sizeof(name), "%s: frame fields lie within frame_size", l->name);
 		CHECK(l->frame_code + 8 <= l->frame_size && l->frame_previous + 8 <= l->frame_size &&
-			      l->frame_func + 8 <= l->frame_size && l->frame_instr + 8 <= l->frame_size &&
-			      l->frame_owner < l->frame_size &&
-			      (l->frame_is_entry == ML_PY_NONE || l->frame_is_entry < l->frame_size),
+			  l->frame_func + 8 <= l->frame_size && l->frame_instr + 8 <= l->frame_size &&
+			  l->frame_owner < l->frame_size &&
+			  (l->frame_is_entry == ML_PY_NONE || l->frame_is_entry < l->frame_size),
 		      name);
 		snprintf(name, sizeof(name), "%s: is_entry and FRAME_OWNED_BY_CSTACK exclude each other", l->name);
 		CHECK((l->frame_is_entry == ML_PY_NONE) == (l->owner_cstack != 0xff), name);
 		snprintf(name, sizeof(name), "%s: code units, str and bytes sizes", l->name);
 		CHECK(l->code_units == 2 && l->unicode_ascii_size < l->unicode_compact_size &&
-			      l->unicode_state + 4 <= l->unicode_ascii_size && l->bytes_size < l->bytes_sval &&
-			      l->ob_type == 8,
+			  l->unicode_state + 4 <= l->unicode_ascii_size && l->bytes_size < l->bytes_sval &&
+			  l->ob_type == 8,
 		      name);
 		snprintf(name, sizeof(name), "%s: instruction pointer is the current instruction", l->name);
 		CHECK(l->instr_is_next == 0, name);
@@ -156,13 +156,13 @@ struct interp {
 };
 
 static const struct interp interps[] = {
-	{ "pyenv 3.11.7", "/root/.pyenv/versions/3.11.7/include/python3.11", "/root/.pyenv/versions/3.11.7/lib",
-	  "python3.11" },
-	{ "pyenv 3.12.1", "/root/.pyenv/versions/3.12.1/include/python3.12", "/root/.pyenv/versions/3.12.1/lib",
-	  "python3.12" },
-	{ "pyenv 3.13.0", "/root/.pyenv/versions/3.13.0/include/python3.13", "/root/.pyenv/versions/3.13.0/lib",
-	  "python3.13" },
-	{ "debian 3.11", "/usr/include/python3.11", "/usr/lib/x86_64-linux-gnu", "python3.11" },
+    {"pyenv 3.11.7", "/root/.pyenv/versions/3.11.7/include/python3.11", "/root/.pyenv/versions/3.11.7/lib",
+     "python3.11"},
+    {"pyenv 3.12.1", "/root/.pyenv/versions/3.12.1/include/python3.12", "/root/.pyenv/versions/3.12.1/lib",
+     "python3.12"},
+    {"pyenv 3.13.0", "/root/.pyenv/versions/3.13.0/include/python3.13", "/root/.pyenv/versions/3.13.0/lib",
+     "python3.13"},
+    {"debian 3.11", "/usr/include/python3.11", "/usr/lib/x86_64-linux-gnu", "python3.11"},
 };
 
 static bool installed(const struct interp *in)

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/demangle.h"
 #include "lib/elfsym.h"
 #include "lib/procmaps.h"
-#include "lib/demangle.h"
 #include "symbolize/symbolizer.h"
 
 static int n_passed, n_failed;
@@ -43,7 +43,9 @@ static __attribute__((noinline)) uint64_t grab_return_address(void)
 
 static __attribute__((noinline)) uint64_t marker_function(void)
 {
-	uint64_t ra = grab_return_address(); marker_line = __LINE__;
+	uint64_t ra = grab_return_address();
+
+	marker_line = __LINE__ - 2; /* the call's line */
 
 	return ra;
 }
@@ -58,16 +60,16 @@ static const char *base_name(const char *path)
 /* ---- /proc/PID/maps parsing ---- */
 
 static const char sample_maps[] =
-	"55d0c6a4e000-55d0c6a53000 r-xp 00002000 08:01 1234567                    /usr/bin/cat\n"
-	"55d0c6a4c000-55d0c6a4e000 r--p 00000000 08:01 1234567                    /usr/bin/cat\n"
-	"55d0c7a00000-55d0c7a21000 rw-p 00000000 00:00 0                          [heap]\n"
-	"7f1a2b000000-7f1a2b021000 rw-p 00000000 00:00 0 \n"
-	"7f1a2c000000-7f1a2c001000 r-xp 00000000 fd:02 42                         /tmp/my lib/lib x.so\n"
-	"7f1a2d000000-7f1a2d001000 r-xs 00001000 103:05 987654321                 /memfd:jit (deleted)\n"
-	"7f1a2e000000-7f1a2e001000 rw-p 00000000 00:00 0\n"
-	"7ffc1c000000-7ffc1c021000 rw-p 00000000 00:00 0                          [stack]\n"
-	"7ffc1c1fe000-7ffc1c200000 r-xp 00000000 00:00 0                          [vdso]\n"
-	"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]";
+    "55d0c6a4e000-55d0c6a53000 r-xp 00002000 08:01 1234567                    /usr/bin/cat\n"
+    "55d0c6a4c000-55d0c6a4e000 r--p 00000000 08:01 1234567                    /usr/bin/cat\n"
+    "55d0c7a00000-55d0c7a21000 rw-p 00000000 00:00 0                          [heap]\n"
+    "7f1a2b000000-7f1a2b021000 rw-p 00000000 00:00 0 \n"
+    "7f1a2c000000-7f1a2c001000 r-xp 00000000 fd:02 42                         /tmp/my lib/lib x.so\n"
+    "7f1a2d000000-7f1a2d001000 r-xs 00001000 103:05 987654321                 /memfd:jit (deleted)\n"
+    "7f1a2e000000-7f1a2e001000 rw-p 00000000 00:00 0\n"
+    "7ffc1c000000-7ffc1c021000 rw-p 00000000 00:00 0                          [stack]\n"
+    "7ffc1c1fe000-7ffc1c200000 r-xp 00000000 00:00 0                          [vdso]\n"
+    "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]";
 
 static bool path_is(const struct ml_mapping *mp, const char *path)
 {
@@ -89,8 +91,9 @@ static void test_maps_parse(void)
 	/* The first two lines were out of order: the result is sorted. */
 	mp = &m.v[0];
 	check(mp->start == 0x55d0c6a4c000ULL && mp->end == 0x55d0c6a4e000ULL && !strcmp(mp->perms, "r--p") &&
-	      mp->offset == 0 && mp->dev_major == 8 && mp->dev_minor == 1 && mp->inode == 1234567 &&
-	      path_is(mp, "/usr/bin/cat") && !mp->deleted, "maps: normal line, sorted");
+		  mp->offset == 0 && mp->dev_major == 8 && mp->dev_minor == 1 && mp->inode == 1234567 &&
+		  path_is(mp, "/usr/bin/cat") && !mp->deleted,
+	      "maps: normal line, sorted");
 	mp = &m.v[1];
 	check(mp->offset == 0x2000 && !strcmp(mp->perms, "r-xp"), "maps: offset and perms");
 	check(path_is(&m.v[2], "[heap]") && m.v[2].inode == 0, "maps: [heap]");
@@ -98,7 +101,8 @@ static void test_maps_parse(void)
 	check(path_is(&m.v[4], "/tmp/my lib/lib x.so") && m.v[4].dev_major == 0xfd && m.v[4].dev_minor == 2,
 	      "maps: path with spaces");
 	check(path_is(&m.v[5], "/memfd:jit") && m.v[5].deleted && m.v[5].dev_major == 0x103 && m.v[5].dev_minor == 5 &&
-	      m.v[5].inode == 987654321 && !strcmp(m.v[5].perms, "r-xs"), "maps: (deleted) suffix removed");
+		  m.v[5].inode == 987654321 && !strcmp(m.v[5].perms, "r-xs"),
+	      "maps: (deleted) suffix removed");
 	check(path_is(&m.v[6], NULL), "maps: anonymous without trailing blank");
 	check(path_is(&m.v[7], "[stack]"), "maps: [stack]");
 	check(path_is(&m.v[8], "[vdso]"), "maps: [vdso]");
@@ -119,36 +123,36 @@ static void test_maps_parse(void)
 static void test_maps_malformed(void)
 {
 	static const char *const bad[] = {
-		"7f00-7f10 rw-p 0000",
-		"7f00-7f10 rw-p 00000000 00:00",
-		"7f00-7f10 rw-p 00000000 00:00 ",
-		"7f00-7f10 rw-p 00000000 00",
-		"7f00-7f10",
-		"7f00",
-		"7g00-7f10 rw-p 00000000 00:00 0",
-		"7f00-7f10 rw-p 0000000z 00:00 0",
-		"7f00-7f10 rw-p 00000000 0g:00 0",
-		"10000000000000000-20000000000000000 rw-p 00000000 00:00 0",
-		"ffffffffffffffffffffffff-fffffffffffffffffffffffff rw-p 00000000 00:00 0",
-		"7f00-7f10 rw-p 00000000 00:00 99999999999999999999999 /x",
-		"7f00-7f10 rw-p 00000000 100000000:00 0",
-		"7f00-7f10 rw-p 00000000 00:100000000 0",
-		"0x7f00-0x7f10 rw-p 00000000 00:00 0",
-		"-7f00-7f10 rw-p 00000000 00:00 0",
-		"+7f00-7f10 rw-p 00000000 00:00 0",
-		" 7f00-7f10 rw-p 00000000 00:00 0",
-		"7f10-7f00 rw-p 00000000 00:00 0",
-		"7f00-7f00 rw-p 00000000 00:00 0",
-		"7f00-7f10 rwxq 00000000 00:00 0",
-		"7f00-7f10 rw- 00000000 00:00 0",
-		"7f00-7f10 rw-p 00000000 00:00 0x5",
-		"7f00-7f10 rw-p 00000000 00:00 -5",
-		"7f00-7f10 rw-p 00000000 00:00 0\t/path",
-		"7f00-7f10  rw-p 00000000 00:00 0",
-		"\n",
-		"7f00-7f10 rw-p 00000000 00:00 0\n\n7f10-7f20 rw-p 00000000 00:00 0\n",
-		"7f00-7f10 rw-p 00000000 00:00 0\nbogus\n",
-		"garbage",
+	    "7f00-7f10 rw-p 0000",
+	    "7f00-7f10 rw-p 00000000 00:00",
+	    "7f00-7f10 rw-p 00000000 00:00 ",
+	    "7f00-7f10 rw-p 00000000 00",
+	    "7f00-7f10",
+	    "7f00",
+	    "7g00-7f10 rw-p 00000000 00:00 0",
+	    "7f00-7f10 rw-p 0000000z 00:00 0",
+	    "7f00-7f10 rw-p 00000000 0g:00 0",
+	    "10000000000000000-20000000000000000 rw-p 00000000 00:00 0",
+	    "ffffffffffffffffffffffff-fffffffffffffffffffffffff rw-p 00000000 00:00 0",
+	    "7f00-7f10 rw-p 00000000 00:00 99999999999999999999999 /x",
+	    "7f00-7f10 rw-p 00000000 100000000:00 0",
+	    "7f00-7f10 rw-p 00000000 00:100000000 0",
+	    "0x7f00-0x7f10 rw-p 00000000 00:00 0",
+	    "-7f00-7f10 rw-p 00000000 00:00 0",
+	    "+7f00-7f10 rw-p 00000000 00:00 0",
+	    " 7f00-7f10 rw-p 00000000 00:00 0",
+	    "7f10-7f00 rw-p 00000000 00:00 0",
+	    "7f00-7f00 rw-p 00000000 00:00 0",
+	    "7f00-7f10 rwxq 00000000 00:00 0",
+	    "7f00-7f10 rw- 00000000 00:00 0",
+	    "7f00-7f10 rw-p 00000000 00:00 0x5",
+	    "7f00-7f10 rw-p 00000000 00:00 -5",
+	    "7f00-7f10 rw-p 00000000 00:00 0\t/path",
+	    "7f00-7f10  rw-p 00000000 00:00 0",
+	    "\n",
+	    "7f00-7f10 rw-p 00000000 00:00 0\n\n7f10-7f20 rw-p 00000000 00:00 0\n",
+	    "7f00-7f10 rw-p 00000000 00:00 0\nbogus\n",
+	    "garbage",
 	};
 	static const char with_nul[] = "7f00-7f10 rw-p 00000000 00:00 0 /a\0b\n";
 	struct ml_maps m;
@@ -312,21 +316,21 @@ static void build_fake_elf(struct fake_elf *fe, uint16_t e_type)
 	static const char shstrtab[] = "\0.text\0.symtab\0.strtab\0.shstrtab\0";
 	enum { S_BAR = 1, S_FOO2 = 5, S_FOO1 = 13, S_BAZ = 20, S_UNDEF = 24, S_ZERO = 33, S_OBJ = 41 };
 	const Elf64_Sym syms[] = {
-		{ 0 },
-		{ S_BAR, ELF64_ST_INFO(STB_LOCAL, STT_FUNC), 0, 1, 0x1150, 0 },
-		{ S_BAZ, ELF64_ST_INFO(STB_LOCAL, STT_FUNC), 0, 1, 0x1140, 8 },
-		{ S_FOO2, ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), 0, 1, 0x1110, 0x10 },
-		{ S_FOO1, ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), 0, 1, 0x1130, 0x10 },
-		{ S_BAZ, ELF64_ST_INFO(STB_WEAK, STT_FUNC), 0, 1, 0x1140, 8 },
-		{ S_UNDEF, ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), 0, SHN_UNDEF, 0, 0 },
-		{ S_ZERO, ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), 0, 1, 0, 4 },
-		{ S_OBJ, ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT), 0, 1, 0x1160, 8 },
+	    {0},
+	    {S_BAR, ELF64_ST_INFO(STB_LOCAL, STT_FUNC), 0, 1, 0x1150, 0},
+	    {S_BAZ, ELF64_ST_INFO(STB_LOCAL, STT_FUNC), 0, 1, 0x1140, 8},
+	    {S_FOO2, ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), 0, 1, 0x1110, 0x10},
+	    {S_FOO1, ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), 0, 1, 0x1130, 0x10},
+	    {S_BAZ, ELF64_ST_INFO(STB_WEAK, STT_FUNC), 0, 1, 0x1140, 8},
+	    {S_UNDEF, ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), 0, SHN_UNDEF, 0, 0},
+	    {S_ZERO, ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), 0, 1, 0, 4},
+	    {S_OBJ, ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT), 0, 1, 0x1160, 8},
 	};
 	const size_t sym_off = 0x200, str_off = sym_off + sizeof(syms), shstr_off = str_off + sizeof(strtab);
 	const size_t sh_off = (shstr_off + sizeof(shstrtab) + 7) & ~(size_t)7;
-	Elf64_Ehdr eh = { 0 };
-	Elf64_Phdr ph = { 0 };
-	Elf64_Shdr sh[5] = { { 0 } };
+	Elf64_Ehdr eh = {0};
+	Elf64_Phdr ph = {0};
+	Elf64_Shdr sh[5] = {{0}};
 
 	memset(fe, 0, sizeof(*fe));
 	memcpy(eh.e_ident, ELFMAG, SELFMAG);
@@ -353,10 +357,10 @@ static void build_fake_elf(struct fake_elf *fe, uint16_t e_type)
 	ph.p_filesz = 0x200;
 	ph.p_memsz = 0x200;
 	ph.p_align = 0x1000;
-	sh[1] = (Elf64_Shdr){ 1, SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 0x1100, 0x100, 0x100, 0, 0, 16, 0 };
-	sh[2] = (Elf64_Shdr){ 7, SHT_SYMTAB, 0, 0, sym_off, sizeof(syms), 3, 3, 8, sizeof(Elf64_Sym) };
-	sh[3] = (Elf64_Shdr){ 15, SHT_STRTAB, 0, 0, str_off, sizeof(strtab), 0, 0, 1, 0 };
-	sh[4] = (Elf64_Shdr){ 23, SHT_STRTAB, 0, 0, shstr_off, sizeof(shstrtab), 0, 0, 1, 0 };
+	sh[1] = (Elf64_Shdr){1, SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 0x1100, 0x100, 0x100, 0, 0, 16, 0};
+	sh[2] = (Elf64_Shdr){7, SHT_SYMTAB, 0, 0, sym_off, sizeof(syms), 3, 3, 8, sizeof(Elf64_Sym)};
+	sh[3] = (Elf64_Shdr){15, SHT_STRTAB, 0, 0, str_off, sizeof(strtab), 0, 0, 1, 0};
+	sh[4] = (Elf64_Shdr){23, SHT_STRTAB, 0, 0, shstr_off, sizeof(shstrtab), 0, 0, 1, 0};
 	memcpy(fe->buf, &eh, sizeof(eh));
 	memcpy(fe->buf + sizeof(eh), &ph, sizeof(ph));
 	memset(fe->buf + 0x100, 0xc3, 0x100);
@@ -507,7 +511,7 @@ out:
 static void test_elf_truncated_exe(void)
 {
 	char tmpl[] = "/tmp/ml_test_exeXXXXXX";
-	static const size_t cuts[] = { 64, 4096, 0 };
+	static const size_t cuts[] = {64, 4096, 0};
 	struct elf_syms *es;
 	struct stat st;
 	int fd, src, err;
@@ -568,7 +572,7 @@ static int find_cb(const char *name, uint64_t vaddr, uint64_t size, void *ctx)
 static void test_elf_self(void)
 {
 	uint64_t v, sz, off, rt = (uint64_t)(uintptr_t)marker_function, fv;
-	struct find_ctx fc = { "marker_function", false };
+	struct find_ctx fc = {"marker_function", false};
 	const struct ml_mapping *mp;
 	struct elf_syms *es;
 	struct ml_maps m;
@@ -716,7 +720,8 @@ static void test_symbolizer_self(void)
 	if (!libc_malloc_address(&rt, &sz)) {
 		err = symbolizer__resolve(s, rt + 1, &fr);
 		check(!err && fr->func && !strcmp(fr->func, "malloc") && fr->offset == 1 && fr->module &&
-		      !strcmp(base_name(fr->module), "libc.so.6"), "sym: libc malloc + 1");
+			  !strcmp(base_name(fr->module), "libc.so.6"),
+		      "sym: libc malloc + 1");
 		/* A return address at a function's start belongs to the call in the previous function. */
 		err = symbolizer__resolve(s, rt, &fr);
 		check(!err && (!fr->func || strcmp(fr->func, "malloc")), "sym: return address looks at addr - 1");
@@ -785,7 +790,8 @@ static void test_symbolizer_exited(void)
 		return;
 	/* The child is a fork: the marker's return address is the same there. */
 	check(!symbolizer__resolve(s, ra, &fr) && fr->func && !strcmp(fr->func, "marker_function") &&
-	      fr->line == marker_line, "sym: resolves after the process exited");
+		  fr->line == marker_line,
+	      "sym: resolves after the process exited");
 	check(symbolizer__refresh(s) == -ESRCH, "sym: refresh after exit is -ESRCH");
 	check(!symbolizer__resolve(s, 0x20, &fr) && !fr->func, "sym: unknown address after exit");
 	check(!symbolizer__resolve(s, ra, &fr) && fr->func && !strcmp(fr->func, "marker_function"),
@@ -827,7 +833,8 @@ static void test_symbolizer_refresh(void)
 	      "sym: new mapping right after a refresh");
 	usleep(120 * 1000);
 	check(!symbolizer__resolve(s, a, &fr) && fr->func && !strcmp(fr->func, "marker_function") &&
-	      fr->line == marker_line && fr->addr == a, "sym: new mapping found by a later refresh");
+		  fr->line == marker_line && fr->addr == a,
+	      "sym: new mapping found by a later refresh");
 	munmap(p, len);
 	p = MAP_FAILED;
 	check(!symbolizer__refresh(s), "sym: refresh");
@@ -861,7 +868,7 @@ static void test_sdt_providers(void)
 {
 	static const struct {
 		const char *path, *has;
-	} objs[] = { { "/usr/bin/python3.11", "python" }, { "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "libstdcxx" } };
+	} objs[] = {{"/usr/bin/python3.11", "python"}, {"/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "libstdcxx"}};
 	char label[160];
 
 	for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
@@ -873,9 +880,10 @@ static void test_sdt_providers(void)
 			close(fd);
 		if (!es)
 			continue;
-		snprintf(label, sizeof(label), "sdt: %s has %s probes, none of pytorch or pytho", objs[i].path, objs[i].has);
+		snprintf(label, sizeof(label), "sdt: %s has %s probes, none of pytorch or pytho", objs[i].path,
+			 objs[i].has);
 		check(elf_syms__has_sdt_provider(es, objs[i].has) && !elf_syms__has_sdt_provider(es, "pytorch") &&
-			      !elf_syms__has_sdt_provider(es, "pytho"),
+			  !elf_syms__has_sdt_provider(es, "pytho"),
 		      label);
 		elf_syms__free(es);
 	}

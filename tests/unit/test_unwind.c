@@ -5,6 +5,8 @@
  * .debug_frame parser and the separate debug file lookup. Needs root (BPF).
  */
 #define _GNU_SOURCE
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,16 +16,13 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "check.h"
 #include "lib/debuginfo.h"
-#include "unwind/ehframe.h"
-#include "memleak.h"
 #include "lib/procmaps.h"
+#include "memleak.h"
+#include "unwind/ehframe.h"
 #include "unwind/unwind.h"
 #include "memleak.skel.h"
-
 
 static const struct ml_mapping *libc_text(const struct ml_maps *m)
 {
@@ -38,20 +37,16 @@ static int expect_kind(const struct ml_unwind_row *r)
 {
 	switch (r->cfa_reg) {
 	case ML_CFA_RSP:
-	case ML_CFA_RBP:
-		return r->cfa_reg == ML_CFA_RSP ? ML_UW_RSP : ML_UW_RBP;
-	case ML_CFA_NONE:
-		return ML_UW_NONE_FDE;
-	case ML_CFA_SIGNAL:
-		return ML_UW_SIGNAL;
-	default:
-		return ML_UW_STOP;
+	case ML_CFA_RBP: return r->cfa_reg == ML_CFA_RSP ? ML_UW_RSP : ML_UW_RBP;
+	case ML_CFA_NONE: return ML_UW_NONE_FDE;
+	case ML_CFA_SIGNAL: return ML_UW_SIGNAL;
+	default: return ML_UW_STOP;
 	}
 }
 
 /* Look pc up the way the BPF program does: index, then the last row at or before it. */
-static const struct ml_urow *bpf_style_lookup(const struct ml_urow *rows, const uint8_t *index,
-					      const struct ml_umap *f, uint64_t off)
+static const struct ml_urow *bpf_style_lookup(const struct ml_urow *rows, const uint8_t *index, const struct ml_umap *f,
+					      uint64_t off)
 {
 	uint32_t r0, r1;
 	uint64_t page = off >> f->shift;
@@ -107,7 +102,7 @@ static void test_tables(void)
 	skel = load(64ULL << 20);
 	if (!skel)
 		return;
-	u = unwinder__new(skel, &(struct unwind_opts){ 0 });
+	u = unwinder__new(skel, &(struct unwind_opts){0});
 	CHECK(u != NULL, "unwinder maps its arrays");
 	if (!u)
 		goto out;
@@ -124,7 +119,8 @@ static void test_tables(void)
 		struct ml_umaps *um = calloc(1, sizeof(*um));
 		__u32 key = (__u32)getpid();
 		size_t rows_len = ((size_t)rows * 8 + 4095) & ~4095UL, idx_len = ((size_t)index * 8 + 4095) & ~4095UL;
-		const struct ml_urow *wr = mmap(NULL, rows_len, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.urows), 0);
+		const struct ml_urow *wr =
+		    mmap(NULL, rows_len, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.urows), 0);
 		const uint8_t *wi = mmap(NULL, idx_len, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.uindex), 0);
 		const struct ml_umap *m = NULL;
 		size_t bad = 0, tested = 0, sorted = 1;
@@ -168,12 +164,14 @@ static void test_tables(void)
 					if (off != want->cfa_off)
 						bad++;
 					else if (want->rbp_saved == ML_RBP_AT_CFA &&
-						 (ML_UW_KIND_RBP(got->kind) != ML_UW_RBP_AT || got->rbp_off8 * 8 != want->rbp_off))
+						 (ML_UW_KIND_RBP(got->kind) != ML_UW_RBP_AT ||
+						  got->rbp_off8 * 8 != want->rbp_off))
 						bad++;
 				}
 			}
 			printf("# %zu pcs of libc compared, %zu differ\n", tested, bad);
-			CHECK(tested > 100000 && bad == 0, "wire rows and index give the parser's rule at every 7th byte of libc");
+			CHECK(tested > 100000 && bad == 0,
+			      "wire rows and index give the parser's rule at every 7th byte of libc");
 		} else {
 			CHECK(0, "libc's table read back");
 		}
@@ -255,7 +253,7 @@ static void test_no_room(void)
 
 	if (!skel)
 		return;
-	u = unwinder__new(skel, &(struct unwind_opts){ 0 });
+	u = unwinder__new(skel, &(struct unwind_opts){0});
 	ml_maps__read(getpid(), &maps);
 	unwinder__sync(u, getpid(), &maps);
 	unwinder__usage(u, &used, &cap, &no_room);
@@ -269,18 +267,14 @@ static void test_no_room(void)
 static void test_debug_frame(void)
 {
 	static const uint8_t df[] = {
-		/* CIE: length 20, id 0xffffffff, version 4, "", addr size 8, seg 0, caf 1, daf -8, ra 16 */
-		20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 4, 0, 8, 0, 1, 0x78, 16,
-		0x0c, 7, 8,       /* def_cfa rsp+8 */
-		0x90, 1,          /* ra at cfa-8 */
-		0, 0, 0, 0,       /* padding nops */
-		/* FDE: length 25, CIE pointer 0, begin 0x1000, range 0x20 */
-		25, 0, 0, 0, 0, 0, 0, 0,
-		0x00, 0x10, 0, 0, 0, 0, 0, 0,
-		0x20, 0, 0, 0, 0, 0, 0, 0,
-		0x41,             /* advance 1 */
-		0x0e, 16,         /* def_cfa_offset 16 */
-		0x86, 2,          /* rbp at cfa-16 */
+	    /* CIE: length 20, id 0xffffffff, version 4, "", addr size 8, seg 0, caf 1, daf -8, ra 16 */
+	    20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 4, 0, 8, 0, 1, 0x78, 16, 0x0c, 7, 8, /* def_cfa rsp+8 */
+	    0x90, 1,								      /* ra at cfa-8 */
+	    0, 0, 0, 0,								      /* padding nops */
+	    /* FDE: length 25, CIE pointer 0, begin 0x1000, range 0x20 */
+	    25, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x10, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0x41, /* advance 1 */
+	    0x0e, 16, /* def_cfa_offset 16 */
+	    0x86, 2,  /* rbp at cfa-16 */
 	};
 	struct ml_unwind_table t;
 	const struct ml_unwind_row *r;
@@ -311,7 +305,8 @@ static void test_debug_frame(void)
 	CHECK(ml_debugframe_parse(bad, sizeof(bad), &t) == 0 && t.n == 0 && t.n_skipped == 1,
 	      "debug_frame: FDE naming no CIE skipped");
 	ml_unwind_table_free(&t);
-	CHECK(ml_debugframe_parse(df, 10, &t) == -EINVAL && t.n == 0, "debug_frame: truncated entry rejects the section");
+	CHECK(ml_debugframe_parse(df, 10, &t) == -EINVAL && t.n == 0,
+	      "debug_frame: truncated entry rejects the section");
 }
 
 /* Build-id lookup under a debug directory, with the file's own build-id checked. */
@@ -355,8 +350,10 @@ static void test_debug_file(void)
 	close(fd);
 
 	/* .gnu_debuglink: a copy of this program pointing at its debug file beside it, CRC-checked */
-	snprintf(cmd, sizeof(cmd), "cp /proc/%d/exe %s/prog && cd %s && objcopy --only-keep-debug prog prog.dbg && "
-		 "objcopy --add-gnu-debuglink=prog.dbg prog && cp prog.dbg keep.dbg", getpid(), dir, dir);
+	snprintf(cmd, sizeof(cmd),
+		 "cp /proc/%d/exe %s/prog && cd %s && objcopy --only-keep-debug prog prog.dbg && "
+		 "objcopy --add-gnu-debuglink=prog.dbg prog && cp prog.dbg keep.dbg",
+		 getpid(), dir, dir);
 	CHECK(system(cmd) == 0, "debuglink: copy made with objcopy --add-gnu-debuglink");
 	snprintf(path, sizeof(path), "%s/prog", dir);
 	fd = open(path, O_RDONLY);

@@ -38,7 +38,8 @@ struct feed {
 
 static void feed_report(struct feed *f, struct ml_row *rows, size_t n, int seq)
 {
-	struct ml_snapshot s = { .rows = rows, .nrows = n, .elapsed_s = 2, .now_ns = (uint64_t)(seq + 1) * 2000000000ULL };
+	struct ml_snapshot s = {
+	    .rows = rows, .nrows = n, .elapsed_s = 2, .now_ns = (uint64_t)(seq + 1) * 2000000000ULL};
 
 	if (!f->err)
 		f->err = verdicts__update(f->v, &s, false, &f->j, &f->order);
@@ -47,12 +48,12 @@ static void feed_report(struct feed *f, struct ml_row *rows, size_t n, int seq)
 int main(void)
 {
 	struct ml_judgement j;
-	const double leak[] = { 4096, 8192, 12288, 16384, 20480, 24576, 28672 };
-	const double leak_noisy[] = { 1000, 3000, 2800, 5000, 7000, 9000, 11000, 13000 };
-	const double flat[] = { 50000, 50000, 50000, 50000, 50000, 50000 };
-	const double cache[] = { 16384, 32768, 49152, 65536, 65536, 65536, 65536, 65536, 65536, 65536, 65536, 65536 };
-	const double wobble[] = { 5000, 7000, 4000, 6000, 5000, 7000, 4000 };
-	const double down[] = { 9000, 8000, 7000, 6000, 5000 };
+	const double leak[] = {4096, 8192, 12288, 16384, 20480, 24576, 28672};
+	const double leak_noisy[] = {1000, 3000, 2800, 5000, 7000, 9000, 11000, 13000};
+	const double flat[] = {50000, 50000, 50000, 50000, 50000, 50000};
+	const double cache[] = {16384, 32768, 49152, 65536, 65536, 65536, 65536, 65536, 65536, 65536, 65536, 65536};
+	const double wobble[] = {5000, 7000, 4000, 6000, 5000, 7000, 4000};
+	const double down[] = {9000, 8000, 7000, 6000, 5000};
 
 	j = judge(leak, 3, 10, 1);
 	CHECK(j.verdict == ML_V_NEW, "three reports: too early to call");
@@ -63,7 +64,8 @@ int main(void)
 	CHECK(j.monotonic == 1.0 && j.intervals == 6, "evidence: 6 intervals, all up");
 	CHECK(j.leak_score > 0.9 && j.leak_score <= 1.0, "strong candidate");
 	j = judge(leak_noisy, 8, 10, 1);
-	CHECK(j.verdict == ML_V_GROWING && j.leak_score < 0.95, "one dip among seven rises: still growing, lower score");
+	CHECK(j.verdict == ML_V_GROWING && j.leak_score < 0.95,
+	      "one dip among seven rises: still growing, lower score");
 	j = judge(flat, 6, 10, 1);
 	CHECK(j.verdict == ML_V_STABLE && j.leak_score == 0, "flat: stable");
 	j = judge(cache, 12, 10, 1);
@@ -74,7 +76,8 @@ int main(void)
 	CHECK(j.verdict == ML_V_CHURN, "nothing older than two reports: churn");
 	j = judge(down, 5, 10, 1);
 	CHECK(j.verdict == ML_V_SHRINKING && j.growth_bytes_per_s < 0, "shrinking");
-	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"), "names");
+	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"),
+	      "names");
 	CHECK(!strcmp(ml_verdict_name(ML_V_IMPORT), "import"), "import's name");
 
 	/*
@@ -98,15 +101,17 @@ int main(void)
 	}
 	{
 		/* Tiny bytes: 4-byte scalars, one a step; the count says it as plainly as the bytes do. */
-		const double b[] = { 4, 8, 12, 16, 20, 24 }, c[] = { 1, 2, 3, 4, 5, 6 };
+		const double b[] = {4, 8, 12, 16, 20, 24}, c[] = {1, 2, 3, 4, 5, 6};
 
 		j = judge2(b, c, 6, 10, 2);
-		CHECK(j.verdict == ML_V_GROWING && j.count.rising && j.bytes.rising, "a leak of 4-byte objects: growing");
+		CHECK(j.verdict == ML_V_GROWING && j.count.rising && j.bytes.rising,
+		      "a leak of 4-byte objects: growing");
 		CHECK(j.count.net == 5 && j.count_growth == 1, "+5 objects retained, +1 since the last report");
 	}
 	{
-		/* One buffer grown by realloc: bytes alone rise. Four reports are not enough for one signal; five are. */
-		const double b[] = { 4096, 8192, 12288, 16384, 20480 }, c[] = { 1, 1, 1, 1, 1 };
+		/* One buffer grown by realloc: bytes alone rise. Four reports are not enough for one signal; five are.
+		 */
+		const double b[] = {4096, 8192, 12288, 16384, 20480}, c[] = {1, 1, 1, 1, 1};
 
 		j = judge2(b, c, 4, 10, 2);
 		CHECK(j.verdict == ML_V_STABLE && !j.bytes.rising, "bytes alone over three changes: not yet");
@@ -115,11 +120,13 @@ int main(void)
 		CHECK(j.count_growth == 0, "no allocation since the last report");
 	}
 	{
-		/* The count must rise by at least one allocation a report on average: 3 objects over 5 reports is not. */
-		const double b[] = { 100, 100, 100, 100, 100, 100 }, c[] = { 1, 1, 2, 2, 3, 4 };
+		/* The count must rise by at least one allocation a report on average: 3 objects over 5 reports is not.
+		 */
+		const double b[] = {100, 100, 100, 100, 100, 100}, c[] = {1, 1, 2, 2, 3, 4};
 
 		j = judge2(b, c, 6, 10, 2);
-		CHECK(j.verdict == ML_V_STABLE && !j.count.rising, "a slow trickle with flat bytes: not enough evidence");
+		CHECK(j.verdict == ML_V_STABLE && !j.count.rising,
+		      "a slow trickle with flat bytes: not enough evidence");
 	}
 	{
 		/*
@@ -152,8 +159,9 @@ int main(void)
 		CHECK(flagged_bytes == 0, "nor is any of them growing by bytes");
 	}
 	{
-		/* A cache filling up: growing while it fills; once flat for two reports, no longer (count and bytes). */
-		const double c[] = { 10, 20, 30, 40, 50, 60, 60, 60, 60, 60 };
+		/* A cache filling up: growing while it fills; once flat for two reports, no longer (count and bytes).
+		 */
+		const double c[] = {10, 20, 30, 40, 50, 60, 60, 60, 60, 60};
 		double b[10];
 
 		for (int i = 0; i < 10; i++)
@@ -169,14 +177,14 @@ int main(void)
 	}
 	{
 		/* A level that jumped once (a buffer resized): one new high, then flat. */
-		const double c[] = { 5, 5, 5, 9, 9, 9, 9 }, b[] = { 500, 500, 500, 900, 900, 900, 900 };
+		const double c[] = {5, 5, 5, 9, 9, 9, 9}, b[] = {500, 500, 500, 900, 900, 900, 900};
 
 		j = judge2(b, c, 7, 20, 2);
 		CHECK(j.verdict == ML_V_STABLE, "one step up: stable");
 	}
 	{
 		/* Rises then a big fall: what was lost on the way down outweighs the net rise. */
-		const double c[] = { 10, 20, 30, 40, 12, 42 }, b[] = { 10, 20, 30, 40, 12, 42 };
+		const double c[] = {10, 20, 30, 40, 12, 42}, b[] = {10, 20, 30, 40, 12, 42};
 
 		j = judge2(b, c, 6, 20, 2);
 		CHECK(j.verdict != ML_V_GROWING, "falls back most of the way: not growing");
@@ -188,14 +196,14 @@ int main(void)
 	 * a high base (small relative growth).
 	 */
 	{
-		struct feed f = { .v = verdicts__new() };
+		struct feed f = {.v = verdicts__new()};
 		struct ml_row rows[4] = {
-			{ .key = { .tgid = 1, .stack_id = 1 }, .bytes = 1 << 24, .count = 100 }, /* C */
-			{ .key = { .tgid = 1, .stack_id = 2 }, .bytes = 1 << 22, .count = 1000 }, /* D */
-			{ .key = { .tgid = 1, .stack_id = 3 }, .bytes = 1 << 20, .count = 20 },  /* B */
-			{ .key = { .tgid = 1, .stack_id = 4 }, .bytes = 256, .count = 1 },       /* A */
+		    {.key = {.tgid = 1, .stack_id = 1}, .bytes = 1 << 24, .count = 100},  /* C */
+		    {.key = {.tgid = 1, .stack_id = 2}, .bytes = 1 << 22, .count = 1000}, /* D */
+		    {.key = {.tgid = 1, .stack_id = 3}, .bytes = 1 << 20, .count = 20},	  /* B */
+		    {.key = {.tgid = 1, .stack_id = 4}, .bytes = 256, .count = 1},	  /* A */
 		};
-		const uint64_t b_steps[7] = { 4096, 0, 65536, 8192, 4096, 131072, 4096 };
+		const uint64_t b_steps[7] = {4096, 0, 65536, 8192, 4096, 131072, 4096};
 
 		for (int i = 0; i < 8; i++) {
 			if (i) {
@@ -206,12 +214,14 @@ int main(void)
 			feed_report(&f, rows, 4, i);
 		}
 		CHECK(!f.err && f.j[3].verdict == ML_V_GROWING && f.j[3].leak_score > 0.99, "A: growing, score 1");
-		CHECK(!f.err && f.j[1].verdict == ML_V_GROWING && f.j[1].leak_score < 0.6, "D: growing, weaker (small growth)");
+		CHECK(!f.err && f.j[1].verdict == ML_V_GROWING && f.j[1].leak_score < 0.6,
+		      "D: growing, weaker (small growth)");
 		CHECK(!f.err && f.j[2].verdict != ML_V_GROWING, "B: a ragged rise with a flat report: not growing");
 		CHECK(!f.err && f.j[0].verdict == ML_V_STABLE, "C: stable");
 		CHECK(!f.err && f.order[0] == 3 && f.order[1] == 1 && f.order[2] == 0 && f.order[3] == 2,
 		      "order: A, D (candidates by score), then C and B by bytes");
-		CHECK(!f.err && f.j[3].count_growth == 179 && f.j[3].count.net == 179 * 7, "A: +179 since last, +1,253 in all");
+		CHECK(!f.err && f.j[3].count_growth == 179 && f.j[3].count.net == 179 * 7,
+		      "A: +179 since last, +1,253 in all");
 		verdicts__free(f.v);
 	}
 
@@ -219,11 +229,11 @@ int main(void)
 	{
 		struct verdicts *v = verdicts__new();
 		struct ml_row rows[3] = {
-			{ .key = { .tgid = 1, .stack_id = 1 }, .bytes = 1 << 20, .count = 1, .traits = ML_ROW_IMPORT },
-			{ .key = { .tgid = 1, .stack_id = 2 }, .bytes = 4096, .count = 1 },
-			{ .key = { .tgid = 1, .stack_id = 3 }, .bytes = 100, .count = 1 },
+		    {.key = {.tgid = 1, .stack_id = 1}, .bytes = 1 << 20, .count = 1, .traits = ML_ROW_IMPORT},
+		    {.key = {.tgid = 1, .stack_id = 2}, .bytes = 4096, .count = 1},
+		    {.key = {.tgid = 1, .stack_id = 3}, .bytes = 100, .count = 1},
 		};
-		struct ml_snapshot s = { .rows = rows, .nrows = 3, .elapsed_s = 1 };
+		struct ml_snapshot s = {.rows = rows, .nrows = 3, .elapsed_s = 1};
 		const struct ml_judgement *jv = NULL;
 		const size_t *order = NULL;
 		int err = 0;
@@ -231,7 +241,7 @@ int main(void)
 		for (int i = 0; i < 8 && !err; i++) {
 			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
 			rows[0].bytes += 1 << 20; /* the import grows while it runs */
-			rows[1].bytes += 4096;    /* a leak */
+			rows[1].bytes += 4096;	  /* a leak */
 			err = verdicts__update(v, &s, false, &jv, &order);
 		}
 		CHECK(!err && jv[0].verdict == ML_V_IMPORT && jv[0].leak_score == 0, "an import stack: verdict import");

@@ -5,16 +5,16 @@
  * change that moves a program towards the limit then fails here instead of passing unnoticed until it no longer
  * loads. Run as root (loading BPF programs needs CAP_BPF and CAP_PERFMON).
  */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
+#include "attach/uprobe_multi.h"
 #include "check.h"
 #include "session/opts.h"
 #include "session/session.h"
-#include "attach/uprobe_multi.h"
 #include "memleak.skel.h"
 
 #define ML_VERIFIER_LIMIT 1000000U
@@ -28,23 +28,23 @@ static const struct {
 	const char *prog;
 	uint32_t ceiling;
 } ceilings[] = {
-	{ "alloc_enter", 110000 }, /* 87670 */
-	{ "alloc_exit", 76000 }, /* 60385 */
-	{ "free_enter", 3300 }, /* 2608 */
-	{ "free_exit", 62 }, /* 49: the return trap counted */
-	{ "torch_malloc", 165000 }, /* 131705 */
-	{ "torch_free", 2850 }, /* 2271 */
-	{ "ldso_stop", 22 }, /* 17: the trap counted */
-	{ "ldso_notify", 54 }, /* 43 */
-	{ "oom_victim", 160 }, /* 126 */
-	{ "follow_fork", 135 }, /* 108: the rss layer's entry for the child */
-	{ "follow_exec", 75 }, /* 59 */
-	{ "heap_exit", 182000 }, /* 145585 */
-	{ "calib", 3 }, /* 2 */
-	{ "rss_fault_user", 320 }, /* 256 */
-	{ "rss_fault_kernel", 337 }, /* 269 */
-	{ "rss_page_alloc", 157000 }, /* 125050 */
-	{ "rss_exit", 68000 }, /* 54162 (214952 before ml_rss_range and ml_rss_move_key were global functions) */
+    {"alloc_enter", 110000},	/* 87670 */
+    {"alloc_exit", 76000},	/* 60385 */
+    {"free_enter", 3300},	/* 2608 */
+    {"free_exit", 62},		/* 49: the return trap counted */
+    {"torch_malloc", 165000},	/* 131705 */
+    {"torch_free", 2850},	/* 2271 */
+    {"ldso_stop", 22},		/* 17: the trap counted */
+    {"ldso_notify", 54},	/* 43 */
+    {"oom_victim", 160},	/* 126 */
+    {"follow_fork", 135},	/* 108: the rss layer's entry for the child */
+    {"follow_exec", 75},	/* 59 */
+    {"heap_exit", 182000},	/* 145585 */
+    {"calib", 3},		/* 2 */
+    {"rss_fault_user", 320},	/* 256 */
+    {"rss_fault_kernel", 337},	/* 269 */
+    {"rss_page_alloc", 157000}, /* 125050 */
+    {"rss_exit", 68000},	/* 54162 (214952 before ml_rss_range and ml_rss_move_key were global functions) */
 };
 
 /* The program's ceiling, or -1 when it has none (a new program states its own). */
@@ -81,7 +81,7 @@ static struct memleak_bpf *load(const struct ml_opts *o)
 
 int main(void)
 {
-	char *argv[] = { "memleak-ai", "-c", "true", NULL };
+	char *argv[] = {"memleak-ai", "-c", "true", NULL};
 	struct memleak_bpf *skel;
 	struct bpf_program *p;
 	struct ml_opts o;
@@ -101,7 +101,8 @@ int main(void)
 	CHECK(skel != NULL, "verifier: the BPF object loads with the unwinder on and every program");
 	if (!skel)
 		return SUMMARY("verifier");
-	bpf_object__for_each_program(p, skel->obj) {
+	bpf_object__for_each_program(p, skel->obj)
+	{
 		const char *prog = bpf_program__name(p);
 		struct bpf_prog_info info;
 		uint32_t len = sizeof(info);

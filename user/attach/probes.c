@@ -1,27 +1,27 @@
 /* Probe attachment: finds the allocator table's functions in the target's mapped objects and attaches to them. */
 #define _GNU_SOURCE
+#include "attach/probes.h"
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <bpf/libbpf.h>
-#include "lib/closeall.h"
-#include "lib/grow.h"
-#include "lib/path.h"
 #include "attach/allocators.h"
-#include "lib/elfsym.h"
-#include "lib/log.h"
-#include "lib/clock.h"
-#include "attach/probes.h"
-#include "lib/demangle.h"
 #include "attach/uprobe_multi.h"
+#include "lib/clock.h"
+#include "lib/closeall.h"
+#include "lib/demangle.h"
+#include "lib/elfsym.h"
+#include "lib/grow.h"
+#include "lib/log.h"
+#include "lib/path.h"
 #include "memleak.skel.h"
 
 struct object {
 	uint32_t dev_major, dev_minor;
 	uint64_t inode;
-	char *path;         /* NULL for objects looked at and not probed */
-	bool libc_tried;    /* looked at as a C library (or static executable) */
+	char *path;	 /* NULL for objects looked at and not probed */
+	bool libc_tried; /* looked at as a C library (or static executable) */
 	unsigned int nfuncs;
 	unsigned int layers;
 };
@@ -34,10 +34,10 @@ enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
  * attaching them again takes, for probes__pause.
  */
 struct mlink {
-	int fd;               /* -1 while paused */
+	int fd;		      /* -1 while paused */
 	unsigned char layers; /* the layers of its object's rows (probes__drop_layers) */
 	unsigned char batch;  /* B_* above */
-	char *path;           /* allocation side only: the file, offsets and cookies it was attached with */
+	char *path;	      /* allocation side only: the file, offsets and cookies it was attached with */
 	uint64_t *offs, *cookies;
 	uint32_t cnt;
 };
@@ -54,13 +54,13 @@ struct probes {
 	struct object *objs;
 	size_t nobjs, capobjs;
 	unsigned int active;
-	bool started; /* initial attach done: later activations are news worth a notice */
-	const char *heap; /* the C heap allocator the process uses ("glibc", "jemalloc", ...), NULL until known */
+	bool started;	       /* initial attach done: later activations are news worth a notice */
+	const char *heap;      /* the C heap allocator the process uses ("glibc", "jemalloc", ...), NULL until known */
 	uint64_t last_sync_ns; /* CLOCK_MONOTONIC at the previous sync: what it did not see was mapped after */
 	uint64_t window_ns;    /* this sync: how long a library new now may have run unprobed */
-	bool held;             /* the process stops at its loader's reports (-c): new libraries run only once probed */
-	bool heap_replaced; /* heap is one that took over from the C library's (preloaded or linked) */
-	bool retry;         /* the last sync left an object to open again (its mapping changed under it) */
+	bool held;	       /* the process stops at its loader's reports (-c): new libraries run only once probed */
+	bool heap_replaced;    /* heap is one that took over from the C library's (preloaded or linked) */
+	bool retry;	       /* the last sync left an object to open again (its mapping changed under it) */
 };
 
 static void mlink_clear(struct mlink *m)
@@ -70,7 +70,7 @@ static void mlink_clear(struct mlink *m)
 	free(m->path);
 	free(m->offs);
 	free(m->cookies);
-	*m = (struct mlink){ .fd = -1 };
+	*m = (struct mlink){.fd = -1};
 }
 
 /* Where each row was found in the object being probed. */
@@ -175,7 +175,7 @@ static int push_link(struct probes *p, struct bpf_link *l)
 static int push_mfd(struct probes *p, int fd, int batch, const char *path, const uint64_t *offs,
 		    const uint64_t *cookies, uint32_t cnt)
 {
-	struct mlink m = { .fd = fd, .batch = (unsigned char)batch };
+	struct mlink m = {.fd = fd, .batch = (unsigned char)batch};
 
 	if (batch == B_ALLOC || batch == B_ALLOC_RET) {
 		m.path = strdup(path);
@@ -187,7 +187,8 @@ static int push_mfd(struct probes *p, int fd, int batch, const char *path, const
 			memcpy(m.cookies, cookies, cnt * sizeof(*cookies));
 		}
 	}
-	if ((m.cnt && !(m.path && m.offs && m.cookies)) || ml_grow(&p->mfds, &p->capmfds, p->nmfds + 1, sizeof(*p->mfds))) {
+	if ((m.cnt && !(m.path && m.offs && m.cookies)) ||
+	    ml_grow(&p->mfds, &p->capmfds, p->nmfds + 1, sizeof(*p->mfds))) {
 		m.fd = -1; /* the caller closes it */
 		mlink_clear(&m);
 		return -ENOMEM;
@@ -206,8 +207,8 @@ static bool needs_return_probe(const struct ml_spec *sp)
 
 static int batch_prog_fd(const struct probes *p, int b)
 {
-	struct bpf_program *progs[B_N] = { p->skel->progs.alloc_exit, p->skel->progs.free_exit,
-					   p->skel->progs.free_enter, p->skel->progs.alloc_enter };
+	struct bpf_program *progs[B_N] = {p->skel->progs.alloc_exit, p->skel->progs.free_exit,
+					  p->skel->progs.free_enter, p->skel->progs.alloc_enter};
 
 	return bpf_program__fd(progs[b]);
 }
@@ -217,8 +218,7 @@ static int batch_prog_fd(const struct probes *p, int b)
  * probes before entries, releases before allocations. Removing a link costs the kernel one wait, where
  * single probes cost one each (0.1-0.2 s apiece here).
  */
-static int attach_batched(struct probes *p, const char *path, const struct found *found,
-			  const struct elf_syms *syms)
+static int attach_batched(struct probes *p, const char *path, const struct found *found, const struct elf_syms *syms)
 {
 	uint64_t offs[B_N][ML_MAX_SPECS], cookies[B_N][ML_MAX_SPECS];
 	uint32_t cnt[B_N] = {};
@@ -383,7 +383,7 @@ static int attach_usdts(struct probes *p, const char *path, unsigned int *layers
 static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_libc, unsigned int *layers)
 {
 	struct found *found = calloc(ml_allocators_n, sizeof(*found));
-	struct demangle_ctx dctx = { .found = found };
+	struct demangle_ctx dctx = {.found = found};
 	struct elf_syms *syms = NULL;
 	size_t first_link = p->nlinks, first_mfd = p->nmfds;
 	bool any_demangled = false, usdt = false;
@@ -510,7 +510,8 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 				raw = true;
 		if (u > 0 && !raw)
 			ml_notice("%s has PyTorch's allocator probes but no raw_alloc/raw_delete symbols (stripped?): "
-				  "torch_cuda misses memory taken through raw_alloc", m->path);
+				  "torch_cuda misses memory taken through raw_alloc",
+				  m->path);
 		n += u;
 	}
 	err = n;
@@ -793,7 +794,7 @@ bool probes__pausable(const struct probes *p, unsigned int mask)
 int probes__pause(struct probes *p, unsigned int mask, bool pause)
 {
 	/* Entries go first and come back last: a call entered always finds its return probe on. */
-	static const int off[] = { B_ALLOC, B_ALLOC_RET }, on[] = { B_ALLOC_RET, B_ALLOC };
+	static const int off[] = {B_ALLOC, B_ALLOC_RET}, on[] = {B_ALLOC_RET, B_ALLOC};
 	const int *order = pause ? off : on;
 	int err = 0;
 
@@ -847,4 +848,3 @@ unsigned int probes__active_layers(const struct probes *p)
 {
 	return p->active;
 }
-

@@ -1,11 +1,11 @@
 /* Batched uprobes: one BPF link for many offsets in one file, made with the raw syscall (libbpf 1.1 has no API). */
+#include "attach/uprobe_multi.h"
+#include <bpf/bpf.h>
 #include <errno.h>
+#include <linux/bpf.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <linux/bpf.h>
-#include <bpf/bpf.h>
-#include "attach/uprobe_multi.h"
 
 /*
  * The link_create part of union bpf_attr as kernels since 6.6 define it. Debian 12's <linux/bpf.h> predates
@@ -33,8 +33,8 @@ _Static_assert(sizeof(struct link_create_uprobe_multi) == 64, "link_create layou
 bool ml_uprobe_multi_supported(void)
 {
 	struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
-		{ .code = BPF_JMP | BPF_EXIT },
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+	    {.code = BPF_JMP | BPF_EXIT},
 	};
 	LIBBPF_OPTS(bpf_prog_load_opts, o, .expected_attach_type = ML_BPF_TRACE_UPROBE_MULTI);
 	int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ml_probe_um", "GPL", insns, 2, &o);

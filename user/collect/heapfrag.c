@@ -5,23 +5,23 @@
  * heap's end before they are followed, every step moves forward, and the walk has a budget.
  */
 #define _GNU_SOURCE
+#include "collect/heapfrag.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "collect/ledger.h"
 #include "lib/clock.h"
 #include "lib/grow.h"
 #include "lib/procmaps.h"
-#include "collect/heapfrag.h"
-#include "collect/ledger.h"
 
 #define PAGE 4096ULL
 #define CHUNK_HDR 16ULL /* prev_size and size: also the size of an arena heap's fencepost */
 #define CHUNK_MIN 32ULL
 #define PREV_INUSE 1ULL
-#define WIN_BIG 32768 /* bytes read at once where chunks are small */
+#define WIN_BIG 32768		     /* bytes read at once where chunks are small */
 #define ARENA_HEAP_MAX (64ULL << 20) /* glibc's HEAP_MAX_SIZE on 64-bit: arena heaps start on this boundary */
 
 /* A window of the target's memory, so that densely packed headers cost one read per window. */
@@ -85,7 +85,7 @@ static int push_holder(struct ml_heapfrag *f, uint64_t addr, uint64_t size, uint
 {
 	if (ml_grow(&f->holders, &f->cap_holders, f->nholders + 1, sizeof(*f->holders)))
 		return -ENOMEM;
-	f->holders[f->nholders++] = (struct ml_heap_holder){ .addr = addr, .size = size, .charged = charged };
+	f->holders[f->nholders++] = (struct ml_heap_holder){.addr = addr, .size = size, .charged = charged};
 	return 0;
 }
 
@@ -102,7 +102,7 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
 	w = malloc(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	*w = (struct walker){ .src = src, .b = b, .f = f };
+	*w = (struct walker){.src = src, .b = b, .f = f};
 	err = word_at(w, addr + 8, &size, WIN_BIG);
 	while (!err) {
 		uint64_t sz = size & ~7ULL, next, next_size;
@@ -179,8 +179,10 @@ void heapfrag__reset(struct ml_heapfrag *f)
 {
 	struct ml_heapfrag keep = *f;
 
-	*f = (struct ml_heapfrag){ .holders = keep.holders, .cap_holders = keep.cap_holders, .stacks = keep.stacks,
-				   .cap_stacks = keep.cap_stacks };
+	*f = (struct ml_heapfrag){.holders = keep.holders,
+				  .cap_holders = keep.cap_holders,
+				  .stacks = keep.stacks,
+				  .cap_stacks = keep.cap_stacks};
 }
 
 void heapfrag__clear(struct ml_heapfrag *f)
@@ -248,7 +250,8 @@ static uint64_t live_end_now(void *ctx, uint64_t first, uint64_t end)
 	struct heap_info_raw hi;
 
 	if (lv->arena)
-		return !live_read(lv, lv->arena, &hi, sizeof(hi)) && hi.size <= ARENA_HEAP_MAX ? lv->arena + hi.size : end;
+		return !live_read(lv, lv->arena, &hi, sizeof(hi)) && hi.size <= ARENA_HEAP_MAX ? lv->arena + hi.size
+											       : end;
 	if (ml_maps__read(lv->pid, &maps))
 		return end;
 	m = ml_maps__find(&maps, first);
@@ -303,7 +306,7 @@ static bool first_chunk_ok(struct live *lv, const struct heapfrag_src *src, uint
 static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t start, uint64_t map_end,
 		       uint64_t *first, uint64_t *end)
 {
-	static const uint64_t state_sizes[] = { 2200, 2192 }, info_sizes[] = { 48, 32 };
+	static const uint64_t state_sizes[] = {2200, 2192}, info_sizes[] = {48, 32};
 	struct heap_info_raw hi;
 
 	if (!src->resident(src->ctx, start) || live_read(lv, start, &hi, sizeof(hi)))
@@ -334,9 +337,9 @@ static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t
 
 int heapfrag__scan(struct ml_heapfrag *f, int pid)
 {
-	struct live lv = { .pid = pid, .mem = -1, .pagemap = -1 };
-	struct heapfrag_src src = { .read = live_read, .resident = live_resident, .end_now = live_end_now, .ctx = &lv };
-	struct heapfrag_budget b = { .read_bytes = HEAPFRAG_READ_MAX, .chunks = HEAPFRAG_CHUNKS_MAX };
+	struct live lv = {.pid = pid, .mem = -1, .pagemap = -1};
+	struct heapfrag_src src = {.read = live_read, .resident = live_resident, .end_now = live_end_now, .ctx = &lv};
+	struct heapfrag_budget b = {.read_bytes = HEAPFRAG_READ_MAX, .chunks = HEAPFRAG_CHUNKS_MAX};
 	struct ml_maps maps = {};
 	char path[64];
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
@@ -424,7 +427,8 @@ int heapfrag__attribute(struct ml_heapfrag *f, struct ledger *l, int tgid)
 		}
 		if (ml_grow(&f->stacks, &f->cap_stacks, n + 1, sizeof(*f->stacks)))
 			return -ENOMEM;
-		f->stacks[n++] = (struct ml_frag_stack){ .key = key, .charged = h->charged, .bytes = h->size, .count = 1 };
+		f->stacks[n++] =
+		    (struct ml_frag_stack){.key = key, .charged = h->charged, .bytes = h->size, .count = 1};
 	}
 	if (n > 1)
 		qsort(f->stacks, n, sizeof(*f->stacks), cmp_stack_key);

@@ -17,8 +17,8 @@ struct ledger;
 
 /* An in-use chunk with free resident memory right below it. */
 struct ml_heap_holder {
-	uint64_t addr;    /* its user address (chunk + 16): what malloc returned */
-	uint64_t size;    /* its chunk's bytes */
+	uint64_t addr;	  /* its user address (chunk + 16): what malloc returned */
+	uint64_t size;	  /* its chunk's bytes */
 	uint64_t charged; /* resident bytes of the free run just below it */
 };
 
@@ -26,23 +26,23 @@ struct ml_heap_holder {
 struct ml_frag_stack {
 	struct ml_agg_key key;
 	uint64_t charged; /* free resident bytes its blocks hold */
-	uint64_t bytes;   /* the holding blocks' own chunk bytes */
-	uint64_t count;   /* holding blocks */
+	uint64_t bytes;	  /* the holding blocks' own chunk bytes */
+	uint64_t count;	  /* holding blocks */
 };
 
 struct ml_heapfrag {
-	uint64_t heap_bytes;          /* the heaps walked, headers to end */
-	uint64_t in_use_bytes;        /* chunks glibc counts in use (tcache and fastbin entries included) */
-	uint64_t free_bytes;          /* free chunks below the top */
+	uint64_t heap_bytes;	      /* the heaps walked, headers to end */
+	uint64_t in_use_bytes;	      /* chunks glibc counts in use (tcache and fastbin entries included) */
+	uint64_t free_bytes;	      /* free chunks below the top */
 	uint64_t free_resident_bytes; /* ... of which resident */
-	uint64_t unheld_bytes;        /* free resident memory with no in-use chunk above (an older arena heap's end) */
-	uint64_t top_bytes;           /* the top chunks */
+	uint64_t unheld_bytes;	      /* free resident memory with no in-use chunk above (an older arena heap's end) */
+	uint64_t top_bytes;	      /* the top chunks */
 	uint64_t chunks, read_bytes;  /* headers walked, bytes read from the process */
-	uint64_t scan_ns;             /* how long the walk took */
-	uint64_t walked_ns;           /* CLOCK_MONOTONIC when it began */
-	unsigned int heaps;           /* heaps walked to their end */
-	unsigned int broken;          /* walks stopped on an inconsistent header (the heap changed while read) */
-	bool capped;                  /* the read budget ran out: the figures cover part of the heap */
+	uint64_t scan_ns;	      /* how long the walk took */
+	uint64_t walked_ns;	      /* CLOCK_MONOTONIC when it began */
+	unsigned int heaps;	      /* heaps walked to their end */
+	unsigned int broken;	      /* walks stopped on an inconsistent header (the heap changed while read) */
+	bool capped;		      /* the read budget ran out: the figures cover part of the heap */
 	struct ml_heap_holder *holders; /* by address within each heap */
 	size_t nholders, cap_holders;
 	/* heapfrag__attribute: holders by stack, most charged first; those the tool has no record of, summed */
@@ -75,8 +75,8 @@ struct heapfrag_budget {
  * Walk one heap's chunks from the header at first up to end (where the top chunk, or an older arena heap's
  * fencepost, ends), adding to f. 0; -EBADMSG on an inconsistent header (zero or misaligned size, a size
  * running past end or wrapping; the walk stops there; a size running past end is first checked against
- * src->end_now, a few times at most: a live heap grows while it is walked); -E2BIG when the budget ran out; -ENODATA when a
- * header lies on a page that is not resident; -ENOMEM; the read's error.
+ * src->end_now, a few times at most: a live heap grows while it is walked); -E2BIG when the budget ran out; -ENODATA
+ * when a header lies on a page that is not resident; -ENOMEM; the read's error.
  */
 int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
 		   struct heapfrag_budget *b);

@@ -1,21 +1,21 @@
 /* The outstanding-allocation ledger: reads the kernel's allocation table, sums it by stack and tracks growth. */
+#include "collect/ledger.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include "lib/grow.h"
-#include "lib/clock.h"
-#include "lib/hash.h"
 #include "attach/allocators.h"
-#include "collect/ledger.h"
-#include "lib/bpfstats.h"
 #include "collect/stackstore.h"
-#include "lib/u64map.h"
+#include "lib/bpfstats.h"
+#include "lib/clock.h"
+#include "lib/grow.h"
+#include "lib/hash.h"
 #include "lib/log.h"
+#include "lib/u64map.h"
 #include "memleak.skel.h"
 
 /* Rows indexed by key through an open-addressing table of row numbers (+1; 0 = empty). */
@@ -57,10 +57,10 @@ struct ledger {
 	struct ml_stack stack_buf; /* one stack-table value, read by ledger__stack */
 	ledger_canon_fn canon;
 	void *canon_ctx;
-	struct u64map canon_ids;  /* mix(tgid, stack id) -> struct canon_ent, for the stacks of the last pass */
-	struct u64map shown;      /* mix(tgid, how it reads) -> struct shown_ent: the stack rows read that way use */
-	uint32_t pass;            /* passes so far: an entry not seen in one is dropped */
-	uint32_t rss_shift;       /* the rss layer's sampling shift: its records weigh 2^shift pages */
+	struct u64map canon_ids; /* mix(tgid, stack id) -> struct canon_ent, for the stacks of the last pass */
+	struct u64map shown;	 /* mix(tgid, how it reads) -> struct shown_ent: the stack rows read that way use */
+	uint32_t pass;		 /* passes so far: an entry not seen in one is dropped */
+	uint32_t rss_shift;	 /* the rss layer's sampling shift: its records weigh 2^shift pages */
 	/* Time-sampled layers (ledger__set_weight): from since_ns on, a record made weighs 2^shift. */
 	struct {
 		uint64_t since_ns;
@@ -221,8 +221,8 @@ static int push_gpu(struct ledger *l, uint32_t tgid, uint64_t addr, uint64_t siz
 {
 	if (ml_grow(&l->gpu, &l->capgpu, l->ngpu + 1, sizeof(*l->gpu)))
 		return -ENOMEM;
-	l->gpu[l->ngpu++] = (struct gpu_block){ .tgid = tgid, .addr = addr, .size = size, .device = device,
-						 .layer = layer, .handle = handle };
+	l->gpu[l->ngpu++] = (struct gpu_block){
+	    .tgid = tgid, .addr = addr, .size = size, .device = device, .layer = layer, .handle = handle};
 	return 0;
 }
 
@@ -364,7 +364,7 @@ static uint64_t shown_as(struct ledger *l, uint32_t tgid, uint64_t id, uint64_t 
 		free(e);
 		return id;
 	}
-	*e = (struct shown_ent){ .tgid = tgid, .how = how, .first = id };
+	*e = (struct shown_ent){.tgid = tgid, .how = how, .first = id};
 	return id;
 }
 
@@ -393,8 +393,8 @@ static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id, unsigned
 			*traits = t;
 			return id;
 		}
-		*e = (struct canon_ent){ .tgid = tgid, .raw = id, .how = how, .canon = how ? shown_as(l, tgid, id, how) : id,
-					 .traits = t };
+		*e = (struct canon_ent){
+		    .tgid = tgid, .raw = id, .how = how, .canon = how ? shown_as(l, tgid, id, how) : id, .traits = t};
 	}
 	e->pass = l->pass;
 	*traits = e->traits;
@@ -505,8 +505,8 @@ static int merge_stopped(struct ledger *l)
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *r = &s->rows[i];
 
-		if (!r->count || r->key.stack_id == ML_STACK_NONE || stackstore__get(l->o.stacks, r->key.stack_id, st) ||
-		    (st->flags & ML_STACK_UW_STOPPED))
+		if (!r->count || r->key.stack_id == ML_STACK_NONE ||
+		    stackstore__get(l->o.stacks, r->key.stack_id, st) || (st->flags & ML_STACK_UW_STOPPED))
 			continue;
 		for (size_t len = 0; len <= st->nr; len++) {
 			uint64_t k;
@@ -574,8 +574,8 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 	l->snap.nprocs = 0;
 	/* Both are sorted by cmp_key, a memcmp: compare tgids the same way. */
 	while (i < nrows || j < nprev) {
-		bool cur = i < nrows && (j >= nprev || memcmp(&rows[i].key.tgid, &prev[j].key.tgid,
-							      sizeof(rows[i].key.tgid)) <= 0);
+		bool cur = i < nrows &&
+			   (j >= nprev || memcmp(&rows[i].key.tgid, &prev[j].key.tgid, sizeof(rows[i].key.tgid)) <= 0);
 		const struct ml_row *r = cur ? &rows[i++] : &prev[j++];
 		struct ml_proc_total *p = proc_slot(l, (int)r->key.tgid);
 		struct ml_layer_total *t;
@@ -586,7 +586,9 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 			continue;
 		t = &p->layers[r->key.layer];
 		if (cur) {
-			p->brk_bytes += r->traits & ML_ROW_BRK && r->key.layer != ML_LAYER_RSS ? r->bytes : 0; /* heap-growth's own */
+			p->brk_bytes += r->traits & ML_ROW_BRK && r->key.layer != ML_LAYER_RSS
+					    ? r->bytes
+					    : 0; /* heap-growth's own */
 			t->bytes += r->bytes;
 			t->cow_bytes += r->cow_bytes;
 			t->count += r->count;
@@ -638,8 +640,6 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
 	return n;
 }
 
-
-
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 {
 	struct ml_snapshot *s = &l->snap;
@@ -680,7 +680,8 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		cow = 0;
 		shift = record_shift(l, sl->layer, ts);
 		if (sl->layer == ML_LAYER_RSS) {
-			/* A record the sampling test now rejects is on its way out (see rsspages.c); the others weigh 2^shift. */
+			/* A record the sampling test now rejects is on its way out (see rsspages.c); the others weigh
+			 * 2^shift. */
 			if (!ml_rss_sampled(addr & ~ML_RSS_COPY, l->rss_shift))
 				continue;
 			shift = l->rss_shift;
@@ -806,7 +807,7 @@ struct ml_slot *ledger__table(struct ledger *l, size_t *len)
 
 int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out)
 {
-	static const uint8_t layers[] = { ML_LAYER_LIBC, ML_LAYER_TORCH_CPU };
+	static const uint8_t layers[] = {ML_LAYER_LIBC, ML_LAYER_TORCH_CPU};
 
 	/* The probe chain the BPF side claims slots along (table.bpf.h), read from the mapped table. */
 	for (size_t li = 0; li < sizeof(layers); li++) {
@@ -824,7 +825,7 @@ int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *o
 				continue;
 			if (!ts || spec == ML_SPEC_HEAP || spec == ML_SPEC_BRK || sl->addr != addr || sl->ts_ns != ts)
 				break; /* being written, released meanwhile, or a heap-growth range */
-			*out = (struct ml_agg_key){ .tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller };
+			*out = (struct ml_agg_key){.tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller};
 			out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
 			return 0;
 		}
@@ -852,7 +853,8 @@ int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *
 		uint64_t w0 = st->ips[st->nr + 2 * i];
 
 		out->py[i].code = ml_py_code(w0);
-		out->py[i].instr = ml_py_instr(w0) == ML_PY_INSTR_UNKNOWN ? ML_PYFRAME_NO_INSTR : (uint32_t)ml_py_instr(w0);
+		out->py[i].instr =
+		    ml_py_instr(w0) == ML_PY_INSTR_UNKNOWN ? ML_PYFRAME_NO_INSTR : (uint32_t)ml_py_instr(w0);
 		out->py[i].entry = !!(w0 & ML_PY_ENTRY);
 		out->py[i].check = st->ips[st->nr + 2 * i + 1];
 		out->nr_py = i + 1;

@@ -6,13 +6,13 @@
  * for a move, by claiming an empty or released slot the way the BPF side does), so it never undoes a write
  * the BPF side made meanwhile.
  */
+#include "collect/rsspages.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include "collect/rsspages.h"
 #include "lib/bpfstats.h"
 #include "lib/log.h"
 #include "memleak.skel.h"
@@ -48,8 +48,8 @@ int ml_rss_track(struct memleak_bpf *skel, int pid)
 	__u32 key = (__u32)pid;
 
 	return bpf_map_update_elem(bpf_map__fd(skel->maps.rss_procs), &key, &rp, BPF_NOEXIST) && errno != EEXIST
-		       ? -errno
-		       : 0;
+		   ? -errno
+		   : 0;
 }
 
 void ml_rss_untrack(struct memleak_bpf *skel, int pid)

@@ -4,16 +4,16 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "memleak.h"
 #include "collect/ledger.h"
+#include "memleak.h"
 
 struct memleak_bpf;
 struct rsspages;
 
 struct rsspages_opts {
-	uint64_t max_records;   /* records kept at once before the sampling interval doubles */
+	uint64_t max_records;	/* records kept at once before the sampling interval doubles */
 	double max_pages_per_s; /* pages recorded a second before it doubles */
-	uint32_t shift;         /* the interval to start from (2^shift) */
+	uint32_t shift;		/* the interval to start from (2^shift) */
 };
 
 /* Attaches the layer's four programs. NULL with errno set. */

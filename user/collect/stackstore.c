@@ -1,4 +1,6 @@
 /* The stack dictionary: stacks by id, each a run of interned frame ids. */
+#include "collect/stackstore.h"
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -6,11 +8,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <bpf/libbpf.h>
-#include "lib/thread.h"
 #include "lib/grow.h"
 #include "lib/hash.h"
-#include "collect/stackstore.h"
+#include "lib/thread.h"
 
 /*
  * Stacks share their outer frames: each is a path in a tree whose root side is the outermost word (the
@@ -25,7 +25,7 @@ struct node {
 /* One stack: its id, its innermost node, and its header. 16 bytes. */
 struct stack_ent {
 	uint64_t id;
-	uint32_t leaf; /* node number + 1; 0 for an empty stack */
+	uint32_t leaf;	   /* node number + 1; 0 for an empty stack */
 	uint8_t nr, nr_py; /* ML_MAX_FRAMES and ML_MAX_PYFRAMES fit */
 	uint16_t flags;
 };
@@ -59,7 +59,7 @@ struct stackstore {
 	pthread_mutex_t lock, ring_lock;
 	pthread_t reader;
 	bool reading, stop;
-	int err; /* the reader's first failure, told by the next drain */
+	int err;      /* the reader's first failure, told by the next drain */
 	size_t batch; /* records taken in this hold of the lock */
 };
 
@@ -95,8 +95,8 @@ void stackstore__free(struct stackstore *ss)
 }
 
 /* The slot of key in ix: where its entry is, or the empty slot it would go to. */
-static size_t index_find(const struct index32 *ix, uint64_t key, bool (*is)(const struct stackstore *, uint32_t, uint64_t),
-			 const struct stackstore *ss)
+static size_t index_find(const struct index32 *ix, uint64_t key,
+			 bool (*is)(const struct stackstore *, uint32_t, uint64_t), const struct stackstore *ss)
 {
 	size_t mask = ix->cap - 1, i = ml_hash64(key) & mask;
 
@@ -163,7 +163,7 @@ static int64_t node_id(struct stackstore *ss, uint32_t parent, uint32_t frame)
 		return ss->nidx.slot[i];
 	if (ss->nnodes >= UINT32_MAX - 1)
 		return -ENOMEM;
-	ss->nodes[ss->nnodes] = (struct node){ .parent = parent, .frame = frame };
+	ss->nodes[ss->nnodes] = (struct node){.parent = parent, .frame = frame};
 	ss->nidx.slot[i] = (uint32_t)++ss->nnodes;
 	return (int64_t)ss->nnodes;
 }
@@ -255,8 +255,8 @@ static int add_locked(struct stackstore *ss, const void *rec, size_t len)
 			return (int)nd;
 		leaf = (uint32_t)nd;
 	}
-	e = (struct stack_ent){ .id = st->id, .leaf = leaf, .nr = (uint8_t)st->nr, .nr_py = (uint8_t)st->nr_py,
-				.flags = st->flags };
+	e = (struct stack_ent){
+	    .id = st->id, .leaf = leaf, .nr = (uint8_t)st->nr, .nr_py = (uint8_t)st->nr_py, .flags = st->flags};
 	i = index_find(&ss->sidx, st->id, stack_is, ss);
 	ss->ents[ss->nents] = e;
 	ss->sidx.slot[i] = (uint32_t)++ss->nents;
@@ -341,7 +341,7 @@ static int consume(struct stackstore *ss)
 static void *reader(void *arg)
 {
 	struct stackstore *ss = arg;
-	struct pollfd p = { .fd = ring_buffer__epoll_fd(ss->rb), .events = POLLIN };
+	struct pollfd p = {.fd = ring_buffer__epoll_fd(ss->rb), .events = POLLIN};
 
 	int more = 0;
 
@@ -416,15 +416,15 @@ void stackstore__stats(struct stackstore *ss, struct stackstore_stats *out)
 {
 	pthread_mutex_lock(&ss->lock);
 	*out = (struct stackstore_stats){
-		.stacks = ss->nents,
-		.frames = ss->nframes,
-		.bytes = ss->cap_frames * sizeof(*ss->frames) + ss->fidx.cap * sizeof(*ss->fidx.slot) +
-			 ss->cap_ents * sizeof(*ss->ents) + ss->sidx.cap * sizeof(*ss->sidx.slot) +
-			 ss->cap_nodes * sizeof(*ss->nodes) + ss->nidx.cap * sizeof(*ss->nidx.slot),
-		.nodes = ss->nnodes,
-		.received = ss->received,
-		.collisions = ss->collisions,
-		.malformed = ss->malformed,
+	    .stacks = ss->nents,
+	    .frames = ss->nframes,
+	    .bytes = ss->cap_frames * sizeof(*ss->frames) + ss->fidx.cap * sizeof(*ss->fidx.slot) +
+		     ss->cap_ents * sizeof(*ss->ents) + ss->sidx.cap * sizeof(*ss->sidx.slot) +
+		     ss->cap_nodes * sizeof(*ss->nodes) + ss->nidx.cap * sizeof(*ss->nidx.slot),
+	    .nodes = ss->nnodes,
+	    .received = ss->received,
+	    .collisions = ss->collisions,
+	    .malformed = ss->malformed,
 	};
 	pthread_mutex_unlock(&ss->lock);
 }

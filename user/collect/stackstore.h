@@ -1,8 +1,8 @@
 /*
  * The stack dictionary: every distinct stack the BPF side handed over (the stack_events ring), kept by its
  * id. Frames are interned once, and stacks share their outer frames (a stack is a path in a tree of
- * 8-byte nodes), so a job can have millions of distinct stacks at a few dozen bytes each. Nothing is ever dropped: an allocation's stack id resolves for
- * as long as the run lasts.
+ * 8-byte nodes), so a job can have millions of distinct stacks at a few dozen bytes each. Nothing is ever dropped: an
+ * allocation's stack id resolves for as long as the run lasts.
  */
 #ifndef ML_STACKSTORE_H
 #define ML_STACKSTORE_H
@@ -16,8 +16,8 @@ struct stackstore;
 struct stackstore_stats {
 	uint64_t stacks;     /* distinct stacks kept */
 	uint64_t frames;     /* distinct stack words (frames) kept */
-	uint64_t nodes;      /* tree nodes: stacks share their outer frames */
-	uint64_t bytes;      /* memory the dictionary holds */
+	uint64_t nodes;	     /* tree nodes: stacks share their outer frames */
+	uint64_t bytes;	     /* memory the dictionary holds */
 	uint64_t received;   /* records read from the ring (a stack the kernel's cache evicted comes again) */
 	uint64_t collisions; /* records whose id was known with other words: the first stack is kept */
 	uint64_t malformed;  /* records too short or with impossible counts: ignored */

@@ -2,11 +2,11 @@
  * Leak verdicts: per-stack history of outstanding bytes and live allocations across reports, and
  * growing/stable/shrinking/churn calls. A stack grows when its bytes or its allocation count rise (ml_trend).
  */
+#include "judge/verdict.h"
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "judge/verdict.h"
 
 /* The history of one stack: recent samples, and older ones folded (the last sample of each fold kept). */
 struct hist {
@@ -27,7 +27,7 @@ struct verdicts {
 
 const char *ml_verdict_name(enum ml_verdict v)
 {
-	static const char *const names[] = { "new", "growing", "stable", "shrinking", "churn", "import" };
+	static const char *const names[] = {"new", "growing", "stable", "shrinking", "churn", "import"};
 
 	return v <= ML_V_IMPORT ? names[v] : "unknown";
 }
@@ -76,7 +76,7 @@ static double slope(const double *t, const double *y, size_t n)
  */
 static struct ml_trend trend(const double *t, const double *y, size_t n, double min_net)
 {
-	struct ml_trend r = { 0 };
+	struct ml_trend r = {0};
 	size_t moves = n - 1, nrates = 0;
 	double hi = y[0], drops = 0, mean = 0, var = 0, rate[ML_HIST_SHORT + ML_HIST_LONG];
 	bool recent = false;
@@ -115,10 +115,10 @@ static struct ml_trend trend(const double *t, const double *y, size_t n, double 
 	return r;
 }
 
-struct ml_judgement ml_judge(const double *t, const double *bytes, const double *counts, size_t n,
-			     double oldest_age_s, double interval_s)
+struct ml_judgement ml_judge(const double *t, const double *bytes, const double *counts, size_t n, double oldest_age_s,
+			     double interval_s)
 {
-	struct ml_judgement j = { .verdict = ML_V_NEW, .intervals = n ? (uint32_t)(n - 1) : 0 };
+	struct ml_judgement j = {.verdict = ML_V_NEW, .intervals = n ? (uint32_t)(n - 1) : 0};
 	size_t ups = 0, downs = 0, moves;
 	double net;
 
@@ -161,7 +161,8 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, const double 
 	if (j.bytes.rising || j.count.rising) {
 		j.verdict = ML_V_GROWING;
 		j.monotonic = (double)ups / (double)moves;
-		/* More evidence (reports, new highs, even steps, growth relative to the start) makes a stronger candidate. */
+		/* More evidence (reports, new highs, even steps, growth relative to the start) makes a stronger
+		 * candidate. */
 		j.leak_score = fmin(1.0, (double)moves / 6.0) * fmax(j.bytes.evidence, j.count.evidence);
 	} else if (net < 0 && j.growth_bytes_per_s < 0 && downs * 4 >= moves * 3) {
 		j.verdict = ML_V_SHRINKING;
@@ -251,7 +252,7 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		double age = r->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - r->oldest_ts_ns) / 1e9 : 0;
 		size_t n;
 
-		nh[i] = old ? *old : (struct hist){ .key = r->key };
+		nh[i] = old ? *old : (struct hist){.key = r->key};
 		push(&nh[i], now, (double)r->bytes, (double)r->count);
 		n = series(&nh[i], t, b, c);
 		j[i] = ml_judge(t, b, c, n, age, interval);
@@ -260,8 +261,8 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		 * than a time window, since loading a model later is start-up too and can leak.
 		 */
 		if (r->traits & ML_ROW_IMPORT)
-			j[i] = (struct ml_judgement){ .verdict = ML_V_IMPORT, .intervals = j[i].intervals,
-						      .count_growth = j[i].count_growth };
+			j[i] = (struct ml_judgement){
+			    .verdict = ML_V_IMPORT, .intervals = j[i].intervals, .count_growth = j[i].count_growth};
 		/*
 		 * Fresh C heap (the break's growth, the first touch of heap pages, or address space heap-growth
 		 * mode saw a stack add) names the code that reached new memory, not what keeps it: where freed

@@ -8,16 +8,16 @@
 #include "collect/ledger.h"
 
 enum ml_verdict {
-	ML_V_NEW,       /* too few reports yet to judge */
-	ML_V_GROWING,   /* keeps growing: a leak candidate */
-	ML_V_STABLE,    /* steady state: caches, pools, weights */
+	ML_V_NEW,     /* too few reports yet to judge */
+	ML_V_GROWING, /* keeps growing: a leak candidate */
+	ML_V_STABLE,  /* steady state: caches, pools, weights */
 	ML_V_SHRINKING,
-	ML_V_CHURN,     /* short-lived allocations: nothing survives long */
-	ML_V_IMPORT,    /* made while importing a module: start-up, never a leak candidate (ranked below them) */
+	ML_V_CHURN,  /* short-lived allocations: nothing survives long */
+	ML_V_IMPORT, /* made while importing a module: start-up, never a leak candidate (ranked below them) */
 };
 
 #define ML_HIST_SHORT 8 /* the last reports, one sample each */
-#define ML_HIST_LONG 8  /* older history, one sample per ML_HIST_FOLD reports */
+#define ML_HIST_LONG 8	/* older history, one sample per ML_HIST_FOLD reports */
 #define ML_HIST_FOLD 8
 
 /*
@@ -31,22 +31,22 @@ enum ml_verdict {
  */
 struct ml_trend {
 	bool rising;
-	uint32_t highs;    /* intervals that set a new high */
+	uint32_t highs;	   /* intervals that set a new high */
 	double regularity; /* 1 - CV/2 of the per-second rates (CV capped at 1): 0.5 (ragged) to 1 (even) */
-	double net;        /* last sample less the first of the window */
-	double per_s;      /* least-squares slope */
+	double net;	   /* last sample less the first of the window */
+	double per_s;	   /* least-squares slope */
 	double evidence;   /* 0..1 when rising: highs/intervals x regularity x (0.5 + 0.5 min(1, net/first)) */
 };
 
 struct ml_judgement {
 	enum ml_verdict verdict;
-	double leak_score;         /* 0..1, for growing stacks: min(1, intervals/6) x the stronger signal's evidence */
+	double leak_score;	   /* 0..1, for growing stacks: min(1, intervals/6) x the stronger signal's evidence */
 	double growth_bytes_per_s; /* least-squares slope over the judged window */
 	double growth_per_interval;
-	uint32_t intervals;        /* reports in the judged window */
-	double window_s;           /* seconds the judged window spans */
-	double monotonic;          /* share of report-to-report changes that went the trend's way (bytes) */
-	int64_t count_growth;      /* allocations since the previous report (all of them when the stack is new) */
+	uint32_t intervals;   /* reports in the judged window */
+	double window_s;      /* seconds the judged window spans */
+	double monotonic;     /* share of report-to-report changes that went the trend's way (bytes) */
+	int64_t count_growth; /* allocations since the previous report (all of them when the stack is new) */
 	struct ml_trend bytes, count;
 };
 
@@ -71,7 +71,7 @@ size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, 
  * The classification alone, on a series of (seconds, bytes, allocation count) samples: exposed for unit tests.
  * counts may be NULL (bytes alone are judged). A stack is growing when either signal rises (see ml_trend).
  */
-struct ml_judgement ml_judge(const double *t, const double *bytes, const double *counts, size_t n,
-			     double oldest_age_s, double interval_s);
+struct ml_judgement ml_judge(const double *t, const double *bytes, const double *counts, size_t n, double oldest_age_s,
+			     double interval_s);
 
 #endif

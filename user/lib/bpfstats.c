@@ -1,8 +1,8 @@
 /* Reading what the kernel counts for memleak-ai: see bpfstats.h. */
+#include "lib/bpfstats.h"
+#include <bpf/bpf.h>
 #include <errno.h>
 #include <string.h>
-#include <bpf/bpf.h>
-#include "lib/bpfstats.h"
 
 int ml_stats_sum(int map_fd, int ncpu, uint64_t *pcpu, uint64_t *out)
 {

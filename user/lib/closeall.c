@@ -1,9 +1,9 @@
 /* Closing several BPF links at once (closeall.h). */
+#include "lib/closeall.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "lib/closeall.h"
 #include "lib/thread.h"
 
 static void *close_one(void *arg)

@@ -4,6 +4,7 @@
  * section (name + CRC-32). Both are checked before a file is used: a stale debug file describes other code.
  */
 #define _GNU_SOURCE
+#include "lib/debuginfo.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "lib/debuginfo.h"
 #include "lib/elfsym.h"
 #include "lib/procmaps.h"
 
@@ -144,7 +144,7 @@ int ml_debug_file_open(int pid, const char *dir, Elf *elf, const char *path)
 	slash = strrchr(objdir, '/');
 	slash[1] = '\0'; /* keeps the trailing slash */
 	for (int k = 0; k < 3; k++) {
-		int r = k == 0 ? asprintf(&cand, "%s%s", objdir, link)
+		int r = k == 0	 ? asprintf(&cand, "%s%s", objdir, link)
 			: k == 1 ? asprintf(&cand, "%s.debug/%s", objdir, link)
 				 : asprintf(&cand, "%s%s%s", dir, objdir, link);
 

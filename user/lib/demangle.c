@@ -1,8 +1,8 @@
 /* C++ symbol names as people read them (libstdc++'s demangler). */
+#include "lib/demangle.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "lib/demangle.h"
 
 /*
  * Longest name handed to the demangler. libstdc++ bounds its own recursion; this bounds the time

@@ -10,15 +10,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/grow.h"
 #include "lib/elfsym.h"
+#include "lib/grow.h"
 
 struct ml_sym {
 	uint64_t value;
 	uint64_t size;
 	const char *name; /* inside libelf's copy of the string table; lives as long as the Elf */
-	uint32_t shndx;   /* section, or SHN_UNDEF when it has none (SHN_ABS and the like) */
-	uint16_t score;   /* higher is preferred when names or addresses collide */
+	uint32_t shndx;	  /* section, or SHN_UNDEF when it has none (SHN_ABS and the like) */
+	uint16_t score;	  /* higher is preferred when names or addresses collide */
 	uint16_t lead_us; /* leading underscores: "malloc" reads better than "__libc_malloc" */
 };
 
@@ -406,8 +406,8 @@ int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, 
 	return 0;
 }
 
-int elf_syms__for_each(const struct elf_syms *s,
-		       int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx), void *ctx)
+int elf_syms__for_each(const struct elf_syms *s, int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx),
+		       void *ctx)
 {
 	size_t i;
 	int ret;
@@ -462,8 +462,8 @@ static bool same_section(const struct elf_syms *s, const struct ml_sym *sym, uin
 	if (sym->shndx == SHN_UNDEF || sym->shndx >= s->nsects)
 		return false;
 	sec = &s->sects[sym->shndx];
-	return sec->alloc && vaddr >= sec->addr && vaddr - sec->addr < sec->size &&
-	       sym->value >= sec->addr && sym->value - sec->addr < sec->size;
+	return sec->alloc && vaddr >= sec->addr && vaddr - sec->addr < sec->size && sym->value >= sec->addr &&
+	       sym->value - sec->addr < sec->size;
 }
 
 static bool all_unsized(const struct elf_syms *s, size_t first, size_t end)

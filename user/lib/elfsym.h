@@ -30,8 +30,8 @@ int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *
  * Call cb for every defined function symbol (raw table names, version suffix included). cb returns
  * non-zero to stop; that value is returned, else 0.
  */
-int elf_syms__for_each(const struct elf_syms *s,
-		       int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx), void *ctx);
+int elf_syms__for_each(const struct elf_syms *s, int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx),
+		       void *ctx);
 
 /* Translation through the PT_LOAD file images. -ENOENT outside them. */
 int elf_syms__vaddr_to_offset(const struct elf_syms *s, uint64_t vaddr, uint64_t *off);
@@ -56,7 +56,7 @@ Elf_Scn *ml_elf_section(Elf *elf, const char *want, bool skip_nobits, GElf_Shdr 
 /* The address of this object's PLT stub for calls to `name` (version suffix ignored). 0 or -ENOENT. */
 int elf_syms__plt_stub(const struct elf_syms *s, const char *name, uint64_t *vaddr);
 
-Elf *elf_syms__elf(const struct elf_syms *s); /* for libdw; owned by s */
+Elf *elf_syms__elf(const struct elf_syms *s);	/* for libdw; owned by s */
 int elf_syms__is_dyn(const struct elf_syms *s); /* ET_DYN */
 
 #endif

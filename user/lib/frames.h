@@ -19,22 +19,22 @@ enum ml_frame_kind {
 struct ml_frame {
 	enum ml_frame_kind kind;
 	uint64_t addr;
-	char *func;      /* demangled C++ name, or symbol name without "@VERSION", or NULL when unknown */
-	char *module;    /* mapping path as in maps (" (deleted)" removed), or NULL */
-	uint64_t offset; /* addr - function start; if func is NULL: file offset in module (addr if none) */
-	char *file;      /* DWARF source file or NULL */
-	int line;        /* 0 when unknown */
-	bool inlined;    /* a function inlined into outer at this address (DWARF inline information) */
+	char *func;		      /* demangled C++ name, or symbol name without "@VERSION", or NULL when unknown */
+	char *module;		      /* mapping path as in maps (" (deleted)" removed), or NULL */
+	uint64_t offset;	      /* addr - function start; if func is NULL: file offset in module (addr if none) */
+	char *file;		      /* DWARF source file or NULL */
+	int line;		      /* 0 when unknown */
+	bool inlined;		      /* a function inlined into outer at this address (DWARF inline information) */
 	const struct ml_frame *outer; /* next frame out at the same address: what this one is inlined into */
 };
 
 /* A Python frame as captured: decoded by user/python/pyframes.c. */
 #define ML_PYFRAME_NO_INSTR UINT32_MAX
 struct ml_pyframe_raw {
-	uint64_t code;  /* code object address */
+	uint64_t code;	/* code object address */
 	uint64_t check; /* the code object's co_linetable pointer when the frame ran */
 	uint32_t instr; /* instruction index in code units, or ML_PYFRAME_NO_INSTR */
-	bool entry;     /* outermost frame of its call of the eval loop */
+	bool entry;	/* outermost frame of its call of the eval loop */
 };
 
 /* The captured stack of a row. */

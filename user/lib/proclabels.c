@@ -1,15 +1,15 @@
 /* A traced process's fleet labels, read once from /proc/PID/{environ,cgroup,comm}. */
 #define _GNU_SOURCE
+#include "lib/proclabels.h"
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "lib/proclabels.h"
 
-#define JOB_MAX 256  /* a job id longer than this is left out */
-#define RANK_MAX 10  /* digits */
+#define JOB_MAX 256 /* a job id longer than this is left out */
+#define RANK_MAX 10 /* digits */
 #define CONTAINER_ID 64
 
 void ml_labels__clear(struct ml_labels *l)
@@ -62,10 +62,10 @@ static int env_entry(const char *e, size_t len, struct ml_labels *out)
 		size_t off;
 		bool numeric;
 	} vars[] = {
-		{ "RANK=", offsetof(struct ml_labels, rank), true },
-		{ "LOCAL_RANK=", offsetof(struct ml_labels, local_rank), true },
-		{ "WORLD_SIZE=", offsetof(struct ml_labels, world_size), true },
-		{ "TORCHELASTIC_RUN_ID=", offsetof(struct ml_labels, job), false },
+	    {"RANK=", offsetof(struct ml_labels, rank), true},
+	    {"LOCAL_RANK=", offsetof(struct ml_labels, local_rank), true},
+	    {"WORLD_SIZE=", offsetof(struct ml_labels, world_size), true},
+	    {"TORCHELASTIC_RUN_ID=", offsetof(struct ml_labels, job), false},
 	};
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {

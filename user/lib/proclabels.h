@@ -7,12 +7,13 @@
 #define ML_PROCLABELS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct ml_labels {
 	char *rank, *local_rank, *world_size; /* decimal, as set; NULL when unset or not a number */
-	char *job;                            /* TORCHELASTIC_RUN_ID; NULL when unset or not printable */
-	char *container;                      /* a 64-hex-digit container id from the cgroup path; NULL: none */
-	char *comm;                           /* never NULL once read ("" if unreadable) */
+	char *job;			      /* TORCHELASTIC_RUN_ID; NULL when unset or not printable */
+	char *container;		      /* a 64-hex-digit container id from the cgroup path; NULL: none */
+	char *comm;			      /* never NULL once read ("" if unreadable) */
 };
 
 /*

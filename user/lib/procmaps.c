@@ -51,7 +51,7 @@ static int expect(const char **pp, char c)
 /* line is NUL-terminated, without its newline. On success mp->path may hold a malloc'd string. */
 static int parse_line(const char *line, struct ml_mapping *mp)
 {
-	static const char perm_chars[4][2] = { { 'r', '-' }, { 'w', '-' }, { 'x', '-' }, { 'p', 's' } };
+	static const char perm_chars[4][2] = {{'r', '-'}, {'w', '-'}, {'x', '-'}, {'p', 's'}};
 	const char *p = line;
 	uint64_t major, minor;
 	size_t plen;
@@ -123,7 +123,7 @@ void ml_maps__clear(struct ml_maps *m)
 
 int ml_maps__parse(const char *text, size_t len, struct ml_maps *out)
 {
-	struct ml_maps m = { NULL, 0 };
+	struct ml_maps m = {NULL, 0};
 	size_t nlines = 1, i;
 	char *buf, *line, *nl;
 	bool sorted = true;
@@ -335,8 +335,8 @@ static int open_map_files(int dirfd, const struct ml_mapping *mp)
 static int open_in_root(int dirfd, const char *path)
 {
 	struct open_how how = {
-		.flags = O_PATH | O_CLOEXEC,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	    .flags = O_PATH | O_CLOEXEC,
+	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
 	int rootfd, fd;
 

@@ -1,5 +1,6 @@
 /* /proc/PID/smaps_rollup: Rss, Anonymous, Private_Dirty and Pss of a process. */
 #define _GNU_SOURCE
+#include "lib/procmem.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -8,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "lib/procmem.h"
 
 #define ROLLUP_MAX 4096 /* the file is about 700 bytes: anything larger is not one */
 
@@ -18,10 +18,10 @@ int ml_procmem__parse(const char *text, struct ml_procmem *out)
 		const char *name;
 		size_t off;
 	} fields[] = {
-		{ "Rss:", offsetof(struct ml_procmem, rss) },
-		{ "Anonymous:", offsetof(struct ml_procmem, anon) },
-		{ "Private_Dirty:", offsetof(struct ml_procmem, private_dirty) },
-		{ "Pss:", offsetof(struct ml_procmem, pss) },
+	    {"Rss:", offsetof(struct ml_procmem, rss)},
+	    {"Anonymous:", offsetof(struct ml_procmem, anon)},
+	    {"Private_Dirty:", offsetof(struct ml_procmem, private_dirty)},
+	    {"Pss:", offsetof(struct ml_procmem, pss)},
 	};
 	unsigned int seen = 0;
 

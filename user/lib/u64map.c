@@ -1,9 +1,9 @@
 /* Open-addressing hash table from a 64-bit key to a non-NULL pointer. */
+#include "lib/u64map.h"
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include "lib/hash.h"
-#include "lib/u64map.h"
 
 static struct u64slot *slot_of(struct u64slot *slots, size_t cap, uint64_t key)
 {

@@ -11,6 +11,9 @@
  * Everything read is untrusted: lengths are bounded, strings converted and checked.
  */
 #define _GNU_SOURCE
+#include "python/pyframes.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,30 +21,27 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include "lib/hash.h"
-#include "lib/path.h"
-#include "lib/grow.h"
 #include "lib/elfsym.h"
+#include "lib/grow.h"
+#include "lib/hash.h"
 #include "lib/log.h"
-#include "python/pyframes.h"
+#include "lib/path.h"
+#include "lib/u64map.h"
 #include "python/pyline.h"
 #include "python/pyoffsets.h"
-#include "lib/u64map.h"
 #include "memleak.skel.h"
 
-#define STR_MAX 4096            /* longest file or function name taken from the target */
+#define STR_MAX 4096		/* longest file or function name taken from the target */
 #define LINETABLE_MAX (1 << 20) /* longest co_linetable */
-#define CACHE_MAX 65536         /* decoded code objects, and frames, kept between reports */
+#define CACHE_MAX 65536		/* decoded code objects, and frames, kept between reports */
 
 /* A code object, known by its address and its line table's (the check the BPF side recorded). */
 struct py_code {
 	uint64_t code, check;
-	uint64_t ident;  /* the objects the code object refers to, as read: a replaced code object differs */
-	uint32_t epoch;  /* report in which ident was last checked */
-	uint32_t gen;    /* bumped when the address turned out to hold another code object */
-	bool ok; /* false: could not be decoded (gone, replaced, or not a code object) */
+	uint64_t ident; /* the objects the code object refers to, as read: a replaced code object differs */
+	uint32_t epoch; /* report in which ident was last checked */
+	uint32_t gen;	/* bumped when the address turned out to hold another code object */
+	bool ok;	/* false: could not be decoded (gone, replaced, or not a code object) */
 	char *filename, *qualname;
 	int firstlineno;
 	uint32_t firsttraceable; /* instructions before this one belong to no line: frame setup */
@@ -70,8 +70,8 @@ struct pyframes {
 	uint64_t type_code, type_str, type_bytes; /* runtime addresses of the type objects */
 	struct seen_obj *seen;
 	size_t nseen, capseen;
-	struct u64map codes;  /* hash(code, check) -> struct py_code */
-	struct u64map frames; /* hash(code, check, instr, generation) -> struct py_frame */
+	struct u64map codes;	 /* hash(code, check) -> struct py_code */
+	struct u64map frames;	 /* hash(code, check, instr, generation) -> struct py_frame */
 	struct py_frame **spill; /* frames whose key collided with a cached one: kept until the next trim */
 	size_t nspill, capspill;
 };
@@ -166,7 +166,7 @@ void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, co
 /* Exactly len bytes of the target's memory at addr. 0 or a negative errno. */
 static int peek(const struct pyframes *p, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
 	ssize_t n;
 
 	if (!addr)
@@ -193,13 +193,12 @@ static bool seen_before(struct pyframes *p, const struct ml_mapping *m)
 			return true;
 	if (ml_grow(&p->seen, &p->capseen, p->nseen + 1, sizeof(*p->seen)))
 		return true; /* not looked at; tried again at the next sync */
-	p->seen[p->nseen++] = (struct seen_obj){ m->dev_major, m->dev_minor, m->inode };
+	p->seen[p->nseen++] = (struct seen_obj){m->dev_major, m->dev_minor, m->inode};
 	return false;
 }
 
 /* Load bias of the object behind m: runtime address minus ELF virtual address. */
-static int load_bias(const struct elf_syms *es, const struct ml_maps *maps, const struct ml_mapping *m,
-		     uint64_t *bias)
+static int load_bias(const struct elf_syms *es, const struct ml_maps *maps, const struct ml_mapping *m, uint64_t *bias)
 {
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ml_mapping *o = &maps->v[i];
@@ -244,7 +243,8 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	if (elf_syms__find_object(es, "Py_Version", &ver_addr, NULL) ||
 	    peek(p, ver_addr + bias, &version, sizeof(version))) {
 		ml_notice("pid %d: the CPython runtime in %s is older than 3.11 (no Py_Version): Python frames need "
-			  "CPython 3.11 to 3.13; native stacks only", p->pid, m->path);
+			  "CPython 3.11 to 3.13; native stacks only",
+			  p->pid, m->path);
 		goto refuse;
 	}
 	snprintf(p->version, sizeof(p->version), "%u.%u.%u", (unsigned int)(version >> 24) & 0xff,
@@ -252,7 +252,7 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	lay = ml_py_layout_find((unsigned int)version);
 	if (!lay) {
 		ml_notice("pid %d runs CPython %s (%s): Python frames need CPython 3.11 to 3.13; native stacks only",
-			p->pid, p->version, m->path);
+			  p->pid, p->version, m->path);
 		goto refuse;
 	}
 	if (lay->version >= 0x030d0000) {
@@ -263,16 +263,15 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 		if (peek(p, rt, dbg, sizeof(dbg)) ||
 		    ml_py_layout_check_debug(lay, dbg, sizeof(dbg), why, sizeof(why))) {
 			ml_notice("pid %d: CPython %s (%s) does not match the known %s layout (%s); native stacks only",
-				p->pid, p->version, m->path, lay->name, why[0] ? why : "no _Py_DebugOffsets");
+				  p->pid, p->version, m->path, lay->name, why[0] ? why : "no _Py_DebugOffsets");
 			goto refuse;
 		}
 	}
-	if (elf_syms__find_object(es, "PyCode_Type", &sym, NULL) ||
-	    !(p->type_code = sym + bias) || elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) ||
-	    !(p->type_str = sym + bias) || elf_syms__find_object(es, "PyBytes_Type", &sym, NULL) ||
-	    !(p->type_bytes = sym + bias)) {
+	if (elf_syms__find_object(es, "PyCode_Type", &sym, NULL) || !(p->type_code = sym + bias) ||
+	    elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) || !(p->type_str = sym + bias) ||
+	    elf_syms__find_object(es, "PyBytes_Type", &sym, NULL) || !(p->type_bytes = sym + bias)) {
 		ml_notice("pid %d: CPython %s (%s) lacks its type symbols; native stacks only", p->pid, p->version,
-			m->path);
+			  m->path);
 		goto refuse;
 	}
 	elf_syms__free(es);
@@ -289,7 +288,8 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	pp.frame_previous = lay->frame_previous;
 	pp.code_check = lay->code_linetable;
 	{
-		uint16_t fptr = lay->tstate_current_frame != ML_PY_NONE ? lay->tstate_current_frame : lay->tstate_cframe;
+		uint16_t fptr =
+		    lay->tstate_current_frame != ML_PY_NONE ? lay->tstate_current_frame : lay->tstate_cframe;
 		uint16_t lo = fptr < lay->tstate_thread_id ? fptr : lay->tstate_thread_id;
 		uint16_t hi = (fptr > lay->tstate_thread_id ? fptr : lay->tstate_thread_id) + 8;
 
@@ -305,7 +305,7 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	pp.instr_is_next = lay->instr_is_next;
 	if (lay->frame_size > ML_PY_FRAME_MAX) {
 		ml_notice("pid %d: CPython %s frames are larger than the walker reads; native stacks only", p->pid,
-			p->version);
+			  p->version);
 		p->refused = true;
 		return 0;
 	}
@@ -453,8 +453,8 @@ static int code_header(const struct pyframes *p, uint64_t code, uint64_t check, 
 	uint16_t need = 0;
 	int err;
 
-	const uint16_t fields[] = { l->code_filename, l->code_qualname, l->code_linetable, l->code_firstlineno,
-				    l->code_firsttraceable, l->ob_type };
+	const uint16_t fields[] = {l->code_filename,	l->code_qualname,	l->code_linetable,
+				   l->code_firstlineno, l->code_firsttraceable, l->ob_type};
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		if (fields[i] + 8 > need)
 			need = fields[i] + 8;
@@ -467,7 +467,8 @@ static int code_header(const struct pyframes *p, uint64_t code, uint64_t check, 
 	if (err)
 		return err;
 	*ident = mix(mix(mix(mix(3, get_u64(co, l->code_filename)), get_u64(co, l->code_qualname)),
-			 get_u64(co, l->code_linetable)), get_u64(co, l->code_firstlineno));
+			 get_u64(co, l->code_linetable)),
+		     get_u64(co, l->code_firstlineno));
 	return 0;
 }
 

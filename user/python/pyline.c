@@ -107,7 +107,7 @@ static int read_entry(struct reader *r, unsigned int kind, int64_t *delta, int *
 
 int ml_pyline_lookup(const uint8_t *table, size_t len, int firstlineno, uint32_t instr, int *line)
 {
-	struct reader r = { .p = table, .len = len };
+	struct reader r = {.p = table, .len = len};
 	int64_t cur = firstlineno, delta;
 	uint64_t unit = 0;
 	int located, err;

@@ -3,11 +3,11 @@
  * stacks of the in-use blocks just above the free runs, which keep them from being trimmed.
  */
 #define _GNU_SOURCE
+#include "report/fragview.h"
 #include <inttypes.h>
 #include <stdlib.h>
-#include "lib/clock.h"
 #include "attach/allocators.h"
-#include "report/fragview.h"
+#include "lib/clock.h"
 #include "report/json.h"
 #include "report/report.h"
 #include "report/stackview.h"
@@ -33,7 +33,7 @@ bool ml_row_possible_frag(struct stackview *sv, const struct ml_row *row)
 /* The frames of a holder stack, through a row of its key. */
 static size_t holder_frames(struct stackview *sv, const struct ml_frag_stack *st, const struct ml_frame *const **out)
 {
-	struct ml_row row = { .key = st->key, .bytes = st->bytes, .count = st->count };
+	struct ml_row row = {.key = st->key, .bytes = st->bytes, .count = st->count};
 
 	return stackview__frames(sv, &row, out, NULL);
 }
@@ -88,7 +88,8 @@ void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfr
 	if (fr->capped)
 		fputs(" [partial: the read budget ran out]", f);
 	if (fr->broken)
-		fprintf(f, " [%u heap walk%s stopped: the heap changed while read]", fr->broken, fr->broken == 1 ? "" : "s");
+		fprintf(f, " [%u heap walk%s stopped: the heap changed while read]", fr->broken,
+			fr->broken == 1 ? "" : "s");
 	fputc('\n', f);
 	for (size_t i = 0; i < fr->nstacks && i < ML_FRAG_TEXT_TOP; i++) {
 		const struct ml_frag_stack *st = &fr->stacks[i];
@@ -106,8 +107,10 @@ void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfr
 	if (fr->unknown_count) {
 		ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->unknown_charged);
 		ml_fmt_bytes(b[1], sizeof(b[1]), (double)fr->unknown_bytes);
-		fprintf(f, "  holds %s: %s in %" PRIu64 " blocks from before attach, or freed into glibc's caches "
-			   "(no record)\n", b[0], b[1], fr->unknown_count);
+		fprintf(f,
+			"  holds %s: %s in %" PRIu64 " blocks from before attach, or freed into glibc's caches "
+			"(no record)\n",
+			b[0], b[1], fr->unknown_count);
 	}
 	free(buf);
 }

@@ -1,5 +1,6 @@
 /* HTML report: a self-contained page (timeline, flame graph, leak table) with the chart libraries inlined. */
 #define _GNU_SOURCE
+#include "report/html.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -9,13 +10,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "lib/grow.h"
 #include "attach/allocators.h"
-#include "report/html.h"
-#include "report/json.h"
 #include "collect/ledger.h"
-#include "report/stackview.h"
 #include "judge/verdict.h"
+#include "lib/grow.h"
+#include "report/json.h"
+#include "report/stackview.h"
 
 extern const unsigned char ml_html_head[], ml_html_tail[];
 extern const unsigned long ml_html_head_len, ml_html_tail_len;
@@ -107,7 +107,7 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 		      const struct ml_judgement *j, const size_t *order, struct verdicts *v, struct stackview *sv)
 {
 	const struct ml_frame *const *frames;
-	struct node root = { .name = "all" };
+	struct node root = {.name = "all"};
 	size_t shown = s->nrows < o->top ? s->nrows : o->top, nstack = shown < 8 ? shown : 8;
 	struct jw w;
 	char *buf = malloc(ML_FRAME_LABEL_MAX);
@@ -236,7 +236,8 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 				rc = asprintf(&line, "%s (%s) %s:%d", fr->func ? fr->func : "?",
 					      fr->module ? fr->module : "?", fr->file, fr->line);
 			else
-				rc = asprintf(&line, "%s (%s)", fr->func ? fr->func : "?", fr->module ? fr->module : "?");
+				rc = asprintf(&line, "%s (%s)", fr->func ? fr->func : "?",
+					      fr->module ? fr->module : "?");
 			if (rc < 0) {
 				err = -ENOMEM;
 				break;

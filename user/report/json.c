@@ -1,15 +1,15 @@
 /* A small streaming JSON writer: keys, nesting and string escaping, straight to a FILE. */
 #define _GNU_SOURCE
+#include "report/json.h"
 #include <errno.h>
-#include <math.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include "lib/grow.h"
-#include "report/json.h"
 
 void jw_init(struct jw *w, FILE *f)
 {
-	*w = (struct jw){ .f = f };
+	*w = (struct jw){.f = f};
 	/* depth 0, the top level, holds one value */
 	if (ml_grow(&w->has_items, &w->cap, 1, 1))
 		w->err = -ENOMEM;
@@ -63,11 +63,26 @@ void jw_escape(FILE *f, const char *s)
 		if (!*p)
 			break;
 		switch (*p) {
-		case '"': fputs_unlocked("\\\"", f); p++; continue;
-		case '\\': fputs_unlocked("\\\\", f); p++; continue;
-		case '\n': fputs_unlocked("\\n", f); p++; continue;
-		case '\r': fputs_unlocked("\\r", f); p++; continue;
-		case '\t': fputs_unlocked("\\t", f); p++; continue;
+		case '"':
+			fputs_unlocked("\\\"", f);
+			p++;
+			continue;
+		case '\\':
+			fputs_unlocked("\\\\", f);
+			p++;
+			continue;
+		case '\n':
+			fputs_unlocked("\\n", f);
+			p++;
+			continue;
+		case '\r':
+			fputs_unlocked("\\r", f);
+			p++;
+			continue;
+		case '\t':
+			fputs_unlocked("\\t", f);
+			p++;
+			continue;
 		}
 		/*
 		 * Names come from an untrusted target: control bytes are escaped, invalid UTF-8 becomes U+FFFD,
@@ -127,10 +142,22 @@ static void close_(struct jw *w, char c)
 		w->has_items[0] = 0; /* the next document (JSON Lines) starts afresh */
 }
 
-void jw_obj_begin(struct jw *w, const char *key) { open_(w, key, '{'); }
-void jw_obj_end(struct jw *w) { close_(w, '}'); }
-void jw_arr_begin(struct jw *w, const char *key) { open_(w, key, '['); }
-void jw_arr_end(struct jw *w) { close_(w, ']'); }
+void jw_obj_begin(struct jw *w, const char *key)
+{
+	open_(w, key, '{');
+}
+void jw_obj_end(struct jw *w)
+{
+	close_(w, '}');
+}
+void jw_arr_begin(struct jw *w, const char *key)
+{
+	open_(w, key, '[');
+}
+void jw_arr_end(struct jw *w)
+{
+	close_(w, ']');
+}
 
 void jw_str(struct jw *w, const char *key, const char *val)
 {

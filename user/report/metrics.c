@@ -1,8 +1,10 @@
 /* Prometheus metrics: one report summed by rank, role and layer, and the /metrics endpoint (libmicrohttpd). */
 #define _GNU_SOURCE
+#include "report/metrics.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,13 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <microhttpd.h>
 #include "attach/allocators.h"
 #include "collect/ledger.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
 #include "lib/log.h"
-#include "report/metrics.h"
 #include "report/report.h"
 
 #define MAX_CONNECTIONS 16 /* scrapers at once; more wait */
@@ -43,7 +43,7 @@ static size_t group_of(struct group **g, size_t *n, size_t *cap, const struct ml
 			return i;
 	if (ml_grow(g, cap, *n + 1, sizeof(**g)))
 		return SIZE_MAX;
-	(*g)[*n] = (struct group){ .rank = nz(p->rank), .role = p->role };
+	(*g)[*n] = (struct group){.rank = nz(p->rank), .role = p->role};
 	return (*n)++;
 }
 
@@ -143,9 +143,11 @@ int ml_metrics_render(const struct ml_metrics_in *in, char **out, size_t *len)
 	f = open_memstream(out, len);
 	if (!f)
 		goto out;
-	family(f, "memleak_ai_outstanding_bytes", "gauge", "Bytes allocated and not freed, summed over a rank's processes.");
+	family(f, "memleak_ai_outstanding_bytes", "gauge",
+	       "Bytes allocated and not freed, summed over a rank's processes.");
 	per_layer(f, "memleak_ai_outstanding_bytes", g, n, in->layers, 0, 0);
-	family(f, "memleak_ai_outstanding_allocations", "gauge", "Allocations not freed, summed over a rank's processes.");
+	family(f, "memleak_ai_outstanding_allocations", "gauge",
+	       "Allocations not freed, summed over a rank's processes.");
 	per_layer(f, "memleak_ai_outstanding_allocations", g, n, in->layers, 1, 0);
 	family(f, "memleak_ai_growth_bytes_per_second", "gauge",
 	       "Change of the outstanding bytes over the last report interval.");
@@ -217,7 +219,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 		r = MHD_create_response_from_buffer(m->len, m->text ? m->text : "", MHD_RESPMEM_MUST_COPY);
 		pthread_mutex_unlock(&m->mu);
 		if (r)
-			MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+			MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+						"text/plain; version=0.0.4; charset=utf-8");
 	}
 	if (!r)
 		return MHD_NO;
@@ -231,8 +234,10 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 /* "HOST:PORT", "[V6]:PORT" or ":PORT" into an address to bind. 0 or -EINVAL (said why). */
 static int parse_listen(const char *listen, struct sockaddr_storage *sa, socklen_t *salen)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res = NULL;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+			*res = NULL;
 	const char *colon = strrchr(listen, ':');
 	char *host = NULL;
 	unsigned long long port_num;
@@ -300,8 +305,8 @@ struct metrics_server *metrics_server__new(const char *listen, int *err)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	m->d = MHD_start_daemon(flags, port, NULL, NULL, answer, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-				(unsigned int)CONN_TIMEOUT_S, MHD_OPTION_END);
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MAX_CONNECTIONS,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!m->d) {
 		*err = errno ? -errno : -EADDRINUSE;

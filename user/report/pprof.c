@@ -1,17 +1,17 @@
 /* pprof output: the final report as a gzipped profile.proto, for go tool pprof, Pyroscope and Parca. */
+#include "report/pprof.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zlib.h>
-#include "lib/hash.h"
 #include "attach/allocators.h"
 #include "collect/ledger.h"
+#include "judge/verdict.h"
 #include "lib/grow.h"
-#include "report/pprof.h"
+#include "lib/hash.h"
 #include "profile.pb-c.h"
 #include "report/stackview.h"
-#include "judge/verdict.h"
 
 /* An interning table: strings, functions (name+file) or locations (address) to 0-based ids, hashed. */
 struct intern {
@@ -211,9 +211,8 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 	uint8_t *buf = NULL;
 	size_t nsamples = 0, len;
 	int err = -ENOMEM;
-	static const char *const types[3][2] = { { "inuse_space", "bytes" },
-						 { "inuse_objects", "count" },
-						 { "growth_space", "bytes" } };
+	static const char *const types[3][2] = {
+	    {"inuse_space", "bytes"}, {"inuse_objects", "count"}, {"growth_space", "bytes"}};
 
 	if (!samples)
 		return -ENOMEM;
@@ -267,7 +266,8 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 		lab[2].key = str(&b, "pid");
 		lab[2].num = row->key.tgid;
 		if (!stackview__proc(sv, row->key.tgid, &res) && res.labels) {
-			const char *kv[3][2] = { { "rank", res.labels->rank }, { "role", res.role }, { "comm", res.labels->comm } };
+			const char *kv[3][2] = {
+			    {"rank", res.labels->rank}, {"role", res.role}, {"comm", res.labels->comm}};
 
 			for (int k = 0; k < 3; k++)
 				if (kv[k][1]) {

@@ -3,6 +3,7 @@
  * traced allocations explain of its growth.
  */
 #define _GNU_SOURCE
+#include "report/procview.h"
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -11,7 +12,6 @@
 #include "lib/procmem.h"
 #include "report/fragview.h"
 #include "report/json.h"
-#include "report/procview.h"
 #include "report/report.h"
 #include "report/stackview.h"
 
@@ -75,7 +75,8 @@ int ml_proc_tree(struct stackview *sv, const struct ml_snapshot *s, size_t *orde
 		done[root] = true;
 		order[n] = root;
 		depth[n++] = 0;
-		for (size_t k = start; k < n; k++) /* breadth within the subtree, then each child right after its parent */
+		for (size_t k = start; k < n;
+		     k++) /* breadth within the subtree, then each child right after its parent */
 			for (size_t j = s->nprocs; j-- > 0;)
 				if (!done[j] && parent[j] == (ptrdiff_t)order[k]) {
 					done[j] = true;
@@ -136,7 +137,8 @@ static void text_oom_line(FILE *f, struct stackview *sv, int pid)
 	ml_fmt_bytes(a, sizeof(a), (double)res.oom->anon_bytes);
 	ml_fmt_bytes(fb, sizeof(fb), (double)res.oom->file_bytes);
 	ml_fmt_bytes(sh, sizeof(sh), (double)res.oom->shmem_bytes);
-	fprintf(f, "OOM: pid %d%s%s%s was killed by the kernel's OOM killer; its RSS then: anon %s, file %s, shmem %s\n",
+	fprintf(f,
+		"OOM: pid %d%s%s%s was killed by the kernel's OOM killer; its RSS then: anon %s, file %s, shmem %s\n",
 		pid, comm ? " (" : "", comm ? comm : "", comm ? ")" : "", a, fb, sh);
 }
 
@@ -160,17 +162,17 @@ void ml_text_oom(FILE *f, struct stackview *sv, const struct ml_snapshot *s, int
 static uint64_t host_bytes(const struct ml_proc_total *p)
 {
 	return p ? p->layers[ML_LAYER_LIBC].bytes + p->layers[ML_LAYER_TORCH_CPU].bytes +
-			   p->layers[ML_LAYER_CUDA_HOST].bytes
+		       p->layers[ML_LAYER_CUDA_HOST].bytes
 		 : 0;
 }
 
 /* Its memory against what explains it; false when its memory was never read. */
 struct mem_view {
 	const struct ml_procmem *now;
-	int64_t growth;        /* anonymous memory since attach */
-	uint64_t explained;    /* the part of a positive growth that traced allocations hold */
-	double pct;            /* explained / growth * 100; < 0 when growth <= 0 */
-	int64_t dirty_growth;  /* private dirty memory since attach: new pages and pages copied on write */
+	int64_t growth;		  /* anonymous memory since attach */
+	uint64_t explained;	  /* the part of a positive growth that traced allocations hold */
+	double pct;		  /* explained / growth * 100; < 0 when growth <= 0 */
+	int64_t dirty_growth;	  /* private dirty memory since attach: new pages and pages copied on write */
 	uint64_t dirty_explained; /* the part of a positive one the rss layer's pages (first touches, copies) hold */
 };
 
@@ -200,7 +202,8 @@ static bool mem_view(struct stackview *sv, int pid, const struct ml_proc_total *
 	/* A copy on write leaves RSS as it was and makes the page private: it shows in Private_Dirty. */
 	out->dirty_growth = (int64_t)res.mem->private_dirty - (int64_t)res.mem_base->private_dirty;
 	rss = p ? p->layers[ML_LAYER_RSS].bytes : 0;
-	out->dirty_explained = out->dirty_growth > 0 ? (rss < (uint64_t)out->dirty_growth ? rss : (uint64_t)out->dirty_growth) : 0;
+	out->dirty_explained =
+	    out->dirty_growth > 0 ? (rss < (uint64_t)out->dirty_growth ? rss : (uint64_t)out->dirty_growth) : 0;
 	return true;
 }
 
@@ -252,17 +255,19 @@ void ml_text_memory(FILE *f, struct stackview *sv, const struct ml_snapshot *s, 
 		fprintf(f, "memory: pid %d RSS %s, anon %s (%s%s since attach)", traced[i], b[0], b[1],
 			m.growth >= 0 ? "+" : "", b[2]);
 		if (m.pct >= 0)
-			fprintf(f, ": traced allocations hold %s of that growth (%.0f%%), %s unexplained\n", b[3], m.pct,
-				b[4]);
+			fprintf(f, ": traced allocations hold %s of that growth (%.0f%%), %s unexplained\n", b[3],
+				m.pct, b[4]);
 		else
 			fputs(": no growth to explain\n", f);
 		if (p && p->layers[ML_LAYER_RSS].cow_bytes) {
 			ml_fmt_bytes(b[3], sizeof(b[3]), (double)p->layers[ML_LAYER_RSS].cow_bytes);
 			ml_fmt_bytes(b[4], sizeof(b[4]), (double)m.dirty_growth);
-			fprintf(f, "copy-on-write: pid %d holds %s of pages copied from memory it shared with another process "
-				   "(RSS unchanged); Private_Dirty %s%s since attach, %.0f%% of it in traced pages\n",
-				traced[i], b[3], m.dirty_growth >= 0 ? "+" : "", b[4],
-				m.dirty_growth > 0 ? (double)m.dirty_explained * 100 / (double)m.dirty_growth : 100.0);
+			fprintf(
+			    f,
+			    "copy-on-write: pid %d holds %s of pages copied from memory it shared with another process "
+			    "(RSS unchanged); Private_Dirty %s%s since attach, %.0f%% of it in traced pages\n",
+			    traced[i], b[3], m.dirty_growth >= 0 ? "+" : "", b[4],
+			    m.dirty_growth > 0 ? (double)m.dirty_explained * 100 / (double)m.dirty_growth : 100.0);
 		}
 		{
 			struct ml_resolver res;

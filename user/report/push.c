@@ -1,5 +1,7 @@
 /* Profiles to a store: a bounded queue, a sender thread (libcurl), and a directory kept to a number of files. */
 #define _GNU_SOURCE
+#include "report/push.h"
+#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,11 +14,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <curl/curl.h>
-#include "lib/thread.h"
 #include "lib/grow.h"
 #include "lib/log.h"
-#include "report/push.h"
+#include "lib/thread.h"
 
 #define FILE_PREFIX "memleak-ai-"
 #define FILE_SUFFIX ".pb.gz"
@@ -68,7 +68,7 @@ static void put_escaped(FILE *f, const char *s)
 char *ml_push_url(const char *base, const char *service, const struct push_meta *m)
 {
 	size_t blen = strlen(base), len;
-	const char *kv[3][2] = { { "rank", m->rank }, { "role", m->role }, { "job", m->job } };
+	const char *kv[3][2] = {{"rank", m->rank}, {"role", m->role}, {"job", m->job}};
 	bool first = true;
 	char *out = NULL;
 	FILE *f = open_memstream(&out, &len);
@@ -159,7 +159,8 @@ static int send_one(struct pusher *p, CURL *c, const struct item *it)
 		if (!p->told_failing)
 			ml_notice("--push: the store %s (%s); profiles are queued (at most %d) and retried",
 				  rc != CURLE_OK ? "cannot be reached" : "refused a profile",
-				  rc != CURLE_OK ? curl_easy_strerror(rc) : "an HTTP status other than 2xx", PUSH_QUEUE_MAX);
+				  rc != CURLE_OK ? curl_easy_strerror(rc) : "an HTTP status other than 2xx",
+				  PUSH_QUEUE_MAX);
 		p->told_failing = true;
 	} else if (p->told_failing) {
 		ml_notice("--push: the store takes profiles again");
@@ -355,7 +356,7 @@ static char *dup_or_null(const char *s, bool *oom)
 
 int pusher__submit(struct pusher *p, const struct push_meta *m, void *buf, size_t len)
 {
-	struct item it = { .m = *m, .buf = buf, .len = len };
+	struct item it = {.m = *m, .buf = buf, .len = len};
 	bool oom = false;
 	int err = 0;
 

@@ -15,14 +15,14 @@
 #define PUSH_TRIES 3 /* a profile the store refused or did not answer is sent at most this often */
 
 struct pusher_opts {
-	const char *url;      /* --push: the store's base URL (…/ingest is added unless there); NULL: none */
-	const char *tenant;   /* X-Scope-OrgID, or NULL */
-	const char *service;  /* application name; NULL: "memleak-ai" */
-	const char *token;    /* bearer token, or NULL */
+	const char *url;	     /* --push: the store's base URL (…/ingest is added unless there); NULL: none */
+	const char *tenant;	     /* X-Scope-OrgID, or NULL */
+	const char *service;	     /* application name; NULL: "memleak-ai" */
+	const char *token;	     /* bearer token, or NULL */
 	const char *user, *password; /* basic auth, or NULL */
-	const char *dir;      /* --pprof-dir, or NULL */
-	uint32_t keep;        /* profiles kept in dir */
-	double max_age_s;     /* and none older than this; 0: no limit */
+	const char *dir;	     /* --pprof-dir, or NULL */
+	uint32_t keep;		     /* profiles kept in dir */
+	double max_age_s;	     /* and none older than this; 0: no limit */
 };
 
 /* What a profile is of: the labels the store files it under. */
@@ -30,7 +30,7 @@ struct push_meta {
 	int pid;
 	const char *rank, *role, *job; /* NULL: not set */
 	uint64_t from_s, until_s;      /* the interval it covers, Unix seconds */
-	uint64_t seq;                  /* the report's number */
+	uint64_t seq;		       /* the report's number */
 };
 
 struct push_stats {

@@ -1,4 +1,5 @@
 /* Report output: one snapshot as human text or as one JSON Lines object. */
+#include "report/report.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -6,17 +7,16 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "lib/grow.h"
-#include "lib/path.h"
 #include "attach/allocators.h"
+#include "judge/verdict.h"
+#include "lib/grow.h"
+#include "lib/log.h"
+#include "lib/path.h"
 #include "report/fragview.h"
 #include "report/json.h"
 #include "report/pprof.h"
 #include "report/procview.h"
-#include "lib/log.h"
-#include "report/report.h"
 #include "report/stackview.h"
-#include "judge/verdict.h"
 
 struct reporter {
 	FILE *out;
@@ -35,24 +35,24 @@ struct stat_name {
 };
 
 static const struct stat_name event_stats[] = {
-	{ ML_STAT_ALLOC_CALLS, "allocs", "allocs" },
-	{ ML_STAT_FREE_CALLS, "frees", "frees" },
-	{ ML_STAT_ALLOC_FAILED, "failed_allocs", "failed (not recorded)" },
-	{ ML_STAT_FREE_NULL, "free_null", "free(NULL)" },
-	{ ML_STAT_FREE_MATCHED, "frees_matched", "matched" },
-	{ ML_STAT_FREE_UNKNOWN, "frees_unknown", "of untracked blocks (from before attach, or filtered out)" },
-	{ ML_STAT_NESTED, "nested_calls", "nested" },
-	{ ML_STAT_REALLOC_RACE, "realloc_races", "realloc races" },
-	{ ML_STAT_TAKEOVER, "takeovers", "records replaced (address handed out again before its release was seen)" },
-	{ ML_STAT_FILTERED, "filtered", "outside --min-size/--max-size" },
+    {ML_STAT_ALLOC_CALLS, "allocs", "allocs"},
+    {ML_STAT_FREE_CALLS, "frees", "frees"},
+    {ML_STAT_ALLOC_FAILED, "failed_allocs", "failed (not recorded)"},
+    {ML_STAT_FREE_NULL, "free_null", "free(NULL)"},
+    {ML_STAT_FREE_MATCHED, "frees_matched", "matched"},
+    {ML_STAT_FREE_UNKNOWN, "frees_unknown", "of untracked blocks (from before attach, or filtered out)"},
+    {ML_STAT_NESTED, "nested_calls", "nested"},
+    {ML_STAT_REALLOC_RACE, "realloc_races", "realloc races"},
+    {ML_STAT_TAKEOVER, "takeovers", "records replaced (address handed out again before its release was seen)"},
+    {ML_STAT_FILTERED, "filtered", "outside --min-size/--max-size"},
 };
 
 static const struct stat_name drop_stats[] = {
-	{ ML_STAT_DROP_ALLOCS_FULL, "allocs_table_full", "allocation table full (raise --max-allocs)" },
-	{ ML_STAT_DROP_STACK, "stack_unavailable", "new stack not handed over (ring buffer full; sent again next time)" },
-	{ ML_STAT_DROP_THREAD, "thread_state", "no per-thread state" },
-	{ ML_STAT_DROP_LOST_RETURN, "lost_return", "allocator return not seen" },
-	{ ML_STAT_DROP_PROC_EVENT, "proc_events", "fork or exec not followed (event buffer full)" },
+    {ML_STAT_DROP_ALLOCS_FULL, "allocs_table_full", "allocation table full (raise --max-allocs)"},
+    {ML_STAT_DROP_STACK, "stack_unavailable", "new stack not handed over (ring buffer full; sent again next time)"},
+    {ML_STAT_DROP_THREAD, "thread_state", "no per-thread state"},
+    {ML_STAT_DROP_LOST_RETURN, "lost_return", "allocator return not seen"},
+    {ML_STAT_DROP_PROC_EVENT, "proc_events", "fork or exec not followed (event buffer full)"},
 };
 
 FILE *ml_open_output(const char *path)
@@ -98,30 +98,30 @@ size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name)
 
 /* Python frame capture: shown once a Python interpreter is being walked. */
 static const struct stat_name python_stats[] = {
-	{ ML_STAT_PY_FRAMES, "with_frames", "allocations with Python frames" },
-	{ ML_STAT_PY_NO_THREAD, "without_frames", "without (thread not running Python code)" },
-	{ ML_STAT_PY_TRUNCATED, "truncated", "deeper than the frames kept (outermost missing)" },
-	{ ML_STAT_PY_BROKEN, "unreadable", "frame chain unreadable (outermost missing)" },
+    {ML_STAT_PY_FRAMES, "with_frames", "allocations with Python frames"},
+    {ML_STAT_PY_NO_THREAD, "without_frames", "without (thread not running Python code)"},
+    {ML_STAT_PY_TRUNCATED, "truncated", "deeper than the frames kept (outermost missing)"},
+    {ML_STAT_PY_BROKEN, "unreadable", "frame chain unreadable (outermost missing)"},
 };
 
 /* Native unwinding with the tables: shown once a stack was unwound with them. */
 static const struct stat_name unwind_stats[] = {
-	{ ML_STAT_UW_STACKS, "stacks", "stacks unwound with tables" },
-	{ ML_STAT_UW_FP, "fp_frames", "frames by frame pointer (no table)" },
-	{ ML_STAT_UW_STOP, "stopped", "stopped early (frame not trusted)" },
-	{ ML_STAT_UW_TRUNCATED, "truncated", "deeper than the frames kept" },
-	{ ML_STAT_UW_MEMO, "replayed", "replayed from a remembered walk" },
+    {ML_STAT_UW_STACKS, "stacks", "stacks unwound with tables"},
+    {ML_STAT_UW_FP, "fp_frames", "frames by frame pointer (no table)"},
+    {ML_STAT_UW_STOP, "stopped", "stopped early (frame not trusted)"},
+    {ML_STAT_UW_TRUNCATED, "truncated", "deeper than the frames kept"},
+    {ML_STAT_UW_MEMO, "replayed", "replayed from a remembered walk"},
 };
 
 /* The rss layer: shown once it saw a fault. */
 static const struct stat_name rss_stats[] = {
-	{ ML_STAT_RSS_FAULTS, "faults", "faults on anonymous memory" },
-	{ ML_STAT_RSS_PAGES, "pages", "pages made resident" },
-	{ ML_STAT_RSS_COPIES, "copies", "pages copied on write" },
-	{ ML_STAT_RSS_SAMPLED_OUT, "sampled_out", "left out by sampling" },
-	{ ML_STAT_RSS_VMA_BUSY, "mapping_busy", "not looked at (mapping lock busy)" },
-	{ ML_STAT_RSS_LOST, "table_full", "not recorded (table full)" },
-	{ ML_STAT_RSS_MOVE_LOST, "move_sampled_out", "moved by mremap where sampling keeps no record" },
+    {ML_STAT_RSS_FAULTS, "faults", "faults on anonymous memory"},
+    {ML_STAT_RSS_PAGES, "pages", "pages made resident"},
+    {ML_STAT_RSS_COPIES, "copies", "pages copied on write"},
+    {ML_STAT_RSS_SAMPLED_OUT, "sampled_out", "left out by sampling"},
+    {ML_STAT_RSS_VMA_BUSY, "mapping_busy", "not looked at (mapping lock busy)"},
+    {ML_STAT_RSS_LOST, "table_full", "not recorded (table full)"},
+    {ML_STAT_RSS_MOVE_LOST, "move_sampled_out", "moved by mremap where sampling keeps no record"},
 };
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -146,11 +146,9 @@ void reporter__set_duration(struct reporter *r, uint64_t ns)
 const char *ml_shed_name(enum ml_shed step)
 {
 	static const char *const names[ML_SHED_N] = {
-		[ML_SHED_RSS_SAMPLING] = "rss sampling",
-		[ML_SHED_TORCH_CPU_SAMPLING] = "torch_cpu sampling",
-		[ML_SHED_TORCH_CPU] = "torch_cpu probes",
-		[ML_SHED_TORCH_CUDA] = "torch_cuda probes",
-		[ML_SHED_RSS_FAULTS] = "rss faults",
+	    [ML_SHED_RSS_SAMPLING] = "rss sampling",  [ML_SHED_TORCH_CPU_SAMPLING] = "torch_cpu sampling",
+	    [ML_SHED_TORCH_CPU] = "torch_cpu probes", [ML_SHED_TORCH_CUDA] = "torch_cuda probes",
+	    [ML_SHED_RSS_FAULTS] = "rss faults",
 	};
 
 	return step < ML_SHED_N ? names[step] : "nothing";
@@ -160,14 +158,17 @@ const char *ml_shed_name(enum ml_shed step)
 static void text_overhead(FILE *f, const struct ml_overhead *ov)
 {
 	if (ov->measured)
-		fprintf(f, "overhead: %.1f%% of the traced processes' time (%.1f%% since attach; budget %g%%): %.0f probe "
-			   "hits/s at %.2f us (a return %.2f us more%s), BPF %.1f ms/s; memleak-ai itself %.1f%% of a CPU\n",
-			ov->pct, ov->pct_since_attach, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->ret_ns / 1000,
-			ov->calibrated ? "" : "; not calibrated yet", ov->bpf_ns_per_s / 1e6, ov->self_cpu_pct);
+		fprintf(
+		    f,
+		    "overhead: %.1f%% of the traced processes' time (%.1f%% since attach; budget %g%%): %.0f probe "
+		    "hits/s at %.2f us (a return %.2f us more%s), BPF %.1f ms/s; memleak-ai itself %.1f%% of a CPU\n",
+		    ov->pct, ov->pct_since_attach, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->ret_ns / 1000,
+		    ov->calibrated ? "" : "; not calibrated yet", ov->bpf_ns_per_s / 1e6, ov->self_cpu_pct);
 	if (ov->heap_mode)
-		fprintf(f, "libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%, decided "
-			   "%.2f s after attach): the C heap falls back to the address space each stack added (program "
-			   "break beyond its peak, anonymous mmap)%s, not malloc blocks\n",
+		fprintf(f,
+			"libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%, decided "
+			"%.2f s after attach): the C heap falls back to the address space each stack added (program "
+			"break beyond its peak, anonymous mmap)%s, not malloc blocks\n",
 			ov->heap_since_report, ov->full_pct, ov->decided_after_s,
 			ov->rss_fallback ? " and the resident pages each stack touched (the rss layer)" : "");
 	for (int st = 0; st < ML_SHED_N; st++) {
@@ -178,8 +179,8 @@ static void text_overhead(FILE *f, const struct ml_overhead *ov)
 		if (st == ML_SHED_RSS_SAMPLING)
 			fprintf(f, "; sampling interval doubled %u times", ov->rss_doublings);
 		if (st == ML_SHED_TORCH_CPU_SAMPLING)
-			fprintf(f, "; its allocations traced 1/%u of the time, each record standing for %u", 1U << ov->tensor_halvings,
-				1U << ov->tensor_halvings);
+			fprintf(f, "; its allocations traced 1/%u of the time, each record standing for %u",
+				1U << ov->tensor_halvings, 1U << ov->tensor_halvings);
 		fprintf(f, ")\n");
 	}
 }
@@ -198,7 +199,7 @@ void reporter__free(struct reporter *r)
 
 void ml_fmt_bytes(char *buf, size_t len, double bytes)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
 	double v = bytes < 0 ? -bytes : bytes;
 	unsigned int u = 0;
 
@@ -240,11 +241,14 @@ static void text_candidate(FILE *f, const struct ml_judgement *j, unsigned int l
 	ml_fmt_count(c, sizeof(c), (int64_t)j->count.net, true);
 	ml_fmt_bytes(b, sizeof(b), j->bytes.net);
 	ml_fmt_bytes(rate, sizeof(rate), j->growth_bytes_per_s);
-	fprintf(f, "    LEAK CANDIDATE: growing by %s: %s %s, %s%s over %u reports (%.1f s), %.1f %s/s, %s/s; "
-		   "new highs in %u of %u (count), %u of %u (bytes); score %.2f\n",
-		bc ? "count and bytes" : j->count.rising ? "count" : "bytes", c, what, j->bytes.net >= 0 ? "+" : "", b,
-		j->intervals, j->window_s, j->count.per_s, what, rate, j->count.highs, j->intervals, j->bytes.highs,
-		j->intervals, j->leak_score);
+	fprintf(f,
+		"    LEAK CANDIDATE: growing by %s: %s %s, %s%s over %u reports (%.1f s), %.1f %s/s, %s/s; "
+		"new highs in %u of %u (count), %u of %u (bytes); score %.2f\n",
+		bc		  ? "count and bytes"
+		: j->count.rising ? "count"
+				  : "bytes",
+		c, what, j->bytes.net >= 0 ? "+" : "", b, j->intervals, j->window_s, j->count.per_s, what, rate,
+		j->count.highs, j->intervals, j->bytes.highs, j->intervals, j->leak_score);
 }
 
 static double age_s(const struct ml_snapshot *s, const struct ml_row *row)
@@ -307,7 +311,8 @@ static void text_rss_row(FILE *f, const struct ml_snapshot *s, const struct ml_r
 	char b3[32];
 
 	fprintf(f, "rss: %" PRIu64 " bytes (%s) resident in %" PRIu64 " pages, oldest %.1f s, %s%s since last",
-		row->bytes, b1, (uint64_t)(row->bytes / ML_PAGE_BYTES), age_s(s, row), row->growth_bytes >= 0 ? "+" : "", b2);
+		row->bytes, b1, (uint64_t)(row->bytes / ML_PAGE_BYTES), age_s(s, row),
+		row->growth_bytes >= 0 ? "+" : "", b2);
 	if (row->cow_bytes) {
 		ml_fmt_bytes(b3, sizeof(b3), (double)row->cow_bytes);
 		fprintf(f, "; copy-on-write: %s of them copied from pages shared with another process", b3);
@@ -362,7 +367,10 @@ static void put_frames(struct reporter *r, const struct ml_frame *const *frames,
 			continue;
 		}
 		fprintf(f, "      … %zu %s frame%s\n", run,
-			interp == run ? "interpreter" : interp ? "interpreter and unresolved" : "unresolved", run == 1 ? "" : "s");
+			interp == run ? "interpreter"
+			: interp      ? "interpreter and unresolved"
+				      : "unresolved",
+			run == 1 ? "" : "s");
 		k += run;
 	}
 }
@@ -401,16 +409,19 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	ml_text_memory(f, r->sv, s, r->traced, r->ntraced);
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &s->layers[layer];
-		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)],
+			 fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
 
 		if (!t->active)
 			continue;
 		ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
 		ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
-		fprintf(f, "%-6s outstanding %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, %s%s since last; "
-			   "%.0f allocs/s, %.0f frees/s",
+		fprintf(f,
+			"%-6s outstanding %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, %s%s since last; "
+			"%.0f allocs/s, %.0f frees/s",
 			ml_layer_name(layer), t->bytes, b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2,
-			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0, s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
+			s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0,
+			s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
 		if (layer == ML_LAYER_LIBC && heap)
 			fprintf(f, "; heap allocator %s", heap);
 		fputc('\n', f);
@@ -425,8 +436,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		size_t p = tree[k];
 		const char *heap = stackview__heap(r->sv, s->procs[p].tgid);
 
-		fprintf(f, "  %*spid %d%s%s%s", (int)(2 * depth[k]), "", s->procs[p].tgid, heap ? " [" : "", heap ? heap : "",
-			heap ? "]" : "");
+		fprintf(f, "  %*spid %d%s%s%s", (int)(2 * depth[k]), "", s->procs[p].tgid, heap ? " [" : "",
+			heap ? heap : "", heap ? "]" : "");
 		ml_text_labels(f, r->sv, s->procs[p].tgid);
 		fputc(':', f);
 		for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
@@ -436,8 +447,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 				continue;
 			ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
 			ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
-			fprintf(f, "%s %s %s in %" PRIu64 " allocations (%s%s)", first ? "" : ",", ml_layer_name(layer), b1,
-				t->count, t->growth_bytes >= 0 ? "+" : "", b2);
+			fprintf(f, "%s %s %s in %" PRIu64 " allocations (%s%s)", first ? "" : ",", ml_layer_name(layer),
+				b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2);
 			first = 0;
 		}
 		fputc('\n', f);
@@ -480,8 +491,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	if (s->stats[ML_STAT_RSS_FAULTS]) {
 		text_stats(f, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
 		if (s->rss_shift)
-			fprintf(f, "rss: one page in %u recorded (each record stands for %u pages)\n", 1U << s->rss_shift,
-				1U << s->rss_shift);
+			fprintf(f, "rss: one page in %u recorded (each record stands for %u pages)\n",
+				1U << s->rss_shift, 1U << s->rss_shift);
 	}
 	fprintf(f, "showing %zu of %zu stacks, leak candidates (growing) first, then largest\n", shown, s->nrows);
 	for (size_t i = 0; i < shown; i++) {
@@ -504,7 +515,9 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 		if (row->key.layer == ML_LAYER_RSS)
 			text_rss_row(f, s, row, b1, b2);
 		else
-			fprintf(f, "%s: %" PRIu64 " bytes (%s) in %" PRIu64 " allocations, oldest %.1f s, %s%s, %s allocations since last\n",
+			fprintf(f,
+				"%s: %" PRIu64 " bytes (%s) in %" PRIu64
+				" allocations, oldest %.1f s, %s%s, %s allocations since last\n",
 				ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
 				row->growth_bytes >= 0 ? "+" : "", b2, cg);
 		if (j->verdict == ML_V_GROWING) {
@@ -515,8 +528,11 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
 		}
 		if (ml_row_possible_frag(r->sv, row))
-			fprintf(f, "    possible fragmentation: fresh heap from the break while pid %u's C heap holds free "
-				   "memory (its C heap line)\n", row->key.tgid);
+			fprintf(
+			    f,
+			    "    possible fragmentation: fresh heap from the break while pid %u's C heap holds free "
+			    "memory (its C heap line)\n",
+			    row->key.tgid);
 		if (n == 0)
 			fprintf(f, "      [no frames captured]\n");
 		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
@@ -764,7 +780,8 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_obj_end(&w);
 	jw_obj_begin(&w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
-		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)], fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)],
+			 fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
 
 		if (!s->layers[layer].active)
 			continue;

@@ -1,4 +1,5 @@
 /* The frames of a row as every output shows them: native frames resolved, Python frames spliced in. */
+#include "report/stackview.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -7,8 +8,6 @@
 #include "lib/hash.h"
 #include "lib/path.h"
 #include "python/pyframes.h"
-#include "report/stackview.h"
-
 
 /* The interpreter's eval loop: one native frame per run of Python frames. */
 #define EVAL_LOOP "_PyEval_EvalFrameDefault"
@@ -105,7 +104,7 @@ static size_t native_shown(struct stackview *sv, const uint64_t *ips, size_t n)
 uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned int *traits)
 {
 	struct stackview *sv = ctx;
-	struct ml_row row = { .key = { .tgid = tgid, .stack_id = stack_id } };
+	struct ml_row row = {.key = {.tgid = tgid, .stack_id = stack_id}};
 	struct ml_rawstack *r = &sv->raw;
 	uint64_t how = 0;
 	size_t nn;
@@ -138,7 +137,7 @@ static const struct ml_frame *native(struct stackview *sv, size_t slot, uint64_t
 		return fr;
 	/* unresolved: the address as the symbolizer would take it, without the exact-pc flag of a stack word */
 	addr &= ~ML_IP_EXACT;
-	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_NATIVE, .addr = addr, .offset = addr };
+	sv->unknown[slot] = (struct ml_frame){.kind = ML_FRAME_NATIVE, .addr = addr, .offset = addr};
 	return &sv->unknown[slot];
 }
 
@@ -152,7 +151,7 @@ static const struct ml_frame *python(struct stackview *sv, size_t slot, const st
 		return NULL;
 	if (!rc && fr)
 		return fr;
-	sv->unknown[slot] = (struct ml_frame){ .kind = ML_FRAME_PYTHON, .addr = raw->code };
+	sv->unknown[slot] = (struct ml_frame){.kind = ML_FRAME_PYTHON, .addr = raw->code};
 	return &sv->unknown[slot];
 }
 

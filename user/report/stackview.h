@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include "collect/heapfrag.h"
 #include "collect/ledger.h"
-#include "lib/procmem.h"
 #include "lib/proclabels.h"
+#include "lib/procmem.h"
 #include "symbolize/symbolizer.h"
 
 struct pyframes;
@@ -22,14 +22,14 @@ struct ml_oom {
 struct ml_resolver {
 	struct symbolizer *sym;
 	struct pyframes *py;
-	const char *heap; /* the process's C heap allocator ("glibc", "jemalloc", ...), or NULL */
-	const struct ml_labels *labels; /* its fleet labels, or NULL */
-	const char *role;               /* "main" or "worker", or NULL */
-	int parent;                     /* the traced process it was forked from, 0 for none */
-	const struct ml_oom *oom;       /* what the OOM killer ended, or NULL */
-	const struct ml_procmem *mem;      /* its resident memory at this report, or NULL (not read) */
+	const char *heap;		   /* the process's C heap allocator ("glibc", "jemalloc", ...), or NULL */
+	const struct ml_labels *labels;	   /* its fleet labels, or NULL */
+	const char *role;		   /* "main" or "worker", or NULL */
+	int parent;			   /* the traced process it was forked from, 0 for none */
+	const struct ml_oom *oom;	   /* what the OOM killer ended, or NULL */
+	const struct ml_procmem *mem;	   /* its resident memory at this report, or NULL (not read) */
 	const struct ml_procmem *mem_base; /* ... and when it was first read (at attach) */
-	const struct ml_heapfrag *frag;    /* its C heap's fragmentation at this report, or NULL (not read) */
+	const struct ml_heapfrag *frag;	   /* its C heap's fragmentation at this report, or NULL (not read) */
 };
 
 /* Fills *out for a traced process; non-zero when the process is not known (its frames show as addresses). */

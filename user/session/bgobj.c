@@ -1,12 +1,12 @@
 /* A second instance of the BPF object, loaded in the background (bgobj.h). */
+#include "session/bgobj.h"
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <bpf/libbpf.h>
-#include "lib/thread.h"
 #include "lib/log.h"
-#include "session/bgobj.h"
+#include "lib/thread.h"
 #include "session/overhead.h"
 #include "memleak.skel.h"
 
@@ -16,9 +16,9 @@ struct bgobj {
 	struct memleak_bpf *inst; /* loaded, or NULL */
 	int err;
 	pthread_t thread;
-	bool running;             /* the thread was started and has not been joined */
-	struct overhead *ov;      /* where the USDT programs' run time counts (bgobj__count_in) */
-	bool got;                 /* bgobj__usdt_prog: loaded, counted, or said why not */
+	bool running;	     /* the thread was started and has not been joined */
+	struct overhead *ov; /* where the USDT programs' run time counts (bgobj__count_in) */
+	bool got;	     /* bgobj__usdt_prog: loaded, counted, or said why not */
 };
 
 static void *load(void *arg)
@@ -33,9 +33,9 @@ static void *load(void *arg)
 		g->err = -errno;
 		return NULL;
 	}
-	bpf_object__for_each_program(prog, s->obj)
-		bpf_program__set_autoload(prog, g->want(s, prog));
-	bpf_object__for_each_map(map, s->obj) {
+	bpf_object__for_each_program(prog, s->obj) bpf_program__set_autoload(prog, g->want(s, prog));
+	bpf_object__for_each_map(map, s->obj)
+	{
 		const struct bpf_map *mine = bpf_object__find_map_by_name(g->skel->obj, bpf_map__name(map));
 		int fd = mine ? bpf_map__fd(mine) : -1;
 
@@ -114,7 +114,8 @@ struct bpf_program *bgobj__usdt_prog(void *arg, bool is_free)
 	if (!g->got) {
 		g->got = true;
 		if (!s)
-			ml_notice("PyTorch's USDT probes cannot be traced: their programs did not load (%s)", strerror(-err));
+			ml_notice("PyTorch's USDT probes cannot be traced: their programs did not load (%s)",
+				  strerror(-err));
 		else if (g->ov && (overhead__count_prog(g->ov, s->progs.torch_malloc) ||
 				   overhead__count_prog(g->ov, s->progs.torch_free)))
 			ml_notice("PyTorch's USDT probes' run time cannot be counted in the overhead figure");

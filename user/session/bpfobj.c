@@ -1,7 +1,7 @@
 /* The BPF object as a run's options want it: configured before load, then loaded. */
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <string.h>
-#include <bpf/libbpf.h>
 #include "attach/allocators.h"
 #include "attach/uprobe_multi.h"
 #include "collect/ledger.h"
@@ -69,4 +69,3 @@ int session__load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **
 	*out = skel;
 	return 0;
 }
-

@@ -10,30 +10,30 @@
  * process at once; free_cpu stays on, so a recorded tensor is still released whenever it goes. The records made
  * from then on weigh 2^n (ledger__set_weight): bytes, counts and the verdicts' series estimate the whole.
  */
+#include "session/budget.h"
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
-#include <bpf/libbpf.h>
 #include "attach/probes.h"
 #include "collect/ledger.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "session/bgobj.h"
-#include "session/budget.h"
 #include "session/follow.h"
 #include "session/tracee.h"
 #include "memleak.skel.h"
 
 struct budget {
-	struct memleak_bpf *skel;      /* the session's object */
-	struct bgobj *heap_obj;        /* its second instance, heap_exit alone, loaded in the background */
-	struct bpf_link *heap_link;    /* heap_exit attached: heap-growth mode on */
-	int ts_fd;                     /* tensor sampling's timer: the next toggle */
-	unsigned int ts_shift;         /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
-	bool ts_on;                    /* ... and on now */
+	struct memleak_bpf *skel;	   /* the session's object */
+	struct bgobj *heap_obj;		   /* its second instance, heap_exit alone, loaded in the background */
+	struct bpf_link *heap_link;	   /* heap_exit attached: heap-growth mode on */
+	int ts_fd;			   /* tensor sampling's timer: the next toggle */
+	unsigned int ts_shift;		   /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
+	bool ts_on;			   /* ... and on now */
 	uint64_t ts_toggles, ts_toggle_ns; /* toggles made, and the time they took (closing a link waits) */
 };
 
@@ -103,7 +103,8 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 	}
 	if (err) {
 		ml_notice("tracing costs %.1f%% of the traced processes' time, over the %g%% budget, and heap-growth "
-			  "mode cannot start (%s): every probe stays", ov->pct, ov->budget_pct, strerror(-err));
+			  "mode cannot start (%s): every probe stays",
+			  ov->pct, ov->budget_pct, strerror(-err));
 		return err;
 	}
 	if (e->followers)
@@ -171,7 +172,8 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
 	if (first)
-		tensor_toggle(b, e, false); /* the first period starts with the probes off; later ones keep their phase */
+		tensor_toggle(b, e,
+			      false); /* the first period starts with the probes off; later ones keep their phase */
 }
 
 void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report)

@@ -27,12 +27,12 @@ bool budget__heap_on(const struct budget *b);
 /* What the actions change: the session's parts. */
 struct budget_env {
 	struct memleak_bpf *skel;
-	int root_pid;               /* the first process (0: none, node-wide) */
-	struct probes *root;        /* its probes (NULL: none) */
+	int root_pid;		     /* the first process (0: none, node-wide) */
+	struct probes *root;	     /* its probes (NULL: none) */
 	struct followers *followers; /* NULL: none */
 	struct ledger *ledger;
 	struct overhead *ov;
-	unsigned int *layers;       /* the layers traced: what is shed goes from it */
+	unsigned int *layers; /* the layers traced: what is shed goes from it */
 };
 
 /*

@@ -1,5 +1,6 @@
 /* The fleet outputs of a run: selected processes as followers, metrics by rank and role, profiles to a store. */
 #define _GNU_SOURCE
+#include "session/fleet.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,6 @@
 #include "report/pprof.h"
 #include "report/push.h"
 #include "report/report.h"
-#include "session/fleet.h"
 #include "session/follow.h"
 #include "session/tracee.h"
 
@@ -86,12 +86,15 @@ void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, cons
 	size_t len = 0;
 
 	for (size_t i = 0; procs && i < n; i++)
-		procs[i] = (struct ml_metric_proc){ .pid = v[i]->pid, .rank = v[i]->labels.rank,
-						    .role = v[i]->role ? v[i]->role : "main" };
-	if (!procs || ml_metrics_render(&(struct ml_metrics_in){ .s = snap, .j = judged, .procs = procs, .nprocs = n,
-								 .layers = layers,
-								 .overhead_ratio = ov->measured ? ov->pct / 100 : -1,
-								 .reports = reports },
+		procs[i] = (struct ml_metric_proc){
+		    .pid = v[i]->pid, .rank = v[i]->labels.rank, .role = v[i]->role ? v[i]->role : "main"};
+	if (!procs || ml_metrics_render(&(struct ml_metrics_in){.s = snap,
+								.j = judged,
+								.procs = procs,
+								.nprocs = n,
+								.layers = layers,
+								.overhead_ratio = ov->measured ? ov->pct / 100 : -1,
+								.reports = reports},
 					&text, &len)) {
 		ml_notice("out of memory making the metrics: /metrics keeps the previous report's");
 		goto out;
@@ -116,8 +119,12 @@ void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snap
 	clock_gettime(CLOCK_REALTIME, &now);
 	for (size_t i = 0; i < n; i++) {
 		const struct tracee *t = v[i];
-		struct push_meta m = { .pid = t->pid, .seq = seq, .rank = t->labels.rank, .role = t->role,
-				       .job = t->labels.job, .until_s = (uint64_t)now.tv_sec };
+		struct push_meta m = {.pid = t->pid,
+				      .seq = seq,
+				      .rank = t->labels.rank,
+				      .role = t->role,
+				      .job = t->labels.job,
+				      .until_s = (uint64_t)now.tv_sec};
 		char *buf = NULL;
 		size_t len = 0;
 		FILE *f = open_memstream(&buf, &len);

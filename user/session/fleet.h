@@ -6,6 +6,7 @@
 #define ML_FLEET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct followers;

@@ -5,6 +5,9 @@
  * be any program. Exits are seen through a pidfd per follower, which also pins its identity.
  */
 #define _GNU_SOURCE
+#include "session/follow.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
@@ -13,10 +16,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "lib/grow.h"
-#include "session/follow.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
 #include "python/pyframes.h"
@@ -28,7 +28,7 @@ struct followers {
 	struct memleak_bpf *skel;
 	struct follow_opts o;
 	struct tracee_env env;
-	bool heap_mode; /* the C heap is followed through system calls: no C library probes */
+	bool heap_mode;	      /* the C heap is followed through system calls: no C library probes */
 	unsigned int dropped; /* layers shed by --max-overhead: not probed in any follower */
 	unsigned int paused;  /* layers whose allocation side is paused now (tensor sampling) */
 	struct tracee *v;
@@ -43,7 +43,7 @@ struct followers *followers__new(struct memleak_bpf *skel, const struct follow_o
 		return NULL;
 	f->skel = skel;
 	f->o = *o;
-	f->env = (struct tracee_env){ .skel = skel, .uw = o->uw, .python = o->python, .debug_dir = o->debug_dir };
+	f->env = (struct tracee_env){.skel = skel, .uw = o->uw, .python = o->python, .debug_dir = o->debug_dir};
 	return f;
 }
 
@@ -148,7 +148,9 @@ int followers__add(struct followers *f, int pid, int parent)
 		return err == -ENOENT ? -ESRCH : err;
 	}
 	{
-		const struct tracee *p = !parent ? NULL : f->o.root && f->o.root->pid == parent ? f->o.root : find(f, parent);
+		const struct tracee *p = !parent				 ? NULL
+					 : f->o.root && f->o.root->pid == parent ? f->o.root
+										 : find(f, parent);
 		unsigned int nfuncs, nobj = probes__n_probed(t->probes, &nfuncs);
 
 		tracee__label(t, p);
@@ -283,7 +285,7 @@ int ml_descendants(int root, struct ml_child **out, size_t *n)
 			}
 			all = a;
 		}
-		all[nall++] = (struct ml_child){ (int)pid, st.ppid };
+		all[nall++] = (struct ml_child){(int)pid, st.ppid};
 	}
 	closedir(d);
 	res = malloc((nall ? nall : 1) * sizeof(*res));

@@ -15,10 +15,10 @@ struct unwinder;
 
 struct follow_opts {
 	struct probes_opts probes; /* as for the first process; pid is set per follower */
-	bool python;               /* Python frames */
-	struct unwinder *uw;       /* unwinding tables shared by all traced processes; NULL: frame pointers */
-	const char *debug_dir;     /* --debug-dir, NULL: the default */
-	size_t max;                /* followers at most; more are counted and left alone */
+	bool python;		   /* Python frames */
+	struct unwinder *uw;	   /* unwinding tables shared by all traced processes; NULL: frame pointers */
+	const char *debug_dir;	   /* --debug-dir, NULL: the default */
+	size_t max;		   /* followers at most; more are counted and left alone */
 	const struct tracee *root; /* the first process (-p, -c), whose children are workers; NULL for none */
 };
 
@@ -59,7 +59,6 @@ void followers__trim(struct followers *f);
 struct tracee *followers__find(struct followers *f, int pid);
 /* How many processes are followed now. */
 size_t followers__count(const struct followers *f);
-
 
 struct ml_child {
 	int pid, parent;

@@ -1,4 +1,5 @@
 /* Command-line options: parsing, validation and the option struct every module is configured from. */
+#include "session/opts.h"
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -9,121 +10,145 @@
 #include <string.h>
 #include "attach/allocators.h"
 #include "lib/log.h"
-#include "session/opts.h"
 
 #ifndef ML_VERSION
 #define ML_VERSION "0.1.0"
 #endif
 
 static const char usage[] =
-	"Usage: memleak-ai [OPTIONS] -p PID [INTERVAL [COUNT]]\n"
-	"       memleak-ai [OPTIONS] -c \"COMMAND [ARGS...]\" [INTERVAL [COUNT]]\n"
-	"       memleak-ai [OPTIONS] {--match REGEX | --cgroup PATH | --all-python} [INTERVAL [COUNT]]\n"
-	"\n"
-	"Report outstanding (allocated, not yet freed) memory of a running process, grouped by allocation\n"
-	"stack, every INTERVAL seconds (default 5). The target is never stopped or changed.\n"
-	"\n"
-	"  -p, --pid PID          attach to a running process\n"
-	"  -c, --command CMD      start CMD (words split like a shell, no shell run) and trace it from the start\n"
-	"      --match REGEX      every process whose command line (words joined by spaces) matches the\n"
-	"                         extended regular expression, now and as they start, each with its children\n"
-	"      --cgroup PATH      every process in the cgroup and below (a container, a pod; v1 or v2): a\n"
-	"                         directory (/sys/fs/cgroup/unified/kubepods/pod1) or a path as\n"
-	"                         /proc/PID/cgroup shows it (/kubepods/pod1), now and later\n"
-	"      --all-python       every CPython 3.11-3.13 process on the machine, now and as they start\n"
-	"  -T, --top N            stacks per report (default 10)\n"
-	"      --min-age SECS     only count allocations at least SECS old (default 0)\n"
-	"      --min-size BYTES   only track allocations of at least BYTES (K/M/G suffixes)\n"
-	"      --max-size BYTES   only track allocations of at most BYTES\n"
-	"  -o, --output FILE      write reports to FILE instead of stdout (created 0600)\n"
-	"  -f, --format FMT       text (default), json (JSON Lines, one object per report) or folded\n"
-	"                         (one line per stack, frames root-first joined by ';', weight in bytes:\n"
-	"                         for flamegraph.pl, speedscope, inferno; only the final report) or pprof\n"
-	"                         (the final report as a gzipped profile.proto; needs -o FILE)\n"
-	"      --json FILE        also write every report to FILE as JSON Lines (created 0600)\n"
-	"      --pprof FILE       also write the final report to FILE as a gzipped profile.proto (0600)\n"
-	"      --html FILE        also write the final report as one self-contained HTML page (timeline,\n"
-	"                         flame graph, leak table; opens offline), created 0600\n"
-	"  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
-	"  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
-	"                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges),\n"
-	"                         rss (anonymous pages made resident or copied on write, by the faulting stack)\n"
-	"      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) with return\n"
-	"                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
-	"                         exception thrown through a return probe terminates the process\n"
-	"      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
-	"      --native           text reports show every native frame of a Python stack (default: the\n"
-	"                         interpreter's own and unresolved frames fold into one line a run)\n"
-	"      --max-overhead PCT budget for tracing's cost, in % of the traced processes' time (default\n"
-	"                         2): over it, the C heap is followed through its system calls instead of\n"
-	"                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
-	"      --unwind MODE      native stacks: tables (default: .eh_frame/.debug_frame unwinding tables,\n"
-	"                         frame pointers where none covers a pc) or fp (frame pointers only)\n"
-	"      --unwind-mem BYTES kernel memory for the unwinding tables (default 64M, K/M/G suffixes)\n"
-	"      --debug-dir DIR    where separate debug files are found (default /usr/lib/debug)\n"
-	"      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
-	"      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
-	"      --max-stacks N     stacks the kernel remembers as handed over (default 65536; distinct stacks\n"
-	"                         are not limited: one evicted from this cache is handed over again)\n"
-	"      --metrics-listen HOST:PORT  serve Prometheus metrics on http://HOST:PORT/metrics (:PORT for\n"
-	"                         every address), summed by rank, role and layer\n"
-	"      --push URL         send each process's profile (pprof) every interval to a Pyroscope-style\n"
-	"                         /ingest endpoint at URL (http or https); MEMLEAK_AI_PUSH_TOKEN (bearer) or\n"
-	"                         MEMLEAK_AI_PUSH_USER and MEMLEAK_AI_PUSH_PASSWORD (basic) authenticate\n"
-	"      --push-tenant ID   X-Scope-OrgID header of the pushes\n"
-	"      --push-service NAME  the application name of pushed profiles (default memleak-ai)\n"
-	"      --pprof-dir DIR    write each process's profile every interval into DIR\n"
-	"      --pprof-keep N     profiles kept in --pprof-dir, the oldest removed first (default 100)\n"
-	"      --pprof-max-age SECS  also remove profiles older than SECS from --pprof-dir\n"
-	"  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
-	"  -h, --help             this help\n"
-	"  -V, --version          print the version\n"
-	"\n"
-	"Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
-	"print a final report and exit 0. See docs/usage.md.\n";
+    "Usage: memleak-ai [OPTIONS] -p PID [INTERVAL [COUNT]]\n"
+    "       memleak-ai [OPTIONS] -c \"COMMAND [ARGS...]\" [INTERVAL [COUNT]]\n"
+    "       memleak-ai [OPTIONS] {--match REGEX | --cgroup PATH | --all-python} [INTERVAL [COUNT]]\n"
+    "\n"
+    "Report outstanding (allocated, not yet freed) memory of a running process, grouped by allocation\n"
+    "stack, every INTERVAL seconds (default 5). The target is never stopped or changed.\n"
+    "\n"
+    "  -p, --pid PID          attach to a running process\n"
+    "  -c, --command CMD      start CMD (words split like a shell, no shell run) and trace it from the start\n"
+    "      --match REGEX      every process whose command line (words joined by spaces) matches the\n"
+    "                         extended regular expression, now and as they start, each with its children\n"
+    "      --cgroup PATH      every process in the cgroup and below (a container, a pod; v1 or v2): a\n"
+    "                         directory (/sys/fs/cgroup/unified/kubepods/pod1) or a path as\n"
+    "                         /proc/PID/cgroup shows it (/kubepods/pod1), now and later\n"
+    "      --all-python       every CPython 3.11-3.13 process on the machine, now and as they start\n"
+    "  -T, --top N            stacks per report (default 10)\n"
+    "      --min-age SECS     only count allocations at least SECS old (default 0)\n"
+    "      --min-size BYTES   only track allocations of at least BYTES (K/M/G suffixes)\n"
+    "      --max-size BYTES   only track allocations of at most BYTES\n"
+    "  -o, --output FILE      write reports to FILE instead of stdout (created 0600)\n"
+    "  -f, --format FMT       text (default), json (JSON Lines, one object per report) or folded\n"
+    "                         (one line per stack, frames root-first joined by ';', weight in bytes:\n"
+    "                         for flamegraph.pl, speedscope, inferno; only the final report) or pprof\n"
+    "                         (the final report as a gzipped profile.proto; needs -o FILE)\n"
+    "      --json FILE        also write every report to FILE as JSON Lines (created 0600)\n"
+    "      --pprof FILE       also write the final report to FILE as a gzipped profile.proto (0600)\n"
+    "      --html FILE        also write the final report as one self-contained HTML page (timeline,\n"
+    "                         flame graph, leak table; opens offline), created 0600\n"
+    "  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
+    "  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
+    "                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges),\n"
+    "                         rss (anonymous pages made resident or copied on write, by the faulting stack)\n"
+    "      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) with return\n"
+    "                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
+    "                         exception thrown through a return probe terminates the process\n"
+    "      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
+    "      --native           text reports show every native frame of a Python stack (default: the\n"
+    "                         interpreter's own and unresolved frames fold into one line a run)\n"
+    "      --max-overhead PCT budget for tracing's cost, in % of the traced processes' time (default\n"
+    "                         2): over it, the C heap is followed through its system calls instead of\n"
+    "                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
+    "      --unwind MODE      native stacks: tables (default: .eh_frame/.debug_frame unwinding tables,\n"
+    "                         frame pointers where none covers a pc) or fp (frame pointers only)\n"
+    "      --unwind-mem BYTES kernel memory for the unwinding tables (default 64M, K/M/G suffixes)\n"
+    "      --debug-dir DIR    where separate debug files are found (default /usr/lib/debug)\n"
+    "      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
+    "      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
+    "      --max-stacks N     stacks the kernel remembers as handed over (default 65536; distinct stacks\n"
+    "                         are not limited: one evicted from this cache is handed over again)\n"
+    "      --metrics-listen HOST:PORT  serve Prometheus metrics on http://HOST:PORT/metrics (:PORT for\n"
+    "                         every address), summed by rank, role and layer\n"
+    "      --push URL         send each process's profile (pprof) every interval to a Pyroscope-style\n"
+    "                         /ingest endpoint at URL (http or https); MEMLEAK_AI_PUSH_TOKEN (bearer) or\n"
+    "                         MEMLEAK_AI_PUSH_USER and MEMLEAK_AI_PUSH_PASSWORD (basic) authenticate\n"
+    "      --push-tenant ID   X-Scope-OrgID header of the pushes\n"
+    "      --push-service NAME  the application name of pushed profiles (default memleak-ai)\n"
+    "      --pprof-dir DIR    write each process's profile every interval into DIR\n"
+    "      --pprof-keep N     profiles kept in --pprof-dir, the oldest removed first (default 100)\n"
+    "      --pprof-max-age SECS  also remove profiles older than SECS from --pprof-dir\n"
+    "  -v, --verbose          more diagnostics on stderr (-vv: libbpf debug output)\n"
+    "  -h, --help             this help\n"
+    "  -V, --version          print the version\n"
+    "\n"
+    "Reports go to stdout (or FILE), diagnostics to stderr. Ctrl-C, SIGTERM, SIGHUP or the target's exit\n"
+    "print a final report and exit 0. See docs/usage.md.\n";
 
-enum { OPT_MIN_AGE = 256, OPT_MIN_SIZE, OPT_MAX_SIZE, OPT_MAX_ALLOCS, OPT_MAX_STACKS, OPT_TORCH_RAW, OPT_HTML, OPT_JSON, OPT_PPROF, OPT_NO_PYTHON, OPT_NATIVE, OPT_NO_FOLLOW, OPT_MAX_OVERHEAD, OPT_UNWIND, OPT_UNWIND_MEM, OPT_DEBUG_DIR,
-       OPT_MATCH, OPT_CGROUP, OPT_ALL_PYTHON, OPT_METRICS, OPT_PUSH, OPT_PUSH_TENANT, OPT_PUSH_SERVICE, OPT_PPROF_DIR,
-       OPT_PPROF_KEEP, OPT_PPROF_MAX_AGE };
+enum {
+	OPT_MIN_AGE = 256,
+	OPT_MIN_SIZE,
+	OPT_MAX_SIZE,
+	OPT_MAX_ALLOCS,
+	OPT_MAX_STACKS,
+	OPT_TORCH_RAW,
+	OPT_HTML,
+	OPT_JSON,
+	OPT_PPROF,
+	OPT_NO_PYTHON,
+	OPT_NATIVE,
+	OPT_NO_FOLLOW,
+	OPT_MAX_OVERHEAD,
+	OPT_UNWIND,
+	OPT_UNWIND_MEM,
+	OPT_DEBUG_DIR,
+	OPT_MATCH,
+	OPT_CGROUP,
+	OPT_ALL_PYTHON,
+	OPT_METRICS,
+	OPT_PUSH,
+	OPT_PUSH_TENANT,
+	OPT_PUSH_SERVICE,
+	OPT_PPROF_DIR,
+	OPT_PPROF_KEEP,
+	OPT_PPROF_MAX_AGE
+};
 
 static const struct option long_opts[] = {
-	{ "pid", required_argument, NULL, 'p' },
-	{ "command", required_argument, NULL, 'c' },
-	{ "top", required_argument, NULL, 'T' },
-	{ "min-age", required_argument, NULL, OPT_MIN_AGE },
-	{ "min-size", required_argument, NULL, OPT_MIN_SIZE },
-	{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
-	{ "output", required_argument, NULL, 'o' },
-	{ "format", required_argument, NULL, 'f' },
-	{ "layers", required_argument, NULL, 'l' },
-	{ "sort", required_argument, NULL, 's' },
-	{ "max-allocs", required_argument, NULL, OPT_MAX_ALLOCS },
-	{ "torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW },
-	{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
-	{ "native", no_argument, NULL, OPT_NATIVE },
-	{ "no-follow", no_argument, NULL, OPT_NO_FOLLOW },
-	{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
-	{ "unwind", required_argument, NULL, OPT_UNWIND },
-	{ "unwind-mem", required_argument, NULL, OPT_UNWIND_MEM },
-	{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
-	{ "html", required_argument, NULL, OPT_HTML },
-	{ "json", required_argument, NULL, OPT_JSON },
-	{ "pprof", required_argument, NULL, OPT_PPROF },
-	{ "max-stacks", required_argument, NULL, OPT_MAX_STACKS },
-	{ "match", required_argument, NULL, OPT_MATCH },
-	{ "cgroup", required_argument, NULL, OPT_CGROUP },
-	{ "all-python", no_argument, NULL, OPT_ALL_PYTHON },
-	{ "metrics-listen", required_argument, NULL, OPT_METRICS },
-	{ "push", required_argument, NULL, OPT_PUSH },
-	{ "push-tenant", required_argument, NULL, OPT_PUSH_TENANT },
-	{ "push-service", required_argument, NULL, OPT_PUSH_SERVICE },
-	{ "pprof-dir", required_argument, NULL, OPT_PPROF_DIR },
-	{ "pprof-keep", required_argument, NULL, OPT_PPROF_KEEP },
-	{ "pprof-max-age", required_argument, NULL, OPT_PPROF_MAX_AGE },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{},
+    {"pid", required_argument, NULL, 'p'},
+    {"command", required_argument, NULL, 'c'},
+    {"top", required_argument, NULL, 'T'},
+    {"min-age", required_argument, NULL, OPT_MIN_AGE},
+    {"min-size", required_argument, NULL, OPT_MIN_SIZE},
+    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+    {"output", required_argument, NULL, 'o'},
+    {"format", required_argument, NULL, 'f'},
+    {"layers", required_argument, NULL, 'l'},
+    {"sort", required_argument, NULL, 's'},
+    {"max-allocs", required_argument, NULL, OPT_MAX_ALLOCS},
+    {"torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW},
+    {"no-python", no_argument, NULL, OPT_NO_PYTHON},
+    {"native", no_argument, NULL, OPT_NATIVE},
+    {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
+    {"max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD},
+    {"unwind", required_argument, NULL, OPT_UNWIND},
+    {"unwind-mem", required_argument, NULL, OPT_UNWIND_MEM},
+    {"debug-dir", required_argument, NULL, OPT_DEBUG_DIR},
+    {"html", required_argument, NULL, OPT_HTML},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"pprof", required_argument, NULL, OPT_PPROF},
+    {"max-stacks", required_argument, NULL, OPT_MAX_STACKS},
+    {"match", required_argument, NULL, OPT_MATCH},
+    {"cgroup", required_argument, NULL, OPT_CGROUP},
+    {"all-python", no_argument, NULL, OPT_ALL_PYTHON},
+    {"metrics-listen", required_argument, NULL, OPT_METRICS},
+    {"push", required_argument, NULL, OPT_PUSH},
+    {"push-tenant", required_argument, NULL, OPT_PUSH_TENANT},
+    {"push-service", required_argument, NULL, OPT_PUSH_SERVICE},
+    {"pprof-dir", required_argument, NULL, OPT_PPROF_DIR},
+    {"pprof-keep", required_argument, NULL, OPT_PPROF_KEEP},
+    {"pprof-max-age", required_argument, NULL, OPT_PPROF_MAX_AGE},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {},
 };
 
 int ml_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -155,9 +180,12 @@ int ml_parse_size(const char *s, uint64_t *out)
 		return -EINVAL;
 	if (*end) {
 		switch (*end) {
-		case 'k': case 'K': mul = 1ULL << 10; break;
-		case 'm': case 'M': mul = 1ULL << 20; break;
-		case 'g': case 'G': mul = 1ULL << 30; break;
+		case 'k':
+		case 'K': mul = 1ULL << 10; break;
+		case 'm':
+		case 'M': mul = 1ULL << 20; break;
+		case 'g':
+		case 'G': mul = 1ULL << 30; break;
 		default: return -EINVAL;
 		}
 		end++;
@@ -349,8 +377,9 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			break;
 		case 'l':
 			if (ml_layers_parse(optarg, &o->layers))
-				return bad("--layers", optarg,
-					   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
+				return bad(
+				    "--layers", optarg,
+				    "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
 			break;
 		case OPT_HTML:
 		case OPT_JSON:
@@ -359,20 +388,16 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 			const char **dst = c == OPT_HTML ? &o->html : c == OPT_JSON ? &o->json : &o->pprof;
 
 			if (!*optarg)
-				return bad(c == OPT_HTML ? "--html" : c == OPT_JSON ? "--json" : "--pprof", optarg,
-					   "a file name");
+				return bad(c == OPT_HTML   ? "--html"
+					   : c == OPT_JSON ? "--json"
+							   : "--pprof",
+					   optarg, "a file name");
 			*dst = optarg;
 			break;
 		}
-		case OPT_NO_PYTHON:
-			o->python = false;
-			break;
-		case OPT_NATIVE:
-			o->native = true;
-			break;
-		case OPT_NO_FOLLOW:
-			o->follow = false;
-			break;
+		case OPT_NO_PYTHON: o->python = false; break;
+		case OPT_NATIVE: o->native = true; break;
+		case OPT_NO_FOLLOW: o->follow = false; break;
 		case OPT_MAX_OVERHEAD: {
 			char *end = NULL;
 			double v = strtod(optarg, &end);
@@ -398,9 +423,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				return bad("--debug-dir", optarg, "an absolute directory name");
 			o->debug_dir = optarg;
 			break;
-		case OPT_TORCH_RAW:
-			o->torch_raw = true;
-			break;
+		case OPT_TORCH_RAW: o->torch_raw = true; break;
 		case OPT_MATCH:
 			if (o->match)
 				regfree(&o->match_re);
@@ -419,9 +442,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				return bad("--cgroup", optarg, "a cgroup directory");
 			o->cgroup = optarg;
 			break;
-		case OPT_ALL_PYTHON:
-			o->all_python = true;
-			break;
+		case OPT_ALL_PYTHON: o->all_python = true; break;
 		case OPT_METRICS:
 			if (!*optarg || !strchr(optarg, ':'))
 				return bad("--metrics-listen", optarg, "HOST:PORT, [IPV6]:PORT or :PORT");
@@ -470,18 +491,10 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 				return bad("--max-stacks", optarg, "a number from 16 to 16777216");
 			o->max_stacks = (uint32_t)v;
 			break;
-		case 'v':
-			o->verbose++;
-			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 1;
-		case 'V':
-			printf("memleak-ai %s\n", ML_VERSION);
-			return 1;
-		case ':':
-			ml_err("option '%s' needs a value (see --help)", argv[optind - 1]);
-			return -EINVAL;
+		case 'v': o->verbose++; break;
+		case 'h': fputs(usage, stdout); return 1;
+		case 'V': printf("memleak-ai %s\n", ML_VERSION); return 1;
+		case ':': ml_err("option '%s' needs a value (see --help)", argv[optind - 1]); return -EINVAL;
 		default:
 			if (optopt)
 				ml_err("unknown option '-%c' (see --help)", optopt);
@@ -505,9 +518,11 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 		return -EINVAL;
 	}
 	if (!!o->pid + !!o->cmd_argv + !!o->match + !!o->cgroup + o->all_python != 1) {
-		ml_err("%s", o->pid || o->cmd_argv || o->match || o->cgroup || o->all_python
-				     ? "give one of -p PID, -c COMMAND, --match, --cgroup or --all-python, not several"
-				     : "nothing to trace: give -p PID, -c COMMAND, --match, --cgroup or --all-python (see --help)");
+		ml_err(
+		    "%s",
+		    o->pid || o->cmd_argv || o->match || o->cgroup || o->all_python
+			? "give one of -p PID, -c COMMAND, --match, --cgroup or --all-python, not several"
+			: "nothing to trace: give -p PID, -c COMMAND, --match, --cgroup or --all-python (see --help)");
 		return -EINVAL;
 	}
 	if ((o->pprof_keep != 100 || o->pprof_max_age_s) && !o->pprof_dir) {

@@ -18,6 +18,9 @@
  * their order, each named with what it cost.
  */
 #define _GNU_SOURCE
+#include "session/overhead.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,35 +29,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include "lib/thread.h"
 #include "attach/allocators.h"
 #include "attach/uprobe_multi.h"
 #include "lib/bpfstats.h"
 #include "lib/clock.h"
-#include "memleak.h"
 #include "lib/elfsym.h"
 #include "lib/log.h"
-#include "session/overhead.h"
 #include "lib/procmaps.h"
+#include "lib/thread.h"
+#include "memleak.h"
 #include "memleak.skel.h"
 
-#define CALIB_CALLS 2000   /* malloc + free pairs a timing (about 20 ms with probes) */
-#define CALIB_REPS 3       /* timings of each setup, the fastest kept: a preempted run only ever adds */
-#define DECIDE_NS 150000000ULL     /* the first decision (and each after a change) from this much of hits */
-#define EARLY_NS 50000000ULL       /* ... or from this much, when the traps alone cost EARLY_FACTOR budgets */
+#define CALIB_CALLS 2000       /* malloc + free pairs a timing (about 20 ms with probes) */
+#define CALIB_REPS 3	       /* timings of each setup, the fastest kept: a preempted run only ever adds */
+#define DECIDE_NS 150000000ULL /* the first decision (and each after a change) from this much of hits */
+#define EARLY_NS 50000000ULL   /* ... or from this much, when the traps alone cost EARLY_FACTOR budgets */
 #define EARLY_FACTOR 5.0
-#define EARLY_HITS 2000            /* and there were this many */
-#define TENSOR_SHED_FACTOR 5.0 /* a tensor layer's probes are shed when they alone cost 5 times the budget */
-#define RSS_SHED_DOUBLINGS 6 /* the rss layer's sampling is shed down to one page in 64, then its faults */
-#define TENSOR_SHED_HALVINGS 4 /* tensor allocations are traced down to 1/16 of the time */
+#define EARLY_HITS 2000		    /* and there were this many */
+#define TENSOR_SHED_FACTOR 5.0	    /* a tensor layer's probes are shed when they alone cost 5 times the budget */
+#define RSS_SHED_DOUBLINGS 6	    /* the rss layer's sampling is shed down to one page in 64, then its faults */
+#define TENSOR_SHED_HALVINGS 4	    /* tensor allocations are traced down to 1/16 of the time */
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
-#define MIN_CPU_NS 20000000ULL      /* and 20 ms of the traced processes' CPU time to say anything */
-#define EXTRA_PROGS 3 /* heap_exit, torch_malloc, torch_free */
+#define MIN_CPU_NS 20000000ULL	    /* and 20 ms of the traced processes' CPU time to say anything */
+#define EXTRA_PROGS 3		    /* heap_exit, torch_malloc, torch_free */
 
 enum calib_state { CALIB_IDLE, CALIB_RUNNING, CALIB_DONE };
 
@@ -64,15 +64,15 @@ struct overhead {
 	int stats_fd; /* held: the kernel keeps BPF run-time statistics while it is open */
 	int ncpu;
 	uint64_t *pcpu;
-	uint64_t start_ns;   /* the probes were attached */
+	uint64_t start_ns; /* the probes were attached */
 	uint64_t last_ns, last_cpu_ns, last_probe_ns, last_other_ns, last_rss_ns;
 	uint64_t last_self_ns; /* memleak-ai's own CPU time (all its threads) */
 	uint64_t last[ML_STAT_SLOTS];
 	bool have_last;
-	bool settled;        /* a decision was taken since the last change: samples span a second again */
-	double rss_pct;      /* the rss layer's part of the last sample (its hook) */
+	bool settled;			 /* a decision was taken since the last change: samples span a second again */
+	double rss_pct;			 /* the rss layer's part of the last sample (its hook) */
 	double sum_cost_ns, sum_base_ns; /* every sample's cost and T(with) since attach: pct_since_attach */
-	bool tensor_sampling; /* the torch_cpu layer's allocation side can be paused (uprobe_multi links) */
+	bool tensor_sampling;		 /* the torch_cpu layer's allocation side can be paused (uprobe_multi links) */
 	double alloc_side_pct; /* the torch_cpu layer's part less its releases' traps (what sampling scales) */
 	overhead_rss_cost_fn rss_cost;
 	void (*rss_shed)(void *ctx, bool off);
@@ -83,13 +83,13 @@ struct overhead {
 	} extra[EXTRA_PROGS]; /* programs of other instances of the object (heap_exit, PyTorch's USDT) */
 	size_t nextra;
 	pthread_t calib;
-	int calib_prog;      /* uprobe_multi kernels: a do-nothing program of its own, loaded before the object */
+	int calib_prog; /* uprobe_multi kernels: a do-nothing program of its own, loaded before the object */
 	_Atomic int calib_state;
 	int calib_err;
 	double calib_hit, calib_ret, calib_base;
-	pid_t calib_child;   /* the calibration's child (calib_fork), and its two pipes */
+	pid_t calib_child; /* the calibration's child (calib_fork), and its two pipes */
 	int calib_cmd, calib_res;
-	char *calib_path;    /* where its malloc and free are */
+	char *calib_path; /* where its malloc and free are */
 	uint64_t calib_off[3];
 };
 
@@ -272,7 +272,7 @@ static int calib_fork(struct overhead *o)
 static int time_probes(struct overhead *o, double *base, double *entry, double *ret)
 {
 	struct bpf_link *l[3] = {};
-	int lfd[3] = { -1, -1, -1 };
+	int lfd[3] = {-1, -1, -1};
 	int err = ask(o->calib_cmd, o->calib_res, base);
 
 	for (int i = 0; i < 3 && !err; i++) {
@@ -343,8 +343,8 @@ static int calibrate_start(struct overhead *o)
 int overhead__calibrate_start(struct overhead *o, bool multi)
 {
 	struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
-		{ .code = BPF_JMP | BPF_EXIT },
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+	    {.code = BPF_JMP | BPF_EXIT},
 	};
 	LIBBPF_OPTS(bpf_prog_load_opts, lo, .expected_attach_type = ML_BPF_TRACE_UPROBE_MULTI);
 
@@ -380,9 +380,10 @@ static bool calibration_in(struct overhead *o)
 			o->info.hit_ns = o->calib_hit;
 			o->info.ret_ns = o->calib_ret;
 			o->info.calibrated = true;
-			ml_info("one probe hit costs %.0f ns here (an empty program's trap), a return probe %.0f ns more "
-				"(a malloc + free pair and the work after it take %.0f ns without probes)", o->calib_hit, o->calib_ret,
-				o->calib_base);
+			ml_info(
+			    "one probe hit costs %.0f ns here (an empty program's trap), a return probe %.0f ns more "
+			    "(a malloc + free pair and the work after it take %.0f ns without probes)",
+			    o->calib_hit, o->calib_ret, o->calib_base);
 		}
 	}
 	return true;
@@ -396,8 +397,8 @@ static int read_counters(struct overhead *o, uint64_t *v)
 /* The allocator probes' programs, in any instance of the object: their run time is the layers', shared out by hits. */
 static bool is_probe_prog(const struct bpf_program *p)
 {
-	static const char *const probes[] = { "alloc_enter", "alloc_exit", "free_enter", "free_exit", "torch_malloc",
-					      "torch_free" };
+	static const char *const probes[] = {"alloc_enter", "alloc_exit",   "free_enter",
+					     "free_exit",   "torch_malloc", "torch_free"};
 
 	for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++)
 		if (!strcmp(bpf_program__name(p), probes[i]))
@@ -411,9 +412,8 @@ static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 	struct bpf_program *prog;
 
 	*probe = *other = 0;
-	bpf_object__for_each_program(prog, o->skel->obj)
-		if (prog != o->skel->progs.calib)
-			*(is_probe_prog(prog) ? probe : other) += ml_prog_run_ns(bpf_program__fd(prog));
+	bpf_object__for_each_program(prog, o->skel->obj) if (prog != o->skel->progs.calib) *
+	    (is_probe_prog(prog) ? probe : other) += ml_prog_run_ns(bpf_program__fd(prog));
 	for (size_t i = 0; i < o->nextra; i++)
 		*(o->extra[i].probe ? probe : other) += ml_prog_run_ns(o->extra[i].fd);
 }
@@ -499,7 +499,8 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
 		in->layer_pct[l] = layer_ns[l] * scale / base * 100.0;
 	/* A release is one entry trap (free_cpu has no return probe); the rest is the allocation side's. */
 	{
-		double e = (double)(d[ML_STAT_ENTRY_HITS(ML_LAYER_TORCH_CPU)] + d[ML_STAT_RET_HITS(ML_LAYER_TORCH_CPU)]);
+		double e =
+		    (double)(d[ML_STAT_ENTRY_HITS(ML_LAYER_TORCH_CPU)] + d[ML_STAT_RET_HITS(ML_LAYER_TORCH_CPU)]);
 		double fr = (double)d[ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU)];
 
 		o->alloc_side_pct = e > 0 && fr < e ? in->layer_pct[ML_LAYER_TORCH_CPU] * (1 - fr / e) : 0;
@@ -620,25 +621,22 @@ static double tensor_part(const struct overhead *o, unsigned int layer)
 static double shed_part(const struct overhead *o, enum ml_shed step)
 {
 	switch (step) {
-	case ML_SHED_RSS_SAMPLING:
-		return o->rss_cost ? o->rss_pct : 0;
+	case ML_SHED_RSS_SAMPLING: return o->rss_cost ? o->rss_pct : 0;
 	/* Tensor allocations sampled in time: what it saves is half the allocation side's traps, a step. */
 	case ML_SHED_TORCH_CPU_SAMPLING:
 		return o->tensor_sampling && o->info.tensor_halvings < TENSOR_SHED_HALVINGS &&
-		       !(o->info.shed & (1U << ML_SHED_TORCH_CPU)) ? o->alloc_side_pct : 0;
+			       !(o->info.shed & (1U << ML_SHED_TORCH_CPU))
+			   ? o->alloc_side_pct
+			   : 0;
 	/*
 	 * The tensor layers' probes are what names a leak in Python code (heap growth cannot: it names who
 	 * reached new memory, not who keeps it): they go only when they alone cost TENSOR_SHED_FACTOR times the
 	 * budget, a job allocating tensors at a rate where tracing each one is no longer affordable.
 	 */
-	case ML_SHED_TORCH_CPU:
-		return tensor_part(o, ML_LAYER_TORCH_CPU);
-	case ML_SHED_TORCH_CUDA:
-		return tensor_part(o, ML_LAYER_TORCH_CUDA);
-	case ML_SHED_RSS_FAULTS:
-		return o->rss_cost ? o->rss_pct : 0;
-	default:
-		return 0;
+	case ML_SHED_TORCH_CPU: return tensor_part(o, ML_LAYER_TORCH_CPU);
+	case ML_SHED_TORCH_CUDA: return tensor_part(o, ML_LAYER_TORCH_CUDA);
+	case ML_SHED_RSS_FAULTS: return o->rss_cost ? o->rss_pct : 0;
+	default: return 0;
 	}
 }
 
@@ -651,13 +649,14 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 	 * brings the cost under the budget, or it only loses information. Tensor sampling keeps every stack
 	 * (as estimates) and lowers what stays: it goes whenever the cost is over the budget.
 	 */
-	static const unsigned int tensor_layers[] = { ML_LAYER_TORCH_CPU, ML_LAYER_TORCH_CUDA };
+	static const unsigned int tensor_layers[] = {ML_LAYER_TORCH_CPU, ML_LAYER_TORCH_CUDA};
 
 	for (size_t i = 0; i < sizeof(tensor_layers) / sizeof(tensor_layers[0]); i++)
 		if (!tensor_part(o, tensor_layers[i]))
 			kept += o->info.layer_pct[tensor_layers[i]];
 	for (int s = ML_SHED_RSS_SAMPLING + 1; s < ML_SHED_RSS_FAULTS; s++)
-		if ((s == ML_SHED_TORCH_CPU_SAMPLING || !(o->info.shed & (1U << s))) && shed_part(o, (enum ml_shed)s) > later)
+		if ((s == ML_SHED_TORCH_CPU_SAMPLING || !(o->info.shed & (1U << s))) &&
+		    shed_part(o, (enum ml_shed)s) > later)
 			later = shed_part(o, (enum ml_shed)s);
 	if (shed_part(o, ML_SHED_TORCH_CPU_SAMPLING) > 0)
 		return ML_SHED_TORCH_CPU_SAMPLING;
@@ -708,8 +707,8 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 	parts[0] = '\0';
 	for (unsigned int l = 0; l < ML_LAYER_MAX && n < sizeof(parts); l++)
 		if (in->layer_pct[l] >= 0.05)
-			n += (size_t)snprintf(parts + n, sizeof(parts) - n, "%s%s %.1f%%", n ? ", " : "", ml_layer_name(l),
-					      in->layer_pct[l]);
+			n += (size_t)snprintf(parts + n, sizeof(parts) - n, "%s%s %.1f%%", n ? ", " : "",
+					      ml_layer_name(l), in->layer_pct[l]);
 	if (n < sizeof(parts) && in->other_pct >= 0.05)
 		snprintf(parts + n, sizeof(parts) - n, "%sother %.1f%%", n ? ", " : "", in->other_pct);
 	ml_notice("tracing still costs %.1f%% in heap-growth mode, over the %g%% budget (%s): shedding %s (%.1f%%)",

@@ -31,8 +31,9 @@ void overhead__start(struct overhead *o, const int *pids, size_t npids);
 
 /* What overhead__sample asks of the caller. */
 enum overhead_action {
-	OVERHEAD_OK = 0,   /* within the budget, or nothing left to do about it */
-	OVERHEAD_HEAP = 1, /* the C heap's probes push the cost over the budget: heap-growth mode (overhead__heap_mode) */
+	OVERHEAD_OK = 0, /* within the budget, or nothing left to do about it */
+	OVERHEAD_HEAP =
+	    1, /* the C heap's probes push the cost over the budget: heap-growth mode (overhead__heap_mode) */
 	OVERHEAD_SHED = 2, /* still over the budget in heap-growth mode: shed overhead__next_shed()'s step */
 };
 

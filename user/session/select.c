@@ -1,5 +1,6 @@
 /* Whole-node targets: the processes of the machine that --match, --cgroup or --all-python select. */
 #define _GNU_SOURCE
+#include "session/select.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +16,6 @@
 #include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
-#include "session/select.h"
 
 #define CGROUP_DEPTH 32 /* nested cgroups walked below --cgroup (a pod's containers, their children) */
 
@@ -63,7 +63,8 @@ struct selector *selector__new(const struct selector_opts *o, int *err)
 		}
 		if (*err) {
 			ml_err("--cgroup %s: neither a cgroup directory (with a cgroup.procs) nor a cgroup path as "
-			       "/proc/PID/cgroup shows one: %s", o->cgroup, strerror(-*err));
+			       "/proc/PID/cgroup shows one: %s",
+			       o->cgroup, strerror(-*err));
 			free(s);
 			return NULL;
 		}
@@ -343,7 +344,8 @@ int selector__scan(struct selector *s, int (*add)(void *ctx, int pid), void *ctx
 			return -ENOMEM;
 		old = find_prev(s, now.pid);
 		/* Looked at already, same image: once offered, or (a cgroup path) unless it may have moved in. */
-		if (old && old->start == now.start && old->comm == now.comm && (old->matched || !s->o.cgroup || s->cgroup_dir)) {
+		if (old && old->start == now.start && old->comm == now.comm &&
+		    (old->matched || !s->o.cgroup || s->cgroup_dir)) {
 			now.matched = old->matched;
 		} else if (matches(s, now.pid)) {
 			now.matched = true;

@@ -13,7 +13,7 @@ struct selector_opts {
 	const regex_t *match; /* --match: against the command line, words joined by spaces */
 	const char *cgroup;   /* --cgroup: a cgroup directory (v1 or v2) */
 	bool all_python;      /* --all-python: CPython 3.11 to 3.13 */
-	int self;             /* never selected: memleak-ai's own pid */
+	int self;	      /* never selected: memleak-ai's own pid */
 };
 
 struct selector;

@@ -4,6 +4,9 @@
  * exit, forks and execs, library rescans, and every interval a report (collect, judge, write).
  */
 #define _GNU_SOURCE
+#include "session/session.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,8 +21,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "attach/allocators.h"
 #include "attach/probes.h"
 #include "attach/uprobe_multi.h"
@@ -37,13 +38,12 @@
 #include "report/push.h"
 #include "report/report.h"
 #include "report/stackview.h"
-#include "session/fleet.h"
 #include "session/bgobj.h"
 #include "session/budget.h"
+#include "session/fleet.h"
 #include "session/follow.h"
 #include "session/overhead.h"
 #include "session/select.h"
-#include "session/session.h"
 #include "session/target.h"
 #include "session/tracee.h"
 #include "symbolize/symbolizer.h"
@@ -53,7 +53,7 @@
 #define READ_ONCE_U64(x) ((uint64_t)__atomic_load_n(&(x), __ATOMIC_RELAXED))
 
 #define FAST_SCAN_S 0.05 /* libraries come and go most right after start: rescan this often at first, */
-#define FAST_SCANS 40    /* this many times, then once a second */
+#define FAST_SCANS 40	 /* this many times, then once a second */
 /*
  * A process whose dynamic loader is watched (ldso_notify) has its mappings read when a library comes or goes,
  * once right after the watch is on (what was mapped between the first scan and the watch), and on every
@@ -62,42 +62,42 @@
  */
 #define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
-#define N_OUTPUTS 3      /* the main output (-f, -o), then --json and --pprof */
+#define N_OUTPUTS 3	   /* the main output (-f, -o), then --json and --pprof */
 #define RSS_MAX_RATE 250.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
 
 struct session {
 	const struct ml_opts *o;
 	struct memleak_bpf *skel;
 	struct target tgt;
-	struct tracee root;     /* the first process; followers are tracees too */
+	struct tracee root; /* the first process; followers are tracees too */
 	struct tracee_env env;
-	bool multi;             /* uprobe_multi links */
-	unsigned int layers;    /* as --layers, less libc once in heap-growth mode */
+	bool multi;	     /* uprobe_multi links */
+	unsigned int layers; /* as --layers, less libc once in heap-growth mode */
 	struct followers *followers;
-	struct bgobj *usdt_obj; /* PyTorch's USDT programs, loaded in the background */
-	struct selector *sel;   /* --match, --cgroup, --all-python: no first process, every match a follower */
+	struct bgobj *usdt_obj;		/* PyTorch's USDT programs, loaded in the background */
+	struct selector *sel;		/* --match, --cgroup, --all-python: no first process, every match a follower */
 	struct metrics_server *metrics; /* --metrics-listen */
-	struct pusher *push;            /* --push, --pprof-dir */
-	struct ring_buffer *proc_rb; /* --follow's fork and exec events */
-	bool root_exec;         /* the first process ran exec (once or more) since the events were last read */
+	struct pusher *push;		/* --push, --pprof-dir */
+	struct ring_buffer *proc_rb;	/* --follow's fork and exec events */
+	bool root_exec;			/* the first process ran exec (once or more) since the events were last read */
 	struct stackstore *stacks;
 	struct ledger *ledger;
 	struct verdicts *verdicts;
 	struct html_timeline *timeline;
 	struct stackview *sv;
 	struct overhead *ov;
-	struct rsspages *rss;   /* the rss layer, when on */
+	struct rsspages *rss; /* the rss layer, when on */
 	FILE *out, *extra_out[N_OUTPUTS - 1];
 	struct reporter *reps[N_OUTPUTS];
-	struct budget *budget;                  /* --max-overhead's actions: heap-growth mode, shedding */
-	struct budget_env benv;                 /* what they change (budget_env_of) */
+	struct budget *budget;			/* --max-overhead's actions: heap-growth mode, shedding */
+	struct budget_env benv;			/* what they change (budget_env_of) */
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
-	struct bpf_link *oom_link;              /* the OOM killer's choice of a traced process (mark_victim) */
-	bool oom_report;                        /* a follower was chosen: report now, before its exit drops it */
-	bool closing;                           /* the final report is due: read what is left, start nothing new */
-	struct bpf_link *ld_stop; /* -c: stops the target at each report of its dynamic loader (dlopen) */
-	uint64_t ld_stops_seen;   /* the BPF side's count of those stops when the last one was handled */
-	uint64_t ld_held_ns, ld_handled; /* how long the target was held at them, and how many were handled */
+	struct bpf_link *oom_link;		/* the OOM killer's choice of a traced process (mark_victim) */
+	bool oom_report;			/* a follower was chosen: report now, before its exit drops it */
+	bool closing;				/* the final report is due: read what is left, start nothing new */
+	struct bpf_link *ld_stop;		/* -c: stops the target at each report of its dynamic loader (dlopen) */
+	uint64_t ld_stops_seen;			/* the BPF side's count of those stops when the last one was handled */
+	uint64_t ld_held_ns, ld_handled;	/* how long the target was held at them, and how many were handled */
 	int sfd, tick_fd, scan_fd;
 	uint64_t seq, scans, start_ns;
 	int *pids; /* the traced processes' pids, for the overhead sample */
@@ -116,8 +116,12 @@ static void test_attach_delay(void)
 
 static struct probes_opts root_probes_opts(const struct session *ss)
 {
-	return (struct probes_opts){ .pid = ss->root.pid, .layers = ss->layers, .torch_raw = ss->o->torch_raw,
-				     .multi = ss->multi, .usdt_prog = bgobj__usdt_prog, .usdt_ctx = ss->usdt_obj };
+	return (struct probes_opts){.pid = ss->root.pid,
+				    .layers = ss->layers,
+				    .torch_raw = ss->o->torch_raw,
+				    .multi = ss->multi,
+				    .usdt_prog = bgobj__usdt_prog,
+				    .usdt_ctx = ss->usdt_obj};
 }
 
 /* Where a traced process's frames resolve, the first one's or a follower's. */
@@ -217,7 +221,8 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 	if (ss->closing && (e->type == ML_PROC_FORK || e->type == ML_PROC_DLOPEN))
 		return 0; /* the run ends: nothing new is probed */
 	if (e->type == ML_PROC_FORK) {
-		if (!ss->o->follow) { /* a whole-node run with --no-follow: the selected processes, not their children */
+		if (!ss->o
+			 ->follow) { /* a whole-node run with --no-follow: the selected processes, not their children */
 			__u32 key = e->tgid;
 
 			bpf_map_delete_elem(bpf_map__fd(ss->skel->maps.traced), &key);
@@ -235,7 +240,8 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 		if (ss->ledger)
 			ledger__forget(ss->ledger, (int)e->tgid, e->ts_ns);
 		if ((int)e->tgid == ss->root.pid)
-			ss->root_exec = true; /* a launcher script can exec several times in a row: probe the last image */
+			ss->root_exec =
+			    true; /* a launcher script can exec several times in a row: probe the last image */
 		else if (!ss->closing)
 			followers__exec(ss->followers, (int)e->tgid);
 	}
@@ -246,12 +252,12 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 static int start_following(struct session *ss)
 {
 	/* The first process's probes options (each follower's pid set by follow.c), every layer asked for. */
-	struct follow_opts fo = { .probes = root_probes_opts(ss),
-				  .python = ss->o->python,
-				  .uw = ss->env.uw,
-				  .debug_dir = ss->o->debug_dir,
-				  .max = MAX_FOLLOWERS,
-				  .root = ss->root.pid ? &ss->root : NULL };
+	struct follow_opts fo = {.probes = root_probes_opts(ss),
+				 .python = ss->o->python,
+				 .uw = ss->env.uw,
+				 .debug_dir = ss->o->debug_dir,
+				 .max = MAX_FOLLOWERS,
+				 .root = ss->root.pid ? &ss->root : NULL};
 	__u32 key = (__u32)ss->root.pid, one = 1;
 	struct ml_child *kids = NULL;
 	size_t nkids = 0;
@@ -304,7 +310,7 @@ static int node_add(void *ctx, int pid)
 /* The traced processes as the fleet outputs see them: the first one (if any), then the followers. */
 static struct fleet_procs fleet_of(struct session *ss)
 {
-	return (struct fleet_procs){ .root = ss->root.pid ? &ss->root : NULL, .followers = ss->followers };
+	return (struct fleet_procs){.root = ss->root.pid ? &ss->root : NULL, .followers = ss->followers};
 }
 
 /* ss->pids: the traced processes' pids, the first one's first. How many (0: none, or out of memory). */
@@ -363,8 +369,8 @@ static int attach_root(struct session *ss)
 static int open_outputs(struct session *ss)
 {
 	const struct ml_opts *o = ss->o;
-	const char *paths[N_OUTPUTS - 1] = { o->json, o->pprof };
-	const enum ml_format fmts[N_OUTPUTS - 1] = { ML_FMT_JSON, ML_FMT_PPROF };
+	const char *paths[N_OUTPUTS - 1] = {o->json, o->pprof};
+	const enum ml_format fmts[N_OUTPUTS - 1] = {ML_FMT_JSON, ML_FMT_PPROF};
 	int err;
 
 	ss->stacks = stackstore__new();
@@ -375,9 +381,9 @@ static int open_outputs(struct session *ss)
 		ml_err("cannot read the stacks' ring buffer: %s", strerror(-err));
 		return err;
 	}
-	ss->ledger = ledger__new(ss->skel, &(struct ledger_opts){ .tgid = ss->root.pid,
-								   .min_age_ns = (uint64_t)(o->min_age_s * 1e9),
-								   .stacks = ss->stacks });
+	ss->ledger = ledger__new(ss->skel, &(struct ledger_opts){.tgid = ss->root.pid,
+								 .min_age_ns = (uint64_t)(o->min_age_s * 1e9),
+								 .stacks = ss->stacks});
 	ss->verdicts = verdicts__new();
 	ss->timeline = o->html ? html_timeline__new() : NULL;
 	ss->sv = ss->ledger ? stackview__new(ss->ledger, resolver, ss) : NULL;
@@ -385,9 +391,9 @@ static int open_outputs(struct session *ss)
 		return -ENOMEM;
 	ledger__set_canon(ss->ledger, stackview__canon, ss->sv);
 	if (ss->layers & (1U << ML_LAYER_RSS)) {
-		struct rsspages_opts ro = { .max_records = o->max_allocs / 4, .max_pages_per_s = RSS_MAX_RATE };
+		struct rsspages_opts ro = {.max_records = o->max_allocs / 4, .max_pages_per_s = RSS_MAX_RATE};
 		const char *t = getenv("MEMLEAK_AI_TEST_RSS_MAX_RECORDS"); /* test hooks: sampling without GiBs, */
-		const char *rate = getenv("MEMLEAK_AI_TEST_RSS_MAX_RATE");   /* exact counts of large bursts */
+		const char *rate = getenv("MEMLEAK_AI_TEST_RSS_MAX_RATE"); /* exact counts of large bursts */
 		uint64_t v;
 
 		if (t)
@@ -402,8 +408,10 @@ static int open_outputs(struct session *ss)
 			ss->layers &= ~(1U << ML_LAYER_RSS);
 		}
 	}
-	ss->reps[0] = reporter__new(ss->out, &(struct report_opts){ .format = o->format, .top = o->top,
-								     .pid = ss->root.pid, .native = o->native }, ss->sv);
+	ss->reps[0] = reporter__new(
+	    ss->out,
+	    &(struct report_opts){.format = o->format, .top = o->top, .pid = ss->root.pid, .native = o->native},
+	    ss->sv);
 	if (!ss->reps[0])
 		return -ENOMEM;
 	for (int i = 0; i < N_OUTPUTS - 1; i++) {
@@ -412,8 +420,9 @@ static int open_outputs(struct session *ss)
 		ss->extra_out[i] = ml_open_output(paths[i]);
 		if (!ss->extra_out[i])
 			return -EIO;
-		ss->reps[i + 1] = reporter__new(ss->extra_out[i], &(struct report_opts){ .format = fmts[i], .top = o->top,
-											  .pid = ss->root.pid }, ss->sv);
+		ss->reps[i + 1] =
+		    reporter__new(ss->extra_out[i],
+				  &(struct report_opts){.format = fmts[i], .top = o->top, .pid = ss->root.pid}, ss->sv);
 		if (!ss->reps[i + 1])
 			return -ENOMEM;
 	}
@@ -434,9 +443,11 @@ static int session_open(struct session *ss)
 	if (!ss->out)
 		return -EIO;
 	if (ml_opts_node(o)) {
-		ss->sel = selector__new(&(struct selector_opts){ .match = o->match ? &o->match_re : NULL,
-								 .cgroup = o->cgroup, .all_python = o->all_python,
-								 .self = getpid() }, &err);
+		ss->sel = selector__new(&(struct selector_opts){.match = o->match ? &o->match_re : NULL,
+								.cgroup = o->cgroup,
+								.all_python = o->all_python,
+								.self = getpid()},
+					&err);
 		if (!ss->sel)
 			return err; /* said why */
 	} else {
@@ -446,20 +457,24 @@ static int session_open(struct session *ss)
 		ss->root.pid = ss->tgt.pid;
 	}
 	ml_protect_from_oom(); /* after -c's fork: the command keeps its own score */
-	/* Their threads take no signal: SIGINT and SIGTERM are the event loop's (its signalfd), never a default death. */
+	/* Their threads take no signal: SIGINT and SIGTERM are the event loop's (its signalfd), never a default death.
+	 */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = 0;
 	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err)))
 		err = err ? err : -ENOMEM; /* said why */
 	else if ((o->push_url || o->pprof_dir) &&
-		 !(ss->push = pusher__new(&(struct pusher_opts){ .url = o->push_url, .tenant = o->push_tenant,
-								  .service = o->push_service,
-								  .token = getenv("MEMLEAK_AI_PUSH_TOKEN"),
-								  .user = getenv("MEMLEAK_AI_PUSH_USER"),
-								  .password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
-								  .dir = o->pprof_dir, .keep = o->pprof_keep,
-								  .max_age_s = o->pprof_max_age_s }, &err)))
+		 !(ss->push = pusher__new(&(struct pusher_opts){.url = o->push_url,
+								.tenant = o->push_tenant,
+								.service = o->push_service,
+								.token = getenv("MEMLEAK_AI_PUSH_TOKEN"),
+								.user = getenv("MEMLEAK_AI_PUSH_USER"),
+								.password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
+								.dir = o->pprof_dir,
+								.keep = o->pprof_keep,
+								.max_age_s = o->pprof_max_age_s},
+					  &err)))
 		err = err ? err : -ENOMEM; /* said why */
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
@@ -480,16 +495,16 @@ static int session_open(struct session *ss)
 		return err;
 	/* Its heap-growth and USDT programs are verified in the background from here, while the probes are attached. */
 	ss->budget = budget__new(ss->skel, o->max_overhead);
-	if (!ss->budget || ((o->layers & (1U << ML_LAYER_TORCH_CUDA)) &&
-			    !(ss->usdt_obj = bgobj__start(ss->skel, bgobj__usdt_progs))))
+	if (!ss->budget ||
+	    ((o->layers & (1U << ML_LAYER_TORCH_CUDA)) && !(ss->usdt_obj = bgobj__start(ss->skel, bgobj__usdt_progs))))
 		return -ENOMEM;
 	bgobj__count_in(ss->usdt_obj, ss->ov);
 	n = n ? n : overhead__bind(ss->ov, ss->skel);
 	if (n)
 		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
-	ss->env = (struct tracee_env){ .skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir };
+	ss->env = (struct tracee_env){.skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir};
 	if (o->unwind_tables) {
-		ss->env.uw = unwinder__new(ss->skel, &(struct unwind_opts){ .debug_dir = o->debug_dir });
+		ss->env.uw = unwinder__new(ss->skel, &(struct unwind_opts){.debug_dir = o->debug_dir});
 		if (!ss->env.uw) {
 			err = -errno;
 			ml_err("cannot map the unwinding tables: %s", strerror(-err));
@@ -529,8 +544,10 @@ static int start_command(struct session *ss)
 	n = tracee__sync(&ss->root, &ss->env);
 	if (n >= 0 && ml_maps__read(ss->root.pid, &maps) == 0) {
 		if ((o->layers & (1U << ML_LAYER_LIBC)) && probes__libc_missing(ss->root.probes, &maps)) {
-			ml_err("'%s' has no C library with malloc and free to probe (a static binary without symbols?); "
-			       "not started", o->cmd_argv[0]);
+			ml_err(
+			    "'%s' has no C library with malloc and free to probe (a static binary without symbols?); "
+			    "not started",
+			    o->cmd_argv[0]);
 			kill(ss->root.pid, SIGKILL); /* held before its first instruction: it never ran */
 			n = -ENOENT;
 		} else {
@@ -603,8 +620,11 @@ static int session_start(struct session *ss)
 	if (ss->sel) {
 		nf = nobj = 0;
 		missing = 0;
-		ml_notice("watching the node: %zu processes traced now (%s), more as they start", followers__count(ss->followers),
-			  o->match ? "--match" : o->cgroup ? "--cgroup" : "--all-python");
+		ml_notice("watching the node: %zu processes traced now (%s), more as they start",
+			  followers__count(ss->followers),
+			  o->match    ? "--match"
+			  : o->cgroup ? "--cgroup"
+				      : "--all-python");
 	} else {
 		nobj = probes__n_probed(ss->root.probes, &nf);
 		missing = o->layers & ~probes__active_layers(ss->root.probes) & ((1U << ML_LAYER_MAX) - 1) &
@@ -635,8 +655,13 @@ static int session_start(struct session *ss)
 /* What the budget's actions change. */
 static const struct budget_env *budget_env_of(struct session *ss)
 {
-	ss->benv = (struct budget_env){ .skel = ss->skel, .root_pid = ss->root.pid, .root = ss->root.probes,
-					.followers = ss->followers, .ledger = ss->ledger, .ov = ss->ov, .layers = &ss->layers };
+	ss->benv = (struct budget_env){.skel = ss->skel,
+				       .root_pid = ss->root.pid,
+				       .root = ss->root.probes,
+				       .followers = ss->followers,
+				       .ledger = ss->ledger,
+				       .ov = ss->ov,
+				       .layers = &ss->layers};
 	return &ss->benv;
 }
 
@@ -714,17 +739,21 @@ static int session_report(struct session *ss, bool *final)
 		reporter__set_duration(ss->reps[i], snap->now_ns - ss->start_ns);
 		err = reporter__emit(ss->reps[i], snap, judged, order, ss->seq, *final);
 		if (err) {
-			ml_err("cannot write the report%s%s: %s", i ? " to " : "", i == 1 ? o->json : i == 2 ? o->pprof : "",
+			ml_err("cannot write the report%s%s: %s", i ? " to " : "",
+			       i == 1	? o->json
+			       : i == 2 ? o->pprof
+					: "",
 			       strerror(-err));
 			return err;
 		}
 	}
 	if (ss->metrics)
-		fleet__publish_metrics(ss->metrics, fleet_of(ss), snap, judged, ss->layers, overhead__info(ss->ov), ss->seq);
+		fleet__publish_metrics(ss->metrics, fleet_of(ss), snap, judged, ss->layers, overhead__info(ss->ov),
+				       ss->seq);
 	if (ss->push)
 		fleet__push(ss->push, fleet_of(ss), snap, judged, ss->sv, ss->seq);
 	if (*final && o->html) {
-		struct html_opts ho = { .pid = ss->root.pid, .top = o->top, .reports = ss->seq };
+		struct html_opts ho = {.pid = ss->root.pid, .top = o->top, .reports = ss->seq};
 
 		err = ml_html_write(o->html, &ho, ss->timeline, snap, judged, order, ss->verdicts, ss->sv);
 		if (err)
@@ -737,12 +766,12 @@ static int session_report(struct session *ss, bool *final)
 static int session_loop(struct session *ss)
 {
 	for (;;) {
-		struct pollfd all[6] = { { .fd = ss->sfd, .events = POLLIN },
-					 { .fd = ss->tgt.pidfd, .events = POLLIN },
-					 { .fd = ss->tick_fd, .events = POLLIN },
-					 { .fd = ss->scan_fd, .events = POLLIN },
-					 { .fd = ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, .events = POLLIN },
-					 { .fd = budget__timer_fd(ss->budget), .events = POLLIN } };
+		struct pollfd all[6] = {{.fd = ss->sfd, .events = POLLIN},
+					{.fd = ss->tgt.pidfd, .events = POLLIN},
+					{.fd = ss->tick_fd, .events = POLLIN},
+					{.fd = ss->scan_fd, .events = POLLIN},
+					{.fd = ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, .events = POLLIN},
+					{.fd = budget__timer_fd(ss->budget), .events = POLLIN}};
 		uint64_t expirations;
 		bool final = false;
 		int err;
@@ -810,8 +839,10 @@ static int session_close(struct session *ss, bool ok)
 	if (!ok && ss->tgt.spawned && ss->tgt.stopped)
 		kill(ss->tgt.pid, SIGKILL); /* -c: held before its first instruction, it never ran */
 	if (ss->ld_stop) {
-		ml_info("pid %d was held %.0f ms at %" PRIu64 " reports of its dynamic loader (dlopen), its new libraries "
-			"probed before their code ran", ss->root.pid, (double)ss->ld_held_ns / 1e6, ss->ld_handled);
+		ml_info("pid %d was held %.0f ms at %" PRIu64
+			" reports of its dynamic loader (dlopen), its new libraries "
+			"probed before their code ran",
+			ss->root.pid, (double)ss->ld_held_ns / 1e6, ss->ld_handled);
 		bpf_link__destroy(ss->ld_stop);
 		/* A dlopen stop asked for and not handled yet: let it go on. */
 		if (READ_ONCE_U64(ss->skel->bss->ldso_stops) != ss->ld_stops_seen && target__alive(&ss->tgt))
@@ -840,7 +871,8 @@ static int session_close(struct session *ss, bool ok)
 		pusher__free_after(ss->push, &st);
 		if (ss->o->push_url)
 			ml_notice("--push: %" PRIu64 " profiles sent, %" PRIu64 " refused or not answered, %" PRIu64
-				  " dropped from a full queue", st.sent, st.failed, st.dropped);
+				  " dropped from a full queue",
+				  st.sent, st.failed, st.dropped);
 	}
 	overhead__free(ss->ov);
 	verdicts__free(ss->verdicts);
@@ -868,8 +900,13 @@ static int session_close(struct session *ss, bool ok)
 
 int session__run(const struct ml_opts *o)
 {
-	struct session ss = { .o = o, .layers = o->layers, .tgt = { .pidfd = -1, .go_fd = -1, .status_fd = -1 },
-			      .root = { .pidfd = -1 }, .sfd = -1, .tick_fd = -1, .scan_fd = -1 };
+	struct session ss = {.o = o,
+			     .layers = o->layers,
+			     .tgt = {.pidfd = -1, .go_fd = -1, .status_fd = -1},
+			     .root = {.pidfd = -1},
+			     .sfd = -1,
+			     .tick_fd = -1,
+			     .scan_fd = -1};
 	int err;
 
 	bool oom;

@@ -11,8 +11,8 @@ struct memleak_bpf;
 
 /*
  * Set the BPF object up before it loads, as a run with options o does: the allocator table, the tables'
- * sizes, the unwinder, uprobe_multi links (multi), heap-growth mode's program only when it can be needed, the rss layer's only
- * when it is on.
+ * sizes, the unwinder, uprobe_multi links (multi), heap-growth mode's program only when it can be needed, the rss
+ * layer's only when it is on.
  */
 void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi);
 

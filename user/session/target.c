@@ -1,21 +1,21 @@
 /* The traced process: checks that it exists, starts it for -c, and tells when it exits. */
 #define _GNU_SOURCE
+#include "session/target.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <linux/capability.h>
 #include "lib/log.h"
 #include "session/opts.h"
-#include "session/target.h"
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
@@ -51,7 +51,7 @@ static bool sysfs_exists(const char *rel)
 
 int ml_check_system(void)
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct d[2] = {};
 
 	if (syscall(SYS_capget, &h, d)) {
@@ -67,11 +67,13 @@ int ml_check_system(void)
 		return -EPERM;
 	}
 	if (!sysfs_exists("kernel/btf/vmlinux")) {
-		ml_err("this kernel has no BTF (%s/kernel/btf/vmlinux missing): needs CONFIG_DEBUG_INFO_BTF=y", sysfs_root());
+		ml_err("this kernel has no BTF (%s/kernel/btf/vmlinux missing): needs CONFIG_DEBUG_INFO_BTF=y",
+		       sysfs_root());
 		return -EOPNOTSUPP;
 	}
 	if (!sysfs_exists("bus/event_source/devices/uprobe/type")) {
-		ml_err("this kernel has no uprobe support (%s/bus/event_source/devices/uprobe missing): needs CONFIG_UPROBE_EVENTS=y",
+		ml_err("this kernel has no uprobe support (%s/bus/event_source/devices/uprobe missing): needs "
+		       "CONFIG_UPROBE_EVENTS=y",
 		       sysfs_root());
 		return -EOPNOTSUPP;
 	}
@@ -291,7 +293,7 @@ void target__resume(struct target *t)
 
 bool target__alive(struct target *t)
 {
-	struct pollfd p = { .fd = t->pidfd, .events = POLLIN };
+	struct pollfd p = {.fd = t->pidfd, .events = POLLIN};
 
 	return t->pidfd >= 0 && poll(&p, 1, 0) == 0;
 }

@@ -6,12 +6,12 @@
 
 struct target {
 	int pid;
-	int pidfd;      /* readable once the process has exited */
-	bool spawned;   /* started by us (-c): reaped by us */
-	int go_fd;      /* -c: writing here lets the child exec */
-	int status_fd;  /* -c: the child reports a failed exec here; EOF means exec succeeded */
+	int pidfd;     /* readable once the process has exited */
+	bool spawned;  /* started by us (-c): reaped by us */
+	int go_fd;     /* -c: writing here lets the child exec */
+	int status_fd; /* -c: the child reports a failed exec here; EOF means exec succeeded */
 	int exit_status;
-	bool stopped;   /* -c: held at its first instruction after exec */
+	bool stopped; /* -c: held at its first instruction after exec */
 	bool reaped;
 };
 

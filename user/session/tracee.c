@@ -1,19 +1,19 @@
 /* One traced process: probes, Python frame decoder and symbolizer, for the first process and followers alike. */
 #define _GNU_SOURCE
+#include "session/tracee.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "collect/rsspages.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
-#include "report/report.h"
 #include "python/pyframes.h"
-#include "session/tracee.h"
+#include "report/report.h"
 #include "symbolize/symbolizer.h"
 #include "unwind/unwind.h"
 #include "memleak.skel.h"
@@ -130,13 +130,14 @@ bool tracee__oom_chosen(struct tracee *t, const struct ml_oom_event *o)
 
 	if (t->oom.killed)
 		return false;
-	t->oom = (struct ml_oom){ .killed = true, .anon_bytes = o->anon_bytes, .file_bytes = o->file_bytes,
-				  .shmem_bytes = o->shmem_bytes };
+	t->oom = (struct ml_oom){
+	    .killed = true, .anon_bytes = o->anon_bytes, .file_bytes = o->file_bytes, .shmem_bytes = o->shmem_bytes};
 	ml_fmt_bytes(a, sizeof(a), (double)o->anon_bytes);
 	ml_fmt_bytes(f, sizeof(f), (double)o->file_bytes);
 	ml_fmt_bytes(sh, sizeof(sh), (double)o->shmem_bytes);
 	ml_notice("pid %d was chosen by the kernel's OOM killer (RSS then: anon %s, file %s, shmem %s): its report "
-		  "follows", t->pid, a, f, sh);
+		  "follows",
+		  t->pid, a, f, sh);
 	return true;
 }
 
@@ -201,7 +202,7 @@ void tracee__resolver(const struct tracee *t, struct ml_resolver *out)
 
 bool tracee__exited(const struct tracee *t)
 {
-	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
+	struct pollfd pfd = {.fd = t->pidfd, .events = POLLIN};
 
 	return t->pidfd >= 0 && poll(&pfd, 1, 0) == 1;
 }

@@ -21,20 +21,20 @@ struct unwinder;
 struct tracee_env {
 	struct memleak_bpf *skel;
 	struct unwinder *uw;   /* unwinding tables of all traced processes; NULL: frame pointers only */
-	bool python;           /* Python frames */
+	bool python;	       /* Python frames */
 	const char *debug_dir; /* --debug-dir, NULL: the default */
 };
 
 struct tracee {
 	int pid, parent; /* parent: the traced process it was forked from, 0 for the first one */
-	int pidfd;       /* a follower's own (its exit, its identity); -1 for the first one (the target's) */
+	int pidfd;	 /* a follower's own (its exit, its identity); -1 for the first one (the target's) */
 	struct probes *probes;
 	struct pyframes *py; /* NULL without Python frames */
 	struct symbolizer *sym;
 	struct bpf_link *ld_watch; /* the loader's report of a library change (ldso_notify); NULL: rescan always */
-	struct ml_labels labels; /* rank, job, container, comm: read once, at attach */
-	const char *role;        /* "main", or "worker" for a child of a traced process with its rank */
-	struct ml_oom oom;       /* the OOM killer chose it (and its RSS then) */
+	struct ml_labels labels;   /* rank, job, container, comm: read once, at attach */
+	const char *role;	   /* "main", or "worker" for a child of a traced process with its rank */
+	struct ml_oom oom;	   /* the OOM killer chose it (and its RSS then) */
 	struct ml_procmem mem, mem_base; /* resident memory at the last report, and at the first reading */
 	bool mem_ok, mem_base_ok;
 	struct ml_heapfrag frag; /* its glibc heap's fragmentation at the last report */

@@ -11,14 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/grow.h"
 #include "lib/clock.h"
 #include "lib/debuginfo.h"
 #include "lib/demangle.h"
 #include "lib/elfsym.h"
-#include "memleak.h"
+#include "lib/grow.h"
 #include "lib/procmaps.h"
 #include "lib/u64map.h"
+#include "memleak.h"
 #include "symbolize/symbolizer.h"
 
 /* From libstdc++ (C linkage); the binary links with -lstdc++. */
@@ -36,7 +36,7 @@ struct sym_file {
 	uint32_t dev_major, dev_minor;
 	uint64_t inode;
 	char *path; /* as in maps; also the frames' module string */
-	int fd;     /* -1 once handed to elf_syms, or when it could not be opened */
+	int fd;	    /* -1 once handed to elf_syms, or when it could not be opened */
 	bool tried; /* ELF and DWARF opening attempted */
 	struct elf_syms *syms;
 	struct elf_syms *dsyms; /* the separate debug file's, when one was found: its .symtab comes first */
@@ -65,17 +65,17 @@ struct region {
 
 struct frame_ent {
 	struct ml_frame f;
-	uint64_t gen;             /* region generation the lookup saw */
-	bool in_module;           /* the address was inside a known region */
-	struct frame_ent *older;  /* replaced entries for the same address, still owned for callers */
-	struct ml_frame *inl;     /* functions inlined at the address, innermost first; f is the real one */
+	uint64_t gen;		 /* region generation the lookup saw */
+	bool in_module;		 /* the address was inside a known region */
+	struct frame_ent *older; /* replaced entries for the same address, still owned for callers */
+	struct ml_frame *inl;	 /* functions inlined at the address, innermost first; f is the real one */
 	size_t ninl;
 };
 
 struct symbolizer {
 	int pid;
 	char *debug_dir; /* NULL: the default */
-	int procfd; /* /proc/PID, pins the process identity against pid reuse */
+	int procfd;	 /* /proc/PID, pins the process identity against pid reuse */
 	bool gone;
 	struct region *regions; /* sorted by start, not overlapping */
 	size_t nregions;
@@ -585,8 +585,8 @@ static int add_inlines(struct symbolizer *s, Dwarf_Die *cu, uint64_t vaddr, stru
 		fr->inlined = true;
 		fr->outer = outer;
 		if (k + 1 < e->ninl)
-			*outer = (struct ml_frame){ .kind = ML_FRAME_NATIVE, .addr = e->f.addr, .module = e->f.module,
-						    .offset = e->f.offset };
+			*outer = (struct ml_frame){
+			    .kind = ML_FRAME_NATIVE, .addr = e->f.addr, .module = e->f.module, .offset = e->f.offset};
 		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && !dwarf_formudata(&a, &v) && v > 0 && v <= INT32_MAX)
 			outer->line = (int)v;
 		if (files && dwarf_attr(&scopes[i], DW_AT_call_file, &a) && !dwarf_formudata(&a, &v) && v < nfiles) {

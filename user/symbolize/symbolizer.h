@@ -27,10 +27,10 @@ int symbolizer__refresh(struct symbolizer *s);
  * Resolve a return address (symbol and line are looked up at addr - 1, offset is reported from
  * addr; with ML_IP_EXACT set, at the address itself). Functions inlined there come first: *out is the
  * innermost, and each frame's outer leads to the next, the real function last. Cached per address;
- * *out stays valid until symbolizer__free. Unknown addresses give a frame with func NULL. An address outside the known mappings re-reads the maps, at most once per
- * 100 ms; one left unknown that way is tried again on a later call, so a later call for the same
- * address may return a different (resolved) frame. Calling symbolizer__refresh before a batch of
- * new stacks avoids the wait. Returns 0 or -ENOMEM.
+ * *out stays valid until symbolizer__free. Unknown addresses give a frame with func NULL. An address outside the known
+ * mappings re-reads the maps, at most once per 100 ms; one left unknown that way is tried again on a later call, so a
+ * later call for the same address may return a different (resolved) frame. Calling symbolizer__refresh before a batch
+ * of new stacks avoids the wait. Returns 0 or -ENOMEM.
  */
 int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_frame **out);
 
@@ -39,6 +39,5 @@ int symbolizer__resolve(struct symbolizer *s, uint64_t addr, const struct ml_fra
  * looking up its symbol. An unknown address re-reads the maps as resolve does.
  */
 bool symbolizer__in_module(struct symbolizer *s, uint64_t addr);
-
 
 #endif

@@ -106,9 +106,15 @@ static inline int rd_sleb(struct rd *r, int64_t *out)
 static inline bool pe_format_ok(uint8_t enc)
 {
 	switch (enc & PE_FORMAT_MASK) {
-	case PE_ABSPTR: case PE_ULEB128: case PE_UDATA2: case PE_UDATA4: case PE_UDATA8:
-	case PE_SLEB128: case PE_SDATA2: case PE_SDATA4: case PE_SDATA8:
-		return true;
+	case PE_ABSPTR:
+	case PE_ULEB128:
+	case PE_UDATA2:
+	case PE_UDATA4:
+	case PE_UDATA8:
+	case PE_SLEB128:
+	case PE_SDATA2:
+	case PE_SDATA4:
+	case PE_SDATA8: return true;
 	}
 	return false;
 }
@@ -118,7 +124,7 @@ static inline bool pe_format_ok(uint8_t enc)
  * datarel is left as read (only accepted where the value is not used), indirection is not followed.
  */
 static inline int rd_encoded(struct rd *r, uint8_t enc, bool apply, const uint8_t *sect, uint64_t sect_addr,
-		      uint64_t *out)
+			     uint64_t *out)
 {
 	const uint8_t *at = r->p;
 	uint64_t v;
@@ -128,30 +134,17 @@ static inline int rd_encoded(struct rd *r, uint8_t enc, bool apply, const uint8_
 	switch (enc & PE_FORMAT_MASK) {
 	case PE_ABSPTR:
 	case PE_UDATA8:
-	case PE_SDATA8:
-		err = rd_bytes(r, 8, &v, false);
-		break;
-	case PE_UDATA2:
-		err = rd_bytes(r, 2, &v, false);
-		break;
-	case PE_SDATA2:
-		err = rd_bytes(r, 2, &v, true);
-		break;
-	case PE_UDATA4:
-		err = rd_bytes(r, 4, &v, false);
-		break;
-	case PE_SDATA4:
-		err = rd_bytes(r, 4, &v, true);
-		break;
-	case PE_ULEB128:
-		err = rd_uleb(r, &v);
-		break;
+	case PE_SDATA8: err = rd_bytes(r, 8, &v, false); break;
+	case PE_UDATA2: err = rd_bytes(r, 2, &v, false); break;
+	case PE_SDATA2: err = rd_bytes(r, 2, &v, true); break;
+	case PE_UDATA4: err = rd_bytes(r, 4, &v, false); break;
+	case PE_SDATA4: err = rd_bytes(r, 4, &v, true); break;
+	case PE_ULEB128: err = rd_uleb(r, &v); break;
 	case PE_SLEB128:
 		err = rd_sleb(r, &s);
 		v = (uint64_t)s;
 		break;
-	default:
-		return -EINVAL;
+	default: return -EINVAL;
 	}
 	if (err)
 		return err;

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/elfsym.h"
 #include "unwind/cfi_reader.h"
 #include "unwind/ehframe.h"
-#include "lib/elfsym.h"
 
 /* DWARF register numbers on x86-64. */
 #define REG_RBP 6
@@ -123,18 +123,14 @@ static void state_to_row(const struct cfi_state *st, uint64_t pc, struct ml_unwi
 	if (st->ra_rule != RULE_OFFSET || st->ra_off != -8)
 		return;
 	switch (st->rbp_rule) {
-	case RULE_SAME:
-		row->rbp_saved = ML_RBP_SAME;
-		break;
+	case RULE_SAME: row->rbp_saved = ML_RBP_SAME; break;
 	case RULE_OFFSET:
 		if (st->rbp_off < INT32_MIN || st->rbp_off > INT32_MAX)
 			return;
 		row->rbp_saved = ML_RBP_AT_CFA;
 		row->rbp_off = (int32_t)st->rbp_off;
 		break;
-	default:
-		row->rbp_saved = ML_RBP_LOST;
-		break;
+	default: row->rbp_saved = ML_RBP_LOST; break;
 	}
 	row->cfa_reg = st->cfa_reg == REG_RSP ? ML_CFA_RSP : ML_CFA_RBP;
 	row->cfa_off = (int32_t)st->cfa_off;
@@ -282,9 +278,7 @@ static int run_cfi(struct rd *r, const struct cie *c, struct cfi_state *st, stru
 		rd_u8(r, &op);
 		err = 0;
 		switch (op & 0xc0) {
-		case CFA_advance_loc:
-			err = advance(f, c, st, op & 0x3f);
-			break;
+		case CFA_advance_loc: err = advance(f, c, st, op & 0x3f); break;
 		case CFA_offset:
 			if (rd_uleb(r, &u) || factored(u, c->daf, &s))
 				return -EINVAL;
@@ -297,8 +291,7 @@ static int run_cfi(struct rd *r, const struct cie *c, struct cfi_state *st, stru
 			break;
 		default:
 			switch (op) {
-			case CFA_nop:
-				break;
+			case CFA_nop: break;
 			case CFA_set_loc:
 				if (!f || rd_encoded(r, f->enc, true, f->b->sect, f->b->sect_addr, &u))
 					return -EINVAL;
@@ -422,8 +415,7 @@ static int run_cfi(struct rd *r, const struct cie *c, struct cfi_state *st, stru
 				if (rd_uleb(r, &u))
 					return -EINVAL;
 				break;
-			default:
-				return -EINVAL;
+			default: return -EINVAL;
 			}
 		}
 		if (err)
@@ -518,10 +510,8 @@ static int parse_cie(struct builder *b, struct rd *r, struct cie *c, bool debug)
 				if (rd_u8(&ar, &e) || !aux_enc_ok(e))
 					return -EINVAL;
 				break;
-			case 'S':
-				break;
-			default:
-				return -EINVAL;
+			case 'S': break;
+			default: return -EINVAL;
 			}
 		}
 	} else {
@@ -564,7 +554,7 @@ static const struct cie *find_cie(const struct builder *b, size_t off)
  */
 static int parse_fde(struct builder *b, struct rd *r, const struct cie *c)
 {
-	struct fde_ctx f = { .b = b, .first = b->ntmp, .enc = c->fde_enc };
+	struct fde_ctx f = {.b = b, .first = b->ntmp, .enc = c->fde_enc};
 	struct ml_unwind_row row;
 	struct cfi_state st;
 	uint64_t begin, range;
@@ -645,7 +635,7 @@ static int parse_entries(struct builder *b, const uint8_t *data, size_t len, boo
 
 	b->ncies = 0;
 	while (off < len) {
-		struct rd r = { data + off, data + len };
+		struct rd r = {data + off, data + len};
 		uint64_t elen, id, cie_id = 0;
 		size_t body, idw = 4;
 

@@ -38,7 +38,7 @@ enum ml_cfa_reg {
 
 /* Values of ml_unwind_row.rbp_saved. */
 enum ml_rbp_rule {
-	ML_RBP_SAME = 0,  /* the caller's rbp is the current rbp (no rule, or DW_CFA_same_value) */
+	ML_RBP_SAME = 0,   /* the caller's rbp is the current rbp (no rule, or DW_CFA_same_value) */
 	ML_RBP_AT_CFA = 1, /* saved at CFA + rbp_off */
 	/*
 	 * The caller's rbp cannot be recovered from this table: DW_CFA_undefined, DW_CFA_register,
@@ -49,7 +49,7 @@ enum ml_rbp_rule {
 };
 
 struct ml_unwind_row {
-	uint64_t pc;       /* start of the range, ELF virtual address; a row lasts until the next row's pc */
+	uint64_t pc;	   /* start of the range, ELF virtual address; a row lasts until the next row's pc */
 	uint8_t cfa_reg;   /* enum ml_cfa_reg */
 	int32_t cfa_off;   /* 0 unless cfa_reg is ML_CFA_RSP or ML_CFA_RBP */
 	uint8_t rbp_saved; /* enum ml_rbp_rule; 0 unless cfa_reg is ML_CFA_RSP or ML_CFA_RBP */

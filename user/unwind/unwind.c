@@ -6,23 +6,23 @@
  * process mapping the file forgets it.
  */
 #define _GNU_SOURCE
+#include "unwind/unwind.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <gelf.h>
-#include "lib/grow.h"
 #include "lib/clock.h"
 #include "lib/debuginfo.h"
-#include "unwind/ehframe.h"
+#include "lib/grow.h"
 #include "lib/log.h"
 #include "memleak.h"
-#include "unwind/unwind.h"
+#include "unwind/ehframe.h"
 #include "memleak.skel.h"
 
 #define MAX_SEGS 8
@@ -32,7 +32,7 @@
 struct extents {
 	struct ext {
 		uint32_t start, len;
-	} *v;
+	} * v;
 	size_t n, cap;
 };
 
@@ -195,7 +195,7 @@ void unwinder__free(struct unwinder *u)
 /* A table row as a wire row; rules the wire cannot hold stop the unwind there. */
 static struct ml_urow wire_row(const struct ml_unwind_row *r, uint64_t lo)
 {
-	struct ml_urow w = { .pc = (uint32_t)(r->pc - lo) };
+	struct ml_urow w = {.pc = (uint32_t)(r->pc - lo)};
 	uint8_t cfa, rbp = ML_UW_RBP_SAME, scaled = 0;
 
 	switch (r->cfa_reg) {
@@ -222,15 +222,9 @@ static struct ml_urow wire_row(const struct ml_unwind_row *r, uint64_t lo)
 			rbp = ML_UW_RBP_LOST;
 		}
 		break;
-	case ML_CFA_NONE:
-		cfa = ML_UW_NONE_FDE;
-		break;
-	case ML_CFA_SIGNAL:
-		cfa = ML_UW_SIGNAL;
-		break;
-	default:
-		cfa = ML_UW_STOP;
-		break;
+	case ML_CFA_NONE: cfa = ML_UW_NONE_FDE; break;
+	case ML_CFA_SIGNAL: cfa = ML_UW_SIGNAL; break;
+	default: cfa = ML_UW_STOP; break;
 	}
 	if (cfa != ML_UW_RSP && cfa != ML_UW_RBP) {
 		w.cfa_off = 0;
@@ -263,7 +257,7 @@ static void read_segs(Elf *elf, struct uw_file *f)
 	for (size_t i = 0; i < n && f->nsegs < MAX_SEGS; i++) {
 		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
 			continue;
-		f->segs[f->nsegs++] = (struct uw_seg){ ph.p_offset, ph.p_vaddr, ph.p_filesz };
+		f->segs[f->nsegs++] = (struct uw_seg){ph.p_offset, ph.p_vaddr, ph.p_filesz};
 	}
 }
 
@@ -353,14 +347,16 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 	f->shift = shift;
 	f->ok = true;
 	ml_info("unwinding table for %s: %u rows, %u index entries, %llu KiB, built in %.1f ms%s", mp->path, nrows,
-		npages + 1, (unsigned long long)(((uint64_t)nrows * sizeof(struct ml_urow) + (npages + 1ULL) * IDX_STRIDE) >> 10),
+		npages + 1,
+		(unsigned long long)(((uint64_t)nrows * sizeof(struct ml_urow) + (npages + 1ULL) * IDX_STRIDE) >> 10),
 		(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6, f->debug_file ? " (with a separate debug file)" : "");
 out:
 	if (err == -ENOSPC) {
 		u->no_room++;
 		if (!u->warned_room)
 			ml_notice("no room left for the unwinding table of %s (%zu rows; raise --unwind-mem): its "
-				  "frames fall back to frame pointers", mp->path, t.n);
+				  "frames fall back to frame pointers",
+				  mp->path, t.n);
 		u->warned_room = true;
 		err = 0;
 	}
@@ -501,15 +497,19 @@ int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps)
 			continue;
 		if (um->n == ML_UW_MAPS) {
 			if (!u->warned_maps)
-				ml_notice("pid %d maps over %d executable files; the rest unwind by frame pointers", pid,
-					  ML_UW_MAPS);
+				ml_notice("pid %d maps over %d executable files; the rest unwind by frame pointers",
+					  pid, ML_UW_MAPS);
 			u->warned_maps = true;
 			continue;
 		}
-		um->m[um->n++] = (struct ml_umap){ .start = mp->start, .end = mp->end, .adj = adj,
-						   .row_base = u->files[slot].row_base, .n_rows = u->files[slot].n_rows,
-						   .idx_base = u->files[slot].idx_base, .n_slots = u->files[slot].n_idx - 1,
-						   .shift = u->files[slot].shift };
+		um->m[um->n++] = (struct ml_umap){.start = mp->start,
+						  .end = mp->end,
+						  .adj = adj,
+						  .row_base = u->files[slot].row_base,
+						  .n_rows = u->files[slot].n_rows,
+						  .idx_base = u->files[slot].idx_base,
+						  .n_slots = u->files[slot].n_idx - 1,
+						  .shift = u->files[slot].shift};
 	}
 	/* Written only when changed: a new list has a new gen, which drops the rules the kernel cached. */
 	if (!p->written || um->n != p->n_written || (um->n && memcmp(um->m, p->written, um->n * sizeof(um->m[0])))) {
@@ -570,10 +570,14 @@ int unwinder__file(const struct unwinder *u, size_t want, struct unwind_file_inf
 
 		if (!f->ok || n++ != want)
 			continue;
-		*out = (struct unwind_file_info){ .path = f->path, .rows = f->n_rows, .pages = f->n_idx,
-						  .bytes = (uint64_t)f->n_rows * sizeof(struct ml_urow) +
-							   (uint64_t)f->n_idx * IDX_STRIDE,
-						  .build_ns = f->build_ns, .users = f->users, .debug_file = f->debug_file };
+		*out = (struct unwind_file_info){.path = f->path,
+						 .rows = f->n_rows,
+						 .pages = f->n_idx,
+						 .bytes = (uint64_t)f->n_rows * sizeof(struct ml_urow) +
+							  (uint64_t)f->n_idx * IDX_STRIDE,
+						 .build_ns = f->build_ns,
+						 .users = f->users,
+						 .debug_file = f->debug_file};
 		return 0;
 	}
 	return -ENOENT;

@@ -39,11 +39,11 @@ void unwinder__forget(struct unwinder *u, int pid);
 /* One table, for the report and benchmarks. */
 struct unwind_file_info {
 	const char *path;
-	uint32_t rows, pages;  /* rows and index entries in the BPF maps */
-	uint64_t bytes;        /* their memory */
-	uint64_t build_ns;     /* time to parse and convert */
-	uint32_t users;        /* processes mapping it */
-	bool debug_file;       /* a separate debug file was found (and searched for .debug_frame) */
+	uint32_t rows, pages; /* rows and index entries in the BPF maps */
+	uint64_t bytes;	      /* their memory */
+	uint64_t build_ns;    /* time to parse and convert */
+	uint32_t users;	      /* processes mapping it */
+	bool debug_file;      /* a separate debug file was found (and searched for .debug_frame) */
 };
 
 size_t unwinder__n_files(const struct unwinder *u);
