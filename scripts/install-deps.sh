@@ -3,9 +3,10 @@
 set -e
 PKGS="make gcc g++ clang llvm libclang-rt-14-dev libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config libc6-dev
 python3 util-linux procps binutils gdb libc6-dbg systemtap-sdt-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
-chromium python3-torch libjemalloc2 libtcmalloc-minimal4 libmicrohttpd-dev libcurl4-openssl-dev prometheus"
-# The HTML report's libraries come from the npm registry at build time: Node.js and npm, Debian's if none is here.
-command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+chromium chromium-driver python3-selenium libjs-chart.js python3-torch python3.11-venv libjemalloc2 libtcmalloc-minimal4
+libmicrohttpd-dev libcurl4-openssl-dev prometheus heaptrack clang-format"
+# Everything comes from Debian's packages: the HTML report's chart library (libjs-chart.js) is inlined at build time,
+# and the browser test drives Debian's chromium through chromium-driver. PyPI's torch is scripts/make-venv.sh's.
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
