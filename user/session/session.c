@@ -44,6 +44,7 @@
 #include "session/follow.h"
 #include "session/overhead.h"
 #include "session/select.h"
+#include "session/state.h"
 #include "session/target.h"
 #include "session/tracee.h"
 #include "symbolize/symbolizer.h"
@@ -51,58 +52,6 @@
 #include "memleak.skel.h"
 
 #define READ_ONCE_U64(x) ((uint64_t)__atomic_load_n(&(x), __ATOMIC_RELAXED))
-
-#define FAST_SCAN_S 0.05 /* libraries come and go most right after start: rescan this often at first, */
-#define FAST_SCANS 40	 /* this many times, then once a second */
-/*
- * A process whose dynamic loader is watched (ldso_notify) has its mappings read when a library comes or goes,
- * once right after the watch is on (what was mapped between the first scan and the watch), and on every
- * FULL_SCAN_EVERY-th scan (a safety net): a PyTorch process's maps cost ~10 ms of CPU to read. Only a process
- * without the watch is read at each of the fast scans.
- */
-#define FULL_SCAN_EVERY 15
-#define MAX_FOLLOWERS 1024
-#define N_OUTPUTS 3	   /* the main output (-f, -o), then --json and --pprof */
-#define RSS_MAX_RATE 250.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
-
-struct session {
-	const struct ml_opts *o;
-	struct memleak_bpf *skel;
-	struct target tgt;
-	struct tracee root; /* the first process; followers are tracees too */
-	struct tracee_env env;
-	bool multi;	     /* uprobe_multi links */
-	unsigned int layers; /* as --layers, less libc once in heap-growth mode */
-	struct followers *followers;
-	struct bgobj *usdt_obj;		/* PyTorch's USDT programs, loaded in the background */
-	struct selector *sel;		/* --match, --cgroup, --all-python: no first process, every match a follower */
-	struct metrics_server *metrics; /* --metrics-listen */
-	struct pusher *push;		/* --push, --pprof-dir */
-	struct ring_buffer *proc_rb;	/* --follow's fork and exec events */
-	bool root_exec;			/* the first process ran exec (once or more) since the events were last read */
-	struct stackstore *stacks;
-	struct ledger *ledger;
-	struct verdicts *verdicts;
-	struct html_timeline *timeline;
-	struct stackview *sv;
-	struct overhead *ov;
-	struct rsspages *rss; /* the rss layer, when on */
-	FILE *out, *extra_out[N_OUTPUTS - 1];
-	struct reporter *reps[N_OUTPUTS];
-	struct budget *budget;			/* --max-overhead's actions: heap-growth mode, shedding */
-	struct budget_env benv;			/* what they change (budget_env_of) */
-	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
-	struct bpf_link *oom_link;		/* the OOM killer's choice of a traced process (mark_victim) */
-	bool oom_report;			/* a follower was chosen: report now, before its exit drops it */
-	bool closing;				/* the final report is due: read what is left, start nothing new */
-	struct bpf_link *ld_stop;		/* -c: stops the target at each report of its dynamic loader (dlopen) */
-	uint64_t ld_stops_seen;			/* the BPF side's count of those stops when the last one was handled */
-	uint64_t ld_held_ns, ld_handled;	/* how long the target was held at them, and how many were handled */
-	int sfd, tick_fd, scan_fd;
-	uint64_t seq, scans, start_ns;
-	int *pids; /* the traced processes' pids, for the overhead sample */
-	size_t cap_pids;
-};
 
 /* Test hook: widen the window between attaching and checking that the target still lives. */
 static void test_attach_delay(void)
@@ -149,7 +98,7 @@ static int resolver(void *ctx, int tgid, struct ml_resolver *out)
  * one: after an exec by a thread other than the leader the task they were made for is gone, and they were
  * seen to stop after some other execs too.)
  */
-static void root_exec(struct session *ss)
+void session__root_exec(struct session *ss)
 {
 	struct probes_opts po = root_probes_opts(ss);
 	int err;
@@ -171,7 +120,7 @@ static void root_exec(struct session *ss)
  * -c: the target stopped at its dynamic loader's report of a dlopen (before the new library's code runs):
  * probe what it mapped, then let it go on. A stop that memleak-ai did not ask for is left alone.
  */
-static void loader_stopped(struct session *ss)
+void session__loader_stopped(struct session *ss)
 {
 	siginfo_t si = {};
 	uint64_t asked, t0;
@@ -192,7 +141,7 @@ static void loader_stopped(struct session *ss)
 	ss->ld_handled++;
 }
 
-static void follower_gone(void *ctx, int pid)
+void session__follower_gone(void *ctx, int pid)
 {
 	struct session *ss = ctx;
 
@@ -300,7 +249,7 @@ static int start_following(struct session *ss)
 }
 
 /* A process a whole-node selector picked: traced with the children it has already (those it forks later, by BPF). */
-static int node_add(void *ctx, int pid)
+int session__node_add(void *ctx, int pid)
 {
 	struct session *ss = ctx;
 
@@ -308,13 +257,13 @@ static int node_add(void *ctx, int pid)
 }
 
 /* The traced processes as the fleet outputs see them: the first one (if any), then the followers. */
-static struct fleet_procs fleet_of(struct session *ss)
+struct fleet_procs session__fleet_of(struct session *ss)
 {
 	return (struct fleet_procs){.root = ss->root.pid ? &ss->root : NULL, .followers = ss->followers};
 }
 
 /* ss->pids: the traced processes' pids, the first one's first. How many (0: none, or out of memory). */
-static size_t traced_pids(struct session *ss)
+size_t session__traced_pids(struct session *ss)
 {
 	size_t np = 1 + (ss->followers ? followers__count(ss->followers) : 0), first = ss->root.pid ? 1 : 0;
 
@@ -324,7 +273,7 @@ static size_t traced_pids(struct session *ss)
 	return first + (ss->followers ? followers__pids(ss->followers, ss->pids + first, ss->cap_pids - first) : 0);
 }
 
-static int arm_timer(int fd, double secs)
+int session__arm_timer(int fd, double secs)
 {
 	struct itimerspec its = {};
 
@@ -586,7 +535,7 @@ static int session_start(struct session *ss)
 		err = start_following(ss);
 		if (err)
 			return err; /* said why */
-		err = selector__scan(ss->sel, node_add, ss);
+		err = selector__scan(ss->sel, session__node_add, ss);
 		if (err < 0) {
 			ml_err("cannot look for processes to trace: %s", strerror(-err));
 			return err;
@@ -636,15 +585,16 @@ static int session_start(struct session *ss)
 		if (missing & (1U << l) && strcmp(ml_layer_name(l), "unknown"))
 			ml_info("layer %s not active yet: will attach when its library is loaded", ml_layer_name(l));
 	ss->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
-	nf = (unsigned int)traced_pids(ss);
+	nf = (unsigned int)session__traced_pids(ss);
 	overhead__start(ss->ov, ss->pids, nf);
 	overhead__set_tensor_sampling(ss->ov, ss->multi);
 	if (ss->metrics) /* the processes, at zero, until the first report */
-		fleet__publish_metrics(ss->metrics, fleet_of(ss), NULL, NULL, ss->layers, overhead__info(ss->ov), 0);
+		fleet__publish_metrics(ss->metrics, session__fleet_of(ss), NULL, NULL, ss->layers,
+				       overhead__info(ss->ov), 0);
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	ss->scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	if (ss->sfd < 0 || ss->tick_fd < 0 || ss->scan_fd < 0 || arm_timer(ss->tick_fd, o->interval_s) ||
-	    arm_timer(ss->scan_fd, FAST_SCAN_S)) {
+	if (ss->sfd < 0 || ss->tick_fd < 0 || ss->scan_fd < 0 || session__arm_timer(ss->tick_fd, o->interval_s) ||
+	    session__arm_timer(ss->scan_fd, FAST_SCAN_S)) {
 		err = -errno;
 		ml_err("cannot set up the event loop: %s", strerror(-err));
 		return err;
@@ -653,186 +603,6 @@ static int session_start(struct session *ss)
 }
 
 /* What the budget's actions change. */
-static const struct budget_env *budget_env_of(struct session *ss)
-{
-	ss->benv = (struct budget_env){.skel = ss->skel,
-				       .root_pid = ss->root.pid,
-				       .root = ss->root.probes,
-				       .followers = ss->followers,
-				       .ledger = ss->ledger,
-				       .ov = ss->ov,
-				       .layers = &ss->layers};
-	return &ss->benv;
-}
-
-/* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
-static void session_scan(struct session *ss)
-{
-	uint64_t expirations;
-	size_t np;
-	bool full;
-	int n;
-
-	if (read(ss->scan_fd, &expirations, sizeof(expirations)) < 0)
-		expirations = 0;
-	if (++ss->scans == FAST_SCANS)
-		arm_timer(ss->scan_fd, 1.0);
-	full = ss->scans == 1 || ss->scans % FULL_SCAN_EVERY == 0;
-	if (ss->sel) { /* new matches first: they are followers from here on */
-		n = selector__scan(ss->sel, node_add, ss);
-		if (n < 0)
-			ml_notice("cannot look for new processes to trace: %s", strerror(-n));
-	}
-	if (ss->followers)
-		followers__sync(ss->followers, full, follower_gone, ss);
-	rsspages__tick(ss->rss, ml_clock_ns(CLOCK_MONOTONIC));
-	np = traced_pids(ss);
-	if (np)
-		budget__act(ss->budget, budget_env_of(ss), overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
-	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
-		n = tracee__sync(&ss->root, &ss->env);
-		if (n < 0 && n != -ESRCH && n != -ENOENT)
-			ml_notice("rescanning pid %d's libraries failed: %s", ss->root.pid, strerror(-n));
-	}
-}
-
-/* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
-static int session_report(struct session *ss, bool *final)
-{
-	const struct ml_opts *o = ss->o;
-	const struct ml_snapshot *snap;
-	const struct ml_judgement *judged;
-	const size_t *order;
-	int *traced = NULL, err;
-	size_t ntraced;
-
-	err = ledger__collect(ss->ledger, &snap);
-	if (err) {
-		ml_err("cannot collect the report: %s", strerror(-err));
-		return err;
-	}
-	if (ss->rss)
-		rsspages__tune(ss->rss, snap); /* from the next report on: this one stands as collected */
-	ss->seq++;
-	if (o->count && ss->seq >= o->count)
-		*final = true;
-	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, &judged, &order);
-	if (err) {
-		ml_err("cannot judge the report: %s", strerror(-err));
-		return err;
-	}
-	if (ss->timeline && html_timeline__add(ss->timeline, snap)) {
-		ml_err("cannot keep the report's timeline: %s", strerror(ENOMEM));
-		return -ENOMEM;
-	}
-	pyframes__trim(ss->root.py);
-	ntraced = fleet__sample_memory(fleet_of(ss), ss->ledger, 200.0 / o->max_overhead, *final, &traced);
-	for (int i = 0; i < N_OUTPUTS; i++)
-		if (ss->reps[i])
-			reporter__set_traced(ss->reps[i], traced, ntraced);
-	free(traced);
-	if (ss->followers)
-		followers__trim(ss->followers);
-	for (int i = 0; i < N_OUTPUTS; i++) {
-		if (!ss->reps[i])
-			continue;
-		reporter__set_duration(ss->reps[i], snap->now_ns - ss->start_ns);
-		err = reporter__emit(ss->reps[i], snap, judged, order, ss->seq, *final);
-		if (err) {
-			ml_err("cannot write the report%s%s: %s", i ? " to " : "",
-			       i == 1	? o->json
-			       : i == 2 ? o->pprof
-					: "",
-			       strerror(-err));
-			return err;
-		}
-	}
-	if (ss->metrics)
-		fleet__publish_metrics(ss->metrics, fleet_of(ss), snap, judged, ss->layers, overhead__info(ss->ov),
-				       ss->seq);
-	if (ss->push)
-		fleet__push(ss->push, fleet_of(ss), snap, judged, ss->sv, ss->seq);
-	if (*final && o->html) {
-		struct html_opts ho = {.pid = ss->root.pid, .top = o->top, .reports = ss->seq};
-
-		err = ml_html_write(o->html, &ho, ss->timeline, snap, judged, order, ss->verdicts, ss->sv);
-		if (err)
-			ml_err("cannot write the HTML report '%s': %s", o->html, strerror(-err));
-	}
-	return err;
-}
-
-/* The event loop, until the final report. 0 or a negative errno (said why). */
-static int session_loop(struct session *ss)
-{
-	for (;;) {
-		struct pollfd all[6] = {{.fd = ss->sfd, .events = POLLIN},
-					{.fd = ss->tgt.pidfd, .events = POLLIN},
-					{.fd = ss->tick_fd, .events = POLLIN},
-					{.fd = ss->scan_fd, .events = POLLIN},
-					{.fd = ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, .events = POLLIN},
-					{.fd = budget__timer_fd(ss->budget), .events = POLLIN}};
-		uint64_t expirations;
-		bool final = false;
-		int err;
-
-		if (poll(all, 6, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			ml_err("cannot wait for events: %s", strerror(-err));
-			return err;
-		}
-		if (all[0].revents) {
-			struct signalfd_siginfo si;
-
-			if (read(ss->sfd, &si, sizeof(si)) != sizeof(si)) {
-				final = true;
-			} else if (si.ssi_signo == SIGCHLD) {
-				loader_stopped(ss);
-			} else {
-				ml_info("signal %u: final report", si.ssi_signo);
-				final = true;
-			}
-		}
-		if (all[1].revents && ss->root.pid) {
-			ml_notice("pid %d exited", ss->root.pid);
-			final = true;
-		}
-		/* Events the final report must include (an OOM kill, released pages) can come with the exit that
-		 * ends the run: the ring is read before the final report too. */
-		if (final && ss->proc_rb) {
-			ss->closing = true;
-			ring_buffer__consume(ss->proc_rb);
-		}
-		/* Forks and execs first: a new child is probed before its first scan tick. */
-		if (all[4].revents && !final) {
-			ring_buffer__consume(ss->proc_rb);
-			if (ss->root_exec) {
-				root_exec(ss);
-				ss->root_exec = false;
-			}
-			if (ss->oom_report) { /* before the victim's exit takes its records away */
-				ss->oom_report = false;
-				err = session_report(ss, &final);
-				if (err || final)
-					return err;
-			}
-		}
-		if (all[5].revents && !final)
-			budget__timer(ss->budget, budget_env_of(ss));
-		if (all[3].revents && !final)
-			session_scan(ss);
-		if (!all[2].revents && !final)
-			continue;
-		if (all[2].revents && read(ss->tick_fd, &expirations, sizeof(expirations)) < 0)
-			expirations = 0;
-		err = session_report(ss, &final);
-		if (err || final)
-			return err;
-	}
-}
-
 /* Undo everything; ok is whether the run went well. Returns the exit status. */
 static int session_close(struct session *ss, bool ok)
 {
@@ -918,7 +688,7 @@ int session__run(const struct ml_opts *o)
 	if (!err)
 		err = session_start(&ss);
 	if (!err)
-		err = session_loop(&ss);
+		err = session__loop(&ss);
 	oom = ss.tgt.spawned && ss.root.oom.killed;
 	rc = session_close(&ss, err == 0);
 	/* -c: a command the OOM killer ended makes the run exit as a shell reports it (128 + SIGKILL). */

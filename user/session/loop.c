@@ -1,0 +1,204 @@
+/*
+ * A run's event loop: signals, the target's exit, forks and execs, the budget's timer, library rescans, and
+ * every interval a report (collect, judge, write every output).
+ */
+#define _GNU_SOURCE
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include "collect/ledger.h"
+#include "collect/rsspages.h"
+#include "judge/verdict.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "python/pyframes.h"
+#include "report/html.h"
+#include "report/report.h"
+#include "session/follow.h"
+#include "session/overhead.h"
+#include "session/select.h"
+#include "session/state.h"
+
+static const struct budget_env *budget_env_of(struct session *ss)
+{
+	ss->benv = (struct budget_env){.skel = ss->skel,
+				       .root_pid = ss->root.pid,
+				       .root = ss->root.probes,
+				       .followers = ss->followers,
+				       .ledger = ss->ledger,
+				       .ov = ss->ov,
+				       .layers = &ss->layers};
+	return &ss->benv;
+}
+
+/* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
+static void session_scan(struct session *ss)
+{
+	uint64_t expirations;
+	size_t np;
+	bool full;
+	int n;
+
+	if (read(ss->scan_fd, &expirations, sizeof(expirations)) < 0)
+		expirations = 0;
+	if (++ss->scans == FAST_SCANS)
+		session__arm_timer(ss->scan_fd, 1.0);
+	full = ss->scans == 1 || ss->scans % FULL_SCAN_EVERY == 0;
+	if (ss->sel) { /* new matches first: they are followers from here on */
+		n = selector__scan(ss->sel, session__node_add, ss);
+		if (n < 0)
+			ml_notice("cannot look for new processes to trace: %s", strerror(-n));
+	}
+	if (ss->followers)
+		followers__sync(ss->followers, full, session__follower_gone, ss);
+	rsspages__tick(ss->rss, ml_clock_ns(CLOCK_MONOTONIC));
+	np = session__traced_pids(ss);
+	if (np)
+		budget__act(ss->budget, budget_env_of(ss), overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
+	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
+		n = tracee__sync(&ss->root, &ss->env);
+		if (n < 0 && n != -ESRCH && n != -ENOENT)
+			ml_notice("rescanning pid %d's libraries failed: %s", ss->root.pid, strerror(-n));
+	}
+}
+
+/* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
+static int session_report(struct session *ss, bool *final)
+{
+	const struct ml_opts *o = ss->o;
+	const struct ml_snapshot *snap;
+	const struct ml_judgement *judged;
+	const size_t *order;
+	int *traced = NULL, err;
+	size_t ntraced;
+
+	err = ledger__collect(ss->ledger, &snap);
+	if (err) {
+		ml_err("cannot collect the report: %s", strerror(-err));
+		return err;
+	}
+	if (ss->rss)
+		rsspages__tune(ss->rss, snap); /* from the next report on: this one stands as collected */
+	ss->seq++;
+	if (o->count && ss->seq >= o->count)
+		*final = true;
+	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, &judged, &order);
+	if (err) {
+		ml_err("cannot judge the report: %s", strerror(-err));
+		return err;
+	}
+	if (ss->timeline && html_timeline__add(ss->timeline, snap)) {
+		ml_err("cannot keep the report's timeline: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	pyframes__trim(ss->root.py);
+	ntraced = fleet__sample_memory(session__fleet_of(ss), ss->ledger, 200.0 / o->max_overhead, *final, &traced);
+	for (int i = 0; i < N_OUTPUTS; i++)
+		if (ss->reps[i])
+			reporter__set_traced(ss->reps[i], traced, ntraced);
+	free(traced);
+	if (ss->followers)
+		followers__trim(ss->followers);
+	for (int i = 0; i < N_OUTPUTS; i++) {
+		if (!ss->reps[i])
+			continue;
+		reporter__set_duration(ss->reps[i], snap->now_ns - ss->start_ns);
+		err = reporter__emit(ss->reps[i], snap, judged, order, ss->seq, *final);
+		if (err) {
+			ml_err("cannot write the report%s%s: %s", i ? " to " : "",
+			       i == 1	? o->json
+			       : i == 2 ? o->pprof
+					: "",
+			       strerror(-err));
+			return err;
+		}
+	}
+	if (ss->metrics)
+		fleet__publish_metrics(ss->metrics, session__fleet_of(ss), snap, judged, ss->layers,
+				       overhead__info(ss->ov), ss->seq);
+	if (ss->push)
+		fleet__push(ss->push, session__fleet_of(ss), snap, judged, ss->sv, ss->seq);
+	if (*final && o->html) {
+		struct html_opts ho = {.pid = ss->root.pid, .top = o->top, .reports = ss->seq};
+
+		err = ml_html_write(o->html, &ho, ss->timeline, snap, judged, order, ss->verdicts, ss->sv);
+		if (err)
+			ml_err("cannot write the HTML report '%s': %s", o->html, strerror(-err));
+	}
+	return err;
+}
+
+int session__loop(struct session *ss)
+{
+	for (;;) {
+		struct pollfd all[6] = {{.fd = ss->sfd, .events = POLLIN},
+					{.fd = ss->tgt.pidfd, .events = POLLIN},
+					{.fd = ss->tick_fd, .events = POLLIN},
+					{.fd = ss->scan_fd, .events = POLLIN},
+					{.fd = ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, .events = POLLIN},
+					{.fd = budget__timer_fd(ss->budget), .events = POLLIN}};
+		uint64_t expirations;
+		bool final = false;
+		int err;
+
+		if (poll(all, 6, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			ml_err("cannot wait for events: %s", strerror(-err));
+			return err;
+		}
+		if (all[0].revents) {
+			struct signalfd_siginfo si;
+
+			if (read(ss->sfd, &si, sizeof(si)) != sizeof(si)) {
+				final = true;
+			} else if (si.ssi_signo == SIGCHLD) {
+				session__loader_stopped(ss);
+			} else {
+				ml_info("signal %u: final report", si.ssi_signo);
+				final = true;
+			}
+		}
+		if (all[1].revents && ss->root.pid) {
+			ml_notice("pid %d exited", ss->root.pid);
+			final = true;
+		}
+		/* Events the final report must include (an OOM kill, released pages) can come with the exit that
+		 * ends the run: the ring is read before the final report too. */
+		if (final && ss->proc_rb) {
+			ss->closing = true;
+			ring_buffer__consume(ss->proc_rb);
+		}
+		/* Forks and execs first: a new child is probed before its first scan tick. */
+		if (all[4].revents && !final) {
+			ring_buffer__consume(ss->proc_rb);
+			if (ss->root_exec) {
+				session__root_exec(ss);
+				ss->root_exec = false;
+			}
+			if (ss->oom_report) { /* before the victim's exit takes its records away */
+				ss->oom_report = false;
+				err = session_report(ss, &final);
+				if (err || final)
+					return err;
+			}
+		}
+		if (all[5].revents && !final)
+			budget__timer(ss->budget, budget_env_of(ss));
+		if (all[3].revents && !final)
+			session_scan(ss);
+		if (!all[2].revents && !final)
+			continue;
+		if (all[2].revents && read(ss->tick_fd, &expirations, sizeof(expirations)) < 0)
+			expirations = 0;
+		err = session_report(ss, &final);
+		if (err || final)
+			return err;
+	}
+}

@@ -1,0 +1,82 @@
+/*
+ * The state of a run, shared by its set-up and tear-down (session.c) and its event loop (loop.c), and what
+ * each of them calls in the other. Private to session/.
+ */
+#ifndef ML_SESSION_STATE_H
+#define ML_SESSION_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "session/budget.h"
+#include "session/fleet.h"
+#include "session/opts.h"
+#include "session/target.h"
+#include "session/tracee.h"
+
+#define FAST_SCAN_S 0.05 /* libraries come and go most right after start: rescan this often at first, */
+#define FAST_SCANS 40	 /* this many times, then once a second */
+/*
+ * A process whose dynamic loader is watched (ldso_notify) has its mappings read when a library comes or goes,
+ * once right after the watch is on (what was mapped between the first scan and the watch), and on every
+ * FULL_SCAN_EVERY-th scan (a safety net): a PyTorch process's maps cost ~10 ms of CPU to read. Only a process
+ * without the watch is read at each of the fast scans.
+ */
+#define FULL_SCAN_EVERY 15
+#define MAX_FOLLOWERS 1024
+#define N_OUTPUTS 3	   /* the main output (-f, -o), then --json and --pprof */
+#define RSS_MAX_RATE 250.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
+
+struct session {
+	const struct ml_opts *o;
+	struct memleak_bpf *skel;
+	struct target tgt;
+	struct tracee root; /* the first process; followers are tracees too */
+	struct tracee_env env;
+	bool multi;	     /* uprobe_multi links */
+	unsigned int layers; /* as --layers, less libc once in heap-growth mode */
+	struct followers *followers;
+	struct bgobj *usdt_obj;		/* PyTorch's USDT programs, loaded in the background */
+	struct selector *sel;		/* --match, --cgroup, --all-python: no first process, every match a follower */
+	struct metrics_server *metrics; /* --metrics-listen */
+	struct pusher *push;		/* --push, --pprof-dir */
+	struct ring_buffer *proc_rb;	/* --follow's fork and exec events */
+	bool root_exec;			/* the first process ran exec (once or more) since the events were last read */
+	struct stackstore *stacks;
+	struct ledger *ledger;
+	struct verdicts *verdicts;
+	struct html_timeline *timeline;
+	struct stackview *sv;
+	struct overhead *ov;
+	struct rsspages *rss; /* the rss layer, when on */
+	FILE *out, *extra_out[N_OUTPUTS - 1];
+	struct reporter *reps[N_OUTPUTS];
+	struct budget *budget;			/* --max-overhead's actions: heap-growth mode, shedding */
+	struct budget_env benv;			/* what they change (budget_env_of) */
+	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
+	struct bpf_link *oom_link;		/* the OOM killer's choice of a traced process (mark_victim) */
+	bool oom_report;			/* a follower was chosen: report now, before its exit drops it */
+	bool closing;				/* the final report is due: read what is left, start nothing new */
+	struct bpf_link *ld_stop;		/* -c: stops the target at each report of its dynamic loader (dlopen) */
+	uint64_t ld_stops_seen;			/* the BPF side's count of those stops when the last one was handled */
+	uint64_t ld_held_ns, ld_handled;	/* how long the target was held at them, and how many were handled */
+	int sfd, tick_fd, scan_fd;
+	uint64_t seq, scans, start_ns;
+	int *pids; /* the traced processes' pids, for the overhead sample */
+	size_t cap_pids;
+};
+
+/* Called by the event loop; defined in session.c. */
+void session__root_exec(struct session *ss);
+void session__loader_stopped(struct session *ss);
+void session__follower_gone(void *ctx, int pid);
+int session__node_add(void *ctx, int pid);
+struct fleet_procs session__fleet_of(struct session *ss);
+size_t session__traced_pids(struct session *ss);
+int session__arm_timer(int fd, double secs);
+
+/* The event loop, until the final report. 0 or a negative errno (said why). */
+int session__loop(struct session *ss);
+
+#endif
