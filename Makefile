@@ -7,8 +7,17 @@ ARCH := x86
 PREFIX ?= /usr/local
 VERSION := 0.1.0
 
+# vmlinux/vmlinux.h and the BPF unwinder are x86-64's: refuse other machines before anything is built.
+ifneq ($(shell uname -m),x86_64)
+$(error memleak-ai builds on x86_64 only (vmlinux.h and the unwinder are x86-64's); this machine is $(shell uname -m))
+endif
+
 CFLAGS ?= -g -O2
 CFLAGS += -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -DML_VERSION='"$(VERSION)"'
+# `make test` builds with WERROR=1: a warning fails the tests, not a user's build with another compiler.
+ifeq ($(WERROR),1)
+CFLAGS += -Werror
+endif
 CPPFLAGS += -I$(OUTPUT) -Iuser -Ibpf -MMD -MP
 LDLIBS += -lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c -lmicrohttpd -lcurl -lpthread
 # clang's own include paths, so BPF code sees the same system headers without the kernel's
@@ -27,7 +36,7 @@ USER_SRCS := $(wildcard user/*/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/%.o,$(USER_SRCS))
 
 .DELETE_ON_ERROR:
-.PHONY: all deps test unit demo bench install clean format
+.PHONY: all deps venv test unit demo bench install clean distclean format
 
 all: memleak-ai
 
@@ -91,8 +100,12 @@ memleak-ai: $(OUTPUT)/main.o $(USER_OBJS) $(OUTPUT)/profile.pb-c.o $(OUTPUT)/htm
 deps:
 	$(Q)scripts/install-deps.sh
 
-test: deps
-	$(Q)$(MAKE) --no-print-directory all
+# One virtual environment per CPython (build/venv/3.X/) with the pinned PyPI torch of tests/requirements/.
+venv: deps
+	$(Q)scripts/make-venv.sh
+
+test: deps venv
+	$(Q)$(MAKE) --no-print-directory all WERROR=1
 	$(Q)scripts/run-tests.sh
 
 unit: all
@@ -110,8 +123,15 @@ install: memleak-ai
 	install -D -m 0755 memleak-ai $(DESTDIR)$(PREFIX)/sbin/memleak-ai
 	install -D -m 0644 docs/memleak-ai.8 $(DESTDIR)$(PREFIX)/share/man/man8/memleak-ai.8
 
-format:
-	clang-format -i user/*.c user/*/*.c user/*/*.h bpf/*.c bpf/*.h tests/fixtures/*.c tests/unit/*.c
+# Every C and C++ file of ours (vmlinux.h is generated); `make test` checks them with --dry-run -Werror.
+C_FILES = $(shell git ls-files '*.c' '*.h' '*.cpp' ':!vmlinux/*' 2>/dev/null)
 
+format:
+	clang-format -i $(C_FILES)
+
+# The venvs stay (gigabytes of wheels to install again); distclean takes them too.
 clean:
+	rm -rf $(filter-out $(OUTPUT)/venv,$(wildcard $(OUTPUT)/*)) memleak-ai
+
+distclean:
 	rm -rf $(OUTPUT) memleak-ai

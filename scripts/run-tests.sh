@@ -116,7 +116,7 @@ fixtures() {
 job fixtures build fixtures
 for t in tests/unit/test_*.c; do
 	n=$(basename "$t" .c)
-	job "$n" build build "$n" $CC -g -O0 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Ibuild \
+	job "$n" build build "$n" $CC -g -O0 -Werror -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Ibuild \
 		-Iuser -Ibpf "$t" $OBJS $LIBS -o $B/$n
 done
 drain
@@ -128,6 +128,9 @@ drain
 # The architecture: user/'s stage folders include only from earlier stages.
 python3 tests/check_layers.py 2>&1 | tee "$P/layers.log"
 tally "$P/layers.log" tests/check_layers.py
+# The formatting: every C file as clang-format 14 leaves it.
+tests/check_format.sh 2>&1 | tee "$P/format.log"
+tally "$P/format.log" tests/check_format.sh
 # Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
 # undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
 fuzz() {
