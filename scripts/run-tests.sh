@@ -131,6 +131,9 @@ tally "$P/layers.log" tests/check_layers.py
 # The formatting: every C file as clang-format 14 leaves it.
 tests/check_format.sh 2>&1 | tee "$P/format.log"
 tally "$P/format.log" tests/check_format.sh
+# Commit messages since the rule began: a subject of at most 72 characters, a blank line, a body.
+tests/check_commits.sh 2>&1 | tee "$P/commits.log"
+tally "$P/commits.log" tests/check_commits.sh
 # Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
 # undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
 fuzz() {
