@@ -75,17 +75,14 @@ $(OUTPUT)/%.o: user/%.c | $(OUTPUT)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-# The HTML report's libraries come from the npm registry and are inlined at build time.
-HTML_NPM := scripts/html/node_modules/.package-lock.json
+# The HTML report inlines Debian's Chart.js (libjs-chart.js) and its own flame graph at build time. The file is
+# a prerequisite only when present, so that a missing package gets gen-html-assets.py's error naming it.
+HTML_CHARTJS := /usr/share/javascript/chart.js/chart.min.js
 
-$(HTML_NPM): scripts/html/package.json scripts/html/package-lock.json
-	$(call msg,NPM,scripts/html)
-	$(Q)cd scripts/html && npm ci --silent --no-audit --no-fund
-	$(Q)touch $@
-
-$(OUTPUT)/html_assets.c: scripts/gen-html-assets.py scripts/html/report.html scripts/html/render.js $(HTML_NPM) | $(OUTPUT)
+$(OUTPUT)/html_assets.c: scripts/gen-html-assets.py scripts/html/report.html scripts/html/render.js \
+			 scripts/html/flame.js $(wildcard $(HTML_CHARTJS)) | $(OUTPUT)
 	$(call msg,GEN,$@)
-	$(Q)python3 scripts/gen-html-assets.py $@
+	$(Q)python3 scripts/gen-html-assets.py $@ $(HTML_CHARTJS)
 
 $(OUTPUT)/html_assets.o: $(OUTPUT)/html_assets.c
 	$(call msg,CC,$@)

@@ -1,4 +1,5 @@
-// Draws the memleak-ai report from window.MEMLEAK with the inlined uPlot and d3-flame-graph.
+// Draws the memleak-ai report from window.MEMLEAK: the timelines with the inlined Chart.js (Debian's
+// libjs-chart.js), the flame graph with flame.js (ours), the table as DOM text.
 (function () {
   "use strict";
   const M = window.MEMLEAK;
@@ -11,17 +12,36 @@
     while (x >= 1024 && u < units.length - 1) { x /= 1024; u++; }
     return (v < 0 ? "-" : "") + (u ? x.toFixed(1) : x.toFixed(0)) + " " + units[u];
   }
+  // A line chart of series [{label, values}] over t (seconds); a null value is a gap, drawn across.
+  // Labels come from the traced program: Chart.js draws them on the canvas, as text.
   function plot(el, t, series) {
-    if (!t.length || !series.length) { el.textContent = "(no data)"; return; }
-    const opts = {
-      width: Math.min(1100, window.innerWidth - 60), height: 280,
-      scales: { x: { time: false } },
-      series: [{ label: "s since start" }].concat(series.map((s, i) => ({
-        label: s.label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true,
-        value: (u, v) => fmtBytes(v) }))),
-      axes: [{ label: "seconds" }, { size: 90, values: (u, vals) => vals.map(fmtBytes) }],
-    };
-    new uPlot(opts, [t].concat(series.map(s => s.values)), el);
+    if (!t.length || !series.length) { el.textContent = "(no data)"; el.style.height = "auto"; return; }
+    const canvas = document.createElement("canvas");
+    el.appendChild(canvas);
+    new Chart(canvas, {
+      type: "line",
+      data: {
+        datasets: series.map((s, i) => ({
+          label: s.label, data: t.map((x, k) => ({ x, y: s.values[k] })), spanGaps: true,
+          borderColor: COLORS[i % COLORS.length], backgroundColor: COLORS[i % COLORS.length],
+          borderWidth: 2, pointRadius: 0, pointHitRadius: 4, tension: 0 })),
+      },
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        interaction: { mode: "nearest", axis: "x", intersect: false },
+        scales: {
+          x: { type: "linear", title: { display: true, text: "seconds since start" } },
+          y: { beginAtZero: true, ticks: { callback: v => fmtBytes(v) } },
+        },
+        plugins: {
+          legend: { position: "bottom", labels: { boxWidth: 14 } },
+          tooltip: { callbacks: {
+            title: items => (items.length ? items[0].parsed.x.toFixed(1) + " s" : ""),
+            label: c => `${c.dataset.label}: ${fmtBytes(c.parsed.y)}`,
+          } },
+        },
+      },
+    });
   }
   document.getElementById("title").textContent = "memleak-ai report: " + (M.pid ? "pid " + M.pid : "node-wide");
   document.getElementById("meta").textContent = M.reports + " reports over " + M.duration_s.toFixed(1) +
@@ -29,9 +49,8 @@
   plot(document.getElementById("layers"), M.timeline.t,
        Object.keys(M.timeline.layers).map(k => ({ label: k, values: M.timeline.layers[k] })));
   plot(document.getElementById("stacks"), M.timeline.t, M.timeline.stacks);
-  const flame = flamegraph.default().width(Math.min(1100, window.innerWidth - 60)).cellHeight(18)
-    .minFrameSize(1).label(d => d.data.name + ": " + fmtBytes(d.data.value));
-  d3.select("#flame").datum(M.flame).call(flame);
+  MemleakFlame.draw(document.getElementById("flame"), M.flame,
+                    { width: Math.min(1100, window.innerWidth - 60), format: fmtBytes });
   const body = document.querySelector("#table tbody");
   // With children followed, the rows of several processes share the table: each names its pid.
   const multi = new Set(M.table.map(r => r.pid)).size > 1 || M.table.some(r => r.pid !== M.pid);
