@@ -297,29 +297,36 @@ def torch_kept_losses(*tool_args):
 
 
 _browser = None
+HTML_CHECK_PY = "/usr/bin/python3"  # Debian's: python3-selenium is in its dist-packages
 
 
-def html_check(page, shot, timeout=120):
-    """Loads an HTML report in headless Chromium (tests/integration/html_check.js): (its findings, the checker's
-    stderr so far). One browser serves a test file's pages, each in a context of its own: its start-up, seconds
-    long, is paid once. It carries no mark of this test file: ending what a test left running spares it."""
+def html_check(page, shot, timeout=120, search=None):
+    """Loads an HTML report in headless Chromium through Selenium and chromedriver (tests/integration/html_check.py,
+    run by Debian's python3, whose dist-packages hold python3-selenium): (its findings, the checker's stderr so
+    far). search: the regular expression to type into the flame graph's search box (by default the exact name of
+    the frame the zoom check clicks). One browser serves a test file's pages, each in a tab of its own: its
+    start-up, seconds long, is paid once. It carries no mark of this test file: ending what a test left running
+    spares it; it ends when this file does (its stdin closes), or with its process group when it fails."""
     global _browser
     if _browser is None or _browser.p.poll() is not None:
         env = {k: v for k, v in os.environ.items() if k != "MEMLEAK_AI_TEST_RUN"}
-        env["PLAYWRIGHT_CORE"] = os.path.join(ROOT, "scripts", "html", "node_modules", "playwright-core")
         err = tempfile.TemporaryFile()
-        p = subprocess.Popen(["node", os.path.join(ROOT, "tests", "integration", "html_check.js"), "--serve"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
+        p = subprocess.Popen([HTML_CHECK_PY, os.path.join(ROOT, "tests", "integration", "html_check.py"), "--serve"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
+                             start_new_session=True)
         _browser = types.SimpleNamespace(p=p, err=err)
     b = _browser
     try:
-        b.p.stdin.write(json.dumps([page, shot]).encode() + b"\n")
+        b.p.stdin.write(json.dumps([page, shot] + ([search] if search is not None else [])).encode() + b"\n")
         b.p.stdin.flush()
         res = json.loads(read_line(b.p.stdout, timeout, "the browser's findings"))
     except (OSError, ValueError, Fail) as e:
-        b.p.kill()
+        try:
+            os.killpg(b.p.pid, signal.SIGKILL)  # chromedriver and Chromium with it
+        except OSError:
+            pass
         b.p.wait()
-        res = {"fatal": f"html_check.js: {e}"}
+        res = {"fatal": f"html_check.py: {e}"}
     b.err.seek(0)
     return res, b.err.read().decode(errors="replace")
 
