@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, alone, attached_run, check, eq, main, test, traced  # noqa: E402
+from harness import (DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, UNDER_ASAN, alone, attached_run, check, eq, main,  # noqa: E402
+                     test, traced)
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_hot.py")
 PY = os.path.expanduser("~/.pyenv/versions/3.11.7/bin/python3.11")
@@ -73,8 +74,14 @@ def hot_loop(secs, work, *tool_args):
 @alone
 def busy_loop_switches_before_the_first_report():
     """The C heap's mode is decided from the first hits after attach (per-CPU counters over ~150 ms), not after
-    a second at full cost: a 0.5 s interval's first report is already in heap-growth mode, and says so."""
-    reps, tool = hot_loop(2.5, 0, "--max-overhead", "2", "0.5")  # the default budget (the harness sets 100)
+    a second at full cost: a 0.5 s interval's first report is already in heap-growth mode, and says so.
+    The decision waits for the probe-cost calibration, which runs in the tool: built with ASan it was decided
+    0.10-0.50 s after attach (plain: 0.05-0.12 s), so under ASan the interval and the loop are 3 times longer
+    (the same 5 reports), and the decision must still come before the first of them."""
+    scale = 3 if UNDER_ASAN else 1
+    interval = 0.5 * scale
+    # --max-overhead 2: the default budget (the harness sets 100)
+    reps, tool = hot_loop(2.5 * scale, 0, "--max-overhead", "2", str(interval))
     first = reps[0]
     eq(first["seq"], 1, "the first report")
     eq(first["modes"]["libc"], "heap_growth", "libc's mode in the first report")
