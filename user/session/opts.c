@@ -312,7 +312,7 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 	o->max_overhead = 2;
 	o->layers = ~0U;
 	o->unwind_tables = true;
-	o->unwind_mem = 64ULL << 20;
+	o->unwind_mem = 128ULL << 20; /* PyPI's torch 2.15 (CUDA build) needs 78 MiB */
 	o->pprof_keep = 100;
 
 	opterr = 0;
