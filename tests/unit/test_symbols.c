@@ -863,6 +863,14 @@ static int count_fds(void)
 	return n;
 }
 
+/* python3.11's python:function__entry note, as readelf -n shows it: three arguments, a semaphore, a base. */
+static int sdt_entry(const struct elf_sdt_note *n, void *ctx)
+{
+	if (strcmp(n->provider, "python") || strcmp(n->name, "function__entry"))
+		return 0;
+	return n->pc && n->base && n->semaphore && !strcmp(n->args, "8@%rbp 8@%r12 -4@%eax") ? 1 : 2;
+}
+
 /* SystemTap SDT notes by provider: Debian's python3.11 has "python" probes and libstdc++ "libstdcxx" ones. */
 static void test_sdt_providers(void)
 {
@@ -885,6 +893,9 @@ static void test_sdt_providers(void)
 		check(elf_syms__has_sdt_provider(es, objs[i].has) && !elf_syms__has_sdt_provider(es, "pytorch") &&
 			  !elf_syms__has_sdt_provider(es, "pytho"),
 		      label);
+		if (i == 0)
+			check(elf_syms__for_each_sdt(es, sdt_entry, NULL) == 1,
+			      "sdt: python:function__entry's address, base, semaphore and arguments");
 		elf_syms__free(es);
 	}
 }

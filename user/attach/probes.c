@@ -3,6 +3,7 @@
 #include "attach/probes.h"
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -338,11 +339,33 @@ static bool has_usdts(const struct probes *p, const struct elf_syms *syms)
 	return false;
 }
 
+/* -v: where the notes of provider:name are, their arguments and semaphores (what libbpf attached to). */
+struct sdt_say {
+	const char *provider, *name, *path;
+	unsigned int n;
+};
+
+static int say_sdt(const struct elf_sdt_note *n, void *vctx)
+{
+	struct sdt_say *c = vctx;
+	unsigned int nargs = 0;
+
+	if (strcmp(n->provider, c->provider) || strcmp(n->name, c->name))
+		return 0;
+	for (const char *a = n->args; *a; a++)
+		nargs += *a != ' ' && (a == n->args || a[-1] == ' ');
+	ml_info("USDT %s:%s in %s at 0x%" PRIx64 ": %u args \"%s\", semaphore 0x%" PRIx64, n->provider, n->name,
+		c->path, n->pc, nargs, n->args, n->semaphore);
+	c->n++;
+	return 0;
+}
+
 /*
  * PyTorch's USDT probes. libbpf reads the notes and handles the semaphores; the programs come from
  * probes_opts.usdt_prog (loaded apart). Returns probes attached.
  */
-static int attach_usdts(struct probes *p, const char *path, unsigned int *layers)
+static int attach_usdts(struct probes *p, const char *path, const struct ml_mapping *m, const struct elf_syms *syms,
+			unsigned int *layers)
 {
 	int n = 0;
 
@@ -371,6 +394,12 @@ static int attach_usdts(struct probes *p, const char *path, unsigned int *layers
 		}
 		*layers |= 1U << u->layer;
 		n++;
+		if (ml_log_level >= 1) {
+			struct sdt_say c = {u->provider, u->name, m->path, 0};
+
+			elf_syms__for_each_sdt(syms, say_sdt, &c);
+			ml_info("USDT %s:%s attached in %s: %u locations", u->provider, u->name, m->path, c.n);
+		}
 	}
 	return n;
 }
@@ -497,7 +526,7 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 		}
 	}
 	if (usdt) {
-		int u = attach_usdts(p, path, layers);
+		int u = attach_usdts(p, path, m, syms, layers);
 		bool raw = false;
 
 		if (u < 0) {
@@ -513,6 +542,13 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 				  "torch_cuda misses memory taken through raw_alloc",
 				  m->path);
 		n += u;
+	}
+	for (unsigned int row = 0; row < ml_allocators_n && ml_log_level >= 1; row++) {
+		uint64_t off;
+
+		if (found[row].ok && !elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
+			ml_info("%s: %s probed at offset 0x%" PRIx64 " (layer %s)", m->path, ml_allocators[row].func,
+				off, ml_layer_name(ml_allocators[row].spec.layer));
 	}
 	err = n;
 	for (size_t i = first_link; i < p->nlinks; i++)

@@ -548,32 +548,62 @@ Elf_Scn *ml_elf_section(Elf *elf, const char *want, bool skip_nobits, GElf_Shdr 
 /*
  * SystemTap SDT notes: type 3, owner "stapsdt", a descriptor of three addresses (the probe, the .stapsdt.base
  * section, the semaphore) followed by the provider, the name and the arguments, each NUL-terminated. Every
- * length is the file's word: a string that runs past its descriptor ends the search.
+ * length is the file's word: a string that runs past its descriptor is read as missing, with those after it.
  */
 #define SDT_NOTE_TYPE 3
 #define SDT_DESC_ADDRS 24
 
-bool elf_syms__has_sdt_provider(const struct elf_syms *s, const char *provider)
+int elf_syms__for_each_sdt(const struct elf_syms *s, int (*cb)(const struct elf_sdt_note *n, void *ctx), void *ctx)
 {
-	size_t plen = strlen(provider) + 1, off = 0, name_off, desc_off;
+	size_t off = 0, name_off, desc_off;
 	GElf_Shdr sh;
 	Elf_Scn *scn = ml_elf_section(s->elf, ".note.stapsdt", true, &sh);
 	Elf_Data *d = scn && sh.sh_type == SHT_NOTE ? elf_getdata(scn, NULL) : NULL;
 	GElf_Nhdr nh;
 
 	if (!d || !d->d_buf)
-		return false;
+		return 0;
 	while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-		const char *desc = (const char *)d->d_buf + desc_off;
+		const char *desc = (const char *)d->d_buf + desc_off, *str[3];
+		size_t at = SDT_DESC_ADDRS;
+		struct elf_sdt_note n;
+		int i, ret;
 
 		if (nh.n_type != SDT_NOTE_TYPE || nh.n_namesz != sizeof("stapsdt") ||
 		    memcmp((const char *)d->d_buf + name_off, "stapsdt", sizeof("stapsdt")) ||
-		    nh.n_descsz < SDT_DESC_ADDRS + plen)
+		    nh.n_descsz < SDT_DESC_ADDRS)
 			continue;
-		if (!memcmp(desc + SDT_DESC_ADDRS, provider, plen))
-			return true;
+		for (i = 0; i < 3 && at < nh.n_descsz; i++) {
+			const char *end = memchr(desc + at, '\0', nh.n_descsz - at);
+
+			if (!end)
+				break;
+			str[i] = desc + at;
+			at = (size_t)(end - desc) + 1;
+		}
+		if (i < 1)
+			continue;
+		memcpy(&n.pc, desc, 8);
+		memcpy(&n.base, desc + 8, 8);
+		memcpy(&n.semaphore, desc + 16, 8);
+		n.provider = str[0];
+		n.name = i > 1 ? str[1] : "";
+		n.args = i > 2 ? str[2] : "";
+		ret = cb(&n, ctx);
+		if (ret)
+			return ret;
 	}
-	return false;
+	return 0;
+}
+
+static int is_provider(const struct elf_sdt_note *n, void *ctx)
+{
+	return !strcmp(n->provider, ctx);
+}
+
+bool elf_syms__has_sdt_provider(const struct elf_syms *s, const char *provider)
+{
+	return elf_syms__for_each_sdt(s, is_provider, (void *)provider) != 0;
 }
 
 /*

@@ -47,6 +47,15 @@ const char *elf_syms__lookup(const struct elf_syms *s, uint64_t vaddr, uint64_t 
 /* Whether its SystemTap SDT notes (.note.stapsdt; 64-bit objects) have a probe of this provider ("pytorch"). */
 bool elf_syms__has_sdt_provider(const struct elf_syms *s, const char *provider);
 
+/* One SystemTap SDT note: its probe's address, .stapsdt.base and semaphore as linked, and its strings. */
+struct elf_sdt_note {
+	uint64_t pc, base, semaphore;	    /* semaphore 0: none */
+	const char *provider, *name, *args; /* args: "-8@%rdi -4@8(%rsp)", "" for none */
+};
+
+/* Call cb for each SDT note (64-bit objects); cb returns non-zero to stop, and that value is returned, else 0. */
+int elf_syms__for_each_sdt(const struct elf_syms *s, int (*cb)(const struct elf_sdt_note *n, void *ctx), void *ctx);
+
 /*
  * The first section called want, or NULL; *out gets its header. With skip_nobits, the first of that name
  * with contents in the file (a debug file keeps some sections as NOBITS placeholders).
