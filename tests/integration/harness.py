@@ -279,16 +279,23 @@ def descendants(pid):
     return out
 
 
-DEBIAN_PY = "/usr/bin/python3.11"  # libpython linked into the executable; has python3-torch
+DEBIAN_PY = "/usr/bin/python3.11"  # libpython linked into the executable; has python3-torch (1.13)
 TORCH_SCRIPT = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
+# The PyTorch people install: PyPI's torch in build/venv/3.12 (scripts/make-venv.sh, run by make test).
+TORCH_PY = os.environ.get("MEMLEAK_AI_TORCH_PY") or os.path.join(ROOT, "build", "venv", "3.12", "bin", "python")
+
+
+def torch_py():
+    """TORCH_PY, or a failure that says how to make it."""
+    if not os.access(TORCH_PY, os.X_OK):
+        raise Fail(f"{TORCH_PY} missing: scripts/make-venv.sh (make venv) installs PyPI's torch there")
+    return TORCH_PY
 
 
 def torch_kept_losses(*tool_args):
     """The PyTorch CPU loop that keeps its losses, traced in the torch_cpu layer: (the last periodic report,
     its growing torch_cpu stacks, the largest of them)."""
-    if not os.access(DEBIAN_PY, os.X_OK):
-        raise Fail("Debian python3.11 missing")
-    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
+    tool, _ = attached_run([torch_py(), TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
                            *tool_args, "0.5")
     rep = tool.reports()[-2]
     growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]

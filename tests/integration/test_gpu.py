@@ -9,10 +9,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import test_no_asan, FIX, ROOT, Fail, Fixture, Tool, attached_run, by_func, check, eq, main, read_line, run_tool, test  # noqa: E402
+from harness import test_no_asan, FIX, ROOT, Fail, Fixture, Tool, attached_run, by_func, check, eq, main, read_line, run_tool, test, torch_py  # noqa: E402
 
 GPU = os.path.join(FIX, "gpu")
-TORCH_PY = "/usr/bin/python3"  # Debian's python3.11, which has python3-torch
 
 
 def wait_stderr(tool, text, timeout=10):
@@ -190,7 +189,7 @@ def real_cuda_runtime_without_gpu():
 
 def torch_run(mode):
     script = os.path.join(ROOT, "tests", "fixtures", "torch_loop.py")
-    tool, _ = attached_run([TORCH_PY, script, mode], "-f", "json", "--layers", "torch_cpu", "--top", "50", "0.5")
+    tool, _ = attached_run([torch_py(), script, mode], "-f", "json", "--layers", "torch_cpu", "--top", "50", "0.5")
     return tool.reports()
 
 
@@ -201,7 +200,7 @@ def pytorch_cpu_exception_through_alloc_cpu_is_safe():
             "sys.stdin.buffer.read(1)\n"
             "try:\n    torch.empty(1 << 60, dtype=torch.uint8)\nexcept RuntimeError:\n    print('caught', flush=True)\n"
             "keep = [torch.ones(1000) for _ in range(10)]\nprint('done', flush=True)\nsys.stdin.buffer.read(1)\n")
-    fx = subprocess.Popen([TORCH_PY, "-c", "import os; print('ready', os.getpid(), flush=True)\n" + code],
+    fx = subprocess.Popen([torch_py(), "-c", "import os; print('ready', os.getpid(), flush=True)\n" + code],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         read_line(fx.stdout, 60, "ready")
@@ -227,8 +226,6 @@ def pytorch_cpu_exception_through_alloc_cpu_is_safe():
 
 @test_no_asan
 def pytorch_cpu_kept_losses_grow():
-    if not os.path.exists(TORCH_PY):
-        raise Fail("Debian python3 with python3-torch missing")
     keep = torch_run("keep")
     item = torch_run("item")
     kb = keep[-1]["totals"].get("torch_cpu", {}).get("bytes", 0)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, UNDER_ASAN, alone, attached_run, check, eq, main,  # noqa: E402
+from harness import (FIX, ROOT, TORCH_SCRIPT, UNDER_ASAN, alone, torch_py, attached_run, check, eq, main,  # noqa: E402
                      test, traced)
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_hot.py")
@@ -130,7 +130,7 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     its cost; the release probe stays, so the loop's frees are all still seen while fewer allocations are
     recorded (as many halvings at once as the cost says). Only after the last halving do the probes go, when
     they alone still cost 5 times the budget."""
-    tool, _ = attached_run([DEBIAN_PY, TORCH_SCRIPT, "item", "cpu", "900"], "-f", "json", "--max-overhead", "0.1",
+    tool, _ = attached_run([torch_py(), TORCH_SCRIPT, "item", "cpu", "900"], "-f", "json", "--max-overhead", "0.1",
                            "0.5")
     reps = tool.reports()
     switched = [r["seq"] for r in reps if r["modes"]["libc"] == "heap_growth"]

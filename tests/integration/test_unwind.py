@@ -178,7 +178,7 @@ def stripped_binary_named_from_its_debug_file():
 def libtorch_allocation_reaches_the_python_frames():
     _, _, top = torch_kept_losses()
     fr = top["frames"]
-    eq(os.path.basename(fr[0]["module"]), "libc10.so.1.13.0", "c10::alloc_cpu's caller is in libc10")
+    eq(os.path.basename(fr[0]["module"]), "libc10.so", "c10::alloc_cpu's caller is in libc10 (the wheel's name)")
     at = [i for i, f in enumerate(fr) if f["kind"] == "native" and (f["func"] or "").startswith("at::")]
     check(len(at) >= 5, f"at:: frames from libtorch_cpu: {len(at)}")
     py = [i for i, f in enumerate(fr) if f["kind"] == "python"]
