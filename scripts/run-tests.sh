@@ -187,16 +187,24 @@ if [ "${1:-}" != "--unit-only" ]; then
 	}
 	# Real PyTorch workloads, the whole tool as a user runs it (once: not under ASan, whose cost the
 	# full-fidelity import of torch would multiply).
+	# In full on PyPI's torch under Python 3.12 (build/venv/3.12); the smoke subset on 3.11 and 3.13 (their
+	# venvs) and on Debian's python3.11 with its torch 1.13. A venv make-venv.sh could not build fails here.
 	workloads() {
 		out=$(mktemp)
-		MEMLEAK_AI_TEST_PART=$1 python3 "$2" >"$out" 2>&1
-		sed 's/^integration:/workloads:/' "$out"
+		case ${3:-} in
+		'') env= label=workloads ;;
+		debian) env="MEMLEAK_AI_WL_PY=/usr/bin/python3.11 MEMLEAK_AI_WL_SMOKE=1" label="workloads (Debian's torch)" ;;
+		*) env="MEMLEAK_AI_WL_PY=build/venv/$3/bin/python MEMLEAK_AI_WL_SMOKE=1" label="workloads ($3)" ;;
+		esac
+		env MEMLEAK_AI_TEST_PART=$1 $env python3 "$2" >"$out" 2>&1
+		sed "s/^integration:/$label:/" "$out"
 		rm -f "$out"
 	}
 	# Every test file in both passes (the workloads once), two at a time, the longest first and the two soaks
 	# (busy targets) apart, then any file not named here. The tests that rest on the tool's measure of its own
 	# cost share (@alone) after them, one at a time with nothing beside them.
-	QUEUE="workloads/test_workloads core core:asan fleet soak fleet:asan gpu python python:asan soak:asan unwind
+	QUEUE="workloads/test_workloads core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
+		workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
 		gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
 	QUEUE=$(echo $QUEUE)
 	for t in $(ls tests/integration/test_*.py | sed 's/.*test_\(.*\)\.py/\1/'); do
@@ -207,7 +215,9 @@ if [ "${1:-}" != "--unit-only" ]; then
 	}
 	# A queue entry (workloads/test_x, name, name:asan): its file in t, how it runs in kind.
 	entry() {
+		py=""
 		case $1 in
+		*/*@*) t=tests/${1%@*}.py kind=workloads py=${1#*@} ;;
 		*/*) t=tests/$1.py kind=workloads ;;
 		*) t=tests/integration/test_${1%:asan}.py kind=integration ;;
 		esac
@@ -222,12 +232,12 @@ if [ "${1:-}" != "--unit-only" ]; then
 			ALONE="$ALONE $q"
 			[ "$(grep -c '^@alone' "$t")" -lt "$(grep -c '^@test' "$t")" ] || continue
 		fi
-		job "$t$(label $kind $part)" test $kind "$part" "$t"
+		job "$t${py:+@$py}$(label $kind $part)" test $kind "$part" "$t" $py
 	done
 	drain
 	for q in $ALONE; do
 		entry "$q"
-		job "$t$(label $kind alone)" test $kind alone "$t"
+		job "$t${py:+@$py}$(label $kind alone)" test $kind alone "$t" $py
 		drain
 	done
 fi
