@@ -8,10 +8,10 @@
 #include "session/opts.h"
 #include "session/session.h"
 
+/* libbpf's warnings always reach stderr (a default run prints none); its info and debug lines need -vv. */
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list args)
 {
-	if ((level == LIBBPF_DEBUG && ml_log_level < 2) || (level == LIBBPF_INFO && ml_log_level < 2) ||
-	    (level == LIBBPF_WARN && ml_log_level < 1))
+	if (level != LIBBPF_WARN && ml_log_level < 2)
 		return 0;
 	return vfprintf(stderr, fmt, args);
 }

@@ -192,6 +192,8 @@ def check_html(run, expect_leak):
 
 
 def check_outputs(run, final, expect_leak):
+    # libbpf's warnings are shown by default: a run on a workload has none to show.
+    eq([l for l in run.stderr if l.startswith("libbpf:")], [], f"{run.script}: libbpf's warnings on stderr")
     check_text(run, final, expect_leak)
     check_pprof(run, expect_leak)
     check_html(run, expect_leak)
