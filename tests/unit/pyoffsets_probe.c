@@ -37,7 +37,7 @@ static void expect_uint(const char *what, unsigned long long got, unsigned long 
 	char name[200];
 
 	snprintf(name, sizeof(name), "%s %s: %llu (headers/runtime: %llu)", ver, what, got, want);
-	CHECK(got == want, name);
+	CHECK_EQ_U64(got, want, name);
 }
 
 static void expect_true(bool ok, const char *what)

@@ -162,7 +162,7 @@ static void test_basic(void)
 	u32(&b, 0);	     /* terminator */
 	u32(&b, 0xdeadbeef); /* ignored after the terminator */
 	err = ml_ehframe_parse(b.p, b.n, ADDR, &t);
-	CHECK(err == 0, "basic: parses");
+	CHECK_EQ_INT(err, 0, "basic: parses");
 	CHECK(t.n == 5 && t.n_skipped == 0, "basic: 4 rows and the end marker");
 	CHECK(ml_unwind_lookup(&t, 0x400fff) == NULL, "basic: before the first FDE: NULL");
 	CHECK(row_is(ml_unwind_lookup(&t, 0x401000), ML_CFA_RSP, 8, 0, 0), "basic: entry rsp+8");
@@ -278,7 +278,7 @@ static void test_rules(void)
 		  row_is(ml_unwind_lookup(&t, 0x401008), ML_CFA_RSP, 8, 0, 0),
 	      "rules: cfa expression is unsupported, then back");
 	ml_unwind_table_free(&t);
-	CHECK(one_fde(rbp_expr, sizeof(rbp_expr), &t) == 0, "rules: rbp expression parses");
+	CHECK_EQ_INT(one_fde(rbp_expr, sizeof(rbp_expr), &t), 0, "rules: rbp expression parses");
 	CHECK(row_is(ml_unwind_lookup(&t, 0x401000), ML_CFA_RSP, 8, ML_RBP_LOST, 0) &&
 		  row_is(ml_unwind_lookup(&t, 0x401001), ML_CFA_RSP, 8, ML_RBP_LOST, 0) &&
 		  row_is(ml_unwind_lookup(&t, 0x401002), ML_CFA_RSP, 8, ML_RBP_SAME, 0),
@@ -446,10 +446,10 @@ static void test_framing(void)
 	      "framing: only a terminator");
 	CHECK(ml_ehframe_parse((const uint8_t *)"\x10\0\0", 3, ADDR, &t) == -EINVAL && t.n == 0,
 	      "framing: truncated length");
-	CHECK(ml_ehframe_parse((const uint8_t *)"\xff\xff\xff\xff\x10\0\0", 7, ADDR, &t) == -EINVAL,
-	      "framing: truncated 64-bit length");
-	CHECK(ml_ehframe_parse((const uint8_t *)"\x02\0\0\0\0\0", 6, ADDR, &t) == -EINVAL,
-	      "framing: entry shorter than its id");
+	CHECK_EQ_INT(ml_ehframe_parse((const uint8_t *)"\xff\xff\xff\xff\x10\0\0", 7, ADDR, &t), -EINVAL,
+		     "framing: truncated 64-bit length");
+	CHECK_EQ_INT(ml_ehframe_parse((const uint8_t *)"\x02\0\0\0\0\0", 6, ADDR, &t), -EINVAL,
+		     "framing: entry shorter than its id");
 
 	cie = cie_zr(&b, 0x1b);
 	fde_push_rbp(&b, cie, 0x401000);
@@ -747,7 +747,7 @@ static void compare_with_readelf(const char *path, const char *label, const char
 	if (err)
 		return;
 	snprintf(name, sizeof(name), "%s: no FDE skipped", label);
-	CHECK(t.n_skipped == 0, name);
+	CHECK_EQ_INT(t.n_skipped, 0, name);
 	for (i = 1; i < t.n; i++)
 		if (t.rows[i].pc <= t.rows[i - 1].pc)
 			break;

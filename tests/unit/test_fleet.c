@@ -18,10 +18,10 @@ static void environ_labels(void)
 	struct ml_labels l = {};
 
 	CHECK(!ml_labels__parse_environ(env, sizeof(env) - 1, &l), "environ: parsed");
-	CHECK(l.rank && !strcmp(l.rank, "3"), "environ: RANK, not XRANK or RANKS");
-	CHECK(l.local_rank && !strcmp(l.local_rank, "1"), "environ: LOCAL_RANK");
-	CHECK(l.world_size && !strcmp(l.world_size, "8"), "environ: WORLD_SIZE");
-	CHECK(l.job && !strcmp(l.job, "job-42"), "environ: TORCHELASTIC_RUN_ID");
+	CHECK_EQ_STR(l.rank, "3", "environ: RANK, not XRANK or RANKS");
+	CHECK_EQ_STR(l.local_rank, "1", "environ: LOCAL_RANK");
+	CHECK_EQ_STR(l.world_size, "8", "environ: WORLD_SIZE");
+	CHECK_EQ_STR(l.job, "job-42", "environ: TORCHELASTIC_RUN_ID");
 	ml_labels__clear(&l);
 
 	static const char bad[] = "RANK=1x\0WORLD_SIZE=\0LOCAL_RANK=12345678901\0TORCHELASTIC_RUN_ID=a\nb";
@@ -158,13 +158,13 @@ static void rollup(void)
 	CHECK(!ml_procmem__parse(text, &m) && m.rss == 1712 * 1024 && m.pss == 776 * 1024 &&
 		  m.private_dirty == 113 * 1024 && m.anon == 111 * 1024,
 	      "smaps_rollup: Rss, Pss (not Pss_Dirty), Private_Dirty, Anonymous");
-	CHECK(ml_procmem__parse("Rss: 1 kB\nPss: 1 kB\nAnonymous: 1 kB\n", &m) == -EINVAL,
-	      "smaps_rollup: a field missing");
-	CHECK(ml_procmem__parse("Rss: x kB\nPss: 1 kB\nAnonymous: 1 kB\nPrivate_Dirty: 1 kB\n", &m) == -EINVAL,
-	      "smaps_rollup: a malformed number");
-	CHECK(ml_procmem__parse("Rss: 99999999999999999999 kB\nPss: 1 kB\nAnonymous: 1 kB\nPrivate_Dirty: 1 kB\n",
-				&m) == -EINVAL,
-	      "smaps_rollup: out of range");
+	CHECK_EQ_INT(ml_procmem__parse("Rss: 1 kB\nPss: 1 kB\nAnonymous: 1 kB\n", &m), -EINVAL,
+		     "smaps_rollup: a field missing");
+	CHECK_EQ_INT(ml_procmem__parse("Rss: x kB\nPss: 1 kB\nAnonymous: 1 kB\nPrivate_Dirty: 1 kB\n", &m), -EINVAL,
+		     "smaps_rollup: a malformed number");
+	CHECK_EQ_INT(
+	    ml_procmem__parse("Rss: 99999999999999999999 kB\nPss: 1 kB\nAnonymous: 1 kB\nPrivate_Dirty: 1 kB\n", &m),
+	    -EINVAL, "smaps_rollup: out of range");
 }
 
 static void push_url(void)
@@ -172,16 +172,18 @@ static void push_url(void)
 	struct push_meta m = {.pid = 5, .rank = "1", .role = "main", .from_s = 100, .until_s = 110};
 	char *u = ml_push_url("http://127.0.0.1:4040/", NULL, &m);
 
-	CHECK(u && !strcmp(u, "http://127.0.0.1:4040/ingest?name=memleak-ai%7Brank%3D1%2Crole%3Dmain%7D&from=100"
-			      "&until=110&format=pprof&spyName=memleak-ai"),
-	      "push: the /ingest URL, labels in the name");
+	CHECK_EQ_STR(u,
+		     "http://127.0.0.1:4040/ingest?name=memleak-ai%7Brank%3D1%2Crole%3Dmain%7D&from=100"
+		     "&until=110&format=pprof&spyName=memleak-ai",
+		     "push: the /ingest URL, labels in the name");
 	free(u);
 	m.rank = NULL;
 	m.job = "j 1";
 	u = ml_push_url("https://store/pyro/ingest", "train", &m);
-	CHECK(u && !strcmp(u, "https://store/pyro/ingest?name=train%7Brole%3Dmain%2Cjob%3Dj%201%7D&from=100&until=110"
-			      "&format=pprof&spyName=memleak-ai"),
-	      "push: a URL ending in /ingest kept, a service named, no rank, escaped");
+	CHECK_EQ_STR(u,
+		     "https://store/pyro/ingest?name=train%7Brole%3Dmain%2Cjob%3Dj%201%7D&from=100&until=110"
+		     "&format=pprof&spyName=memleak-ai",
+		     "push: a URL ending in /ingest kept, a service named, no rank, escaped");
 	free(u);
 }
 

@@ -73,11 +73,11 @@ int main(void)
 	int err;
 
 	err = walk(&f, first, end, 100);
-	CHECK(err == 0, "a well-formed heap walks to its top");
+	CHECK_EQ_INT(err, 0, "a well-formed heap walks to its top");
 	CHECK(f.heaps == 1 && f.top_bytes == 0x8000, "the top chunk ends it and is counted apart");
-	CHECK(f.in_use_bytes == 0x290 + 0x40 + 0x50 + 0x30, "in-use bytes are the in-use chunks' sizes");
+	CHECK_EQ_U64(f.in_use_bytes, 0x290 + 0x40 + 0x50 + 0x30, "in-use bytes are the in-use chunks' sizes");
 	CHECK(f.free_bytes == 0x3800 && f.free_resident_bytes == 0x3800, "free bytes below the top, all resident");
-	CHECK(f.nholders == 2, "two in-use chunks hold free runs");
+	CHECK_EQ_INT(f.nholders, 2, "two in-use chunks hold free runs");
 	CHECK(f.nholders == 2 && f.holders[0].addr == c_holder1 + 16 && f.holders[0].size == 0x40 &&
 		  f.holders[0].charged == 0x1000,
 	      "the run below the 64-byte chunk is charged to it (user address)");
@@ -97,29 +97,29 @@ int main(void)
 	build(sz, use, 8, &end);
 	absent[(0x290 + 0x1000 + 0x40 + 0x2000 + 0x800) / 4096] = true;
 	err = walk(&f, first, end, 100);
-	CHECK(err == -ENODATA, "a header on a page that is not resident stops the walk");
+	CHECK_EQ_INT(err, -ENODATA, "a header on a page that is not resident stops the walk");
 
 	/* Malformed headers. */
 	build(sz, use, 8, &end);
 	put_size(0x290 + 0x1000, 0);
 	err = walk(&f, first, end, 100);
-	CHECK(err == -EBADMSG, "a zero size stops the walk");
-	CHECK(f.nholders == 0, "... before anything is charged past it");
+	CHECK_EQ_INT(err, -EBADMSG, "a zero size stops the walk");
+	CHECK_EQ_INT(f.nholders, 0, "... before anything is charged past it");
 
 	build(sz, use, 8, &end);
 	put_size(0x290, 0x100000 | 1);
 	err = walk(&f, first, end, 100);
-	CHECK(err == -EBADMSG, "a size running past the heap's end stops the walk");
+	CHECK_EQ_INT(err, -EBADMSG, "a size running past the heap's end stops the walk");
 
 	build(sz, use, 8, &end);
 	put_size(0x290, (uint64_t)-0x290 & ~7ULL);
 	err = walk(&f, first, end, 100);
-	CHECK(err == -EBADMSG, "a size that wraps back to the start (a loop) stops the walk");
+	CHECK_EQ_INT(err, -EBADMSG, "a size that wraps back to the start (a loop) stops the walk");
 
 	build(sz, use, 8, &end);
 	put_size(0x290, 0x1008 | 1);
 	err = walk(&f, first, end, 100);
-	CHECK(err == -EBADMSG, "a misaligned size stops the walk");
+	CHECK_EQ_INT(err, -EBADMSG, "a misaligned size stops the walk");
 
 	build(sz, use, 8, &end);
 	err = walk(&f, first, end, 3);
@@ -141,11 +141,11 @@ int main(void)
 		b = (struct heapfrag_budget){1 << 20, 100};
 		heapfrag__reset(&f);
 		err = heapfrag__walk(&f, &grows, first, end - 0x4000, &b);
-		CHECK(err == -EBADMSG, "... and stops the walk when the heap did not grow");
+		CHECK_EQ_INT(err, -EBADMSG, "... and stops the walk when the heap did not grow");
 	}
 
 	err = heapfrag__walk(&f, &src, first + 8, end, &(struct heapfrag_budget){1 << 20, 100});
-	CHECK(err == -EBADMSG, "a first chunk off the 16-byte grid is refused");
+	CHECK_EQ_INT(err, -EBADMSG, "a first chunk off the 16-byte grid is refused");
 
 	/* An older arena heap: a free old top, then the fencepost (16 bytes, then a 0 header) at its end. */
 	{

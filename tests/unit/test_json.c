@@ -24,7 +24,7 @@ static char *nested(int depth)
 		jw_arr_end(&w);
 		jw_obj_end(&w);
 	}
-	CHECK(jw_finish(&w) == 0, "no error");
+	CHECK_EQ_INT(jw_finish(&w), 0, "no error");
 	fclose(f);
 	return buf;
 }
@@ -51,7 +51,7 @@ int main(void)
 		char what[64];
 
 		snprintf(what, sizeof(what), "a tree %d levels deep reads right", depths[i]);
-		CHECK(got && !strcmp(got, want), what);
+		CHECK_EQ_STR(got, want, what);
 		free(got);
 		free(want);
 	}
@@ -76,7 +76,7 @@ int main(void)
 		jw_arr_end(&w);
 		jw_obj_begin(&w, NULL); /* a second document (JSON Lines) starts without a comma */
 		jw_obj_end(&w);
-		CHECK(jw_finish(&w) == 0, "siblings: no error");
+		CHECK_EQ_INT(jw_finish(&w), 0, "siblings: no error");
 		fclose(f);
 		{
 			char want[512];
@@ -89,7 +89,7 @@ int main(void)
 			for (int d = 0; d < 70; d++)
 				n += (size_t)snprintf(want + n, sizeof(want) - n, "]");
 			snprintf(want + n, sizeof(want) - n, ",3]{}");
-			CHECK(!strcmp(buf, want), "siblings 71 levels deep: commas only between them");
+			CHECK_EQ_STR(buf, want, "siblings 71 levels deep: commas only between them");
 		}
 		free(buf);
 	}

@@ -108,29 +108,30 @@ static void stackstore_checks(void)
 
 	for (unsigned int i = 0; i < ML_STACK_WORDS; i++)
 		w[i] = 0x400000 + i * 0x10;
-	CHECK(add_stack(ss, 42, 0, 3, 1, w) == 0, "store: a new stack is added");
-	CHECK(add_stack(ss, 42, 0, 3, 1, w) == 1, "store: the same stack sent again is known");
+	CHECK_EQ_INT(add_stack(ss, 42, 0, 3, 1, w), 0, "store: a new stack is added");
+	CHECK_EQ_INT(add_stack(ss, 42, 0, 3, 1, w), 1, "store: the same stack sent again is known");
 	CHECK(stackstore__get(ss, 42, out) == 0 && out->nr == 3 && out->nr_py == 1 && out->ips[0] == 0x400000 &&
 		  out->ips[4] == 0x400040,
 	      "store: words read back");
-	CHECK(stackstore__get(ss, 43, out) == -ENOENT, "store: an id never sent is not found");
+	CHECK_EQ_INT(stackstore__get(ss, 43, out), -ENOENT, "store: an id never sent is not found");
 	w[0] = 0x1;
-	CHECK(add_stack(ss, 42, 0, 3, 1, w) == 1, "store: other words under a known id");
+	CHECK_EQ_INT(add_stack(ss, 42, 0, 3, 1, w), 1, "store: other words under a known id");
 	stackstore__stats(ss, &st);
 	CHECK(st.collisions == 1 && st.stacks == 1, "store: the collision is counted, the first stack kept");
 	w[0] = 0x400000;
 	/* the deepest stack the wire allows, and records that lie about their counts */
-	CHECK(add_stack(ss, 44, 0, ML_MAX_FRAMES, ML_MAX_PYFRAMES, w) == 0, "store: the deepest stack fits");
+	CHECK_EQ_INT(add_stack(ss, 44, 0, ML_MAX_FRAMES, ML_MAX_PYFRAMES, w), 0, "store: the deepest stack fits");
 	CHECK(stackstore__get(ss, 44, out) == 0 && out->nr == ML_MAX_FRAMES && out->nr_py == ML_MAX_PYFRAMES &&
 		  out->ips[ML_STACK_WORDS - 1] == w[ML_STACK_WORDS - 1],
 	      "store: the deepest stack read back whole");
 	out->id = 45;
 	out->nr = 10;
 	out->nr_py = 0;
-	CHECK(stackstore__add(ss, out, ML_STACK_HDR + 8 * 9) == -EINVAL, "store: a record shorter than its counts");
+	CHECK_EQ_INT(stackstore__add(ss, out, ML_STACK_HDR + 8 * 9), -EINVAL,
+		     "store: a record shorter than its counts");
 	out->nr = ML_MAX_FRAMES + 1;
-	CHECK(stackstore__add(ss, out, sizeof(*out)) == -EINVAL, "store: more frames than the wire has");
-	CHECK(stackstore__add(ss, out, 8) == -EINVAL, "store: a record shorter than the header");
+	CHECK_EQ_INT(stackstore__add(ss, out, sizeof(*out)), -EINVAL, "store: more frames than the wire has");
+	CHECK_EQ_INT(stackstore__add(ss, out, 8), -EINVAL, "store: a record shorter than the header");
 	/* many stacks sharing their frames: each one kept, frames interned once */
 	for (uint64_t i = 0; i < 100000; i++) {
 		uint64_t v[30];
@@ -150,7 +151,7 @@ static void stackstore_checks(void)
 	CHECK(all, "store: every stack reads back as sent");
 	stackstore__stats(ss, &st);
 	CHECK(st.stacks == 100002 && st.frames == ML_STACK_WORDS + 1000 + 100 + 28, "store: frames interned once");
-	CHECK(st.malformed == 3, "store: malformed records counted");
+	CHECK_EQ_INT(st.malformed, 3, "store: malformed records counted");
 	free(out);
 	stackstore__free(ss);
 }
@@ -188,7 +189,7 @@ int main(void)
 	put(skel, 7, 0x3000, 300, now - 2000000000ULL, 5, 0xa0);
 	put(skel, 7, 0x4000, 4096, now - 500000000ULL, 9, 0xb0);
 	put(skel, 7, 0x5000, 7, now, 5, 0xc0);
-	CHECK(ledger__collect(l, &s) == 0, "collect 1");
+	CHECK_EQ_INT(ledger__collect(l, &s), 0, "collect 1");
 	CHECK(s->nrows == 3, "three rows");
 	CHECK(s->rows[0].key.caller == 0xb0 && s->rows[0].bytes == 4096, "largest first");
 	r = find(s, 0xa0);
@@ -200,7 +201,7 @@ int main(void)
 	del(skel, 7, 0x1000);
 	put(skel, 7, 0x6000, 1000, now, 9, 0xb0);
 	del(skel, 7, 0x5000);
-	CHECK(ledger__collect(l, &s) == 0, "collect 2");
+	CHECK_EQ_INT(ledger__collect(l, &s), 0, "collect 2");
 	r = find(s, 0xa0);
 	CHECK(r && r->bytes == 500 && r->count == 2 && r->growth_bytes == -100, "stack A shrank by 100");
 	CHECK(r && r->oldest_ts_ns == now - 2000000000ULL, "oldest moves to the next-oldest block");
@@ -217,7 +218,7 @@ int main(void)
 
 	/* min-age: young blocks are left out but their stack stays referenced */
 	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss, .min_age_ns = 1500000000ULL});
-	CHECK(ledger__collect(l, &s) == 0, "collect with min-age");
+	CHECK_EQ_INT(ledger__collect(l, &s), 0, "collect with min-age");
 	r = find(s, 0xa0);
 	CHECK(r && r->bytes == 300 && r->count == 1, "of blocks 1 s and 2 s old only the 2 s one counts");
 	CHECK(find(s, 0xb0) == NULL, "stack with only young blocks not shown");
@@ -250,7 +251,7 @@ int main(void)
 		put(skel, 7, 0x6000, 70, now, ML_STACK_NONE, 0xb1);
 		put(skel, 7, 0x7000, 700, now, 200, 0xb1);
 		put(skel, 7, 0x8000, 80, now, ML_STACK_NONE, 0xa0);
-		CHECK(ledger__collect(l, &s) == 0, "collect stopped walks");
+		CHECK_EQ_INT(ledger__collect(l, &s), 0, "collect stopped walks");
 		CHECK(s->nrows == 7 && s->stopped_merged == 2,
 		      "a stopped walk and a caller-only row merged, seven rows left");
 		for (size_t i = 0; i < s->nrows; i++) {
@@ -305,8 +306,8 @@ int main(void)
 	      "the layer's total weighted too");
 	for (int i = 0; i < LEDGER_EPOCHS - 2; i++)
 		ledger__set_weight(l, ML_LAYER_TORCH_CPU, now + (uint64_t)i, 3);
-	CHECK(ledger__set_weight(l, ML_LAYER_TORCH_CPU, now + 100, 4) == -ENOSPC, "epochs are bounded");
-	CHECK(ledger__set_weight(l, ML_LAYER_MAX, now, 1) == -EINVAL, "a layer out of range refused");
+	CHECK_EQ_INT(ledger__set_weight(l, ML_LAYER_TORCH_CPU, now + 100, 4), -ENOSPC, "epochs are bounded");
+	CHECK_EQ_INT(ledger__set_weight(l, ML_LAYER_MAX, now, 1), -EINVAL, "a layer out of range refused");
 	ledger__free(l);
 	memleak_bpf__destroy(skel);
 
@@ -316,7 +317,7 @@ int main(void)
 	for (int i = 0; i < 3000; i++)
 		put(skel, 7, 0x10000 + (uint64_t)i * 16, 10 + (uint64_t)(i % 7), now, 1 + (uint64_t)i,
 		    0x100 + (uint64_t)i);
-	CHECK(ledger__collect(l, &s) == 0, "collect 3000 stacks");
+	CHECK_EQ_INT(ledger__collect(l, &s), 0, "collect 3000 stacks");
 	{
 		uint64_t bytes = 0, n = 0, want = 0;
 
@@ -329,7 +330,7 @@ int main(void)
 	}
 	/* a slot being written (ts 0) is skipped, not counted with stale fields */
 	put(skel, 7, 0x990000, 5, 0, 1, 0xdead0);
-	CHECK(ledger__collect(l, &s) == 0, "collect after a half-written slot");
+	CHECK_EQ_INT(ledger__collect(l, &s), 0, "collect after a half-written slot");
 	CHECK(find(s, 0xdead0) == NULL && s->nrows == 3000, "half-written slot skipped");
 	ledger__free(l);
 	memleak_bpf__destroy(skel);

@@ -62,7 +62,7 @@ int main(void)
 		const char *a[] = {"-p",  "42",		"2.5", "3",	     "-T", "7",	 "--min-age",
 				   "1.5", "--min-size", "1K",  "--max-size", "2M", "-o", "/tmp/x",
 				   "-f",  "json",	"-v",  "-v",	     NULL};
-		CHECK(parse(a, &o) == 0, "full option set parses");
+		CHECK_EQ_INT(parse(a, &o), 0, "full option set parses");
 		CHECK(o.pid == 42 && o.interval_s == 2.5 && o.count == 3 && o.top == 7, "pid interval count top");
 		CHECK(o.min_age_s == 1.5 && o.min_size == 1024 && o.max_size == 2U << 20, "age and size filters");
 		CHECK(o.format == ML_FMT_JSON && o.verbose == 2 && !strcmp(o.output, "/tmp/x"),
@@ -72,7 +72,7 @@ int main(void)
 	{
 		const char *a[] = {"-p",	   "42",     "--json",	    "/tmp/r.json", "--pprof",
 				   "/tmp/r.pb.gz", "--html", "/tmp/r.html", "--native",	   NULL};
-		CHECK(parse(a, &o) == 0, "extra outputs parse");
+		CHECK_EQ_INT(parse(a, &o), 0, "extra outputs parse");
 		CHECK(!strcmp(o.json, "/tmp/r.json") && !strcmp(o.pprof, "/tmp/r.pb.gz") &&
 			  !strcmp(o.html, "/tmp/r.html"),
 		      "--json, --pprof and --html files");
@@ -82,7 +82,7 @@ int main(void)
 	}
 	{
 		const char *a[] = {"-p", "42", "--pprof", "", NULL};
-		CHECK(parse(a, &o) == -EINVAL, "an empty --pprof file name is refused");
+		CHECK_EQ_INT(parse(a, &o), -EINVAL, "an empty --pprof file name is refused");
 		ml_opts__free(&o);
 	}
 	{
@@ -103,7 +103,7 @@ int main(void)
 
 		for (int i = 0; bad[i][0]; i++) {
 			const char *a[6] = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL};
-			CHECK(parse(a, &o) == -EINVAL, "bad option rejected");
+			CHECK_EQ_INT(parse(a, &o), -EINVAL, "bad option rejected");
 			ml_opts__free(&o);
 		}
 	}
@@ -111,26 +111,27 @@ int main(void)
 		  !strcmp(w[2], "d \" e") && !strcmp(w[3], "f g") && !strcmp(w[4], "") && !w[5],
 	      "quoting and escapes");
 	ml_free_words(w);
-	CHECK(ml_split_words("a 'b", &w) == -EINVAL, "unbalanced quote rejected");
-	CHECK(ml_split_words("   ", &w) == -EINVAL, "empty command rejected");
+	CHECK_EQ_INT(ml_split_words("a 'b", &w), -EINVAL, "unbalanced quote rejected");
+	CHECK_EQ_INT(ml_split_words("   ", &w), -EINVAL, "empty command rejected");
 	CHECK(ml_parse_u64("18446744073709551615", 0, UINT64_MAX, &v) == 0 && v == UINT64_MAX, "u64 max");
-	CHECK(ml_parse_u64("18446744073709551616", 0, UINT64_MAX, &v) == -EINVAL, "u64 overflow rejected");
+	CHECK_EQ_INT(ml_parse_u64("18446744073709551616", 0, UINT64_MAX, &v), -EINVAL, "u64 overflow rejected");
 	CHECK(ml_parse_u64("12x", 0, 100, &v) == -EINVAL && ml_parse_u64("", 0, 100, &v) == -EINVAL, "junk rejected");
 	CHECK(ml_parse_size("16G", &v) == 0 && v == 16ULL << 30, "size suffix");
 	CHECK(ml_parse_size("3KiB", &v) == 0 && v == 3072, "KiB suffix");
-	CHECK(ml_parse_size("99999999999999999G", &v) == -EINVAL, "size overflow rejected");
+	CHECK_EQ_INT(ml_parse_size("99999999999999999G", &v), -EINVAL, "size overflow rejected");
 	CHECK(ml_parse_seconds("nan", 0, 10, &d) == -EINVAL && ml_parse_seconds("inf", 0, 10, &d) == -EINVAL,
 	      "nan/inf seconds rejected");
 	js = json_of(doc1);
-	CHECK(!strcmp(js, "{\"a\":\"x\\\"y\\\\z\\n\\u0001\xc3\xa9\\ufffd\",\"b\":[1,-2,{}],\"c\":true,\"d\":null,"
-			  "\"e\":null,\"f\":0.5}"),
-	      "json writer output and escaping");
+	CHECK_EQ_STR(js,
+		     "{\"a\":\"x\\\"y\\\\z\\n\\u0001\xc3\xa9\\ufffd\",\"b\":[1,-2,{}],\"c\":true,\"d\":null,"
+		     "\"e\":null,\"f\":0.5}",
+		     "json writer output and escaping");
 	free(js);
 	ml_fmt_bytes(buf, sizeof(buf), 1536);
-	CHECK(!strcmp(buf, "1.5 KiB"), "fmt 1.5 KiB");
+	CHECK_EQ_STR(buf, "1.5 KiB", "fmt 1.5 KiB");
 	ml_fmt_bytes(buf, sizeof(buf), -1048576);
-	CHECK(!strcmp(buf, "-1.0 MiB"), "fmt negative MiB");
+	CHECK_EQ_STR(buf, "-1.0 MiB", "fmt negative MiB");
 	ml_fmt_bytes(buf, sizeof(buf), 12);
-	CHECK(!strcmp(buf, "12 B"), "fmt bytes");
+	CHECK_EQ_STR(buf, "12 B", "fmt bytes");
 	return SUMMARY("opts");
 }

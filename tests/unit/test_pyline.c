@@ -174,13 +174,13 @@ int main(void)
 		static const uint8_t short1[] = {0x80, 0x00};
 		static const uint8_t short8[] = {0x87, 0x00, 0x80, 0x00};
 
-		CHECK(ml_pyline_lookup(NULL, 0, 10, 0, &line) == -ENOENT, "empty table: -ENOENT");
+		CHECK_EQ_INT(ml_pyline_lookup(NULL, 0, 10, 0, &line), -ENOENT, "empty table: -ENOENT");
 		CHECK(LOOKUP(short1, 7, 0, &line) == 0 && line == 7, "short form: co_firstlineno");
 		CHECK(LOOKUP(short1, 7, 1, &line) == -ENOENT && line == 12345, "index exactly at the end: -ENOENT");
-		CHECK(LOOKUP(short1, 7, UINT32_MAX, &line) == -ENOENT, "index UINT32_MAX: -ENOENT");
+		CHECK_EQ_INT(LOOKUP(short1, 7, UINT32_MAX, &line), -ENOENT, "index UINT32_MAX: -ENOENT");
 		CHECK(LOOKUP(short8, 7, 7, &line) == 0 && line == 7, "entry of 8 units: last unit");
 		CHECK(LOOKUP(short8, 7, 8, &line) == 0 && line == 7, "entry of 8 units: next entry");
-		CHECK(LOOKUP(short8, 7, 9, &line) == -ENOENT, "entry of 8 units: end");
+		CHECK_EQ_INT(LOOKUP(short8, 7, 9, &line), -ENOENT, "entry of 8 units: end");
 	}
 	{
 		/* one-line +2, no location, short, no columns -3, long +5, one-line +0 */
@@ -193,7 +193,7 @@ int main(void)
 		for (uint32_t i = 0; i < 7; i++)
 			ok &= lookup(t, sizeof(t), 10, i, &line) == 0 && line == want[i];
 		CHECK(ok, "every kind; no location leaves the running line alone");
-		CHECK(LOOKUP(t, 10, 7, &line) == -ENOENT, "every kind: -ENOENT after the last");
+		CHECK_EQ_INT(LOOKUP(t, 10, 7, &line), -ENOENT, "every kind: -ENOENT after the last");
 	}
 	{
 		static const uint8_t long_trunc1[] = {0x80, 0x00, 0xf0, 0x02};
@@ -206,12 +206,12 @@ int main(void)
 
 		CHECK(LOOKUP(long_trunc1, 3, 0, &line) == 0 && line == 3, "malformed entry after the index: not read");
 		CHECK(LOOKUP(long_trunc1, 3, 1, &line) == -EINVAL && line == 12345, "long form cut after the delta");
-		CHECK(LOOKUP(long_trunc3, 3, 1, &line) == -EINVAL, "long form without its end column");
+		CHECK_EQ_INT(LOOKUP(long_trunc3, 3, 1, &line), -EINVAL, "long form without its end column");
 		CHECK(LOOKUP(long_whole, 3, 1, &line) == 0 && line == 4, "long form whole");
-		CHECK(LOOKUP(long_cut, 3, 0, &line) == -EINVAL, "long form cut short by the next entry");
-		CHECK(LOOKUP(short_trunc, 3, 0, &line) == -EINVAL, "short form without its column byte");
-		CHECK(LOOKUP(one_line_trunc, 3, 0, &line) == -EINVAL, "one-line form without its end column");
-		CHECK(LOOKUP(one_line_cut, 3, 0, &line) == -EINVAL, "one-line form cut short by the next entry");
+		CHECK_EQ_INT(LOOKUP(long_cut, 3, 0, &line), -EINVAL, "long form cut short by the next entry");
+		CHECK_EQ_INT(LOOKUP(short_trunc, 3, 0, &line), -EINVAL, "short form without its column byte");
+		CHECK_EQ_INT(LOOKUP(one_line_trunc, 3, 0, &line), -EINVAL, "one-line form without its end column");
+		CHECK_EQ_INT(LOOKUP(one_line_cut, 3, 0, &line), -EINVAL, "one-line form cut short by the next entry");
 	}
 	{
 		static const uint8_t trunc[] = {0xe8, 0x42};
@@ -223,12 +223,12 @@ int main(void)
 		static const uint8_t zero6[] = {0xe8, 0x42, 0x40, 0x40, 0x40, 0x40, 0x00};
 		static const uint8_t multi[] = {0xe8, 0x50, 0x1f};
 
-		CHECK(LOOKUP(trunc, 3, 0, &line) == -EINVAL, "varint cut off at the end");
-		CHECK(LOOKUP(trunc_long, 3, 0, &line) == -EINVAL, "long form: varint cut off");
-		CHECK(LOOKUP(six_more, 3, 0, &line) == -EINVAL, "continuation bit on 6 bytes");
-		CHECK(LOOKUP(seven, 3, 0, &line) == -EINVAL, "continuation bit on 7 bytes");
+		CHECK_EQ_INT(LOOKUP(trunc, 3, 0, &line), -EINVAL, "varint cut off at the end");
+		CHECK_EQ_INT(LOOKUP(trunc_long, 3, 0, &line), -EINVAL, "long form: varint cut off");
+		CHECK_EQ_INT(LOOKUP(six_more, 3, 0, &line), -EINVAL, "continuation bit on 6 bytes");
+		CHECK_EQ_INT(LOOKUP(seven, 3, 0, &line), -EINVAL, "continuation bit on 7 bytes");
 		CHECK(LOOKUP(max32, INT_MAX, 0, &line) == 0 && line == 0, "32-bit varint: -(2^31 - 1) from INT_MAX");
-		CHECK(LOOKUP(bit32, INT_MAX, 0, &line) == -EINVAL, "varint with a 33rd bit");
+		CHECK_EQ_INT(LOOKUP(bit32, INT_MAX, 0, &line), -EINVAL, "varint with a 33rd bit");
 		CHECK(LOOKUP(zero6, 3, 0, &line) == 0 && line == 4, "6-group varint with zero high groups");
 		/* 0x50 0x1f: 16 | 31 << 6 = 2000, +1000 */
 		CHECK(LOOKUP(multi, 3, 0, &line) == 0 && line == 1003, "two-group varint");
@@ -238,11 +238,11 @@ int main(void)
 		static const uint8_t no_bit7_2nd[] = {0x80, 0x00, 0x00, 0x80, 0x00};
 		static const uint8_t none_only[] = {0xff};
 
-		CHECK(LOOKUP(no_bit7, 3, 0, &line) == -EINVAL, "no bit 7 at the first entry");
+		CHECK_EQ_INT(LOOKUP(no_bit7, 3, 0, &line), -EINVAL, "no bit 7 at the first entry");
 		CHECK(LOOKUP(no_bit7_2nd, 3, 0, &line) == 0 && line == 3, "no bit 7 at the second entry: first fine");
-		CHECK(LOOKUP(no_bit7_2nd, 3, 1, &line) == -EINVAL, "no bit 7 at the second entry");
+		CHECK_EQ_INT(LOOKUP(no_bit7_2nd, 3, 1, &line), -EINVAL, "no bit 7 at the second entry");
 		CHECK(LOOKUP(none_only, 3, 7, &line) == 0 && line == -1, "no location over 8 units");
-		CHECK(LOOKUP(none_only, 3, 8, &line) == -ENOENT, "no location: end");
+		CHECK_EQ_INT(LOOKUP(none_only, 3, 8, &line), -ENOENT, "no location: end");
 	}
 	{
 		static const uint8_t plus1[] = {0xe8, 0x02};
@@ -253,18 +253,18 @@ int main(void)
 		static const uint8_t long_neg[] = {0xf0, 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x03, 0x00, 0x01, 0x01};
 		static const uint8_t none_after[] = {0xe0, 0x00, 0x00, 0xf8};
 
-		CHECK(LOOKUP(plus1, INT_MAX, 0, &line) == -EINVAL, "INT_MAX + 1: -EINVAL");
+		CHECK_EQ_INT(LOOKUP(plus1, INT_MAX, 0, &line), -EINVAL, "INT_MAX + 1: -EINVAL");
 		CHECK(LOOKUP(plus1, INT_MAX - 1, 0, &line) == 0 && line == INT_MAX, "INT_MAX - 1 + 1");
 		CHECK(LOOKUP(plus2, INT_MAX - 2, 0, &line) == 0 && line == INT_MAX, "one-line +2 up to INT_MAX");
-		CHECK(LOOKUP(plus2, INT_MAX - 1, 0, &line) == -EINVAL, "one-line +2 past INT_MAX");
-		CHECK(LOOKUP(plus2, INT_MAX, 0, &line) == -EINVAL, "one-line +2 from INT_MAX");
+		CHECK_EQ_INT(LOOKUP(plus2, INT_MAX - 1, 0, &line), -EINVAL, "one-line +2 past INT_MAX");
+		CHECK_EQ_INT(LOOKUP(plus2, INT_MAX, 0, &line), -EINVAL, "one-line +2 from INT_MAX");
 		CHECK(LOOKUP(none_after, INT_MAX - 2, 1, &line) == 0 && line == -1, "no location after INT_MAX");
 		CHECK(LOOKUP(big_twice, 0, 0, &line) == 0 && line == INT_MAX, "+(2^31 - 1) once");
-		CHECK(LOOKUP(big_twice, 0, 1, &line) == -EINVAL, "+(2^31 - 1) twice overflows");
+		CHECK_EQ_INT(LOOKUP(big_twice, 0, 1, &line), -EINVAL, "+(2^31 - 1) twice overflows");
 		CHECK(LOOKUP(big_twice, INT_MIN, 1, &line) == 0 && line == INT_MAX - 1, "from INT_MIN up twice");
 		CHECK(LOOKUP(big_neg, -1, 0, &line) == 0 && line == INT_MIN, "-1 - (2^31 - 1) is INT_MIN");
-		CHECK(LOOKUP(big_neg, -2, 0, &line) == -EINVAL, "below INT_MIN");
-		CHECK(LOOKUP(long_neg, -2, 0, &line) == -EINVAL, "long form below INT_MIN");
+		CHECK_EQ_INT(LOOKUP(big_neg, -2, 0, &line), -EINVAL, "below INT_MIN");
+		CHECK_EQ_INT(LOOKUP(long_neg, -2, 0, &line), -EINVAL, "long form below INT_MIN");
 	}
 
 	/* ---- round trips through an encoder written from the format description ---- */

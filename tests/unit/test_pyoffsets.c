@@ -102,33 +102,35 @@ static void test_check_debug(void)
 
 	memset(buf, 0, sizeof(buf));
 	put_header(buf, 0x030d00f0);
-	CHECK(ml_py_layout_check_debug(l311, buf, sizeof(buf), why, sizeof(why)) == -ENOENT,
-	      "check_debug 3.11: -ENOENT");
-	CHECK(ml_py_layout_check_debug(l312, buf, sizeof(buf), why, sizeof(why)) == -ENOENT,
-	      "check_debug 3.12: -ENOENT");
-	CHECK(ml_py_layout_check_debug(NULL, buf, sizeof(buf), why, sizeof(why)) == -EINVAL, "check_debug no layout");
-	CHECK(ml_py_layout_check_debug(l313, NULL, 0, why, sizeof(why)) == -EINVAL, "check_debug NULL buffer");
-	CHECK(ml_py_layout_check_debug(l313, buf, 15, why, sizeof(why)) == -EINVAL, "check_debug 15 bytes");
-	CHECK(ml_py_layout_check_debug(l313, buf, DEBUG_313_SIZE - 1, why, sizeof(why)) == -EINVAL,
-	      "check_debug one byte short");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l311, buf, sizeof(buf), why, sizeof(why)), -ENOENT,
+		     "check_debug 3.11: -ENOENT");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l312, buf, sizeof(buf), why, sizeof(why)), -ENOENT,
+		     "check_debug 3.12: -ENOENT");
+	CHECK_EQ_INT(ml_py_layout_check_debug(NULL, buf, sizeof(buf), why, sizeof(why)), -EINVAL,
+		     "check_debug no layout");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l313, NULL, 0, why, sizeof(why)), -EINVAL, "check_debug NULL buffer");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l313, buf, 15, why, sizeof(why)), -EINVAL, "check_debug 15 bytes");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l313, buf, DEBUG_313_SIZE - 1, why, sizeof(why)), -EINVAL,
+		     "check_debug one byte short");
 
 	/* all offsets 0: the first described field disagrees */
 	err = ml_py_layout_check_debug(l313, buf, DEBUG_313_SIZE, why, sizeof(why));
 	CHECK(err == -EPROTO && !strcmp(why, "runtime_state.interpreters_head: 632 != 0"),
 	      "check_debug on zeros: -EPROTO naming the field, table value first");
-	CHECK(ml_py_layout_check_debug(l313, buf, DEBUG_313_SIZE, NULL, 0) == -EPROTO, "check_debug without why");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l313, buf, DEBUG_313_SIZE, NULL, 0), -EPROTO, "check_debug without why");
 	CHECK(ml_py_layout_check_debug(l313, buf, DEBUG_313_SIZE, why, 1) == -EPROTO && why[0] == '\0',
 	      "check_debug with a 1-byte why");
 
 	put_header(buf, 0x030e00f0);
-	CHECK(ml_py_layout_check_debug(l313, buf, sizeof(buf), why, sizeof(why)) == -EINVAL,
-	      "check_debug 3.14: -EINVAL");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l313, buf, sizeof(buf), why, sizeof(why)), -EINVAL,
+		     "check_debug 3.14: -EINVAL");
 	put_header(buf, 0x030c01f0);
-	CHECK(ml_py_layout_check_debug(l313, buf, sizeof(buf), why, sizeof(why)) == -EINVAL,
-	      "check_debug 3.12: -EINVAL");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l313, buf, sizeof(buf), why, sizeof(why)), -EINVAL,
+		     "check_debug 3.12: -EINVAL");
 	put_header(buf, 0x030d00f0);
 	buf[7] = 'Y';
-	CHECK(ml_py_layout_check_debug(l313, buf, sizeof(buf), why, sizeof(why)) == -EINVAL, "check_debug no cookie");
+	CHECK_EQ_INT(ml_py_layout_check_debug(l313, buf, sizeof(buf), why, sizeof(why)), -EINVAL,
+		     "check_debug no cookie");
 
 	/* random contents behind a valid header: a verdict, never a crash or a read past len */
 	srand(1);
@@ -146,7 +148,7 @@ static void test_check_debug(void)
 			bad++;
 		free(p);
 	}
-	CHECK(bad == 0, "check_debug on random bytes: -EINVAL when short, else -EPROTO");
+	CHECK_EQ_INT(bad, 0, "check_debug on random bytes: -EINVAL when short, else -EPROTO");
 }
 
 /* ---- the probe, built and run against each installed CPython ---- */
@@ -217,7 +219,7 @@ static void test_probe(const struct interp *in, const char *dir, int idx)
 		 in->inc, in->libdir, in->lib, exe);
 	rc = run(cmd, false, NULL, NULL);
 	snprintf(name, sizeof(name), "probe %s builds", in->name);
-	CHECK(rc == 0, name);
+	CHECK_EQ_INT(rc, 0, name);
 	if (rc)
 		return;
 	snprintf(cmd, sizeof(cmd), "LD_LIBRARY_PATH=%s timeout 300 %s 2>&1", in->libdir, exe);

@@ -16,21 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "lib/demangle.h"
 #include "lib/elfsym.h"
 #include "lib/procmaps.h"
 #include "symbolize/symbolizer.h"
-
-static int n_passed, n_failed;
-
-static void check(bool ok, const char *name)
-{
-	printf("%s - %s\n", ok ? "ok" : "not ok", name);
-	if (ok)
-		n_passed++;
-	else
-		n_failed++;
-}
 
 /* ---- marker functions: their addresses and lines are what the symbolizer must find ---- */
 
@@ -85,39 +75,39 @@ static void test_maps_parse(void)
 	int err;
 
 	err = ml_maps__parse(sample_maps, strlen(sample_maps), &m);
-	check(!err && m.n == 10, "maps: sample parses to 10 mappings");
+	CHECK(!err && m.n == 10, "maps: sample parses to 10 mappings");
 	if (err || m.n != 10)
 		return;
 	/* The first two lines were out of order: the result is sorted. */
 	mp = &m.v[0];
-	check(mp->start == 0x55d0c6a4c000ULL && mp->end == 0x55d0c6a4e000ULL && !strcmp(mp->perms, "r--p") &&
+	CHECK(mp->start == 0x55d0c6a4c000ULL && mp->end == 0x55d0c6a4e000ULL && !strcmp(mp->perms, "r--p") &&
 		  mp->offset == 0 && mp->dev_major == 8 && mp->dev_minor == 1 && mp->inode == 1234567 &&
 		  path_is(mp, "/usr/bin/cat") && !mp->deleted,
 	      "maps: normal line, sorted");
 	mp = &m.v[1];
-	check(mp->offset == 0x2000 && !strcmp(mp->perms, "r-xp"), "maps: offset and perms");
-	check(path_is(&m.v[2], "[heap]") && m.v[2].inode == 0, "maps: [heap]");
-	check(path_is(&m.v[3], NULL), "maps: anonymous with trailing blank");
-	check(path_is(&m.v[4], "/tmp/my lib/lib x.so") && m.v[4].dev_major == 0xfd && m.v[4].dev_minor == 2,
+	CHECK(mp->offset == 0x2000 && !strcmp(mp->perms, "r-xp"), "maps: offset and perms");
+	CHECK(path_is(&m.v[2], "[heap]") && m.v[2].inode == 0, "maps: [heap]");
+	CHECK(path_is(&m.v[3], NULL), "maps: anonymous with trailing blank");
+	CHECK(path_is(&m.v[4], "/tmp/my lib/lib x.so") && m.v[4].dev_major == 0xfd && m.v[4].dev_minor == 2,
 	      "maps: path with spaces");
-	check(path_is(&m.v[5], "/memfd:jit") && m.v[5].deleted && m.v[5].dev_major == 0x103 && m.v[5].dev_minor == 5 &&
+	CHECK(path_is(&m.v[5], "/memfd:jit") && m.v[5].deleted && m.v[5].dev_major == 0x103 && m.v[5].dev_minor == 5 &&
 		  m.v[5].inode == 987654321 && !strcmp(m.v[5].perms, "r-xs"),
 	      "maps: (deleted) suffix removed");
-	check(path_is(&m.v[6], NULL), "maps: anonymous without trailing blank");
-	check(path_is(&m.v[7], "[stack]"), "maps: [stack]");
-	check(path_is(&m.v[8], "[vdso]"), "maps: [vdso]");
-	check(m.v[9].start == 0xffffffffff600000ULL && path_is(&m.v[9], "[vsyscall]"), "maps: last line, no newline");
+	CHECK(path_is(&m.v[6], NULL), "maps: anonymous without trailing blank");
+	CHECK(path_is(&m.v[7], "[stack]"), "maps: [stack]");
+	CHECK(path_is(&m.v[8], "[vdso]"), "maps: [vdso]");
+	CHECK(m.v[9].start == 0xffffffffff600000ULL && path_is(&m.v[9], "[vsyscall]"), "maps: last line, no newline");
 
 	mp = ml_maps__find(&m, 0x55d0c7a00010ULL);
-	check(mp == &m.v[2], "maps: find inside");
-	check(ml_maps__find(&m, 0x55d0c7a21000ULL) == NULL, "maps: find at end is outside");
-	check(ml_maps__find(&m, 0x1000) == NULL, "maps: find below all");
-	check(ml_maps__find(&m, 0x55d0c6a4e000ULL) == &m.v[1], "maps: find at start");
+	CHECK(mp == &m.v[2], "maps: find inside");
+	CHECK(ml_maps__find(&m, 0x55d0c7a21000ULL) == NULL, "maps: find at end is outside");
+	CHECK(ml_maps__find(&m, 0x1000) == NULL, "maps: find below all");
+	CHECK(ml_maps__find(&m, 0x55d0c6a4e000ULL) == &m.v[1], "maps: find at start");
 	ml_maps__clear(&m);
-	check(m.v == NULL && m.n == 0, "maps: clear");
+	CHECK(m.v == NULL && m.n == 0, "maps: clear");
 
 	err = ml_maps__parse("", 0, &m);
-	check(!err && m.n == 0, "maps: empty text is no mappings");
+	CHECK(!err && m.n == 0, "maps: empty text is no mappings");
 }
 
 static void test_maps_malformed(void)
@@ -171,16 +161,16 @@ static void test_maps_malformed(void)
 			all = false;
 		}
 	}
-	check(all, "maps: malformed lines rejected with -EINVAL");
+	CHECK(all, "maps: malformed lines rejected with -EINVAL");
 	err = ml_maps__parse(with_nul, sizeof(with_nul) - 1, &m);
-	check(err == -EINVAL, "maps: embedded NUL rejected");
+	CHECK_EQ_INT(err, -EINVAL, "maps: embedded NUL rejected");
 
 	/* Not NUL-terminated: the parser must stay inside len. */
 	len = strlen("7f00-7f10 rw-p 00000000 00:00 0 /abc");
 	copy = malloc(len);
 	memcpy(copy, "7f00-7f10 rw-p 00000000 00:00 0 /abc", len);
 	err = ml_maps__parse(copy, len, &m);
-	check(!err && m.n == 1 && path_is(&m.v[0], "/abc"), "maps: unterminated buffer");
+	CHECK(!err && m.n == 1 && path_is(&m.v[0], "/abc"), "maps: unterminated buffer");
 	ml_maps__clear(&m);
 	free(copy);
 
@@ -206,7 +196,7 @@ static void test_maps_malformed(void)
 		ml_maps__clear(&m);
 	}
 	free(copy);
-	check(all, "maps: truncated and corrupted samples");
+	CHECK(all, "maps: truncated and corrupted samples");
 }
 
 static void test_maps_live(void)
@@ -221,21 +211,21 @@ static void test_maps_live(void)
 	int err, fd, tfd;
 
 	err = ml_maps__read(getpid(), &m);
-	check(!err && m.n > 5, "maps: read own maps");
+	CHECK(!err && m.n > 5, "maps: read own maps");
 	if (err)
 		return;
 	mp = ml_maps__find(&m, (uint64_t)(uintptr_t)marker_function);
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
-	check(mp && mp->perms[2] == 'x' && path_is(mp, exe), "maps: own code mapping found, path matches exe");
+	CHECK(mp && mp->perms[2] == 'x' && path_is(mp, exe), "maps: own code mapping found, path matches exe");
 	if (mp) {
 		fd = ml_maps__open_file(getpid(), mp);
-		check(fd >= 0 && read(fd, buf, 4) == 4 && !memcmp(buf, ELFMAG, 4), "maps: open_file via map_files");
+		CHECK(fd >= 0 && read(fd, buf, 4) == 4 && !memcmp(buf, ELFMAG, 4), "maps: open_file via map_files");
 		if (fd >= 0)
 			close(fd);
 		fd = -1;
 		err = ml_maps__attach_path(getpid(), mp, &apath);
-		check(!err && apath && strstr(apath, "/map_files/") && (fd = open(apath, O_RDONLY)) >= 0,
+		CHECK(!err && apath && strstr(apath, "/map_files/") && (fd = open(apath, O_RDONLY)) >= 0,
 		      "maps: attach_path is the map_files path");
 		if (!err && fd >= 0)
 			close(fd);
@@ -248,13 +238,13 @@ static void test_maps_live(void)
 		fake.end = 0x2000;
 		fd = -1;
 		err = ml_maps__attach_path(getpid(), &fake, &apath);
-		check(!err && apath && strstr(apath, "/root/") && (fd = open(apath, O_RDONLY)) >= 0,
+		CHECK(!err && apath && strstr(apath, "/root/") && (fd = open(apath, O_RDONLY)) >= 0,
 		      "maps: attach_path falls back to /proc/PID/root");
 		if (!err && fd >= 0)
 			close(fd);
 		free(apath);
 		fd = ml_maps__open_file(getpid(), &fake);
-		check(fd >= 0, "maps: open_file falls back to /proc/PID/root");
+		CHECK(fd >= 0, "maps: open_file falls back to /proc/PID/root");
 		if (fd >= 0)
 			close(fd);
 
@@ -266,14 +256,14 @@ static void test_maps_live(void)
 			if (!mkfifo(fifo, 0600)) {
 				fake.path = fifo;
 				fd = ml_maps__open_file(getpid(), &fake);
-				check(fd == -ENOEXEC, "maps: FIFO refused");
+				CHECK_EQ_INT(fd, -ENOEXEC, "maps: FIFO refused");
 				if (fd >= 0)
 					close(fd);
 				unlink(fifo);
 			}
 		}
 		fake.path = "/nonexistent/file";
-		check(ml_maps__open_file(getpid(), &fake) == -ENOENT, "maps: missing file is -ENOENT");
+		CHECK_EQ_INT(ml_maps__open_file(getpid(), &fake), -ENOENT, "maps: missing file is -ENOENT");
 	}
 	ml_maps__clear(&m);
 
@@ -286,21 +276,21 @@ static void test_maps_live(void)
 		err = ml_maps__read(getpid(), &m);
 		if (!err && p != MAP_FAILED)
 			dmp = ml_maps__find(&m, (uint64_t)(uintptr_t)p);
-		check(dmp && dmp->deleted && path_is(dmp, tmpl), "maps: live (deleted) mapping");
+		CHECK(dmp && dmp->deleted && path_is(dmp, tmpl), "maps: live (deleted) mapping");
 		fd = dmp ? ml_maps__open_file(getpid(), dmp) : -1;
-		check(fd >= 0 && read(fd, buf, 4) == 4 && !memcmp(buf, "MLDL", 4), "maps: deleted file opens");
+		CHECK(fd >= 0 && read(fd, buf, 4) == 4 && !memcmp(buf, "MLDL", 4), "maps: deleted file opens");
 		if (fd >= 0)
 			close(fd);
 		ml_maps__clear(&m);
 		if (p != MAP_FAILED)
 			munmap(p, 4096);
 	} else {
-		check(false, "maps: temp file for deleted mapping");
+		CHECK(false, "maps: temp file for deleted mapping");
 	}
 
 	err = ml_maps__read(0x3fffffff, &m);
-	check(err == -ENOENT || err == -ESRCH, "maps: missing process");
-	check(ml_maps__read(-1, &m) == -EINVAL, "maps: bad pid");
+	CHECK(err == -ENOENT || err == -ESRCH, "maps: missing process");
+	CHECK_EQ_INT(ml_maps__read(-1, &m), -EINVAL, "maps: bad pid");
 }
 
 /* ---- a hand-made ELF, for exact symbol-table cases and for corruption ---- */
@@ -427,54 +417,54 @@ static void test_elf_fake(void)
 
 	fd = mkstemp(tmpl);
 	if (fd < 0) {
-		check(false, "elf: temp file");
+		CHECK(false, "elf: temp file");
 		return;
 	}
 	unlink(tmpl);
 	build_fake_elf(&fe, ET_DYN);
 	write_file(fd, fe.buf, fe.len);
 	err = elf_syms__open(fd, &es);
-	check(!err && es, "elf: hand-made ELF opens");
+	CHECK(!err && es, "elf: hand-made ELF opens");
 	if (err)
 		goto out;
-	check(elf_syms__is_dyn(es) == 1, "elf: ET_DYN");
-	check(!elf_syms__find(es, "foo", &v, &sz) && v == 0x1110 && sz == 0x10,
+	CHECK_EQ_INT(elf_syms__is_dyn(es), 1, "elf: ET_DYN");
+	CHECK(!elf_syms__find(es, "foo", &v, &sz) && v == 0x1110 && sz == 0x10,
 	      "elf: versioned name matches, default version preferred");
-	check(!elf_syms__find(es, "foo@V1", &v, &sz) && v == 0x1130, "elf: exact versioned name");
-	check(elf_syms__find(es, "fo", &v, &sz) == -ENOENT, "elf: prefix is no match");
-	check(elf_syms__find(es, "undef_fn", &v, &sz) == -ENOENT, "elf: undefined symbol skipped");
-	check(elf_syms__find(es, "zero_fn", &v, &sz) == -ENOENT, "elf: zero-valued symbol skipped");
-	check(elf_syms__find(es, "obj", &v, &sz) == -ENOENT, "elf: data symbol skipped");
-	check(!elf_syms__find(es, "baz", &v, &sz) && v == 0x1140 && sz == 8, "elf: duplicate symbol found");
+	CHECK(!elf_syms__find(es, "foo@V1", &v, &sz) && v == 0x1130, "elf: exact versioned name");
+	CHECK_EQ_INT(elf_syms__find(es, "fo", &v, &sz), -ENOENT, "elf: prefix is no match");
+	CHECK_EQ_INT(elf_syms__find(es, "undef_fn", &v, &sz), -ENOENT, "elf: undefined symbol skipped");
+	CHECK_EQ_INT(elf_syms__find(es, "zero_fn", &v, &sz), -ENOENT, "elf: zero-valued symbol skipped");
+	CHECK_EQ_INT(elf_syms__find(es, "obj", &v, &sz), -ENOENT, "elf: data symbol skipped");
+	CHECK(!elf_syms__find(es, "baz", &v, &sz) && v == 0x1140 && sz == 8, "elf: duplicate symbol found");
 	elf_syms__for_each(es, count_cb, &count);
-	check(count == 4, "elf: for_each sees the 4 distinct functions (duplicates merged)");
-	check(elf_syms__for_each(es, stop_cb, NULL) == 7, "elf: for_each stops on non-zero");
+	CHECK_EQ_INT(count, 4, "elf: for_each sees the 4 distinct functions (duplicates merged)");
+	CHECK_EQ_INT(elf_syms__for_each(es, stop_cb, NULL), 7, "elf: for_each stops on non-zero");
 	name = elf_syms__lookup(es, 0x1115, &off);
-	check(name && !strcmp(name, "foo@@V2") && off == 5, "elf: lookup inside sized symbol");
+	CHECK(name && !strcmp(name, "foo@@V2") && off == 5, "elf: lookup inside sized symbol");
 	name = elf_syms__lookup(es, 0x1110, &off);
-	check(name && !strcmp(name, "foo@@V2") && off == 0, "elf: lookup at symbol start");
+	CHECK(name && !strcmp(name, "foo@@V2") && off == 0, "elf: lookup at symbol start");
 	name = elf_syms__lookup(es, 0x1158, &off);
-	check(name && !strcmp(name, "bar") && off == 8, "elf: size-0 symbol reaches the next one");
-	check(!elf_syms__lookup(es, 0x1148, &off), "elf: gap after a sized symbol is unknown");
-	check(!elf_syms__lookup(es, 0x1250, &off), "elf: size-0 symbol stops at its section's end");
-	check(!elf_syms__lookup(es, 0x1000, &off), "elf: below all symbols");
-	check(!elf_syms__vaddr_to_offset(es, 0x1110, &off) && off == 0x110, "elf: vaddr to offset");
-	check(!elf_syms__offset_to_vaddr(es, 0x110, &v) && v == 0x1110, "elf: offset to vaddr");
-	check(elf_syms__vaddr_to_offset(es, 0x5000, &off) == -ENOENT, "elf: vaddr outside PT_LOAD");
-	check(elf_syms__offset_to_vaddr(es, 0x200, &v) == -ENOENT, "elf: offset outside PT_LOAD");
+	CHECK(name && !strcmp(name, "bar") && off == 8, "elf: size-0 symbol reaches the next one");
+	CHECK(!elf_syms__lookup(es, 0x1148, &off), "elf: gap after a sized symbol is unknown");
+	CHECK(!elf_syms__lookup(es, 0x1250, &off), "elf: size-0 symbol stops at its section's end");
+	CHECK(!elf_syms__lookup(es, 0x1000, &off), "elf: below all symbols");
+	CHECK(!elf_syms__vaddr_to_offset(es, 0x1110, &off) && off == 0x110, "elf: vaddr to offset");
+	CHECK(!elf_syms__offset_to_vaddr(es, 0x110, &v) && v == 0x1110, "elf: offset to vaddr");
+	CHECK_EQ_INT(elf_syms__vaddr_to_offset(es, 0x5000, &off), -ENOENT, "elf: vaddr outside PT_LOAD");
+	CHECK_EQ_INT(elf_syms__offset_to_vaddr(es, 0x200, &v), -ENOENT, "elf: offset outside PT_LOAD");
 	elf_syms__free(es);
 	elf_syms__free(NULL);
 
 	build_fake_elf(&bad, ET_REL);
 	write_file(fd, bad.buf, bad.len);
-	check(elf_syms__open(fd, &es) == -ENOEXEC && !es, "elf: ET_REL refused");
+	CHECK(elf_syms__open(fd, &es) == -ENOEXEC && !es, "elf: ET_REL refused");
 
 	write_file(fd, "this is not an ELF file at all", 30);
-	check(elf_syms__open(fd, &es) == -ENOEXEC, "elf: garbage refused");
+	CHECK_EQ_INT(elf_syms__open(fd, &es), -ENOEXEC, "elf: garbage refused");
 	write_file(fd, "", 0);
-	check(elf_syms__open(fd, &es) == -ENOEXEC, "elf: empty file refused");
+	CHECK_EQ_INT(elf_syms__open(fd, &es), -ENOEXEC, "elf: empty file refused");
 	write_file(fd, fe.buf, 40);
-	check(elf_syms__open(fd, &es) < 0, "elf: truncated header refused");
+	CHECK(elf_syms__open(fd, &es) < 0, "elf: truncated header refused");
 
 	/* Every truncation, then random corruption: any result, but no crash and no leak. */
 	ok = true;
@@ -489,7 +479,7 @@ static void test_elf_fake(void)
 			ok = false;
 		}
 	}
-	check(ok, "elf: all truncations handled");
+	CHECK(ok, "elf: all truncations handled");
 	for (i = 0; i < 3000; i++) {
 		bad = fe;
 		for (k = 0; k < 1 + (int)(i % 6); k++)
@@ -502,7 +492,7 @@ static void test_elf_fake(void)
 		}
 	}
 	snprintf(label, sizeof(label), "elf: truncated and corrupted files handled (%d of them opened)", opened);
-	check(true, label);
+	CHECK(true, label);
 out:
 	close(fd);
 }
@@ -521,12 +511,12 @@ static void test_elf_truncated_exe(void)
 
 	src = open("/proc/self/exe", O_RDONLY);
 	if (src < 0 || fstat(src, &st) || st.st_size <= 0) {
-		check(false, "elf: read own exe");
+		CHECK(false, "elf: read own exe");
 		return;
 	}
 	buf = malloc((size_t)st.st_size);
 	if (!buf || pread(src, buf, (size_t)st.st_size, 0) != st.st_size) {
-		check(false, "elf: read own exe");
+		CHECK(false, "elf: read own exe");
 		free(buf);
 		close(src);
 		return;
@@ -548,7 +538,7 @@ static void test_elf_truncated_exe(void)
 			elf_syms__free(es);
 		}
 	}
-	check(ok, "elf: truncated copies of own exe handled");
+	CHECK(ok, "elf: truncated copies of own exe handled");
 	close(fd);
 	free(buf);
 }
@@ -582,21 +572,21 @@ static void test_elf_self(void)
 	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	err = elf_syms__open(fd, &es);
 	close(fd);
-	check(!err, "elf: own exe opens");
+	CHECK(!err, "elf: own exe opens");
 	if (err)
 		return;
 	err = elf_syms__find(es, "marker_function", &v, &sz);
-	check(!err && v && sz > 0, "elf: static function found by name");
+	CHECK(!err && v && sz > 0, "elf: static function found by name");
 	name = elf_syms__lookup(es, v + 3, &off);
-	check(name && !strcmp(name, "marker_function") && off == 3, "elf: static function found by address");
+	CHECK(name && !strcmp(name, "marker_function") && off == 3, "elf: static function found by address");
 	elf_syms__for_each(es, find_cb, &fc);
-	check(fc.found, "elf: for_each lists the static function");
+	CHECK(fc.found, "elf: for_each lists the static function");
 	/* Runtime address -> file offset -> ELF vaddr lands on the symbol. */
 	err = ml_maps__read(getpid(), &m);
 	mp = err ? NULL : ml_maps__find(&m, rt);
-	check(mp && !elf_syms__offset_to_vaddr(es, rt - mp->start + mp->offset, &fv) && fv == v,
+	CHECK(mp && !elf_syms__offset_to_vaddr(es, rt - mp->start + mp->offset, &fv) && fv == v,
 	      "elf: runtime address maps to the symbol's vaddr");
-	check(!elf_syms__vaddr_to_offset(es, v, &off) && mp && off == rt - mp->start + mp->offset,
+	CHECK(!elf_syms__vaddr_to_offset(es, v, &off) && mp && off == rt - mp->start + mp->offset,
 	      "elf: vaddr maps back to the file offset");
 	ml_maps__clear(&m);
 	elf_syms__free(es);
@@ -646,13 +636,13 @@ static void test_libc_malloc(void)
 	int err;
 
 	err = libc_malloc_address(&rt, &sz);
-	check(!err && rt && sz, "libc: malloc found in mapped libc.so.6");
+	CHECK(!err && rt && sz, "libc: malloc found in mapped libc.so.6");
 	h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
 	if (h) {
 		sym = dlsym(h, "malloc");
 		dlclose(h);
 	}
-	check(sym && (uint64_t)(uintptr_t)sym == rt, "libc: address agrees with the dynamic linker");
+	CHECK(sym && (uint64_t)(uintptr_t)sym == rt, "libc: address agrees with the dynamic linker");
 }
 
 static void test_demangle(void)
@@ -660,18 +650,18 @@ static void test_demangle(void)
 	char *d;
 
 	d = ml_demangle("_ZN3foo3barEi");
-	check(d && !strcmp(d, "foo::bar(int)"), "demangle: _ZN3foo3barEi");
+	CHECK_EQ_STR(d, "foo::bar(int)", "demangle: _ZN3foo3barEi");
 	free(d);
 	d = ml_demangle("_ZN3foo3barEi@@V1");
-	check(d && !strcmp(d, "foo::bar(int)"), "demangle: version suffix ignored");
+	CHECK_EQ_STR(d, "foo::bar(int)", "demangle: version suffix ignored");
 	free(d);
 	errno = 0;
 	d = ml_demangle("malloc");
-	check(!d && errno == EINVAL, "demangle: C name is not mangled");
+	CHECK(!d && errno == EINVAL, "demangle: C name is not mangled");
 	d = ml_demangle("_Zgarbage((");
-	check(!d && errno == EINVAL, "demangle: invalid mangling");
+	CHECK(!d && errno == EINVAL, "demangle: invalid mangling");
 	d = ml_demangle("_Z");
-	check(!d, "demangle: bare prefix");
+	CHECK(!d, "demangle: bare prefix");
 }
 
 static void test_symbolizer_self(void)
@@ -691,40 +681,40 @@ static void test_symbolizer_self(void)
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 	s = symbolizer__new(getpid(), NULL);
-	check(s != NULL, "sym: new on self");
+	CHECK(s != NULL, "sym: new on self");
 	if (!s)
 		return;
 	err = symbolizer__resolve(s, ra, &fr);
-	check(!err && fr && fr->addr == ra, "sym: resolve marker");
+	CHECK(!err && fr && fr->addr == ra, "sym: resolve marker");
 	if (err)
 		goto out;
-	check(fr->func && !strcmp(fr->func, "marker_function"), "sym: marker function name");
-	check(fr->offset == ra - (uint64_t)(uintptr_t)marker_function, "sym: offset from function start");
-	check(fr->module && !strcmp(fr->module, exe), "sym: module is the exe");
-	check(fr->file && !strcmp(base_name(fr->file), "test_symbols.c"), "sym: source file test_symbols.c");
+	CHECK_EQ_STR(fr->func, "marker_function", "sym: marker function name");
+	CHECK(fr->offset == ra - (uint64_t)(uintptr_t)marker_function, "sym: offset from function start");
+	CHECK_EQ_STR(fr->module, exe, "sym: module is the exe");
+	CHECK(fr->file && !strcmp(base_name(fr->file), "test_symbols.c"), "sym: source file test_symbols.c");
 	snprintf(label, sizeof(label), "sym: line %d (got %d)", marker_line, fr->line);
-	check(fr->line == marker_line, label);
+	CHECK(fr->line == marker_line, label);
 	err = symbolizer__resolve(s, ra, &fr2);
-	check(!err && fr2 == fr, "sym: second resolve is cached");
+	CHECK(!err && fr2 == fr, "sym: second resolve is cached");
 
 	err = symbolizer__resolve(s, 0x10, &fr);
-	check(!err && fr && !fr->func && !fr->module && fr->offset == 0x10 && !fr->file && !fr->line,
+	CHECK(!err && fr && !fr->func && !fr->module && fr->offset == 0x10 && !fr->file && !fr->line,
 	      "sym: unknown address gives an empty frame");
 	err = symbolizer__resolve(s, 0, &fr);
-	check(!err && fr && !fr->func, "sym: address 0");
+	CHECK(!err && fr && !fr->func, "sym: address 0");
 	heap = malloc(64);
 	err = symbolizer__resolve(s, (uint64_t)(uintptr_t)heap, &fr);
-	check(!err && fr && !fr->func && !fr->module, "sym: heap address is unknown");
+	CHECK(!err && fr && !fr->func && !fr->module, "sym: heap address is unknown");
 	free(heap);
 
 	if (!libc_malloc_address(&rt, &sz)) {
 		err = symbolizer__resolve(s, rt + 1, &fr);
-		check(!err && fr->func && !strcmp(fr->func, "malloc") && fr->offset == 1 && fr->module &&
+		CHECK(!err && fr->func && !strcmp(fr->func, "malloc") && fr->offset == 1 && fr->module &&
 			  !strcmp(base_name(fr->module), "libc.so.6"),
 		      "sym: libc malloc + 1");
 		/* A return address at a function's start belongs to the call in the previous function. */
 		err = symbolizer__resolve(s, rt, &fr);
-		check(!err && (!fr->func || strcmp(fr->func, "malloc")), "sym: return address looks at addr - 1");
+		CHECK(!err && (!fr->func || strcmp(fr->func, "malloc")), "sym: return address looks at addr - 1");
 
 		/* 100k distinct addresses across libc's code, then all again from the cache. */
 		start = rt & ~0xfffULL;
@@ -741,15 +731,15 @@ static void test_symbolizer_self(void)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 		snprintf(label, sizeof(label), "sym: 100k distinct addresses twice (%.2f s)", secs);
-		check(ok && secs < 20, label);
+		CHECK(ok && secs < 20, label);
 	} else {
-		check(false, "sym: libc malloc address");
+		CHECK(false, "sym: libc malloc address");
 	}
 out:
 	symbolizer__free(s);
 	symbolizer__free(NULL);
 	errno = 0;
-	check(!symbolizer__new(0x3fffffff, NULL) && errno == ESRCH, "sym: missing process is ESRCH");
+	CHECK(!symbolizer__new(0x3fffffff, NULL) && errno == ESRCH, "sym: missing process is ESRCH");
 }
 
 /* Frames of a process resolve after it has exited, from the files opened while it lived. */
@@ -763,12 +753,12 @@ static void test_symbolizer_exited(void)
 	char c;
 
 	if (pipe(pipefd)) {
-		check(false, "sym: pipe");
+		CHECK(false, "sym: pipe");
 		return;
 	}
 	pid = fork();
 	if (pid < 0) {
-		check(false, "sym: fork");
+		CHECK(false, "sym: fork");
 		return;
 	}
 	if (!pid) {
@@ -785,16 +775,16 @@ static void test_symbolizer_exited(void)
 	s = symbolizer__new(pid, NULL);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
-	check(s != NULL, "sym: new on child");
+	CHECK(s != NULL, "sym: new on child");
 	if (!s)
 		return;
 	/* The child is a fork: the marker's return address is the same there. */
-	check(!symbolizer__resolve(s, ra, &fr) && fr->func && !strcmp(fr->func, "marker_function") &&
+	CHECK(!symbolizer__resolve(s, ra, &fr) && fr->func && !strcmp(fr->func, "marker_function") &&
 		  fr->line == marker_line,
 	      "sym: resolves after the process exited");
-	check(symbolizer__refresh(s) == -ESRCH, "sym: refresh after exit is -ESRCH");
-	check(!symbolizer__resolve(s, 0x20, &fr) && !fr->func, "sym: unknown address after exit");
-	check(!symbolizer__resolve(s, ra, &fr) && fr->func && !strcmp(fr->func, "marker_function"),
+	CHECK_EQ_INT(symbolizer__refresh(s), -ESRCH, "sym: refresh after exit is -ESRCH");
+	CHECK(!symbolizer__resolve(s, 0x20, &fr) && !fr->func, "sym: unknown address after exit");
+	CHECK(!symbolizer__resolve(s, ra, &fr) && fr->func && !strcmp(fr->func, "marker_function"),
 	      "sym: state still usable after failed refresh");
 	symbolizer__free(s);
 }
@@ -812,7 +802,7 @@ static void test_symbolizer_refresh(void)
 	int fd = -1;
 
 	if (ml_maps__read(getpid(), &m)) {
-		check(false, "sym: maps for refresh test");
+		CHECK(false, "sym: maps for refresh test");
 		return;
 	}
 	code = ml_maps__find(&m, ra);
@@ -829,20 +819,20 @@ static void test_symbolizer_refresh(void)
 		goto out;
 	a = (uint64_t)(uintptr_t)p + (ra - code->start);
 	/* Usually within 100 ms of the refresh in symbolizer__new, so held back: either answer is right. */
-	check(!symbolizer__resolve(s, a, &fr) && (!fr->func || !strcmp(fr->func, "marker_function")),
+	CHECK(!symbolizer__resolve(s, a, &fr) && (!fr->func || !strcmp(fr->func, "marker_function")),
 	      "sym: new mapping right after a refresh");
 	usleep(120 * 1000);
-	check(!symbolizer__resolve(s, a, &fr) && fr->func && !strcmp(fr->func, "marker_function") &&
+	CHECK(!symbolizer__resolve(s, a, &fr) && fr->func && !strcmp(fr->func, "marker_function") &&
 		  fr->line == marker_line && fr->addr == a,
 	      "sym: new mapping found by a later refresh");
 	munmap(p, len);
 	p = MAP_FAILED;
-	check(!symbolizer__refresh(s), "sym: refresh");
+	CHECK(!symbolizer__refresh(s), "sym: refresh");
 	a = a - ra + fn + 1;
-	check(!symbolizer__resolve(s, a, &fr) && fr->func && !strcmp(fr->func, "marker_function") && fr->offset == 1,
+	CHECK(!symbolizer__resolve(s, a, &fr) && fr->func && !strcmp(fr->func, "marker_function") && fr->offset == 1,
 	      "sym: unmapped code still resolves");
 out:
-	check(s && len, "sym: refresh test ran");
+	CHECK(s && len, "sym: refresh test ran");
 	if (p != MAP_FAILED)
 		munmap(p, len);
 	if (fd >= 0)
@@ -883,19 +873,19 @@ static void test_sdt_providers(void)
 		struct elf_syms *es = NULL;
 		int fd = open(objs[i].path, O_RDONLY | O_CLOEXEC);
 
-		check(fd >= 0 && !elf_syms__open(fd, &es), "sdt: object opens");
+		CHECK(fd >= 0 && !elf_syms__open(fd, &es), "sdt: object opens");
 		if (fd >= 0)
 			close(fd);
 		if (!es)
 			continue;
 		snprintf(label, sizeof(label), "sdt: %s has %s probes, none of pytorch or pytho", objs[i].path,
 			 objs[i].has);
-		check(elf_syms__has_sdt_provider(es, objs[i].has) && !elf_syms__has_sdt_provider(es, "pytorch") &&
+		CHECK(elf_syms__has_sdt_provider(es, objs[i].has) && !elf_syms__has_sdt_provider(es, "pytorch") &&
 			  !elf_syms__has_sdt_provider(es, "pytho"),
 		      label);
 		if (i == 0)
-			check(elf_syms__for_each_sdt(es, sdt_entry, NULL) == 1,
-			      "sdt: python:function__entry's address, base, semaphore and arguments");
+			CHECK_EQ_U64(elf_syms__for_each_sdt(es, sdt_entry, NULL), 1,
+				     "sdt: python:function__entry's address, base, semaphore and arguments");
 		elf_syms__free(es);
 	}
 }
@@ -918,7 +908,6 @@ int main(void)
 	test_symbolizer_self();
 	test_symbolizer_exited();
 	test_symbolizer_refresh();
-	check(count_fds() == fds, "no file descriptor leaked");
-	printf("unit symbols: %d passed, %d failed\n", n_passed, n_failed);
-	return n_failed ? 1 : 0;
+	CHECK_EQ_INT(count_fds(), fds, "no file descriptor leaked");
+	return SUMMARY("symbols");
 }

@@ -106,7 +106,7 @@ static void test_tables(void)
 	CHECK(u != NULL, "unwinder maps its arrays");
 	if (!u)
 		goto out;
-	CHECK(ml_maps__read(getpid(), &maps) == 0, "read own maps");
+	CHECK_EQ_INT(ml_maps__read(getpid(), &maps), 0, "read own maps");
 	n = unwinder__sync(u, getpid(), &maps);
 	CHECK(n >= 2, "own executable mappings with a table (the test and libc at least)");
 	lc = libc_text(&maps);
@@ -216,7 +216,7 @@ static void test_tables(void)
 	}
 	unwinder__forget(u, getpid());
 	unwinder__usage(u, &used, &cap, &no_room);
-	CHECK(used == used1, "tables stay while the child maps them");
+	CHECK_EQ_INT(used, used1, "tables stay while the child maps them");
 	unwinder__forget(u, child);
 	unwinder__usage(u, &used, &cap, &no_room);
 	CHECK(used == 0 && unwinder__n_files(u) == 0, "the last user gone: every table evicted");
@@ -326,15 +326,15 @@ static void test_debug_file(void)
 	fd = open("/proc/self/exe", O_RDONLY);
 	e = elf_begin(fd, ELF_C_READ, NULL);
 	n = ml_elf_build_id(e, id, sizeof(id));
-	CHECK(n == 20, "own build-id read (20 bytes)");
-	CHECK(ml_debug_file_open(0, dir, e, "/proc/self/exe") == -ENOENT, "no debug file: -ENOENT");
+	CHECK_EQ_INT(n, 20, "own build-id read (20 bytes)");
+	CHECK_EQ_INT(ml_debug_file_open(0, dir, e, "/proc/self/exe"), -ENOENT, "no debug file: -ENOENT");
 	snprintf(path, sizeof(path), "%s/.build-id/%02x", dir, id[0]);
 	mkdir(dir, 0700);
 	snprintf(cmd, sizeof(cmd), "mkdir -p %s && objcopy --only-keep-debug /proc/%d/exe %s/", path, getpid(), path);
 	for (size_t i = 1; i < n; i++)
 		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%02x", id[i]);
 	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), ".debug");
-	CHECK(system(cmd) == 0, "debug file made with objcopy --only-keep-debug");
+	CHECK_EQ_INT(system(cmd), 0, "debug file made with objcopy --only-keep-debug");
 	dfd = ml_debug_file_open(0, dir, e, "/proc/self/exe");
 	CHECK(dfd >= 0, "found by build-id");
 	if (dfd >= 0)
@@ -354,7 +354,7 @@ static void test_debug_file(void)
 		 "cp /proc/%d/exe %s/prog && cd %s && objcopy --only-keep-debug prog prog.dbg && "
 		 "objcopy --add-gnu-debuglink=prog.dbg prog && cp prog.dbg keep.dbg",
 		 getpid(), dir, dir);
-	CHECK(system(cmd) == 0, "debuglink: copy made with objcopy --add-gnu-debuglink");
+	CHECK_EQ_INT(system(cmd), 0, "debuglink: copy made with objcopy --add-gnu-debuglink");
 	snprintf(path, sizeof(path), "%s/prog", dir);
 	fd = open(path, O_RDONLY);
 	e = elf_begin(fd, ELF_C_READ, NULL);
@@ -366,7 +366,7 @@ static void test_debug_file(void)
 	CHECK(system(cmd) == 0 && ml_debug_file_open(0, "/nonexistent", e, path) == -ENOENT,
 	      "debuglink: a debug file whose CRC differs is refused");
 	snprintf(cmd, sizeof(cmd), "cd %s && mkdir -p .debug && mv keep.dbg .debug/prog.dbg && rm prog.dbg", dir);
-	CHECK(system(cmd) == 0, "debuglink: the good debug file moved to .debug/");
+	CHECK_EQ_INT(system(cmd), 0, "debuglink: the good debug file moved to .debug/");
 	dfd = ml_debug_file_open(0, "/nonexistent", e, path);
 	CHECK(dfd >= 0, "debuglink: found in the object's .debug/ directory");
 	if (dfd >= 0)
@@ -374,7 +374,7 @@ static void test_debug_file(void)
 	/* A FIFO where the debug file would be (the target names these files): passed over, not waited on. An
 	 * open that blocks ends the test by SIGALRM, without a summary: a failure. */
 	snprintf(cmd, sizeof(cmd), "%s/prog.dbg", dir);
-	CHECK(mkfifo(cmd, 0600) == 0, "debuglink: a FIFO by the debug file's name beside the object");
+	CHECK_EQ_INT(mkfifo(cmd, 0600), 0, "debuglink: a FIFO by the debug file's name beside the object");
 	alarm(10);
 	dfd = ml_debug_file_open(0, "/nonexistent", e, path);
 	alarm(0);

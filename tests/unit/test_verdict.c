@@ -56,9 +56,9 @@ int main(void)
 	const double down[] = {9000, 8000, 7000, 6000, 5000};
 
 	j = judge(leak, 3, 10, 1);
-	CHECK(j.verdict == ML_V_NEW, "three reports: too early to call");
+	CHECK_EQ_INT(j.verdict, ML_V_NEW, "three reports: too early to call");
 	j = judge(leak, 7, 10, 1);
-	CHECK(j.verdict == ML_V_GROWING, "one block per interval: growing");
+	CHECK_EQ_INT(j.verdict, ML_V_GROWING, "one block per interval: growing");
 	CHECK(j.growth_bytes_per_s > 4095 && j.growth_bytes_per_s < 4097, "rate 4096 B/s");
 	CHECK(j.growth_per_interval > 4095 && j.growth_per_interval < 4097, "4096 B per interval");
 	CHECK(j.monotonic == 1.0 && j.intervals == 6, "evidence: 6 intervals, all up");
@@ -69,16 +69,16 @@ int main(void)
 	j = judge(flat, 6, 10, 1);
 	CHECK(j.verdict == ML_V_STABLE && j.leak_score == 0, "flat: stable");
 	j = judge(cache, 12, 10, 1);
-	CHECK(j.verdict == ML_V_STABLE, "a cache that filled up and stopped: stable, not a leak");
+	CHECK_EQ_INT(j.verdict, ML_V_STABLE, "a cache that filled up and stopped: stable, not a leak");
 	j = judge(wobble, 7, 10, 1);
-	CHECK(j.verdict == ML_V_STABLE, "ups and downs around a level: stable");
+	CHECK_EQ_INT(j.verdict, ML_V_STABLE, "ups and downs around a level: stable");
 	j = judge(wobble, 7, 0.5, 1);
-	CHECK(j.verdict == ML_V_CHURN, "nothing older than two reports: churn");
+	CHECK_EQ_INT(j.verdict, ML_V_CHURN, "nothing older than two reports: churn");
 	j = judge(down, 5, 10, 1);
 	CHECK(j.verdict == ML_V_SHRINKING && j.growth_bytes_per_s < 0, "shrinking");
 	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"),
 	      "names");
-	CHECK(!strcmp(ml_verdict_name(ML_V_IMPORT), "import"), "import's name");
+	CHECK_EQ_STR(ml_verdict_name(ML_V_IMPORT), "import", "import's name");
 
 	/*
 	 * The count as evidence. A loss tensor kept every step: 179 more allocations a report, while the stack's
@@ -92,7 +92,8 @@ int main(void)
 			b[i] = 256 * c[i] + (i % 3 == 2 ? 65536 : 0);
 		}
 		j = judge2(b, c, 8, 16, 2);
-		CHECK(j.verdict == ML_V_GROWING, "count climbs step after step: growing though the bytes jump about");
+		CHECK_EQ_INT(j.verdict, ML_V_GROWING,
+			     "count climbs step after step: growing though the bytes jump about");
 		CHECK(!j.bytes.rising && j.count.rising, "by the count, not the bytes");
 		CHECK(j.count.highs == 7 && j.count.net == 179 * 7, "7 new highs, +1,253 allocations over the window");
 		CHECK(j.count_growth == 179 && j.intervals == 7, "179 allocations since the last report");
@@ -117,7 +118,7 @@ int main(void)
 		CHECK(j.verdict == ML_V_STABLE && !j.bytes.rising, "bytes alone over three changes: not yet");
 		j = judge2(b, c, 5, 10, 2);
 		CHECK(j.verdict == ML_V_GROWING && j.bytes.rising && !j.count.rising, "over four: growing by bytes");
-		CHECK(j.count_growth == 0, "no allocation since the last report");
+		CHECK_EQ_INT(j.count_growth, 0, "no allocation since the last report");
 	}
 	{
 		/* The count must rise by at least one allocation a report on average: 3 objects over 5 reports is not.
@@ -155,8 +156,8 @@ int main(void)
 				flagged_bytes += j.verdict == ML_V_GROWING;
 			}
 		}
-		CHECK(flagged == 0, "steady loops with objects in flight: the count never rises");
-		CHECK(flagged_bytes == 0, "nor is any of them growing by bytes");
+		CHECK_EQ_INT(flagged, 0, "steady loops with objects in flight: the count never rises");
+		CHECK_EQ_U64(flagged_bytes, 0, "nor is any of them growing by bytes");
 	}
 	{
 		/* A cache filling up: growing while it fills; once flat for two reports, no longer (count and bytes).
@@ -169,18 +170,18 @@ int main(void)
 		j = judge2(b, c, 6, 20, 2);
 		CHECK(j.verdict == ML_V_GROWING && j.count.rising, "filling: growing");
 		j = judge2(b, c, 7, 20, 2);
-		CHECK(j.verdict == ML_V_GROWING, "one flat report: a pause, still growing");
+		CHECK_EQ_INT(j.verdict, ML_V_GROWING, "one flat report: a pause, still growing");
 		j = judge2(b, c, 8, 20, 2);
 		CHECK(j.verdict == ML_V_STABLE && !j.count.rising && !j.bytes.rising, "flat two reports: stable");
 		j = judge2(b, c, 10, 20, 2);
-		CHECK(j.verdict == ML_V_STABLE, "plateau: stable");
+		CHECK_EQ_INT(j.verdict, ML_V_STABLE, "plateau: stable");
 	}
 	{
 		/* A level that jumped once (a buffer resized): one new high, then flat. */
 		const double c[] = {5, 5, 5, 9, 9, 9, 9}, b[] = {500, 500, 500, 900, 900, 900, 900};
 
 		j = judge2(b, c, 7, 20, 2);
-		CHECK(j.verdict == ML_V_STABLE, "one step up: stable");
+		CHECK_EQ_INT(j.verdict, ML_V_STABLE, "one step up: stable");
 	}
 	{
 		/* Rises then a big fall: what was lost on the way down outweighs the net rise. */

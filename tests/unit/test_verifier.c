@@ -126,8 +126,8 @@ int main(void)
 			 info.verified_insns, ceiling);
 		CHECK(info.verified_insns > 0 && info.verified_insns <= (uint32_t)ceiling, name);
 	}
-	CHECK(n == (int)(sizeof(ceilings) / sizeof(ceilings[0])),
-	      "verifier: every program with a ceiling is in the object");
+	CHECK_EQ_U64(n, (int)(sizeof(ceilings) / sizeof(ceilings[0])),
+		     "verifier: every program with a ceiling is in the object");
 	memleak_bpf__destroy(skel);
 	return SUMMARY("verifier");
 }
