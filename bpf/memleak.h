@@ -14,7 +14,7 @@
 #define ML_FRAME_MASK ML_MAX_FRAMES   /* index mask into a stack's native words: ML_MAX_FRAMES + 1 is a power of two */
 #define ML_FP_WINDOW (1ULL << 20)     /* rbp further than this above rsp at entry is not taken for a frame pointer */
 
-/* Layers: where an allocation comes from. User space owns the names (user/allocators.c). */
+/* Layers: where an allocation comes from. User space owns the names (user/attach/allocators.c). */
 enum ml_layer {
 	ML_LAYER_LIBC = 0,	 /* C heap */
 	ML_LAYER_CUDA = 1,	 /* device memory reserved from the CUDA runtime or driver */
@@ -147,7 +147,7 @@ static inline __u64 ml_py_instr(__u64 w0)
 	return (w0 >> ML_PY_INSTR_SHIFT) & ML_PY_INSTR_UNKNOWN;
 }
 
-/* Where a traced process's interpreter keeps its threads and frames (offsets from user/pyoffsets.c). */
+/* Where a traced process's interpreter keeps its threads and frames (offsets from user/python/pyoffsets.c). */
 struct ml_pyproc {
 	__u64 runtime;		   /* address of _PyRuntime */
 	__u16 runtime_interp_head; /* _PyRuntimeState.interpreters.head */
@@ -193,7 +193,7 @@ struct ml_stack {
 };
 
 /*
- * Native unwinding without frame pointers (user/unwind.c builds the tables, the BPF side walks them).
+ * Native unwinding without frame pointers (user/unwind/unwind.c builds the tables, the BPF side walks them).
  * Each file's .eh_frame/.debug_frame becomes rows sorted by pc in the shared row array, at row_base; an
  * index (one entry per 2^shift bytes of the file's range, plus one) gives the first row to search for a
  * pc, so a lookup is a binary search of a few rows. Tables are shared by every process that maps the file.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * BPF side of memleak-ai, the allocator probes: generic entry and return probes driven by the allocator table
- * (user/allocators.c), and PyTorch's USDT probes. Outstanding allocations go to the table (table.bpf.h), their
+ * (user/attach/allocators.c), and PyTorch's USDT probes. Outstanding allocations go to the table (table.bpf.h), their
  * stacks come from stack.bpf.c.
  */
 #include "table.bpf.h"
@@ -331,7 +331,7 @@ int BPF_USDT(torch_free, __u64 ptr)
 	return release(counters(), ML_LAYER_TORCH_CUDA, ptr);
 }
 
-/* Start-up calibration of the cost of one probe hit (user/overhead.c): does nothing. */
+/* Start-up calibration of the cost of one probe hit (user/session/overhead.c): does nothing. */
 SEC("uprobe")
 int calib(struct pt_regs *ctx)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * BPF side of memleak-ai, the CPython frame walker: in a traced process running a CPython interpreter whose
- * layout user space found (user/pyoffsets.c), the calling thread's Python frames are appended to the stack
+ * layout user space found (user/python/pyoffsets.c), the calling thread's Python frames are appended to the stack
  * being captured (stack.bpf.c), read from the interpreter's own frame records.
  */
 #include "common.bpf.h"

@@ -8,7 +8,7 @@
 #include "hash.bpf.h"
 
 /*
- * Stacks live in user space (user/stackstore.c), keyed by their hash. A stack not handed over yet goes out
+ * Stacks live in user space (user/collect/stackstore.c), keyed by their hash. A stack not handed over yet goes out
  * once through stack_events; stacks_sent remembers which were, as a bounded cache (--max-stacks): a stack
  * it evicted is simply sent again, so the number of distinct stacks a job can have is not limited here.
  */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * BPF side of memleak-ai, the native unwinding tables' search (see memleak.h): the rule for a pc, from the
- * rows and page index user space writes through mmap (user/unwind.c). Called by the table walk in stack.bpf.c.
+ * rows and page index user space writes through mmap (user/unwind/unwind.c). Called by the table walk in stack.bpf.c.
  */
 #include "common.bpf.h"
 

@@ -25,7 +25,7 @@ struct ml_allocator {
 	bool required; /* the object is not usable for its layer without it (malloc, free) */
 	struct ml_spec spec;
 	const char *host; /* ML_LIB_PLT: demangled name of a function the calling object defines */
-	bool optin;	  /* a return probe on C++ code: only with --torch-raw-alloc (see user/allocators.c) */
+	bool optin;	  /* a return probe on C++ code: only with --torch-raw-alloc (see user/attach/allocators.c) */
 };
 
 /*

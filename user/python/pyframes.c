@@ -1,6 +1,6 @@
 /*
  * Python frames. Finding the interpreter: an object mapped by the target that defines _PyRuntime and
- * Py_Version (3.11+) is a CPython runtime; its version picks a layout from user/pyoffsets.c, and for
+ * Py_Version (3.11+) is a CPython runtime; its version picks a layout from user/python/pyoffsets.c, and for
  * 3.13+ the interpreter's own _Py_DebugOffsets must agree with it. The BPF side then walks frames at every
  * allocation (bpf/python.bpf.c) and records code object, instruction index and the code object's line
  * table pointer as a check.
