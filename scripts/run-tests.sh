@@ -128,6 +128,9 @@ drain
 # The architecture: user/'s stage folders include only from earlier stages.
 python3 tests/check_layers.py 2>&1 | tee "$P/layers.log"
 tally "$P/layers.log" tests/check_layers.py
+# The documentation: every long option in the man page, every JSON key in docs/usage.md.
+python3 tests/check_docs.py 2>&1 | tee "$P/docs.log"
+tally "$P/docs.log" tests/check_docs.py
 # The formatting: every C file as clang-format 14 leaves it.
 tests/check_format.sh 2>&1 | tee "$P/format.log"
 tally "$P/format.log" tests/check_format.sh
