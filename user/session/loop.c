@@ -133,72 +133,148 @@ static int session_report(struct session *ss, bool *final)
 	return err;
 }
 
+/*
+ * The event sources, in the order their events are handled within one wake-up: the order matters (see
+ * each handler). A handler is called at every wake-up, told whether its fd is ready and whether the final
+ * report is due (which it may decide); it returns 0 to go on, LOOP_DONE once the final report is written,
+ * or a negative errno that ends the run.
+ */
+#define LOOP_DONE 1
+#define LOOP_SOURCES 6 /* loop_sources() */
+
+/* SIGCHLD is the target held at its dynamic loader (-c); any other signal asks for the final report. */
+static int on_signal(struct session *ss, bool ready, bool *final)
+{
+	struct signalfd_siginfo si;
+
+	if (!ready)
+		return 0;
+	if (read(ss->sfd, &si, sizeof(si)) != sizeof(si)) {
+		*final = true;
+	} else if (si.ssi_signo == SIGCHLD) {
+		session__loader_stopped(ss);
+	} else {
+		ml_info("signal %u: final report", si.ssi_signo);
+		*final = true;
+	}
+	return 0;
+}
+
+static int on_target_exit(struct session *ss, bool ready, bool *final)
+{
+	if (ready && ss->root.pid) {
+		ml_notice("pid %d exited", ss->root.pid);
+		*final = true;
+	}
+	return 0;
+}
+
+static int on_proc_events(struct session *ss, bool ready, bool *final)
+{
+	int err;
+
+	/* Events the final report must include (an OOM kill, released pages) can come with the exit that ends
+	 * the run: the ring is read before the final report too. */
+	if (*final) {
+		if (ss->proc_rb) {
+			ss->closing = true;
+			ring_buffer__consume(ss->proc_rb);
+		}
+		return 0;
+	}
+	/* Forks and execs come before the scan tick: a new child is probed before its first scan. */
+	if (!ready)
+		return 0;
+	ring_buffer__consume(ss->proc_rb);
+	if (ss->root_exec) {
+		session__root_exec(ss);
+		ss->root_exec = false;
+	}
+	if (ss->oom_report) { /* before the victim's exit takes its records away */
+		ss->oom_report = false;
+		err = session_report(ss, final);
+		if (err || *final)
+			return err ? err : LOOP_DONE;
+	}
+	return 0;
+}
+
+static int on_budget_timer(struct session *ss, bool ready, bool *final)
+{
+	if (ready && !*final)
+		budget__timer(ss->budget, budget_env_of(ss));
+	return 0;
+}
+
+static int on_scan_timer(struct session *ss, bool ready, bool *final)
+{
+	if (ready && !*final)
+		session_scan(ss);
+	return 0;
+}
+
+/* Last: the report (the final one too) sees what every other source changed. */
+static int on_report_tick(struct session *ss, bool ready, bool *final)
+{
+	uint64_t expirations;
+	int err;
+
+	if (!ready && !*final)
+		return 0;
+	if (ready && read(ss->tick_fd, &expirations, sizeof(expirations)) < 0)
+		expirations = 0;
+	err = session_report(ss, final);
+	if (err || *final)
+		return err ? err : LOOP_DONE;
+	return 0;
+}
+
+/* An event source: its fd, and what is done when it is ready (see LOOP_DONE). */
+struct loop_source {
+	int fd;
+	int (*handle)(struct session *ss, bool ready, bool *final);
+};
+
+/*
+ * The sources in the order they are handled. Their fds are read again at every wake-up: one may come or go
+ * (-1, which poll ignores) while the run goes on.
+ */
+static void loop_sources(struct session *ss, struct loop_source src[LOOP_SOURCES])
+{
+	const struct loop_source all[LOOP_SOURCES] = {
+	    {ss->sfd, on_signal},
+	    {ss->tgt.pidfd, on_target_exit},
+	    {ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, on_proc_events},
+	    {budget__timer_fd(ss->budget), on_budget_timer},
+	    {ss->scan_fd, on_scan_timer},
+	    {ss->tick_fd, on_report_tick},
+	};
+
+	memcpy(src, all, sizeof(all));
+}
+
 int session__loop(struct session *ss)
 {
 	for (;;) {
-		struct pollfd all[6] = {{.fd = ss->sfd, .events = POLLIN},
-					{.fd = ss->tgt.pidfd, .events = POLLIN},
-					{.fd = ss->tick_fd, .events = POLLIN},
-					{.fd = ss->scan_fd, .events = POLLIN},
-					{.fd = ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, .events = POLLIN},
-					{.fd = budget__timer_fd(ss->budget), .events = POLLIN}};
-		uint64_t expirations;
+		struct loop_source src[LOOP_SOURCES];
+		struct pollfd all[LOOP_SOURCES];
 		bool final = false;
 		int err;
 
-		if (poll(all, 6, -1) < 0) {
+		loop_sources(ss, src);
+		for (size_t i = 0; i < LOOP_SOURCES; i++)
+			all[i] = (struct pollfd){.fd = src[i].fd, .events = POLLIN};
+		if (poll(all, LOOP_SOURCES, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			err = -errno;
 			ml_err("cannot wait for events: %s", strerror(-err));
 			return err;
 		}
-		if (all[0].revents) {
-			struct signalfd_siginfo si;
-
-			if (read(ss->sfd, &si, sizeof(si)) != sizeof(si)) {
-				final = true;
-			} else if (si.ssi_signo == SIGCHLD) {
-				session__loader_stopped(ss);
-			} else {
-				ml_info("signal %u: final report", si.ssi_signo);
-				final = true;
-			}
+		for (size_t i = 0; i < LOOP_SOURCES; i++) {
+			err = src[i].handle(ss, all[i].revents != 0, &final);
+			if (err)
+				return err == LOOP_DONE ? 0 : err;
 		}
-		if (all[1].revents && ss->root.pid) {
-			ml_notice("pid %d exited", ss->root.pid);
-			final = true;
-		}
-		/* Events the final report must include (an OOM kill, released pages) can come with the exit that
-		 * ends the run: the ring is read before the final report too. */
-		if (final && ss->proc_rb) {
-			ss->closing = true;
-			ring_buffer__consume(ss->proc_rb);
-		}
-		/* Forks and execs first: a new child is probed before its first scan tick. */
-		if (all[4].revents && !final) {
-			ring_buffer__consume(ss->proc_rb);
-			if (ss->root_exec) {
-				session__root_exec(ss);
-				ss->root_exec = false;
-			}
-			if (ss->oom_report) { /* before the victim's exit takes its records away */
-				ss->oom_report = false;
-				err = session_report(ss, &final);
-				if (err || final)
-					return err;
-			}
-		}
-		if (all[5].revents && !final)
-			budget__timer(ss->budget, budget_env_of(ss));
-		if (all[3].revents && !final)
-			session_scan(ss);
-		if (!all[2].revents && !final)
-			continue;
-		if (all[2].revents && read(ss->tick_fd, &expirations, sizeof(expirations)) < 0)
-			expirations = 0;
-		err = session_report(ss, &final);
-		if (err || final)
-			return err;
 	}
 }
