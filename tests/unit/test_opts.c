@@ -91,6 +91,47 @@ int main(void)
 		CHECK(o.max_allocs == 1048576 && o.max_stacks == 65536, "default table sizes");
 	}
 	{
+		const char *a[] = {"-p",
+				   "1",
+				   "--max-overhead",
+				   "5%",
+				   "--unwind-mem",
+				   "64K",
+				   "--max-allocs",
+				   "16",
+				   "--no-python",
+				   "--no-follow",
+				   "--pprof-dir",
+				   "/tmp/p",
+				   "--pprof-keep",
+				   "7",
+				   "--pprof-max-age",
+				   "60",
+				   NULL};
+		CHECK(parse(a, &o) == 0 && o.max_overhead == 5 && o.unwind_mem == 1U << 16 && o.max_allocs == 16,
+		      "--max-overhead with %, --unwind-mem and --max-allocs at their minimum");
+		CHECK(!o.python && !o.follow && o.pprof_keep == 7 && o.pprof_max_age_s == 60 &&
+			  !strcmp(o.pprof_dir, "/tmp/p"),
+		      "--no-python, --no-follow and the --pprof-dir options");
+		ml_opts__free(&o);
+	}
+	{
+		const char *bad[][4] = {{"--unwind-mem", "63K"},
+					{"--unwind-mem", "5G"},
+					{"--max-overhead", "0.05"},
+					{"--max-overhead", "5x"},
+					{"--max-stacks", "15"},
+					{"--min-age", "-1"},
+					{"-o", ""},
+					{NULL}};
+
+		for (int i = 0; bad[i][0]; i++) {
+			const char *a[] = {"-p", "1", bad[i][0], bad[i][1], NULL};
+			CHECK(parse(a, &o) == -EINVAL, "a table option's value out of range rejected");
+			ml_opts__free(&o);
+		}
+	}
+	{
 		const char *a[] = {"-c", "python3 train.py --lr 3e-4", NULL};
 		CHECK(parse(a, &o) == 0 && o.cmd_argv && !strcmp(o.cmd_argv[0], "python3") &&
 			  !strcmp(o.cmd_argv[3], "3e-4") && !o.cmd_argv[4],

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <regex.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,213 +297,267 @@ static int bad(const char *opt, const char *val, const char *want)
 	return -EINVAL;
 }
 
-int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
+/* What an option not given is. */
+static const struct ml_opts defaults = {
+    .interval_s = 5.0,
+    .top = 10,
+    .max_size = UINT64_MAX,
+    .max_allocs = 1048576,
+    .max_stacks = 65536,
+    .python = true,
+    .follow = true,
+    .max_overhead = 2,
+    .layers = ~0U,
+    .unwind_tables = true,
+    .unwind_mem = 128ULL << 20, /* PyPI's torch 2.15 (CUDA build) needs 78 MiB */
+    .pprof_keep = 100,
+};
+
+/* How a table option's value is read, and the type of the field it goes to. */
+enum arg_kind {
+	ARG_INT,     /* a whole number in range, to an int */
+	ARG_U32,     /* ... to a uint32_t */
+	ARG_SIZE,    /* a byte count with K/M/G suffixes in range, to a uint64_t */
+	ARG_SECONDS, /* seconds in range, to a double */
+	ARG_PERCENT, /* a percentage in range, '%' allowed after it, to a double */
+	ARG_NAME,    /* a non-empty string (a file, a directory), to a const char * */
+	ARG_ON,	     /* no value: the bool field set */
+	ARG_OFF,     /* no value: the bool field cleared */
+};
+
+/* An option whose value is checked and stored the same way as others': a row, not a case of the switch. */
+struct arg_rule {
+	int id;		  /* getopt_long's value */
+	const char *name; /* in the error message */
+	enum arg_kind kind;
+	size_t field; /* offsetof(struct ml_opts, ...) */
+	union {
+		struct {
+			uint64_t min, max;
+		} u; /* ARG_INT, ARG_U32, ARG_SIZE */
+		struct {
+			double min, max;
+		} d; /* ARG_SECONDS, ARG_PERCENT */
+	} range;
+	const char *want; /* what the error message says was expected */
+};
+
+#define FIELD(f) offsetof(struct ml_opts, f)
+
+static const struct arg_rule arg_rules[] = {
+    {'p', "pid", ARG_INT, FIELD(pid), .range.u = {1, 0x3fffffff}, "a positive process id"},
+    {'T', "--top", ARG_U32, FIELD(top), .range.u = {1, 1000000}, "a number from 1 to 1000000"},
+    {OPT_MIN_AGE, "--min-age", ARG_SECONDS, FIELD(min_age_s), .range.d = {0, 1e9}, "seconds (>= 0)"},
+    {OPT_MIN_SIZE, "--min-size", ARG_SIZE, FIELD(min_size), .range.u = {0, UINT64_MAX}, "a byte count like 4096 or 1M"},
+    {OPT_MAX_SIZE, "--max-size", ARG_SIZE, FIELD(max_size), .range.u = {0, UINT64_MAX}, "a byte count like 4096 or 1M"},
+    {OPT_MAX_OVERHEAD, "--max-overhead", ARG_PERCENT, FIELD(max_overhead), .range.d = {0.1, 100},
+     "a percentage from 0.1 to 100"},
+    /* at least one page of each array; at most 4 GiB of rows */
+    {OPT_UNWIND_MEM, "--unwind-mem", ARG_SIZE, FIELD(unwind_mem), .range.u = {1U << 16, 4ULL << 30},
+     "a byte count from 64K to 4G, like 64M"},
+    {OPT_PPROF_KEEP, "--pprof-keep", ARG_U32, FIELD(pprof_keep), .range.u = {1, 1000000}, "a number from 1 to 1000000"},
+    {OPT_PPROF_MAX_AGE, "--pprof-max-age", ARG_SECONDS, FIELD(pprof_max_age_s), .range.d = {1, 1e9},
+     "seconds, at least 1"},
+    /* 2^24 allocations: a 1.5 GiB table of pinned kernel memory, the most worth allowing */
+    {OPT_MAX_ALLOCS, "--max-allocs", ARG_U32, FIELD(max_allocs), .range.u = {16, 1U << 24},
+     "a number from 16 to 16777216"},
+    {OPT_MAX_STACKS, "--max-stacks", ARG_U32, FIELD(max_stacks), .range.u = {16, 1U << 24},
+     "a number from 16 to 16777216"},
+    {'o', "--output", ARG_NAME, FIELD(output), .want = "a file name"},
+    /* The extra outputs: a file each, besides the main output (-f, -o). */
+    {OPT_HTML, "--html", ARG_NAME, FIELD(html), .want = "a file name"},
+    {OPT_JSON, "--json", ARG_NAME, FIELD(json), .want = "a file name"},
+    {OPT_PPROF, "--pprof", ARG_NAME, FIELD(pprof), .want = "a file name"},
+    {OPT_CGROUP, "--cgroup", ARG_NAME, FIELD(cgroup), .want = "a cgroup directory"},
+    {OPT_PPROF_DIR, "--pprof-dir", ARG_NAME, FIELD(pprof_dir), .want = "a directory"},
+    {OPT_NO_PYTHON, "--no-python", ARG_OFF, FIELD(python)},
+    {OPT_NATIVE, "--native", ARG_ON, FIELD(native)},
+    {OPT_NO_FOLLOW, "--no-follow", ARG_OFF, FIELD(follow)},
+    {OPT_TORCH_RAW, "--torch-raw-alloc", ARG_ON, FIELD(torch_raw)},
+    {OPT_ALL_PYTHON, "--all-python", ARG_ON, FIELD(all_python)},
+};
+
+/* A percentage, "5" or "5%", in range: 0 or -EINVAL. */
+static int parse_percent(const char *s, double min, double max, double *out)
 {
+	char *end = NULL;
+	double v = strtod(s, &end);
+
+	if (!end || end == s || (*end && strcmp(end, "%")) || !(v >= min && v <= max))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* A whole number or a byte count, in the rule's range: 0 or -EINVAL. */
+static int parse_count(const struct arg_rule *r, const char *arg, uint64_t *v)
+{
+	if (r->kind != ARG_SIZE)
+		return ml_parse_u64(arg, r->range.u.min, r->range.u.max, v);
+	if (ml_parse_size(arg, v) || *v < r->range.u.min || *v > r->range.u.max)
+		return -EINVAL;
+	return 0;
+}
+
+/* Check a table option's value and store it; the field is left as it was when the value is refused. */
+static int apply_rule(const struct arg_rule *r, const char *arg, struct ml_opts *o)
+{
+	void *f = (char *)o + r->field;
 	uint64_t v;
-	int c, err;
+	double d;
 
-	memset(o, 0, sizeof(*o));
-	o->interval_s = 5.0;
-	o->top = 10;
-	o->max_size = UINT64_MAX;
-	o->max_allocs = 1048576;
-	o->max_stacks = 65536;
-	o->python = true;
-	o->follow = true;
-	o->max_overhead = 2;
-	o->layers = ~0U;
-	o->unwind_tables = true;
-	o->unwind_mem = 128ULL << 20; /* PyPI's torch 2.15 (CUDA build) needs 78 MiB */
-	o->pprof_keep = 100;
-
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, ":p:c:T:o:f:l:s:vhV", long_opts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			if (ml_parse_u64(optarg, 1, 0x3fffffff, &v))
-				return bad("pid", optarg, "a positive process id");
-			o->pid = (int)v;
-			break;
-		case 'c':
-			ml_free_words(o->cmd_argv);
-			o->cmd_argv = NULL;
-			err = ml_split_words(optarg, &o->cmd_argv);
-			if (err == -ENOMEM) {
-				ml_err("out of memory");
-				return err;
-			}
-			if (err)
-				return bad("command", optarg, "a command line with balanced quotes");
-			break;
-		case 'T':
-			if (ml_parse_u64(optarg, 1, 1000000, &v))
-				return bad("--top", optarg, "a number from 1 to 1000000");
-			o->top = (uint32_t)v;
-			break;
-		case OPT_MIN_AGE:
-			if (ml_parse_seconds(optarg, 0, 1e9, &o->min_age_s))
-				return bad("--min-age", optarg, "seconds (>= 0)");
-			break;
-		case OPT_MIN_SIZE:
-			if (ml_parse_size(optarg, &o->min_size))
-				return bad("--min-size", optarg, "a byte count like 4096 or 1M");
-			break;
-		case OPT_MAX_SIZE:
-			if (ml_parse_size(optarg, &o->max_size))
-				return bad("--max-size", optarg, "a byte count like 4096 or 1M");
-			break;
-		case 'o':
-			if (!*optarg)
-				return bad("--output", optarg, "a file name");
-			o->output = optarg;
-			break;
-		case 'f':
-			if (!strcmp(optarg, "text"))
-				o->format = ML_FMT_TEXT;
-			else if (!strcmp(optarg, "json"))
-				o->format = ML_FMT_JSON;
-			else if (!strcmp(optarg, "folded"))
-				o->format = ML_FMT_FOLDED;
-			else if (!strcmp(optarg, "pprof"))
-				o->format = ML_FMT_PPROF;
-			else
-				return bad("--format", optarg, "text, json, folded or pprof");
-			break;
-		case 's':
-			if (!strcmp(optarg, "leak") || !strcmp(optarg, "bytes"))
-				o->sort_bytes = !strcmp(optarg, "bytes");
-			else
-				return bad("--sort", optarg, "leak or bytes");
-			break;
-		case 'l':
-			if (ml_layers_parse(optarg, &o->layers))
-				return bad(
-				    "--layers", optarg,
-				    "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
-			break;
-		case OPT_HTML:
-		case OPT_JSON:
-		case OPT_PPROF: {
-			/* The extra outputs: a file each, besides the main output (-f, -o). */
-			const char **dst = c == OPT_HTML ? &o->html : c == OPT_JSON ? &o->json : &o->pprof;
-
-			if (!*optarg)
-				return bad(c == OPT_HTML   ? "--html"
-					   : c == OPT_JSON ? "--json"
-							   : "--pprof",
-					   optarg, "a file name");
-			*dst = optarg;
-			break;
-		}
-		case OPT_NO_PYTHON: o->python = false; break;
-		case OPT_NATIVE: o->native = true; break;
-		case OPT_NO_FOLLOW: o->follow = false; break;
-		case OPT_MAX_OVERHEAD: {
-			char *end = NULL;
-			double v = strtod(optarg, &end);
-
-			if (!end || end == optarg || (*end && strcmp(end, "%")) || !(v >= 0.1 && v <= 100))
-				return bad("--max-overhead", optarg, "a percentage from 0.1 to 100");
-			o->max_overhead = v;
-			break;
-		}
-		case OPT_UNWIND:
-			if (strcmp(optarg, "tables") && strcmp(optarg, "fp"))
-				return bad("--unwind", optarg, "tables or fp");
-			o->unwind_tables = !strcmp(optarg, "tables");
-			break;
-		case OPT_UNWIND_MEM:
-			/* at least one page of each array; at most 4 GiB of rows */
-			if (ml_parse_size(optarg, &o->unwind_mem) || o->unwind_mem < (1U << 16) ||
-			    o->unwind_mem > (4ULL << 30))
-				return bad("--unwind-mem", optarg, "a byte count from 64K to 4G, like 64M");
-			break;
-		case OPT_DEBUG_DIR:
-			if (!*optarg || optarg[0] != '/')
-				return bad("--debug-dir", optarg, "an absolute directory name");
-			o->debug_dir = optarg;
-			break;
-		case OPT_TORCH_RAW: o->torch_raw = true; break;
-		case OPT_MATCH:
-			if (o->match)
-				regfree(&o->match_re);
-			o->match = NULL;
-			err = regcomp(&o->match_re, optarg, REG_EXTENDED | REG_NOSUB);
-			if (err) {
-				char msg[128];
-
-				regerror(err, &o->match_re, msg, sizeof(msg));
-				return bad("--match", optarg, msg);
-			}
-			o->match = optarg;
-			break;
-		case OPT_CGROUP:
-			if (!*optarg)
-				return bad("--cgroup", optarg, "a cgroup directory");
-			o->cgroup = optarg;
-			break;
-		case OPT_ALL_PYTHON: o->all_python = true; break;
-		case OPT_METRICS:
-			if (!*optarg || !strchr(optarg, ':'))
-				return bad("--metrics-listen", optarg, "HOST:PORT, [IPV6]:PORT or :PORT");
-			o->metrics_listen = optarg;
-			break;
-		case OPT_PUSH:
-			if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
-				return bad("--push", optarg, "an http:// or https:// URL");
-			o->push_url = optarg;
-			break;
-		case OPT_PUSH_TENANT:
-		case OPT_PUSH_SERVICE: {
-			bool ok = *optarg && strlen(optarg) <= 200;
-
-			for (const char *p = optarg; ok && *p; p++)
-				ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-				     strchr("._-", *p);
-			if (!ok)
-				return bad(c == OPT_PUSH_TENANT ? "--push-tenant" : "--push-service", optarg,
-					   "1 to 200 letters, digits, '.', '_' or '-'");
-			*(c == OPT_PUSH_TENANT ? &o->push_tenant : &o->push_service) = optarg;
-			break;
-		}
-		case OPT_PPROF_DIR:
-			if (!*optarg)
-				return bad("--pprof-dir", optarg, "a directory");
-			o->pprof_dir = optarg;
-			break;
-		case OPT_PPROF_KEEP:
-			if (ml_parse_u64(optarg, 1, 1000000, &v))
-				return bad("--pprof-keep", optarg, "a number from 1 to 1000000");
-			o->pprof_keep = (uint32_t)v;
-			break;
-		case OPT_PPROF_MAX_AGE:
-			if (ml_parse_seconds(optarg, 1, 1e9, &o->pprof_max_age_s))
-				return bad("--pprof-max-age", optarg, "seconds, at least 1");
-			break;
-		case OPT_MAX_ALLOCS:
-			/* 2^24 allocations: a 1.5 GiB table of pinned kernel memory, the most worth allowing */
-			if (ml_parse_u64(optarg, 16, 1U << 24, &v))
-				return bad("--max-allocs", optarg, "a number from 16 to 16777216");
-			o->max_allocs = (uint32_t)v;
-			break;
-		case OPT_MAX_STACKS:
-			if (ml_parse_u64(optarg, 16, 1U << 24, &v))
-				return bad("--max-stacks", optarg, "a number from 16 to 16777216");
-			o->max_stacks = (uint32_t)v;
-			break;
-		case 'v': o->verbose++; break;
-		case 'h': fputs(usage, stdout); return 1;
-		case 'V': printf("memleak-ai %s\n", ML_VERSION); return 1;
-		case ':': ml_err("option '%s' needs a value (see --help)", argv[optind - 1]); return -EINVAL;
-		default:
-			if (optopt)
-				ml_err("unknown option '-%c' (see --help)", optopt);
-			else
-				ml_err("unknown option '%s' (see --help)", argv[optind - 1]);
-			return -EINVAL;
-		}
+	switch (r->kind) {
+	case ARG_INT:
+	case ARG_U32:
+	case ARG_SIZE:
+		if (parse_count(r, arg, &v))
+			return bad(r->name, arg, r->want);
+		if (r->kind == ARG_INT)
+			*(int *)f = (int)v;
+		else if (r->kind == ARG_U32)
+			*(uint32_t *)f = (uint32_t)v;
+		else
+			*(uint64_t *)f = v;
+		return 0;
+	case ARG_SECONDS:
+	case ARG_PERCENT:
+		if ((r->kind == ARG_SECONDS ? ml_parse_seconds : parse_percent)(arg, r->range.d.min, r->range.d.max,
+										&d))
+			return bad(r->name, arg, r->want);
+		*(double *)f = d;
+		return 0;
+	case ARG_NAME:
+		if (!*arg)
+			return bad(r->name, arg, r->want);
+		*(const char **)f = arg;
+		return 0;
+	case ARG_ON:
+	case ARG_OFF: *(bool *)f = r->kind == ARG_ON; return 0;
 	}
+	return -EINVAL;
+}
+
+/* -c: the command's words, replacing an earlier -c's. */
+static int set_command(struct ml_opts *o, const char *arg)
+{
+	int err;
+
+	ml_free_words(o->cmd_argv);
+	o->cmd_argv = NULL;
+	err = ml_split_words(arg, &o->cmd_argv);
+	if (err == -ENOMEM) {
+		ml_err("out of memory");
+		return err;
+	}
+	if (err)
+		return bad("command", arg, "a command line with balanced quotes");
+	return 0;
+}
+
+static int set_format(struct ml_opts *o, const char *arg)
+{
+	static const char *const names[] = {
+	    [ML_FMT_TEXT] = "text", [ML_FMT_JSON] = "json", [ML_FMT_FOLDED] = "folded", [ML_FMT_PPROF] = "pprof"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(arg, names[i])) {
+			o->format = (enum ml_format)i;
+			return 0;
+		}
+	return bad("--format", arg, "text, json, folded or pprof");
+}
+
+/* --match: compiled here, so that a bad expression is refused with the command line. */
+static int set_match(struct ml_opts *o, const char *arg)
+{
+	char msg[128];
+	int err;
+
+	if (o->match)
+		regfree(&o->match_re);
+	o->match = NULL;
+	err = regcomp(&o->match_re, arg, REG_EXTENDED | REG_NOSUB);
+	if (err) {
+		regerror(err, &o->match_re, msg, sizeof(msg));
+		return bad("--match", arg, msg);
+	}
+	o->match = arg;
+	return 0;
+}
+
+/* --push-tenant, --push-service: they go into HTTP headers and URLs as they are. */
+static int set_push_name(struct ml_opts *o, int c, const char *arg)
+{
+	bool ok = *arg && strlen(arg) <= 200;
+
+	for (const char *p = arg; ok && *p; p++)
+		ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		     strchr("._-", *p);
+	if (!ok)
+		return bad(c == OPT_PUSH_TENANT ? "--push-tenant" : "--push-service", arg,
+			   "1 to 200 letters, digits, '.', '_' or '-'");
+	*(c == OPT_PUSH_TENANT ? &o->push_tenant : &o->push_service) = arg;
+	return 0;
+}
+
+/* One option getopt_long returned: 0, 1 after --help or --version, or -EINVAL (said why). */
+static int parse_option(int c, char **argv, struct ml_opts *o)
+{
+	for (size_t i = 0; i < sizeof(arg_rules) / sizeof(arg_rules[0]); i++)
+		if (arg_rules[i].id == c)
+			return apply_rule(&arg_rules[i], optarg, o);
+	switch (c) {
+	case 'c': return set_command(o, optarg);
+	case 'f': return set_format(o, optarg);
+	case 's':
+		if (strcmp(optarg, "leak") && strcmp(optarg, "bytes"))
+			return bad("--sort", optarg, "leak or bytes");
+		o->sort_bytes = !strcmp(optarg, "bytes");
+		return 0;
+	case 'l':
+		if (ml_layers_parse(optarg, &o->layers))
+			return bad("--layers", optarg,
+				   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
+		return 0;
+	case OPT_UNWIND:
+		if (strcmp(optarg, "tables") && strcmp(optarg, "fp"))
+			return bad("--unwind", optarg, "tables or fp");
+		o->unwind_tables = !strcmp(optarg, "tables");
+		return 0;
+	case OPT_DEBUG_DIR:
+		if (!*optarg || optarg[0] != '/')
+			return bad("--debug-dir", optarg, "an absolute directory name");
+		o->debug_dir = optarg;
+		return 0;
+	case OPT_MATCH: return set_match(o, optarg);
+	case OPT_METRICS:
+		if (!*optarg || !strchr(optarg, ':'))
+			return bad("--metrics-listen", optarg, "HOST:PORT, [IPV6]:PORT or :PORT");
+		o->metrics_listen = optarg;
+		return 0;
+	case OPT_PUSH:
+		if (strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8))
+			return bad("--push", optarg, "an http:// or https:// URL");
+		o->push_url = optarg;
+		return 0;
+	case OPT_PUSH_TENANT:
+	case OPT_PUSH_SERVICE: return set_push_name(o, c, optarg);
+	case 'v': o->verbose++; return 0;
+	case 'h': fputs(usage, stdout); return 1;
+	case 'V': printf("memleak-ai %s\n", ML_VERSION); return 1;
+	case ':': ml_err("option '%s' needs a value (see --help)", argv[optind - 1]); return -EINVAL;
+	default:
+		if (optopt)
+			ml_err("unknown option '-%c' (see --help)", optopt);
+		else
+			ml_err("unknown option '%s' (see --help)", argv[optind - 1]);
+		return -EINVAL;
+	}
+}
+
+/* [INTERVAL [COUNT]] after the options. */
+static int parse_positional(int argc, char **argv, struct ml_opts *o)
+{
 	if (optind < argc) {
 		if (ml_parse_seconds(argv[optind], 0.05, 86400, &o->interval_s))
 			return bad("interval", argv[optind], "seconds between reports, 0.05 to 86400");
@@ -517,6 +572,12 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 		ml_err("unexpected argument '%s' (see --help)", argv[optind]);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* Options that need or exclude each other. */
+static int check_together(const struct ml_opts *o)
+{
 	if (!!o->pid + !!o->cmd_argv + !!o->match + !!o->cgroup + o->all_python != 1) {
 		ml_err(
 		    "%s",
@@ -542,6 +603,22 @@ int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int ml_opts__parse(int argc, char **argv, struct ml_opts *o)
+{
+	int c, err;
+
+	*o = defaults;
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":p:c:T:o:f:l:s:vhV", long_opts, NULL)) != -1) {
+		err = parse_option(c, argv, o);
+		if (err)
+			return err;
+	}
+	err = parse_positional(argc, argv, o);
+	return err ? err : check_together(o);
 }
 
 void ml_opts__free(struct ml_opts *o)
