@@ -640,20 +640,17 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
 	return n;
 }
 
-int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
+/* A pass begins: the stacks taken, the snapshot's sums cleared, *now read. 0 or a negative errno. */
+static int collect_begin(struct ledger *l, uint64_t *now)
 {
 	struct ml_snapshot *s = &l->snap;
-	uint64_t now, newest;
-	size_t nrows;
-	struct ml_row *prev_rows = l->prev;
 	int err;
 
 	/* Every stack the table's records can name was sent before its record was written: take them first. */
 	err = stackstore__drain(l->o.stacks);
 	if (err)
 		return err;
-	now = ml_clock_ns(CLOCK_MONOTONIC);
-	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
+	*now = ml_clock_ns(CLOCK_MONOTONIC);
 	l->pass++;
 	s->nrows = 0;
 	s->rss_records = 0;
@@ -662,66 +659,65 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	l->ngpu = 0;
 	if (index_reset(&l->idx, l->nprev + 16))
 		return -ENOMEM;
+	return 0;
+}
 
-	/* One pass over the table. A slot being written (ts_ns 0) or released meanwhile is simply skipped. */
-	for (size_t i = 0; i < l->table_len; i++) {
-		const volatile struct ml_slot *sl = &l->table[i];
-		struct ml_agg_key k = {};
-		uint64_t addr = sl->addr, ts, size, cow;
-		unsigned int traits, shift;
-		struct ml_row *r;
+/* One slot into its row; a slot being written (ts_ns 0) or released meanwhile is skipped. 0 or -ENOMEM. */
+static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint64_t newest)
+{
+	struct ml_agg_key k = {};
+	uint64_t addr = sl->addr, ts, size, cow;
+	unsigned int traits, shift;
+	struct ml_row *r;
 
-		if (addr == ML_SLOT_EMPTY || addr == ML_SLOT_TOMB)
-			continue;
-		ts = sl->ts_ns;
-		if (!ts)
-			continue;
-		size = sl->size;
-		cow = 0;
-		shift = record_shift(l, sl->layer, ts);
-		if (sl->layer == ML_LAYER_RSS) {
-			/* A record the sampling test now rejects is on its way out (see rsspages.c); the others weigh
-			 * 2^shift. */
-			if (!ml_rss_sampled(addr & ~ML_RSS_COPY, l->rss_shift))
-				continue;
-			shift = l->rss_shift;
-			cow = addr & ML_RSS_COPY ? size << shift : 0;
-			s->rss_records++;
-		}
-		k.tgid = sl->tgid;
-		k.layer = sl->layer;
-		k.stack_id = canonical(l, sl->tgid, sl->stack_id, &traits);
-		k.caller = sl->caller;
-		if (sl->addr != addr || sl->ts_ns != ts)
-			continue; /* reused while we read it */
-		r = row_for(l, &k);
-		if (!r)
-			return -ENOMEM;
-		r->traits |= traits | (sl->spec == ML_SPEC_BRK || sl->spec == ML_SPEC_RSS_HEAP ? ML_ROW_BRK : 0) |
-			     (sl->spec == ML_SPEC_HEAP ? ML_ROW_SPACE : 0);
-		/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
-		if (ts > newest)
-			continue;
-		/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
-		r->bytes += size << shift;
-		r->cow_bytes += cow;
-		r->count += 1ULL << shift;
-		if (ts < r->oldest_ts_ns)
-			r->oldest_ts_ns = ts;
-		if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&
-		    push_gpu(l, k.tgid, addr, size, sl->device, k.layer, is_handle(sl->spec)))
-			return -ENOMEM;
+	if (addr == ML_SLOT_EMPTY || addr == ML_SLOT_TOMB)
+		return 0;
+	ts = sl->ts_ns;
+	if (!ts)
+		return 0;
+	size = sl->size;
+	cow = 0;
+	shift = record_shift(l, sl->layer, ts);
+	if (sl->layer == ML_LAYER_RSS) {
+		/* A record the sampling test now rejects is on its way out (see rsspages.c); the others weigh
+		 * 2^shift. */
+		if (!ml_rss_sampled(addr & ~ML_RSS_COPY, l->rss_shift))
+			return 0;
+		shift = l->rss_shift;
+		cow = addr & ML_RSS_COPY ? size << shift : 0;
+		l->snap.rss_records++;
 	}
-	split_devices(l);
-	err = merge_stopped(l);
-	if (err < 0)
-		return err;
-	s->stopped_merged = (uint64_t)err;
+	k.tgid = sl->tgid;
+	k.layer = sl->layer;
+	k.stack_id = canonical(l, sl->tgid, sl->stack_id, &traits);
+	k.caller = sl->caller;
+	if (sl->addr != addr || sl->ts_ns != ts)
+		return 0; /* reused while we read it */
+	r = row_for(l, &k);
+	if (!r)
+		return -ENOMEM;
+	r->traits |= traits | (sl->spec == ML_SPEC_BRK || sl->spec == ML_SPEC_RSS_HEAP ? ML_ROW_BRK : 0) |
+		     (sl->spec == ML_SPEC_HEAP ? ML_ROW_SPACE : 0);
+	/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
+	if (ts > newest)
+		return 0;
+	/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
+	r->bytes += size << shift;
+	r->cow_bytes += cow;
+	r->count += 1ULL << shift;
+	if (ts < r->oldest_ts_ns)
+		r->oldest_ts_ns = ts;
+	if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&
+	    push_gpu(l, k.tgid, addr, size, sl->device, k.layer, is_handle(sl->spec)))
+		return -ENOMEM;
+	return 0;
+}
 
-	s->now_ns = now;
-	s->elapsed_s = (double)(now - l->last_ns) / 1e9;
-	l->last_ns = now;
-	nrows = 0;
+/* Rows with nothing counted (all younger than --min-age) leave the snapshot; the others add to their layer. */
+static void keep_counted(struct ml_snapshot *s)
+{
+	size_t nrows = 0;
+
 	for (size_t i = 0; i < s->nrows; i++) {
 		struct ml_row *r = &s->rows[i];
 
@@ -735,8 +731,18 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		s->rows[nrows++] = *r;
 	}
 	s->nrows = nrows;
+}
 
-	/* Growth against the previous snapshot, matched by key (both sorted by key). */
+/*
+ * Growth against the previous snapshot, matched by key (both sorted by key), for rows, processes and layers;
+ * then these rows are kept as the previous ones. 0 or -ENOMEM.
+ */
+static int add_growth(struct ledger *l)
+{
+	struct ml_snapshot *s = &l->snap;
+	struct ml_row *prev_rows = l->prev;
+	size_t nrows = s->nrows;
+
 	if (nrows)
 		qsort(s->rows, nrows, sizeof(*s->rows), cmp_key);
 	for (size_t i = 0, j = 0; i < nrows; i++) {
@@ -764,14 +770,38 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	} else {
 		l->nprev = 0;
 	}
-	if (nrows)
-		qsort(s->rows, nrows, sizeof(*s->rows), cmp_bytes_desc);
+	return 0;
+}
 
+int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
+{
+	struct ml_snapshot *s = &l->snap;
+	uint64_t now = 0, newest;
+	int err;
+
+	err = collect_begin(l, &now);
+	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
+	for (size_t i = 0; !err && i < l->table_len; i++) /* one pass over the table */
+		err = count_slot(l, &l->table[i], newest);
+	if (err)
+		return err;
+	split_devices(l);
+	err = merge_stopped(l);
+	if (err < 0)
+		return err;
+	s->stopped_merged = (uint64_t)err;
+	s->now_ns = now;
+	s->elapsed_s = (double)(now - l->last_ns) / 1e9;
+	l->last_ns = now;
+	keep_counted(s);
+	if (add_growth(l))
+		return -ENOMEM;
+	if (s->nrows)
+		qsort(s->rows, s->nrows, sizeof(*s->rows), cmp_bytes_desc);
 	read_stats(l);
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++)
 		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_ALLOCS(layer)] ||
 					  s->stats[ML_STAT_LAYER_FREES(layer)];
-
 	canon_sweep(l);
 	stackstore__stats(l->o.stacks, &s->stacks);
 	*out = s;
