@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "attach/rowfind.h"
 #include "attach/uprobe_multi.h"
 #include "lib/clock.h"
 #include "lib/closeall.h"
-#include "lib/demangle.h"
 #include "lib/elfsym.h"
 #include "lib/grow.h"
 #include "lib/log.h"
@@ -73,12 +73,6 @@ static void mlink_clear(struct mlink *m)
 	free(m->cookies);
 	*m = (struct mlink){.fd = -1};
 }
-
-/* Where each row was found in the object being probed. */
-struct found {
-	bool ok;
-	uint64_t vaddr;
-};
 
 struct probes *probes__new(struct memleak_bpf *skel, const struct probes_opts *o)
 {
@@ -283,53 +277,6 @@ static int attach_one(struct probes *p, const char *path, uint64_t off, unsigned
 	return err;
 }
 
-struct demangle_ctx {
-	struct found *found;
-};
-
-/* The identifier just before the parameter list: "raw_alloc" of "...::raw_alloc(unsigned long)". */
-static bool name_token(const char *demangled, const char **tok, size_t *len)
-{
-	const char *paren = strchr(demangled, '('), *start;
-
-	if (!paren)
-		return false;
-	start = paren;
-	while (start > demangled && start[-1] != ':' && start[-1] != ' ')
-		start--;
-	*tok = start;
-	*len = (size_t)(paren - start);
-	return *len > 0;
-}
-
-static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void *vctx)
-{
-	struct demangle_ctx *ctx = vctx;
-	char *dm = NULL;
-
-	if (strncmp(raw, "_Z", 2))
-		return 0;
-	for (unsigned int row = 0; row < ml_allocators_n; row++) {
-		const struct ml_allocator *a = &ml_allocators[row];
-		const char *tok;
-		size_t len;
-
-		if (a->match != ML_MATCH_DEMANGLED || ctx->found[row].ok || !name_token(a->func, &tok, &len))
-			continue;
-		/* Cheap filter first: the mangled name spells the identifier as <length><name>. */
-		if (!memmem(raw, strlen(raw), tok, len))
-			continue;
-		if (!dm && !(dm = ml_demangle(raw)))
-			return 0;
-		if (!strcmp(dm, a->func)) {
-			ctx->found[row].ok = true;
-			ctx->found[row].vaddr = vaddr;
-		}
-	}
-	free(dm);
-	return 0;
-}
-
 /* Whether the object has probes of a provider in ml_usdts, of a layer traced (most SDT notes are others'). */
 static bool has_usdts(const struct probes *p, const struct elf_syms *syms)
 {
@@ -404,25 +351,11 @@ static int attach_usdts(struct probes *p, const char *path, const struct ml_mapp
 	return n;
 }
 
-/*
- * Probe one object: the rows of enabled layers it defines (libc rows only in a C library, or a static
- * executable when `as_libc`), and PyTorch's USDT probes. Returns the number of probes attached, -ENOENT
- * when a C library lacks malloc/free, or another negative errno.
- */
-static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_libc, unsigned int *layers)
+/* The object's symbols, read from the file the process has mapped. 0 or a negative errno. */
+static int open_syms(const struct probes *p, const struct ml_mapping *m, struct elf_syms **syms)
 {
-	struct found *found = calloc(ml_allocators_n, sizeof(*found));
-	struct demangle_ctx dctx = {.found = found};
-	struct elf_syms *syms = NULL;
-	size_t first_link = p->nlinks, first_mfd = p->nmfds;
-	bool any_demangled = false, usdt = false;
-	char *path = NULL;
-	int fd, err = 0, n = 0;
+	int fd = ml_maps__open_file(p->o.pid, m), err;
 
-	*layers = 0;
-	if (!found)
-		return -ENOMEM;
-	fd = ml_maps__open_file(p->o.pid, m);
 	if (fd < 0) {
 		/*
 		 * -ENOENT here is the mapping gone, not a missing symbol: when the process went with it (an exit
@@ -430,83 +363,37 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 		 * living process changed that mapping since its maps were read (the dynamic loader maps a library
 		 * in several steps, and a scan its report woke can land between them): -EAGAIN, try again later.
 		 */
-		err = fd == -ENOENT ? (process_gone(p->o.pid) ? -ESRCH : -EAGAIN) : fd;
-		goto out;
+		return fd == -ENOENT ? (process_gone(p->o.pid) ? -ESRCH : -EAGAIN) : fd;
 	}
-	err = elf_syms__open(fd, &syms);
+	err = elf_syms__open(fd, syms);
 	close(fd);
-	if (err)
-		goto out;
-	for (unsigned int row = 0; row < ml_allocators_n; row++) {
-		const struct ml_allocator *a = &ml_allocators[row];
-		uint64_t size;
+	return err;
+}
 
-		if (!layer_on(p, a->spec.layer) || (a->lib == ML_LIB_LIBC) != as_libc)
-			continue;
-		if (a->match == ML_MATCH_DEMANGLED)
-			any_demangled = true;
-		else if (a->lib == ML_LIB_PLT)
-			continue; /* after the demangled pass has found the host */
-		else if (elf_syms__find(syms, a->func, &found[row].vaddr, &size) == 0)
-			found[row].ok = true;
-		else if (a->required) {
-			err = -ENOENT;
-			goto out;
-		}
-	}
-	/* Aliases (tcmalloc's free is its operator delete): one probe per function, its first row's. */
-	for (unsigned int row = 0; row < ml_allocators_n; row++)
-		for (unsigned int prev = 0; found[row].ok && prev < row; prev++)
-			if (found[prev].ok && found[prev].vaddr == found[row].vaddr) {
-				ml_dbg("%s: %s is %s: probed once", m->path, ml_allocators[row].func,
-				       ml_allocators[prev].func);
-				found[row].ok = false;
-			}
-	if (any_demangled && !as_libc)
-		elf_syms__for_each(syms, match_demangled, &dctx);
-	for (unsigned int row = 0; row < ml_allocators_n && !as_libc; row++) {
-		const struct ml_allocator *a = &ml_allocators[row];
+/* Attach the rows found, adding their layers to *layers. Returns the number of functions probed. */
+static int attach_rows(struct probes *p, const char *path, const struct found *found, const struct elf_syms *syms,
+		       unsigned int *layers)
+{
+	int err = 0, n = 0;
+	uint64_t off;
 
-		if (a->lib != ML_LIB_PLT || !layer_on(p, a->spec.layer))
-			continue;
-		for (unsigned int h = 0; h < ml_allocators_n; h++)
-			if (found[h].ok && ml_allocators[h].match == ML_MATCH_DEMANGLED &&
-			    !strcmp(ml_allocators[h].func, a->host) &&
-			    elf_syms__plt_stub(syms, a->func, &found[row].vaddr) == 0)
-				found[row].ok = true;
-	}
-	for (unsigned int row = 0; row < ml_allocators_n; row++) {
-		if (found[row].ok && ml_allocators[row].optin && !p->o.torch_raw) {
-			ml_info("%s: %s not probed (needs --torch-raw-alloc)", m->path, ml_allocators[row].func);
-			found[row].ok = false;
-		}
-	}
-	usdt = !as_libc && has_usdts(p, syms);
-
-	err = ml_maps__attach_path(p->o.pid, m, &path);
-	if (err)
-		goto out;
 	if (p->o.multi) {
 		err = attach_batched(p, path, found, syms);
-		if (err)
-			goto out;
-		for (unsigned int row = 0; row < ml_allocators_n; row++) {
-			uint64_t off;
-
+		for (unsigned int row = 0; row < ml_allocators_n && !err; row++) {
 			if (found[row].ok && !elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off)) {
 				*layers |= 1U << ml_allocators[row].spec.layer;
 				n++;
 			}
 		}
+		return err ? err : n;
 	}
 	/*
 	 * Releases go on first: a block allocated and freed while only the allocation probe was on would
 	 * stay "outstanding" for good.
 	 */
-	for (int pass = 0; pass < 2 && !p->o.multi; pass++) {
+	for (int pass = 0; pass < 2; pass++) {
 		for (unsigned int row = 0; row < ml_allocators_n; row++) {
 			const struct ml_allocator *a = &ml_allocators[row];
-			uint64_t off;
 
 			if (!found[row].ok || (a->spec.kind == ML_KIND_FREE) != (pass == 0) ||
 			    elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
@@ -520,29 +407,37 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			if (!err)
 				err = attach_one(p, path, off, row, false);
 			if (err)
-				goto out;
+				return err;
 			*layers |= 1U << a->spec.layer;
 			n++;
 		}
 	}
-	if (usdt) {
-		int u = attach_usdts(p, path, m, syms, layers);
-		bool raw = false;
+	return n;
+}
 
-		if (u < 0) {
-			err = u;
-			goto out;
-		}
-		for (unsigned int row = 0; row < ml_allocators_n; row++)
-			if (found[row].ok && ml_allocators[row].spec.layer == ML_LAYER_TORCH_CUDA &&
-			    ml_allocators[row].spec.kind == ML_KIND_FREE)
-				raw = true;
-		if (u > 0 && !raw)
-			ml_notice("%s has PyTorch's allocator probes but no raw_alloc/raw_delete symbols (stripped?): "
-				  "torch_cuda misses memory taken through raw_alloc",
-				  m->path);
-		n += u;
-	}
+/* PyTorch's USDT probes, and a word when its raw_alloc functions were not found beside them. */
+static int attach_torch_usdts(struct probes *p, const char *path, const struct ml_mapping *m,
+			      const struct elf_syms *syms, const struct found *found, unsigned int *layers)
+{
+	int u = attach_usdts(p, path, m, syms, layers);
+	bool raw = false;
+
+	if (u <= 0)
+		return u;
+	for (unsigned int row = 0; row < ml_allocators_n; row++)
+		if (found[row].ok && ml_allocators[row].spec.layer == ML_LAYER_TORCH_CUDA &&
+		    ml_allocators[row].spec.kind == ML_KIND_FREE)
+			raw = true;
+	if (!raw)
+		ml_notice("%s has PyTorch's allocator probes but no raw_alloc/raw_delete symbols (stripped?): "
+			  "torch_cuda misses memory taken through raw_alloc",
+			  m->path);
+	return u;
+}
+
+/* -v: where each function was probed. */
+static void say_probed(const struct ml_mapping *m, const struct found *found, const struct elf_syms *syms)
+{
 	for (unsigned int row = 0; row < ml_allocators_n && ml_log_level >= 1; row++) {
 		uint64_t off;
 
@@ -550,15 +445,47 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			ml_info("%s: %s probed at offset 0x%" PRIx64 " (layer %s)", m->path, ml_allocators[row].func,
 				off, ml_layer_name(ml_allocators[row].spec.layer));
 	}
-	err = n;
-	for (size_t i = first_link; i < p->nlinks; i++)
-		p->link_layers[i] = (unsigned char)*layers;
-	for (size_t i = first_mfd; i < p->nmfds; i++)
-		p->mfds[i].layers = (unsigned char)*layers;
-	if (p->paused) /* tensor sampling is off-phase now: a library found meanwhile waits for the next on-phase */
-		probes__pause(p, p->paused, true);
-out:
-	if (err < 0) {
+}
+
+/*
+ * Probe one object: the rows of enabled layers it defines (libc rows only in a C library, or a static
+ * executable when `as_libc`), and PyTorch's USDT probes. Returns the number of probes attached, -ENOENT
+ * when a C library lacks malloc/free, or another negative errno.
+ */
+static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_libc, unsigned int *layers)
+{
+	struct rowfind_opts fo = {
+	    .path = m->path, .layers = p->o.layers, .as_libc = as_libc, .torch_raw = p->o.torch_raw};
+	struct found *found = calloc(ml_allocators_n, sizeof(*found));
+	size_t first_link = p->nlinks, first_mfd = p->nmfds;
+	struct elf_syms *syms = NULL;
+	char *path = NULL;
+	int err, u = 0;
+
+	*layers = 0;
+	if (!found)
+		return -ENOMEM;
+	err = open_syms(p, m, &syms);
+	if (!err)
+		err = ml_rows_find(syms, &fo, found);
+	if (!err)
+		err = ml_maps__attach_path(p->o.pid, m, &path);
+	if (!err)
+		err = attach_rows(p, path, found, syms, layers);
+	if (err >= 0 && !as_libc && has_usdts(p, syms))
+		u = attach_torch_usdts(p, path, m, syms, found, layers);
+	if (err >= 0 && u >= 0) {
+		say_probed(m, found, syms);
+		err += u;
+		for (size_t i = first_link; i < p->nlinks; i++)
+			p->link_layers[i] = (unsigned char)*layers;
+		for (size_t i = first_mfd; i < p->nmfds; i++)
+			p->mfds[i].layers = (unsigned char)*layers;
+		/* tensor sampling is off-phase now: a library found meanwhile waits for the next on-phase */
+		if (p->paused)
+			probes__pause(p, p->paused, true);
+	} else {
+		err = err < 0 ? err : u;
 		while (p->nlinks > first_link)
 			bpf_link__destroy(p->links[--p->nlinks]);
 		while (p->nmfds > first_mfd)
