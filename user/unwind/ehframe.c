@@ -260,6 +260,193 @@ static int advance(struct fde_ctx *f, const struct cie *c, const struct cfi_stat
 	return 0;
 }
 
+/* A run of call frame instructions: where it reads, the state it changes, DW_CFA_remember_state's stack. */
+struct cfi_run {
+	struct rd *r;
+	const struct cie *c;
+	struct cfi_state *st;
+	struct fde_ctx *f; /* NULL while running a CIE's initial instructions */
+	struct cfi_state stack[ML_EHFRAME_MAX_STATE_DEPTH];
+	unsigned int depth;
+};
+
+#define CFI_NOT_MINE 1 /* an op handler's answer for an op of another group */
+
+/* Ops that set a register's rule (only RBP's and the return address's are kept). */
+static int cfi_rule_op(struct cfi_run *x, uint8_t op)
+{
+	uint64_t reg, reg2, u;
+	int64_t s;
+
+	switch (op) {
+	case CFA_offset_extended:
+		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &u) || factored(u, x->c->daf, &s))
+			return -EINVAL;
+		set_rule(x->st, reg, RULE_OFFSET, s);
+		return 0;
+	case CFA_offset_extended_sf:
+		if (rd_uleb(x->r, &reg) || rd_sleb(x->r, &s) || factored_s(s, x->c->daf, &s))
+			return -EINVAL;
+		set_rule(x->st, reg, RULE_OFFSET, s);
+		return 0;
+	case CFA_GNU_negative_offset_extended:
+		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &u) || factored(u, x->c->daf, &s) || s == INT64_MIN)
+			return -EINVAL;
+		set_rule(x->st, reg, RULE_OFFSET, -s);
+		return 0;
+	case CFA_restore_extended:
+		if (!x->f || rd_uleb(x->r, &reg))
+			return -EINVAL;
+		restore_rule(x->st, &x->c->init, reg);
+		return 0;
+	case CFA_undefined:
+	case CFA_same_value:
+		if (rd_uleb(x->r, &reg))
+			return -EINVAL;
+		set_rule(x->st, reg, op == CFA_undefined ? RULE_UNDEF : RULE_SAME, 0);
+		return 0;
+	case CFA_register:
+		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &reg2))
+			return -EINVAL;
+		set_rule(x->st, reg, RULE_OTHER, 0);
+		return 0;
+	case CFA_val_offset:
+		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &u) || factored(u, x->c->daf, &s))
+			return -EINVAL;
+		set_rule(x->st, reg, RULE_OTHER, 0);
+		return 0;
+	case CFA_val_offset_sf:
+		if (rd_uleb(x->r, &reg) || rd_sleb(x->r, &s) || factored_s(s, x->c->daf, &s))
+			return -EINVAL;
+		set_rule(x->st, reg, RULE_OTHER, 0);
+		return 0;
+	case CFA_expression:
+	case CFA_val_expression:
+		if (rd_uleb(x->r, &reg) || skip_block(x->r))
+			return -EINVAL;
+		set_rule(x->st, reg, RULE_OTHER, 0);
+		return 0;
+	}
+	return CFI_NOT_MINE;
+}
+
+/* Ops that define the CFA. */
+static int cfi_cfa_op(struct cfi_run *x, uint8_t op)
+{
+	struct cfi_state *st = x->st;
+	uint64_t reg, u;
+	int64_t s;
+
+	switch (op) {
+	case CFA_def_cfa:
+		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &u) || u > INT64_MAX)
+			return -EINVAL;
+		st->cfa_reg = reg;
+		st->cfa_off = (int64_t)u;
+		st->cfa_expr = false;
+		st->cfa_set = true;
+		return 0;
+	case CFA_def_cfa_sf:
+		if (rd_uleb(x->r, &reg) || rd_sleb(x->r, &s) || factored_s(s, x->c->daf, &s))
+			return -EINVAL;
+		st->cfa_reg = reg;
+		st->cfa_off = s;
+		st->cfa_expr = false;
+		st->cfa_set = true;
+		return 0;
+	case CFA_def_cfa_register:
+		/* Only meaningful on a register rule; on an expression the CFA stays unsupported. */
+		if (rd_uleb(x->r, &reg))
+			return -EINVAL;
+		st->cfa_reg = reg;
+		return 0;
+	case CFA_def_cfa_offset:
+		if (rd_uleb(x->r, &u) || u > INT64_MAX)
+			return -EINVAL;
+		st->cfa_off = (int64_t)u;
+		return 0;
+	case CFA_def_cfa_offset_sf:
+		if (rd_sleb(x->r, &s) || factored_s(s, x->c->daf, &s))
+			return -EINVAL;
+		st->cfa_off = s;
+		return 0;
+	case CFA_def_cfa_expression:
+		if (skip_block(x->r))
+			return -EINVAL;
+		st->cfa_expr = true;
+		st->cfa_set = true;
+		return 0;
+	}
+	return CFI_NOT_MINE;
+}
+
+/* The other extended ops: moving the location, saving and restoring the state, ops without effect. */
+static int cfi_flow_op(struct cfi_run *x, uint8_t op)
+{
+	struct fde_ctx *f = x->f;
+	uint64_t u;
+
+	switch (op) {
+	case CFA_nop: return 0;
+	case CFA_set_loc: {
+		struct cie one = *x->c; /* advance by u - loc with a code alignment of 1 */
+
+		if (!f || rd_encoded(x->r, f->enc, true, f->b->sect, f->b->sect_addr, &u))
+			return -EINVAL;
+		if (u < f->loc)
+			return -EINVAL;
+		one.caf = 1;
+		return advance(f, &one, x->st, u - f->loc);
+	}
+	case CFA_advance_loc1:
+	case CFA_advance_loc2:
+	case CFA_advance_loc4:
+		if (rd_bytes(x->r, op == CFA_advance_loc1 ? 1 : op == CFA_advance_loc2 ? 2 : 4, &u, false))
+			return -EINVAL;
+		return advance(f, x->c, x->st, u);
+	case CFA_remember_state:
+		if (!f || x->depth >= ML_EHFRAME_MAX_STATE_DEPTH)
+			return -EINVAL;
+		x->stack[x->depth++] = *x->st;
+		return 0;
+	case CFA_restore_state:
+		if (!f || !x->depth)
+			return -EINVAL;
+		*x->st = x->stack[--x->depth];
+		return 0;
+	case CFA_GNU_args_size: return rd_uleb(x->r, &u) ? -EINVAL : 0;
+	}
+	return -EINVAL;
+}
+
+/* One op whose low six bits are an operand (advance_loc, offset, restore), or an extended one. */
+static int cfi_op(struct cfi_run *x, uint8_t op)
+{
+	uint64_t u;
+	int64_t s;
+	int err;
+
+	switch (op & 0xc0) {
+	case CFA_advance_loc: return advance(x->f, x->c, x->st, op & 0x3f);
+	case CFA_offset:
+		if (rd_uleb(x->r, &u) || factored(u, x->c->daf, &s))
+			return -EINVAL;
+		set_rule(x->st, op & 0x3f, RULE_OFFSET, s);
+		return 0;
+	case CFA_restore:
+		if (!x->f)
+			return -EINVAL;
+		restore_rule(x->st, &x->c->init, op & 0x3f);
+		return 0;
+	}
+	err = cfi_rule_op(x, op);
+	if (err == CFI_NOT_MINE)
+		err = cfi_cfa_op(x, op);
+	if (err == CFI_NOT_MINE)
+		err = cfi_flow_op(x, op);
+	return err;
+}
+
 /*
  * Run call frame instructions. With f NULL they are a CIE's initial instructions (c->init is being
  * built, nothing to restore to, no rows); else an FDE's, starting from c->init. -EINVAL on anything
@@ -267,157 +454,18 @@ static int advance(struct fde_ctx *f, const struct cie *c, const struct cfi_stat
  */
 static int run_cfi(struct rd *r, const struct cie *c, struct cfi_state *st, struct fde_ctx *f)
 {
-	struct cfi_state stack[ML_EHFRAME_MAX_STATE_DEPTH];
-	unsigned int depth = 0;
-	uint64_t reg, reg2, u;
-	int64_t s;
+	struct cfi_run x; /* not zeroed: the state stack is written before it is read */
 	uint8_t op;
 	int err;
 
+	x.r = r;
+	x.c = c;
+	x.st = st;
+	x.f = f;
+	x.depth = 0;
 	while (rd_left(r) && !(f && f->done)) {
 		rd_u8(r, &op);
-		err = 0;
-		switch (op & 0xc0) {
-		case CFA_advance_loc: err = advance(f, c, st, op & 0x3f); break;
-		case CFA_offset:
-			if (rd_uleb(r, &u) || factored(u, c->daf, &s))
-				return -EINVAL;
-			set_rule(st, op & 0x3f, RULE_OFFSET, s);
-			break;
-		case CFA_restore:
-			if (!f)
-				return -EINVAL;
-			restore_rule(st, &c->init, op & 0x3f);
-			break;
-		default:
-			switch (op) {
-			case CFA_nop: break;
-			case CFA_set_loc:
-				if (!f || rd_encoded(r, f->enc, true, f->b->sect, f->b->sect_addr, &u))
-					return -EINVAL;
-				if (u < f->loc)
-					return -EINVAL;
-				/* advance by u - loc with a code alignment of 1 */
-				{
-					struct cie one = *c;
-
-					one.caf = 1;
-					err = advance(f, &one, st, u - f->loc);
-				}
-				break;
-			case CFA_advance_loc1:
-			case CFA_advance_loc2:
-			case CFA_advance_loc4:
-				if (rd_bytes(r, op == CFA_advance_loc1 ? 1 : op == CFA_advance_loc2 ? 2 : 4, &u, false))
-					return -EINVAL;
-				err = advance(f, c, st, u);
-				break;
-			case CFA_offset_extended:
-				if (rd_uleb(r, &reg) || rd_uleb(r, &u) || factored(u, c->daf, &s))
-					return -EINVAL;
-				set_rule(st, reg, RULE_OFFSET, s);
-				break;
-			case CFA_offset_extended_sf:
-				if (rd_uleb(r, &reg) || rd_sleb(r, &s) || factored_s(s, c->daf, &s))
-					return -EINVAL;
-				set_rule(st, reg, RULE_OFFSET, s);
-				break;
-			case CFA_GNU_negative_offset_extended:
-				if (rd_uleb(r, &reg) || rd_uleb(r, &u) || factored(u, c->daf, &s) || s == INT64_MIN)
-					return -EINVAL;
-				set_rule(st, reg, RULE_OFFSET, -s);
-				break;
-			case CFA_restore_extended:
-				if (!f || rd_uleb(r, &reg))
-					return -EINVAL;
-				restore_rule(st, &c->init, reg);
-				break;
-			case CFA_undefined:
-				if (rd_uleb(r, &reg))
-					return -EINVAL;
-				set_rule(st, reg, RULE_UNDEF, 0);
-				break;
-			case CFA_same_value:
-				if (rd_uleb(r, &reg))
-					return -EINVAL;
-				set_rule(st, reg, RULE_SAME, 0);
-				break;
-			case CFA_register:
-				if (rd_uleb(r, &reg) || rd_uleb(r, &reg2))
-					return -EINVAL;
-				set_rule(st, reg, RULE_OTHER, 0);
-				break;
-			case CFA_val_offset:
-				if (rd_uleb(r, &reg) || rd_uleb(r, &u) || factored(u, c->daf, &s))
-					return -EINVAL;
-				set_rule(st, reg, RULE_OTHER, 0);
-				break;
-			case CFA_val_offset_sf:
-				if (rd_uleb(r, &reg) || rd_sleb(r, &s) || factored_s(s, c->daf, &s))
-					return -EINVAL;
-				set_rule(st, reg, RULE_OTHER, 0);
-				break;
-			case CFA_expression:
-			case CFA_val_expression:
-				if (rd_uleb(r, &reg) || skip_block(r))
-					return -EINVAL;
-				set_rule(st, reg, RULE_OTHER, 0);
-				break;
-			case CFA_remember_state:
-				if (!f || depth >= ML_EHFRAME_MAX_STATE_DEPTH)
-					return -EINVAL;
-				stack[depth++] = *st;
-				break;
-			case CFA_restore_state:
-				if (!f || !depth)
-					return -EINVAL;
-				*st = stack[--depth];
-				break;
-			case CFA_def_cfa:
-				if (rd_uleb(r, &reg) || rd_uleb(r, &u) || u > INT64_MAX)
-					return -EINVAL;
-				st->cfa_reg = reg;
-				st->cfa_off = (int64_t)u;
-				st->cfa_expr = false;
-				st->cfa_set = true;
-				break;
-			case CFA_def_cfa_sf:
-				if (rd_uleb(r, &reg) || rd_sleb(r, &s) || factored_s(s, c->daf, &s))
-					return -EINVAL;
-				st->cfa_reg = reg;
-				st->cfa_off = s;
-				st->cfa_expr = false;
-				st->cfa_set = true;
-				break;
-			case CFA_def_cfa_register:
-				/* Only meaningful on a register rule; on an expression the CFA stays unsupported. */
-				if (rd_uleb(r, &reg))
-					return -EINVAL;
-				st->cfa_reg = reg;
-				break;
-			case CFA_def_cfa_offset:
-				if (rd_uleb(r, &u) || u > INT64_MAX)
-					return -EINVAL;
-				st->cfa_off = (int64_t)u;
-				break;
-			case CFA_def_cfa_offset_sf:
-				if (rd_sleb(r, &s) || factored_s(s, c->daf, &s))
-					return -EINVAL;
-				st->cfa_off = s;
-				break;
-			case CFA_def_cfa_expression:
-				if (skip_block(r))
-					return -EINVAL;
-				st->cfa_expr = true;
-				st->cfa_set = true;
-				break;
-			case CFA_GNU_args_size:
-				if (rd_uleb(r, &u))
-					return -EINVAL;
-				break;
-			default: return -EINVAL;
-			}
-		}
+		err = cfi_op(&x, op);
 		if (err)
 			return err;
 	}
