@@ -60,7 +60,7 @@ static const char usage[] =
     "                         malloc/free probes (heap-growth mode); 100 keeps every probe on\n"
     "      --unwind MODE      native stacks: tables (default: .eh_frame/.debug_frame unwinding tables,\n"
     "                         frame pointers where none covers a pc) or fp (frame pointers only)\n"
-    "      --unwind-mem BYTES kernel memory for the unwinding tables (default 64M, K/M/G suffixes)\n"
+    "      --unwind-mem BYTES kernel memory for the unwinding tables (default 128M, K/M/G suffixes)\n"
     "      --debug-dir DIR    where separate debug files are found (default /usr/lib/debug)\n"
     "      --no-follow        trace only the process itself, not its children (DataLoader workers, ...)\n"
     "      --max-allocs N     outstanding allocations tracked at once (default 1048576)\n"
