@@ -114,7 +114,7 @@ demo: deps
 
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)scripts/bench.sh
+	$(Q)scripts/bench.sh $(BENCH)
 
 install: memleak-ai
 	install -D -m 0755 memleak-ai $(DESTDIR)$(PREFIX)/sbin/memleak-ai

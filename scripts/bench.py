@@ -1,6 +1,6 @@
 """Benchmarks (docs/BENCHMARKS.md), each measuring its modes side by side in one run, interleaved.
 
-Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|report|fleet|rss|default|paired|start ...]   (no argument: all, as `make bench`)
+Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|report|fleet|rss|default|paired|start|peers ...]   (no argument: all, as `make bench`)
   overhead  malloc/free loop: no tool, empty uprobes (the floor), memleak-ai
   cost      the overhead line's share against 1 - T(without)/T(with) in the same run, on a loop with work between
             its malloc/free pairs; one calibrated hit against the empty-probe floor
@@ -13,10 +13,15 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   paired    the same, two processes at once, one traced: the host's load cancels out of each round's ratio
   start     the same loop's first 200 steps from 'attached': what the full-cost start and the switch cost it
   fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
+  peers     not in the default run (`make bench BENCH=peers`): the losses loop, the Dataset cache and a C program
+            leaking from three sites under memleak-ai, memray attach, memray run --native, heaptrack -p and (given
+            BENCH_MEMLEAK_BPFTOOLS) libbpf-tools memleak: step time against none, start-up, leak named or not
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
 BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-separated: 2500,10000),
-BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated).
+BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
+BENCH_PEERS_SECONDS (10), BENCH_PEERS_ROUNDS (3), BENCH_PEERS_PYTHON (build/venv/3.12/bin/python),
+BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary built from its source; unset: not run).
 """
 import json
 import os
@@ -1012,10 +1017,289 @@ def start_bench():
               f"ms/step")
 
 
+# --- peers: the same workloads under Memray, heaptrack and (given a binary) libbpf-tools memleak -------------------
+VENV_PY = os.path.join(ROOT, "build", "venv", "3.12", "bin", "python")
+C_LEAKS = ("leak_session", "leak_token", "leak_frame")  # tests/bench/three_leaks.c
+
+
+def peer_verdict(entries, want):
+    """Whether the top 3 entries (each a list of (function, file, line) frames, innermost first) name the leak:
+    want is (script path, line) for a Python workload, the leaking functions for the C program. Returns
+    (named, what the first entry shows)."""
+    def shows(frames):
+        if isinstance(want, tuple):
+            own = next((f for f in frames if f[1] == want[0]), None)
+            if own:
+                return f"{os.path.basename(own[1])}:{own[2]}"
+        skip = ("malloc", "calloc", "realloc", "operator new", "c10::alloc_cpu", "__libc_")
+        f = next((f for f in frames if f[0] and not f[0].startswith(skip)), frames[0] if frames else None)
+        return (f[0] or "?")[:60] if f else "?"
+    if isinstance(want, tuple):
+        named = any(next((f for f in e if f[1] == want[0]), (0, 0, None))[2] == want[1] for e in entries[:3])
+        named = "yes" if named else "no"
+    else:
+        found = {w for w in want for e in entries[:3] for f in e if f[0] and f[0].split("(")[0].endswith(w)}
+        named = f"{len(found)}/{len(want)}"
+    return named, " | ".join(shows(e) for e in entries[:3]) or "(no entry)"
+
+
+def memleak_ai_entries(rep):
+    """The final JSON report's first three leak candidates (verdict growing, the default sort), else its top
+    three stacks."""
+    cands = [s for s in rep["stacks"] if s["verdict"] == "growing"] or rep["stacks"]
+    return [[(f.get("func"), f.get("file"), f.get("line")) for f in s["frames"]] for s in cands[:3]]
+
+
+def heaptrack_entries(path):
+    """heaptrack_print's MEMORY LEAKS section, largest first: each entry's text (the allocating function, and the
+    backtraces merged under it) as frames of (line, None, None)."""
+    r = subprocess.run(["heaptrack_print", "-f", path, "-l", "1", "-p", "0", "-a", "0", "-T", "0", "-n", "3",
+                        "-s", "5"], capture_output=True, text=True, timeout=300)
+    sec = r.stdout.split("MEMORY LEAKS", 1)[1] if "MEMORY LEAKS" in r.stdout else ""
+    entries = []
+    for line in sec.splitlines():
+        if re.match(r"^\S.* leaked over \d+ calls from$", line):
+            entries.append([])
+        elif entries and line.strip() and "leaked over" not in line and not line.startswith(("total runtime", "calls to", "temporary", "peak", "MOST")):
+            name = line.strip()
+            if not name.startswith(("in /", "at ")):
+                entries[-1].append((name, None, None))
+        elif line.startswith(("total runtime", "MOST")):
+            break
+    return entries
+
+
+def bpftools_entries(text):
+    """libbpf-tools memleak's last report: its first three stacks ('N bytes in M allocations from stack', then
+    one frame a line, '#k [<addr>] function+off' or similar)."""
+    blocks = re.split(r"\n(?=\[\d\d:\d\d:\d\d\])", text)
+    last = next((b for b in reversed(blocks) if "allocations from stack" in b), "")
+    entries = []
+    for line in last.splitlines():
+        if "allocations from stack" in line:
+            entries.append([])
+        elif entries and line.strip():
+            m = re.search(r"\]\s+(\S+?)(\+0x[0-9a-f]+)?(\s|$)", line) or re.search(r"^\s*\d+\s+(\S+)", line)
+            if m:
+                entries[-1].append((m.group(1), None, None))
+    return entries
+
+
+def peers_bench():
+    """
+    The same three workloads under each peer, one fresh process a run, every mode once a round, the modes
+    interleaved (BENCH_PEERS_ROUNDS rounds, 3): losses.py and dataset_cache.py (PyPI's torch in
+    build/venv/3.12) and tests/bench/three_leaks.c (three named functions leaking at steady rates). Modes: no
+    tool; memleak-ai -p at default settings (JSON every 2 s); memray attach (Python frames); memray run --native
+    (launches the script); heaptrack -p; libbpf-tools memleak -p given BENCH_MEMLEAK_BPFTOOLS. Memray is Python's
+    only: not run on the C program. Each run: the target is started and idle ('ready'), the tool attached
+    (start-up: from the command to the tool saying it is attached, or to its command returning for memray
+    attach; for memray run, from the command to the script's 'ready', against the bare one's), then
+    BENCH_PEERS_SECONDS (10) of steps timed inside the target; the ratio is the run's mean step over the bare
+    run's of the same round. Beside every run a bare twin of the same workload is started, let go and timed
+    over the same seconds (the paired design): the load both saw cancels out of that ratio, and the bare
+    mode's twin ratio is the instrument's own noise. Then the tool is stopped its own way and its report read: whether the workload's
+    '# LEAK' line (Python: the innermost frame in the script's own file) or the leaking functions (C) are in
+    its top three leak entries.
+    """
+    py = os.environ.get("BENCH_PEERS_PYTHON", VENV_PY)
+    if not os.path.exists(py):
+        print(f"  (peers benchmark skipped: {py} not found: scripts/make-venv.sh)")
+        return
+    memray = os.path.join(os.path.dirname(py), "memray")
+    bpftools = os.environ.get("BENCH_MEMLEAK_BPFTOOLS")
+    secs = float(os.environ.get("BENCH_PEERS_SECONDS", "10"))
+    rounds = int(os.environ.get("BENCH_PEERS_ROUNDS", "3"))
+    wl_dir = os.path.join(ROOT, "tests", "workloads")
+    tmp = os.path.join(B, "peers")
+    os.makedirs(tmp, exist_ok=True)
+
+    def leak_line(script):
+        with open(os.path.join(wl_dir, script)) as f:
+            return next(i for i, l in enumerate(f, 1) if "# LEAK" in l)
+
+    workloads = [("losses loop", [os.path.join(wl_dir, "losses.py")], "10", "py"),
+                 ("Dataset cache", [os.path.join(wl_dir, "dataset_cache.py")], "10", "py"),
+                 ("C, three leaks", [os.path.join(B, "three_leaks")], "250", "c")]
+    modes = ["none", "memleak-ai", "memray attach", "memray run --native", "heaptrack -p"] + \
+        (["memleak (libbpf-tools)"] if bpftools else [])
+    if not os.path.exists(memray):
+        print(f"  (memray not installed in {os.path.dirname(py)}: scripts/bench.sh installs it)")
+        modes = [m for m in modes if not m.startswith("memray")]
+    res = {(w[0], m): {"ms": [], "ratio": [], "pair": [], "start": [], "named": [], "shows": [], "err": []}
+           for w in workloads for m in modes}
+    t_begin = time.time()
+
+    for rnd in range(rounds):
+        for name, argv, every, lang in workloads:
+            want = ((argv[0], leak_line(os.path.basename(argv[0]))) if lang == "py" else set(C_LEAKS))
+            base = None
+            for mode in modes:
+                if lang == "c" and mode.startswith("memray"):
+                    continue
+                r = res[(name, mode)]
+                cap = os.path.join(tmp, f"{mode.split()[0]}-{lang}.bin")
+                for p in (cap,):
+                    if os.path.exists(p):
+                        os.unlink(p)
+                cmd = ([py] if lang == "py" else []) + argv + ["wait", every]
+                if mode == "memray run --native":
+                    cmd = [memray, "run", "--native", "-q", "-f", "-o", cap] + cmd[1:]
+                tool = wl = twin = None
+                tool_out = []
+                try:
+                    # the twin: the same workload, bare, started and timed with it: the load both saw cancels
+                    twin = subprocess.Popen(([py] if lang == "py" else []) + argv + ["wait", every],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=wl_dir)
+                    read_line(twin.stdout, 300, f"{name} twin ready")
+                    t0 = time.time()
+                    wl = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=wl_dir)
+                    while not read_line(wl.stdout, 300, f"{name} ready").startswith("ready"):
+                        pass
+                    t_ready = time.time() - t0
+                    lines, twin_lines = [], []
+
+                    def go():
+                        if not lines:
+                            for p, ls in ((wl, lines), (twin, twin_lines)):
+                                p.stdin.write(b"g")
+                                p.stdin.flush()
+                                ls.append((0, b""))
+                                threading.Thread(target=lambda p=p, ls=ls: ls.extend((time.time(), l) for l in p.stdout),
+                                                 daemon=True).start()
+                    t0 = time.time()
+                    if mode == "none":
+                        r["start"].append(t_ready)
+                    elif mode == "memray run --native":
+                        r["start"].append(t_ready)
+                    elif mode == "memleak-ai":
+                        tool = subprocess.Popen([TOOL, "-p", str(wl.pid), "-f", "json", "2"], stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE)
+                        while "attached to pid" not in read_line(tool.stderr, 120, "memleak-ai attached"):
+                            pass
+                        r["start"].append(time.time() - t0)
+                        threading.Thread(target=lambda t=tool: tool_out.extend(t.stdout), daemon=True).start()
+                        threading.Thread(target=lambda t=tool: [None for _ in t.stderr], daemon=True).start()
+                    elif mode == "memray attach":
+                        # its injected code runs in the interpreter's loop: a target blocked in read() never
+                        # lets it in, so the loop is started first and the steps are timed from 'attached'
+                        go()
+                        subprocess.run([memray, "attach", "-f", "-o", cap, str(wl.pid)], check=True,
+                                       capture_output=True, timeout=120)
+                        r["start"].append(time.time() - t0)
+                    elif mode == "heaptrack -p":
+                        tool = subprocess.Popen(["heaptrack", "-p", str(wl.pid)], stdout=subprocess.PIPE,
+                                                stderr=subprocess.STDOUT, cwd=tmp)
+                        while True:
+                            line = read_line(tool.stdout, 120, "heaptrack injected")
+                            tool_out.append(line)
+                            if "injection finished" in line:
+                                break
+                        r["start"].append(time.time() - t0)
+                        threading.Thread(target=lambda t=tool: tool_out.extend(l.decode(errors="replace")
+                                                                               for l in t.stdout), daemon=True).start()
+                    else:  # libbpf-tools memleak: a report every 2 s
+                        tool = subprocess.Popen([bpftools, "-p", str(wl.pid), "2"], stdout=subprocess.PIPE,
+                                                stderr=subprocess.STDOUT)
+                        while "Tracing outstanding memory allocs" not in read_line(tool.stdout, 120,
+                                                                                     "memleak (libbpf-tools) attached"):
+                            pass
+                        r["start"].append(time.time() - t0)
+                        threading.Thread(target=lambda t=tool: tool_out.extend(l.decode(errors="replace")
+                                                                               for l in t.stdout), daemon=True).start()
+                    go()
+                    t0 = time.time()
+                    time.sleep(secs)
+                    # the lines printed over the timed seconds, the first left out (steps from before t0)
+                    def timed(ls):
+                        return [float(l) for t, l in ls if t0 < t <= t0 + secs and re.fullmatch(rb"[0-9.]+\s*", l)][1:]
+                    times = timed(lines)
+                    r["pair"].append(statistics.mean(times) / statistics.mean(timed(twin_lines)))
+                    twin.kill()
+                    ms = statistics.mean(times)
+                    r["ms"].append(ms)
+                    if mode == "none":
+                        base = ms
+                    elif base:
+                        r["ratio"].append(ms / base)
+                    # stop the tool its own way, and read its report
+                    entries = None
+                    if mode == "memleak-ai":
+                        tool.send_signal(signal.SIGINT)
+                        tool.wait(timeout=60)
+                        time.sleep(0.2)
+                        entries = memleak_ai_entries(json.loads(tool_out[-1]))
+                    elif mode.startswith("memray"):
+                        if mode == "memray attach":
+                            subprocess.run([memray, "detach", str(wl.pid)], capture_output=True, timeout=60)
+                        wl.send_signal(signal.SIGINT)  # memray run: KeyboardInterrupt, and the capture is closed
+                        wl.wait(timeout=120)
+                        out = subprocess.run([py, os.path.join(ROOT, "tests", "bench", "memray_leaks.py"), cap],
+                                             capture_output=True, text=True, timeout=300)
+                        entries = [[tuple(f) for f in e["frames"]] for e in json.loads(out.stdout)["leaks"]]
+                    elif mode == "heaptrack -p":
+                        wl.terminate()  # heaptrack ends with its target: what is still allocated is leaked
+                        wl.wait(timeout=60)
+                        tool.wait(timeout=300)
+                        path = next(m.group(1) for m in (re.search(r'output will be written to "(.*)"', l)
+                                                          for l in tool_out) if m)
+                        entries = heaptrack_entries(path)
+                        os.unlink(path)
+                    elif tool:
+                        tool.send_signal(signal.SIGINT)
+                        tool.wait(timeout=60)
+                        time.sleep(0.2)
+                        entries = bpftools_entries("".join(tool_out))
+                    tool = None
+                    if entries is not None:
+                        named, shows = peer_verdict(entries, want)
+                        r["named"].append(named)
+                        r["shows"].append(shows)
+                except Exception as e:  # one tool failing on one workload is a result, not the end of the run
+                    r["err"].append(f"{type(e).__name__}: {e}"[:200])
+                finally:
+                    for p in (tool, wl, twin):
+                        if p and p.poll() is None:
+                            p.kill()
+                            p.wait()
+                    if os.path.exists(cap):
+                        os.unlink(cap)
+    ver = subprocess.run([memray, "--version"], capture_output=True, text=True).stdout.strip() if \
+        os.path.exists(memray) else "not installed"
+    htv = subprocess.run(["heaptrack", "--version"], capture_output=True, text=True).stdout.strip()
+    print(f"Peers side by side ({rounds} rounds, modes interleaved, a fresh process a run, {secs:.0f} s of steps a run; "
+          f"memray {ver}, {htv}; {time.time() - t_begin:.0f} s in all):")
+    if not bpftools:
+        print("  memleak (libbpf-tools): not run (no binary given: BENCH_MEMLEAK_BPFTOOLS)")
+    for name, _, _, lang in workloads:
+        print(f"  {name}:")
+        for mode in modes:
+            r = res[(name, mode)]
+            if lang == "c" and mode.startswith("memray"):
+                print(f"    {mode:24s} n/a (Python only)")
+                continue
+            if not r["ms"]:
+                print(f"    {mode:24s} failed: {r['err'][:1]}")
+                continue
+            ratio = f"x{med_range(r['ratio'], '{:.3f}')}" if r["ratio"] else "-"
+            pair = f"x{med_range(r['pair'], '{:.3f}')}"
+            start = med_range(r["start"], "{:.2f}")
+            what = ("ready" if mode in ("none", "memray run --native") else "attached")
+            named = " ".join(r["named"]) if r["named"] else "-"
+            print(f"    {mode:24s} {statistics.median(r['ms']):8.3f} ms/step, vs none {ratio}, vs its bare twin {pair}; "
+                  f"to {what} {start} s; names the leak: {named}")
+            if r["shows"]:
+                print(f"    {'':24s} top 3 (last run): {r['shows'][-1]}")
+            if r["err"]:
+                print(f"    {'':24s} errors: {r['err']}")
+
+
 def main(argv):
     benches = {"default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
+    peers = {"peers": peers_bench}  # not part of the default run (about 10 minutes): `make bench BENCH=peers`
     names = argv or list(benches)
+    benches.update(peers)
     for n in names:
         if n not in benches:
             sys.exit(f"usage: bench.py [{'|'.join(benches)} ...]")

@@ -17,4 +17,13 @@ gcc -g -O2 tests/bench/mallocbench.c -o $B/mallocbench
 gcc -g -O2 tests/bench/costbench.c -o $B/costbench
 gcc -g -O2 -fomit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-nofp
 gcc -g -O2 -fno-omit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-fp
+gcc -g -O2 tests/bench/three_leaks.c -o $B/three_leaks
+# The peers benchmark's Memray (tests/requirements/bench.txt), into the venv of PyPI's torch when missing.
+VENV=build/venv/3.12
+case " $* " in *" peers "*)
+	if [ -x $VENV/bin/python ] && ! cmp -s tests/requirements/bench.txt $VENV/bench-requirements.txt; then
+		$VENV/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements/bench.txt &&
+			cp tests/requirements/bench.txt $VENV/bench-requirements.txt
+	fi ;;
+esac
 exec python3 scripts/bench.py "$@"

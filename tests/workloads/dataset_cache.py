@@ -1,4 +1,5 @@
 """Workload: a Dataset whose cache is a class attribute: every sample ever read stays, in every instance."""
+import sys
 import time
 
 import torch
@@ -20,10 +21,16 @@ class CachedDataset(torch.utils.data.Dataset):
 
 ds = CachedDataset()
 w = torch.randn(1024, 16)
+every = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # benchmarks: print ms a step every EVERY steps
 start()
-i = 0
+i, step, t0 = 0, 0, time.perf_counter()
 while True:
     batch = torch.stack([ds[i + k] for k in range(8)])
     (batch @ w).sum()
     i += 8
     time.sleep(0.01)
+    step += 1
+    if every and step % every == 0:
+        t1 = time.perf_counter()
+        print(f"{(t1 - t0) * 1e3 / every:.4f}", flush=True)
+        t0 = t1
