@@ -213,6 +213,27 @@ static int on_scan_timer(struct session *ss, bool ready, bool *final)
 	return 0;
 }
 
+/*
+ * -c: a target in a burst of dlopens (an import of many extension modules) stops at each of them. A report in
+ * between (seconds, with a million stacks) would hold it stopped that long every time: while stops keep
+ * coming within LD_BURST_MS of each other, they are handled first, for one report interval at most.
+ */
+#define LD_BURST_MS 100
+
+static void loader_burst(struct session *ss, bool *final)
+{
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), end = now + (uint64_t)(ss->o->interval_s * 1e9);
+	struct pollfd p = {.fd = ss->sfd, .events = POLLIN};
+
+	while (!*final && ss->ld_stop && ss->ld_last_ns && now - ss->ld_last_ns < LD_BURST_MS * 1000000ULL &&
+	       now < end) {
+		if (poll(&p, 1, LD_BURST_MS) <= 0)
+			break;
+		on_signal(ss, true, final);
+		now = ml_clock_ns(CLOCK_MONOTONIC);
+	}
+}
+
 /* Last: the report (the final one too) sees what every other source changed. */
 static int on_report_tick(struct session *ss, bool ready, bool *final)
 {
@@ -221,6 +242,7 @@ static int on_report_tick(struct session *ss, bool ready, bool *final)
 
 	if (!ready && !*final)
 		return 0;
+	loader_burst(ss, final);
 	if (ready && read(ss->tick_fd, &expirations, sizeof(expirations)) < 0)
 		expirations = 0;
 	err = session_report(ss, final);

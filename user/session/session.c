@@ -137,7 +137,8 @@ void session__loader_stopped(struct session *ss)
 	if (n < 0 && n != -ESRCH && n != -ENOENT)
 		ml_notice("probing pid %d's new libraries failed: %s", ss->root.pid, strerror(-n));
 	kill(ss->root.pid, SIGCONT);
-	ss->ld_held_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
+	ss->ld_last_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	ss->ld_held_ns += ss->ld_last_ns - t0;
 	ss->ld_handled++;
 }
 

@@ -61,6 +61,7 @@ struct session {
 	struct bpf_link *ld_stop;		/* -c: stops the target at each report of its dynamic loader (dlopen) */
 	uint64_t ld_stops_seen;			/* the BPF side's count of those stops when the last one was handled */
 	uint64_t ld_held_ns, ld_handled;	/* how long the target was held at them, and how many were handled */
+	uint64_t ld_last_ns;			/* when the last of them was handled (0: none yet) */
 	int sfd, tick_fd, scan_fd;
 	uint64_t seq, scans, start_ns;
 	int *pids; /* the traced processes' pids, for the overhead sample */
