@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "report/format.h"
 #include "report/json.h"
 #include "report/report.h"
 #include "session/opts.h"

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include "attach/allocators.h"
 #include "lib/clock.h"
+#include "report/format.h"
 #include "report/json.h"
-#include "report/report.h"
 #include "report/stackview.h"
 
 uint64_t ml_frag_named(const struct ml_heapfrag *fr)

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lib/procmem.h"
+#include "report/format.h"
 #include "report/fragview.h"
 #include "report/json.h"
-#include "report/report.h"
 #include "report/stackview.h"
 
 /* " (comm, role, rank R of W, job J, container ID)": what a fleet user tells processes apart by. */

@@ -12,6 +12,7 @@
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "lib/path.h"
+#include "report/format.h"
 #include "report/fragview.h"
 #include "report/json.h"
 #include "report/pprof.h"
@@ -197,40 +198,6 @@ void reporter__free(struct reporter *r)
 	free(r);
 }
 
-void ml_fmt_bytes(char *buf, size_t len, double bytes)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-	double v = bytes < 0 ? -bytes : bytes;
-	unsigned int u = 0;
-
-	while (v >= 1024 && u + 1 < ARRAY_LEN(units)) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%s%.0f B", bytes < 0 ? "-" : "", v);
-	else
-		snprintf(buf, len, "%s%.1f %s", bytes < 0 ? "-" : "", v, units[u]);
-}
-
-void ml_fmt_count(char *buf, size_t len, int64_t n, bool sign)
-{
-	char digits[32];
-	uint64_t v = n < 0 ? -(uint64_t)n : (uint64_t)n;
-	int nd = snprintf(digits, sizeof(digits), "%" PRIu64, v);
-	size_t o = 0;
-
-	if ((n < 0 || sign) && o + 1 < len)
-		buf[o++] = n < 0 ? '-' : '+';
-	for (int i = 0; i < nd && o + 1 < len; i++) {
-		buf[o++] = digits[i];
-		if ((nd - i - 1) % 3 == 0 && i + 1 < nd && o + 1 < len)
-			buf[o++] = ',';
-	}
-	if (len)
-		buf[o] = 0;
-}
-
 /* A leak candidate's line: which signals rose, what the window retained, how fast, and how surely. */
 static void text_candidate(FILE *f, const struct ml_judgement *j, unsigned int layer)
 {
@@ -256,17 +223,6 @@ static double age_s(const struct ml_snapshot *s, const struct ml_row *row)
 	if (row->oldest_ts_ns == ~0ULL || row->oldest_ts_ns > s->now_ns)
 		return 0;
 	return (double)(s->now_ns - row->oldest_ts_ns) / 1e9;
-}
-
-/* Names come from the target: print control bytes and escapes as \xNN, so they cannot forge report lines. */
-void ml_put_safe(FILE *f, const char *s)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p < 0x20 || *p == 0x7f || *p == '\\')
-			fprintf(f, "\\x%02x", *p);
-		else
-			fputc(*p, f);
-	}
 }
 
 /* A frame on its own line: "func+0x1a (module) file:line", or "train.py:42 in train_step" for Python. */
@@ -605,41 +561,6 @@ static void json_trend(struct jw *w, const char *key, const struct ml_trend *t)
 	jw_double(w, "per_s", t->per_s);
 	jw_double(w, "score", t->evidence);
 	jw_obj_end(w);
-}
-
-void ml_json_frames(struct jw *w, const struct ml_frame *const *frames, size_t n)
-{
-	jw_arr_begin(w, "frames");
-	for (size_t k = 0; k < n; k++) {
-		const struct ml_frame *fr = frames[k];
-
-		jw_obj_begin(w, NULL);
-		if (fr->kind == ML_FRAME_PYTHON) {
-			jw_str(w, "kind", "python");
-			jw_str(w, "func", fr->func);
-			jw_str(w, "file", fr->file);
-			if (fr->line > 0)
-				jw_i64(w, "line", fr->line);
-			else
-				jw_null(w, "line");
-			jw_u64(w, "code", fr->addr);
-			jw_obj_end(w);
-			continue;
-		}
-		jw_str(w, "kind", "native");
-		jw_str(w, "func", fr->func);
-		jw_str(w, "module", fr->module);
-		jw_u64(w, "offset", fr->offset);
-		jw_str(w, "file", fr->file);
-		if (fr->line > 0)
-			jw_i64(w, "line", fr->line);
-		else
-			jw_null(w, "line");
-		jw_u64(w, "addr", fr->addr);
-		jw_bool(w, "inlined", fr->inlined);
-		jw_obj_end(w);
-	}
-	jw_arr_end(w);
 }
 
 static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,

@@ -89,16 +89,4 @@ FILE *ml_open_output(const char *path);
  */
 void reporter__set_traced(struct reporter *r, const int *pids, size_t n);
 
-struct jw;
-struct ml_frame;
-/* A stack's "frames" array, innermost first, as the stacks[] objects carry it. */
-void ml_json_frames(struct jw *w, const struct ml_frame *const *frames, size_t n);
-/* A name from the target in text: control bytes and backslashes as \xNN. */
-void ml_put_safe(FILE *f, const char *s);
-
-/* "12.0 KiB" style, for text. */
-void ml_fmt_bytes(char *buf, size_t len, double bytes);
-/* A count with thousands separators ("1,706"), with its sign always when sign, else only when negative. */
-void ml_fmt_count(char *buf, size_t len, int64_t n, bool sign);
-
 #endif

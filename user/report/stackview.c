@@ -8,6 +8,7 @@
 #include "lib/hash.h"
 #include "lib/path.h"
 #include "python/pyframes.h"
+#include "report/json.h"
 
 /* The interpreter's eval loop: one native frame per run of Python frames. */
 #define EVAL_LOOP "_PyEval_EvalFrameDefault"
@@ -254,4 +255,39 @@ const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len)
 		return fr->func;
 	snprintf(buf, len, "0x%llx", (unsigned long long)fr->addr);
 	return buf;
+}
+
+void ml_json_frames(struct jw *w, const struct ml_frame *const *frames, size_t n)
+{
+	jw_arr_begin(w, "frames");
+	for (size_t k = 0; k < n; k++) {
+		const struct ml_frame *fr = frames[k];
+
+		jw_obj_begin(w, NULL);
+		if (fr->kind == ML_FRAME_PYTHON) {
+			jw_str(w, "kind", "python");
+			jw_str(w, "func", fr->func);
+			jw_str(w, "file", fr->file);
+			if (fr->line > 0)
+				jw_i64(w, "line", fr->line);
+			else
+				jw_null(w, "line");
+			jw_u64(w, "code", fr->addr);
+			jw_obj_end(w);
+			continue;
+		}
+		jw_str(w, "kind", "native");
+		jw_str(w, "func", fr->func);
+		jw_str(w, "module", fr->module);
+		jw_u64(w, "offset", fr->offset);
+		jw_str(w, "file", fr->file);
+		if (fr->line > 0)
+			jw_i64(w, "line", fr->line);
+		else
+			jw_null(w, "line");
+		jw_u64(w, "addr", fr->addr);
+		jw_bool(w, "inlined", fr->inlined);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
 }

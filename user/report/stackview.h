@@ -72,6 +72,10 @@ bool ml_frame_is_interpreter(const struct ml_frame *fr);
 /* A Python frame of the import machinery (importlib, frozen or not). */
 bool ml_frame_is_import(const struct ml_frame *fr);
 
+struct jw;
+/* A stack's "frames" array, innermost first, as the stacks[] objects of the JSON report carry it. */
+void ml_json_frames(struct jw *w, const struct ml_frame *const *frames, size_t n);
+
 /* A frame's one-line name: "func", "train_step (train.py:42)", or "0x1234" when unknown. */
 const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len);
 

@@ -13,7 +13,7 @@
 #include "lib/log.h"
 #include "lib/procmaps.h"
 #include "python/pyframes.h"
-#include "report/report.h"
+#include "report/format.h"
 #include "symbolize/symbolizer.h"
 #include "unwind/unwind.h"
 #include "memleak.skel.h"
