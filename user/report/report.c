@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "collect/cost.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
 #include "lib/log.h"
@@ -142,17 +143,6 @@ struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct st
 void reporter__set_duration(struct reporter *r, uint64_t ns)
 {
 	r->o.duration_ns = ns;
-}
-
-const char *ml_shed_name(enum ml_shed step)
-{
-	static const char *const names[ML_SHED_N] = {
-	    [ML_SHED_RSS_SAMPLING] = "rss sampling",  [ML_SHED_TORCH_CPU_SAMPLING] = "torch_cpu sampling",
-	    [ML_SHED_TORCH_CPU] = "torch_cpu probes", [ML_SHED_TORCH_CUDA] = "torch_cuda probes",
-	    [ML_SHED_RSS_FAULTS] = "rss faults",
-	};
-
-	return step < ML_SHED_N ? names[step] : "nothing";
 }
 
 /* The cost line, the C heap's mode and what the budget shed. */

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "collect/cost.h"
 #include "collect/ledger.h"
 #include "lib/log.h"
 #include "report/metrics.h"
 #include "report/pprof.h"
 #include "report/push.h"
-#include "report/report.h"
 #include "session/follow.h"
 #include "session/tracee.h"
 

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "report/report.h"
+#include "collect/cost.h"
 
 struct memleak_bpf;
 struct overhead;
