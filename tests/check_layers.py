@@ -1,6 +1,7 @@
 """The architecture as a test: each folder of user/ includes only from lib/, the BPF contract and the stages
 before it in the pipeline, so the tree keeps telling how data flows (attach -> collect -> judge -> report);
-no BPF unit over 700 lines (at least three), no C file over 900, main() under 150 lines."""
+no cycle of modules (a module is X.c + X.h; a cycle hides which one is the lower), no BPF unit over 700 lines (at
+least three), no C file over 900, main() under 150 lines."""
 import os
 import re
 import sys
@@ -12,8 +13,59 @@ LEVEL = {"lib": 0, "attach": 1, "symbolize": 1, "unwind": 1, "python": 1, "colle
 GENERATED = {"memleak.h", "memleak.skel.h", "profile.pb-c.h"}
 
 
+def module_cycles(edges):
+    """Each cycle of the include graph of modules, one per strongly connected component (Tarjan), as a list of
+    modules from one back to itself. edges: {module: {included module: where}}."""
+    index, low, stack, on, comps = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, {})):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(comp)
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for comp in comps:
+        # The shortest way back to the component's first module, by breadth-first search inside it.
+        start = min(comp)
+        prev, todo = {start: None}, [start]
+        while todo:
+            v = todo.pop(0)
+            nxt = [w for w in sorted(edges.get(v, {})) if w in comp]
+            if start in nxt:
+                path = [v]
+                while prev[path[-1]] is not None:
+                    path.append(prev[path[-1]])
+                cycles.append(path[::-1] + [start])
+                break
+            for w in nxt:
+                if w not in prev:
+                    prev[w] = v
+                    todo.append(w)
+    return cycles
+
+
 def main():
     bad, files = [], 0
+    edges = {}  # module ("stage/name") -> {module it includes: "file:line" of the first such include}
     user = os.path.join(ROOT, "user")
     for stage in sorted(os.listdir(user)):
         d = os.path.join(user, stage)
@@ -36,8 +88,14 @@ def main():
                     bad.append(f"user/{stage}/{f}:{n}: include \"{inc}\" names no stage folder")
                 elif dep != stage and LEVEL[dep] >= LEVEL[stage]:
                     bad.append(f"user/{stage}/{f}:{n}: {stage} may not include {inc} (same or later stage)")
+                mod, to = f"{stage}/{f.rsplit('.', 1)[0]}", inc.rsplit(".", 1)[0]
+                if dep in LEVEL and to != mod:
+                    edges.setdefault(mod, {}).setdefault(to, f"user/{stage}/{f}:{n}")
             if stage == "lib" and "memleak.skel.h" in open(os.path.join(d, f)).read():
                 bad.append(f"user/lib/{f}: lib/ must not see the BPF skeleton")
+    for cyc in module_cycles(edges):
+        hops = ", ".join(f"{edges[a][b]} includes {b}.h" for a, b in zip(cyc, cyc[1:]))
+        bad.append(f"module cycle {' -> '.join(cyc)} ({hops})")
     # The sizes that keep the tree readable: BPF units, C files, main().
     units = [f for f in os.listdir(os.path.join(ROOT, "bpf")) if f.endswith(".bpf.c")]
     if len(units) < 3:
@@ -62,7 +120,7 @@ def main():
         bad.append(f"user/{f}: only main.c stays at user/'s top")
     for b in bad:
         print(f"not ok - {b}")
-    print(f"ok - {files} files follow the stage order; BPF units, C files and main() within their sizes"
+    print(f"ok - {files} files follow the stage order with no cycle of modules; BPF units, C files and main() within their sizes"
           if not bad else f"# {len(bad)} architecture errors")
     print(f"layers: {0 if bad else 1} passed, {1 if bad else 0} failed")
     return 1 if bad else 0
