@@ -8,11 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/allocators.h"
-#include "collect/cost.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "lib/path.h"
+#include "report/costview.h"
 #include "report/format.h"
 #include "report/fragview.h"
 #include "report/json.h"
@@ -143,37 +143,6 @@ struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct st
 void reporter__set_duration(struct reporter *r, uint64_t ns)
 {
 	r->o.duration_ns = ns;
-}
-
-/* The cost line, the C heap's mode and what the budget shed. */
-static void text_overhead(FILE *f, const struct ml_overhead *ov)
-{
-	if (ov->measured)
-		fprintf(
-		    f,
-		    "overhead: %.1f%% of the traced processes' time (%.1f%% since attach; budget %g%%): %.0f probe "
-		    "hits/s at %.2f us (a return %.2f us more%s), BPF %.1f ms/s; memleak-ai itself %.1f%% of a CPU\n",
-		    ov->pct, ov->pct_since_attach, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->ret_ns / 1000,
-		    ov->calibrated ? "" : "; not calibrated yet", ov->bpf_ns_per_s / 1e6, ov->self_cpu_pct);
-	if (ov->heap_mode)
-		fprintf(f,
-			"libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%, decided "
-			"%.2f s after attach): the C heap falls back to the address space each stack added (program "
-			"break beyond its peak, anonymous mmap)%s, not malloc blocks\n",
-			ov->heap_since_report, ov->full_pct, ov->decided_after_s,
-			ov->rss_fallback ? " and the resident pages each stack touched (the rss layer)" : "");
-	for (int st = 0; st < ML_SHED_N; st++) {
-		if (!(ov->shed & (1U << st)))
-			continue;
-		fprintf(f, "budget: %s shed since report #%" PRIu64 " (it cost %.1f%%", ml_shed_name((enum ml_shed)st),
-			ov->shed_report[st], ov->shed_pct[st]);
-		if (st == ML_SHED_RSS_SAMPLING)
-			fprintf(f, "; sampling interval doubled %u times", ov->rss_doublings);
-		if (st == ML_SHED_TORCH_CPU_SAMPLING)
-			fprintf(f, "; its allocations traced 1/%u of the time, each record standing for %u",
-				1U << ov->tensor_halvings, 1U << ov->tensor_halvings);
-		fprintf(f, ")\n");
-	}
 }
 
 void reporter__set_overhead(struct reporter *r, const struct ml_overhead *ov)
@@ -330,29 +299,30 @@ static const struct ml_frame *user_line(const struct ml_frame *const *frames, si
 	return NULL;
 }
 
-static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
-		      const size_t *order, uint64_t seq, bool final)
+/* The report's first line: which report, of what, when. */
+static void text_title(struct reporter *r, const struct ml_snapshot *s, uint64_t seq, bool final)
 {
-	FILE *f = r->out;
-	char b1[32], b2[32], cg[40], ts[64];
+	char ts[64];
 	time_t now = time(NULL);
 	struct tm tm;
-	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
-	bool any_drop = false, multi = ml_snapshot_multi(s, r->o.pid);
-	const char *heap = stackview__heap(r->sv, r->o.pid);
-	size_t *tree = NULL;
-	unsigned int *depth = NULL;
 
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	if (r->o.pid)
-		fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " pid %d at %s (%.1f s since last) ===\n",
+		fprintf(r->out, "=== memleak-ai %sreport #%" PRIu64 " pid %d at %s (%.1f s since last) ===\n",
 			final ? "final " : "", seq, r->o.pid, ts, s->elapsed_s);
 	else /* whole-node selectors: every traced process is under its own pid below */
-		fprintf(f, "=== memleak-ai %sreport #%" PRIu64 " node-wide at %s (%.1f s since last) ===\n",
+		fprintf(r->out, "=== memleak-ai %sreport #%" PRIu64 " node-wide at %s (%.1f s since last) ===\n",
 			final ? "final " : "", seq, ts, s->elapsed_s);
-	ml_text_oom(f, r->sv, s, r->o.pid);
-	ml_text_memory(f, r->sv, s, r->traced, r->ntraced);
+}
+
+/* One line per active layer: what it holds, how it grew, its call rates. */
+static void text_layers(struct reporter *r, const struct ml_snapshot *s)
+{
+	FILE *f = r->out;
+	const char *heap = stackview__heap(r->sv, r->o.pid);
+	char b1[32], b2[32];
+
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &s->layers[layer];
 		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)],
@@ -372,36 +342,60 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "; heap allocator %s", heap);
 		fputc('\n', f);
 	}
-	if (r->ov)
-		text_overhead(f, r->ov);
-	/* With --follow: each process's share, the first one and its children, each under its own pid. */
+}
+
+/* A process's line under --follow: its pid indented by its depth in the tree, its heap, labels and layers. */
+static void text_proc(struct reporter *r, const struct ml_proc_total *p, unsigned int depth)
+{
+	FILE *f = r->out;
+	const char *heap = stackview__heap(r->sv, p->tgid);
+	char b1[32], b2[32];
+
+	fprintf(f, "  %*spid %d%s%s%s", (int)(2 * depth), "", p->tgid, heap ? " [" : "", heap ? heap : "",
+		heap ? "]" : "");
+	ml_text_labels(f, r->sv, p->tgid);
+	fputc(':', f);
+	for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
+		const struct ml_layer_total *t = &p->layers[layer];
+
+		if (!t->active && !t->growth_bytes)
+			continue;
+		ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
+		ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
+		fprintf(f, "%s %s %s in %" PRIu64 " allocations (%s%s)", first ? "" : ",", ml_layer_name(layer), b1,
+			t->count, t->growth_bytes >= 0 ? "+" : "", b2);
+		first = 0;
+	}
+	fputc('\n', f);
+}
+
+/*
+ * With --follow: each process's share, the first one and its children, each under its own pid. Returns
+ * whether the rows name their process: false also when out of memory (the totals above stand).
+ */
+static bool text_procs(struct reporter *r, const struct ml_snapshot *s)
+{
+	size_t *tree = NULL;
+	unsigned int *depth = NULL;
+	bool multi = ml_snapshot_multi(s, r->o.pid);
+
 	if (multi && (!(tree = malloc(s->nprocs * sizeof(*tree))) || !(depth = malloc(s->nprocs * sizeof(*depth))) ||
 		      ml_proc_tree(r->sv, s, tree, depth)))
-		multi = false; /* out of memory: the totals above stand */
-	for (size_t k = 0; multi && k < s->nprocs; k++) {
-		size_t p = tree[k];
-		const char *heap = stackview__heap(r->sv, s->procs[p].tgid);
+		multi = false;
+	for (size_t k = 0; multi && k < s->nprocs; k++)
+		text_proc(r, &s->procs[tree[k]], depth[k]);
+	free(tree);
+	free(depth);
+	return multi;
+}
 
-		fprintf(f, "  %*spid %d%s%s%s", (int)(2 * depth[k]), "", s->procs[p].tgid, heap ? " [" : "",
-			heap ? heap : "", heap ? "]" : "");
-		ml_text_labels(f, r->sv, s->procs[p].tgid);
-		fputc(':', f);
-		for (unsigned int layer = 0, first = 1; layer < ML_LAYER_MAX; layer++) {
-			const struct ml_layer_total *t = &s->procs[p].layers[layer];
+/* The CUDA caching allocator's pools, by device. */
+static void text_devices(FILE *f, const struct ml_snapshot *s)
+{
+	char b1[32], b2[32], b3[32];
 
-			if (!t->active && !t->growth_bytes)
-				continue;
-			ml_fmt_bytes(b1, sizeof(b1), (double)t->bytes);
-			ml_fmt_bytes(b2, sizeof(b2), (double)t->growth_bytes);
-			fprintf(f, "%s %s %s in %" PRIu64 " allocations (%s%s)", first ? "" : ",", ml_layer_name(layer),
-				b1, t->count, t->growth_bytes >= 0 ? "+" : "", b2);
-			first = 0;
-		}
-		fputc('\n', f);
-	}
 	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
 		const struct ml_device_total *t = &s->devices[d];
-		char b3[32];
 
 		if (!t->seen)
 			continue;
@@ -414,6 +408,13 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "cuda device unknown: ");
 		fprintf(f, "reserved %s, allocated to tensors %s, cached (reserved - allocated) %s\n", b1, b2, b3);
 	}
+}
+
+/* The counters since attach: events, drops, and those of Python, unwinding and the rss layer once in use. */
+static void text_counters(FILE *f, const struct ml_snapshot *s)
+{
+	bool any_drop = false;
+
 	fprintf(f, "events:");
 	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
 		fprintf(f, "%s %" PRIu64 " %s", i ? "," : "", s->stats[event_stats[i].idx], event_stats[i].text);
@@ -440,78 +441,116 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "rss: one page in %u recorded (each record stands for %u pages)\n",
 				1U << s->rss_shift, 1U << s->rss_shift);
 	}
+}
+
+/* A row's first line: its size, age and growth; an rss row counts pages. */
+static void text_row_size(FILE *f, const struct ml_snapshot *s, const struct ml_row *row, const struct ml_judgement *j)
+{
+	char b1[32], b2[32], cg[40];
+
+	ml_fmt_bytes(b1, sizeof(b1), (double)row->bytes);
+	ml_fmt_bytes(b2, sizeof(b2), (double)row->growth_bytes);
+	ml_fmt_count(cg, sizeof(cg), j->count_growth, true);
+	if (row->key.layer == ML_LAYER_RSS)
+		text_rss_row(f, s, row, b1, b2);
+	else
+		fprintf(f,
+			"%s: %" PRIu64 " bytes (%s) in %" PRIu64
+			" allocations, oldest %.1f s, %s%s, %s allocations since last\n",
+			ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
+			row->growth_bytes >= 0 ? "+" : "", b2, cg);
+}
+
+/* The job's own line first: the rest of the block says how it got to the allocator. */
+static void text_user_line(FILE *f, const struct ml_frame *const *frames, size_t n)
+{
+	const struct ml_frame *u = user_line(frames, n);
+
+	if (!u)
+		return;
+	fputs("    at ", f);
+	ml_put_safe(f, u->file);
+	if (u->line > 0)
+		fprintf(f, ":%d", u->line);
+	fputs(" in ", f);
+	ml_put_safe(f, u->func);
+	fputc('\n', f);
+}
+
+/* The i-th row shown: its size, verdict, and frames. */
+static void text_row(struct reporter *r, const struct ml_snapshot *s, const struct ml_row *row,
+		     const struct ml_judgement *j, size_t i, bool multi)
+{
+	FILE *f = r->out;
+	const struct ml_frame *const *frames;
+	unsigned int flags;
+	size_t n = stackview__frames(r->sv, row, &frames, &flags);
+
+	fprintf(f, "[%zu] ", i + 1);
+	if (multi)
+		fprintf(f, "pid %u ", row->key.tgid);
+	text_row_size(f, s, row, j);
+	if (j->verdict == ML_V_GROWING) {
+		text_candidate(f, j, row->key.layer);
+	} else if (j->verdict == ML_V_IMPORT) {
+		fprintf(f, "    import: made while a module was imported (start-up, not judged)\n");
+	} else {
+		fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
+	}
+	if (ml_row_possible_frag(r->sv, row))
+		fprintf(f,
+			"    possible fragmentation: fresh heap from the break while pid %u's C heap holds free "
+			"memory (its C heap line)\n",
+			row->key.tgid);
+	if (n == 0)
+		fprintf(f, "      [no frames captured]\n");
+	else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
+		fprintf(f, "      (caller only: no frame-pointer chain above it)\n");
+	text_user_line(f, frames, n);
+	put_frames(r, frames, n);
+	if (flags & ML_STACK_PY_TRUNCATED)
+		fprintf(f, "      [outer Python frames not captured: deeper than %d]\n", ML_MAX_PYFRAMES);
+	if (flags & ML_STACK_PY_BROKEN)
+		fprintf(f, "      [outer Python frames not captured: the frame chain was unreadable]\n");
+}
+
+/* The top rows in the given order: the leak candidates, then the rest, each group under its heading. */
+static void text_rows(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		      const size_t *order, bool multi)
+{
+	FILE *f = r->out;
+	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
+
 	fprintf(f, "showing %zu of %zu stacks, leak candidates (growing) first, then largest\n", shown, s->nrows);
 	for (size_t i = 0; i < shown; i++) {
-		const struct ml_row *row = &s->rows[order[i]];
 		const struct ml_judgement *j = &jv[order[i]];
-		const struct ml_frame *const *frames;
-		unsigned int flags;
-		size_t n = stackview__frames(r->sv, row, &frames, &flags);
 
 		if (i == 0 && j->verdict == ML_V_GROWING)
 			fprintf(f, "--- leak candidates: growing stacks, strongest first ---\n");
 		if (j->verdict != ML_V_GROWING && (i == 0 || jv[order[i - 1]].verdict == ML_V_GROWING))
 			fprintf(f, "--- not growing: largest first ---\n");
-		ml_fmt_bytes(b1, sizeof(b1), (double)row->bytes);
-		ml_fmt_bytes(b2, sizeof(b2), (double)row->growth_bytes);
-		fprintf(f, "[%zu] ", i + 1);
-		if (multi)
-			fprintf(f, "pid %u ", row->key.tgid);
-		ml_fmt_count(cg, sizeof(cg), j->count_growth, true);
-		if (row->key.layer == ML_LAYER_RSS)
-			text_rss_row(f, s, row, b1, b2);
-		else
-			fprintf(f,
-				"%s: %" PRIu64 " bytes (%s) in %" PRIu64
-				" allocations, oldest %.1f s, %s%s, %s allocations since last\n",
-				ml_layer_name(row->key.layer), row->bytes, b1, row->count, age_s(s, row),
-				row->growth_bytes >= 0 ? "+" : "", b2, cg);
-		if (j->verdict == ML_V_GROWING) {
-			text_candidate(f, j, row->key.layer);
-		} else if (j->verdict == ML_V_IMPORT) {
-			fprintf(f, "    import: made while a module was imported (start-up, not judged)\n");
-		} else {
-			fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
-		}
-		if (ml_row_possible_frag(r->sv, row))
-			fprintf(
-			    f,
-			    "    possible fragmentation: fresh heap from the break while pid %u's C heap holds free "
-			    "memory (its C heap line)\n",
-			    row->key.tgid);
-		if (n == 0)
-			fprintf(f, "      [no frames captured]\n");
-		else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
-			fprintf(f, "      (caller only: no frame-pointer chain above it)\n");
-		{
-			const struct ml_frame *u = user_line(frames, n);
-
-			/* The job's own line first: the rest of the block says how it got to the allocator. */
-			if (u) {
-				fputs("    at ", f);
-				ml_put_safe(f, u->file);
-				if (u->line > 0)
-					fprintf(f, ":%d", u->line);
-				fputs(" in ", f);
-				ml_put_safe(f, u->func);
-				fputc('\n', f);
-			}
-		}
-		put_frames(r, frames, n);
-		if (flags & ML_STACK_PY_TRUNCATED)
-			fprintf(f, "      [outer Python frames not captured: deeper than %d]\n", ML_MAX_PYFRAMES);
-		if (flags & ML_STACK_PY_BROKEN)
-			fprintf(f, "      [outer Python frames not captured: the frame chain was unreadable]\n");
+		text_row(r, s, &s->rows[order[i]], j, i, multi);
 	}
-	fputc('\n', f);
-	free(tree);
-	free(depth);
 }
 
-/*
- * The "totals" object: bytes, count and growth of each active layer. A process's own totals also keep an
- * inactive layer whose growth since the last report is not zero (the records that went with it).
- */
+static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		      const size_t *order, uint64_t seq, bool final)
+{
+	bool multi;
+
+	text_title(r, s, seq, final);
+	ml_text_oom(r->out, r->sv, s, r->o.pid);
+	ml_text_memory(r->out, r->sv, s, r->traced, r->ntraced);
+	text_layers(r, s);
+	if (r->ov)
+		ml_text_overhead(r->out, r->ov);
+	multi = text_procs(r, s);
+	text_devices(r->out, s);
+	text_counters(r->out, s);
+	text_rows(r, s, jv, order, multi);
+	fputc('\n', r->out);
+}
+
 /* An object of counters named by a table. */
 static void json_stats(struct jw *w, const char *key, const struct stat_name *tab, size_t n, const uint64_t *stats)
 {
@@ -521,6 +560,10 @@ static void json_stats(struct jw *w, const char *key, const struct stat_name *ta
 	jw_obj_end(w);
 }
 
+/*
+ * The "totals" object: bytes, count and growth of each active layer. A process's own totals also keep an
+ * inactive layer whose growth since the last report is not zero (the records that went with it).
+ */
 static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool with_gone)
 {
 	jw_obj_begin(w, "totals");
@@ -553,6 +596,160 @@ static void json_trend(struct jw *w, const char *key, const struct ml_trend *t)
 	jw_obj_end(w);
 }
 
+/* The CUDA caching allocator's pools, by device ("device": null for memory whose device is not known). */
+static void json_devices(struct jw *w, const struct ml_snapshot *s)
+{
+	jw_arr_begin(w, "devices");
+	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
+		const struct ml_device_total *t = &s->devices[d];
+
+		if (!t->seen)
+			continue;
+		jw_obj_begin(w, NULL);
+		if (d)
+			jw_u64(w, "device", d - 1);
+		else
+			jw_null(w, "device");
+		jw_u64(w, "reserved_bytes", t->reserved);
+		jw_u64(w, "allocated_bytes", t->allocated);
+		jw_i64(w, "cached_bytes", (int64_t)t->reserved - (int64_t)t->allocated);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+/* One entry of processes[]: p is its share of the snapshot, or NULL when it holds nothing traced. */
+static void json_process(struct jw *w, struct reporter *r, int tgid, const struct ml_proc_total *p)
+{
+	static const struct ml_layer_total none[ML_LAYER_MAX];
+
+	jw_obj_begin(w, NULL);
+	jw_i64(w, "pid", tgid);
+	jw_str(w, "heap_allocator", stackview__heap(r->sv, tgid));
+	ml_json_proc(w, r->sv, tgid, p);
+	json_totals(w, p ? p->layers : none, true);
+	jw_obj_end(w);
+}
+
+/* processes[]: those holding traced memory, then every other traced process, its memory all the same. */
+static void json_processes(struct jw *w, struct reporter *r, const struct ml_snapshot *s)
+{
+	jw_arr_begin(w, "processes");
+	for (size_t p = 0; p < s->nprocs; p++)
+		json_process(w, r, s->procs[p].tgid, &s->procs[p]);
+	for (size_t i = 0; i < r->ntraced; i++) {
+		bool listed = false;
+
+		for (size_t p = 0; p < s->nprocs && !listed; p++)
+			listed = (int)s->procs[p].tgid == r->traced[i];
+		if (!listed)
+			json_process(w, r, r->traced[i], NULL);
+	}
+	jw_arr_end(w);
+}
+
+/* Every trap of every probe since attach, by layer: what the cost counts (session/overhead.c). */
+static void json_hits(struct jw *w, const struct ml_snapshot *s)
+{
+	jw_obj_begin(w, "hits");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		if (!s->stats[ML_STAT_ENTRY_HITS(layer)] && !s->stats[ML_STAT_RET_HITS(layer)])
+			continue;
+		jw_obj_begin(w, ml_layer_name(layer));
+		jw_u64(w, "entry", s->stats[ML_STAT_ENTRY_HITS(layer)]);
+		jw_u64(w, "return", s->stats[ML_STAT_RET_HITS(layer)]);
+		jw_obj_end(w);
+	}
+	jw_u64(w, "loader", s->stats[ML_STAT_LOADER_HITS]);
+	jw_obj_end(w);
+}
+
+/* Each active layer's calls since attach and their rates over the last interval. */
+static void json_layer_calls(struct jw *w, const struct ml_snapshot *s)
+{
+	jw_obj_begin(w, "layers");
+	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
+		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)],
+			 fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
+
+		if (!s->layers[layer].active)
+			continue;
+		jw_obj_begin(w, ml_layer_name(layer));
+		jw_u64(w, "allocs", s->stats[ML_STAT_LAYER_ALLOCS(layer)]);
+		jw_u64(w, "frees", s->stats[ML_STAT_LAYER_FREES(layer)]);
+		jw_double(w, "allocs_per_s", s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0);
+		jw_double(w, "frees_per_s", s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+}
+
+/* The "stats" object: every counter since attach, the stack store's size, and how many rows are shown. */
+static void json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown)
+{
+	jw_obj_begin(w, "stats");
+	jw_obj_begin(w, "events");
+	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
+		jw_u64(w, event_stats[i].json, s->stats[event_stats[i].idx]);
+	jw_u64(w, "forgotten", s->forgotten);
+	jw_obj_end(w);
+	json_stats(w, "dropped", drop_stats, ARRAY_LEN(drop_stats), s->stats);
+	json_stats(w, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
+	json_stats(w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
+	json_stats(w, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
+	jw_u64(w, "rss_sample_every", 1ULL << s->rss_shift);
+	json_hits(w, s);
+	json_layer_calls(w, s);
+	jw_obj_begin(w, "stack_store");
+	jw_u64(w, "stacks", s->stacks.stacks);
+	jw_u64(w, "frames", s->stacks.frames);
+	jw_u64(w, "bytes", s->stacks.bytes);
+	jw_u64(w, "received", s->stacks.received);
+	jw_u64(w, "collisions", s->stacks.collisions);
+	jw_u64(w, "malformed", s->stacks.malformed);
+	jw_u64(w, "stopped_walks_merged", s->stopped_merged);
+	jw_obj_end(w);
+	jw_u64(w, "stacks_total", s->nrows);
+	jw_u64(w, "stacks_shown", shown);
+	jw_obj_end(w);
+}
+
+/* One entry of stacks[]: the row, its verdict with the evidence for it, and its frames. */
+static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot *s, const struct ml_row *row,
+		     const struct ml_judgement *j)
+{
+	const struct ml_frame *const *frames;
+	unsigned int flags;
+	size_t n = stackview__frames(r->sv, row, &frames, &flags);
+
+	jw_obj_begin(w, NULL);
+	jw_i64(w, "pid", row->key.tgid);
+	jw_str(w, "layer", ml_layer_name(row->key.layer));
+	jw_u64(w, "bytes", row->bytes);
+	jw_u64(w, "count", row->count);
+	if (row->key.layer == ML_LAYER_RSS)
+		jw_u64(w, "cow_bytes", row->cow_bytes);
+	jw_double(w, "oldest_age_s", age_s(s, row));
+	jw_i64(w, "growth_bytes", row->growth_bytes);
+	jw_i64(w, "count_growth", j->count_growth);
+	jw_str(w, "verdict", ml_verdict_name(j->verdict));
+	jw_bool(w, "possible_fragmentation", ml_row_possible_frag(r->sv, row));
+	jw_double(w, "leak_score", j->leak_score);
+	jw_double(w, "growth_bytes_per_s", j->growth_bytes_per_s);
+	jw_double(w, "growth_bytes_per_interval", j->growth_per_interval);
+	jw_obj_begin(w, "evidence");
+	jw_u64(w, "intervals", j->intervals);
+	jw_double(w, "monotonic", j->monotonic);
+	jw_double(w, "oldest_age_s", age_s(s, row));
+	jw_double(w, "window_s", j->window_s);
+	json_trend(w, "bytes", &j->bytes);
+	json_trend(w, "count", &j->count);
+	jw_obj_end(w);
+	jw_bool(w, "python_truncated", !!(flags & (ML_STACK_PY_TRUNCATED | ML_STACK_PY_BROKEN)));
+	ml_json_frames(w, frames, n);
+	jw_obj_end(w);
+}
+
 static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
 		      const size_t *order, uint64_t seq, bool final)
 {
@@ -571,186 +768,15 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_bool(&w, "final", final);
 	jw_double(&w, "interval_s", s->elapsed_s);
 	json_totals(&w, s->layers, false);
-	jw_arr_begin(&w, "devices");
-	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
-		const struct ml_device_total *t = &s->devices[d];
-
-		if (!t->seen)
-			continue;
-		jw_obj_begin(&w, NULL);
-		if (d)
-			jw_u64(&w, "device", d - 1);
-		else
-			jw_null(&w, "device");
-		jw_u64(&w, "reserved_bytes", t->reserved);
-		jw_u64(&w, "allocated_bytes", t->allocated);
-		jw_i64(&w, "cached_bytes", (int64_t)t->reserved - (int64_t)t->allocated);
-		jw_obj_end(&w);
-	}
-	jw_arr_end(&w);
+	json_devices(&w, s);
 	if (r->ov) {
-		const struct ml_overhead *ov = r->ov;
-
-		jw_obj_begin(&w, "overhead");
-		jw_bool(&w, "measured", ov->measured);
-		jw_double(&w, "pct", ov->pct);
-		jw_double(&w, "pct_since_attach", ov->pct_since_attach);
-		jw_double(&w, "budget_pct", ov->budget_pct);
-		jw_double(&w, "hits_per_s", ov->hits_per_s);
-		jw_double(&w, "hit_ns", ov->hit_ns);
-		jw_double(&w, "ret_ns", ov->ret_ns);
-		jw_double(&w, "bpf_ns_per_s", ov->bpf_ns_per_s);
-		jw_double(&w, "cpu_per_s", ov->cpu_per_s);
-		jw_double(&w, "tool_cpu_pct", ov->self_cpu_pct);
-		jw_bool(&w, "calibrated", ov->calibrated);
-		jw_obj_begin(&w, "layer_pct");
-		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
-			if (ov->layer_pct[l] > 0)
-				jw_double(&w, ml_layer_name(l), ov->layer_pct[l]);
-		jw_obj_end(&w);
-		jw_double(&w, "other_pct", ov->other_pct);
-		if (ov->decided_after_s > 0)
-			jw_double(&w, "decided_after_s", ov->decided_after_s);
-		jw_obj_end(&w);
-		jw_obj_begin(&w, "modes");
-		jw_str(&w, "libc", ov->heap_mode ? "heap_growth" : "full");
-		if (ov->heap_mode) {
-			jw_arr_begin(&w, "libc_fallback");
-			jw_str(&w, NULL, "heap_growth");
-			if (ov->rss_fallback)
-				jw_str(&w, NULL, "rss");
-			jw_arr_end(&w);
-			jw_double(&w, "libc_full_pct", ov->full_pct);
-			jw_u64(&w, "libc_since_report", ov->heap_since_report);
-		}
-		jw_arr_begin(&w, "shed");
-		for (int st = 0; st < ML_SHED_N; st++) {
-			if (!(ov->shed & (1U << st)))
-				continue;
-			jw_obj_begin(&w, NULL);
-			jw_str(&w, "step", ml_shed_name((enum ml_shed)st));
-			jw_u64(&w, "since_report", ov->shed_report[st]);
-			jw_double(&w, "pct", ov->shed_pct[st]);
-			if (st == ML_SHED_RSS_SAMPLING)
-				jw_u64(&w, "doublings", ov->rss_doublings);
-			if (st == ML_SHED_TORCH_CPU_SAMPLING)
-				jw_u64(&w, "one_in", 1U << ov->tensor_halvings);
-			jw_obj_end(&w);
-		}
-		jw_arr_end(&w);
-		jw_obj_end(&w);
+		ml_json_overhead(&w, r->ov);
 	}
-	jw_arr_begin(&w, "processes");
-	for (size_t p = 0; p < s->nprocs; p++) {
-		jw_obj_begin(&w, NULL);
-		jw_i64(&w, "pid", s->procs[p].tgid);
-		jw_str(&w, "heap_allocator", stackview__heap(r->sv, s->procs[p].tgid));
-		ml_json_proc(&w, r->sv, s->procs[p].tgid, &s->procs[p]);
-		json_totals(&w, s->procs[p].layers, true);
-		jw_obj_end(&w);
-	}
-	/* Every other traced process: nothing outstanding, its memory all the same. */
-	for (size_t i = 0; i < r->ntraced; i++) {
-		static const struct ml_layer_total none[ML_LAYER_MAX];
-		bool listed = false;
-
-		for (size_t p = 0; p < s->nprocs && !listed; p++)
-			listed = (int)s->procs[p].tgid == r->traced[i];
-		if (listed)
-			continue;
-		jw_obj_begin(&w, NULL);
-		jw_i64(&w, "pid", r->traced[i]);
-		jw_str(&w, "heap_allocator", stackview__heap(r->sv, r->traced[i]));
-		ml_json_proc(&w, r->sv, r->traced[i], NULL);
-		json_totals(&w, none, true);
-		jw_obj_end(&w);
-	}
-	jw_arr_end(&w);
-	jw_obj_begin(&w, "stats");
-	jw_obj_begin(&w, "events");
-	for (size_t i = 0; i < ARRAY_LEN(event_stats); i++)
-		jw_u64(&w, event_stats[i].json, s->stats[event_stats[i].idx]);
-	jw_u64(&w, "forgotten", s->forgotten);
-	jw_obj_end(&w);
-	json_stats(&w, "dropped", drop_stats, ARRAY_LEN(drop_stats), s->stats);
-	json_stats(&w, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
-	json_stats(&w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
-	json_stats(&w, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
-	jw_u64(&w, "rss_sample_every", 1ULL << s->rss_shift);
-	/* Every trap of every probe since attach, by layer: what the cost counts (session/overhead.c). */
-	jw_obj_begin(&w, "hits");
-	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
-		if (!s->stats[ML_STAT_ENTRY_HITS(layer)] && !s->stats[ML_STAT_RET_HITS(layer)])
-			continue;
-		jw_obj_begin(&w, ml_layer_name(layer));
-		jw_u64(&w, "entry", s->stats[ML_STAT_ENTRY_HITS(layer)]);
-		jw_u64(&w, "return", s->stats[ML_STAT_RET_HITS(layer)]);
-		jw_obj_end(&w);
-	}
-	jw_u64(&w, "loader", s->stats[ML_STAT_LOADER_HITS]);
-	jw_obj_end(&w);
-	jw_obj_begin(&w, "layers");
-	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
-		uint64_t a = s->stats_delta[ML_STAT_LAYER_ALLOCS(layer)],
-			 fr = s->stats_delta[ML_STAT_LAYER_FREES(layer)];
-
-		if (!s->layers[layer].active)
-			continue;
-		jw_obj_begin(&w, ml_layer_name(layer));
-		jw_u64(&w, "allocs", s->stats[ML_STAT_LAYER_ALLOCS(layer)]);
-		jw_u64(&w, "frees", s->stats[ML_STAT_LAYER_FREES(layer)]);
-		jw_double(&w, "allocs_per_s", s->elapsed_s > 0 ? (double)a / s->elapsed_s : 0);
-		jw_double(&w, "frees_per_s", s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
-		jw_obj_end(&w);
-	}
-	jw_obj_end(&w);
-	jw_obj_begin(&w, "stack_store");
-	jw_u64(&w, "stacks", s->stacks.stacks);
-	jw_u64(&w, "frames", s->stacks.frames);
-	jw_u64(&w, "bytes", s->stacks.bytes);
-	jw_u64(&w, "received", s->stacks.received);
-	jw_u64(&w, "collisions", s->stacks.collisions);
-	jw_u64(&w, "malformed", s->stacks.malformed);
-	jw_u64(&w, "stopped_walks_merged", s->stopped_merged);
-	jw_obj_end(&w);
-	jw_u64(&w, "stacks_total", s->nrows);
-	jw_u64(&w, "stacks_shown", shown);
-	jw_obj_end(&w);
+	json_processes(&w, r, s);
+	json_all_stats(&w, s, shown);
 	jw_arr_begin(&w, "stacks");
-	for (size_t i = 0; i < shown; i++) {
-		const struct ml_row *row = &s->rows[order[i]];
-		const struct ml_judgement *j = &jv[order[i]];
-		const struct ml_frame *const *frames;
-		unsigned int flags;
-		size_t n = stackview__frames(r->sv, row, &frames, &flags);
-
-		jw_obj_begin(&w, NULL);
-		jw_i64(&w, "pid", row->key.tgid);
-		jw_str(&w, "layer", ml_layer_name(row->key.layer));
-		jw_u64(&w, "bytes", row->bytes);
-		jw_u64(&w, "count", row->count);
-		if (row->key.layer == ML_LAYER_RSS)
-			jw_u64(&w, "cow_bytes", row->cow_bytes);
-		jw_double(&w, "oldest_age_s", age_s(s, row));
-		jw_i64(&w, "growth_bytes", row->growth_bytes);
-		jw_i64(&w, "count_growth", j->count_growth);
-		jw_str(&w, "verdict", ml_verdict_name(j->verdict));
-		jw_bool(&w, "possible_fragmentation", ml_row_possible_frag(r->sv, row));
-		jw_double(&w, "leak_score", j->leak_score);
-		jw_double(&w, "growth_bytes_per_s", j->growth_bytes_per_s);
-		jw_double(&w, "growth_bytes_per_interval", j->growth_per_interval);
-		jw_obj_begin(&w, "evidence");
-		jw_u64(&w, "intervals", j->intervals);
-		jw_double(&w, "monotonic", j->monotonic);
-		jw_double(&w, "oldest_age_s", age_s(s, row));
-		jw_double(&w, "window_s", j->window_s);
-		json_trend(&w, "bytes", &j->bytes);
-		json_trend(&w, "count", &j->count);
-		jw_obj_end(&w);
-		jw_bool(&w, "python_truncated", !!(flags & (ML_STACK_PY_TRUNCATED | ML_STACK_PY_BROKEN)));
-		ml_json_frames(&w, frames, n);
-		jw_obj_end(&w);
-	}
+	for (size_t i = 0; i < shown; i++)
+		json_row(&w, r, s, &s->rows[order[i]], &jv[order[i]]);
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	fputc('\n', r->out);

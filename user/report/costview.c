@@ -1,0 +1,101 @@
+/* The tool's cost in a report: its text lines and its "overhead" and "modes" JSON objects. */
+#include "report/costview.h"
+#include <inttypes.h>
+#include "attach/allocators.h"
+#include "collect/cost.h"
+#include "report/json.h"
+
+/* The cost line, the C heap's mode and what the budget shed. */
+void ml_text_overhead(FILE *f, const struct ml_overhead *ov)
+{
+	if (ov->measured)
+		fprintf(
+		    f,
+		    "overhead: %.1f%% of the traced processes' time (%.1f%% since attach; budget %g%%): %.0f probe "
+		    "hits/s at %.2f us (a return %.2f us more%s), BPF %.1f ms/s; memleak-ai itself %.1f%% of a CPU\n",
+		    ov->pct, ov->pct_since_attach, ov->budget_pct, ov->hits_per_s, ov->hit_ns / 1000, ov->ret_ns / 1000,
+		    ov->calibrated ? "" : "; not calibrated yet", ov->bpf_ns_per_s / 1e6, ov->self_cpu_pct);
+	if (ov->heap_mode)
+		fprintf(f,
+			"libc: heap-growth mode since report #%" PRIu64 " (probing every malloc cost %.1f%%, decided "
+			"%.2f s after attach): the C heap falls back to the address space each stack added (program "
+			"break beyond its peak, anonymous mmap)%s, not malloc blocks\n",
+			ov->heap_since_report, ov->full_pct, ov->decided_after_s,
+			ov->rss_fallback ? " and the resident pages each stack touched (the rss layer)" : "");
+	for (int st = 0; st < ML_SHED_N; st++) {
+		if (!(ov->shed & (1U << st)))
+			continue;
+		fprintf(f, "budget: %s shed since report #%" PRIu64 " (it cost %.1f%%", ml_shed_name((enum ml_shed)st),
+			ov->shed_report[st], ov->shed_pct[st]);
+		if (st == ML_SHED_RSS_SAMPLING)
+			fprintf(f, "; sampling interval doubled %u times", ov->rss_doublings);
+		if (st == ML_SHED_TORCH_CPU_SAMPLING)
+			fprintf(f, "; its allocations traced 1/%u of the time, each record standing for %u",
+				1U << ov->tensor_halvings, 1U << ov->tensor_halvings);
+		fprintf(f, ")\n");
+	}
+}
+
+/* The "overhead" object: the tool's cost, as measured. */
+static void json_cost(struct jw *w, const struct ml_overhead *ov)
+{
+	jw_obj_begin(w, "overhead");
+	jw_bool(w, "measured", ov->measured);
+	jw_double(w, "pct", ov->pct);
+	jw_double(w, "pct_since_attach", ov->pct_since_attach);
+	jw_double(w, "budget_pct", ov->budget_pct);
+	jw_double(w, "hits_per_s", ov->hits_per_s);
+	jw_double(w, "hit_ns", ov->hit_ns);
+	jw_double(w, "ret_ns", ov->ret_ns);
+	jw_double(w, "bpf_ns_per_s", ov->bpf_ns_per_s);
+	jw_double(w, "cpu_per_s", ov->cpu_per_s);
+	jw_double(w, "tool_cpu_pct", ov->self_cpu_pct);
+	jw_bool(w, "calibrated", ov->calibrated);
+	jw_obj_begin(w, "layer_pct");
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
+		if (ov->layer_pct[l] > 0)
+			jw_double(w, ml_layer_name(l), ov->layer_pct[l]);
+	jw_obj_end(w);
+	jw_double(w, "other_pct", ov->other_pct);
+	if (ov->decided_after_s > 0)
+		jw_double(w, "decided_after_s", ov->decided_after_s);
+	jw_obj_end(w);
+}
+
+/* The "modes" object: the C heap's mode and each step the budget shed. */
+static void json_modes(struct jw *w, const struct ml_overhead *ov)
+{
+	jw_obj_begin(w, "modes");
+	jw_str(w, "libc", ov->heap_mode ? "heap_growth" : "full");
+	if (ov->heap_mode) {
+		jw_arr_begin(w, "libc_fallback");
+		jw_str(w, NULL, "heap_growth");
+		if (ov->rss_fallback)
+			jw_str(w, NULL, "rss");
+		jw_arr_end(w);
+		jw_double(w, "libc_full_pct", ov->full_pct);
+		jw_u64(w, "libc_since_report", ov->heap_since_report);
+	}
+	jw_arr_begin(w, "shed");
+	for (int st = 0; st < ML_SHED_N; st++) {
+		if (!(ov->shed & (1U << st)))
+			continue;
+		jw_obj_begin(w, NULL);
+		jw_str(w, "step", ml_shed_name((enum ml_shed)st));
+		jw_u64(w, "since_report", ov->shed_report[st]);
+		jw_double(w, "pct", ov->shed_pct[st]);
+		if (st == ML_SHED_RSS_SAMPLING)
+			jw_u64(w, "doublings", ov->rss_doublings);
+		if (st == ML_SHED_TORCH_CPU_SAMPLING)
+			jw_u64(w, "one_in", 1U << ov->tensor_halvings);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
+void ml_json_overhead(struct jw *w, const struct ml_overhead *ov)
+{
+	json_cost(w, ov);
+	json_modes(w, ov);
+}
