@@ -103,87 +103,111 @@ static void tree_free(struct node *n)
 	free(n->name);
 }
 
-static int write_data(FILE *f, const struct html_opts *o, const struct html_timeline *tl, const struct ml_snapshot *s,
-		      const struct ml_judgement *j, const size_t *order, struct verdicts *v, struct stackview *sv)
-{
-	const struct ml_frame *const *frames;
-	struct node root = {.name = "all"};
-	size_t shown = s->nrows < o->top ? s->nrows : o->top, nstack = shown < 8 ? shown : 8;
+/* What the page's data is written from, and the first error (the rest is then written with less in it). */
+struct page {
 	struct jw w;
-	char *buf = malloc(ML_FRAME_LABEL_MAX);
-	int err = 0, n;
+	const struct html_opts *o;
+	const struct html_timeline *tl;
+	const struct ml_snapshot *s;
+	struct stackview *sv;
+	char *buf; /* ML_FRAME_LABEL_MAX bytes for a frame's label */
+	int err;
+};
 
-	if (!buf)
-		return -ENOMEM;
+/* The per-layer outstanding bytes at every report. */
+static void timeline_layers(struct page *p)
+{
+	const struct html_timeline *tl = p->tl;
 
-	jw_init(&w, f);
-	jw_obj_begin(&w, NULL);
-	jw_i64(&w, "pid", o->pid);
-	jw_u64(&w, "reports", o->reports);
-	jw_double(&w, "duration_s", tl->n ? tl->t[tl->n - 1] : 0);
-	jw_double(&w, "time_unix", (double)time(NULL));
-	jw_obj_begin(&w, "timeline");
-	jw_arr_begin(&w, "t");
+	jw_arr_begin(&p->w, "t");
 	for (size_t i = 0; i < tl->n; i++)
-		jw_double(&w, NULL, tl->t[i]);
-	jw_arr_end(&w);
-	jw_obj_begin(&w, "layers");
+		jw_double(&p->w, NULL, tl->t[i]);
+	jw_arr_end(&p->w);
+	jw_obj_begin(&p->w, "layers");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		if (!(tl->layers & (1U << layer)))
 			continue;
-		jw_arr_begin(&w, ml_layer_name(layer));
+		jw_arr_begin(&p->w, ml_layer_name(layer));
 		for (size_t i = 0; i < tl->n; i++)
-			jw_double(&w, NULL, tl->bytes[i][layer]);
-		jw_arr_end(&w);
+			jw_double(&p->w, NULL, tl->bytes[i][layer]);
+		jw_arr_end(&p->w);
 	}
-	jw_obj_end(&w);
-	/* The top stacks' histories, on the timeline's grid (folded older samples leave gaps: null). */
-	jw_arr_begin(&w, "stacks");
-	for (size_t r = 0; r < nstack; r++) {
-		const struct ml_row *row = &s->rows[order[r]];
-		double st[ML_HIST_SHORT + ML_HIST_LONG], sb[ML_HIST_SHORT + ML_HIST_LONG];
-		size_t n = verdicts__series(v, &row->key, st, sb, ML_HIST_SHORT + ML_HIST_LONG), k = 0;
-		size_t nf = stackview__frames(sv, row, &frames, NULL);
-		char *label = NULL;
+	jw_obj_end(&p->w);
+}
 
-		jw_obj_begin(&w, NULL);
-		/* The stack's first Python frame names it best; else the allocation's caller. */
-		for (size_t k = 0; k < nf && !label; k++)
-			if (frames[k]->kind == ML_FRAME_PYTHON && frames[k]->func &&
-			    asprintf(&label, "#%zu %s %s", r + 1, ml_layer_name(row->key.layer),
-				     ml_frame_label(frames[k], buf, ML_FRAME_LABEL_MAX)) < 0)
-				label = NULL;
-		if (!label && asprintf(&label, "#%zu %s %s", r + 1, ml_layer_name(row->key.layer),
-				       nf ? ml_frame_label(frames[0], buf, ML_FRAME_LABEL_MAX) : "?") < 0)
+/* A top stack's label: its first Python frame names it best; else the allocation's caller. */
+static char *stack_label(struct page *p, const struct ml_row *row, size_t rank)
+{
+	const struct ml_frame *const *frames;
+	size_t nf = stackview__frames(p->sv, row, &frames, NULL);
+	char *label = NULL;
+
+	for (size_t k = 0; k < nf && !label; k++)
+		if (frames[k]->kind == ML_FRAME_PYTHON && frames[k]->func &&
+		    asprintf(&label, "#%zu %s %s", rank, ml_layer_name(row->key.layer),
+			     ml_frame_label(frames[k], p->buf, ML_FRAME_LABEL_MAX)) < 0)
 			label = NULL;
-		if (!label)
-			err = -ENOMEM;
-		jw_str(&w, "label", label ? label : "?");
-		free(label);
-		jw_arr_begin(&w, "values");
-		for (size_t i = 0; i < tl->n; i++) {
-			while (k < n && st[k] < tl->t[i] - 1e-3)
-				k++;
-			if (k < n && fabs(st[k] - tl->t[i]) <= 1e-3)
-				jw_double(&w, NULL, sb[k]);
-			else
-				jw_null(&w, NULL);
-		}
-		jw_arr_end(&w);
-		jw_obj_end(&w);
-	}
-	jw_arr_end(&w);
-	jw_obj_end(&w);
+	if (!label && asprintf(&label, "#%zu %s %s", rank, ml_layer_name(row->key.layer),
+			       nf ? ml_frame_label(frames[0], p->buf, ML_FRAME_LABEL_MAX) : "?") < 0)
+		label = NULL;
+	return label;
+}
 
-	/* Flame graph of every stack: layer, then frames from the outermost caller to the allocation site. */
-	for (size_t i = 0; i < s->nrows && !err; i++) {
+/* A top stack's history, on the timeline's grid (folded older samples leave gaps: null). */
+static void timeline_stack(struct page *p, struct verdicts *v, const struct ml_row *row, size_t rank)
+{
+	const struct html_timeline *tl = p->tl;
+	double st[ML_HIST_SHORT + ML_HIST_LONG], sb[ML_HIST_SHORT + ML_HIST_LONG];
+	size_t n = verdicts__series(v, &row->key, st, sb, ML_HIST_SHORT + ML_HIST_LONG), k = 0;
+	char *label;
+
+	jw_obj_begin(&p->w, NULL);
+	label = stack_label(p, row, rank);
+	if (!label)
+		p->err = -ENOMEM;
+	jw_str(&p->w, "label", label ? label : "?");
+	free(label);
+	jw_arr_begin(&p->w, "values");
+	for (size_t i = 0; i < tl->n; i++) {
+		while (k < n && st[k] < tl->t[i] - 1e-3)
+			k++;
+		if (k < n && fabs(st[k] - tl->t[i]) <= 1e-3)
+			jw_double(&p->w, NULL, sb[k]);
+		else
+			jw_null(&p->w, NULL);
+	}
+	jw_arr_end(&p->w);
+	jw_obj_end(&p->w);
+}
+
+/* The "timeline" object: every layer's bytes and the histories of the top 8 stacks. */
+static void timeline_json(struct page *p, const size_t *order, struct verdicts *v)
+{
+	size_t shown = p->s->nrows < p->o->top ? p->s->nrows : p->o->top, nstack = shown < 8 ? shown : 8;
+
+	jw_obj_begin(&p->w, "timeline");
+	timeline_layers(p);
+	jw_arr_begin(&p->w, "stacks");
+	for (size_t r = 0; r < nstack; r++)
+		timeline_stack(p, v, &p->s->rows[order[r]], r + 1);
+	jw_arr_end(&p->w);
+	jw_obj_end(&p->w);
+}
+
+/* Flame graph of every stack: layer, then frames from the outermost caller to the allocation site. */
+static void flame_build(struct page *p, struct node *root)
+{
+	const struct ml_snapshot *s = p->s;
+
+	for (size_t i = 0; i < s->nrows && !p->err; i++) {
 		const struct ml_row *row = &s->rows[i];
-		size_t n = stackview__frames(sv, row, &frames, NULL);
-		struct node *cur = &root;
+		const struct ml_frame *const *frames;
+		size_t n = stackview__frames(p->sv, row, &frames, NULL);
+		struct node *cur = root;
 		char pid[32];
 
 		/* With children followed, each process is a subtree of its own. */
-		if (ml_snapshot_multi(s, o->pid)) {
+		if (ml_snapshot_multi(s, p->o->pid)) {
 			snprintf(pid, sizeof(pid), "pid %u", row->key.tgid);
 			cur = child(cur, pid);
 			if (cur)
@@ -191,68 +215,104 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 		}
 		cur = cur ? child(cur, ml_layer_name(row->key.layer)) : NULL;
 
-		root.value += row->bytes;
+		root->value += row->bytes;
 		if (cur)
 			cur->value += row->bytes;
 		for (size_t k = n; cur && k-- > 0;) {
-			cur = child(cur, ml_frame_label(frames[k], buf, ML_FRAME_LABEL_MAX));
+			cur = child(cur, ml_frame_label(frames[k], p->buf, ML_FRAME_LABEL_MAX));
 			if (cur)
 				cur->value += row->bytes;
 		}
 		if (!cur)
-			err = -ENOMEM;
+			p->err = -ENOMEM;
 	}
-	tree_json(&w, "flame", &root);
+}
+
+/* The "flame" tree, as far as it could be built. */
+static void flame_json(struct page *p)
+{
+	struct node root = {.name = "all"};
+
+	flame_build(p, &root);
+	tree_json(&p->w, "flame", &root);
 	for (size_t i = 0; i < root.nkids; i++)
 		tree_free(&root.kids[i]);
 	free(root.kids); /* the root's own name is a literal */
+}
 
-	jw_arr_begin(&w, "table");
-	for (size_t r = 0; r < shown; r++) {
-		const struct ml_row *row = &s->rows[order[r]];
-		const struct ml_judgement *jj = &j[order[r]];
-		size_t n = stackview__frames(sv, row, &frames, NULL);
+/* A frame as the leak table shows it; NULL when out of memory. */
+static char *table_frame(const struct ml_frame *fr)
+{
+	char *line = NULL;
+	int rc;
 
-		jw_obj_begin(&w, NULL);
-		jw_i64(&w, "pid", row->key.tgid);
-		jw_str(&w, "layer", ml_layer_name(row->key.layer));
-		jw_str(&w, "verdict", ml_verdict_name(jj->verdict));
-		jw_double(&w, "leak_score", jj->leak_score);
-		jw_u64(&w, "bytes", row->bytes);
-		jw_u64(&w, "count", row->count);
-		jw_double(&w, "oldest_age_s",
-			  row->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - row->oldest_ts_ns) / 1e9 : 0);
-		jw_double(&w, "growth_bytes_per_s", jj->growth_bytes_per_s);
-		jw_arr_begin(&w, "frames");
-		for (size_t k = 0; k < n && !err; k++) {
-			const struct ml_frame *fr = frames[k];
-			char *line = NULL;
-			int rc;
+	if (fr->kind == ML_FRAME_PYTHON)
+		rc = asprintf(&line, "%s:%d in %s", fr->file ? fr->file : "?", fr->line, fr->func ? fr->func : "?");
+	else if (fr->file)
+		rc = asprintf(&line, "%s (%s) %s:%d", fr->func ? fr->func : "?", fr->module ? fr->module : "?",
+			      fr->file, fr->line);
+	else
+		rc = asprintf(&line, "%s (%s)", fr->func ? fr->func : "?", fr->module ? fr->module : "?");
+	return rc < 0 ? NULL : line;
+}
 
-			if (fr->kind == ML_FRAME_PYTHON)
-				rc = asprintf(&line, "%s:%d in %s", fr->file ? fr->file : "?", fr->line,
-					      fr->func ? fr->func : "?");
-			else if (fr->file)
-				rc = asprintf(&line, "%s (%s) %s:%d", fr->func ? fr->func : "?",
-					      fr->module ? fr->module : "?", fr->file, fr->line);
-			else
-				rc = asprintf(&line, "%s (%s)", fr->func ? fr->func : "?",
-					      fr->module ? fr->module : "?");
-			if (rc < 0) {
-				err = -ENOMEM;
-				break;
-			}
-			jw_str(&w, NULL, line);
-			free(line);
+/* One row of the leak table: its verdict, size and age, and its frames. */
+static void table_row(struct page *p, const struct ml_row *row, const struct ml_judgement *jj)
+{
+	const struct ml_snapshot *s = p->s;
+	const struct ml_frame *const *frames;
+	size_t n = stackview__frames(p->sv, row, &frames, NULL);
+
+	jw_obj_begin(&p->w, NULL);
+	jw_i64(&p->w, "pid", row->key.tgid);
+	jw_str(&p->w, "layer", ml_layer_name(row->key.layer));
+	jw_str(&p->w, "verdict", ml_verdict_name(jj->verdict));
+	jw_double(&p->w, "leak_score", jj->leak_score);
+	jw_u64(&p->w, "bytes", row->bytes);
+	jw_u64(&p->w, "count", row->count);
+	jw_double(&p->w, "oldest_age_s",
+		  row->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - row->oldest_ts_ns) / 1e9 : 0);
+	jw_double(&p->w, "growth_bytes_per_s", jj->growth_bytes_per_s);
+	jw_arr_begin(&p->w, "frames");
+	for (size_t k = 0; k < n && !p->err; k++) {
+		char *line = table_frame(frames[k]);
+
+		if (!line) {
+			p->err = -ENOMEM;
+			break;
 		}
-		jw_arr_end(&w);
-		jw_obj_end(&w);
+		jw_str(&p->w, NULL, line);
+		free(line);
 	}
-	jw_arr_end(&w);
-	jw_obj_end(&w);
-	free(buf);
-	n = jw_finish(&w);
-	return err ? err : n;
+	jw_arr_end(&p->w);
+	jw_obj_end(&p->w);
+}
+
+static int write_data(FILE *f, const struct html_opts *o, const struct html_timeline *tl, const struct ml_snapshot *s,
+		      const struct ml_judgement *j, const size_t *order, struct verdicts *v, struct stackview *sv)
+{
+	struct page p = {.o = o, .tl = tl, .s = s, .sv = sv, .buf = malloc(ML_FRAME_LABEL_MAX)};
+	size_t shown = s->nrows < o->top ? s->nrows : o->top;
+	int n;
+
+	if (!p.buf)
+		return -ENOMEM;
+	jw_init(&p.w, f);
+	jw_obj_begin(&p.w, NULL);
+	jw_i64(&p.w, "pid", o->pid);
+	jw_u64(&p.w, "reports", o->reports);
+	jw_double(&p.w, "duration_s", tl->n ? tl->t[tl->n - 1] : 0);
+	jw_double(&p.w, "time_unix", (double)time(NULL));
+	timeline_json(&p, order, v);
+	flame_json(&p);
+	jw_arr_begin(&p.w, "table");
+	for (size_t r = 0; r < shown; r++)
+		table_row(&p, &s->rows[order[r]], &j[order[r]]);
+	jw_arr_end(&p.w);
+	jw_obj_end(&p.w);
+	free(p.buf);
+	n = jw_finish(&p.w);
+	return p.err ? p.err : n;
 }
 
 int ml_html_write(const char *path, const struct html_opts *o, const struct html_timeline *tl,
