@@ -199,18 +199,162 @@ static int gzip_write(FILE *out, const uint8_t *buf, size_t len)
 	return zr == Z_STREAM_END ? 0 : -EIO;
 }
 
+/* Labels a sample carries at most: layer, verdict, pid, and the fleet's rank, role and comm. */
+#define SAMPLE_LABELS 6
+
+/* NULL-safe; also frees a sample that was never filled in. */
+static void sample_free(Perftools__Profiles__Sample *sm)
+{
+	if (!sm)
+		return;
+	free(sm->location_id);
+	free(sm->value);
+	if (sm->label)
+		free(sm->label[0]); /* the labels' one array */
+	free(sm->label);
+	free(sm);
+}
+
+/* An empty sample with room for n locations, three values and every label; NULL when out of memory. */
+static Perftools__Profiles__Sample *sample_new(size_t n)
+{
+	Perftools__Profiles__Sample *sm = calloc(1, sizeof(*sm));
+	Perftools__Profiles__Label *lab = calloc(SAMPLE_LABELS, sizeof(*lab));
+
+	if (!sm || !lab)
+		goto fail;
+	perftools__profiles__sample__init(sm);
+	sm->label = calloc(SAMPLE_LABELS, sizeof(*sm->label));
+	if (!sm->label)
+		goto fail;
+	for (int k = 0; k < SAMPLE_LABELS; k++) {
+		perftools__profiles__label__init(&lab[k]);
+		sm->label[k] = &lab[k];
+	}
+	lab = NULL; /* the sample owns it now */
+	sm->location_id = calloc(n ? n : 1, sizeof(uint64_t));
+	sm->value = calloc(3, sizeof(int64_t));
+	if (!sm->location_id || !sm->value)
+		goto fail;
+	return sm;
+fail:
+	free(lab);
+	sample_free(sm);
+	return NULL;
+}
+
+/* A sample's labels: its layer, verdict and pid, and the process's fleet labels where it has them. */
+static void sample_labels(struct builder *b, struct stackview *sv, Perftools__Profiles__Sample *sm,
+			  const struct ml_row *row, const struct ml_judgement *j)
+{
+	Perftools__Profiles__Label *lab = sm->label[0];
+	struct ml_resolver res;
+	size_t nlab = 3;
+
+	lab[0].key = str(b, "layer");
+	lab[0].str = str(b, ml_layer_name(row->key.layer));
+	lab[1].key = str(b, "verdict");
+	lab[1].str = str(b, ml_verdict_name(j->verdict));
+	lab[2].key = str(b, "pid");
+	lab[2].num = row->key.tgid;
+	if (!stackview__proc(sv, row->key.tgid, &res) && res.labels) {
+		const char *kv[3][2] = {{"rank", res.labels->rank}, {"role", res.role}, {"comm", res.labels->comm}};
+
+		for (int k = 0; k < 3; k++)
+			if (kv[k][1]) {
+				lab[nlab].key = str(b, kv[k][0]);
+				lab[nlab++].str = str(b, kv[k][1]);
+			}
+	}
+	sm->n_label = nlab;
+}
+
+/* A row as a sample: its frames' locations, its outstanding bytes, count and growth, and its labels. */
+static int row_sample(struct builder *b, struct stackview *sv, const struct ml_row *row, const struct ml_judgement *j,
+		      Perftools__Profiles__Sample **out)
+{
+	const struct ml_frame *const *frames;
+	size_t n = stackview__frames(sv, row, &frames, NULL);
+	Perftools__Profiles__Sample *sm = sample_new(n);
+
+	if (!sm)
+		return -ENOMEM;
+	for (size_t k = 0; k < n; k++) {
+		int64_t id = location(b, frames[k]);
+
+		if (id < 0) {
+			sample_free(sm);
+			return (int)id;
+		}
+		sm->location_id[sm->n_location_id++] = (uint64_t)id;
+	}
+	sm->n_value = 3;
+	sm->value[0] = (int64_t)row->bytes;
+	sm->value[1] = (int64_t)row->count;
+	sm->value[2] = row->growth_bytes;
+	sample_labels(b, sv, sm, row, j);
+	*out = sm;
+	return 0;
+}
+
+static void builder_free(struct builder *b)
+{
+	for (size_t i = 0; i < b->nfn; i++)
+		free(b->fn[i]);
+	for (size_t i = 0; i < b->nloc; i++) {
+		free(b->loc[i]->line[0]);
+		free(b->loc[i]->line);
+		free(b->loc[i]);
+	}
+	free(b->fn);
+	free(b->loc);
+	intern_free(&b->strings);
+	intern_free(&b->funcs);
+	intern_free(&b->locs);
+}
+
+/* The profile of the samples, packed and gzipped to out; it ends now and covers duration_ns. */
+static int pack(FILE *out, struct builder *b, Perftools__Profiles__ValueType **vtp, Perftools__Profiles__Sample **sm,
+		size_t nsamples, uint64_t duration_ns)
+{
+	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
+	struct timespec now;
+	uint8_t *buf;
+	size_t len;
+	int err;
+
+	prof.n_sample_type = 3;
+	prof.sample_type = vtp;
+	prof.n_sample = nsamples;
+	prof.sample = sm;
+	prof.n_function = b->nfn;
+	prof.function = b->fn;
+	prof.n_location = b->nloc;
+	prof.location = b->loc;
+	prof.n_string_table = b->strings.n;
+	prof.string_table = b->strings.keys;
+	clock_gettime(CLOCK_REALTIME, &now);
+	prof.time_nanos = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - (int64_t)duration_ns;
+	prof.duration_nanos = (int64_t)duration_ns;
+	prof.default_sample_type = vtp[0]->type;
+	len = perftools__profiles__profile__get_packed_size(&prof);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	perftools__profiles__profile__pack(&prof, buf);
+	err = gzip_write(out, buf, len);
+	free(buf);
+	return err;
+}
+
 int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct stackview *sv,
 		   uint64_t duration_ns, int tgid)
 {
-	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
 	Perftools__Profiles__ValueType vt[3], *vtp[3];
 	Perftools__Profiles__Sample **samples = calloc(s->nrows ? s->nrows : 1, sizeof(*samples));
 	struct builder b = {};
-	const struct ml_frame *const *frames;
-	struct timespec now;
-	uint8_t *buf = NULL;
-	size_t nsamples = 0, len;
-	int err = -ENOMEM;
+	size_t nsamples = 0;
+	int err = 0;
 	static const char *const types[3][2] = {
 	    {"inuse_space", "bytes"}, {"inuse_objects", "count"}, {"growth_space", "bytes"}};
 
@@ -223,103 +367,18 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 		vt[i].unit = str(&b, types[i][1]);
 		vtp[i] = &vt[i];
 	}
-	for (size_t i = 0; i < s->nrows; i++) {
-		const struct ml_row *row = &s->rows[i];
-		struct ml_resolver res;
-		size_t n, nlab = 3;
-		Perftools__Profiles__Sample *sm;
-		Perftools__Profiles__Label *lab;
-
-		if (tgid && (int)row->key.tgid != tgid)
+	for (size_t i = 0; i < s->nrows && !err; i++) {
+		if (tgid && (int)s->rows[i].key.tgid != tgid)
 			continue;
-		n = stackview__frames(sv, row, &frames, NULL);
-		sm = calloc(1, sizeof(*sm));
-		lab = calloc(6, sizeof(*lab));
-
-		if (!sm || !lab)
-			goto out;
-		perftools__profiles__sample__init(sm);
-		sm->location_id = calloc(n ? n : 1, sizeof(uint64_t));
-		sm->value = calloc(3, sizeof(int64_t));
-		sm->label = calloc(6, sizeof(*sm->label));
-		if (!sm->location_id || !sm->value || !sm->label)
-			goto out;
-		for (size_t k = 0; k < n; k++) {
-			int64_t id = location(&b, frames[k]);
-
-			if (id < 0)
-				goto out;
-			sm->location_id[sm->n_location_id++] = (uint64_t)id;
-		}
-		sm->n_value = 3;
-		sm->value[0] = (int64_t)row->bytes;
-		sm->value[1] = (int64_t)row->count;
-		sm->value[2] = row->growth_bytes;
-		for (int k = 0; k < 6; k++) {
-			perftools__profiles__label__init(&lab[k]);
-			sm->label[k] = &lab[k];
-		}
-		lab[0].key = str(&b, "layer");
-		lab[0].str = str(&b, ml_layer_name(row->key.layer));
-		lab[1].key = str(&b, "verdict");
-		lab[1].str = str(&b, ml_verdict_name(j[i].verdict));
-		lab[2].key = str(&b, "pid");
-		lab[2].num = row->key.tgid;
-		if (!stackview__proc(sv, row->key.tgid, &res) && res.labels) {
-			const char *kv[3][2] = {
-			    {"rank", res.labels->rank}, {"role", res.role}, {"comm", res.labels->comm}};
-
-			for (int k = 0; k < 3; k++)
-				if (kv[k][1]) {
-					lab[nlab].key = str(&b, kv[k][0]);
-					lab[nlab++].str = str(&b, kv[k][1]);
-				}
-		}
-		sm->n_label = nlab;
-		samples[nsamples++] = sm;
+		err = row_sample(&b, sv, &s->rows[i], &j[i], &samples[nsamples]);
+		if (!err)
+			nsamples++;
 	}
-	prof.n_sample_type = 3;
-	prof.sample_type = vtp;
-	prof.n_sample = nsamples;
-	prof.sample = samples;
-	prof.n_function = b.nfn;
-	prof.function = b.fn;
-	prof.n_location = b.nloc;
-	prof.location = b.loc;
-	prof.n_string_table = b.strings.n;
-	prof.string_table = b.strings.keys;
-	clock_gettime(CLOCK_REALTIME, &now);
-	prof.time_nanos = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - (int64_t)duration_ns;
-	prof.duration_nanos = (int64_t)duration_ns;
-	prof.default_sample_type = vt[0].type;
-	len = perftools__profiles__profile__get_packed_size(&prof);
-	buf = malloc(len ? len : 1);
-	if (!buf)
-		goto out;
-	perftools__profiles__profile__pack(&prof, buf);
-	err = gzip_write(out, buf, len);
-out:
-	free(buf);
-	for (size_t i = 0; i < nsamples; i++) {
-		free(samples[i]->location_id);
-		free(samples[i]->value);
-		if (samples[i]->label)
-			free(samples[i]->label[0]);
-		free(samples[i]->label);
-		free(samples[i]);
-	}
+	if (!err)
+		err = pack(out, &b, vtp, samples, nsamples, duration_ns);
+	for (size_t i = 0; i < nsamples; i++)
+		sample_free(samples[i]);
 	free(samples);
-	for (size_t i = 0; i < b.nfn; i++)
-		free(b.fn[i]);
-	for (size_t i = 0; i < b.nloc; i++) {
-		free(b.loc[i]->line[0]);
-		free(b.loc[i]->line);
-		free(b.loc[i]);
-	}
-	free(b.fn);
-	free(b.loc);
-	intern_free(&b.strings);
-	intern_free(&b.funcs);
-	intern_free(&b.locs);
+	builder_free(&b);
 	return err;
 }
