@@ -100,23 +100,18 @@ static void per_layer(FILE *f, const char *name, const struct group *g, size_t n
 		}
 }
 
-int ml_metrics_render(const struct ml_metrics_in *in, char **out, size_t *len)
+/* Sums the snapshot by group: every traced process's group exists, with or without memory. 0 or -ENOMEM. */
+static int group_all(const struct ml_metrics_in *in, struct group **g, size_t *n, size_t *cap)
 {
 	const struct ml_snapshot *s = in->s;
-	struct group *g = NULL;
-	size_t n = 0, cap = 0;
-	FILE *f;
-	int err = -ENOMEM;
 
-	*out = NULL;
-	*len = 0;
-	/* Every traced process has its group, with or without memory: a rank that holds nothing reads 0. */
+	/* A rank that holds nothing reads 0. */
 	for (size_t i = 0; i < in->nprocs; i++) {
-		size_t k = group_of(&g, &n, &cap, &in->procs[i]);
+		size_t k = group_of(g, n, cap, &in->procs[i]);
 
 		if (k == SIZE_MAX)
-			goto out;
-		g[k].procs++;
+			return -ENOMEM;
+		(*g)[k].procs++;
 	}
 	for (size_t i = 0; s && i < s->nprocs; i++) {
 		const struct ml_metric_proc *p = proc_of(in, s->procs[i].tgid);
@@ -124,13 +119,13 @@ int ml_metrics_render(const struct ml_metrics_in *in, char **out, size_t *len)
 
 		if (!p)
 			continue; /* exited: its series go with it */
-		k = group_of(&g, &n, &cap, p);
+		k = group_of(g, n, cap, p);
 		if (k == SIZE_MAX)
-			goto out;
+			return -ENOMEM;
 		for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
-			g[k].bytes[l] += s->procs[i].layers[l].bytes;
-			g[k].count[l] += s->procs[i].layers[l].count;
-			g[k].growth[l] += s->procs[i].layers[l].growth_bytes;
+			(*g)[k].bytes[l] += s->procs[i].layers[l].bytes;
+			(*g)[k].count[l] += s->procs[i].layers[l].count;
+			(*g)[k].growth[l] += s->procs[i].layers[l].growth_bytes;
 		}
 	}
 	for (size_t i = 0; s && in->j && i < s->nrows; i++) {
@@ -138,11 +133,16 @@ int ml_metrics_render(const struct ml_metrics_in *in, char **out, size_t *len)
 
 		if (in->j[i].verdict != ML_V_GROWING || !(p = proc_of(in, s->rows[i].key.tgid)))
 			continue;
-		g[group_of(&g, &n, &cap, p)].candidates++; /* found above: never grows here */
+		(*g)[group_of(g, n, cap, p)].candidates++; /* found above: never grows here */
 	}
-	f = open_memstream(out, len);
-	if (!f)
-		goto out;
+	return 0;
+}
+
+/* Every metric family, with its series per group. */
+static void write_families(FILE *f, const struct ml_metrics_in *in, const struct group *g, size_t n)
+{
+	const struct ml_snapshot *s = in->s;
+
 	family(f, "memleak_ai_outstanding_bytes", "gauge",
 	       "Bytes allocated and not freed, summed over a rank's processes.");
 	per_layer(f, "memleak_ai_outstanding_bytes", g, n, in->layers, 0, 0);
@@ -180,6 +180,23 @@ int ml_metrics_render(const struct ml_metrics_in *in, char **out, size_t *len)
 	}
 	family(f, "memleak_ai_reports_total", "counter", "Reports made since start.");
 	fprintf(f, "memleak_ai_reports_total %" PRIu64 "\n", in->reports);
+}
+
+int ml_metrics_render(const struct ml_metrics_in *in, char **out, size_t *len)
+{
+	struct group *g = NULL;
+	size_t n = 0, cap = 0;
+	FILE *f;
+	int err = -ENOMEM;
+
+	*out = NULL;
+	*len = 0;
+	if (group_all(in, &g, &n, &cap))
+		goto out;
+	f = open_memstream(out, len);
+	if (!f)
+		goto out;
+	write_families(f, in, g, n);
 	err = fclose(f) ? -ENOMEM : 0;
 out:
 	free(g);
