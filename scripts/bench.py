@@ -1199,7 +1199,7 @@ def peers_bench():
                         threading.Thread(target=lambda t=tool: tool_out.extend(l.decode(errors="replace")
                                                                                for l in t.stdout), daemon=True).start()
                     else:  # libbpf-tools memleak: a report every 2 s
-                        tool = subprocess.Popen([bpftools, "-p", str(wl.pid), "2"], stdout=subprocess.PIPE,
+                        tool = subprocess.Popen(["stdbuf", "-oL", bpftools, "-p", str(wl.pid), "2"], stdout=subprocess.PIPE,
                                                 stderr=subprocess.STDOUT)
                         while "Tracing outstanding memory allocs" not in read_line(tool.stdout, 120,
                                                                                      "memleak (libbpf-tools) attached"):
