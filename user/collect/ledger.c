@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "collect/cutmerge.h"
 #include "collect/stackstore.h"
 #include "lib/bpfstats.h"
 #include "lib/clock.h"
@@ -442,109 +443,6 @@ static void canon_sweep(struct ledger *l)
 	l->shown = shown;
 }
 
-/*
- * What a cut row must share with a complete one to be merged into it: process, layer, caller, the first
- * len native frames, and the Python frames (none for a caller-only row, len 0, whose capture had nothing).
- */
-static uint64_t prefix_key(const struct ml_row *r, const struct ml_stack *st, size_t len, bool py)
-{
-	uint64_t h = ml_hash64(((uint64_t)r->key.tgid << 32 | (uint64_t)r->key.layer << 8 | len) ^ r->key.caller);
-
-	for (size_t k = 0; k < len; k++)
-		h = ml_hash64(h ^ st->ips[k]);
-	for (size_t k = 0; py && k < 2 * (size_t)st->nr_py; k++)
-		h = ml_hash64(h ^ st->ips[st->nr + k]);
-	return h ? h : 1;
-}
-
-/*
- * The stack of a row that may be a cut walk, in *st: one that stopped early, or a caller-only capture
- * (ML_STACK_NONE with a caller: no table covered the code yet, as in a new image's first instant).
- */
-static bool cut_row(struct ledger *l, const struct ml_row *r, struct ml_stack *st)
-{
-	int flags;
-
-	if (!r->count || !r->key.caller)
-		return false;
-	if (r->key.stack_id == ML_STACK_NONE) {
-		st->nr = st->nr_py = st->flags = 0;
-		return true;
-	}
-	/* The flags first: most rows are complete, and their words need not be copied. */
-	flags = stackstore__flags(l->o.stacks, r->key.stack_id);
-	return flags > 0 && (flags & ML_STACK_UW_STOPPED) && !stackstore__get(l->o.stacks, r->key.stack_id, st) &&
-	       st->nr;
-}
-
-#define PREFIX_AMBIGUOUS ((void *)~(uintptr_t)0)
-
-/*
- * A native walk that had to stop early (ML_STACK_UW_STOPPED) names only the inner part of its stack, and a
- * caller-only capture none of it. When exactly one complete stack of the same process and layer, from the
- * same caller and with the same Python frames, begins with those frames, the row is that stack's: its
- * allocations join that row. Otherwise it stays a row of its own. Returns the rows merged, or -ENOMEM.
- */
-static int merge_stopped(struct ledger *l)
-{
-	struct ml_snapshot *s = &l->snap;
-	struct ml_stack *st = &l->stack_buf;
-	uint64_t lens[(ML_MAX_FRAMES + 64) / 64] = {};
-	struct u64map full = {};
-	size_t nstopped = 0;
-	int merged = 0;
-
-	for (size_t i = 0; i < s->nrows; i++) {
-		if (cut_row(l, &s->rows[i], st)) {
-			lens[st->nr / 64] |= 1ULL << (st->nr % 64);
-			nstopped++;
-		}
-	}
-	if (!nstopped)
-		return 0;
-	for (size_t i = 0; i < s->nrows; i++) {
-		const struct ml_row *r = &s->rows[i];
-
-		if (!r->count || r->key.stack_id == ML_STACK_NONE ||
-		    stackstore__get(l->o.stacks, r->key.stack_id, st) || (st->flags & ML_STACK_UW_STOPPED))
-			continue;
-		for (size_t len = 0; len <= st->nr; len++) {
-			uint64_t k;
-			void *v;
-
-			if (!(lens[len / 64] & (1ULL << (len % 64))))
-				continue;
-			k = prefix_key(r, st, len, len > 0);
-			v = u64map__get(&full, k);
-			if (u64map__put(&full, k, v ? PREFIX_AMBIGUOUS : (void *)(i + 1))) {
-				merged = -ENOMEM;
-				goto out;
-			}
-		}
-	}
-	for (size_t i = 0; i < s->nrows; i++) {
-		struct ml_row *r = &s->rows[i], *into;
-		void *v;
-
-		if (!cut_row(l, r, st))
-			continue;
-		v = u64map__get(&full, prefix_key(r, st, st->nr, st->nr > 0));
-		if (!v || v == PREFIX_AMBIGUOUS)
-			continue;
-		into = &s->rows[(uintptr_t)v - 1];
-		into->bytes += r->bytes;
-		into->cow_bytes += r->cow_bytes;
-		into->count += r->count;
-		if (r->oldest_ts_ns < into->oldest_ts_ns)
-			into->oldest_ts_ns = r->oldest_ts_ns;
-		r->bytes = r->count = r->cow_bytes = 0;
-		merged++;
-	}
-out:
-	free(full.slots);
-	return merged;
-}
-
 static struct ml_proc_total *proc_slot(struct ledger *l, int tgid)
 {
 	struct ml_snapshot *s = &l->snap;
@@ -786,7 +684,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	if (err)
 		return err;
 	split_devices(l);
-	err = merge_stopped(l);
+	err = cutmerge__run(&l->snap, l->o.stacks, &l->stack_buf);
 	if (err < 0)
 		return err;
 	s->stopped_merged = (uint64_t)err;

@@ -1,0 +1,76 @@
+/*
+ * A report's aggregate: the rows (one per stack with outstanding allocations), totals per layer, process and
+ * device, and the counters. The ledger makes it (collect/ledger.h); every later stage reads it.
+ */
+#ifndef ML_SNAPSHOT_H
+#define ML_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "collect/stackstore.h"
+#include "memleak.h"
+
+/* What a row's stack says about its allocations (from the canon function, see ledger__set_canon). */
+#define ML_ROW_IMPORT 1 /* made while a module was being imported (an importlib frame on the Python stack) */
+#define ML_ROW_BRK                                                                                                     \
+	2 /* fresh C heap: the break grown beyond its peak (heap-growth mode), or heap pages' first touch (rss) */
+#define ML_ROW_SPACE 4 /* heap-growth mode: anonymous address space a stack added (mmap, mremap) */
+
+struct ml_row {
+	struct ml_agg_key key;
+	uint64_t bytes, count;
+	uint64_t cow_bytes; /* rss layer: the part of bytes that are pages copied on write */
+	uint64_t oldest_ts_ns;
+	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */
+	unsigned int traits;  /* ML_ROW_* */
+};
+
+struct ml_layer_total {
+	uint64_t bytes, count;
+	uint64_t cow_bytes; /* rss: copies on write among bytes */
+	int64_t growth_bytes;
+	bool active;
+};
+
+#define ML_MAX_DEVICES 64
+
+/* Per CUDA device: memory reserved from CUDA (cuda layer) against memory handed to tensors (torch_cuda). */
+struct ml_device_total {
+	uint64_t reserved, allocated;
+	bool seen;
+};
+
+/* One traced process's share (with --follow, children are traced too). */
+struct ml_proc_total {
+	int tgid;
+	struct ml_layer_total layers[ML_LAYER_MAX];
+	uint64_t brk_bytes; /* of its libc bytes, the break grown beyond its peak (heap-growth mode) */
+};
+
+struct ml_snapshot {
+	uint64_t now_ns;     /* CLOCK_MONOTONIC, the clock of the BPF timestamps */
+	double elapsed_s;    /* since the previous snapshot (or since start) */
+	struct ml_row *rows; /* every stack with outstanding allocations, largest first */
+	size_t nrows;
+	struct ml_layer_total layers[ML_LAYER_MAX];
+	struct ml_proc_total *procs; /* per process with outstanding memory now or at the previous snapshot, by tgid */
+	size_t nprocs;
+	uint64_t stats[ML_STAT_SLOTS];	     /* cumulative since attach */
+	uint64_t stats_delta[ML_STAT_SLOTS]; /* since the previous snapshot */
+	struct stackstore_stats stacks;	     /* the stack dictionary after this pass */
+	uint64_t stopped_merged;	     /* rows of walks that stopped early, merged into their complete stack */
+	uint64_t forgotten;   /* records dropped with their process's exit, exec or a mode switch, since attach */
+	uint64_t rss_records; /* rss records counted in this pass (each weighs 2^rss_shift pages) */
+	uint32_t rss_shift;
+	/* [0] collects memory whose device is not known; [d + 1] is device d */
+	struct ml_device_total devices[ML_MAX_DEVICES + 1];
+};
+
+/* Whether a snapshot holds more than one process, or one other than root: rows then name their pid. */
+static inline bool ml_snapshot_multi(const struct ml_snapshot *s, int root)
+{
+	return s->nprocs > 1 || (s->nprocs == 1 && s->procs[0].tgid != root);
+}
+
+#endif
