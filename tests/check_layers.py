@@ -23,7 +23,6 @@ LONG = {
     "user/attach/probes.c probes__sync": "to split (issue 26)",
     "user/collect/heapfrag.c heapfrag__walk": "to split (issue 26)",
     "user/python/pyframes.c probe_runtime": "to split (issue 26)",
-    "user/session/session.c session_open": "to split (issue 26)",
     "user/unwind/ehframe.c parse_cie": "to split (issue 26)",
     "user/unwind/unwind.c build": "to split (issue 26)",
 }

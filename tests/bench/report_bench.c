@@ -31,12 +31,16 @@ static double now(void);
 /* The store alone: 1,000,000 distinct stacks added, then looked up. */
 static void store_bench(void)
 {
-	struct stackstore *ss = stackstore__new();
+	struct stackstore *ss;
 	struct ml_stack *st = malloc(sizeof(*st));
 	struct stackstore_stats stats;
 	const uint64_t n = 1000000;
 	double t0, add, get;
 
+	if (stackstore__new(&ss)) {
+		fprintf(stderr, "report_bench: out of memory\n");
+		exit(1);
+	}
 	t0 = now();
 	for (uint64_t i = 0; i < n; i++) {
 		make_stack(st, i);
@@ -112,12 +116,16 @@ int main(int argc, char **argv)
 		}
 		munmap(t, bytes);
 	}
-	struct stackstore *ss = stackstore__new();
+	struct stackstore *ss;
 	struct ml_stack *st = malloc(sizeof(*st));
 
 	if (argc > 3) {
 		store_bench();
 		return 0;
+	}
+	if (stackstore__new(&ss)) {
+		fprintf(stderr, "report_bench: out of memory\n");
+		return 1;
 	}
 	for (uint32_t i = 0; i < nstacks; i++) {
 		make_stack(st, i);
@@ -125,11 +133,15 @@ int main(int argc, char **argv)
 		stackstore__add(ss, st, ML_STACK_HDR + 8 * 30);
 	}
 	free(st);
-	l = ledger__new(skel, &(struct ledger_opts){.tgid = 1, .stacks = ss});
-	struct verdicts *v = verdicts__new();
+	struct verdicts *v;
 	const struct ml_judgement *j;
 	const size_t *order;
 	size_t heap0 = mallinfo2().uordblks, heap1 = 0;
+
+	if (ledger__new(skel, &(struct ledger_opts){.tgid = 1, .stacks = ss}, &l) || verdicts__new(&v)) {
+		fprintf(stderr, "report_bench: cannot set up the ledger\n");
+		return 1;
+	}
 
 	/* The whole report computation: table pass, sums, growth, ranking, then the verdicts over the history.
 	 * 20 reports, so the history is full (16 samples a stack) before the last ones are timed. */

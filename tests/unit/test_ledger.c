@@ -100,12 +100,17 @@ static int add_stack(struct stackstore *ss, uint64_t id, unsigned int flags, uns
 
 static void stackstore_checks(void)
 {
-	struct stackstore *ss = stackstore__new();
+	struct stackstore *ss;
 	struct stackstore_stats st;
 	struct ml_stack *out = malloc(sizeof(*out));
 	uint64_t w[ML_STACK_WORDS];
 	bool all = true;
 
+	if (stackstore__new(&ss)) {
+		CHECK(false, "store: created");
+		free(out);
+		return;
+	}
 	for (unsigned int i = 0; i < ML_STACK_WORDS; i++)
 		w[i] = 0x400000 + i * 0x10;
 	CHECK_EQ_INT(add_stack(ss, 42, 0, 3, 1, w), 0, "store: a new stack is added");
@@ -167,7 +172,7 @@ static const struct ml_row *find(const struct ml_snapshot *s, uint64_t caller)
 int main(void)
 {
 	struct memleak_bpf *skel = load(4096);
-	struct stackstore *ss = stackstore__new();
+	struct stackstore *ss;
 	const struct ml_snapshot *s;
 	const struct ml_row *r;
 	struct ledger *l;
@@ -178,8 +183,9 @@ int main(void)
 		return 1;
 	}
 	stackstore_checks();
-	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss});
-	CHECK(l != NULL, "ledger created");
+	if (stackstore__new(&ss))
+		return SUMMARY("ledger");
+	CHECK_EQ_INT(ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l), 0, "ledger created");
 	if (!l)
 		return SUMMARY("ledger");
 
@@ -217,7 +223,7 @@ int main(void)
 	ledger__free(l);
 
 	/* min-age: young blocks are left out but their stack stays referenced */
-	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss, .min_age_ns = 1500000000ULL});
+	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss, .min_age_ns = 1500000000ULL}, &l);
 	CHECK_EQ_INT(ledger__collect(l, &s), 0, "collect with min-age");
 	r = find(s, 0xa0);
 	CHECK(r && r->bytes == 300 && r->count == 1, "of blocks 1 s and 2 s old only the 2 s one counts");
@@ -230,7 +236,7 @@ int main(void)
 	 * Python frames); where two complete stacks extend it, it stays a row of its own.
 	 */
 	skel = load(4096);
-	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss});
+	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);
 	{
 		const uint64_t full1[] = {0x10, 0x11, 0x12, 0x13, 0xf0, 0xf1}, full2[] = {0x10, 0x11, 0x99, 0xf0, 0xf1};
 		const uint64_t cut1[] = {0x10, 0x11, 0x12, 0xf0, 0xf1}, cut2[] = {0x10, 0xf0, 0xf1};
@@ -281,7 +287,7 @@ int main(void)
 	 * 1-in-2 epoch twice, one made in the 1-in-4 epoch four times; other layers are untouched.
 	 */
 	skel = load(4096);
-	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss});
+	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);
 	CHECK(ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 2000000000ULL, 1) == 0 &&
 		  ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 1000000000ULL, 2) == 0,
 	      "two weight epochs");
@@ -313,7 +319,7 @@ int main(void)
 
 	/* many stacks: every one gets its row, nothing is folded or lost */
 	skel = load(4096);
-	l = ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss});
+	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);
 	for (int i = 0; i < 3000; i++)
 		put(skel, 7, 0x10000 + (uint64_t)i * 16, 10 + (uint64_t)(i % 7), now, 1 + (uint64_t)i,
 		    0x100 + (uint64_t)i);

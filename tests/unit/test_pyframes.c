@@ -89,8 +89,7 @@ static int decode(struct ml_pyframe_raw raw, const struct ml_frame **out)
 	static struct pyframes *p;
 
 	pyframes__free(p);
-	p = pyframes__new(NULL, getpid());
-	if (!p)
+	if (pyframes__new(NULL, getpid(), &p))
 		return -ENOMEM;
 	pyframes__use_layout(p, L, types);
 	return pyframes__resolve(p, &raw, out);
@@ -210,10 +209,11 @@ int main(void)
 	/* A cached code object replaced at the same address is decoded again after the next report. */
 	make_valid();
 	{
-		struct pyframes *p = pyframes__new(NULL, getpid());
+		struct pyframes *p;
 		struct ml_pyframe_raw r = raw_at(3);
 		const struct ml_frame *a = NULL, *b = NULL;
 
+		CHECK_EQ_INT(pyframes__new(NULL, getpid(), &p), 0, "pyframes: new");
 		pyframes__use_layout(p, L, types);
 		pyframes__resolve(p, &r, &a);
 		make_str(&qname, "other_function", 14, 1, 1, 1);

@@ -680,8 +680,7 @@ static void test_symbolizer_self(void)
 
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
-	s = symbolizer__new(getpid(), NULL);
-	CHECK(s != NULL, "sym: new on self");
+	CHECK_EQ_INT(symbolizer__new(getpid(), NULL, &s), 0, "sym: new on self");
 	if (!s)
 		return;
 	err = symbolizer__resolve(s, ra, &fr);
@@ -738,8 +737,7 @@ static void test_symbolizer_self(void)
 out:
 	symbolizer__free(s);
 	symbolizer__free(NULL);
-	errno = 0;
-	CHECK(!symbolizer__new(0x3fffffff, NULL) && errno == ESRCH, "sym: missing process is ESRCH");
+	CHECK(symbolizer__new(0x3fffffff, NULL, &s) == -ESRCH && !s, "sym: missing process is -ESRCH");
 }
 
 /* Frames of a process resolve after it has exited, from the files opened while it lived. */
@@ -772,7 +770,7 @@ static void test_symbolizer_exited(void)
 	if (read(pipefd[0], &c, 1) != 1)
 		c = 0;
 	close(pipefd[0]);
-	s = symbolizer__new(pid, NULL);
+	symbolizer__new(pid, NULL, &s);
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	CHECK(s != NULL, "sym: new on child");
@@ -810,8 +808,7 @@ static void test_symbolizer_refresh(void)
 	if (!code || fd < 0)
 		goto out;
 	len = code->end - code->start;
-	s = symbolizer__new(getpid(), NULL);
-	if (!s)
+	if (symbolizer__new(getpid(), NULL, &s))
 		goto out;
 	/* A second copy of our own code, at an address the symbolizer has not seen. */
 	p = mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, (off_t)code->offset);

@@ -102,8 +102,7 @@ static void test_tables(void)
 	skel = load(64ULL << 20);
 	if (!skel)
 		return;
-	u = unwinder__new(skel, &(struct unwind_opts){0});
-	CHECK(u != NULL, "unwinder maps its arrays");
+	CHECK_EQ_INT(unwinder__new(skel, &(struct unwind_opts){0}, &u), 0, "unwinder maps its arrays");
 	if (!u)
 		goto out;
 	CHECK_EQ_INT(ml_maps__read(getpid(), &maps), 0, "read own maps");
@@ -253,7 +252,7 @@ static void test_no_room(void)
 
 	if (!skel)
 		return;
-	u = unwinder__new(skel, &(struct unwind_opts){0});
+	unwinder__new(skel, &(struct unwind_opts){0}, &u);
 	ml_maps__read(getpid(), &maps);
 	unwinder__sync(u, getpid(), &maps);
 	unwinder__usage(u, &used, &cap, &no_room);

@@ -197,7 +197,7 @@ int main(void)
 	 * a high base (small relative growth).
 	 */
 	{
-		struct feed f = {.v = verdicts__new()};
+		struct feed f = {0};
 		struct ml_row rows[4] = {
 		    {.key = {.tgid = 1, .stack_id = 1}, .bytes = 1 << 24, .count = 100},  /* C */
 		    {.key = {.tgid = 1, .stack_id = 2}, .bytes = 1 << 22, .count = 1000}, /* D */
@@ -206,6 +206,7 @@ int main(void)
 		};
 		const uint64_t b_steps[7] = {4096, 0, 65536, 8192, 4096, 131072, 4096};
 
+		CHECK_EQ_INT(verdicts__new(&f.v), 0, "verdicts: new");
 		for (int i = 0; i < 8; i++) {
 			if (i) {
 				rows[1].bytes += 4096, rows[1].count += 1;
@@ -228,7 +229,7 @@ int main(void)
 
 	/* Rows made while importing: their own verdict, below every leak candidate whatever their size. */
 	{
-		struct verdicts *v = verdicts__new();
+		struct verdicts *v;
 		struct ml_row rows[3] = {
 		    {.key = {.tgid = 1, .stack_id = 1}, .bytes = 1 << 20, .count = 1, .traits = ML_ROW_IMPORT},
 		    {.key = {.tgid = 1, .stack_id = 2}, .bytes = 4096, .count = 1},
@@ -237,7 +238,7 @@ int main(void)
 		struct ml_snapshot s = {.rows = rows, .nrows = 3, .elapsed_s = 1};
 		const struct ml_judgement *jv = NULL;
 		const size_t *order = NULL;
-		int err = 0;
+		int err = verdicts__new(&v);
 
 		for (int i = 0; i < 8 && !err; i++) {
 			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;

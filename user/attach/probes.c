@@ -74,15 +74,16 @@ static void mlink_clear(struct mlink *m)
 	*m = (struct mlink){.fd = -1};
 }
 
-struct probes *probes__new(struct memleak_bpf *skel, const struct probes_opts *o)
+int probes__new(struct memleak_bpf *skel, const struct probes_opts *o, struct probes **out)
 {
 	struct probes *p = calloc(1, sizeof(*p));
 
+	*out = p;
 	if (!p)
-		return NULL;
+		return -ENOMEM;
 	p->skel = skel;
 	p->o = *o;
-	return p;
+	return 0;
 }
 
 void probes__free(struct probes *p)

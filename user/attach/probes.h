@@ -20,7 +20,7 @@ struct probes_opts {
 	void *usdt_ctx;
 };
 
-struct probes *probes__new(struct memleak_bpf *skel, const struct probes_opts *o);
+int probes__new(struct memleak_bpf *skel, const struct probes_opts *o, struct probes **out);
 void probes__free(struct probes *p); /* detaches everything; NULL-safe */
 
 /*

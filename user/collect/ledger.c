@@ -88,15 +88,16 @@ uint32_t ledger_table_slots(uint32_t max_allocs)
 	return n;
 }
 
-struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o)
+int ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o, struct ledger **out)
 {
 	struct ledger *l = calloc(1, sizeof(*l));
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *m;
 	int err;
 
+	*out = NULL;
 	if (!l)
-		return NULL;
+		return -ENOMEM;
 	l->skel = skel;
 	l->o = *o;
 	l->ncpu = libbpf_num_possible_cpus();
@@ -114,16 +115,16 @@ struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o
 	m = mmap(NULL, l->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
 	if (m == MAP_FAILED) {
 		err = -errno;
-		ml_err("cannot map the allocation table: %s", strerror(-err));
+		ml_dbg("mmap of the allocation table (%zu bytes): %s", l->table_bytes, strerror(-err));
 		goto fail;
 	}
 	l->table = m;
 	l->last_ns = ml_clock_ns(CLOCK_MONOTONIC);
-	return l;
+	*out = l;
+	return 0;
 fail:
 	ledger__free(l);
-	errno = -err;
-	return NULL;
+	return err;
 }
 
 void ledger__free(struct ledger *l)

@@ -24,7 +24,7 @@ struct ledger_opts {
  */
 uint32_t ledger_table_slots(uint32_t max_allocs);
 
-struct ledger *ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o);
+int ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o, struct ledger **out);
 void ledger__free(struct ledger *l);
 /* Aggregate now. The snapshot stays valid until the next collect or free. */
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out);

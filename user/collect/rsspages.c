@@ -61,21 +61,21 @@ void ml_rss_untrack(struct memleak_bpf *skel, int pid)
 	bpf_map_delete_elem(bpf_map__fd(skel->maps.rss_procs), &key);
 }
 
-struct rsspages *rsspages__new(struct memleak_bpf *skel, struct ledger *l, const struct rsspages_opts *o)
+int rsspages__new(struct memleak_bpf *skel, struct ledger *l, const struct rsspages_opts *o, struct rsspages **out)
 {
 	struct rsspages *r = calloc(1, sizeof(*r));
 	struct bpf_program *progs[RSS_PROGS];
 	int err = 0;
 
+	*out = NULL;
 	if (!r)
-		return NULL;
+		return -ENOMEM;
 	rss_progs(skel, progs);
 	r->ncpu = libbpf_num_possible_cpus();
 	r->pcpu = r->ncpu > 0 ? calloc((size_t)r->ncpu * ML_STAT_SLOTS, sizeof(*r->pcpu)) : NULL;
 	if (!r->pcpu) {
 		free(r);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
 	r->skel = skel;
 	r->ledger = l;
@@ -85,15 +85,17 @@ struct rsspages *rsspages__new(struct memleak_bpf *skel, struct ledger *l, const
 	ledger__set_rss_shift(l, r->shift);
 	for (int i = 0; i < RSS_PROGS && !err; i++) {
 		r->links[i] = bpf_program__attach(progs[i]);
-		if (!r->links[i])
+		if (!r->links[i]) {
 			err = -errno;
+			ml_dbg("rss layer: cannot attach %s: %s", bpf_program__name(progs[i]), strerror(-err));
+		}
 	}
 	if (err) {
 		rsspages__free(r);
-		errno = -err;
-		return NULL;
+		return err;
 	}
-	return r;
+	*out = r;
+	return 0;
 }
 
 void rsspages__free(struct rsspages *r)

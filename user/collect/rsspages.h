@@ -16,8 +16,8 @@ struct rsspages_opts {
 	uint32_t shift;		/* the interval to start from (2^shift) */
 };
 
-/* Attaches the layer's four programs. NULL with errno set. */
-struct rsspages *rsspages__new(struct memleak_bpf *skel, struct ledger *l, const struct rsspages_opts *o);
+/* Attaches the layer's four programs. */
+int rsspages__new(struct memleak_bpf *skel, struct ledger *l, const struct rsspages_opts *o, struct rsspages **out);
 void rsspages__free(struct rsspages *r); /* NULL-safe; detaches */
 
 /* pid's faults are traced from now on (its forks follow by themselves); 0 or a negative errno. */

@@ -63,15 +63,16 @@ struct stackstore {
 	size_t batch; /* records taken in this hold of the lock */
 };
 
-struct stackstore *stackstore__new(void)
+int stackstore__new(struct stackstore **out)
 {
 	struct stackstore *ss = calloc(1, sizeof(struct stackstore));
 
-	if (ss) {
-		pthread_mutex_init(&ss->lock, NULL);
-		pthread_mutex_init(&ss->ring_lock, NULL);
-	}
-	return ss;
+	*out = ss;
+	if (!ss)
+		return -ENOMEM;
+	pthread_mutex_init(&ss->lock, NULL);
+	pthread_mutex_init(&ss->ring_lock, NULL);
+	return 0;
 }
 
 void stackstore__free(struct stackstore *ss)

@@ -23,7 +23,7 @@ struct stackstore_stats {
 	uint64_t malformed;  /* records too short or with impossible counts: ignored */
 };
 
-struct stackstore *stackstore__new(void);
+int stackstore__new(struct stackstore **out);
 void stackstore__free(struct stackstore *ss); /* NULL-safe */
 
 /*

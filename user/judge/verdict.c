@@ -32,9 +32,10 @@ const char *ml_verdict_name(enum ml_verdict v)
 	return v <= ML_V_IMPORT ? names[v] : "unknown";
 }
 
-struct verdicts *verdicts__new(void)
+int verdicts__new(struct verdicts **out)
 {
-	return calloc(1, sizeof(struct verdicts));
+	*out = calloc(1, sizeof(struct verdicts));
+	return *out ? 0 : -ENOMEM;
 }
 
 void verdicts__free(struct verdicts *v)

@@ -52,7 +52,7 @@ struct ml_judgement {
 
 struct verdicts;
 
-struct verdicts *verdicts__new(void);
+int verdicts__new(struct verdicts **out);
 void verdicts__free(struct verdicts *v);
 /*
  * Judge every row of a snapshot against the history of its stack (rows keep their order). Returns an array

@@ -81,15 +81,16 @@ static uint64_t mix(uint64_t h, uint64_t v)
 	return ml_hash_add(h, v);
 }
 
-struct pyframes *pyframes__new(struct memleak_bpf *skel, int pid)
+int pyframes__new(struct memleak_bpf *skel, int pid, struct pyframes **out)
 {
 	struct pyframes *p = calloc(1, sizeof(*p));
 
+	*out = p;
 	if (!p)
-		return NULL;
+		return -ENOMEM;
 	p->skel = skel;
 	p->pid = pid;
-	return p;
+	return 0;
 }
 
 static void code_free(struct py_code *c)

@@ -10,7 +10,7 @@ struct memleak_bpf;
 struct ml_py_layout;
 struct pyframes;
 
-struct pyframes *pyframes__new(struct memleak_bpf *skel, int pid);
+int pyframes__new(struct memleak_bpf *skel, int pid, struct pyframes **out);
 void pyframes__free(struct pyframes *p); /* NULL-safe; removes the process from the BPF walker */
 
 /*

@@ -30,9 +30,10 @@ struct html_timeline {
 	unsigned int layers; /* layers ever active */
 };
 
-struct html_timeline *html_timeline__new(void)
+int html_timeline__new(struct html_timeline **out)
 {
-	return calloc(1, sizeof(struct html_timeline));
+	*out = calloc(1, sizeof(struct html_timeline));
+	return *out ? 0 : -ENOMEM;
 }
 
 void html_timeline__free(struct html_timeline *h)

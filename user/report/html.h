@@ -14,7 +14,7 @@ struct symbolizer;
 struct html_timeline;
 
 /* Per-layer outstanding bytes at every report; bounded (halved when full). */
-struct html_timeline *html_timeline__new(void);
+int html_timeline__new(struct html_timeline **out);
 void html_timeline__free(struct html_timeline *h);
 int html_timeline__add(struct html_timeline *h, const struct ml_snapshot *s);
 

@@ -248,8 +248,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 	return ret;
 }
 
-/* "HOST:PORT", "[V6]:PORT" or ":PORT" into an address to bind. 0 or -EINVAL (said why). */
-static int parse_listen(const char *listen, struct sockaddr_storage *sa, socklen_t *salen)
+int ml_parse_listen(const char *listen, struct ml_listen *a, const char **why)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC,
 				 .ai_socktype = SOCK_STREAM,
@@ -261,13 +260,14 @@ static int parse_listen(const char *listen, struct sockaddr_storage *sa, socklen
 	char *end;
 	int rc;
 
+	*why = NULL;
 	if (!colon || !colon[1]) {
-		ml_err("--metrics-listen '%s': expected HOST:PORT (or :PORT for every address)", listen);
+		*why = "expected HOST:PORT (or :PORT for every address)";
 		return -EINVAL;
 	}
 	if (listen[0] == '[') {
 		if (colon[-1] != ']') {
-			ml_err("--metrics-listen '%s': expected [IPV6]:PORT", listen);
+			*why = "expected [IPV6]:PORT";
 			return -EINVAL;
 		}
 		host = strndup(listen + 1, (size_t)(colon - listen - 2));
@@ -279,41 +279,39 @@ static int parse_listen(const char *listen, struct sockaddr_storage *sa, socklen
 	errno = 0;
 	port_num = strtoull(colon + 1, &end, 10);
 	if (colon[1] < '0' || colon[1] > '9' || errno || *end || port_num > 65535) {
-		ml_err("--metrics-listen '%s': the port must be a number from 0 to 65535", listen);
+		*why = "the port must be a number from 0 to 65535";
 		free(host);
 		return -EINVAL;
 	}
 	rc = getaddrinfo(host, colon + 1, &hints, &res);
-	if (rc || !res) {
-		ml_err("--metrics-listen '%s': %s", listen, rc ? gai_strerror(rc) : "no address");
+	if (rc || !res || res->ai_addrlen > sizeof(a->sa)) {
+		*why = rc ? gai_strerror(rc) : "no address";
+		if (res)
+			freeaddrinfo(res);
 		free(host);
 		return -EINVAL;
 	}
-	memcpy(sa, res->ai_addr, res->ai_addrlen);
-	*salen = res->ai_addrlen;
+	memcpy(&a->sa, res->ai_addr, res->ai_addrlen);
+	a->len = res->ai_addrlen;
 	freeaddrinfo(res);
 	free(host);
 	return 0;
 }
 
-struct metrics_server *metrics_server__new(const char *listen, int *err)
+int metrics_server__new(const struct ml_listen *a, struct metrics_server **out)
 {
 	struct metrics_server *m = calloc(1, sizeof(*m));
-	struct sockaddr_storage sa = {};
-	socklen_t salen = 0;
+	struct sockaddr_storage sa = a->sa;
 	const union MHD_DaemonInfo *info;
-	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD; /* errors: said by us, in one line */
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD; /* errors: the caller's one line */
 	uint16_t port;
 	sigset_t all, old;
+	int err;
 
-	if (!m) {
-		*err = -ENOMEM;
-		return NULL;
-	}
+	*out = NULL;
+	if (!m)
+		return -ENOMEM;
 	pthread_mutex_init(&m->mu, NULL);
-	*err = parse_listen(listen, &sa, &salen);
-	if (*err)
-		goto fail;
 	if (sa.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
@@ -326,16 +324,15 @@ struct metrics_server *metrics_server__new(const char *listen, int *err)
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!m->d) {
-		*err = errno ? -errno : -EADDRINUSE;
-		ml_err("--metrics-listen %s: cannot listen: %s", listen, strerror(-*err));
-		goto fail;
+		err = errno ? -errno : -EADDRINUSE;
+		ml_dbg("MHD_start_daemon on port %u: %s", port, strerror(-err));
+		metrics_server__free(m);
+		return err;
 	}
 	info = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT);
 	m->port = info ? info->port : port;
-	return m;
-fail:
-	metrics_server__free(m);
-	return NULL;
+	*out = m;
+	return 0;
 }
 
 void metrics_server__publish(struct metrics_server *m, char *text, size_t len)

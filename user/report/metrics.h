@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 struct ml_snapshot;
 struct ml_judgement;
@@ -34,11 +35,19 @@ int ml_metrics_render(const struct ml_metrics_in *in, char **out, size_t *len);
 
 struct metrics_server;
 
+/* An address to listen on. */
+struct ml_listen {
+	struct sockaddr_storage sa;
+	socklen_t len;
+};
+
 /*
- * Listen on HOST:PORT ("127.0.0.1:9400", "[::1]:9400", ":9400" for every address) and serve /metrics.
- * NULL with a negative errno in *err (said why on stderr).
+ * HOST:PORT ("127.0.0.1:9400", "[::1]:9400", ":9400" for every address) into an address. -EINVAL with *why
+ * saying what is wrong with it (a static string: errno cannot say), or -ENOMEM.
  */
-struct metrics_server *metrics_server__new(const char *listen, int *err);
+int ml_parse_listen(const char *listen, struct ml_listen *a, const char **why);
+/* Listen on a and serve /metrics. */
+int metrics_server__new(const struct ml_listen *a, struct metrics_server **out);
 /* What /metrics serves from now on; the server takes text (malloc'd). */
 void metrics_server__publish(struct metrics_server *m, char *text, size_t len);
 /* The port it listens on (the one asked for, or the kernel's pick for port 0). */

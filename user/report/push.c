@@ -121,7 +121,8 @@ static size_t discard(char *p, size_t size, size_t n, void *ctx)
 	return size * n;
 }
 
-/* One POST; 0 on a 2xx answer, or a negative errno (said why once while it keeps failing). */
+/* One POST; 0 on a 2xx answer, or a negative errno. The sender thread has no caller to print: a notice here,
+ * once while the store keeps failing. */
 static int send_one(struct pusher *p, CURL *c, const struct item *it)
 {
 	struct curl_slist *h = NULL;
@@ -220,54 +221,52 @@ static void *sender(void *arg)
 	return NULL;
 }
 
-struct pusher *pusher__new(const struct pusher_opts *o, int *err)
+int pusher__make_dir(const char *dir)
+{
+	struct stat st;
+	int err;
+
+	if (mkdir(dir, 0700) && errno != EEXIST) {
+		err = -errno;
+		ml_dbg("mkdir %s: %s", dir, strerror(-err));
+		return err;
+	}
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	return 0;
+}
+
+int pusher__new(const struct pusher_opts *o, struct pusher **out)
 {
 	struct pusher *p = calloc(1, sizeof(*p));
+	int err = 0;
 
-	*err = 0;
-	if (!p) {
-		*err = -ENOMEM;
-		return NULL;
-	}
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
 	p->o = *o;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
-	if (o->dir) {
-		struct stat st;
-
-		if (mkdir(o->dir, 0700) && errno != EEXIST) {
-			*err = -errno;
-			ml_err("--pprof-dir %s: cannot create it: %s", o->dir, strerror(-*err));
-			goto fail;
-		}
-		if (stat(o->dir, &st) || !S_ISDIR(st.st_mode)) {
-			*err = -ENOTDIR;
-			ml_err("--pprof-dir %s: not a directory", o->dir);
-			goto fail;
-		}
+	if (!o->url)
+		goto done;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+		ml_dbg("--push: curl_global_init failed");
+		err = -ENOMEM;
+		goto done;
 	}
-	if (o->url) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
-			*err = -ENOMEM;
-			ml_err("--push: cannot start libcurl");
-			goto fail;
-		}
-		if ((o->tenant && asprintf(&p->tenant_header, "X-Scope-OrgID: %s", o->tenant) < 0) ||
-		    (o->token && asprintf(&p->auth_header, "Authorization: Bearer %s", o->token) < 0)) {
-			*err = -ENOMEM;
-			goto fail;
-		}
-		*err = ml_thread_start(&p->thread, sender, p);
-		if (*err) {
-			ml_err("--push: cannot start its thread: %s", strerror(-*err));
-			goto fail;
-		}
-		p->started = true;
+	if ((o->tenant && asprintf(&p->tenant_header, "X-Scope-OrgID: %s", o->tenant) < 0) ||
+	    (o->token && asprintf(&p->auth_header, "Authorization: Bearer %s", o->token) < 0)) {
+		err = -ENOMEM;
+		goto done;
 	}
-	return p;
-fail:
-	pusher__free(p);
-	return NULL;
+	err = ml_thread_start(&p->thread, sender, p);
+	p->started = !err;
+done:
+	if (err)
+		pusher__free(p);
+	else
+		*out = p;
+	return err;
 }
 
 static int cmp_names(const void *a, const void *b)

@@ -39,8 +39,10 @@ struct push_stats {
 
 struct pusher;
 
-/* NULL with a negative errno in *err (said why on stderr). */
-struct pusher *pusher__new(const struct pusher_opts *o, int *err);
+/* --pprof-dir: made if missing (0700); -ENOTDIR when it is not a directory. */
+int pusher__make_dir(const char *dir);
+/* With o->url, starts the sender thread; o->dir is made already (pusher__make_dir). */
+int pusher__new(const struct pusher_opts *o, struct pusher **out);
 /* Send (and/or write) one gzipped profile; the pusher takes buf (malloc'd). 0 or a negative errno. */
 int pusher__submit(struct pusher *p, const struct push_meta *m, void *buf, size_t len);
 struct push_stats pusher__stats(struct pusher *p);

@@ -57,25 +57,26 @@ static const struct stat_name drop_stats[] = {
     {ML_STAT_DROP_PROC_EVENT, "proc_events", "fork or exec not followed (event buffer full)"},
 };
 
-FILE *ml_open_output(const char *path)
+int ml_open_output(const char *path, FILE **out)
 {
-	FILE *f;
-	int fd;
+	int fd, err;
 
+	*out = stdout;
 	if (!path)
-		return stdout;
+		return 0;
 	/* Reports can name a user's code paths: readable by the owner only; never follow a planted symlink. */
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		ml_err("cannot write output file '%s': %s", path, strerror(errno));
-		return NULL;
+		*out = NULL;
+		return -errno;
 	}
-	f = fdopen(fd, "w");
-	if (!f) {
-		ml_err("cannot write output file '%s': %s", path, strerror(errno));
+	*out = fdopen(fd, "w");
+	if (!*out) {
+		err = -errno;
 		close(fd);
+		return err;
 	}
-	return f;
+	return 0;
 }
 
 void reporter__set_traced(struct reporter *r, const int *pids, size_t n)
@@ -128,16 +129,17 @@ static const struct stat_name rss_stats[] = {
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv)
+int reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv, struct reporter **res)
 {
 	struct reporter *r = calloc(1, sizeof(*r));
 
+	*res = r;
 	if (!r)
-		return NULL;
+		return -ENOMEM;
 	r->out = out;
 	r->o = *o;
 	r->sv = sv;
-	return r;
+	return 0;
 }
 
 void reporter__set_duration(struct reporter *r, uint64_t ns)

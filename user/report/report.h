@@ -21,7 +21,7 @@ struct report_opts {
 	uint64_t duration_ns; /* pprof: how long the profile covers, set before the final report */
 };
 
-struct reporter *reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv);
+int reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv, struct reporter **res);
 void reporter__free(struct reporter *r);
 void reporter__set_duration(struct reporter *r, uint64_t ns);
 /* The tool's cost and the C heap's mode, shown in every report from now on (NULL: not shown). */
@@ -38,8 +38,8 @@ int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct
 /* The i-th drop counter: its stats slot and JSON name; 0 past the last one. */
 size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name);
 
-/* An output file (-o, --json, --pprof): 0600, never through a symbolic link; stdout for NULL. NULL: said why. */
-FILE *ml_open_output(const char *path);
+/* An output file (-o, --json, --pprof): 0600, never through a symbolic link; stdout for NULL. */
+int ml_open_output(const char *path, FILE **out);
 /*
  * The traced processes now: processes[] lists every one of them, also those holding no traced memory, with
  * its resident memory. The reporter keeps a copy.

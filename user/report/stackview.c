@@ -43,20 +43,22 @@ static int reserve(struct stackview *sv, size_t need)
 	return 0;
 }
 
-struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx)
+int stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx, struct stackview **out)
 {
 	struct stackview *sv = calloc(1, sizeof(*sv));
 
+	*out = NULL;
 	if (!sv)
-		return NULL;
+		return -ENOMEM;
 	sv->l = l;
 	sv->lookup = lookup;
 	sv->ctx = ctx;
 	if (reserve(sv, 1)) {
 		stackview__free(sv);
-		return NULL;
+		return -ENOMEM;
 	}
-	return sv;
+	*out = sv;
+	return 0;
 }
 
 void stackview__free(struct stackview *sv)

@@ -36,7 +36,7 @@ struct ml_resolver {
 typedef int (*stackview_lookup_fn)(void *ctx, int tgid, struct ml_resolver *out);
 
 /* Nothing is owned. */
-struct stackview *stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx);
+int stackview__new(struct ledger *l, stackview_lookup_fn lookup, void *ctx, struct stackview **out);
 void stackview__free(struct stackview *sv); /* NULL-safe */
 
 /*

@@ -44,25 +44,30 @@ static bool heap_prog(const struct memleak_bpf *s, const struct bpf_program *p)
 	return p == s->progs.heap_exit;
 }
 
-struct budget *budget__new(struct memleak_bpf *skel, double budget_pct)
+int budget__new(struct memleak_bpf *skel, double budget_pct, struct budget **out)
 {
 	struct budget *b = calloc(1, sizeof(*b));
+	int err;
 
+	*out = NULL;
 	if (!b)
-		return NULL;
+		return -ENOMEM;
 	b->skel = skel;
 	b->ts_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	if (b->ts_fd < 0) {
+		err = -errno;
+		ml_dbg("budget: timerfd_create: %s", strerror(-err));
 		free(b);
-		return NULL;
+		return err;
 	}
 	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
 	if (budget_pct < 100 && !(b->heap_obj = bgobj__start(skel, heap_prog))) {
 		close(b->ts_fd);
 		free(b);
-		return NULL;
+		return -ENOMEM;
 	}
-	return b;
+	*out = b;
+	return 0;
 }
 
 void budget__free(struct budget *b)

@@ -17,9 +17,9 @@ struct budget;
 /*
  * Heap-growth mode's program (heap_exit, a third of the verifier's work) is not loaded with the others: with a
  * budget under 100 % it is verified in the background once the probes are attached, in a second instance of
- * the BPF object that shares every map of the first, and attached at the switch. NULL: out of memory.
+ * the BPF object that shares every map of the first, and attached at the switch.
  */
-struct budget *budget__new(struct memleak_bpf *skel, double budget_pct);
+int budget__new(struct memleak_bpf *skel, double budget_pct, struct budget **out);
 void budget__free(struct budget *b); /* NULL-safe: heap-growth mode off, its program unloaded */
 /* Heap-growth mode is on: the C heap's system calls are followed. */
 bool budget__heap_on(const struct budget *b);

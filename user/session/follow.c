@@ -35,16 +35,17 @@ struct followers {
 	size_t n, cap, skipped;
 };
 
-struct followers *followers__new(struct memleak_bpf *skel, const struct follow_opts *o)
+int followers__new(struct memleak_bpf *skel, const struct follow_opts *o, struct followers **out)
 {
 	struct followers *f = calloc(1, sizeof(*f));
 
+	*out = f;
 	if (!f)
-		return NULL;
+		return -ENOMEM;
 	f->skel = skel;
 	f->o = *o;
 	f->env = (struct tracee_env){.skel = skel, .uw = o->uw, .python = o->python, .debug_dir = o->debug_dir};
-	return f;
+	return 0;
 }
 
 static void untrace(struct followers *f, int pid)

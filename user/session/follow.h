@@ -22,7 +22,7 @@ struct follow_opts {
 	const struct tracee *root; /* the first process (-p, -c), whose children are workers; NULL for none */
 };
 
-struct followers *followers__new(struct memleak_bpf *skel, const struct follow_opts *o);
+int followers__new(struct memleak_bpf *skel, const struct follow_opts *o, struct followers **out);
 void followers__free(struct followers *f); /* detaches from all of them; NULL-safe */
 
 /*

@@ -93,12 +93,13 @@ struct overhead {
 	uint64_t calib_off[3];
 };
 
-struct overhead *overhead__new(double budget_pct)
+int overhead__new(double budget_pct, struct overhead **out)
 {
 	struct overhead *o = calloc(1, sizeof(*o));
 
+	*out = NULL;
 	if (!o)
-		return NULL;
+		return -ENOMEM;
 	o->info.budget_pct = budget_pct;
 	o->info.hit_ns = 1000;
 	o->info.ret_ns = 1000;
@@ -106,13 +107,14 @@ struct overhead *overhead__new(double budget_pct)
 	o->pcpu = o->ncpu > 0 ? calloc((size_t)o->ncpu * ML_STAT_SLOTS, sizeof(uint64_t)) : NULL;
 	if (!o->pcpu) {
 		free(o);
-		return NULL;
+		return -ENOMEM;
 	}
 	/* Without this the kernel keeps no run time for BPF programs; it stops when memleak-ai exits. */
 	o->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	o->calib_prog = -1;
 	o->calib_cmd = o->calib_res = -1;
-	return o;
+	*out = o;
+	return 0;
 }
 
 void overhead__free(struct overhead *o)

@@ -11,7 +11,7 @@ struct memleak_bpf;
 struct overhead;
 struct bpf_program;
 
-struct overhead *overhead__new(double budget_pct);
+int overhead__new(double budget_pct, struct overhead **out);
 void overhead__free(struct overhead *o); /* NULL-safe; waits for a calibration under way */
 
 /*

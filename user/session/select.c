@@ -35,17 +35,16 @@ struct selector {
 	bool cgroup_dir; /* --cgroup names a directory of the cgroup file system, not a path of /proc/PID/cgroup */
 };
 
-struct selector *selector__new(const struct selector_opts *o, int *err)
+int selector__new(const struct selector_opts *o, struct selector **out)
 {
 	struct selector *s = calloc(1, sizeof(*s));
 	struct stat st;
 	char path[PATH_MAX];
+	int err = 0;
 
-	*err = 0;
-	if (!s) {
-		*err = -ENOMEM;
-		return NULL;
-	}
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
 	s->o = *o;
 	if (o->cgroup) {
 		/*
@@ -55,21 +54,20 @@ struct selector *selector__new(const struct selector_opts *o, int *err)
 		 */
 		errno = 0;
 		if (snprintf(path, sizeof(path), "%s/cgroup.procs", o->cgroup) >= (int)sizeof(path)) {
-			*err = -ENAMETOOLONG;
+			err = -ENAMETOOLONG;
 		} else if (!stat(path, &st)) {
 			s->cgroup_dir = true;
 		} else if (o->cgroup[0] != '/' || !strncmp(o->cgroup, "/sys/fs/cgroup", 14) || errno != ENOENT) {
-			*err = errno ? -errno : -EINVAL;
+			err = errno ? -errno : -EINVAL;
+			ml_dbg("--cgroup: stat %s: %s", path, strerror(-err));
 		}
-		if (*err) {
-			ml_err("--cgroup %s: neither a cgroup directory (with a cgroup.procs) nor a cgroup path as "
-			       "/proc/PID/cgroup shows one: %s",
-			       o->cgroup, strerror(-*err));
+		if (err) {
 			free(s);
-			return NULL;
+			return err;
 		}
 	}
-	return s;
+	*out = s;
+	return 0;
 }
 
 void selector__free(struct selector *s)

@@ -18,8 +18,8 @@ struct selector_opts {
 
 struct selector;
 
-/* NULL with a negative errno in *err (said why on stderr): a cgroup that is not one, out of memory. */
-struct selector *selector__new(const struct selector_opts *o, int *err);
+/* A --cgroup that is neither a cgroup directory nor a path as /proc/PID/cgroup shows one: its stat's errno. */
+int selector__new(const struct selector_opts *o, struct selector **out);
 void selector__free(struct selector *s); /* NULL-safe */
 
 /*

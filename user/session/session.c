@@ -214,10 +214,10 @@ static int start_following(struct session *ss)
 	int err;
 
 	fo.probes.layers = ss->o->layers;
-	ss->followers = followers__new(ss->skel, &fo);
-	if (!ss->followers) {
-		ml_err("cannot follow pid %d's children: %s", ss->root.pid, strerror(ENOMEM));
-		return -ENOMEM;
+	err = followers__new(ss->skel, &fo, &ss->followers);
+	if (err) {
+		ml_err("cannot follow pid %d's children: %s", ss->root.pid, strerror(-err));
+		return err;
 	}
 	if (ss->root.pid && bpf_map_update_elem(bpf_map__fd(ss->skel->maps.traced), &key, &one, BPF_ANY)) {
 		err = -errno;
@@ -315,7 +315,66 @@ static int attach_root(struct session *ss)
 	return err;
 }
 
-/* The collectors and the outputs: stack store, ledger, verdicts, the stack view and one reporter per output. */
+/* The collectors: stack store, ledger, verdicts, the HTML timeline and the stack view. */
+static int open_collectors(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	const char *what = "cannot set up the collectors";
+	int err;
+
+	err = stackstore__new(&ss->stacks);
+	if (err)
+		goto fail;
+	err = stackstore__attach(ss->stacks, bpf_map__fd(ss->skel->maps.stack_events));
+	if (err) {
+		what = "cannot read the stacks' ring buffer";
+		goto fail;
+	}
+	err = ledger__new(ss->skel,
+			  &(struct ledger_opts){
+			      .tgid = ss->root.pid, .min_age_ns = (uint64_t)(o->min_age_s * 1e9), .stacks = ss->stacks},
+			  &ss->ledger);
+	if (err) {
+		what = "cannot map the allocation table";
+		goto fail;
+	}
+	err = verdicts__new(&ss->verdicts);
+	if (!err && o->html)
+		err = html_timeline__new(&ss->timeline);
+	if (!err)
+		err = stackview__new(ss->ledger, resolver, ss, &ss->sv);
+	if (err)
+		goto fail;
+	ledger__set_canon(ss->ledger, stackview__canon, ss->sv);
+	return 0;
+fail:
+	ml_err("%s: %s", what, strerror(-err));
+	return err;
+}
+
+/* The rss layer: without its tracepoints the run goes on without it. */
+static void start_rss(struct session *ss)
+{
+	struct rsspages_opts ro = {.max_records = ss->o->max_allocs / 4, .max_pages_per_s = RSS_MAX_RATE};
+	const char *t = getenv("MEMLEAK_AI_TEST_RSS_MAX_RECORDS"); /* test hooks: sampling without GiBs, */
+	const char *rate = getenv("MEMLEAK_AI_TEST_RSS_MAX_RATE"); /* exact counts of large bursts */
+	uint64_t v;
+	int err;
+
+	if (t)
+		ml_parse_u64(t, 1, UINT32_MAX, &ro.max_records);
+	if (rate && !ml_parse_u64(rate, 1, UINT32_MAX, &v))
+		ro.max_pages_per_s = (double)v;
+	err = rsspages__new(ss->skel, ss->ledger, &ro, &ss->rss);
+	if (err) {
+		ml_notice("the rss layer cannot start (its tracepoints): %s", strerror(-err));
+		ss->layers &= ~(1U << ML_LAYER_RSS);
+		return;
+	}
+	overhead__set_rss(ss->ov, rsspages__cost, rsspages__shed, ss->rss);
+}
+
+/* The outputs: one reporter per output, after the collectors. */
 static int open_outputs(struct session *ss)
 {
 	const struct ml_opts *o = ss->o;
@@ -323,59 +382,146 @@ static int open_outputs(struct session *ss)
 	const enum ml_format fmts[N_OUTPUTS - 1] = {ML_FMT_JSON, ML_FMT_PPROF};
 	int err;
 
-	ss->stacks = stackstore__new();
-	if (!ss->stacks)
-		return -ENOMEM;
-	err = stackstore__attach(ss->stacks, bpf_map__fd(ss->skel->maps.stack_events));
-	if (err) {
-		ml_err("cannot read the stacks' ring buffer: %s", strerror(-err));
+	err = open_collectors(ss);
+	if (err)
 		return err;
-	}
-	ss->ledger = ledger__new(ss->skel, &(struct ledger_opts){.tgid = ss->root.pid,
-								 .min_age_ns = (uint64_t)(o->min_age_s * 1e9),
-								 .stacks = ss->stacks});
-	ss->verdicts = verdicts__new();
-	ss->timeline = o->html ? html_timeline__new() : NULL;
-	ss->sv = ss->ledger ? stackview__new(ss->ledger, resolver, ss) : NULL;
-	if (!ss->ledger || !ss->verdicts || (o->html && !ss->timeline) || !ss->sv)
-		return -ENOMEM;
-	ledger__set_canon(ss->ledger, stackview__canon, ss->sv);
-	if (ss->layers & (1U << ML_LAYER_RSS)) {
-		struct rsspages_opts ro = {.max_records = o->max_allocs / 4, .max_pages_per_s = RSS_MAX_RATE};
-		const char *t = getenv("MEMLEAK_AI_TEST_RSS_MAX_RECORDS"); /* test hooks: sampling without GiBs, */
-		const char *rate = getenv("MEMLEAK_AI_TEST_RSS_MAX_RATE"); /* exact counts of large bursts */
-		uint64_t v;
-
-		if (t)
-			ml_parse_u64(t, 1, UINT32_MAX, &ro.max_records);
-		if (rate && !ml_parse_u64(rate, 1, UINT32_MAX, &v))
-			ro.max_pages_per_s = (double)v;
-		ss->rss = rsspages__new(ss->skel, ss->ledger, &ro);
-		if (ss->rss)
-			overhead__set_rss(ss->ov, rsspages__cost, rsspages__shed, ss->rss);
-		if (!ss->rss) {
-			ml_notice("the rss layer cannot start (its tracepoints): %s", strerror(errno));
-			ss->layers &= ~(1U << ML_LAYER_RSS);
-		}
-	}
-	ss->reps[0] = reporter__new(
+	if (ss->layers & (1U << ML_LAYER_RSS))
+		start_rss(ss);
+	err = reporter__new(
 	    ss->out,
-	    &(struct report_opts){.format = o->format, .top = o->top, .pid = ss->root.pid, .native = o->native},
-	    ss->sv);
-	if (!ss->reps[0])
-		return -ENOMEM;
-	for (int i = 0; i < N_OUTPUTS - 1; i++) {
+	    &(struct report_opts){.format = o->format, .top = o->top, .pid = ss->root.pid, .native = o->native}, ss->sv,
+	    &ss->reps[0]);
+	for (int i = 0; !err && i < N_OUTPUTS - 1; i++) {
 		if (!paths[i])
 			continue;
-		ss->extra_out[i] = ml_open_output(paths[i]);
-		if (!ss->extra_out[i])
-			return -EIO;
-		ss->reps[i + 1] =
-		    reporter__new(ss->extra_out[i],
-				  &(struct report_opts){.format = fmts[i], .top = o->top, .pid = ss->root.pid}, ss->sv);
-		if (!ss->reps[i + 1])
-			return -ENOMEM;
+		err = ml_open_output(paths[i], &ss->extra_out[i]);
+		if (err) {
+			ml_err("cannot write output file '%s': %s", paths[i], strerror(-err));
+			return err;
+		}
+		err = reporter__new(ss->extra_out[i],
+				    &(struct report_opts){.format = fmts[i], .top = o->top, .pid = ss->root.pid},
+				    ss->sv, &ss->reps[i + 1]);
 	}
+	if (err)
+		ml_err("cannot set up the reports: %s", strerror(-err));
+	return err;
+}
+
+/* -o, then what to trace: the processes a whole-node selector picks, a pid (-p) or a command held before it runs. */
+static int open_target(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	int err;
+
+	err = ml_check_system();
+	if (err)
+		return err;
+	err = ml_open_output(o->output, &ss->out);
+	if (err) {
+		ml_err("cannot write output file '%s': %s", o->output, strerror(-err));
+		return err;
+	}
+	if (!ml_opts_node(o)) {
+		err = o->pid ? target__open_pid(&ss->tgt, o->pid) : target__spawn(&ss->tgt, o->cmd_argv);
+		if (!err)
+			ss->root.pid = ss->tgt.pid;
+		return err;
+	}
+	err = selector__new(&(struct selector_opts){.match = o->match ? &o->match_re : NULL,
+						    .cgroup = o->cgroup,
+						    .all_python = o->all_python,
+						    .self = getpid()},
+			    &ss->sel);
+	if (err && o->cgroup && err != -ENOMEM)
+		ml_err("--cgroup %s: neither a cgroup directory (with a cgroup.procs) nor a cgroup path as "
+		       "/proc/PID/cgroup shows one: %s",
+		       o->cgroup, strerror(-err));
+	else if (err)
+		ml_err("cannot select the processes to trace: %s", strerror(-err));
+	return err;
+}
+
+/* --push and --pprof-dir: the directory made, the sender thread started. */
+static int open_pusher(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	int err;
+
+	err = o->pprof_dir ? pusher__make_dir(o->pprof_dir) : 0;
+	if (err == -ENOTDIR)
+		ml_err("--pprof-dir %s: not a directory", o->pprof_dir);
+	else if (err)
+		ml_err("--pprof-dir %s: cannot create it: %s", o->pprof_dir, strerror(-err));
+	if (err)
+		return err;
+	err = pusher__new(&(struct pusher_opts){.url = o->push_url,
+						.tenant = o->push_tenant,
+						.service = o->push_service,
+						.token = getenv("MEMLEAK_AI_PUSH_TOKEN"),
+						.user = getenv("MEMLEAK_AI_PUSH_USER"),
+						.password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
+						.dir = o->pprof_dir,
+						.keep = o->pprof_keep,
+						.max_age_s = o->pprof_max_age_s},
+			  &ss->push);
+	if (err)
+		ml_err("%s: cannot start: %s", o->push_url ? "--push" : "--pprof-dir", strerror(-err));
+	return err;
+}
+
+/* The metrics server and the pusher, whose threads take no signal: SIGINT and SIGTERM are the event loop's. */
+static int open_servers(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	struct ml_listen addr;
+	const char *why;
+	sigset_t all, old;
+	int err = 0;
+
+	if (o->metrics_listen) {
+		err = ml_parse_listen(o->metrics_listen, &addr, &why);
+		if (err) {
+			ml_err("--metrics-listen '%s': %s", o->metrics_listen, why ? why : strerror(-err));
+			return err;
+		}
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (o->metrics_listen) {
+		err = metrics_server__new(&addr, &ss->metrics);
+		if (err)
+			ml_err("--metrics-listen %s: cannot listen: %s", o->metrics_listen, strerror(-err));
+	}
+	if (!err && (o->push_url || o->pprof_dir))
+		err = open_pusher(ss);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!err && ss->metrics)
+		ml_notice("serving Prometheus metrics on port %d (/metrics)", metrics_server__port(ss->metrics));
+	return err;
+}
+
+/*
+ * The budget, and the background verification of its heap-growth and USDT programs while the probes are
+ * attached; calib is how the start of the probe-hit timing went.
+ */
+static int start_budget(struct session *ss, int calib)
+{
+	const struct ml_opts *o = ss->o;
+	int err;
+
+	err = budget__new(ss->skel, o->max_overhead, &ss->budget);
+	if (!err && (o->layers & (1U << ML_LAYER_TORCH_CUDA)) &&
+	    !(ss->usdt_obj = bgobj__start(ss->skel, bgobj__usdt_progs)))
+		err = -ENOMEM;
+	if (err) {
+		ml_err("cannot set up the overhead budget: %s", strerror(-err));
+		return err;
+	}
+	bgobj__count_in(ss->usdt_obj, ss->ov);
+	calib = calib ? calib : overhead__bind(ss->ov, ss->skel);
+	if (calib)
+		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-calib));
 	return 0;
 }
 
@@ -383,88 +529,40 @@ static int open_outputs(struct session *ss)
 static int session_open(struct session *ss)
 {
 	const struct ml_opts *o = ss->o;
-	sigset_t all, old;
 	int err, n;
 
-	err = ml_check_system();
+	err = open_target(ss);
 	if (err)
 		return err;
-	ss->out = ml_open_output(o->output);
-	if (!ss->out)
-		return -EIO;
-	if (ml_opts_node(o)) {
-		ss->sel = selector__new(&(struct selector_opts){.match = o->match ? &o->match_re : NULL,
-								.cgroup = o->cgroup,
-								.all_python = o->all_python,
-								.self = getpid()},
-					&err);
-		if (!ss->sel)
-			return err; /* said why */
-	} else {
-		err = o->pid ? target__open_pid(&ss->tgt, o->pid) : target__spawn(&ss->tgt, o->cmd_argv);
-		if (err)
-			return err;
-		ss->root.pid = ss->tgt.pid;
-	}
 	ml_protect_from_oom(); /* after -c's fork: the command keeps its own score */
-	/* Their threads take no signal: SIGINT and SIGTERM are the event loop's (its signalfd), never a default death.
-	 */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = 0;
-	if (o->metrics_listen && !(ss->metrics = metrics_server__new(o->metrics_listen, &err)))
-		err = err ? err : -ENOMEM; /* said why */
-	else if ((o->push_url || o->pprof_dir) &&
-		 !(ss->push = pusher__new(&(struct pusher_opts){.url = o->push_url,
-								.tenant = o->push_tenant,
-								.service = o->push_service,
-								.token = getenv("MEMLEAK_AI_PUSH_TOKEN"),
-								.user = getenv("MEMLEAK_AI_PUSH_USER"),
-								.password = getenv("MEMLEAK_AI_PUSH_PASSWORD"),
-								.dir = o->pprof_dir,
-								.keep = o->pprof_keep,
-								.max_age_s = o->pprof_max_age_s},
-					  &err)))
-		err = err ? err : -ENOMEM; /* said why */
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = open_servers(ss);
 	if (err)
 		return err;
-	if (ss->metrics)
-		ml_notice("serving Prometheus metrics on port %d (/metrics)", metrics_server__port(ss->metrics));
 	/* MEMLEAK_AI_NO_UPROBE_MULTI: the tests' way to run the single-probe path kernels before 6.6 take */
 	ss->multi = !getenv("MEMLEAK_AI_NO_UPROBE_MULTI") && ml_uprobe_multi_supported();
 	ml_info("uprobe_multi links %s", ss->multi ? "supported: one link per program and library" : "not supported");
-	ss->ov = overhead__new(o->max_overhead);
-	if (!ss->ov)
-		return -ENOMEM;
+	err = overhead__new(o->max_overhead, &ss->ov);
+	if (err) {
+		ml_err("cannot set up the overhead budget: %s", strerror(-err));
+		return err;
+	}
 	/* In the background, while the BPF object is verified and the probes attached: nothing waits for it but
 	 * the budget's first decision. */
 	n = overhead__calibrate_start(ss->ov, ss->multi);
 	err = session__load_bpf(o, ss->multi, &ss->skel);
+	err = err ? err : start_budget(ss, n);
 	if (err)
 		return err;
-	/* Its heap-growth and USDT programs are verified in the background from here, while the probes are attached. */
-	ss->budget = budget__new(ss->skel, o->max_overhead);
-	if (!ss->budget ||
-	    ((o->layers & (1U << ML_LAYER_TORCH_CUDA)) && !(ss->usdt_obj = bgobj__start(ss->skel, bgobj__usdt_progs))))
-		return -ENOMEM;
-	bgobj__count_in(ss->usdt_obj, ss->ov);
-	n = n ? n : overhead__bind(ss->ov, ss->skel);
-	if (n)
-		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-n));
 	ss->env = (struct tracee_env){.skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir};
 	if (o->unwind_tables) {
-		ss->env.uw = unwinder__new(ss->skel, &(struct unwind_opts){.debug_dir = o->debug_dir});
-		if (!ss->env.uw) {
-			err = -errno;
+		err = unwinder__new(ss->skel, &(struct unwind_opts){.debug_dir = o->debug_dir}, &ss->env.uw);
+		if (err) {
 			ml_err("cannot map the unwinding tables: %s", strerror(-err));
 			return err;
 		}
 	}
 	err = ss->root.pid ? attach_root(ss) : 0;
-	if (err)
-		return err;
-	err = open_outputs(ss);
+	err = err ? err : open_outputs(ss);
 	if (err)
 		return err;
 	for (int i = 0; i < N_OUTPUTS; i++)
@@ -490,7 +588,7 @@ static int start_command(struct session *ss)
 		return err;
 	/* After -c's own exec (that one is the start, not a new image to probe again), before it runs. */
 	if (o->follow && (err = start_following(ss)))
-		return err; /* said why */
+		return err;
 	n = tracee__sync(&ss->root, &ss->env);
 	if (n >= 0 && ml_maps__read(ss->root.pid, &maps) == 0) {
 		if ((o->layers & (1U << ML_LAYER_LIBC)) && probes__libc_missing(ss->root.probes, &maps)) {
@@ -535,7 +633,7 @@ static int session_start(struct session *ss)
 	if (ss->sel) {
 		err = start_following(ss);
 		if (err)
-			return err; /* said why */
+			return err;
 		err = selector__scan(ss->sel, session__node_add, ss);
 		if (err < 0) {
 			ml_err("cannot look for processes to trace: %s", strerror(-err));
@@ -549,7 +647,7 @@ static int session_start(struct session *ss)
 		ml_err("pid %d exited during attach", ss->root.pid);
 		return -ESRCH;
 	} else if (o->follow && (err = start_following(ss))) {
-		return err; /* said why */
+		return err;
 	}
 	/* The rss layer's large releases come on the same ring, --follow or not. */
 	if (ss->rss && !ss->proc_rb &&
@@ -683,9 +781,8 @@ int session__run(const struct ml_opts *o)
 	bool oom;
 	int rc;
 
+	/* Each step printed its failure's one line: nothing more to say here. */
 	err = session_open(&ss);
-	if (err == -ENOMEM)
-		ml_err("out of memory setting up");
 	if (!err)
 		err = session_start(&ss);
 	if (!err)

@@ -48,25 +48,25 @@ static int sync_image(int pid, struct probes *pr, struct pyframes *py, struct un
 
 int tracee__attach(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po)
 {
+	int err;
+
 	tracee__sample_memory(t); /* the baseline its growth is counted from: before its probes fire */
 	/* The rss layer (when its programs were loaded): a fork of a traced process is in already. */
 	if (bpf_program__fd(e->skel->progs.rss_page_alloc) >= 0 && ml_rss_track(e->skel, t->pid))
 		ml_notice("pid %d: the rss layer cannot trace it: %s", t->pid, strerror(errno));
-	t->probes = probes__new(e->skel, po);
-	if (!t->probes)
-		return -ENOMEM;
-	if (e->python && !(t->py = pyframes__new(e->skel, t->pid)))
-		return -ENOMEM;
-	return sync_image(t->pid, t->probes, t->py, e->uw, NULL);
+	err = probes__new(e->skel, po, &t->probes);
+	if (!err && e->python)
+		err = pyframes__new(e->skel, t->pid, &t->py);
+	return err ? err : sync_image(t->pid, t->probes, t->py, e->uw, NULL);
 }
 
 int tracee__symbolize(struct tracee *t, const struct tracee_env *e)
 {
-	t->sym = symbolizer__new(t->pid, e->debug_dir);
-	if (!t->sym)
-		return errno ? -errno : -ENOMEM;
-	symbolizer__refresh(t->sym);
-	return 0;
+	int err = symbolizer__new(t->pid, e->debug_dir, &t->sym);
+
+	if (!err)
+		symbolizer__refresh(t->sym);
+	return err;
 }
 
 int tracee__sync(struct tracee *t, const struct tracee_env *e)
@@ -76,10 +76,14 @@ int tracee__sync(struct tracee *t, const struct tracee_env *e)
 
 int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po)
 {
-	struct probes *np = probes__new(e->skel, po);
-	struct pyframes *npy = e->python ? pyframes__new(e->skel, t->pid) : NULL;
-	int n = !np || (e->python && !npy) ? -ENOMEM : sync_image(t->pid, np, npy, e->uw, t->sym);
+	struct probes *np = NULL;
+	struct pyframes *npy = NULL;
+	int n = probes__new(e->skel, po, &np);
 
+	if (!n && e->python)
+		n = pyframes__new(e->skel, t->pid, &npy);
+	if (!n)
+		n = sync_image(t->pid, np, npy, e->uw, t->sym);
 	if (n < 0) {
 		probes__free(np);
 		pyframes__free(npy);

@@ -16,6 +16,7 @@
 #include "lib/demangle.h"
 #include "lib/elfsym.h"
 #include "lib/grow.h"
+#include "lib/log.h"
 #include "lib/procmaps.h"
 #include "lib/u64map.h"
 #include "memleak.h"
@@ -306,43 +307,39 @@ out:
 	return err;
 }
 
-struct symbolizer *symbolizer__new(int pid, const char *debug_dir)
+int symbolizer__new(int pid, const char *debug_dir, struct symbolizer **out)
 {
 	struct symbolizer *s;
 	char name[32];
 	int err;
 
-	if (pid <= 0) {
-		errno = EINVAL;
-		return NULL;
-	}
+	*out = NULL;
+	if (pid <= 0)
+		return -EINVAL;
 	s = calloc(1, sizeof(*s));
-	if (!s) {
-		errno = ENOMEM;
-		return NULL;
-	}
+	if (!s)
+		return -ENOMEM;
 	s->pid = pid;
 	if (debug_dir && !(s->debug_dir = strdup(debug_dir))) {
 		free(s);
-		errno = ENOMEM;
-		return NULL;
+		return -ENOMEM;
 	}
 	/* Cannot truncate: "/proc/" and at most 11 characters of an int. */
 	snprintf(name, sizeof(name), "/proc/%d", pid);
 	s->procfd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->procfd < 0) {
-		err = errno == ENOENT ? ESRCH : errno;
+		err = errno == ENOENT ? -ESRCH : -errno;
+		ml_dbg("symbolizer: cannot open %s: %s", name, strerror(-err));
 		free(s);
-		errno = err;
-		return NULL;
+		return err;
 	}
 	err = symbolizer__refresh(s);
 	if (err) {
 		symbolizer__free(s);
-		errno = -err;
-		return NULL;
+		return err;
 	}
-	return s;
+	*out = s;
+	return 0;
 }
 
 void symbolizer__free(struct symbolizer *s)

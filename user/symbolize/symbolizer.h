@@ -9,10 +9,10 @@
 struct symbolizer;
 
 /*
- * NULL with errno set on failure (ESRCH when the process is gone). Separate debug files are looked for
- * under debug_dir (NULL: /usr/lib/debug) inside the process's root.
+ * -ESRCH when the process is gone. Separate debug files are looked for under debug_dir (NULL: /usr/lib/debug)
+ * inside the process's root.
  */
-struct symbolizer *symbolizer__new(int pid, const char *debug_dir);
+int symbolizer__new(int pid, const char *debug_dir, struct symbolizer **out);
 void symbolizer__free(struct symbolizer *s); /* NULL-safe */
 
 /*

@@ -144,11 +144,12 @@ static void *map_array(struct bpf_map *m, size_t *len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-struct unwinder *unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o)
+int unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o, struct unwinder **out)
 {
 	struct unwinder *u = calloc(1, sizeof(*u));
 	int err = -ENOMEM;
 
+	*out = NULL;
 	if (!u)
 		goto fail;
 	u->umaps_fd = bpf_map__fd(skel->maps.umaps);
@@ -160,15 +161,16 @@ struct unwinder *unwinder__new(struct memleak_bpf *skel, const struct unwind_opt
 	u->index = u->rows ? map_array(skel->maps.uindex, &u->index_len) : NULL;
 	if (!u->rows || !u->index) {
 		err = -errno;
+		ml_dbg("mmap of the unwinding %s map: %s", u->rows ? "index" : "rows", strerror(-err));
 		goto fail;
 	}
 	if (ext_put(&u->free_rows, 0, u->rows_cap) || ext_put(&u->free_index, 0, u->index_cap))
 		goto fail;
-	return u;
+	*out = u;
+	return 0;
 fail:
 	unwinder__free(u);
-	errno = -err;
-	return NULL;
+	return err;
 }
 
 void unwinder__free(struct unwinder *u)

@@ -21,8 +21,8 @@ struct unwind_opts {
 /* Row and index capacity for a memory budget: set on the skeleton's maps before load. */
 void unwind_capacity(uint64_t mem, uint32_t *rows, uint32_t *index);
 
-/* After load: maps the row and index arrays, whose sizes unwind_capacity set. NULL with errno set on failure. */
-struct unwinder *unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o);
+/* After load: maps the row and index arrays, whose sizes unwind_capacity set. */
+int unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o, struct unwinder **out);
 void unwinder__free(struct unwinder *u); /* NULL-safe */
 
 /*
