@@ -18,7 +18,7 @@ struct bgobj {
 	pthread_t thread;
 	bool running;	     /* the thread was started and has not been joined */
 	struct overhead *ov; /* where the USDT programs' run time counts (bgobj__count_in) */
-	bool got;	     /* bgobj__usdt_prog: loaded, counted, or said why not */
+	bool got;	     /* bgobj__usdt_prog: loaded, counted, or its failure told */
 };
 
 static void *load(void *arg)

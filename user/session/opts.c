@@ -500,7 +500,7 @@ static int set_push_name(struct ml_opts *o, int c, const char *arg)
 	return 0;
 }
 
-/* One option getopt_long returned: 0, 1 after --help or --version, or -EINVAL (said why). */
+/* One option getopt_long returned: 0, 1 after --help or --version, or -EINVAL with its usage error printed. */
 static int parse_option(int c, char **argv, struct ml_opts *o)
 {
 	for (size_t i = 0; i < sizeof(arg_rules) / sizeof(arg_rules[0]); i++)

@@ -16,10 +16,10 @@ struct memleak_bpf;
  */
 void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi);
 
-/* Open, configure and load the BPF object; said why on stderr when it fails. 0 or a negative errno. */
+/* Open, configure and load the BPF object. 0 or a negative errno, its one line printed (a step of session/). */
 int session__load_bpf(const struct ml_opts *o, bool multi, struct memleak_bpf **out);
 
-/* The whole run, as the options say; said why on stderr when it fails. Returns the exit status (0 or 1). */
+/* The whole run, as the options say; each failure printed once. Returns the exit status (0 or 1). */
 int session__run(const struct ml_opts *o);
 
 #endif

@@ -77,7 +77,7 @@ struct fleet_procs session__fleet_of(struct session *ss);
 size_t session__traced_pids(struct session *ss);
 int session__arm_timer(int fd, double secs);
 
-/* The event loop, until the final report. 0 or a negative errno (said why). */
+/* The event loop, until the final report. 0 or a negative errno, its one line printed (a step of session/). */
 int session__loop(struct session *ss);
 
 #endif
