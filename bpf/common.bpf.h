@@ -46,6 +46,13 @@ static __always_inline void stat_inc(__u32 idx)
 	cnt_inc(counters(), idx);
 }
 
+/* Why a walk ended: reason why (below n) of the counters from base (ML_STAT_UW_END_BASE, ML_STAT_PY_END_BASE). */
+static __always_inline void end_inc(struct ml_counters *c, __u32 base, __u32 why, __u32 n)
+{
+	if (why < n)
+		cnt_inc(c, base + why);
+}
+
 /* The per-layer counter slots (the contract's macros), the layer bounded for the verifier. */
 static __always_inline __u32 layer_allocs(__u8 layer)
 {
@@ -121,7 +128,8 @@ int capture_stack_ip(struct ml_thread *th, struct ml_capture *cap);
 
 /*
  * The rule for pc in the tables of the process whose executable mappings um lists (uwtables.bpf.c); for a pc
- * no table covers, or um NULL, ML_UW_RULE(0, 0, ML_UW_NONE_FDE).
+ * its mapping's table has no row for, ML_UW_RULE(0, 0, ML_UW_NONE_FDE); in no mapping with a table, or um NULL,
+ * ML_UW_RULE(1, 0, ML_UW_NONE_FDE).
  */
 __u32 uw_lookup(const struct ml_umaps *um, __u64 pc);
 

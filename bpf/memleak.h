@@ -397,7 +397,41 @@ enum ml_stat {
 #define ML_STAT_HIT_BASE (ML_STAT_LAYER_BASE + 2 * ML_LAYER_MAX)
 #define ML_STAT_ENTRY_HITS(layer) (ML_STAT_HIT_BASE + 2 * (layer))
 #define ML_STAT_RET_HITS(layer) (ML_STAT_HIT_BASE + 2 * (layer) + 1)
-#define ML_STAT_SLOTS (ML_STAT_HIT_BASE + 2 * ML_LAYER_MAX)
+
+/*
+ * Why each walk ended, one counter per reason: every stack the table unwinder walks (ML_STAT_UW_STACKS) counts
+ * one enum ml_uw_end, every Python frame walk (ML_STAT_PY_FRAMES + ML_STAT_PY_NO_THREAD) one enum ml_py_end.
+ */
+enum ml_uw_end {
+	ML_UW_END_OUTERMOST = 0,  /* the table's rule ends the stack: _start, a thread's start, a rule not followed */
+	ML_UW_END_NULL_RET,	  /* a return address of 0: the stack's end */
+	ML_UW_END_DEPTH,	  /* ML_MAX_FRAMES native frames (ML_STAT_UW_TRUNCATED) */
+	ML_UW_END_STEPS,	  /* the walk's loop ran out of steps */
+	ML_UW_END_RBP_LOST,	  /* stopped early (ML_STAT_UW_STOP) from here: a CFA from rbp, rbp lost below */
+	ML_UW_END_NO_PROGRESS,	  /* the CFA is not above the stack pointer */
+	ML_UW_END_RET_UNREADABLE, /* the return address's word cannot be read */
+	ML_UW_END_RBP_UNREADABLE, /* the saved rbp's word cannot be read */
+	ML_UW_END_SIGNAL,	  /* a signal frame's saved registers cannot be read */
+	ML_UW_END_NO_FDE,	  /* the pc's table has no row for it, and the frame-pointer chain fails */
+	ML_UW_END_NO_TABLE,	  /* the pc is in no mapping with a table, and the frame-pointer chain fails */
+	ML_UW_END_BAD_RET,	  /* a return address outside user space */
+	ML_UW_ENDS,
+};
+
+enum ml_py_end {
+	ML_PY_END_NO_THREAD = 0, /* the thread has no Python thread state */
+	ML_PY_END_CHAIN_END,	 /* the frame chain read to its end (none at all: no Python code running) */
+	ML_PY_END_UNREADABLE,	 /* a frame cannot be read (ML_STAT_PY_BROKEN) */
+	ML_PY_END_DEPTH,	 /* ML_MAX_PYFRAMES frames, or the stack's words full (ML_STAT_PY_TRUNCATED) */
+	ML_PY_END_STEPS,	 /* the walk's loop ran out of steps: entry frames (ML_STAT_PY_TRUNCATED) */
+	ML_PY_ENDS,
+};
+
+#define ML_STAT_UW_END_BASE (ML_STAT_HIT_BASE + 2 * ML_LAYER_MAX)
+#define ML_STAT_PY_END_BASE (ML_STAT_UW_END_BASE + ML_UW_ENDS)
+#define ML_STAT_SLOTS (ML_STAT_PY_END_BASE + ML_PY_ENDS)
+#define ML_STAT_UW_END(why) (ML_STAT_UW_END_BASE + (why))
+#define ML_STAT_PY_END(why) (ML_STAT_PY_END_BASE + (why))
 _Static_assert(ML_STAT_MAX <= ML_STAT_LAYER_BASE, "the counters end before the per-layer ones begin");
 
 #endif

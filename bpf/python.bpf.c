@@ -195,7 +195,9 @@ __noinline int py_frames(struct ml_scratch *sc, struct ml_thread *th, __u32 tgid
 	const struct ml_pyproc *pp = bpf_map_lookup_elem(&pyprocs, &tgid);
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct py_frame_walk c;
+	struct ml_counters *cn;
 	__u64 self = task->thread.fsbase, ts = th ? th->py_tstate : 0, fptr = 0;
+	__u32 why;
 	__u16 fptr_off;
 
 	if (!pp || !sc || !h)
@@ -211,7 +213,9 @@ __noinline int py_frames(struct ml_scratch *sc, struct ml_thread *th, __u32 tgid
 	} else {
 		ts = py_tstate(pp, th, self);
 		if (!ts) {
-			stat_inc(ML_STAT_PY_NO_THREAD);
+			cn = counters();
+			cnt_inc(cn, ML_STAT_PY_NO_THREAD);
+			end_inc(cn, ML_STAT_PY_END_BASE, ML_PY_END_NO_THREAD, ML_PY_ENDS);
 			return 0;
 		}
 		fptr = read_u64(ts + fptr_off);
@@ -221,13 +225,20 @@ __noinline int py_frames(struct ml_scratch *sc, struct ml_thread *th, __u32 tgid
 		c.size = ML_PY_FRAME_MAX;
 	bpf_loop(ML_MAX_PYFRAMES / 2 + 8, py_frame_step, &c, 0);
 	*h = c.h;
+	/* Why the walk ended, from how it left the flags: a step that stops early sets one. */
+	why = sc->st.flags & ML_STACK_PY_BROKEN	     ? ML_PY_END_UNREADABLE
+	      : sc->st.flags & ML_STACK_PY_TRUNCATED ? ML_PY_END_DEPTH
+	      : c.frame				     ? ML_PY_END_STEPS
+						     : ML_PY_END_CHAIN_END;
 	if (c.frame && !(sc->st.flags & ML_STACK_PY_BROKEN))
 		sc->st.flags |= ML_STACK_PY_TRUNCATED;
 	sc->st.nr_py = c.nr_py;
-	stat_inc(c.nr_py ? ML_STAT_PY_FRAMES : ML_STAT_PY_NO_THREAD);
+	cn = counters();
+	cnt_inc(cn, c.nr_py ? ML_STAT_PY_FRAMES : ML_STAT_PY_NO_THREAD);
 	if (sc->st.flags & ML_STACK_PY_TRUNCATED)
-		stat_inc(ML_STAT_PY_TRUNCATED);
+		cnt_inc(cn, ML_STAT_PY_TRUNCATED);
 	if (sc->st.flags & ML_STACK_PY_BROKEN)
-		stat_inc(ML_STAT_PY_BROKEN);
+		cnt_inc(cn, ML_STAT_PY_BROKEN);
+	end_inc(cn, ML_STAT_PY_END_BASE, why, ML_PY_ENDS);
 	return 0;
 }

@@ -90,7 +90,9 @@ struct ml_uwmemo {
 	__u8 truncated, bp_used;
 	/* While the walk is done: rbp is still rbp at entry; nothing seen that forbids remembering it. Kept in
 	 * map memory with the counters, where the verifier does not follow each value as it does on the stack. */
-	__u8 bp_reg, keep, pad[4];
+	__u8 bp_reg, keep;
+	__u8 stop; /* why the walk ended, enum ml_uw_end: written where it ends, counted once (uw_unwind) */
+	__u8 pad[3];
 	__s32 off[ML_UWM_CHECKS]; /* see ML_UWM_REL */
 	__u64 val[ML_UWM_CHECKS];
 };
@@ -248,6 +250,7 @@ static __always_inline long uw_one(struct uw_walk *c)
 	__u8 kind = rule >> 24;
 	__u64 cfa, ra, ra_at, bp = c->bp, word;
 	struct ml_stack *st = &c->sc->st;
+	__u8 why;
 	__s64 off;
 
 	switch (ML_UW_KIND_CFA(kind)) {
@@ -255,17 +258,23 @@ static __always_inline long uw_one(struct uw_walk *c)
 	case ML_UW_RBP:
 		off = ML_UW_KIND_SCALED(kind) ? (__s64)(__s16)rule * 8 : (__s16)rule;
 		if (ML_UW_KIND_CFA(kind) == ML_UW_RBP) {
+			why = ML_UW_END_RBP_LOST;
 			if (!c->bp_ok)
 				goto bad;
 			c->memo->bp_used |= c->memo->bp_reg;
 		}
 		cfa = (ML_UW_KIND_CFA(kind) == ML_UW_RSP ? c->sp : c->bp) + off;
 		ra_at = cfa - 8;
-		if (cfa <= c->sp || uw_word(c, ra_at, &ra))
+		why = ML_UW_END_NO_PROGRESS;
+		if (cfa <= c->sp)
+			goto bad;
+		why = ML_UW_END_RET_UNREADABLE;
+		if (uw_word(c, ra_at, &ra))
 			goto bad;
 		if (ML_UW_KIND_RBP(kind) == ML_UW_RBP_AT) {
 			__u64 at = cfa + (__s64)(__s8)(rule >> 16) * 8;
 
+			why = ML_UW_END_RBP_UNREADABLE;
 			if (uw_word(c, at, &bp))
 				goto bad;
 			uw_rec(c, at, ML_UWM_REL, bp - c->sp0);
@@ -278,8 +287,12 @@ static __always_inline long uw_one(struct uw_walk *c)
 		break;
 	case ML_UW_SIGNAL:
 		c->memo->keep = 0; /* a walk through a signal frame is not remembered */
+		why = ML_UW_END_SIGNAL;
 		if (uw_word(c, c->sp + ML_UC_RIP, &ra) || uw_word(c, c->sp + ML_UC_RSP, &cfa) ||
-		    uw_word(c, c->sp + ML_UC_RBP, &bp) || cfa <= c->sp)
+		    uw_word(c, c->sp + ML_UC_RBP, &bp))
+			goto bad;
+		why = ML_UW_END_NO_PROGRESS;
+		if (cfa <= c->sp)
 			goto bad;
 		/* The handler "returned" to the trampoline's first byte: no call precedes it, name it as is. */
 		if (st->nr && st->nr <= ML_MAX_FRAMES)
@@ -291,6 +304,7 @@ static __always_inline long uw_one(struct uw_walk *c)
 		break;
 	case ML_UW_NONE_FDE:
 		/* No table covers the pc: the frame-pointer chain, if rbp looks like one. */
+		why = ML_UW_END_NO_FDE + (rule & 1); /* (uw_lookup: 1, the pc is in no mapping with a table) */
 		if (!c->bp_ok)
 			goto bad;
 		c->memo->bp_used |= c->memo->bp_reg;
@@ -303,13 +317,18 @@ static __always_inline long uw_one(struct uw_walk *c)
 		c->exact = 0;
 		c->memo->n_fp++;
 		break;
-	default: /* the outermost frame (_start, a thread's start) or rules we do not follow: the end */ return 1;
+	default: /* the outermost frame (_start, a thread's start) or rules we do not follow: the end */
+		c->memo->stop = ML_UW_END_OUTERMOST;
+		return 1;
 	}
 	if (c->ri && ra_at && ret_swapped(&c->ri, ra_at, &ra))
 		c->memo->keep = 0;
 	uw_rec(c, ra_at, 0, ra); /* a frame's return address or the word that ended the walk: checked either way */
-	if (!ra)
+	if (!ra) {
+		c->memo->stop = ML_UW_END_NULL_RET;
 		return 1;
+	}
+	why = ML_UW_END_BAD_RET;
 	if (ra < ML_MIN_USER_ADDR || ra >= ML_USER_TOP)
 		goto bad;
 	word = c->exact ? ra | ML_IP_EXACT : ra;
@@ -323,6 +342,7 @@ static __always_inline long uw_one(struct uw_walk *c)
 	}
 	if (st->nr >= ML_MAX_FRAMES) {
 		c->memo->truncated = 1;
+		c->memo->stop = ML_UW_END_DEPTH;
 		return 1;
 	}
 	/* the frame's check: a replay that stops after it resumes from here (rbp rule lost, or frame pointers) */
@@ -335,6 +355,7 @@ static __always_inline long uw_one(struct uw_walk *c)
 	return 0;
 bad:
 	/* Not remembered: the walk may have stopped at memory that can be read another time. */
+	c->memo->stop = why;
 	c->memo->keep = 0;
 	c->bad = 1;
 	return 1;
@@ -491,6 +512,7 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	m->n_fp = rp->n_fp;
 	m->bp_reg = rp->bp_reg;
 	m->truncated = 0;
+	m->stop = ML_UW_END_STEPS;
 	m->keep = 1;
 	if (from_ip)
 		bpf_loop(ML_MAX_FRAMES + 2, uw_step1, c, 0);
@@ -511,6 +533,7 @@ out:
 	}
 	if (m->truncated)
 		cnt_inc(cn, ML_STAT_UW_TRUNCATED);
+	end_inc(cn, ML_STAT_UW_END_BASE, m->stop, ML_UW_ENDS);
 	if (cn && m->n_fp)
 		cn->v[ML_STAT_UW_FP] += m->n_fp;
 	cnt_inc(cn, ML_STAT_UW_STACKS);

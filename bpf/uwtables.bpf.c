@@ -94,9 +94,10 @@ __noinline __u32 uw_lookup(const struct ml_umaps *um, __u64 pc)
 	const struct ml_umap *m;
 
 	if (!um)
-		return ML_UW_RULE(0, 0, ML_UW_NONE_FDE);
+		return ML_UW_RULE(1, 0, ML_UW_NONE_FDE);
 	m = uw_map(um, pc);
-	if (m)
-		row = uw_row(m, pc);
+	if (!m)
+		return ML_UW_RULE(1, 0, ML_UW_NONE_FDE);
+	row = uw_row(m, pc);
 	return row ? ML_UW_RULE(row->cfa_off, row->rbp_off8, row->kind) : ML_UW_RULE(0, 0, ML_UW_NONE_FDE);
 }
