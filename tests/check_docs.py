@@ -3,7 +3,7 @@ the man page (docs/memleak-ai.8), and every key the JSON report can emit is name
 
 The JSON keys are the string keys handed to the writer of user/report/json.c (jw_str, jw_u64, jw_obj_begin,
 ...) and to the report's own helpers that pass them on (json_stats, json_trend, ...) in user/report/*.c, plus
-the counter names of report.c's stat tables ({ML_STAT_..., "json", "text"}). html.c is left out: its keys are
+the counter names of report.c's stat tables ({ML_STAT_..., "json", "text"}, ML_STAT_...(reason) too). html.c is left out: its keys are
 the HTML page's embedded data, not the JSON Lines report. Layer names, which are keys too (totals.LAYER), come
 from a function, not a literal; usage.md names them all the same. A key counts as named in usage.md when it
 is a word of some `code span` there (`stats.rss_sample_every` names both `stats` and `rss_sample_every`).
@@ -37,7 +37,7 @@ def json_keys():
         with open(path, encoding="utf-8") as f:
             src = f.read()
         keys.update(re.findall(r'\b(?:jw|json)_\w+\(\s*&?\w+\s*,\s*"([^"]+)"', src))
-        keys.update(re.findall(r'\{\s*ML_STAT_\w+\s*,\s*"([^"]+)"\s*,\s*"', src))
+        keys.update(re.findall(r'\{\s*ML_STAT_\w+(?:\(\w+\))?\s*,\s*"([^"]+)"\s*,\s*"', src))
     return sorted(keys)
 
 

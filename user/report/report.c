@@ -31,7 +31,7 @@ struct reporter {
 };
 
 struct stat_name {
-	enum ml_stat idx;
+	unsigned int idx; /* an enum ml_stat, or a slot past them (ML_STAT_UW_END() ...) */
 	const char *json;
 	const char *text;
 };
@@ -115,6 +115,32 @@ static const struct stat_name unwind_stats[] = {
     {ML_STAT_UW_TRUNCATED, "truncated", "deeper than the frames kept"},
     {ML_STAT_UW_MEMO, "replayed", "replayed from a remembered walk"},
 };
+
+/* Why each walk ended (-v, and JSON's stop_reasons): the Python walks, then the native ones. */
+static const struct stat_name python_ends[] = {
+    {ML_STAT_PY_END(ML_PY_END_NO_THREAD), "no_thread_state", "no thread state"},
+    {ML_STAT_PY_END(ML_PY_END_CHAIN_END), "chain_end", "chain read to its end"},
+    {ML_STAT_PY_END(ML_PY_END_UNREADABLE), "frame_unreadable", "frame unreadable"},
+    {ML_STAT_PY_END(ML_PY_END_DEPTH), "depth_limit", "frames kept full"},
+    {ML_STAT_PY_END(ML_PY_END_STEPS), "step_limit", "walk's steps ran out"},
+};
+
+static const struct stat_name unwind_ends[] = {
+    {ML_STAT_UW_END(ML_UW_END_OUTERMOST), "outermost", "outermost frame (its rule ends the stack)"},
+    {ML_STAT_UW_END(ML_UW_END_NULL_RET), "null_return", "return address 0"},
+    {ML_STAT_UW_END(ML_UW_END_DEPTH), "depth_limit", "frames kept full"},
+    {ML_STAT_UW_END(ML_UW_END_STEPS), "step_limit", "walk's steps ran out"},
+    {ML_STAT_UW_END(ML_UW_END_RBP_LOST), "rbp_lost", "CFA from rbp, rbp lost"},
+    {ML_STAT_UW_END(ML_UW_END_NO_PROGRESS), "no_progress", "CFA not above the stack pointer"},
+    {ML_STAT_UW_END(ML_UW_END_RET_UNREADABLE), "return_unreadable", "return address unreadable"},
+    {ML_STAT_UW_END(ML_UW_END_RBP_UNREADABLE), "rbp_unreadable", "saved rbp unreadable"},
+    {ML_STAT_UW_END(ML_UW_END_SIGNAL), "signal_unreadable", "signal frame unreadable"},
+    {ML_STAT_UW_END(ML_UW_END_NO_FDE), "no_fde", "no table row, frame pointer failed"},
+    {ML_STAT_UW_END(ML_UW_END_NO_TABLE), "no_table", "no table, frame pointer failed"},
+    {ML_STAT_UW_END(ML_UW_END_BAD_RET), "bad_return", "return address outside user space"},
+};
+_Static_assert(sizeof(python_ends) / sizeof(python_ends[0]) == ML_PY_ENDS, "a name for each Python walk's end");
+_Static_assert(sizeof(unwind_ends) / sizeof(unwind_ends[0]) == ML_UW_ENDS, "a name for each native walk's end");
 
 /* The rss layer: shown once it saw a fault. */
 static const struct stat_name rss_stats[] = {
@@ -433,10 +459,16 @@ static void text_counters(FILE *f, const struct ml_snapshot *s)
 		any_drop = true;
 	}
 	fprintf(f, "%s\n", any_drop ? "" : " none");
-	if (s->stats[ML_STAT_PY_FRAMES] || s->stats[ML_STAT_PY_NO_THREAD])
+	if (s->stats[ML_STAT_PY_FRAMES] || s->stats[ML_STAT_PY_NO_THREAD]) {
 		text_stats(f, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
-	if (s->stats[ML_STAT_UW_STACKS])
+		if (ml_log_level >= 1)
+			text_stats(f, "python walks ended", python_ends, ARRAY_LEN(python_ends), s->stats);
+	}
+	if (s->stats[ML_STAT_UW_STACKS]) {
 		text_stats(f, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
+		if (ml_log_level >= 1)
+			text_stats(f, "unwind walks ended", unwind_ends, ARRAY_LEN(unwind_ends), s->stats);
+	}
 	if (s->stats[ML_STAT_RSS_FAULTS]) {
 		text_stats(f, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
 		if (s->rss_shift)
@@ -553,12 +585,15 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	fputc('\n', r->out);
 }
 
-/* An object of counters named by a table. */
-static void json_stats(struct jw *w, const char *key, const struct stat_name *tab, size_t n, const uint64_t *stats)
+/* An object of counters named by a table, with the object "stop_reasons" of the table ends (nends 0: none). */
+static void json_stats(struct jw *w, const char *key, const struct stat_name *tab, size_t n,
+		       const struct stat_name *ends, size_t nends, const uint64_t *stats)
 {
 	jw_obj_begin(w, key);
 	for (size_t i = 0; i < n; i++)
 		jw_u64(w, tab[i].json, stats[tab[i].idx]);
+	if (nends)
+		json_stats(w, "stop_reasons", ends, nends, NULL, 0, stats);
 	jw_obj_end(w);
 }
 
@@ -695,10 +730,10 @@ static void json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t sho
 		jw_u64(w, event_stats[i].json, s->stats[event_stats[i].idx]);
 	jw_u64(w, "forgotten", s->forgotten);
 	jw_obj_end(w);
-	json_stats(w, "dropped", drop_stats, ARRAY_LEN(drop_stats), s->stats);
-	json_stats(w, "python", python_stats, ARRAY_LEN(python_stats), s->stats);
-	json_stats(w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), s->stats);
-	json_stats(w, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
+	json_stats(w, "dropped", drop_stats, ARRAY_LEN(drop_stats), NULL, 0, s->stats);
+	json_stats(w, "python", python_stats, ARRAY_LEN(python_stats), python_ends, ARRAY_LEN(python_ends), s->stats);
+	json_stats(w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), unwind_ends, ARRAY_LEN(unwind_ends), s->stats);
+	json_stats(w, "rss", rss_stats, ARRAY_LEN(rss_stats), NULL, 0, s->stats);
 	jw_u64(w, "rss_sample_every", 1ULL << s->rss_shift);
 	json_hits(w, s);
 	json_layer_calls(w, s);
