@@ -127,6 +127,60 @@ def remembered_walks_replay_the_same_chains():
     check(uw["replayed"] >= 19 and uw["replayed"] < uw["stacks"], f"the rbp-framed walk replayed 19 times at least: {uw}")
 
 
+NORMAL_ENDS = ("outermost", "null_return", "depth_limit", "step_limit")
+# A leaf called through frames without frame pointers or any unwinding table of their own (the C runtime's
+# objects still give the executable a table, which has no row for them).
+NO_FDE_SRC = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((noinline)) void *leaf(int i) { void *p = malloc(4321 + i % 2); __asm__ volatile("" ::: "memory"); return p; }
+__attribute__((noinline)) void *mid(int i) { void *p = leaf(i); __asm__ volatile("" ::: "memory"); return p; }
+int main(void)
+{
+	char c;
+	setvbuf(stdout, NULL, _IONBF, 0);
+	printf("ready\n");
+	if (read(0, &c, 1) != 1)
+		return 1;
+	for (int i = 0; i < 50; i++)
+		if (!mid(i))
+			return 1;
+	printf("done\n");
+	while (read(0, &c, 1) > 0)
+		;
+	return 0;
+}
+"""
+
+
+def check_stop_sums(uw, what):
+    """Each walk counts one reason: they add up to the stacks, the early ones to stopped, depth to truncated."""
+    r = uw["stop_reasons"]
+    eq(sum(r.values()), uw["stacks"], f"{what}: one reason per stack unwound ({r})")
+    eq(sum(v for k, v in r.items() if k not in NORMAL_ENDS), uw["stopped"], f"{what}: early stops add up to stopped")
+    eq(r["depth_limit"], uw["truncated"], f"{what}: depth_limit is truncated")
+
+
+@test
+def walks_end_for_their_reasons():
+    _, rep = stacks_by_size(UNWIND)
+    uw = rep["stats"]["unwind"]
+    check_stop_sums(uw, "the unwind fixture")
+    check(uw["stop_reasons"]["outermost"] + uw["stop_reasons"]["null_return"] > 0,
+          f"walks reach the outermost frame: {uw['stop_reasons']}")
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "nofde.c"), os.path.join(d, "nofde")
+        with open(src, "w") as f:
+            f.write(NO_FDE_SRC)
+        subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
+                        src, "-o", exe], check=True)
+        tool, _ = attached_run([exe], "-f", "json", "60")
+        uw = tool.reports()[-1]["stats"]["unwind"]
+    check_stop_sums(uw, "no table rows, no frame pointers")
+    check(uw["stop_reasons"]["no_fde"] > 0 and uw["stopped"] > 0, f"walks stop at a pc its table has no row for: {uw}")
+
+
 @test
 def frame_pointers_alone_lose_the_chain():
     got, rep = stacks_by_size(UNWIND, "--unwind", "fp")
@@ -134,6 +188,7 @@ def frame_pointers_alone_lose_the_chain():
     depth = len(tool_frames(got[2222]))
     check(depth < 10, f"without tables the 40-deep chain is cut short ({depth} frames)")
     eq(rep["stats"]["unwind"]["stacks"], 0, "no stack unwound with tables")
+    eq(sum(rep["stats"]["unwind"]["stop_reasons"].values()), 0, "nor any walk's end counted")
 
 
 @test
