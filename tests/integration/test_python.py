@@ -64,6 +64,14 @@ def expect_chain(rep, size, count, chain, what):
     return st[0]
 
 
+def check_py_stop_sums(py, what):
+    """Each walk counts one reason: they add up to the walks, and to unreadable and truncated where they say so."""
+    r = py["stop_reasons"]
+    eq(sum(r.values()), py["with_frames"] + py["without_frames"], f"{what}: one reason per walk ({r})")
+    eq(r["frame_unreadable"], py["unreadable"], f"{what}: frame_unreadable is unreadable")
+    eq(r["depth_limit"] + r["step_limit"], py["truncated"], f"{what}: depth and step limits are truncated")
+
+
 def check_basic(python):
     rep, tool = run_py(python, "basic")
     check(any("Python frames: CPython 3." in l for l in tool.stderr_lines), f"notice: {tool.stderr_lines}")
@@ -79,6 +87,8 @@ def check_basic(python):
     eq(sized(rep, 200001), [], "churn's freed blocks are not outstanding")
     # 70 allocations ran Python code: 20 kept, 50 churned (smaller objects come from CPython's own arenas).
     check(rep["stats"]["python"]["with_frames"] >= 70, f"python stats: {rep['stats']['python']}")
+    check_py_stop_sums(rep["stats"]["python"], "basic")
+    check(rep["stats"]["python"]["stop_reasons"]["chain_end"] >= 70, f"chains read to their end: {rep['stats']['python']}")
     check(rep["stats"]["events"]["frees_matched"] >= 50, f"churn's frees matched: {rep['stats']['events']}")
     # Frames appear in call order with the native ones: the allocator's caller and the interpreter's C
     # functions up to the eval loop, the Python frames that loop ran in its place, then the interpreter's
@@ -157,6 +167,8 @@ def python_deep_recursion_whole_and_truncated():
     eq(len(py_frames(st[0])), 192, "the innermost 192 frames are kept")
     eq(st[0]["python_truncated"], True, "the rest is reported missing")
     check(rep["stats"]["python"]["truncated"] >= 3, f"counted: {rep['stats']['python']}")
+    check_py_stop_sums(rep["stats"]["python"], "300 deep")
+    check(rep["stats"]["python"]["stop_reasons"]["depth_limit"] >= 3, f"at the depth limit: {rep['stats']['python']}")
 
 
 @test
@@ -188,8 +200,9 @@ def c_program_native_stacks_and_no_python_notice():
     rep = tool.reports()[-1]
     check(rep["stacks"], "stacks reported")
     eq([f for s in rep["stacks"] for f in s["frames"] if f["kind"] != "native"], [], "only native frames")
-    eq(rep["stats"]["python"], {"with_frames": 0, "without_frames": 0, "truncated": 0, "unreadable": 0},
-       "no Python capture")
+    eq({k: v for k, v in rep["stats"]["python"].items() if k != "stop_reasons"},
+       {"with_frames": 0, "without_frames": 0, "truncated": 0, "unreadable": 0}, "no Python capture")
+    eq(sum(rep["stats"]["python"]["stop_reasons"].values()), 0, "nor any Python walk's end")
     check(not any("Python" in l for l in tool.stderr_lines), f"no Python notice: {tool.stderr_lines}")
 
 
