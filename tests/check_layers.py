@@ -22,7 +22,6 @@ LONG = {
     "bpf/stack.bpf.c capture": "BPF: inlined into every probe; a split may cost verifier budget (not measured)",
     "user/attach/probes.c probes__sync": "to split (issue 26)",
     "user/collect/heapfrag.c heapfrag__walk": "to split (issue 26)",
-    "user/python/pyframes.c probe_runtime": "to split (issue 26)",
     "user/unwind/ehframe.c parse_cie": "to split (issue 26)",
     "user/unwind/unwind.c build": "to split (issue 26)",
 }

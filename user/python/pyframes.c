@@ -215,38 +215,45 @@ static int load_bias(const struct elf_syms *es, const struct ml_maps *maps, cons
 	return -ENOENT;
 }
 
-/* The CPython version of an object mapped by the target, if it is an interpreter runtime. */
-static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const struct ml_mapping *m)
+/* The ELF symbols of m and _PyRuntime's address in the target, if m is an interpreter runtime. 0 or -ENOENT. */
+static int open_runtime(const struct pyframes *p, const struct ml_maps *maps, const struct ml_mapping *m,
+			struct elf_syms **es, uint64_t *rt, uint64_t *bias)
 {
-	const char *base = ml_base_name(m->path);
-	uint64_t rt, ver_addr, bias, version = 0, sym;
-	const struct ml_py_layout *lay;
-	struct elf_syms *es = NULL;
-	struct ml_pyproc pp = {};
-	__u32 key = (__u32)p->pid;
 	int fd, err;
 
 	/* Only objects named like an interpreter are opened again: libraries such as libtorch are huge. */
-	if (!strstr(base, "python"))
-		return 0;
+	if (!strstr(ml_base_name(m->path), "python"))
+		return -ENOENT;
 	fd = ml_maps__open_file(p->pid, m);
 	if (fd < 0)
-		return 0;
-	err = elf_syms__open(fd, &es);
+		return -ENOENT;
+	err = elf_syms__open(fd, es);
 	close(fd);
 	if (err)
-		return 0;
-	if (elf_syms__find_object(es, "_PyRuntime", &rt, NULL) || load_bias(es, maps, m, &bias)) {
-		elf_syms__free(es);
-		return 0;
+		return -ENOENT;
+	if (elf_syms__find_object(*es, "_PyRuntime", rt, NULL) || load_bias(*es, maps, m, bias)) {
+		elf_syms__free(*es);
+		return -ENOENT;
 	}
-	rt += bias;
+	*rt += *bias;
+	return 0;
+}
+
+/* The layout of the CPython in m (its version in p->version), or NULL, said why, when none we know fits it. */
+static const struct ml_py_layout *runtime_layout(struct pyframes *p, const struct elf_syms *es,
+						 const struct ml_mapping *m, uint64_t rt, uint64_t bias)
+{
+	const struct ml_py_layout *lay;
+	uint64_t ver_addr, version = 0;
+	uint8_t dbg[4096];
+	char why[128] = "";
+
 	if (elf_syms__find_object(es, "Py_Version", &ver_addr, NULL) ||
 	    peek(p, ver_addr + bias, &version, sizeof(version))) {
 		ml_notice("pid %d: the CPython runtime in %s is older than 3.11 (no Py_Version): Python frames need "
 			  "CPython 3.11 to 3.13; native stacks only",
 			  p->pid, m->path);
-		goto refuse;
+		return NULL;
 	}
 	snprintf(p->version, sizeof(p->version), "%u.%u.%u", (unsigned int)(version >> 24) & 0xff,
 		 (unsigned int)(version >> 16) & 0xff, (unsigned int)(version >> 8) & 0xff);
@@ -254,56 +261,70 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	if (!lay) {
 		ml_notice("pid %d runs CPython %s (%s): Python frames need CPython 3.11 to 3.13; native stacks only",
 			  p->pid, p->version, m->path);
-		goto refuse;
+		return NULL;
 	}
-	if (lay->version >= 0x030d0000) {
-		uint8_t dbg[4096];
-		char why[128] = "";
+	/* The interpreter describes itself from 3.13 on: any disagreement means a build we do not know. */
+	if (lay->version >= 0x030d0000 &&
+	    (peek(p, rt, dbg, sizeof(dbg)) || ml_py_layout_check_debug(lay, dbg, sizeof(dbg), why, sizeof(why)))) {
+		ml_notice("pid %d: CPython %s (%s) does not match the known %s layout (%s); native stacks only", p->pid,
+			  p->version, m->path, lay->name, why[0] ? why : "no _Py_DebugOffsets");
+		return NULL;
+	}
+	return lay;
+}
 
-		/* The interpreter describes itself: any disagreement means a build we do not know. */
-		if (peek(p, rt, dbg, sizeof(dbg)) ||
-		    ml_py_layout_check_debug(lay, dbg, sizeof(dbg), why, sizeof(why))) {
-			ml_notice("pid %d: CPython %s (%s) does not match the known %s layout (%s); native stacks only",
-				  p->pid, p->version, m->path, lay->name, why[0] ? why : "no _Py_DebugOffsets");
-			goto refuse;
-		}
-	}
+/* The runtime addresses of the types a frame's objects are checked against. 0, or -ENOENT said why. */
+static int find_types(struct pyframes *p, const struct elf_syms *es, const struct ml_mapping *m, uint64_t bias)
+{
+	uint64_t sym;
+
 	if (elf_syms__find_object(es, "PyCode_Type", &sym, NULL) || !(p->type_code = sym + bias) ||
 	    elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) || !(p->type_str = sym + bias) ||
 	    elf_syms__find_object(es, "PyBytes_Type", &sym, NULL) || !(p->type_bytes = sym + bias)) {
 		ml_notice("pid %d: CPython %s (%s) lacks its type symbols; native stacks only", p->pid, p->version,
 			  m->path);
-		goto refuse;
+		return -ENOENT;
 	}
-	elf_syms__free(es);
-	pp.runtime = rt;
-	pp.runtime_interp_head = lay->runtime_interpreters_head;
-	pp.interp_next = lay->interp_next;
-	pp.interp_threads_head = lay->interp_threads_head;
-	pp.tstate_next = lay->tstate_next;
-	pp.tstate_thread_id = lay->tstate_thread_id;
-	pp.tstate_cframe = lay->tstate_cframe;
-	pp.cframe_current_frame = lay->cframe_current_frame;
-	pp.tstate_current_frame = lay->tstate_current_frame;
-	pp.frame_code = lay->frame_code;
-	pp.frame_previous = lay->frame_previous;
-	pp.code_check = lay->code_linetable;
-	{
-		uint16_t fptr =
-		    lay->tstate_current_frame != ML_PY_NONE ? lay->tstate_current_frame : lay->tstate_cframe;
-		uint16_t lo = fptr < lay->tstate_thread_id ? fptr : lay->tstate_thread_id;
-		uint16_t hi = (fptr > lay->tstate_thread_id ? fptr : lay->tstate_thread_id) + 8;
+	return 0;
+}
 
-		pp.tstate_block_off = lo;
-		pp.tstate_block_len = hi - lo <= 128 ? hi - lo : 0; /* 0: two reads instead */
-	}
-	pp.frame_instr = lay->frame_instr;
-	pp.frame_owner = lay->frame_owner;
-	pp.frame_is_entry = lay->frame_is_entry;
-	pp.frame_size = lay->frame_size;
-	pp.code_adaptive = lay->code_adaptive;
-	pp.owner_cstack = lay->owner_cstack;
-	pp.instr_is_next = lay->instr_is_next;
+/* What the BPF walker needs of lay to find the threads and frames of the runtime at rt. */
+static void fill_pyproc(struct ml_pyproc *pp, const struct ml_py_layout *lay, uint64_t rt)
+{
+	uint16_t fptr = lay->tstate_current_frame != ML_PY_NONE ? lay->tstate_current_frame : lay->tstate_cframe;
+	uint16_t lo = fptr < lay->tstate_thread_id ? fptr : lay->tstate_thread_id;
+	uint16_t hi = (fptr > lay->tstate_thread_id ? fptr : lay->tstate_thread_id) + 8;
+
+	pp->runtime = rt;
+	pp->runtime_interp_head = lay->runtime_interpreters_head;
+	pp->interp_next = lay->interp_next;
+	pp->interp_threads_head = lay->interp_threads_head;
+	pp->tstate_next = lay->tstate_next;
+	pp->tstate_thread_id = lay->tstate_thread_id;
+	pp->tstate_cframe = lay->tstate_cframe;
+	pp->cframe_current_frame = lay->cframe_current_frame;
+	pp->tstate_current_frame = lay->tstate_current_frame;
+	pp->frame_code = lay->frame_code;
+	pp->frame_previous = lay->frame_previous;
+	pp->code_check = lay->code_linetable;
+	pp->tstate_block_off = lo;
+	pp->tstate_block_len = hi - lo <= 128 ? hi - lo : 0; /* 0: two reads instead */
+	pp->frame_instr = lay->frame_instr;
+	pp->frame_owner = lay->frame_owner;
+	pp->frame_is_entry = lay->frame_is_entry;
+	pp->frame_size = lay->frame_size;
+	pp->code_adaptive = lay->code_adaptive;
+	pp->owner_cstack = lay->owner_cstack;
+	pp->instr_is_next = lay->instr_is_next;
+}
+
+/* Hands the layout to the BPF walker: 1 once it has it, 0 when refused (said why). */
+static int enable(struct pyframes *p, const struct ml_py_layout *lay, uint64_t rt, const struct ml_mapping *m)
+{
+	struct ml_pyproc pp = {};
+	__u32 key = (__u32)p->pid;
+
+	fill_pyproc(&pp, lay, rt);
 	if (lay->frame_size > ML_PY_FRAME_MAX) {
 		ml_notice("pid %d: CPython %s frames are larger than the walker reads; native stacks only", p->pid,
 			  p->version);
@@ -311,8 +332,7 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 		return 0;
 	}
 	if (bpf_map_update_elem(bpf_map__fd(p->skel->maps.pyprocs), &key, &pp, BPF_ANY)) {
-		err = -errno;
-		ml_err("pid %d: cannot enable Python frames: %s", p->pid, strerror(-err));
+		ml_err("pid %d: cannot enable Python frames: %s", p->pid, strerror(errno));
 		p->refused = true;
 		return 0;
 	}
@@ -320,10 +340,26 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	p->configured = true;
 	ml_notice("Python frames: CPython %s in %s (pid %d)", p->version, m->path, p->pid);
 	return 1;
-refuse:
+}
+
+/* The CPython version of an object mapped by the target, if it is an interpreter runtime. */
+static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const struct ml_mapping *m)
+{
+	const struct ml_py_layout *lay;
+	struct elf_syms *es = NULL;
+	uint64_t rt, bias;
+
+	if (open_runtime(p, maps, m, &es, &rt, &bias))
+		return 0;
+	lay = runtime_layout(p, es, m, rt, bias);
+	if (lay && find_types(p, es, m, bias))
+		lay = NULL;
 	elf_syms__free(es);
-	p->refused = true;
-	return 0;
+	if (!lay) {
+		p->refused = true;
+		return 0;
+	}
+	return enable(p, lay, rt, m);
 }
 
 int pyframes__sync(struct pyframes *p, const struct ml_maps *maps)
