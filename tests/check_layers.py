@@ -23,7 +23,6 @@ LONG = {
     "user/attach/probes.c probes__sync": "to split (issue 26)",
     "user/collect/heapfrag.c heapfrag__walk": "to split (issue 26)",
     "user/unwind/ehframe.c parse_cie": "to split (issue 26)",
-    "user/unwind/unwind.c build": "to split (issue 26)",
 }
 # Macros that define a BPF program: the program's name is their first argument.
 BPF_PROG_MACROS = {"BPF_PROG", "BPF_KPROBE", "BPF_KRETPROBE", "BPF_UPROBE", "BPF_URETPROBE", "BPF_USDT"}

@@ -263,13 +263,14 @@ static void read_segs(Elf *elf, struct uw_file *f)
 	}
 }
 
-/* Parse a file and place its table; f->ok tells whether it got one. -ENOMEM only is an error. */
-static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struct uw_file *f)
+/*
+ * Reads the table of mp's file (and of its separate debug file) into t, its executable segments into f;
+ * *debug_file tells whether the debug file was found. A file without a table leaves t empty: -ENOMEM only
+ * is an error.
+ */
+static int read_table(struct unwinder *u, int pid, const struct ml_mapping *mp, struct uw_file *f,
+		      struct ml_unwind_table *t, bool *debug_file)
 {
-	struct ml_unwind_table t = {};
-	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), lo, hi;
-	uint32_t nrows = 0, npages, shift;
-	struct ml_urow *conv = NULL;
 	int fd, dfd = -1, err = 0;
 	Elf *elf;
 
@@ -285,7 +286,7 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 	}
 	elf_end(elf);
 	if (!err && f->nsegs) {
-		err = ml_unwind_from_elf(fd, dfd, &t);
+		err = ml_unwind_from_elf(fd, dfd, t);
 		if (err && err != -ENOMEM) {
 			ml_info("%s: no unwinding table (%s): frame pointers only", mp->path ? mp->path : "?",
 				strerror(-err));
@@ -293,8 +294,88 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 		}
 	}
 	close(fd);
+	*debug_file = dfd >= 0;
 	if (dfd >= 0)
 		close(dfd);
+	return err;
+}
+
+/* t's rows as wire rows into conv (t->n of them), a row that repeats the one before left out; how many. */
+static uint32_t wire_rows(const struct ml_unwind_table *t, uint64_t lo, struct ml_urow *conv)
+{
+	uint32_t nrows = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		struct ml_urow w = wire_row(&t->rows[i], lo);
+
+		if (nrows && same_wire(&conv[nrows - 1], &w))
+			continue;
+		conv[nrows++] = w;
+	}
+	return nrows;
+}
+
+/*
+ * Index granularity: the finest power of two (down to 2^ML_UW_MIN_SHIFT bytes) that keeps about
+ * ML_UW_ROWS_PER_SLOT rows per index entry, so the BPF search takes two or three steps and the index
+ * costs a fraction of the rows.
+ */
+static uint32_t index_shift(uint64_t span, uint32_t nrows)
+{
+	uint32_t shift = ML_UW_MAX_SHIFT;
+
+	while (shift > ML_UW_MIN_SHIFT && (span >> (shift - 1)) + 1 <= nrows / ML_UW_ROWS_PER_SLOT)
+		shift--;
+	return shift;
+}
+
+/* Copies nrows rows and an index of npages + 1 entries into ranges taken for f. 0 or -ENOSPC. */
+static int place(struct unwinder *u, struct uw_file *f, const struct ml_urow *conv, uint32_t nrows, uint32_t shift,
+		 uint32_t npages)
+{
+	if (ext_take(&u->free_rows, nrows, &f->row_base))
+		return -ENOSPC;
+	if (ext_take(&u->free_index, npages + 1, &f->idx_base)) {
+		ext_put(&u->free_rows, f->row_base, nrows);
+		return -ENOSPC;
+	}
+	memcpy(&u->rows[f->row_base], conv, nrows * sizeof(*conv));
+	/* index[p]: the last row at or before the start of slot p (0 when none is) */
+	for (uint32_t p = 0, r = 0; p <= npages; p++) {
+		uint64_t at = (uint64_t)p << shift;
+
+		while (r + 1 < nrows && conv[r + 1].pc <= at)
+			r++;
+		put_index(u, f->idx_base + p, p == npages ? nrows - 1 : r);
+	}
+	f->n_rows = nrows;
+	f->n_idx = npages + 1;
+	f->shift = shift;
+	return 0;
+}
+
+/* A table that found no room: counted, said once, and its file unwound by frame pointers. */
+static void no_room(struct unwinder *u, const struct ml_mapping *mp, size_t n)
+{
+	u->no_room++;
+	if (!u->warned_room)
+		ml_notice("no room left for the unwinding table of %s (%zu rows; raise --unwind-mem): its frames fall "
+			  "back to frame pointers",
+			  mp->path, n);
+	u->warned_room = true;
+}
+
+/* Parse a file and place its table; f->ok tells whether it got one. -ENOMEM only is an error. */
+static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struct uw_file *f)
+{
+	struct ml_unwind_table t = {};
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), lo, hi;
+	struct ml_urow *conv = NULL;
+	uint32_t nrows, npages, shift;
+	bool debug_file = false;
+	int err;
+
+	err = read_table(u, pid, mp, f, &t, &debug_file);
 	if (err || !t.n)
 		goto out;
 	lo = t.rows[0].pc & ~(uint64_t)((1u << ML_UW_MAX_SHIFT) - 1);
@@ -308,64 +389,27 @@ static int build(struct unwinder *u, int pid, const struct ml_mapping *mp, struc
 		err = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < t.n; i++) {
-		struct ml_urow w = wire_row(&t.rows[i], lo);
-
-		if (nrows && same_wire(&conv[nrows - 1], &w))
-			continue;
-		conv[nrows++] = w;
-	}
-	/*
-	 * Index granularity: the finest power of two (down to 2^ML_UW_MIN_SHIFT bytes) that keeps about
-	 * ML_UW_ROWS_PER_SLOT rows per index entry, so the BPF search takes two or three steps and the index
-	 * costs a fraction of the rows.
-	 */
-	shift = ML_UW_MAX_SHIFT;
-	while (shift > ML_UW_MIN_SHIFT && ((hi - lo) >> (shift - 1)) + 1 <= nrows / ML_UW_ROWS_PER_SLOT)
-		shift--;
+	nrows = wire_rows(&t, lo, conv);
+	shift = index_shift(hi - lo, nrows);
 	npages = (uint32_t)((hi - lo) >> shift) + 1;
-	if (ext_take(&u->free_rows, nrows, &f->row_base)) {
-		err = -ENOSPC;
+	err = place(u, f, conv, nrows, shift, npages);
+	if (err) {
+		no_room(u, mp, t.n);
+		err = 0;
 		goto out;
 	}
-	if (ext_take(&u->free_index, npages + 1, &f->idx_base)) {
-		ext_put(&u->free_rows, f->row_base, nrows);
-		err = -ENOSPC;
-		goto out;
-	}
-	memcpy(&u->rows[f->row_base], conv, nrows * sizeof(*conv));
-	/* index[p]: the last row at or before the start of slot p (0 when none is) */
-	for (uint32_t p = 0, r = 0; p <= npages; p++) {
-		uint64_t at = (uint64_t)p << shift;
-
-		while (r + 1 < nrows && conv[r + 1].pc <= at)
-			r++;
-		put_index(u, f->idx_base + p, p == npages ? nrows - 1 : r);
-	}
-	f->n_rows = nrows;
-	f->n_idx = npages + 1;
 	f->lo = lo;
-	f->debug_file = dfd >= 0;
-	f->shift = shift;
+	f->debug_file = debug_file;
 	f->ok = true;
 	ml_info("unwinding table for %s: %u rows, %u index entries, %llu KiB, built in %.1f ms%s", mp->path, nrows,
 		npages + 1,
 		(unsigned long long)(((uint64_t)nrows * sizeof(struct ml_urow) + (npages + 1ULL) * IDX_STRIDE) >> 10),
 		(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6, f->debug_file ? " (with a separate debug file)" : "");
 out:
-	if (err == -ENOSPC) {
-		u->no_room++;
-		if (!u->warned_room)
-			ml_notice("no room left for the unwinding table of %s (%zu rows; raise --unwind-mem): its "
-				  "frames fall back to frame pointers",
-				  mp->path, t.n);
-		u->warned_room = true;
-		err = 0;
-	}
 	f->build_ns = ml_clock_ns(CLOCK_MONOTONIC) - t0;
 	free(conv);
 	ml_unwind_table_free(&t);
-	return err == -ENOMEM ? err : 0;
+	return err;
 }
 
 static void evict(struct unwinder *u, uint32_t slot)
