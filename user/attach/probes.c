@@ -543,11 +543,90 @@ void probes__held(struct probes *p, bool held)
 	p->held = held;
 }
 
+/*
+ * probe_object's result n as the sync takes it: an object we cannot use is said why and skipped (0), so that it
+ * keeps no other from being probed; what is left negative (-ENOMEM, -ESRCH) ends the sync.
+ */
+static int tolerate(const struct ml_mapping *m, bool libc, int n)
+{
+	if (n == -ENOENT && libc) {
+		ml_notice("%s looks like a C library but lacks malloc/free symbols; not probed", m->path);
+		return 0;
+	}
+	if (n == -ENOEXEC || n == -ENOENT || n == -EACCES) {
+		ml_info("%s: not probed (%s)", m->path, strerror(-n));
+		return 0;
+	}
+	if (n < 0 && n != -ENOMEM && n != -ESRCH) {
+		ml_notice("%s: not probed: %s", m->path, strerror(-n));
+		return 0;
+	}
+	return n;
+}
+
+/* Probe an object not looked at yet and record it as looked at. 1 when probes were attached, 0, or -errno. */
+static int sync_object(struct probes *p, const struct ml_mapping *m, bool libc)
+{
+	unsigned int layers = 0;
+	struct object *o;
+	int n = probe_object(p, m, libc, &layers);
+
+	if (n == -EAGAIN) {
+		p->retry = true; /* not recorded as looked at: the next sync opens it again */
+		return 0;
+	}
+	n = tolerate(m, libc, n);
+	if (n < 0)
+		return n;
+	o = add_object(p, m);
+	if (!o)
+		return -ENOMEM;
+	o->libc_tried = libc;
+	if (!n)
+		return 0;
+	o->path = strdup(m->path);
+	o->nfuncs = (unsigned int)n;
+	o->layers = layers;
+	if (!o->path)
+		return -ENOMEM;
+	announce(p, m->path, layers, n);
+	if (libc && (layers & (1U << ML_LAYER_LIBC)))
+		note_heap(p, m->path);
+	return 1;
+}
+
+/* A statically linked program carries its own allocator: probe the executable if it has the symbols. */
+static int sync_static(struct probes *p, const struct ml_mapping *exe)
+{
+	struct object *o = lookup(p, exe);
+	unsigned int layers = 0;
+	int n;
+
+	if (!o && !(o = add_object(p, exe)))
+		return -ENOMEM;
+	if (o->libc_tried)
+		return 0;
+	o->libc_tried = true;
+	n = probe_object(p, exe, true, &layers);
+	if (n < 0)
+		return n == -ENOENT || n == -ENOEXEC ? 0 : n;
+	if (!n)
+		return 0;
+	if (!o->path && !(o->path = strdup(exe->path)))
+		return -ENOMEM;
+	o->nfuncs += (unsigned int)n;
+	o->layers |= layers;
+	announce(p, exe->path, layers, n);
+	if (!p->heap)
+		p->heap = "static (in the executable)";
+	return 1;
+}
+
 int probes__sync(struct probes *p, const struct ml_maps *maps)
 {
 	const struct ml_mapping *exe = NULL;
 	bool any_libc = false;
-	int added = 0;
+	int added = 0, n;
 	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
 
 	p->window_ns = p->last_sync_ns ? now - p->last_sync_ns : 0;
@@ -556,10 +635,7 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ml_mapping *m = &maps->v[i];
-		unsigned int layers = 0;
 		bool libc;
-		struct object *o;
-		int n;
 
 		if (!m->path || m->path[0] != '/' || !m->inode)
 			continue;
@@ -569,64 +645,16 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 		any_libc |= libc;
 		if (lookup(p, m))
 			continue;
-		n = probe_object(p, m, libc, &layers);
-		if (n == -EAGAIN) {
-			p->retry = true; /* not recorded as looked at: the next sync opens it again */
-			continue;
-		}
-		if (n == -ENOENT && libc) {
-			ml_notice("%s looks like a C library but lacks malloc/free symbols; not probed", m->path);
-			n = 0;
-		} else if (n == -ENOEXEC || n == -ENOENT || n == -EACCES) {
-			ml_info("%s: not probed (%s)", m->path, strerror(-n));
-			n = 0;
-		} else if (n < 0 && n != -ENOMEM && n != -ESRCH) {
-			/* One object we cannot use must not keep the others from being probed. */
-			ml_notice("%s: not probed: %s", m->path, strerror(-n));
-			n = 0;
-		}
+		n = sync_object(p, m, libc);
 		if (n < 0)
 			return n;
-		o = add_object(p, m);
-		if (!o)
-			return -ENOMEM;
-		o->libc_tried = libc;
-		if (n > 0) {
-			o->path = strdup(m->path);
-			o->nfuncs = (unsigned int)n;
-			o->layers = layers;
-			if (!o->path)
-				return -ENOMEM;
-			announce(p, m->path, layers, n);
-			added++;
-			if (libc && (layers & (1U << ML_LAYER_LIBC)))
-				note_heap(p, m->path);
-		}
+		added += n;
 	}
-	/* A statically linked program carries its own allocator: probe the executable if it has the symbols. */
 	if (!any_libc && layer_on(p, ML_LAYER_LIBC) && exe) {
-		struct object *o = lookup(p, exe);
-		unsigned int layers = 0;
-		int n;
-
-		if (!o && !(o = add_object(p, exe)))
-			return -ENOMEM;
-		if (o->libc_tried)
-			return added;
-		o->libc_tried = true;
-		n = probe_object(p, exe, true, &layers);
-		if (n > 0) {
-			if (!o->path && !(o->path = strdup(exe->path)))
-				return -ENOMEM;
-			o->nfuncs += (unsigned int)n;
-			o->layers |= layers;
-			announce(p, exe->path, layers, n);
-			added++;
-			if (!p->heap)
-				p->heap = "static (in the executable)";
-		} else if (n < 0 && n != -ENOENT && n != -ENOEXEC) {
+		n = sync_static(p, exe);
+		if (n < 0)
 			return n;
-		}
+		added += n;
 	}
 	return added;
 }
