@@ -89,12 +89,111 @@ static int push_holder(struct ml_heapfrag *f, uint64_t addr, uint64_t size, uint
 	return 0;
 }
 
+/*
+ * Where a walk is: the heap [first, end), the chunk at addr with its size word, and run, the resident bytes of
+ * the free chunks since the last in-use one.
+ */
+struct walk_pos {
+	uint64_t first, end, addr, size, run;
+	unsigned int regrown;
+};
+
+/* The heap's end is reached (top, the top chunk's size, or 0 at a fencepost): what it held is counted. */
+static int heap_done(struct ml_heapfrag *f, const struct walk_pos *at, uint64_t top)
+{
+	f->top_bytes += top;
+	f->unheld_bytes += at->run;
+	f->heap_bytes += at->end - at->first;
+	f->heaps++;
+	return 1;
+}
+
+/* The top chunk of a heap that grew since the walk began (sz runs past its end): its end is read again. */
+static bool regrew(struct walker *w, struct walk_pos *at, uint64_t sz)
+{
+	uint64_t now;
+
+	if (sz <= at->end - at->addr || sz < CHUNK_MIN || !w->src->end_now || at->regrown >= 4)
+		return false;
+	now = w->src->end_now(w->src->ctx, at->first, at->end);
+	at->regrown++;
+	if (now <= at->end)
+		return false;
+	at->end = now;
+	return true;
+}
+
+/* The chunk [at->addr, next), in use or free as the next one's PREV_INUSE bit says. 0 or -ENOMEM. */
+static int count_chunk(struct walker *w, struct walk_pos *at, uint64_t next, uint64_t next_size)
+{
+	struct ml_heapfrag *f = w->f;
+	uint64_t sz = next - at->addr, r;
+	int err;
+
+	if (next_size & PREV_INUSE) {
+		f->in_use_bytes += sz;
+		if (at->run && (err = push_holder(f, at->addr + CHUNK_HDR, sz, at->run)))
+			return err;
+		at->run = 0;
+		return 0;
+	}
+	r = resident_bytes(w->src, at->addr, next);
+	f->free_bytes += sz;
+	f->free_resident_bytes += r;
+	at->run += r;
+	return 0;
+}
+
+/*
+ * One chunk of the walk: 0 to go on (at moved to the next chunk, or the same one read again), 1 at the heap's
+ * end, or a negative errno.
+ */
+static int step(struct walker *w, struct walk_pos *at)
+{
+	struct ml_heapfrag *f = w->f;
+	uint64_t sz = at->size & ~7ULL, next, next_size;
+	int err;
+
+	if (!w->b->chunks) {
+		f->capped = true;
+		return -E2BIG;
+	}
+	w->b->chunks--;
+	f->chunks++;
+	/*
+	 * An older arena heap ends in a fencepost: a 16-byte chunk, then a header of size 0, within 64 bytes
+	 * of its end (a too small old top leaves only the 0).
+	 */
+	if ((sz == CHUNK_HDR || (sz == 0 && (at->size & PREV_INUSE))) && at->end - at->addr < 64)
+		return heap_done(f, at, 0);
+	if (regrew(w, at, sz)) {
+		f->chunks--; /* the same header, looked at again */
+		w->b->chunks++;
+		return 0;
+	}
+	/* Forward only, and never past the end: a bad size stops the walk instead of leading it anywhere. */
+	if (sz < CHUNK_MIN || sz % 16 || sz > at->end - at->addr)
+		return -EBADMSG;
+	next = at->addr + sz;
+	if (next == at->end) /* the top chunk ends the heap (glibc merges any free chunk below it) */
+		return heap_done(f, at, sz);
+	if (at->end - next < CHUNK_HDR)
+		return -EBADMSG;
+	err = word_at(w, next + 8, &next_size, sz >= WIN_BIG / 2 ? PAGE : WIN_BIG);
+	if (!err)
+		err = count_chunk(w, at, next, next_size);
+	if (err)
+		return err;
+	at->addr = next;
+	at->size = next_size;
+	return 0;
+}
+
 int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
 		   struct heapfrag_budget *b)
 {
+	struct walk_pos at = {.first = first, .end = end, .addr = first};
 	struct walker *w;
-	uint64_t addr = first, size, run = 0; /* run: resident bytes of the free chunks since the last in-use one */
-	unsigned int regrown = 0;
 	int err;
 
 	if (first % 16 || end <= first || end - first < CHUNK_HDR)
@@ -103,76 +202,11 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
 	if (!w)
 		return -ENOMEM;
 	*w = (struct walker){.src = src, .b = b, .f = f};
-	err = word_at(w, addr + 8, &size, WIN_BIG);
-	while (!err) {
-		uint64_t sz = size & ~7ULL, next, next_size;
-
-		if (!b->chunks) {
-			f->capped = true;
-			err = -E2BIG;
-			break;
-		}
-		b->chunks--;
-		f->chunks++;
-		/*
-		 * An older arena heap ends in a fencepost: a 16-byte chunk, then a header of size 0, within 64 bytes
-		 * of its end (a too small old top leaves only the 0).
-		 */
-		if ((sz == CHUNK_HDR || (sz == 0 && (size & PREV_INUSE))) && end - addr < 64) {
-			f->unheld_bytes += run;
-			f->heap_bytes += end - first;
-			f->heaps++;
-			break;
-		}
-		/* The top chunk of a heap that grew since the walk began: its end is read again. */
-		if (sz > end - addr && sz >= CHUNK_MIN && src->end_now && regrown < 4) {
-			uint64_t now = src->end_now(src->ctx, first, end);
-
-			regrown++;
-			if (now > end) {
-				end = now;
-				f->chunks--; /* the same header, looked at again */
-				b->chunks++;
-				continue;
-			}
-		}
-		/* Forward only, and never past the end: a bad size stops the walk instead of leading it anywhere. */
-		if (sz < CHUNK_MIN || sz % 16 || sz > end - addr) {
-			err = -EBADMSG;
-			break;
-		}
-		next = addr + sz;
-		if (next == end) { /* the top chunk ends the heap (glibc merges any free chunk below it) */
-			f->top_bytes += sz;
-			f->unheld_bytes += run;
-			f->heap_bytes += end - first;
-			f->heaps++;
-			break;
-		}
-		if (end - next < CHUNK_HDR) {
-			err = -EBADMSG;
-			break;
-		}
-		err = word_at(w, next + 8, &next_size, sz >= WIN_BIG / 2 ? PAGE : WIN_BIG);
-		if (err)
-			break;
-		if (next_size & PREV_INUSE) {
-			f->in_use_bytes += sz;
-			if (run && (err = push_holder(f, addr + CHUNK_HDR, sz, run)))
-				break;
-			run = 0;
-		} else {
-			uint64_t r = resident_bytes(src, addr, next);
-
-			f->free_bytes += sz;
-			f->free_resident_bytes += r;
-			run += r;
-		}
-		addr = next;
-		size = next_size;
-	}
+	err = word_at(w, first + 8, &at.size, WIN_BIG);
+	while (!err)
+		err = step(w, &at);
 	free(w);
-	return err;
+	return err < 0 ? err : 0;
 }
 
 void heapfrag__reset(struct ml_heapfrag *f)
