@@ -493,28 +493,11 @@ static bool aux_enc_ok(uint8_t enc)
 	return pe_format_ok(enc) && (app == 0 || app == PE_PCREL || app == PE_DATAREL);
 }
 
-/* Parse a CIE's body (after the CIE id) into c; c->ok tells whether its FDEs can be used. */
-static int parse_cie(struct builder *b, struct rd *r, struct cie *c, bool debug)
+/* The CIE's fields between its augmentation string and data: alignment factors and the return address column. */
+static int cie_factors(struct rd *r, struct cie *c, uint8_t version)
 {
-	const uint8_t *nul;
-	const char *aug;
-	uint64_t u, ra;
-	struct rd ar;
-	uint8_t version, e;
-	size_t i;
-	int err;
+	uint64_t ra;
 
-	memset(c, 0, sizeof(*c));
-	c->fde_enc = PE_ABSPTR;
-	if (rd_u8(r, &version) || (version != 1 && version != 3 && !(debug && version == 4)))
-		return -EINVAL;
-	nul = memchr(r->p, 0, rd_left(r));
-	if (!nul)
-		return -EINVAL;
-	aug = (const char *)r->p;
-	r->p = nul + 1;
-	if (aug[0] == 'e' && aug[1] == 'h') /* old GCC: an eh pointer of unknown size follows */
-		return -EINVAL;
 	if (version == 4) { /* address size 8, no segment selectors */
 		uint8_t asz, ssz;
 
@@ -532,41 +515,73 @@ static int parse_cie(struct builder *b, struct rd *r, struct cie *c, bool debug)
 	} else if (rd_uleb(r, &ra)) {
 		return -EINVAL;
 	}
-	if (ra != REG_RA)
-		return -EINVAL;
-	if (aug[0] == 'z') {
-		c->has_z = true;
-		if (rd_uleb(r, &u) || u > rd_left(r))
-			return -EINVAL;
-		ar.p = r->p;
-		ar.end = r->p + u;
-		r->p += u;
-		for (i = 1; aug[i]; i++) {
-			switch (aug[i]) {
-			case 'R':
-				if (rd_u8(&ar, &e) || !fde_enc_ok(e))
-					return -EINVAL;
-				c->fde_enc = e;
-				break;
-			case 'P':
-				if (rd_u8(&ar, &e) || !aux_enc_ok(e))
-					return -EINVAL;
-				if (e != PE_OMIT && rd_encoded(&ar, e, false, b->sect, b->sect_addr, &u))
-					return -EINVAL;
-				break;
-			case 'L':
-				if (rd_u8(&ar, &e) || !aux_enc_ok(e))
-					return -EINVAL;
-				break;
-			case 'S': break;
-			default: return -EINVAL;
-			}
-		}
-	} else {
-		for (i = 0; aug[i]; i++) /* without 'z' only letters that carry no data are understood */
+	return ra == REG_RA ? 0 : -EINVAL;
+}
+
+/* The augmentation data aug announces: the FDEs' pointer encoding kept, the personality's and LSDA's checked. */
+static int cie_aug_data(struct builder *b, struct rd *r, struct cie *c, const char *aug)
+{
+	uint64_t u;
+	struct rd ar;
+	uint8_t e;
+
+	if (aug[0] != 'z') {
+		for (size_t i = 0; aug[i]; i++) /* without 'z' only letters that carry no data are understood */
 			if (aug[i] != 'S')
 				return -EINVAL;
+		return 0;
 	}
+	c->has_z = true;
+	if (rd_uleb(r, &u) || u > rd_left(r))
+		return -EINVAL;
+	ar.p = r->p;
+	ar.end = r->p + u;
+	r->p += u;
+	for (size_t i = 1; aug[i]; i++) {
+		switch (aug[i]) {
+		case 'R':
+			if (rd_u8(&ar, &e) || !fde_enc_ok(e))
+				return -EINVAL;
+			c->fde_enc = e;
+			break;
+		case 'P':
+			if (rd_u8(&ar, &e) || !aux_enc_ok(e))
+				return -EINVAL;
+			if (e != PE_OMIT && rd_encoded(&ar, e, false, b->sect, b->sect_addr, &u))
+				return -EINVAL;
+			break;
+		case 'L':
+			if (rd_u8(&ar, &e) || !aux_enc_ok(e))
+				return -EINVAL;
+			break;
+		case 'S': break;
+		default: return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Parse a CIE's body (after the CIE id) into c; c->ok tells whether its FDEs can be used. */
+static int parse_cie(struct builder *b, struct rd *r, struct cie *c, bool debug)
+{
+	const uint8_t *nul;
+	const char *aug;
+	uint8_t version;
+	int err;
+
+	memset(c, 0, sizeof(*c));
+	c->fde_enc = PE_ABSPTR;
+	if (rd_u8(r, &version) || (version != 1 && version != 3 && !(debug && version == 4)))
+		return -EINVAL;
+	nul = memchr(r->p, 0, rd_left(r));
+	if (!nul)
+		return -EINVAL;
+	aug = (const char *)r->p;
+	r->p = nul + 1;
+	if (aug[0] == 'e' && aug[1] == 'h') /* old GCC: an eh pointer of unknown size follows */
+		return -EINVAL;
+	if (cie_factors(r, c, version) || cie_aug_data(b, r, c, aug))
+		return -EINVAL;
 	c->init.rbp_rule = RULE_SAME;
 	c->init.ra_rule = RULE_SAME;
 	c->init.signal = strchr(aug, 'S') != NULL;
