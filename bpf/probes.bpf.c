@@ -63,6 +63,52 @@ static __always_inline bool wrapper_took_stack(const struct ml_thread *th, __u64
 	return th->wrap.sp && sp < th->wrap.sp && now - th->wrap.entry_ns < ML_CALL_STALE_NS;
 }
 
+/*
+ * The size the spec's arguments ask for: a product that overflows is an allocation that fails, kept from
+ * reading as realloc(p, 0).
+ */
+static __always_inline __u64 call_size(const volatile struct ml_spec *s, const struct ml_args *a)
+{
+	__u64 size = s->size_arg ? arg_n(a, s->size_arg) : 1;
+
+	if (s->count_arg)
+		size = mul_sat(size, arg_n(a, s->count_arg));
+	if (s->count2_arg)
+		size = mul_sat(size, arg_n(a, s->count2_arg));
+	return size;
+}
+
+/*
+ * The call in flight, as its return probe reads it: where its results go, the pointer it frees (with that
+ * allocation's time), the device.
+ */
+static __always_inline void record_call(struct ml_call *t, const volatile struct ml_spec *s, const struct ml_args *a,
+					__u32 idx, __u64 sp, __u64 now, __u64 size)
+{
+	t->sp = sp;
+	t->entry_ns = now;
+	t->size = size;
+	t->spec = idx;
+	t->out_ptr = s->out_arg ? arg_n(a, s->out_arg) : 0;
+	t->size_out_ptr = s->size_out_arg ? arg_n(a, s->size_out_arg) + s->size_out_off : 0;
+	t->addr = s->addr_arg ? arg_n(a, s->addr_arg) : 0;
+	t->free_ptr = s->free_arg ? arg_n(a, s->free_arg) : 0;
+	t->free_ts = 0;
+	t->device = -1;
+	if (s->device_arg) {
+		__s32 dev = -1;
+
+		if (!bpf_probe_read_user(&dev, sizeof(dev), (void *)(arg_n(a, s->device_arg) + s->device_off)))
+			t->device = dev;
+	}
+	if (t->free_ptr) {
+		struct ml_slot *sl = slot_find(bpf_get_current_pid_tgid() >> 32, s->layer, t->free_ptr);
+		__u64 ts = sl ? READ_ONCE(sl->ts_ns) : 0;
+
+		t->free_ts = ts ? ts : 1; /* 1: not ours, nothing to release */
+	}
+}
+
 SEC("uprobe")
 int BPF_KPROBE(alloc_enter)
 {
@@ -112,34 +158,8 @@ int BPF_KPROBE(alloc_enter)
 		t->sp = 0;
 		return 0;
 	}
-	size = s->size_arg ? arg_n(&args, s->size_arg) : 1;
-	/* A product that overflows is an allocation that fails: keep it from reading as realloc(p, 0). */
-	if (s->count_arg)
-		size = mul_sat(size, arg_n(&args, s->count_arg));
-	if (s->count2_arg)
-		size = mul_sat(size, arg_n(&args, s->count2_arg));
-	t->sp = sp;
-	t->entry_ns = now;
-	t->size = size;
-	t->spec = idx;
-	t->out_ptr = s->out_arg ? arg_n(&args, s->out_arg) : 0;
-	t->size_out_ptr = s->size_out_arg ? arg_n(&args, s->size_out_arg) + s->size_out_off : 0;
-	t->addr = s->addr_arg ? arg_n(&args, s->addr_arg) : 0;
-	t->free_ptr = s->free_arg ? arg_n(&args, s->free_arg) : 0;
-	t->free_ts = 0;
-	t->device = -1;
-	if (s->device_arg) {
-		__s32 dev = -1;
-
-		if (!bpf_probe_read_user(&dev, sizeof(dev), (void *)(arg_n(&args, s->device_arg) + s->device_off)))
-			t->device = dev;
-	}
-	if (t->free_ptr) {
-		struct ml_slot *a = slot_find(bpf_get_current_pid_tgid() >> 32, s->layer, t->free_ptr);
-		__u64 ts = a ? READ_ONCE(a->ts_ns) : 0;
-
-		t->free_ts = ts ? ts : 1; /* 1: not ours, nothing to release */
-	}
+	size = call_size(s, &args);
+	record_call(t, s, &args, idx, sp, now, size);
 	/* A size only known at return cannot be filtered here: capture, and let the return filter. */
 	if (!s->size_out_arg && (size < min_size || size > max_size)) {
 		t->stack_id = ML_STACK_NONE;

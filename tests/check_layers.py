@@ -16,7 +16,6 @@ FUNC_MAX = 80
 # The functions of user/ and bpf/ allowed over FUNC_MAX lines, each with why. The list is counted: an entry whose
 # function is gone or back within FUNC_MAX fails too, so it only ever shrinks to the truth.
 LONG = {
-    "bpf/probes.bpf.c alloc_enter": "BPF program: a split may cost verifier budget (not measured)",
     "bpf/stack.bpf.c uw_unwind": "BPF: memo, replay and walk verified as one; a split may cost verifier budget",
     "bpf/stack.bpf.c uw_one": "BPF: its size sets the frames per bpf_loop call under 1M instructions (uw_step2)",
     "bpf/stack.bpf.c capture": "BPF: inlined into every probe; a split may cost verifier budget (not measured)",
