@@ -541,6 +541,67 @@ out:
 }
 
 /*
+ * The native walk with the process's tables um, into sc's stack and *h; cap->caller is the first frame's return
+ * address. 0 when the per-CPU state it needs cannot be had: nothing is captured then.
+ */
+static __always_inline int table_walk(struct ml_scratch *sc, const struct ml_umaps *um, struct ml_capture *cap,
+				      bool from_ip, __u64 *h)
+{
+	__u32 zero = 0;
+	__u64 ret = 0;
+	struct uw_walk uw = {.sc = sc,
+			     .um = um,
+			     .h = *h,
+			     .win_lo = ~0ULL,
+			     .bp = cap->bp,
+			     .bp_ok = 1,
+			     .gen = um->gen,
+			     .ri = pending_returns()};
+
+	uw.cache = bpf_map_lookup_elem(&uwcache, &zero);
+	if (!uw.cache)
+		return 0;
+	if (from_ip) {
+		uw.pc = cap->ip;
+		uw.sp = cap->sp;
+		uw.exact = 1;
+		uw.want_first = !cap->fault;
+	} else {
+		/* The return address comes with the first chunk of the stack: one read of user memory, not two. */
+		if (uw_word(&uw, cap->sp, &ret))
+			bpf_probe_read_user(&ret, sizeof(ret), (void *)cap->sp);
+		cap->caller = ret;
+		uw.pc = ret;
+		uw.sp = cap->sp + 8;
+	}
+	uw.sp0 = cap->sp;
+	if (uw.pc >= ML_MIN_USER_ADDR && uw.pc < ML_USER_TOP && !uw_unwind(&uw, from_ip))
+		return 0;
+	if (from_ip)
+		cap->caller = uw.first;
+	*h = uw.h;
+	return 1;
+}
+
+/* Hands the stack st, known as h, to user space unless it was lately. */
+static __always_inline void hand_over(struct ml_stack *st, __u64 h)
+{
+	if (!bpf_map_lookup_elem(&stacks_sent, &h)) {
+		__u64 words = st->nr + 2 * (__u64)st->nr_py, len = ML_STACK_HDR + 8 * words;
+		__u8 one = 1;
+
+		st->id = h;
+		if (len > sizeof(*st))
+			len = sizeof(*st);
+		/* Not delivered (ring full): not marked sent, so the next event with this stack tries again. */
+		if (bpf_ringbuf_output(&stack_events, st, len, 0))
+			stat_inc(ML_STAT_DROP_STACK);
+		else
+			bpf_map_update_elem(&stacks_sent, &h, &one, BPF_ANY);
+	}
+}
+
+/*
  * Stack capture. At function entry the caller's return address is at [rsp] whatever the code keeps; the
  * frames above it come from the unwinding tables where the process has them (falling back to frame
  * pointers where no table covers a pc), else from the frame-pointer chain, and in a Python process the
@@ -574,38 +635,8 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 	st->nr_py = 0;
 	st->nr = 0;
 	if (um) {
-		struct uw_walk uw = {.sc = sc,
-				     .um = um,
-				     .h = h,
-				     .win_lo = ~0ULL,
-				     .bp = fp,
-				     .bp_ok = 1,
-				     .gen = um->gen,
-				     .ri = pending_returns()};
-
-		uw.cache = bpf_map_lookup_elem(&uwcache, &zero);
-		if (!uw.cache)
+		if (!table_walk(sc, um, cap, from_ip, &h))
 			return;
-		if (from_ip) {
-			uw.pc = cap->ip;
-			uw.sp = sp;
-			uw.exact = 1;
-			uw.want_first = !cap->fault;
-		} else {
-			/* The return address comes with the first chunk of the stack: one read of user memory, not two.
-			 */
-			if (uw_word(&uw, sp, &ret))
-				bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
-			cap->caller = ret;
-			uw.pc = ret;
-			uw.sp = sp + 8;
-		}
-		uw.sp0 = sp;
-		if (uw.pc >= ML_MIN_USER_ADDR && uw.pc < ML_USER_TOP && !uw_unwind(&uw, from_ip))
-			return;
-		if (from_ip)
-			cap->caller = uw.first;
-		h = uw.h;
 	} else if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
 		/* The window check rejects most garbage in rbp before the first read. */
 		struct fp_walk fw = {.st = st, .fp = fp, .h = h};
@@ -625,19 +656,7 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 	if (h == ML_STACK_NONE)
 		h = 1;
 	cap->stack_id = h;
-	if (!bpf_map_lookup_elem(&stacks_sent, &h)) {
-		__u64 words = st->nr + 2 * (__u64)st->nr_py, len = ML_STACK_HDR + 8 * words;
-		__u8 one = 1;
-
-		st->id = h;
-		if (len > sizeof(*st))
-			len = sizeof(*st);
-		/* Not delivered (ring full): not marked sent, so the next event with this stack tries again. */
-		if (bpf_ringbuf_output(&stack_events, st, len, 0))
-			stat_inc(ML_STAT_DROP_STACK);
-		else
-			bpf_map_update_elem(&stacks_sent, &h, &one, BPF_ANY);
-	}
+	hand_over(st, h);
 }
 
 /* The global functions (see common.bpf.h): each program verifies the one walk it calls, from_ip known. */

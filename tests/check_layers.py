@@ -18,7 +18,6 @@ FUNC_MAX = 80
 LONG = {
     "bpf/stack.bpf.c uw_unwind": "BPF: memo, replay and walk verified as one; a split may cost verifier budget",
     "bpf/stack.bpf.c uw_one": "BPF: its size sets the frames per bpf_loop call under 1M instructions (uw_step2)",
-    "bpf/stack.bpf.c capture": "BPF: inlined into every probe; a split may cost verifier budget (not measured)",
 }
 # Macros that define a BPF program: the program's name is their first argument.
 BPF_PROG_MACROS = {"BPF_PROG", "BPF_KPROBE", "BPF_KRETPROBE", "BPF_UPROBE", "BPF_URETPROBE", "BPF_USDT"}
