@@ -435,6 +435,51 @@ static long uw_step1(__u32 i, void *arg)
 }
 
 /*
+ * Replay the walk remembered in m: 1 when every word it read is the same again, its frames then the walk's. Else
+ * rp says where the walk goes on: after the last frame checked, with rbp as the checks up to it left it.
+ */
+static __always_inline int uwm_replay(struct uw_walk *c, const struct ml_uwmemo *m, struct ml_uwreplay *rp, __u64 pc0)
+{
+	__u64 seq = READ_ONCE(m->seq);
+
+	barrier();
+	bpf_loop(ML_UWM_CHECKS / 4 + 1, uwm_step, c, 0);
+	barrier();
+	/* h over the frames replayed is the one remembered: also no entry torn by a preempting walk */
+	if (!c->bad && c->sc->st.nr == m->nr && c->h == m->h && READ_ONCE(m->seq) == seq && READ_ONCE(m->pc0) == pc0)
+		return 1;
+	if (rp->resume) {
+		/* (a frame reads at most one saved rbp, before its return address) */
+		__u32 k = (rp->resume - 1) & (ML_UWM_CHECKS - 1);
+		__u32 b = rp->bp_at <= rp->resume ? rp->bp_at : rp->bp_prev;
+
+		rp->pc = m->val[k];
+		rp->sp = c->sp0 + (__s64)(m->off[k] >> 4) * 8 + 8;
+		if (b) {
+			rp->bp = c->sp0 + m->val[(b - 1) & (ML_UWM_CHECKS - 1)];
+			rp->bp_reg = 0;
+		}
+		rp->bp_ok = rp->lost_at <= b;
+	}
+	return 0;
+}
+
+/* The walk's end in the counters: stopped early, truncated, frames by frame pointer. */
+static __always_inline void uw_tally(struct uw_walk *c, const struct ml_uwmemo *m, struct ml_counters *cn)
+{
+	if (c->bad) {
+		cnt_inc(cn, ML_STAT_UW_STOP);
+		c->sc->st.flags |= ML_STACK_UW_STOPPED;
+	}
+	if (m->truncated)
+		cnt_inc(cn, ML_STAT_UW_TRUNCATED);
+	end_inc(cn, ML_STAT_UW_END_BASE, m->stop, ML_UW_ENDS);
+	if (cn && m->n_fp)
+		cn->v[ML_STAT_UW_FP] += m->n_fp;
+	cnt_inc(cn, ML_STAT_UW_STACKS);
+}
+
+/*
  * The native walk from uw's pc and sp: replayed from the walk remembered for the same caller where every word
  * it read is the same, else done with the tables (and remembered, where nothing in it depended on chance).
  * A walk from a system call (from_ip) is not remembered. 0 when the per-CPU memo cannot be had.
@@ -465,33 +510,9 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 	rp->bp_at = rp->bp_prev = rp->lost_at = 0;
 	c->h = rp->h; /* as a map value: the same unknown to the verifier whichever way the walk below is reached */
 	if (set < ML_UWM_SETS && READ_ONCE(m->pc0) == pc0 && m->gen == c->gen &&
-	    (!m->bp_used || c->bp - c->sp0 == m->bp0)) {
-		seq = READ_ONCE(m->seq);
-		barrier();
-		bpf_loop(ML_UWM_CHECKS / 4 + 1, uwm_step, c, 0);
-		barrier();
-		if (!c->bad && c->sc->st.nr == m->nr && c->h == m->h && READ_ONCE(m->seq) == seq &&
-		    READ_ONCE(m->pc0) == pc0) {
-			/* h over the frames replayed is the one remembered: also no entry torn by a preempting walk */
-			cnt_inc(cn, ML_STAT_UW_MEMO);
-			goto out;
-		}
-		if (rp->resume) {
-			/*
-			 * The last frame checked: its return address, the stack above it, and rbp as the checks
-			 * up to it left it (a frame reads at most one saved rbp, before its return address).
-			 */
-			__u32 k = (rp->resume - 1) & (ML_UWM_CHECKS - 1);
-			__u32 b = rp->bp_at <= rp->resume ? rp->bp_at : rp->bp_prev;
-
-			rp->pc = m->val[k];
-			rp->sp = c->sp0 + (__s64)(m->off[k] >> 4) * 8 + 8;
-			if (b) {
-				rp->bp = c->sp0 + m->val[(b - 1) & (ML_UWM_CHECKS - 1)];
-				rp->bp_reg = 0;
-			}
-			rp->bp_ok = rp->lost_at <= b;
-		}
+	    (!m->bp_used || c->bp - c->sp0 == m->bp0) && uwm_replay(c, m, rp, pc0)) {
+		cnt_inc(cn, ML_STAT_UW_MEMO);
+		goto out;
 	}
 	/*
 	 * Written while it is empty; made valid only if no other walk wrote it meanwhile. A failed replay's
@@ -527,16 +548,7 @@ static __always_inline int uw_unwind(struct uw_walk *c, bool from_ip)
 		WRITE_ONCE(m->pc0, READ_ONCE(m->seq) == seq ? pc0 : 0);
 	}
 out:
-	if (c->bad) {
-		cnt_inc(cn, ML_STAT_UW_STOP);
-		c->sc->st.flags |= ML_STACK_UW_STOPPED;
-	}
-	if (m->truncated)
-		cnt_inc(cn, ML_STAT_UW_TRUNCATED);
-	end_inc(cn, ML_STAT_UW_END_BASE, m->stop, ML_UW_ENDS);
-	if (cn && m->n_fp)
-		cn->v[ML_STAT_UW_FP] += m->n_fp;
-	cnt_inc(cn, ML_STAT_UW_STACKS);
+	uw_tally(c, m, cn);
 	return 1;
 }
 

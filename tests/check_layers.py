@@ -16,8 +16,7 @@ FUNC_MAX = 80
 # The functions of user/ and bpf/ allowed over FUNC_MAX lines, each with why. The list is counted: an entry whose
 # function is gone or back within FUNC_MAX fails too, so it only ever shrinks to the truth.
 LONG = {
-    "bpf/stack.bpf.c uw_unwind": "BPF: memo, replay and walk verified as one; a split may cost verifier budget",
-    "bpf/stack.bpf.c uw_one": "BPF: its size sets the frames per bpf_loop call under 1M instructions (uw_step2)",
+    "bpf/stack.bpf.c uw_one": "BPF: sets the frames per bpf_loop call (uw_step2); as its own function +1.85k insns (measured)",
 }
 # Macros that define a BPF program: the program's name is their first argument.
 BPF_PROG_MACROS = {"BPF_PROG", "BPF_KPROBE", "BPF_KRETPROBE", "BPF_UPROBE", "BPF_URETPROBE", "BPF_USDT"}
