@@ -10,7 +10,7 @@
   const CELL = 18;           // frame height, px
   const CHAR_W = 12 * 0.62;  // width of one character of the 12px monospace labels, with a margin
   const PAD = 3;             // label inset, px
-  const MIN_W = 0.1;         // frames narrower than this are not shown (as flamegraph.pl's --minwidth)
+  const MIN_W = 1;           // frames narrower than this (px) are not drawn: a million stacks stay a usable page
 
   function svg(tag, attrs) {
     const e = document.createElementNS(SVGNS, tag);
@@ -87,8 +87,8 @@
     el.replaceChildren(bar, root_svg, details);
 
     let zoomed = root;
-    const frag = document.createDocumentFragment();
-    for (const n of nodes) {
+    // A frame's elements are made when it is first shown: an import can leave 50,000 frames under 1 px.
+    function element(n) {
       const y = H - (n.depth + 1) * CELL;
       n.g = svg("g", { class: "frame", "data-depth": n.depth });
       const title = svg("title", {});
@@ -96,12 +96,12 @@
       n.rect = svg("rect", { y: y, height: CELL - 1, rx: 2, ry: 2, fill: colour(n.name) });
       n.text = svg("text", { y: y + CELL - 5 });
       n.g.append(title, n.rect, n.text);
+      n.g.classList.toggle("match", !!n.match);
       n.g.addEventListener("click", () => (n === root ? unzoom() : zoom(n)));
       n.g.addEventListener("mouseenter", () => { details.textContent = title.textContent; });
       n.g.addEventListener("mouseleave", () => { details.textContent = " "; });
-      frag.appendChild(n.g);
+      root_svg.appendChild(n.g);
     }
-    root_svg.appendChild(frag);
 
     // Geometry for the zoomed frame z: its subtree scaled to the full width, its ancestors full width, others hidden.
     function place() {
@@ -116,9 +116,13 @@
           w = n.value * scale;
         }
         const shown = inside.has(n) && w >= MIN_W;
-        n.g.style.display = shown ? "" : "none";
-        n.g.classList.toggle("parent", n.depth < z.depth && inside.has(n));
-        if (!shown) continue;
+        if (!shown) {
+          if (n.g) n.g.style.display = "none";
+          continue;
+        }
+        if (!n.g) element(n);
+        n.g.style.display = "";
+        n.g.classList.toggle("parent", n.depth < z.depth);
         n.rect.setAttribute("x", x.toFixed(2));
         n.rect.setAttribute("width", w.toFixed(2));
         n.text.setAttribute("x", (x + PAD).toFixed(2));
@@ -149,7 +153,8 @@
       let bytes = 0, count = 0;
       (function walk(n, under) {
         const hit = re !== null && re.test(n.name);
-        n.g.classList.toggle("match", hit);
+        n.match = hit;
+        if (n.g) n.g.classList.toggle("match", hit);
         if (hit) count++;
         if (hit && !under) bytes += n.value;
         n.kids.forEach(k => walk(k, under || hit));
