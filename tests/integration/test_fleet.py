@@ -457,7 +457,9 @@ def all_python_picks_up_cpython_as_it_starts():
     try:
         first = Rank(tag, 0, False)
         tool = NodeTool("--all-python", "--no-follow", "1")
-        tool.wait_for(lambda l: "watching the node: " in l, "watching")
+        # Every Python on the node is attached before "watching": with the test files run two at a time that
+        # includes the other file's PyTorch 2.15 processes (89 objects, 78 MiB of unwinding tables each).
+        tool.wait_for(lambda l: "watching the node: " in l, "watching", timeout=120)
         check(any(f"tracing pid {first.pid} " in l for l in tool.err), f"the Python process is traced: {tool.err}")
         check(any(f"tracing pid {os.getpid()} " in l for l in tool.err), "the test's own Python too")
         check(not any("following pid" in l for l in tool.err), f"--no-follow: no child followed: {tool.err}")

@@ -18,7 +18,7 @@ from harness import ROOT, TOOL, Fail, alone, check, descendants, eq, html_check,
 
 # The interpreter: MEMLEAK_AI_WL_PY, else PyPI's torch in build/venv/3.12 (scripts/make-venv.sh), the GPU
 # machine's version. MEMLEAK_AI_WL_SMOKE=1 runs the @smoke subset only (the other versions, Debian's torch 1.13).
-PY = os.environ.get("MEMLEAK_AI_WL_PY") or os.path.join(ROOT, "build", "venv", "3.12", "bin", "python")
+PY = os.path.abspath(os.environ.get("MEMLEAK_AI_WL_PY") or os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
 SMOKE = os.environ.get("MEMLEAK_AI_WL_SMOKE") == "1"
 SMOKE_TESTS = []
 
