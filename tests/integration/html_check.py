@@ -220,10 +220,12 @@ def check(d, file, shot, term=None):
     except TimeoutException:
         pass
     res = d.execute_script(STATIC)
+    # The whole page, up to 8,000 px tall: Chromium cannot capture a taller one ("Unable to capture
+    # screenshot", seen with an import-time flame graph and table), and the picture is for a person to look at.
     w, h = d.execute_script("return [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
     png = d.execute_cdp_cmd("Page.captureScreenshot", {
         "format": "png", "captureBeyondViewport": True,
-        "clip": {"x": 0, "y": 0, "width": w, "height": h, "scale": 1}})["data"]
+        "clip": {"x": 0, "y": 0, "width": w, "height": min(h, 8000), "scale": 1}})["data"]
     with open(shot, "wb") as f:
         f.write(base64.b64decode(png))
     if res["rendered"] and res["flameRects"]:
