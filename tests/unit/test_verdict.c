@@ -252,5 +252,34 @@ int main(void)
 		      "the leak first, then by bytes: the import before the small stable row");
 		verdicts__free(v);
 	}
+	/*
+	 * A final report 0.1 s after the fifth, with no new event (sampling saw none in that sliver): it restates
+	 * the fifth report's sample, so the leak judged growing there stays growing; alone, its rate of 0 would
+	 * make the rises uneven and the leak stable.
+	 */
+	{
+		struct verdicts *v;
+		struct ml_row row = {.key = {.tgid = 1, .stack_id = 1}};
+		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 2};
+		const struct ml_judgement *jv = NULL;
+		const size_t *order = NULL;
+		int err = verdicts__new(&v);
+
+		for (int i = 0; i < 5 && !err; i++) {
+			s.now_ns = (uint64_t)(i + 1) * 2000000000ULL;
+			row.bytes += 4096, row.count += 16;
+			err = verdicts__update(v, &s, false, &jv, &order);
+		}
+		CHECK(!err && jv[0].verdict == ML_V_GROWING, "five reports, 16 more each: growing");
+		s.now_ns += 100000000ULL, s.elapsed_s = 0.1;
+		err = err ? err : verdicts__update(v, &s, false, &jv, &order);
+		CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 4 && jv[0].count_growth == 0,
+		      "a final report 0.1 s later: still growing over 4 intervals, +0 since the last report");
+		row.count += 16;
+		s.now_ns += 2000000000ULL, s.elapsed_s = 2;
+		err = err ? err : verdicts__update(v, &s, false, &jv, &order);
+		CHECK(!err && jv[0].intervals == 5 && jv[0].count_growth == 16, "a full interval later: a new sample");
+		verdicts__free(v);
+	}
 	return SUMMARY("verdict");
 }

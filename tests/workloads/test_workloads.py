@@ -336,7 +336,6 @@ def retention(stack, script):
 
 @test
 @alone
-@not_on_2x("the sampled count of kept loss tensors is 54% of the steps on torch 2.15 (458 for 850), under 60%")
 def losses_loop_default_settings_2s():
     """Default settings, -p, a report every 2 s: within six reports the first two leak candidates include the
     stack of the forward or loss line (at default settings the C heap is in heap-growth mode, so it is the

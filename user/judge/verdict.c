@@ -23,6 +23,8 @@ struct verdicts {
 	size_t *order;
 	const struct ml_snapshot *s; /* for the order comparator */
 	uint64_t t0_ns;
+	uint64_t updates;
+	double last_now, period; /* the last sample's time, and the spacing of the last full-length report */
 };
 
 const char *ml_verdict_name(enum ml_verdict v)
@@ -212,6 +214,39 @@ static void push(struct hist *h, double t, double b, double c)
 	h->b_short[h->n_short++] = b;
 }
 
+/* A sample that replaces the last one: a report that came too soon after it to be an interval of its own. */
+static void restate(struct hist *h, double t, double b, double c)
+{
+	if (!h->n_short) {
+		push(h, t, b, c);
+		return;
+	}
+	h->t_short[h->n_short - 1] = t;
+	h->b_short[h->n_short - 1] = b;
+	h->c_short[h->n_short - 1] = c;
+}
+
+/* A row's judgement, its history (old, or none for a new stack) carried into *h with the sample of now. */
+static struct ml_judgement judge_row(struct hist *h, const struct hist *old, const struct ml_row *r, double now,
+				     bool merge, double age, double interval)
+{
+	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG];
+	double prev = old && old->n_short ? old->c_short[old->n_short - 1] : 0;
+	struct ml_judgement j;
+	size_t n;
+
+	*h = old ? *old : (struct hist){.key = r->key};
+	if (merge && old)
+		restate(h, now, (double)r->bytes, (double)r->count);
+	else
+		push(h, now, (double)r->bytes, (double)r->count);
+	n = series(h, t, b, c);
+	j = ml_judge(t, b, c, n, age, interval);
+	if (merge && old)
+		j.count_growth = (int64_t)((double)r->count - prev); /* since the last report still */
+	return j;
+}
+
 static const struct verdicts *cmp_ctx;
 
 static int cmp_order(const void *a, const void *b)
@@ -236,8 +271,8 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	struct hist *nh = calloc(s->nrows ? s->nrows : 1, sizeof(*nh));
 	struct ml_judgement *j = calloc(s->nrows ? s->nrows : 1, sizeof(*j));
 	size_t *ord = calloc(s->nrows ? s->nrows : 1, sizeof(*ord));
-	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG], now;
-	double interval = s->elapsed_s;
+	double now, interval = s->elapsed_s;
+	bool merge;
 
 	if (!nh || !j || !ord) {
 		free(nh), free(j), free(ord);
@@ -246,17 +281,21 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	if (!v->t0_ns)
 		v->t0_ns = s->now_ns;
 	now = (double)(s->now_ns - v->t0_ns) / 1e9;
+	/*
+	 * A report under half an interval after the last (the final one, on a signal just after a report) restates
+	 * the last sample rather than adding one: a sliver of an interval sees too few events to rise evenly, and
+	 * under sampling often none, so a leak judged growing a moment ago would read as stable.
+	 */
+	merge = v->updates && now - v->last_now < v->period / 2;
+	if (merge)
+		interval = v->period;
 	/* Stacks that vanished (all their memory freed) drop their history: the table stays as big as the report. */
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *r = &s->rows[i];
 		struct hist *old = v->n ? bsearch(&r->key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
 		double age = r->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - r->oldest_ts_ns) / 1e9 : 0;
-		size_t n;
 
-		nh[i] = old ? *old : (struct hist){.key = r->key};
-		push(&nh[i], now, (double)r->bytes, (double)r->count);
-		n = series(&nh[i], t, b, c);
-		j[i] = ml_judge(t, b, c, n, age, interval);
+		j[i] = judge_row(&nh[i], old, r, now, merge, age, interval);
 		/*
 		 * Imports grow while they run and stay: start-up, not a leak. Told by the importlib frames rather
 		 * than a time window, since loading a model later is start-up too and can leak.
@@ -274,6 +313,10 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 			j[i].leak_score *= 0.5;
 		ord[i] = i;
 	}
+	if (!merge)
+		v->period = v->updates ? now - v->last_now : s->elapsed_s;
+	v->last_now = now;
+	v->updates++;
 	qsort(nh, s->nrows, sizeof(*nh), cmp_key);
 	free(v->h);
 	free(v->j);
