@@ -4,7 +4,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import test_no_asan, FIX, ROOT, Fail, attached_run, check, eq, main, no_bpf_left, read_line, test, DEBIAN_PY  # noqa: E402
+from harness import test_no_asan, FIX, ROOT, Fail, attached_run, check, eq, main, no_bpf_left, read_line, test, torch_py  # noqa: E402
 
 
 def wait_stderr(tool, pred, what, timeout=20):
@@ -92,11 +92,9 @@ def follow_text_report_names_each_pid():
 @test_no_asan
 def dataloader_workers_leak_found_in_the_workers():
     """num_workers=2, the Dataset keeps what it makes: the growth is in the workers, at the Dataset's line."""
-    # On Debian's torch 1.13 for now: on PyPI's torch 2.15 the tool saw 54 of a worker's ~125 items (issue 23).
     script = os.path.join(ROOT, "tests", "fixtures", "dataloader.py")
     line = next(n for n, text in enumerate(open(script), 1) if "# at: cache" in text)
-    print("# dataloader_workers_leak_found_in_the_workers: on Debian's torch 1.13 only for now", flush=True)
-    tool, parent = attached_run([DEBIAN_PY, script, "250"], "-f", "json", "--top", "50", "0.5")
+    tool, parent = attached_run([torch_py(), script, "250"], "-f", "json", "--top", "50", "0.5")
     reps = tool.reports()
     workers = [int(p) for p in tool.fixture_lines[0].split()[1:]]
     eq(len(workers), 2, "two workers")

@@ -286,7 +286,7 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	 * the last sample rather than adding one: a sliver of an interval sees too few events to rise evenly, and
 	 * under sampling often none, so a leak judged growing a moment ago would read as stable.
 	 */
-	merge = v->updates && now - v->last_now < v->period / 2;
+	merge = v->period > 0 && now - v->last_now < v->period / 2;
 	if (merge)
 		interval = v->period;
 	/* Stacks that vanished (all their memory freed) drop their history: the table stays as big as the report. */
@@ -314,7 +314,7 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		ord[i] = i;
 	}
 	if (!merge)
-		v->period = v->updates ? now - v->last_now : s->elapsed_s;
+		v->period = v->updates ? now - v->last_now : 0; /* the first report's span is not an interval */
 	v->last_now = now;
 	v->updates++;
 	qsort(nh, s->nrows, sizeof(*nh), cmp_key);
