@@ -30,6 +30,15 @@ def smoke(fn):
     return fn
 
 
+DEBIAN_TOO = []
+
+
+def debian_too(fn):
+    """Run in the smoke pass on Debian's torch 1.13 as well (its autograd differs: the census test)."""
+    DEBIAN_TOO.append(fn.__name__)
+    return fn
+
+
 FULL = ("--max-overhead", "100")
 
 
@@ -451,6 +460,43 @@ def steady_control_started_default_settings_grows_nothing():
     check(any(s["verdict"] == "import" for r in reps for s in r["stacks"]), "import-time stacks have their own verdict")
 
 
+@test
+@debian_too
+def running_total_census_default_settings():
+    """total += loss, attached at default settings: with no probe and no stack, the heap census names the
+    autograd node types the total keeps, growing; per step two Linear layers (AddmmBackward0 and TBackward0
+    each), one ReLU, one mse_loss and one add, so their counts keep those ratios, and the text says so."""
+    run = Run("running_total.py", "p", interval="2")
+    nodes = "torch::autograd::generated::"
+
+    def census(rep):
+        p = next((p for p in rep["processes"] if p["pid"] == run.pid), {})
+        return {t["name"]: t for t in (p.get("census") or {}).get("types", [])}
+
+    try:
+        reps = run.wait_for(lambda rs: census(rs[-1]).get(nodes + "AddmmBackward0", {}).get("growing"), 60)
+    finally:
+        run.stop()
+    types = census(reps[-1])
+    addmm = types.get(nodes + "AddmmBackward0")
+    check(addmm and addmm["growing"] and addmm["per_s"] > 0,
+          f"AddmmBackward0 growing within {len(reps)} reports: {list(types.items())[:4]}")
+    grew = [n for n, t in types.items() if t["growing"]]
+    check(set(grew) >= {nodes + k for k in ("AddmmBackward0", "TBackward0", "ReluBackward0")} and
+          grew[0].replace("shared_ptr control block of ", "").startswith(nodes),
+          f"node types lead the growing ones (torch 1.13's shared_ptr control blocks with them): {grew[:8]}")
+    relu = types[nodes + "ReluBackward0"]["count"]
+    for name, per_step in (("AddmmBackward0", 2), ("TBackward0", 2), ("MseLossBackward0", 1), ("AddBackward0", 1)):
+        got = types.get(nodes + name, {}).get("count", 0)
+        check(abs(got - per_step * relu) <= 0.02 * per_step * relu + 2,
+              f"{name}: {got}, {per_step} a step as ReluBackward0's {relu}")
+    cen = next(p["census"] for p in reps[-1]["processes"] if p["pid"] == run.pid)
+    check(cen["typed"] >= 6 * relu and cen["chunks"] > cen["typed"] and cen["walks"] >= 3, f"census: {cen}")
+    lines = [l for l in run.text.splitlines() if l.startswith(f"heap census: pid {run.pid} ")]
+    check(any("growing:" in l and nodes + "AddmmBackward0" in l for l in lines),
+          f"the text's census line: {lines[-1:]}")
+
+
 def say_interpreter():
     """Which Python and torch ran: the suite runs on several."""
     try:
@@ -466,4 +512,6 @@ if __name__ == "__main__":
     say_interpreter()
     if len(sys.argv) == 1:
         sys.argv += SMOKE_TESTS if SMOKE else [fn.__name__ for fn in harness._tests]
+        if SMOKE and PY == "/usr/bin/python3.11":
+            sys.argv += DEBIAN_TOO
     sys.exit(main())

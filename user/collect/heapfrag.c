@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "collect/census.h"
 #include "collect/ledger.h"
 #include "lib/clock.h"
 #include "lib/grow.h"
@@ -123,6 +124,19 @@ static bool regrew(struct walker *w, struct walk_pos *at, uint64_t sz)
 	return true;
 }
 
+/* An in-use chunk's first two words to the census, when the window read with its header holds them. */
+static void census_chunk(struct walker *w, uint64_t user, uint64_t sz)
+{
+	uint64_t v[2] = {0, 0};
+
+	if (user < w->base || user - w->base + 8 > w->len)
+		return;
+	memcpy(&v[0], w->buf + (user - w->base), 8);
+	if (user - w->base + 16 <= w->len && sz >= CHUNK_HDR + 16)
+		memcpy(&v[1], w->buf + (user - w->base + 8), 8);
+	census__chunk(w->src->census, v[0], v[1], sz);
+}
+
 /* The chunk [at->addr, next), in use or free as the next one's PREV_INUSE bit says. 0 or -ENOMEM. */
 static int count_chunk(struct walker *w, struct walk_pos *at, uint64_t next, uint64_t next_size)
 {
@@ -132,6 +146,8 @@ static int count_chunk(struct walker *w, struct walk_pos *at, uint64_t next, uin
 
 	if (next_size & PREV_INUSE) {
 		f->in_use_bytes += sz;
+		if (w->src->census)
+			census_chunk(w, at->addr + CHUNK_HDR, sz);
 		if (at->run && (err = push_holder(f, at->addr + CHUNK_HDR, sz, at->run)))
 			return err;
 		at->run = 0;
@@ -299,9 +315,14 @@ static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint
 		     struct heapfrag_budget *b)
 {
 	struct ml_heapfrag before = *f;
-	int err = heapfrag__walk(f, src, first, end, b);
+	int err;
 
+	if (src->census)
+		census__mark(src->census);
+	err = heapfrag__walk(f, src, first, end, b);
 	if (err == -EBADMSG || err == -ENODATA) {
+		if (src->census)
+			census__undo(src->census);
 		/* Undo the partial walk's sums (the holders array may have moved: keep the new one). */
 		struct ml_heap_holder *h = f->holders;
 		size_t cap = f->cap_holders;
@@ -369,10 +390,11 @@ static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t
 	return false;
 }
 
-int heapfrag__scan(struct ml_heapfrag *f, int pid)
+int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 {
 	struct live lv = {.pid = pid, .mem = -1, .pagemap = -1};
-	struct heapfrag_src src = {.read = live_read, .resident = live_resident, .end_now = live_end_now, .ctx = &lv};
+	struct heapfrag_src src = {
+	    .read = live_read, .resident = live_resident, .end_now = live_end_now, .ctx = &lv, .census = census};
 	struct heapfrag_budget b = {.read_bytes = HEAPFRAG_READ_MAX, .chunks = HEAPFRAG_CHUNKS_MAX};
 	struct ml_maps maps = {};
 	char path[64];
@@ -390,8 +412,14 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid)
 		goto out;
 	}
 	err = ml_maps__read(pid, &maps);
+	if (!err && census) {
+		err = census__sync(census, &maps);
+		t0 = ml_clock_ns(CLOCK_MONOTONIC); /* reading new objects' vtables is not the walk: it paces walks */
+	}
 	if (err)
 		goto out;
+	if (census)
+		census__begin(census);
 	for (size_t i = 0; i < maps.n && !f->capped; i++) {
 		const struct ml_mapping *m = &maps.v[i];
 		uint64_t first, end;
@@ -417,6 +445,9 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid)
 			break;
 		}
 	}
+	if (census && !err)
+		err = census__end(census, t0);
+	f->census = census && !err ? census : NULL;
 out:
 	f->walked_ns = t0;
 	f->scan_ns = ml_clock_ns(CLOCK_MONOTONIC) - t0;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "memleak.h"
 
+struct census;
 struct ledger;
 
 /* An in-use chunk with free resident memory right below it. */
@@ -43,6 +44,7 @@ struct ml_heapfrag {
 	unsigned int heaps;	      /* heaps walked to their end */
 	unsigned int broken;	      /* walks stopped on an inconsistent header (the heap changed while read) */
 	bool capped;		      /* the read budget ran out: the figures cover part of the heap */
+	struct census *census;	      /* the types of its in-use chunks (heapfrag__scan's), or NULL */
 	struct ml_heap_holder *holders; /* by address within each heap */
 	size_t nholders, cap_holders;
 	/* heapfrag__attribute: holders by stack, most charged first; those the tool has no record of, summed */
@@ -60,6 +62,8 @@ struct heapfrag_src {
 	/* The heap's end now, when it may have grown since the walk began (NULL: it cannot). */
 	uint64_t (*end_now)(void *ctx, uint64_t first, uint64_t end);
 	void *ctx;
+	/* Told each in-use chunk whose first two user words were read with its header (NULL: nobody asks). */
+	struct census *census;
 };
 
 /* What one report may spend on a process's heaps. */
@@ -85,8 +89,9 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
  * Walk a live process's [heap] and its thread arenas (anonymous mappings starting on a 64 MiB boundary with
  * a valid heap_info), into f (reset first). 0, -ESRCH when it is gone, -errno when its maps, pagemap or
  * memory cannot be read; walks that stopped are counted in f->broken, and f->capped says the budget ran out.
+ * With a census, the in-use chunks are typed too (its vtables read first from the objects mapped since).
  */
-int heapfrag__scan(struct ml_heapfrag *f, int pid);
+int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census);
 
 /* Name the holders' stacks from the ledger's records of tgid, most charged first. 0 or -ENOMEM. */
 int heapfrag__attribute(struct ml_heapfrag *f, struct ledger *l, int tgid);

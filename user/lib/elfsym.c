@@ -278,6 +278,11 @@ static int load_symbols(struct elf_syms *s)
 
 int elf_syms__open(int fd, struct elf_syms **out)
 {
+	return elf_syms__open_as(fd, true, out);
+}
+
+int elf_syms__open_as(int fd, bool funcs, struct elf_syms **out)
+{
 	struct elf_syms *s;
 	GElf_Ehdr eh;
 	int err;
@@ -311,7 +316,7 @@ int elf_syms__open(int fd, struct elf_syms **out)
 	err = load_sections(s);
 	if (err)
 		goto fail;
-	err = load_symbols(s);
+	err = funcs ? load_symbols(s) : 0;
 	if (err)
 		goto fail;
 	*out = s;
@@ -340,24 +345,24 @@ static bool name_matches(const char *table_name, const char *name, size_t len)
 	return !strncmp(table_name, name, len) && (table_name[len] == '\0' || table_name[len] == '@');
 }
 
-int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size)
+int elf_syms__for_each_object(const struct elf_syms *s, const char *prefix,
+			      int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx), void *ctx)
 {
-	size_t len = strlen(name), entsize = gelf_fsize(s->elf, ELF_T_SYM, 1, EV_CURRENT);
+	size_t plen = strlen(prefix), entsize = gelf_fsize(s->elf, ELF_T_SYM, 1, EV_CURRENT);
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
+	int ret;
 
 	if (!entsize)
-		return -ENOENT;
-	/* Data symbols are looked up rarely and by name: read the tables on demand rather than keep them. */
+		return 0;
+	/* Data symbols are looked up rarely: read the tables on demand rather than keep them. */
 	while ((scn = elf_nextscn(s->elf, scn))) {
 		Elf_Data *data;
 
 		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
 		data = elf_getdata(scn, NULL);
-		if (!data)
-			continue;
-		for (size_t i = 1; i < data->d_size / entsize && i <= INT_MAX; i++) {
+		for (size_t i = 1; data && i < data->d_size / entsize && i <= INT_MAX; i++) {
 			const char *nm;
 			GElf_Sym es;
 
@@ -365,16 +370,41 @@ int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *
 			    es.st_shndx == SHN_UNDEF || !es.st_value)
 				continue;
 			nm = elf_strptr(s->elf, sh.sh_link, es.st_name);
-			if (!nm || !name_matches(nm, name, len))
-				continue;
-			if (vaddr)
-				*vaddr = es.st_value;
-			if (size)
-				*size = es.st_size;
-			return 0;
+			if (nm && !strncmp(nm, prefix, plen) && (ret = cb(nm, es.st_value, es.st_size, ctx)))
+				return ret;
 		}
 	}
-	return -ENOENT;
+	return 0;
+}
+
+struct find_object_ctx {
+	const char *name;
+	size_t len;
+	uint64_t vaddr, size;
+};
+
+static int find_object_cb(const char *nm, uint64_t vaddr, uint64_t size, void *ctx)
+{
+	struct find_object_ctx *f = ctx;
+
+	if (!name_matches(nm, f->name, f->len))
+		return 0;
+	f->vaddr = vaddr;
+	f->size = size;
+	return 1;
+}
+
+int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+	struct find_object_ctx f = {.name = name, .len = strlen(name)};
+
+	if (elf_syms__for_each_object(s, name, find_object_cb, &f) != 1)
+		return -ENOENT;
+	if (vaddr)
+		*vaddr = f.vaddr;
+	if (size)
+		*size = f.size;
+	return 0;
 }
 
 int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size)

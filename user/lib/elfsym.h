@@ -14,6 +14,8 @@ struct elf_syms;
  * (not ET_EXEC/ET_DYN, no PT_LOAD, malformed), -ENOMEM.
  */
 int elf_syms__open(int fd, struct elf_syms **out);
+/* As elf_syms__open; without funcs, no function symbol is read (data symbols and the segments only). */
+int elf_syms__open_as(int fd, bool funcs, struct elf_syms **out);
 void elf_syms__free(struct elf_syms *s); /* NULL-safe */
 
 /*
@@ -26,6 +28,10 @@ int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, 
 
 /* Defined data symbol (STT_OBJECT) by name, version suffix ignored: _PyRuntime, Py_Version. 0 or -ENOENT. */
 int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size);
+/* Call cb for every defined data symbol whose table name starts with prefix ("_ZTV": the vtables); cb returns
+ * non-zero to stop, and that value is returned, else 0. */
+int elf_syms__for_each_object(const struct elf_syms *s, const char *prefix,
+			      int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx), void *ctx);
 /*
  * Call cb for every defined function symbol (raw table names, version suffix included). cb returns
  * non-zero to stop; that value is returned, else 0.

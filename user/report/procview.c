@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lib/procmem.h"
+#include "report/censusview.h"
 #include "report/format.h"
 #include "report/fragview.h"
 #include "report/json.h"
@@ -272,8 +273,10 @@ void ml_text_memory(FILE *f, struct stackview *sv, const struct ml_snapshot *s, 
 		{
 			struct ml_resolver res;
 
-			if (!stackview__proc(sv, traced[i], &res))
+			if (!stackview__proc(sv, traced[i], &res)) {
 				ml_text_frag(f, sv, traced[i], res.frag);
+				ml_text_census(f, traced[i], res.frag);
+			}
 		}
 	}
 }
@@ -284,6 +287,8 @@ void ml_json_proc(struct jw *w, struct stackview *sv, int pid, const struct ml_p
 
 	json_labels(w, sv, pid);
 	json_memory(w, sv, pid, p);
-	if (!stackview__proc(sv, pid, &res))
+	if (!stackview__proc(sv, pid, &res)) {
 		ml_json_frag(w, sv, res.frag);
+		ml_json_census(w, res.frag);
+	}
 }

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
+#include "collect/census.h"
 #include "collect/rsspages.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -93,6 +94,8 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
 	t->probes = np;
 	pyframes__free(t->py);
 	t->py = npy;
+	census__free(t->census); /* a new address space: its vtables are read again */
+	t->census = NULL;
 	if (t->ld_watch) /* the new image has a loader of its own (or none) */
 		tracee__watch_loader(t);
 	tracee__relabel(t); /* a new comm, maybe a new environment; the role stays */
@@ -181,7 +184,9 @@ void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool for
 		return;
 	if (t->frag_ok && !force && now < t->frag_next_ns)
 		return;
-	err = heapfrag__scan(&t->frag, t->pid);
+	if (!t->census && census__new(t->pid, &t->census))
+		ml_info("pid %d: no heap census: %s", t->pid, strerror(ENOMEM));
+	err = heapfrag__scan(&t->frag, t->pid, t->census);
 	t->frag_next_ns = now + (uint64_t)((double)t->frag.scan_ns * (pace > 1 ? pace : 1));
 	if (err == -ESRCH)
 		return;
@@ -224,6 +229,8 @@ void tracee__release(struct tracee *t, const struct tracee_env *e)
 	ml_rss_untrack(e->skel, t->pid);
 	ml_labels__clear(&t->labels);
 	heapfrag__clear(&t->frag);
+	census__free(t->census);
+	t->census = NULL;
 	t->frag_ok = false;
 	t->probes = NULL;
 	t->py = NULL;

@@ -38,6 +38,7 @@ struct tracee {
 	struct ml_procmem mem, mem_base; /* resident memory at the last report, and at the first reading */
 	bool mem_ok, mem_base_ok;
 	struct ml_heapfrag frag; /* its glibc heap's fragmentation at the last report */
+	struct census *census;	 /* its heap's chunks by type, made at the first walk */
 	bool frag_ok;
 	uint64_t frag_next_ns; /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
 };

@@ -1,0 +1,385 @@
+/*
+ * The heap census by type (see census.h). Vtable ranges of every mapped object, sorted by address, type each
+ * in-use chunk by its first word: a C++ object's vptr points into its class's vtable (past its offset-to-top
+ * and RTTI words, or at a secondary vptr further in, which is still inside the `_ZTV…` symbol).
+ */
+#define _GNU_SOURCE
+#include "collect/census.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "lib/demangle.h"
+#include "lib/elfsym.h"
+#include "lib/grow.h"
+#include "lib/clock.h"
+#include "lib/hash.h"
+#include "lib/log.h"
+#include "lib/procmaps.h"
+#include "lib/u64map.h"
+
+#define ARRAY_COUNT_MAX (1ULL << 24) /* a first word this small may be new T[]'s element count: look past it */
+
+struct ctype {
+	char *raw;  /* the vtable's symbol name */
+	char *name; /* demangled when first reported */
+	uint64_t count, bytes;
+	uint64_t mark_count, mark_bytes; /* at census__mark */
+	uint64_t hist[CENSUS_HIST];	 /* its counts at the kept walks, oldest first */
+};
+
+struct crange {
+	uint64_t lo, hi;
+	uint32_t type;
+};
+
+struct census {
+	int pid;
+	struct crange *r;
+	size_t nr, capr;
+	bool sorted;
+	struct ctype *t;
+	size_t nt, capt;
+	struct u64map by_name; /* hash of the raw name: type index + 1 */
+	struct u64map objs;    /* objects read: (inode, start) hashed, to 1 */
+	uint64_t chunks, typed, mark_chunks, mark_typed;
+	uint64_t times[CENSUS_HIST];
+	unsigned int walks;
+	size_t *order; /* census__top's */
+	size_t cap_order;
+};
+
+int census__new(int pid, struct census **out)
+{
+	*out = calloc(1, sizeof(struct census));
+	if (!*out)
+		return -ENOMEM;
+	(*out)->pid = pid;
+	return 0;
+}
+
+void census__free(struct census *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nt; i++) {
+		free(c->t[i].raw);
+		free(c->t[i].name);
+	}
+	free(c->t);
+	free(c->r);
+	free(c->by_name.slots);
+	free(c->objs.slots);
+	free(c->order);
+	free(c);
+}
+
+/* The type of a raw vtable name, made when new (with no count at the walks before). Index, or -ENOMEM. */
+static long type_of(struct census *c, const char *raw)
+{
+	uint64_t h = ml_hash_str(raw, 0);
+	uintptr_t v = (uintptr_t)u64map__get(&c->by_name, h);
+
+	if (v && !strcmp(c->t[v - 1].raw, raw))
+		return (long)v - 1;
+	if (ml_grow(&c->t, &c->capt, c->nt + 1, sizeof(*c->t)))
+		return -ENOMEM;
+	c->t[c->nt] = (struct ctype){.raw = strdup(raw)};
+	if (!c->t[c->nt].raw)
+		return -ENOMEM;
+	/* A hash collision with another name leaves this one out of the index: it is still counted. */
+	if (!v && u64map__put(&c->by_name, h, (void *)(uintptr_t)(c->nt + 1)))
+		return -ENOMEM;
+	return (long)c->nt++;
+}
+
+int census__add_range(struct census *c, uint64_t lo, uint64_t hi, const char *raw_name)
+{
+	long t;
+
+	if (hi <= lo)
+		return 0;
+	t = type_of(c, raw_name);
+	if (t < 0)
+		return (int)t;
+	if (ml_grow(&c->r, &c->capr, c->nr + 1, sizeof(*c->r)))
+		return -ENOMEM;
+	c->r[c->nr++] = (struct crange){.lo = lo, .hi = hi, .type = (uint32_t)t};
+	c->sorted = false;
+	return 0;
+}
+
+struct add_ctx {
+	struct census *c;
+	uint64_t bias;
+	int err;
+};
+
+static int add_vtable(const char *name, uint64_t vaddr, uint64_t size, void *ctx)
+{
+	struct add_ctx *a = ctx;
+
+	a->err = census__add_range(a->c, a->bias + vaddr, a->bias + vaddr + size, name);
+	return a->err;
+}
+
+/* The vtables of the object mapped at m (its first mapping, offset 0). 0, or a negative errno. */
+static int read_object(struct census *c, const struct ml_mapping *m)
+{
+	struct add_ctx a = {.c = c};
+	struct elf_syms *s = NULL;
+	char path[64];
+	uint64_t va;
+	int fd, err;
+
+	/* Through map_files: the very file mapped there, whatever the process's mount namespace. */
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%lx-%lx", c->pid, (unsigned long)m->start,
+		 (unsigned long)m->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	err = elf_syms__open_as(fd, false, &s);
+	close(fd);
+	if (err)
+		return err == -ENOMEM ? err : 0; /* not an ELF object: nothing to type by */
+	if (elf_syms__offset_to_vaddr(s, m->offset, &va) == 0) {
+		a.bias = m->start - va;
+		elf_syms__for_each_object(s, "_ZTV", add_vtable, &a);
+	}
+	elf_syms__free(s);
+	return a.err;
+}
+
+int census__sync(struct census *c, const struct ml_maps *maps)
+{
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
+	size_t nr = c->nr, nobj = c->objs.n;
+
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct ml_mapping *m = &maps->v[i];
+		uint64_t key = ml_hash_add(ml_hash64(m->inode), m->start);
+		int err;
+
+		if (!m->path || m->path[0] != '/' || m->offset || m->perms[0] != 'r' || u64map__get(&c->objs, key))
+			continue;
+		if (u64map__put(&c->objs, key, (void *)1))
+			return -ENOMEM;
+		err = read_object(c, m);
+		if (err == -ENOMEM)
+			return err;
+	}
+	if (c->objs.n > nobj)
+		ml_info("pid %d: heap census: %zu vtables in %zu new objects, read in %.1f ms", c->pid, c->nr - nr,
+			c->objs.n - nobj, (double)(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	return 0;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct crange *x = a, *y = b;
+
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+void census__begin(struct census *c)
+{
+	if (!c->sorted && c->nr > 1)
+		qsort(c->r, c->nr, sizeof(*c->r), cmp_range);
+	c->sorted = true;
+	c->chunks = c->typed = 0;
+	for (size_t i = 0; i < c->nt; i++)
+		c->t[i].count = c->t[i].bytes = 0;
+}
+
+void census__mark(struct census *c)
+{
+	c->mark_chunks = c->chunks;
+	c->mark_typed = c->typed;
+	for (size_t i = 0; i < c->nt; i++)
+		c->t[i].mark_count = c->t[i].count, c->t[i].mark_bytes = c->t[i].bytes;
+}
+
+void census__undo(struct census *c)
+{
+	c->chunks = c->mark_chunks;
+	c->typed = c->mark_typed;
+	for (size_t i = 0; i < c->nt; i++)
+		c->t[i].count = c->t[i].mark_count, c->t[i].bytes = c->t[i].mark_bytes;
+}
+
+/* The type whose vtable holds w, or NULL. */
+static struct ctype *find(struct census *c, uint64_t w)
+{
+	size_t lo = 0, hi = c->nr;
+
+	while (lo < hi) { /* the first range starting above w */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c->r[mid].lo <= w)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && w < c->r[lo - 1].hi ? &c->t[c->r[lo - 1].type] : NULL;
+}
+
+void census__chunk(struct census *c, uint64_t w0, uint64_t w1, uint64_t size)
+{
+	struct ctype *t = find(c, w0);
+
+	if (!t && w0 && w0 < ARRAY_COUNT_MAX)
+		t = find(c, w1);
+	c->chunks++;
+	if (!t)
+		return;
+	c->typed++;
+	t->count++;
+	t->bytes += size;
+}
+
+int census__end(struct census *c, uint64_t now_ns)
+{
+	unsigned int k = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST - 1;
+
+	if (c->walks >= CENSUS_HIST)
+		memmove(c->times, c->times + 1, (CENSUS_HIST - 1) * sizeof(*c->times));
+	c->times[k] = now_ns;
+	for (size_t i = 0; i < c->nt; i++) {
+		struct ctype *t = &c->t[i];
+
+		if (c->walks >= CENSUS_HIST)
+			memmove(t->hist, t->hist + 1, (CENSUS_HIST - 1) * sizeof(*t->hist));
+		t->hist[k] = t->count;
+	}
+	c->walks++;
+	return 0;
+}
+
+/* Its count at the kept walks rose at each: a new high every interval, two intervals at least. */
+static bool growing(const struct census *c, const struct ctype *t)
+{
+	unsigned int n = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST;
+
+	if (n < 3)
+		return false;
+	for (unsigned int i = 1; i < n; i++)
+		if (t->hist[i] <= t->hist[i - 1])
+			return false;
+	return true;
+}
+
+static double per_s(const struct census *c, const struct ctype *t)
+{
+	unsigned int n = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST;
+
+	if (n < 2 || c->times[n - 1] <= c->times[0])
+		return 0;
+	return ((double)t->hist[n - 1] - (double)t->hist[0]) / ((double)(c->times[n - 1] - c->times[0]) / 1e9);
+}
+
+static const struct census *cmp_ctx;
+
+static int cmp_type(const void *a, const void *b)
+{
+	const struct ctype *x = &cmp_ctx->t[*(const size_t *)a], *y = &cmp_ctx->t[*(const size_t *)b];
+	bool gx = growing(cmp_ctx, x), gy = growing(cmp_ctx, y);
+	double rx = per_s(cmp_ctx, x), ry = per_s(cmp_ctx, y);
+
+	if (gx != gy)
+		return gx ? -1 : 1;
+	if (gx && rx != ry)
+		return rx > ry ? -1 : 1;
+	return (x->count < y->count) - (x->count > y->count);
+}
+
+/* Cut s at the end of its first template argument (it starts just past the '<'). */
+static void first_arg(char *s)
+{
+	int depth = 0;
+
+	for (char *p = s; *p; p++) {
+		depth += *p == '<' ? 1 : *p == '>' ? -1 : 0;
+		if (depth < 0 || (depth == 0 && *p == ',')) {
+			*p = '\0';
+			return;
+		}
+	}
+}
+
+/*
+ * What a person calls the type: "vtable for X" is X; a make_shared block, std::_Sp_counted_ptr_inplace<T, …>,
+ * is T (its first template argument); the control block of a shared_ptr<T> made from a T* is "shared_ptr
+ * control block of T". The raw name when it does not demangle.
+ */
+static const char *type_name(struct ctype *t)
+{
+	static const char *const blocks[] = {"std::_Sp_counted_deleter<", "std::_Sp_counted_ptr<"};
+	static const char inplace[] = "std::_Sp_counted_ptr_inplace<";
+	char *d, *s;
+	size_t n;
+
+	if (t->name)
+		return t->name;
+	d = ml_demangle(t->raw);
+	if (!d)
+		return t->raw;
+	s = d + (strncmp(d, "vtable for ", 11) ? 0 : 11);
+	if (!strncmp(s, inplace, sizeof(inplace) - 1)) {
+		first_arg(s += sizeof(inplace) - 1);
+		t->name = strdup(s);
+	}
+	for (size_t i = 0; s && !t->name && i < sizeof(blocks) / sizeof(blocks[0]); i++) {
+		if (strncmp(s, blocks[i], strlen(blocks[i])))
+			continue;
+		first_arg(s += strlen(blocks[i]));
+		n = strlen(s);
+		if (n && s[n - 1] == '*')
+			s[n - 1] = '\0';
+		if (asprintf(&t->name, "shared_ptr control block of %s", s) < 0)
+			t->name = NULL;
+		s = NULL;
+		break;
+	}
+	if (!t->name && s)
+		t->name = strdup(s);
+	free(d);
+	return t->name ? t->name : t->raw;
+}
+
+size_t census__top(struct census *c, struct census_type *out, size_t max, uint64_t *chunks, uint64_t *typed)
+{
+	size_t n = 0;
+
+	*chunks = c->chunks;
+	*typed = c->typed;
+	if (ml_grow(&c->order, &c->cap_order, c->nt ? c->nt : 1, sizeof(*c->order)))
+		return 0;
+	for (size_t i = 0; i < c->nt; i++)
+		if (c->t[i].count)
+			c->order[n++] = i;
+	cmp_ctx = c;
+	qsort(c->order, n, sizeof(*c->order), cmp_type);
+	cmp_ctx = NULL;
+	for (size_t i = 0; i < n && i < max; i++) {
+		struct ctype *t = &c->t[c->order[i]];
+
+		out[i] = (struct census_type){.name = type_name(t),
+					      .count = t->count,
+					      .bytes = t->bytes,
+					      .per_s = per_s(c, t),
+					      .growing = growing(c, t)};
+	}
+	return n < max ? n : max;
+}
+
+unsigned int census__walks(const struct census *c)
+{
+	return c->walks;
+}
+
+size_t census__ntypes(const struct census *c)
+{
+	return c->nt;
+}
