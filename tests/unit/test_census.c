@@ -5,8 +5,8 @@
 
 #define NODE "_ZTVN5torch8autograd9generated14AddmmBackward0E"
 #define SHARED "_ZTVSt23_Sp_counted_ptr_inplaceIN3c1010TensorImplESaIS1_ELN9__gnu_cxx12_Lock_policyE2EE"
-#define DELETER                                                                                                    \
-	"_ZTVSt19_Sp_counted_deleterIPN5torch8autograd9generated10TBackward0EPFvPNS1_4NodeEESaIvELN9__gnu_cxx12_"  \
+#define DELETER                                                                                                        \
+	"_ZTVSt19_Sp_counted_deleterIPN5torch8autograd9generated10TBackward0EPFvPNS1_4NodeEESaIvELN9__gnu_cxx12_"      \
 	"Lock_policyE2EE"
 
 static struct census_type find(struct census *c, const char *name)
@@ -45,7 +45,7 @@ int main(void)
 
 	CHECK_EQ_INT(census__new(1, &c), 0, "made");
 	CHECK(!census__add_range(c, 0x10000, 0x10000 + 0x98, NODE) &&
-	          !census__add_range(c, 0x20000, 0x20000 + 0x38, SHARED),
+		  !census__add_range(c, 0x20000, 0x20000 + 0x38, SHARED),
 	      "two vtables");
 	CHECK_EQ_U64(census__ntypes(c), 2, "two types");
 	CHECK(!census__add_range(c, 0x30000, 0x30000 + 0x20, DELETER), "a control block's vtable");
@@ -87,7 +87,7 @@ int main(void)
 	t = find(c, "torch::autograd::generated::AddmmBackward0");
 	CHECK(t.growing && t.per_s == 500 && t.count == 3001, "three walks, a new high at each: growing at 500/s");
 	CHECK(census__top(c, top, 4, &chunks, &typed) == 2 && top[0].growing && !top[1].growing &&
-	          !strcmp(top[1].name, "c10::TensorImpl"),
+		  !strcmp(top[1].name, "c10::TensorImpl"),
 	      "growing types first");
 	walk(c, 3000, 16);
 	t = find(c, "torch::autograd::generated::AddmmBackward0");

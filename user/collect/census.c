@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "lib/clock.h"
 #include "lib/demangle.h"
 #include "lib/elfsym.h"
 #include "lib/grow.h"
-#include "lib/clock.h"
 #include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"

@@ -21,8 +21,8 @@ struct census;
 struct census_type {
 	const char *name; /* demangled, "vtable for " taken off; a make_shared block gives its T */
 	uint64_t count, bytes;
-	double per_s;  /* count change per second over the kept walks */
-	bool growing;  /* its count rose in every interval kept (at least two) */
+	double per_s; /* count change per second over the kept walks */
+	bool growing; /* its count rose in every interval kept (at least two) */
 };
 
 int census__new(int pid, struct census **out);
