@@ -42,7 +42,7 @@ static void feed_report(struct feed *f, struct ml_row *rows, size_t n, int seq)
 	    .rows = rows, .nrows = n, .elapsed_s = 2, .now_ns = (uint64_t)(seq + 1) * 2000000000ULL};
 
 	if (!f->err)
-		f->err = verdicts__update(f->v, &s, false, &f->j, &f->order);
+		f->err = verdicts__update(f->v, &s, false, 0, &f->j, &f->order);
 }
 
 int main(void)
@@ -244,7 +244,7 @@ int main(void)
 			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
 			rows[0].bytes += 1 << 20; /* the import grows while it runs */
 			rows[1].bytes += 4096;	  /* a leak */
-			err = verdicts__update(v, &s, false, &jv, &order);
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
 		}
 		CHECK(!err && jv[0].verdict == ML_V_IMPORT && jv[0].leak_score == 0, "an import stack: verdict import");
 		CHECK(!err && jv[1].verdict == ML_V_GROWING, "the leak: growing");
@@ -268,19 +268,21 @@ int main(void)
 		for (int i = 0; i < 5 && !err; i++) {
 			s.now_ns = (uint64_t)(i + 1) * 2000000000ULL;
 			row.bytes += 4096, row.count += 16;
-			err = verdicts__update(v, &s, false, &jv, &order);
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
 			s.elapsed_s = 2;
 		}
 		CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 4,
 		      "five reports, 16 more each: growing");
 		s.now_ns += 100000000ULL, s.elapsed_s = 0.1;
-		err = err ? err : verdicts__update(v, &s, false, &jv, &order);
+		err = err ? err : verdicts__update(v, &s, false, 1.0, &jv, &order);
 		CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 4 && jv[0].count_growth == 0,
-		      "a final report 0.1 s later: still growing over 4 intervals, +0 since the last report");
+		      "a final report 0.1 s later (interval 2 s): still growing over 4 intervals, +0 since the last "
+		      "report");
 		row.count += 16;
-		s.now_ns += 2000000000ULL, s.elapsed_s = 2;
-		err = err ? err : verdicts__update(v, &s, false, &jv, &order);
-		CHECK(!err && jv[0].intervals == 5 && jv[0].count_growth == 16, "a full interval later: a new sample");
+		s.now_ns += 100000000ULL, s.elapsed_s = 0.1;
+		err = err ? err : verdicts__update(v, &s, false, 0, &jv, &order);
+		CHECK(!err && jv[0].intervals == 5 && jv[0].count_growth == 16,
+		      "a periodic report, however soon (a late one before it): a sample of its own");
 		verdicts__free(v);
 	}
 	return SUMMARY("verdict");

@@ -24,7 +24,7 @@ struct verdicts {
 	const struct ml_snapshot *s; /* for the order comparator */
 	uint64_t t0_ns;
 	uint64_t updates;
-	double last_now, period; /* the last sample's time, and the spacing of the last full-length report */
+	double last_now; /* the last report's time */
 };
 
 const char *ml_verdict_name(enum ml_verdict v)
@@ -265,8 +265,8 @@ static int cmp_order(const void *a, const void *b)
 	return (x > y) - (x < y); /* rows come sorted by bytes */
 }
 
-int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, const struct ml_judgement **out,
-		     const size_t **order)
+int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
+		     const struct ml_judgement **out, const size_t **order)
 {
 	struct hist *nh = calloc(s->nrows ? s->nrows : 1, sizeof(*nh));
 	struct ml_judgement *j = calloc(s->nrows ? s->nrows : 1, sizeof(*j));
@@ -282,13 +282,13 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		v->t0_ns = s->now_ns;
 	now = (double)(s->now_ns - v->t0_ns) / 1e9;
 	/*
-	 * A report under half an interval after the last (the final one, on a signal just after a report) restates
-	 * the last sample rather than adding one: a sliver of an interval sees too few events to rise evenly, and
-	 * under sampling often none, so a leak judged growing a moment ago would read as stable.
+	 * A final report soon after the last (a signal just after a report) restates the last sample rather than
+	 * adding one: a sliver of an interval sees too few events to rise evenly, and under sampling often none,
+	 * so a leak judged growing a moment ago would read as stable.
 	 */
-	merge = v->period > 0 && now - v->last_now < v->period / 2;
+	merge = v->updates && now - v->last_now < restate_s;
 	if (merge)
-		interval = v->period;
+		interval = restate_s * 2;
 	/* Stacks that vanished (all their memory freed) drop their history: the table stays as big as the report. */
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *r = &s->rows[i];
@@ -313,8 +313,6 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 			j[i].leak_score *= 0.5;
 		ord[i] = i;
 	}
-	if (!merge)
-		v->period = v->updates ? now - v->last_now : 0; /* the first report's span is not an interval */
 	v->last_now = now;
 	v->updates++;
 	qsort(nh, s->nrows, sizeof(*nh), cmp_key);

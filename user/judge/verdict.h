@@ -57,10 +57,12 @@ void verdicts__free(struct verdicts *v);
 /*
  * Judge every row of a snapshot against the history of its stack (rows keep their order). Returns an array
  * parallel to s->rows, valid until the next call, and in *order the row indices in report order: growing
- * stacks first by leak score, then the rest by outstanding bytes (or all by bytes when by_bytes).
+ * stacks first by leak score, then the rest by outstanding bytes (or all by bytes when by_bytes). A snapshot
+ * under restate_s after the last one (the final report's: half an interval; 0 for the others) replaces the
+ * last sample instead of adding one.
  */
-int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, const struct ml_judgement **out,
-		     const size_t **order);
+int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
+		     const struct ml_judgement **out, const size_t **order);
 const char *ml_verdict_name(enum ml_verdict v);
 /* Bytes the history holds now: one fixed-size record per stack in the last report. */
 size_t verdicts__memory(const struct verdicts *v);

@@ -87,7 +87,7 @@ static int session_report(struct session *ss, bool *final)
 	ss->seq++;
 	if (o->count && ss->seq >= o->count)
 		*final = true;
-	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, &judged, &order);
+	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, *final ? o->interval_s / 2 : 0, &judged, &order);
 	if (err) {
 		ml_err("cannot judge the report: %s", strerror(-err));
 		return err;
