@@ -20,7 +20,8 @@
 #include "lib/procmaps.h"
 #include "lib/u64map.h"
 
-#define ARRAY_COUNT_MAX (1ULL << 24) /* a first word this small may be new T[]'s element count: look past it */
+#define ARRAY_COUNT_MAX (1ULL << 24)	 /* a first word this small may be new T[]'s element count: look past it */
+#define CENSUS_SYNC_NS (30ULL * 1000000) /* vtables read per walk at most this long (a whole object at least) */
 
 struct ctype {
 	char *raw;  /* the vtable's symbol name */
@@ -146,7 +147,7 @@ static int read_object(struct census *c, const struct ml_mapping *m)
 		return err == -ENOMEM ? err : 0; /* not an ELF object: nothing to type by */
 	if (elf_syms__offset_to_vaddr(s, m->offset, &va) == 0) {
 		a.bias = m->start - va;
-		elf_syms__for_each_object(s, "_ZTV", add_vtable, &a);
+		elf_syms__for_each_object(s, "_ZTV", true, add_vtable, &a);
 	}
 	elf_syms__free(s);
 	return a.err;
@@ -154,8 +155,8 @@ static int read_object(struct census *c, const struct ml_mapping *m)
 
 int census__sync(struct census *c, const struct ml_maps *maps)
 {
-	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
-	size_t nr = c->nr, nobj = c->objs.n;
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), now = t0;
+	size_t nr = c->nr, nobj = c->objs.n, left = 0;
 
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ml_mapping *m = &maps->v[i];
@@ -164,15 +165,19 @@ int census__sync(struct census *c, const struct ml_maps *maps)
 
 		if (!m->path || m->path[0] != '/' || m->offset || m->perms[0] != 'r' || u64map__get(&c->objs, key))
 			continue;
-		if (u64map__put(&c->objs, key, (void *)1))
-			return -ENOMEM;
+		/* The event loop waits meanwhile (a burst of new stacks fills their ring): the rest next walk. */
+		if (now - t0 > CENSUS_SYNC_NS) {
+			left++;
+			continue;
+		}
 		err = read_object(c, m);
-		if (err == -ENOMEM)
-			return err;
+		if (err == -ENOMEM || u64map__put(&c->objs, key, (void *)1))
+			return -ENOMEM;
+		now = ml_clock_ns(CLOCK_MONOTONIC);
 	}
 	if (c->objs.n > nobj)
-		ml_info("pid %d: heap census: %zu vtables in %zu new objects, read in %.1f ms", c->pid, c->nr - nr,
-			c->objs.n - nobj, (double)(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+		ml_info("pid %d: heap census: %zu vtables in %zu new objects, read in %.1f ms%s", c->pid, c->nr - nr,
+			c->objs.n - nobj, (double)(now - t0) / 1e6, left ? " (more at the next walks)" : "");
 	return 0;
 }
 

@@ -345,7 +345,7 @@ static bool name_matches(const char *table_name, const char *name, size_t len)
 	return !strncmp(table_name, name, len) && (table_name[len] == '\0' || table_name[len] == '@');
 }
 
-int elf_syms__for_each_object(const struct elf_syms *s, const char *prefix,
+int elf_syms__for_each_object(const struct elf_syms *s, const char *prefix, bool dynamic_only,
 			      int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx), void *ctx)
 {
 	size_t plen = strlen(prefix), entsize = gelf_fsize(s->elf, ELF_T_SYM, 1, EV_CURRENT);
@@ -359,7 +359,7 @@ int elf_syms__for_each_object(const struct elf_syms *s, const char *prefix,
 	while ((scn = elf_nextscn(s->elf, scn))) {
 		Elf_Data *data;
 
-		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && (dynamic_only || sh.sh_type != SHT_SYMTAB)))
 			continue;
 		data = elf_getdata(scn, NULL);
 		for (size_t i = 1; data && i < data->d_size / entsize && i <= INT_MAX; i++) {
@@ -398,7 +398,7 @@ int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *
 {
 	struct find_object_ctx f = {.name = name, .len = strlen(name)};
 
-	if (elf_syms__for_each_object(s, name, find_object_cb, &f) != 1)
+	if (elf_syms__for_each_object(s, name, false, find_object_cb, &f) != 1)
 		return -ENOENT;
 	if (vaddr)
 		*vaddr = f.vaddr;

@@ -28,9 +28,9 @@ int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, 
 
 /* Defined data symbol (STT_OBJECT) by name, version suffix ignored: _PyRuntime, Py_Version. 0 or -ENOENT. */
 int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size);
-/* Call cb for every defined data symbol whose table name starts with prefix ("_ZTV": the vtables); cb returns
- * non-zero to stop, and that value is returned, else 0. */
-int elf_syms__for_each_object(const struct elf_syms *s, const char *prefix,
+/* Call cb for every defined data symbol whose table name starts with prefix ("_ZTV": the vtables), of .dynsym
+ * alone with dynamic_only; cb returns non-zero to stop, and that value is returned, else 0. */
+int elf_syms__for_each_object(const struct elf_syms *s, const char *prefix, bool dynamic_only,
 			      int (*cb)(const char *name, uint64_t vaddr, uint64_t size, void *ctx), void *ctx);
 /*
  * Call cb for every defined function symbol (raw table names, version suffix included). cb returns
