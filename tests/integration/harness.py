@@ -228,11 +228,12 @@ class Tool:
             self.p.wait()
 
 
-def attached_run(argv, *tool_args, after_go=None, ready_timeout=60, done_timeout=120):
+def attached_run(argv, *tool_args, after_go=None, after_tool=None, ready_timeout=60, done_timeout=120):
     """Start a fixture speaking the ready / go / done protocol on stdin and stdout, attach memleak-ai to it
     with -p, let it run, stop the tool with SIGINT once the fixture is done, and check both ended well.
-    after_go(fx, tool) runs between go and done (more handshakes). Returns (tool, fixture pid); the
-    fixture's further output lines are in tool.fixture_lines."""
+    after_go(fx, tool) runs between go and done (more handshakes), after_tool(fx, tool) once the tool has
+    ended, the fixture still running. Returns (tool, fixture pid); the fixture's further output lines are
+    in tool.fixture_lines."""
     fx = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         line = read_line(fx.stdout, ready_timeout, "fixture ready")
@@ -253,6 +254,8 @@ def attached_run(argv, *tool_args, after_go=None, ready_timeout=60, done_timeout
             tool.p.send_signal(signal.SIGINT)
             eq(tool.finish(), 0, "memleak-ai exit status")
             check(fx.poll() is None, "the target is still running")
+            if after_tool:
+                after_tool(fx, tool)
             return tool, fx.pid
         finally:
             tool.kill()

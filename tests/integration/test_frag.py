@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, attached_run, check, eq, main, no_bpf_left, test  # noqa: E402
+from harness import FIX, attached_run, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
 
 PAIRS = 64
 BIG_CHUNK = (100 * 1024 + 8 + 15) & ~15  # glibc: request + 8, rounded up to 16
@@ -21,8 +21,17 @@ def frag_of(rep, pid):
 @test
 def alternating_blocks_exact():
     """64 pairs of 100 KiB and 64 B blocks, the 100 KiB ones freed: exactly 64 free resident chunks of
-    102,416 bytes, each charged to the 80-byte chunk above it, whose stack is pin_small's."""
-    tool, pid = attached_run([os.path.join(FIX, "fragheap")], "-f", "json", "--top", "100", "60")
+    102,416 bytes, each charged to the 80-byte chunk above it, whose stack is pin_small's; malloc_trim(0) would
+    return what it returns in a forked copy of the heap."""
+    trims = []
+
+    def measure_trim(fx, tool):
+        fx.stdin.write(b"t")
+        fx.stdin.flush()
+        trims.append(int(read_line(fx.stdout, 30, "the fixture's trim").split()[1]))
+
+    tool, pid = attached_run([os.path.join(FIX, "fragheap")], "-f", "json", "--top", "100", "60",
+                             after_tool=measure_trim)
     rep = tool.reports()[-1]
     eq(rep["final"], True, "the final report, made while the target runs")
     proc = frag_of(rep, pid)
@@ -32,6 +41,12 @@ def alternating_blocks_exact():
     eq(fr["free_bytes"], PAIRS * BIG_CHUNK, "free bytes below the top")
     eq(fr["free_resident_bytes"], PAIRS * BIG_CHUNK, "free but resident bytes")
     eq(fr["unheld_bytes"], 0, "nothing unheld")
+    # What malloc_trim(0) would return: the fixture trimmed a forked copy of its heap and measured the drop.
+    trim = trims[0]
+    check(trim >= PAIRS * 24 * 4096, f"the fixture measured its trim: {trim}")
+    eq(fr["trimmable_bytes"], trim, "trimmable bytes: what malloc_trim(0) returned in a copy of the heap")
+    eq([(a["main"], a["heaps"], a["free_resident_bytes"], a["trimmable_bytes"]) for a in fr["arenas"]],
+       [(True, 1, PAIRS * BIG_CHUNK, trim)], "one arena, the main one, holds it all")
     holders = fr["holders"]
     check(holders, "holder stacks")
     top = holders[0]
@@ -54,6 +69,7 @@ def alternating_blocks_text():
     check(lines, f"a C heap line: {tool.out[-2000:]}")
     check("6.3 MiB free but resident" in lines[-1] and "held by 5.0 KiB of blocks from pin_small" in lines[-1],
           f"the line names the size and the holder: {lines[-1]}")
+    check("; malloc_trim(0) would return 6.0 MiB; " in lines[-1], f"... and what malloc_trim(0) returns: {lines[-1]}")
     holds = [l for l in tool.out.splitlines() if l.startswith("  holds 6.3 MiB: 5.0 KiB in 64 libc blocks from pin_small")]
     check(holds, "the ranked holder line")
 

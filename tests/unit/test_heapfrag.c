@@ -78,6 +78,24 @@ int main(void)
 	CHECK_EQ_U64(f.in_use_bytes, 0x290 + 0x40 + 0x50 + 0x30, "in-use bytes are the in-use chunks' sizes");
 	CHECK(f.free_bytes == 0x3800 && f.free_resident_bytes == 0x3800, "free bytes below the top, all resident");
 	CHECK_EQ_INT(f.nholders, 2, "two in-use chunks hold free runs");
+	/* malloc_trim(0): of the 8 KiB free chunk at 0x12d0, the page [0x2000, 0x3000); the others hold no whole
+	 * page past their first 48 bytes; a thread arena's top stays. */
+	CHECK_EQ_U64(f.trimmable_bytes, 0x1000, "trimmable: the whole pages inside free chunks");
+	{
+		struct heapfrag_src main_src = src;
+		struct heapfrag_budget b = {.read_bytes = 1 << 20, .chunks = 100};
+
+		main_src.main_arena = true;
+		heapfrag__reset(&f);
+		CHECK(heapfrag__walk(&f, &main_src, first, end, &b) == 0 && f.trimmable_bytes == 0x1000 + 0x7000,
+		      "the main arena's top too: all of its 32 KiB but MINSIZE and a partial page");
+		absent[(0xbb50 - 0x1000) / 4096] = true;
+		heapfrag__reset(&f);
+		b = (struct heapfrag_budget){.read_bytes = 1 << 20, .chunks = 100};
+		CHECK(heapfrag__walk(&f, &main_src, first, end, &b) == 0 && f.trimmable_bytes == 0x1000 + 0x6000,
+		      "a page that is not resident returns nothing");
+		absent[(0xbb50 - 0x1000) / 4096] = false;
+	}
 	CHECK(f.nholders == 2 && f.holders[0].addr == c_holder1 + 16 && f.holders[0].size == 0x40 &&
 		  f.holders[0].charged == 0x1000,
 	      "the run below the 64-byte chunk is charged to it (user address)");

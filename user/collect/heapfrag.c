@@ -99,9 +99,19 @@ struct walk_pos {
 	unsigned int regrown;
 };
 
-/* The heap's end is reached (top, the top chunk's size, or 0 at a fencepost): what it held is counted. */
-static int heap_done(struct ml_heapfrag *f, const struct walk_pos *at, uint64_t top)
+/*
+ * The heap's end is reached (top, the top chunk's size, or 0 at a fencepost): what it held is counted. In the
+ * main arena malloc_trim(0) also shrinks the break: all of the top but its last partial page and MINSIZE.
+ */
+static int heap_done(struct walker *w, const struct walk_pos *at, uint64_t top)
 {
+	struct ml_heapfrag *f = w->f;
+
+	if (w->src->main_arena && top > CHUNK_MIN + PAGE) {
+		uint64_t extra = (top - CHUNK_MIN - 1) & ~(PAGE - 1);
+
+		f->trimmable_bytes += resident_bytes(w->src, at->end - extra, at->end);
+	}
 	f->top_bytes += top;
 	f->unheld_bytes += at->run;
 	f->heap_bytes += at->end - at->first;
@@ -154,6 +164,12 @@ static int count_chunk(struct walker *w, struct walk_pos *at, uint64_t next, uin
 		return 0;
 	}
 	r = resident_bytes(w->src, at->addr, next);
+	{ /* mtrim: the pages from past the chunk's malloc_chunk fields (48 bytes) to its end's page boundary */
+		uint64_t lo = (at->addr + 48 + PAGE - 1) & ~(PAGE - 1), hi = next & ~(PAGE - 1);
+
+		if (lo < hi)
+			f->trimmable_bytes += resident_bytes(w->src, lo, hi);
+	}
 	f->free_bytes += sz;
 	f->free_resident_bytes += r;
 	at->run += r;
@@ -181,7 +197,7 @@ static int step(struct walker *w, struct walk_pos *at)
 	 * of its end (a too small old top leaves only the 0).
 	 */
 	if ((sz == CHUNK_HDR || (sz == 0 && (at->size & PREV_INUSE))) && at->end - at->addr < 64)
-		return heap_done(f, at, 0);
+		return heap_done(w, at, 0);
 	if (regrew(w, at, sz)) {
 		f->chunks--; /* the same header, looked at again */
 		w->b->chunks++;
@@ -192,7 +208,7 @@ static int step(struct walker *w, struct walk_pos *at)
 		return -EBADMSG;
 	next = at->addr + sz;
 	if (next == at->end) /* the top chunk ends the heap (glibc merges any free chunk below it) */
-		return heap_done(f, at, sz);
+		return heap_done(w, at, sz);
 	if (at->end - next < CHUNK_HDR)
 		return -EBADMSG;
 	err = word_at(w, next + 8, &next_size, sz >= WIN_BIG / 2 ? PAGE : WIN_BIG);
@@ -231,6 +247,8 @@ void heapfrag__reset(struct ml_heapfrag *f)
 
 	*f = (struct ml_heapfrag){.holders = keep.holders,
 				  .cap_holders = keep.cap_holders,
+				  .arenas = keep.arenas,
+				  .cap_arenas = keep.cap_arenas,
 				  .stacks = keep.stacks,
 				  .cap_stacks = keep.cap_stacks};
 }
@@ -239,6 +257,7 @@ void heapfrag__clear(struct ml_heapfrag *f)
 {
 	free(f->holders);
 	free(f->stacks);
+	free(f->arenas);
 	*f = (struct ml_heapfrag){};
 }
 
@@ -359,7 +378,7 @@ static bool first_chunk_ok(struct live *lv, const struct heapfrag_src *src, uint
  * (48 bytes since 2.35, 32 before); each candidate is checked and the walk then checks the rest.
  */
 static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t start, uint64_t map_end,
-		       uint64_t *first, uint64_t *end)
+		       uint64_t *first, uint64_t *end, uint64_t *ar_ptr)
 {
 	static const uint64_t state_sizes[] = {2200, 2192}, info_sizes[] = {48, 32};
 	struct heap_info_raw hi;
@@ -369,6 +388,7 @@ static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t
 	if (hi.size < PAGE || hi.size % PAGE || hi.size > ARENA_HEAP_MAX || hi.size > map_end - start)
 		return false;
 	*end = start + hi.size;
+	*ar_ptr = hi.ar_ptr;
 	for (size_t i = 0; i < 2; i++) {
 		uint64_t c;
 
@@ -388,6 +408,27 @@ static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t
 		}
 	}
 	return false;
+}
+
+/* A heap walked to its end, into its arena's sums (what the walk added since pre). 0 or -ENOMEM. */
+static int add_arena(struct ml_heapfrag *f, uint64_t arena, const struct ml_heapfrag *pre)
+{
+	struct ml_arena_frag *a = NULL;
+
+	for (size_t i = 0; i < f->narenas && !a; i++)
+		if (f->arenas[i].arena == arena)
+			a = &f->arenas[i];
+	if (!a) {
+		if (ml_grow(&f->arenas, &f->cap_arenas, f->narenas + 1, sizeof(*f->arenas)))
+			return -ENOMEM;
+		a = &f->arenas[f->narenas++];
+		*a = (struct ml_arena_frag){.arena = arena};
+	}
+	a->heaps += f->heaps - pre->heaps;
+	a->heap_bytes += f->heap_bytes - pre->heap_bytes;
+	a->free_resident_bytes += f->free_resident_bytes - pre->free_resident_bytes;
+	a->trimmable_bytes += f->trimmable_bytes - pre->trimmable_bytes;
+	return 0;
 }
 
 int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
@@ -422,7 +463,8 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 		census__begin(census);
 	for (size_t i = 0; i < maps.n && !f->capped; i++) {
 		const struct ml_mapping *m = &maps.v[i];
-		uint64_t first, end;
+		uint64_t first, end, ar_ptr = 0;
+		struct ml_heapfrag pre;
 		int e;
 
 		if (m->path && !strcmp(m->path, "[heap]")) {
@@ -434,12 +476,16 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 			end = m->end;
 			lv.arena = 0;
 		} else if (m->path || strcmp(m->perms, "rw-p") || m->start % ARENA_HEAP_MAX ||
-			   !arena_heap(&lv, &src, m->start, m->end, &first, &end)) {
+			   !arena_heap(&lv, &src, m->start, m->end, &first, &end, &ar_ptr)) {
 			continue;
 		} else {
 			lv.arena = m->start;
 		}
+		src.main_arena = !lv.arena;
+		pre = *f;
 		e = walk_heap(f, &src, first, end, &b);
+		if (!e)
+			e = add_arena(f, ar_ptr, &pre);
 		if (e == -ENOMEM || e == -ESRCH) {
 			err = e;
 			break;

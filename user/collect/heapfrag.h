@@ -31,6 +31,14 @@ struct ml_frag_stack {
 	uint64_t count;	  /* holding blocks */
 };
 
+/* One glibc arena: the main one ([heap]) or a thread arena (its heaps at 64 MiB boundaries). */
+struct ml_arena_frag {
+	uint64_t arena; /* its malloc_state's address in the target; 0 for the main arena */
+	unsigned int heaps;
+	uint64_t heap_bytes, free_resident_bytes;
+	uint64_t trimmable_bytes; /* what malloc_trim(0) would hand back to the kernel (resident pages) */
+};
+
 struct ml_heapfrag {
 	uint64_t heap_bytes;	      /* the heaps walked, headers to end */
 	uint64_t in_use_bytes;	      /* chunks glibc counts in use (tcache and fastbin entries included) */
@@ -38,6 +46,11 @@ struct ml_heapfrag {
 	uint64_t free_resident_bytes; /* ... of which resident */
 	uint64_t unheld_bytes;	      /* free resident memory with no in-use chunk above (an older arena heap's end) */
 	uint64_t top_bytes;	      /* the top chunks */
+	/*
+	 * Resident bytes malloc_trim(0) would release: the whole pages inside free chunks (past each one's first
+	 * 48 bytes, as glibc's mtrim does) and, in the main arena, the top chunk's pages that systrim gives back.
+	 */
+	uint64_t trimmable_bytes;
 	uint64_t chunks, read_bytes;  /* headers walked, bytes read from the process */
 	uint64_t scan_ns;	      /* how long the walk took */
 	uint64_t walked_ns;	      /* CLOCK_MONOTONIC when it began */
@@ -45,6 +58,8 @@ struct ml_heapfrag {
 	unsigned int broken;	      /* walks stopped on an inconsistent header (the heap changed while read) */
 	bool capped;		      /* the read budget ran out: the figures cover part of the heap */
 	struct census *census;	      /* the types of its in-use chunks (heapfrag__scan's), or NULL */
+	struct ml_arena_frag *arenas; /* by arena, in the order first walked */
+	size_t narenas, cap_arenas;
 	struct ml_heap_holder *holders; /* by address within each heap */
 	size_t nholders, cap_holders;
 	/* heapfrag__attribute: holders by stack, most charged first; those the tool has no record of, summed */
@@ -64,6 +79,7 @@ struct heapfrag_src {
 	void *ctx;
 	/* Told each in-use chunk whose first two user words were read with its header (NULL: nobody asks). */
 	struct census *census;
+	bool main_arena; /* the heap walked is the main arena's ([heap]): its top is trimmable */
 };
 
 /* What one report may spend on a process's heaps. */

@@ -59,6 +59,27 @@ static void put_name(FILE *f, const struct ml_frame *const *frames, size_t n, ch
 	}
 }
 
+/* With thread arenas, a line for each that holds free resident memory: where malloc_trim(0) would help. */
+static void text_arenas(FILE *f, const struct ml_heapfrag *fr)
+{
+	char b[2][32];
+
+	for (size_t i = 0; fr->narenas > 1 && i < fr->narenas; i++) {
+		const struct ml_arena_frag *a = &fr->arenas[i];
+
+		if (!a->free_resident_bytes)
+			continue;
+		ml_fmt_bytes(b[0], sizeof(b[0]), (double)a->free_resident_bytes);
+		ml_fmt_bytes(b[1], sizeof(b[1]), (double)a->trimmable_bytes);
+		if (a->arena)
+			fprintf(f, "  arena at 0x%" PRIx64, a->arena);
+		else
+			fputs("  main arena", f);
+		fprintf(f, ": %s free but resident in %u heap%s, malloc_trim(0) would return %s\n", b[0], a->heaps,
+			a->heaps == 1 ? "" : "s", b[1]);
+	}
+}
+
 void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfrag *fr)
 {
 	char b[5][32];
@@ -76,6 +97,10 @@ void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfr
 	ml_fmt_bytes(b[3], sizeof(b[3]), (double)fr->top_bytes);
 	fprintf(f, "C heap: pid %d %s free but resident (heap %s in %u part%s, %s in use, top %s)", pid, b[0], b[1],
 		fr->heaps, fr->heaps == 1 ? "" : "s", b[2], b[3]);
+	if (fr->trimmable_bytes) {
+		ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->trimmable_bytes);
+		fprintf(f, "; malloc_trim(0) would return %s", b[0]);
+	}
 	if (fr->nstacks) {
 		ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->stacks[0].bytes);
 		fprintf(f, "; held by %s of blocks from ", b[0]);
@@ -104,6 +129,7 @@ void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfr
 	}
 	if (fr->nstacks > ML_FRAG_TEXT_TOP)
 		fprintf(f, "  ... and %zu more holding stacks\n", fr->nstacks - ML_FRAG_TEXT_TOP);
+	text_arenas(f, fr);
 	if (fr->unknown_count) {
 		ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->unknown_charged);
 		ml_fmt_bytes(b[1], sizeof(b[1]), (double)fr->unknown_bytes);
@@ -126,6 +152,18 @@ void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *
 	jw_u64(w, "free_resident_bytes", fr->free_resident_bytes);
 	jw_u64(w, "top_bytes", fr->top_bytes);
 	jw_u64(w, "unheld_bytes", fr->unheld_bytes);
+	jw_u64(w, "trimmable_bytes", fr->trimmable_bytes);
+	jw_arr_begin(w, "arenas");
+	for (size_t i = 0; i < fr->narenas; i++) {
+		jw_obj_begin(w, NULL);
+		jw_bool(w, "main", !fr->arenas[i].arena);
+		jw_u64(w, "heaps", fr->arenas[i].heaps);
+		jw_u64(w, "heap_bytes", fr->arenas[i].heap_bytes);
+		jw_u64(w, "free_resident_bytes", fr->arenas[i].free_resident_bytes);
+		jw_u64(w, "trimmable_bytes", fr->arenas[i].trimmable_bytes);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
 	jw_u64(w, "heaps", fr->heaps);
 	jw_u64(w, "broken_walks", fr->broken);
 	jw_bool(w, "capped", fr->capped);
