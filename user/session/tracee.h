@@ -25,6 +25,8 @@ struct tracee_env {
 	const char *debug_dir; /* --debug-dir, NULL: the default */
 };
 
+#define TRACEE_EARLY_WALKS 3 /* heap walks at each report before their pacing begins */
+
 struct tracee {
 	int pid, parent; /* parent: the traced process it was forked from, 0 for the first one */
 	int pidfd;	 /* a follower's own (its exit, its identity); -1 for the first one (the target's) */
