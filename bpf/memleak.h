@@ -183,7 +183,7 @@ _Static_assert(ML_PY_FRAME_MAX <= ML_PY_OFF_MASK + 1, "a frame read fits the off
  * innermost first. A record holds the ML_STACK_HDR bytes of header and only the words in use.
  */
 #define ML_STACK_HDR 16
-#define ML_STACK_RING_BYTES (32U << 20)
+#define ML_STACK_RING_BYTES (128U << 20)
 struct ml_stack {
 	__u64 id;
 	__u32 nr;
