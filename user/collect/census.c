@@ -48,8 +48,8 @@ struct census {
 	uint64_t chunks, typed, mark_chunks, mark_typed;
 	uint64_t times[CENSUS_HIST];
 	unsigned int walks;
-	size_t *order; /* census__top's */
-	size_t cap_order;
+	size_t *order; /* the last walk's types in report order (rank) */
+	size_t nordered, cap_order;
 };
 
 int census__new(int pid, struct census **out)
@@ -244,24 +244,6 @@ void census__chunk(struct census *c, uint64_t w0, uint64_t w1, uint64_t size)
 	t->bytes += size;
 }
 
-int census__end(struct census *c, uint64_t now_ns)
-{
-	unsigned int k = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST - 1;
-
-	if (c->walks >= CENSUS_HIST)
-		memmove(c->times, c->times + 1, (CENSUS_HIST - 1) * sizeof(*c->times));
-	c->times[k] = now_ns;
-	for (size_t i = 0; i < c->nt; i++) {
-		struct ctype *t = &c->t[i];
-
-		if (c->walks >= CENSUS_HIST)
-			memmove(t->hist, t->hist + 1, (CENSUS_HIST - 1) * sizeof(*t->hist));
-		t->hist[k] = t->count;
-	}
-	c->walks++;
-	return 0;
-}
-
 /* Its count at the kept walks rose at each: a new high every interval, two intervals at least. */
 static bool growing(const struct census *c, const struct ctype *t)
 {
@@ -297,6 +279,39 @@ static int cmp_type(const void *a, const void *b)
 	if (gx && rx != ry)
 		return rx > ry ? -1 : 1;
 	return (x->count < y->count) - (x->count > y->count);
+}
+
+/* The types the walk found, in report order, once per walk: the reports then only copy the first of them. */
+static int rank(struct census *c)
+{
+	if (ml_grow(&c->order, &c->cap_order, c->nt ? c->nt : 1, sizeof(*c->order)))
+		return -ENOMEM;
+	c->nordered = 0;
+	for (size_t i = 0; i < c->nt; i++)
+		if (c->t[i].count)
+			c->order[c->nordered++] = i;
+	cmp_ctx = c;
+	qsort(c->order, c->nordered, sizeof(*c->order), cmp_type);
+	cmp_ctx = NULL;
+	return 0;
+}
+
+int census__end(struct census *c, uint64_t now_ns)
+{
+	unsigned int k = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST - 1;
+
+	if (c->walks >= CENSUS_HIST)
+		memmove(c->times, c->times + 1, (CENSUS_HIST - 1) * sizeof(*c->times));
+	c->times[k] = now_ns;
+	for (size_t i = 0; i < c->nt; i++) {
+		struct ctype *t = &c->t[i];
+
+		if (c->walks >= CENSUS_HIST)
+			memmove(t->hist, t->hist + 1, (CENSUS_HIST - 1) * sizeof(*t->hist));
+		t->hist[k] = t->count;
+	}
+	c->walks++;
+	return rank(c);
 }
 
 /* Cut s at the end of its first template argument (it starts just past the '<'). */
@@ -355,19 +370,11 @@ static const char *type_name(struct ctype *t)
 
 size_t census__top(struct census *c, struct census_type *out, size_t max, uint64_t *chunks, uint64_t *typed)
 {
-	size_t n = 0;
+	size_t n = c->nordered < max ? c->nordered : max;
 
 	*chunks = c->chunks;
 	*typed = c->typed;
-	if (ml_grow(&c->order, &c->cap_order, c->nt ? c->nt : 1, sizeof(*c->order)))
-		return 0;
-	for (size_t i = 0; i < c->nt; i++)
-		if (c->t[i].count)
-			c->order[n++] = i;
-	cmp_ctx = c;
-	qsort(c->order, n, sizeof(*c->order), cmp_type);
-	cmp_ctx = NULL;
-	for (size_t i = 0; i < n && i < max; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct ctype *t = &c->t[c->order[i]];
 
 		out[i] = (struct census_type){.name = type_name(t),
@@ -376,7 +383,7 @@ size_t census__top(struct census *c, struct census_type *out, size_t max, uint64
 					      .per_s = per_s(c, t),
 					      .growing = growing(c, t)};
 	}
-	return n < max ? n : max;
+	return n;
 }
 
 unsigned int census__walks(const struct census *c)

@@ -329,9 +329,33 @@ static uint64_t live_end_now(void *ctx, uint64_t first, uint64_t end)
 	return end;
 }
 
-/* Walk one heap; a walk that met a changing header is tried once more from scratch. */
+/* A heap walked to its end, into its arena's sums (what the walk added since pre). 0 or -ENOMEM. */
+static int add_arena(struct ml_heapfrag *f, uint64_t arena, const struct ml_heapfrag *pre)
+{
+	struct ml_arena_frag *a = NULL;
+
+	for (size_t i = 0; i < f->narenas && !a; i++)
+		if (f->arenas[i].arena == arena)
+			a = &f->arenas[i];
+	if (!a) {
+		if (ml_grow(&f->arenas, &f->cap_arenas, f->narenas + 1, sizeof(*f->arenas)))
+			return -ENOMEM;
+		a = &f->arenas[f->narenas++];
+		*a = (struct ml_arena_frag){.arena = arena};
+	}
+	a->heaps += f->heaps - pre->heaps;
+	a->heap_bytes += f->heap_bytes - pre->heap_bytes;
+	a->free_resident_bytes += f->free_resident_bytes - pre->free_resident_bytes;
+	a->trimmable_bytes += f->trimmable_bytes - pre->trimmable_bytes;
+	return 0;
+}
+
+/*
+ * Walk one heap of an arena (its malloc_state's address, 0 for the main one); a walk that met a changing header
+ * is tried once more from scratch. What a complete walk added goes to its arena's sums.
+ */
 static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
-		     struct heapfrag_budget *b)
+		     struct heapfrag_budget *b, uint64_t arena)
 {
 	struct ml_heapfrag before = *f;
 	int err;
@@ -356,7 +380,7 @@ static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint
 	}
 	if (err == -EBADMSG || err == -ENODATA)
 		f->broken++;
-	return err;
+	return err ? err : add_arena(f, arena, &before);
 }
 
 /* A chunk header that could start a heap: in use before it (nothing is), a sane size within end. */
@@ -410,27 +434,6 @@ static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t
 	return false;
 }
 
-/* A heap walked to its end, into its arena's sums (what the walk added since pre). 0 or -ENOMEM. */
-static int add_arena(struct ml_heapfrag *f, uint64_t arena, const struct ml_heapfrag *pre)
-{
-	struct ml_arena_frag *a = NULL;
-
-	for (size_t i = 0; i < f->narenas && !a; i++)
-		if (f->arenas[i].arena == arena)
-			a = &f->arenas[i];
-	if (!a) {
-		if (ml_grow(&f->arenas, &f->cap_arenas, f->narenas + 1, sizeof(*f->arenas)))
-			return -ENOMEM;
-		a = &f->arenas[f->narenas++];
-		*a = (struct ml_arena_frag){.arena = arena};
-	}
-	a->heaps += f->heaps - pre->heaps;
-	a->heap_bytes += f->heap_bytes - pre->heap_bytes;
-	a->free_resident_bytes += f->free_resident_bytes - pre->free_resident_bytes;
-	a->trimmable_bytes += f->trimmable_bytes - pre->trimmable_bytes;
-	return 0;
-}
-
 int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 {
 	struct live lv = {.pid = pid, .mem = -1, .pagemap = -1};
@@ -464,7 +467,6 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 	for (size_t i = 0; i < maps.n && !f->capped; i++) {
 		const struct ml_mapping *m = &maps.v[i];
 		uint64_t first, end, ar_ptr = 0;
-		struct ml_heapfrag pre;
 		int e;
 
 		if (m->path && !strcmp(m->path, "[heap]")) {
@@ -482,10 +484,7 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 			lv.arena = m->start;
 		}
 		src.main_arena = !lv.arena;
-		pre = *f;
-		e = walk_heap(f, &src, first, end, &b);
-		if (!e)
-			e = add_arena(f, ar_ptr, &pre);
+		e = walk_heap(f, &src, first, end, &b, ar_ptr);
 		if (e == -ENOMEM || e == -ESRCH) {
 			err = e;
 			break;

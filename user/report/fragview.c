@@ -64,7 +64,9 @@ static void text_arenas(FILE *f, const struct ml_heapfrag *fr)
 {
 	char b[2][32];
 
-	for (size_t i = 0; fr->narenas > 1 && i < fr->narenas; i++) {
+	if (fr->narenas < 2)
+		return;
+	for (size_t i = 0; i < fr->narenas; i++) {
 		const struct ml_arena_frag *a = &fr->arenas[i];
 
 		if (!a->free_resident_bytes)
