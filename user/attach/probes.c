@@ -31,14 +31,14 @@ struct object {
 enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
 
 /*
- * A uprobe_multi link: one program at several offsets of one file. The allocation side's links keep what
- * attaching them again takes, for probes__pause.
+ * A uprobe_multi link: one program at several offsets of one file. It keeps what attaching it again takes,
+ * for probes__pause (the allocation side) and probes__window (both sides).
  */
 struct mlink {
 	int fd;		      /* -1 while paused */
 	unsigned char layers; /* the layers of its object's rows (probes__drop_layers) */
 	unsigned char batch;  /* B_* above */
-	char *path;	      /* allocation side only: the file, offsets and cookies it was attached with */
+	char *path;	      /* the file, offsets and cookies it was attached with */
 	uint64_t *offs, *cookies;
 	uint32_t cnt;
 };
@@ -52,6 +52,7 @@ struct probes {
 	struct mlink *mfds; /* uprobe_multi links */
 	size_t nmfds, capmfds;
 	unsigned int paused; /* layers whose allocation-side links are closed for now (probes__pause) */
+	unsigned int closed; /* layers whose links are all closed for now (probes__window) */
 	struct object *objs;
 	size_t nobjs, capobjs;
 	unsigned int active;
@@ -167,24 +168,21 @@ static int push_link(struct probes *p, struct bpf_link *l)
 	return 0;
 }
 
-/* The link just made (fd) of a batch; an allocation-side one keeps its recipe. 0 or -ENOMEM (fd not kept). */
+/* The link just made (fd) of a batch, with its recipe. 0 or -ENOMEM (fd not kept). */
 static int push_mfd(struct probes *p, int fd, int batch, const char *path, const uint64_t *offs,
 		    const uint64_t *cookies, uint32_t cnt)
 {
 	struct mlink m = {.fd = fd, .batch = (unsigned char)batch};
 
-	if (batch == B_ALLOC || batch == B_ALLOC_RET) {
-		m.path = strdup(path);
-		m.offs = malloc(cnt * sizeof(*offs));
-		m.cookies = malloc(cnt * sizeof(*cookies));
-		m.cnt = cnt;
-		if (m.path && m.offs && m.cookies) {
-			memcpy(m.offs, offs, cnt * sizeof(*offs));
-			memcpy(m.cookies, cookies, cnt * sizeof(*cookies));
-		}
+	m.path = strdup(path);
+	m.offs = malloc(cnt * sizeof(*offs));
+	m.cookies = malloc(cnt * sizeof(*cookies));
+	m.cnt = cnt;
+	if (m.path && m.offs && m.cookies) {
+		memcpy(m.offs, offs, cnt * sizeof(*offs));
+		memcpy(m.cookies, cookies, cnt * sizeof(*cookies));
 	}
-	if ((m.cnt && !(m.path && m.offs && m.cookies)) ||
-	    ml_grow(&p->mfds, &p->capmfds, p->nmfds + 1, sizeof(*p->mfds))) {
+	if (!(m.path && m.offs && m.cookies) || ml_grow(&p->mfds, &p->capmfds, p->nmfds + 1, sizeof(*p->mfds))) {
 		m.fd = -1; /* the caller closes it */
 		mlink_clear(&m);
 		return -ENOMEM;
@@ -482,9 +480,11 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 			p->link_layers[i] = (unsigned char)*layers;
 		for (size_t i = first_mfd; i < p->nmfds; i++)
 			p->mfds[i].layers = (unsigned char)*layers;
-		/* tensor sampling is off-phase now: a library found meanwhile waits for the next on-phase */
+		/* sampling is off-phase now: a library found meanwhile waits for the next on-phase */
 		if (p->paused)
 			probes__pause(p, p->paused, true);
+		if (p->closed)
+			probes__window(p, p->closed, false);
 	} else {
 		err = err < 0 ? err : u;
 		while (p->nlinks > first_link)
@@ -783,14 +783,12 @@ bool probes__pausable(const struct probes *p, unsigned int mask)
 	return false;
 }
 
-int probes__pause(struct probes *p, unsigned int mask, bool pause)
+/* Close (pause) or reopen the pausable links of mask's layers whose batch is in order[], in that order. */
+static int toggle(struct probes *p, unsigned int mask, bool pause, const int *order, int n)
 {
-	/* Entries go first and come back last: a call entered always finds its return probe on. */
-	static const int off[] = {B_ALLOC, B_ALLOC_RET}, on[] = {B_ALLOC_RET, B_ALLOC};
-	const int *order = pause ? off : on;
 	int err = 0;
 
-	for (int k = 0; k < 2 && !(err && !pause); k++) {
+	for (int k = 0; k < n && !(err && !pause); k++) {
 		for (size_t i = 0; i < p->nmfds; i++) {
 			struct mlink *m = &p->mfds[i];
 			int fd;
@@ -803,17 +801,40 @@ int probes__pause(struct probes *p, unsigned int mask, bool pause)
 				continue;
 			}
 			fd = ml_uprobe_multi_attach(batch_prog_fd(p, m->batch), m->path, m->offs, m->cookies, m->cnt,
-						    m->batch == B_ALLOC_RET, p->o.pid);
+						    m->batch == B_ALLOC_RET || m->batch == B_FREE_RET, p->o.pid);
 			if (fd < 0)
 				err = fd; /* no entry goes on without its return: the next resume tries again */
 			else
 				m->fd = fd;
 		}
 	}
+	return err;
+}
+
+int probes__pause(struct probes *p, unsigned int mask, bool pause)
+{
+	/* Entries go first and come back last: a call entered always finds its return probe on. */
+	static const int off[] = {B_ALLOC, B_ALLOC_RET}, on[] = {B_ALLOC_RET, B_ALLOC};
+	int err = toggle(p, mask, pause, pause ? off : on, 2);
+
 	if (pause)
 		p->paused |= mask;
 	else if (!err)
 		p->paused &= ~mask;
+	return err;
+}
+
+int probes__window(struct probes *p, unsigned int mask, bool open)
+{
+	/* Allocations go first and come back last, so no block is recorded without its release hooked. */
+	static const int off[] = {B_ALLOC, B_ALLOC_RET, B_FREE, B_FREE_RET},
+			 on[] = {B_FREE_RET, B_FREE, B_ALLOC_RET, B_ALLOC};
+	int err = toggle(p, mask, !open, open ? on : off, B_N);
+
+	if (!open)
+		p->closed |= mask;
+	else if (!err)
+		p->closed &= ~mask;
 	return err;
 }
 

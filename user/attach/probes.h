@@ -58,7 +58,12 @@ void probes__drop_layers(struct probes *p, unsigned int mask);
  * those links closed).
  */
 int probes__pause(struct probes *p, unsigned int mask, bool pause);
-/* Whether probes__pause has anything to pause for mask. */
+/*
+ * Time-sliced sampling of a whole layer (the C heap): every link of mask's layers closed (open false) or
+ * attached again, releases included, in every object the process maps. 0 or the first attach error.
+ */
+int probes__window(struct probes *p, unsigned int mask, bool open);
+/* Whether probes__pause (and probes__window) have anything to pause for mask. */
 bool probes__pausable(const struct probes *p, unsigned int mask);
 /* Objects with probes attached, and in *nfuncs the functions probed in them. */
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs);

@@ -38,6 +38,7 @@ struct ml_overhead {
 	double self_cpu_pct;	 /* memleak-ai's own CPU time (reports, heap walks, /proc reads), in % of one CPU: not
 				  * in pct, which is what the traced processes pay; it competes with them for CPUs */
 	double layer_pct[ML_LAYER_MAX]; /* each layer's part of pct: its traps and its share of the probes' BPF time */
+	double layer_cost_ns[ML_LAYER_MAX]; /* ... in ns of the traced processes' time, summed since attach */
 	double other_pct;  /* the rest: heap growth's system-call tracepoint, the loader's probes, following */
 	bool measured;	   /* a sample has been taken */
 	bool calibrated;   /* hit_ns and ret_ns are this machine's, not the 1 us default */
@@ -51,6 +52,11 @@ struct ml_overhead {
 	double shed_pct[ML_SHED_N];	 /* what its part cost then */
 	unsigned int rss_doublings;	 /* ML_SHED_RSS_SAMPLING: how many times the rss layer's N doubled */
 	unsigned int tensor_halvings;	 /* ML_SHED_TORCH_CPU_SAMPLING: the tensor probes' time on halved so often */
+	unsigned int heap_window_shift;	 /* heap-growth mode: the C heap's probes on 1/2^n of the time (0: never) */
+	uint64_t heap_windows;		 /* ... windows opened so far */
+	double heap_window_weight;     /* ... what a record made in one stands for (2^n, corrected for the slowdown) */
+	const char *heap_window_clock; /* ... measured by what ("tensor releases", "CPU time"; NULL: not yet) */
+	uint64_t heap_swept, heap_freed; /* ... their records checked against glibc's headers, and found released */
 };
 
 #endif

@@ -44,6 +44,7 @@ struct ledger {
 	struct ledger_opts o;
 	struct ml_slot *table; /* the kernel's table, mapped (user space writes only tombstones, by compare-and-swap) */
 	size_t table_len, table_bytes;
+	size_t sweep_at; /* where ledger__sweep goes on */
 	int ncpu;
 	uint64_t last_ns;
 	struct ml_snapshot snap;
@@ -68,6 +69,13 @@ struct ledger {
 		uint32_t shift;
 	} epochs[ML_LAYER_MAX][LEDGER_EPOCHS];
 	unsigned int nepochs[ML_LAYER_MAX];
+	/* The scaled layer (ledger__add_scale): a row's record stands for the w of the last epoch begun before it. */
+	unsigned int scale_layer;
+	struct scale_epoch {
+		uint64_t since_ns;
+		double w;
+	} * scales;
+	size_t nscales, capscales;
 };
 
 /* The weight (as a shift) of a record of this layer made at ts. */
@@ -141,6 +149,7 @@ void ledger__free(struct ledger *l)
 	free(l->prev);
 	free(l->pcpu);
 	free(l->gpu);
+	free(l->scales);
 	free(l);
 }
 
@@ -539,6 +548,35 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
 	return n;
 }
 
+/* Whether a record of the layer was made by an allocator row, not by heap growth or the rss layer. */
+static bool by_row(const struct ml_slot *v, unsigned int layer)
+{
+	return v->layer == layer && v->spec < ml_allocators_n;
+}
+
+uint64_t ledger__sweep(struct ledger *l, unsigned int layer, uint64_t since_ns, size_t max, ledger_live_fn live,
+		       void *ctx, uint64_t *asked)
+{
+	uint64_t dropped = 0;
+	size_t i = l->sweep_at;
+
+	*asked = 0;
+	for (size_t n = 0; n < l->table_len && *asked < max; n++, i = (i + 1) % l->table_len) {
+		struct ml_slot v = l->table[i];
+
+		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns || v.ts_ns < since_ns ||
+		    !by_row(&v, layer))
+			continue;
+		++*asked;
+		if (live(ctx, v.tgid, v.addr, v.size) == 0 &&
+		    __atomic_compare_exchange_n(&l->table[i].addr, &v.addr, ML_SLOT_TOMB, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST))
+			dropped++;
+	}
+	l->sweep_at = i;
+	return dropped;
+}
+
 /* A pass begins: the stacks taken, the snapshot's sums cleared, *now read. 0 or a negative errno. */
 static int collect_begin(struct ledger *l, uint64_t *now)
 {
@@ -561,6 +599,40 @@ static int collect_begin(struct ledger *l, uint64_t *now)
 	return 0;
 }
 
+/* What a record of the scaled layer made at ts by an allocator row stands for; 0 when it is not scaled. */
+static double scale_of(const struct ledger *l, uint8_t layer, uint8_t spec, uint64_t ts)
+{
+	size_t lo = 0, hi = l->nscales;
+
+	if (!l->nscales || layer != l->scale_layer || spec >= ml_allocators_n || ts < l->scales[0].since_ns)
+		return 0;
+	while (hi - lo > 1) { /* the last epoch begun at or before ts */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->scales[mid].since_ns <= ts)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return l->scales[lo].w;
+}
+
+int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w)
+{
+	if (layer >= ML_LAYER_MAX || w <= 0 ||
+	    (l->nscales && (layer != l->scale_layer || since_ns < l->scales[l->nscales - 1].since_ns)))
+		return -EINVAL;
+	if (l->nscales && since_ns == l->scales[l->nscales - 1].since_ns) {
+		l->scales[l->nscales - 1].w = w; /* the same epoch, better measured */
+		return 0;
+	}
+	if (ml_grow(&l->scales, &l->capscales, l->nscales + 1, sizeof(*l->scales)))
+		return -ENOMEM;
+	l->scale_layer = layer;
+	l->scales[l->nscales++] = (struct scale_epoch){.since_ns = since_ns, .w = w};
+	return 0;
+}
+
 /* One slot into its row; a slot being written (ts_ns 0) or released meanwhile is skipped. 0 or -ENOMEM. */
 static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint64_t newest)
 {
@@ -568,6 +640,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	uint64_t addr = sl->addr, ts, size, cow;
 	unsigned int traits, shift;
 	struct ml_row *r;
+	double w;
 
 	if (addr == ML_SLOT_EMPTY || addr == ML_SLOT_TOMB)
 		return 0;
@@ -601,9 +674,15 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	if (ts > newest)
 		return 0;
 	/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
-	r->bytes += size << shift;
+	w = scale_of(l, sl->layer, sl->spec, ts);
+	if (w > 0) {
+		r->bytes += (uint64_t)((double)size * w + 0.5);
+		r->count += (uint64_t)(w + 0.5);
+	} else {
+		r->bytes += size << shift;
+		r->count += 1ULL << shift;
+	}
 	r->cow_bytes += cow;
-	r->count += 1ULL << shift;
 	if (ts < r->oldest_ts_ns)
 		r->oldest_ts_ns = ts;
 	if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&

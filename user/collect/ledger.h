@@ -52,11 +52,28 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
  */
 #define LEDGER_EPOCHS 8
 int ledger__set_weight(struct ledger *l, unsigned int layer, uint64_t since_ns, uint32_t shift);
+/*
+ * The C heap's sampling windows: a record of layer made by an allocator row from since_ns on (until the next
+ * epoch) stands for w, in bytes and count. Epochs only follow one another, all of one layer; one begun at the
+ * same time as the last replaces its w. 0, -EINVAL or -ENOMEM.
+ */
+int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w);
 /* Its weight now, as a shift (0: every record counts once). */
 uint32_t ledger__weight_shift(const struct ledger *l, unsigned int layer);
 
 /* The rss layer's sampling shift from now on: records the test rejects are skipped, the others weigh 2^shift. */
 void ledger__set_rss_shift(struct ledger *l, uint32_t shift);
+
+/*
+ * A sampled layer's records whose releases are not all seen (the C heap's sampling windows): those of layer
+ * made from since_ns on by an allocator row (heap growth's records are not swept) are asked live(ctx, tgid,
+ * addr, size): 1 keeps a record, 0 drops it (released meanwhile), a negative errno keeps it for the next
+ * sweep. At most max are asked, from where the last sweep stopped; only call it while no probe of the layer
+ * can write the table. Returns the records dropped; *asked gets how many were asked.
+ */
+typedef int (*ledger_live_fn)(void *ctx, uint32_t tgid, uint64_t addr, uint64_t size);
+uint64_t ledger__sweep(struct ledger *l, unsigned int layer, uint64_t since_ns, size_t max, ledger_live_fn live,
+		       void *ctx, uint64_t *asked);
 
 /* The kernel's allocation table as mapped (len slots): for the rss layer's range operations (rsspages.c). */
 struct ml_slot *ledger__table(struct ledger *l, size_t *len);

@@ -1,9 +1,11 @@
 /* /proc/PID/smaps_rollup: Rss, Anonymous, Private_Dirty and Pss of a process. */
 #define _GNU_SOURCE
 #include "lib/procmem.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,4 +67,42 @@ int ml_procmem__read(int pid, struct ml_procmem *out)
 	buf[len] = '\0';
 	/* A process that exited (a zombie) has no mappings: its rollup is empty. */
 	return len ? ml_procmem__parse(buf, out) : -ESRCH;
+}
+
+/* The first field of a task's schedstat: its time on a CPU, in ns. */
+static int task_cpu_ns(int dfd, const char *tid, uint64_t *ns)
+{
+	char path[NAME_MAX + 16], buf[128];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/schedstat", tid);
+	fd = openat(dfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EINVAL;
+	buf[n] = 0;
+	return sscanf(buf, "%" SCNu64, ns) == 1 ? 0 : -EINVAL;
+}
+
+int ml_proc_cpu_ns(int pid, uint64_t *out)
+{
+	char path[64];
+	struct dirent *e;
+	uint64_t ns;
+	DIR *d;
+
+	*out = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && !task_cpu_ns(dirfd(d), e->d_name, &ns))
+			*out += ns;
+	closedir(d);
+	return 0;
 }

@@ -1,4 +1,4 @@
-/* A process's resident memory as the kernel counts it (/proc/PID/smaps_rollup), for the reports' memory line. */
+/* A process's resident memory as the kernel counts it (/proc/PID/smaps_rollup), and its CPU time. */
 #ifndef ML_PROCMEM_H
 #define ML_PROCMEM_H
 
@@ -12,5 +12,8 @@ struct ml_procmem {
 int ml_procmem__parse(const char *text, struct ml_procmem *out);
 /* Read and parse /proc/PID/smaps_rollup. 0, -ESRCH when the process is gone, -errno. */
 int ml_procmem__read(int pid, struct ml_procmem *out);
+
+/* CPU time of every thread of pid now (their schedstat), in ns. 0, -ESRCH when it is gone, -errno. */
+int ml_proc_cpu_ns(int pid, uint64_t *out);
 
 #endif

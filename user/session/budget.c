@@ -9,6 +9,12 @@
  * that call's return) is attached for 1/2^n of every OVERHEAD_TENSOR_PERIOD_S and closed for the rest, in every traced
  * process at once; free_cpu stays on, so a recorded tensor is still released whenever it goes. The records made
  * from then on weigh 2^n (ledger__set_weight): bytes, counts and the verdicts' series estimate the whole.
+ *
+ * Heap windows: in heap-growth mode, a glibc process's C heap probes (releases too) are attached for 1/2^n of
+ * every HEAP_WINDOW_PERIOD_S, 2^n the smallest power of two that brings their measured full cost under the
+ * budget. A block allocated in a window is recorded with its stack and weighs 2^n; its release is seen only
+ * while a window is open, so between windows every report first asks glibc's chunk headers which recorded
+ * blocks are still in use (collect/heaplive.c) and drops the others: the survivors estimate what stays.
  */
 #include "session/budget.h"
 #include <bpf/libbpf.h>
@@ -22,6 +28,7 @@
 #include "collect/ledger.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/procmem.h"
 #include "session/bgobj.h"
 #include "session/follow.h"
 #include "session/tracee.h"
@@ -35,7 +42,28 @@ struct budget {
 	unsigned int ts_shift;		   /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
 	bool ts_on;			   /* ... and on now */
 	uint64_t ts_toggles, ts_toggle_ns; /* toggles made, and the time they took (closing a link waits) */
+	int hw_fd;			   /* the C heap's sampling windows: the next toggle */
+	unsigned int hw_shift;		   /* the C heap's probes are on 1/2^hw_shift of the time; 0: no windows */
+	bool hw_on;			   /* ... and on now */
+	uint64_t hw_since_ns;		   /* records made from then on are the windows' */
+	uint64_t hw_windows, hw_toggle_ns; /* windows opened, and the time toggles took */
+	double hw_trap_share;		   /* the part of a window's CPU time its traps take */
+	double hw_cost_at;		   /* the C heap probes' cost (ns) summed until the windows began */
+	uint64_t hw_cpu_at;		   /* the traced processes' CPU time at the last toggle, ns */
+	uint64_t hw_cpu_on, hw_cpu_off;	   /* ... in windows and between them since they began */
+	uint64_t hw_tick_at;		   /* PyTorch's CPU tensor releases counted at the last toggle */
+	uint64_t hw_tick_on, hw_tick_off;  /* ... in windows and between them */
+	uint64_t hw_mark_ns;		   /* CLOCK_MONOTONIC at the last mark */
+	uint64_t hw_wall_on, hw_wall_off;  /* time in windows and between them */
+	double hw_target;		   /* what the windows may cost: half the budget, as a fraction */
 };
+
+/* Tensor releases in windows before they are the windows' clock: fewer say too little. */
+#define HEAP_WINDOW_MIN_TICKS 30
+
+#define LIBC_LAYER (1U << ML_LAYER_LIBC)
+#define HEAP_WINDOW_PERIOD_S 1.0
+#define HEAP_WINDOW_MAX_SHIFT 10 /* 1/1024 of the time at least */
 
 #define TENSOR_LAYERS (1U << ML_LAYER_TORCH_CPU)
 
@@ -54,15 +82,19 @@ int budget__new(struct memleak_bpf *skel, double budget_pct, struct budget **out
 		return -ENOMEM;
 	b->skel = skel;
 	b->ts_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	if (b->ts_fd < 0) {
+	b->hw_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (b->ts_fd < 0 || b->hw_fd < 0) {
 		err = -errno;
 		ml_dbg("budget: timerfd_create: %s", strerror(-err));
+		close(b->ts_fd);
+		close(b->hw_fd);
 		free(b);
 		return err;
 	}
 	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
 	if (budget_pct < 100 && !(b->heap_obj = bgobj__start(skel, heap_prog))) {
 		close(b->ts_fd);
+		close(b->hw_fd);
 		free(b);
 		return -ENOMEM;
 	}
@@ -77,6 +109,10 @@ void budget__free(struct budget *b)
 	bpf_link__destroy(b->heap_link);
 	bgobj__free(b->heap_obj);
 	close(b->ts_fd);
+	close(b->hw_fd);
+	if (b->hw_windows)
+		ml_info("heap windows: %" PRIu64 " opened, %.1f ms per toggle on average", b->hw_windows,
+			(double)b->hw_toggle_ns / 1e6 / (double)(2 * b->hw_windows));
 	if (b->ts_toggles)
 		ml_info("tensor sampling: %" PRIu64 " toggles of the allocation probes, %.1f ms each on average",
 			b->ts_toggles, (double)b->ts_toggle_ns / 1e6 / (double)b->ts_toggles);
@@ -88,12 +124,95 @@ bool budget__heap_on(const struct budget *b)
 	return b && b->heap_link;
 }
 
+/*
+ * The heap windows' 1/2^n (0: none): the C heap's probes can be closed and reopened (uprobe_multi links) and
+ * the first process's allocator is glibc, whose chunk headers say which blocks live.
+ */
+static unsigned int window_shift(const struct budget *b, const struct budget_env *e, const struct ml_overhead *ov)
+{
+	const char *heap = e->root ? probes__heap(e->root) : NULL;
+	double ratio = ov->layer_pct[ML_LAYER_LIBC] / ov->budget_pct;
+	unsigned int shift = 1;
+
+	if (b->hw_fd < 0 || !heap || strcmp(heap, "glibc") || !probes__pausable(e->root, LIBC_LAYER)) {
+		ml_info("heap windows: not possible here (%s)",
+			!heap || strcmp(heap, "glibc") ? "the allocator is not glibc's" : "no uprobe_multi links");
+		return 0;
+	}
+	while ((double)(1U << shift) < ratio && shift < HEAP_WINDOW_MAX_SHIFT)
+		shift++;
+	return shift;
+}
+
+/* CPU time of the traced processes now, ns (those gone count nothing). */
+static uint64_t traced_cpu_ns(const struct budget_env *e)
+{
+	int pids[256];
+	size_t n = e->followers ? followers__pids(e->followers, pids, 255) : 0;
+	uint64_t sum = 0, ns;
+
+	if (e->root_pid)
+		pids[n++] = e->root_pid;
+	for (size_t i = 0; i < n; i++)
+		if (!ml_proc_cpu_ns(pids[i], &ns))
+			sum += ns;
+	return sum;
+}
+
+/*
+ * What a window's record stands for: the work done in all the time over the work done in windows. A window
+ * slows the process, so the share of the work done in windows is under the share of the time. The clock of
+ * work is PyTorch's CPU tensor releases where they are counted (their probe stays on: one trap each, no
+ * stack), else the processes' CPU time less the windows' traps (hw_trap_share), which spinning threads blur.
+ * 2^shift until a window has been measured; *clock names the clock.
+ */
+static double window_weight(const struct budget *b, const char **clock)
+{
+	double on = (double)b->hw_cpu_on * (1 - b->hw_trap_share), off = (double)b->hw_cpu_off;
+
+	*clock = "CPU time";
+	if (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off) {
+		on = (double)b->hw_tick_on;
+		off = (double)b->hw_tick_off;
+		*clock = "tensor releases";
+	}
+	if (on <= 0 || off <= 0) {
+		*clock = NULL;
+		return (double)(1U << b->hw_shift);
+	}
+	return (on + off) / on;
+}
+
+/* The first window opens half a period from now; records made from now on weigh 2^shift for a start. */
+static void heap_windows_start(struct budget *b, const struct budget_env *e, unsigned int shift,
+			       const struct ml_overhead *ov)
+{
+	struct itimerspec its = {};
+	double cpu = ov->cpu_per_s > 0 ? ov->cpu_per_s : 1;
+
+	b->hw_shift = shift;
+	b->hw_since_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	/* layer_pct is over the processes' CPU time or the wall time if more: over CPU time here. */
+	b->hw_trap_share = ov->layer_pct[ML_LAYER_LIBC] / 100 * (cpu < 1 ? 1 / cpu : 1);
+	if (b->hw_trap_share > 0.9)
+		b->hw_trap_share = 0.9;
+	b->hw_cost_at = ov->layer_cost_ns[ML_LAYER_LIBC];
+	b->hw_cpu_at = traced_cpu_ns(e);
+	b->hw_tick_at = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
+	b->hw_mark_ns = b->hw_since_ns;
+	b->hw_target = ov->budget_pct / 100 / 2;
+	overhead__heap_windows(e->ov, shift);
+	ml_timespec(&its.it_value, HEAP_WINDOW_PERIOD_S / 2);
+	timerfd_settime(b->hw_fd, 0, &its, NULL);
+}
+
 /* Follow the C heap through its system calls in every traced process; its records so far are dropped. */
 static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64_t next_report)
 {
 	const struct ml_overhead *ov = overhead__info(e->ov);
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), t1;
 	struct memleak_bpf *hs = NULL;
+	unsigned int shift;
 	int err = -ENOENT;
 
 	if (b->heap_obj) /* verified in the background since the object was loaded; rarely under way still */
@@ -112,12 +231,17 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 			  ov->pct, ov->budget_pct, strerror(-err));
 		return err;
 	}
+	shift = window_shift(b, e, ov);
 	if (e->followers)
-		followers__heap_mode(e->followers);
-	if (e->root)
+		followers__heap_mode(e->followers, shift > 0);
+	if (e->root && shift)
+		probes__window(e->root, LIBC_LAYER, false);
+	else if (e->root)
 		probes__drop_libc(e->root);
 	*e->layers &= ~(1U << ML_LAYER_LIBC);
 	ledger__forget_layer(e->ledger, ML_LAYER_LIBC);
+	if (shift)
+		heap_windows_start(b, e, shift, ov);
 	overhead__count_prog(e->ov, hs->progs.heap_exit);
 	overhead__heap_mode(e->ov, next_report);
 	ml_info("heap-growth mode: the switch took %.1f ms (%.1f ms of it waiting for its program's verification)",
@@ -149,6 +273,133 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 	b->ts_toggle_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
 	ml_timespec(&its.it_value, on ? on_s : period - on_s);
 	timerfd_settime(b->ts_fd, 0, &its, NULL);
+}
+
+/*
+ * The traced processes' CPU time since the last mark goes to the windows' or the gaps' share. A window counts
+ * from when its allocation entries are on (attached last) to when they go (closed first).
+ */
+static void heap_cpu_mark(struct budget *b, const struct budget_env *e, bool in_window)
+{
+	uint64_t cpu = traced_cpu_ns(e), ticks = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
+
+	*(in_window ? &b->hw_wall_on : &b->hw_wall_off) += now - b->hw_mark_ns;
+	b->hw_mark_ns = now;
+	if (cpu > b->hw_cpu_at)
+		*(in_window ? &b->hw_cpu_on : &b->hw_cpu_off) += cpu - b->hw_cpu_at;
+	if (ticks > b->hw_tick_at)
+		*(in_window ? &b->hw_tick_on : &b->hw_tick_off) += ticks - b->hw_tick_at;
+	b->hw_cpu_at = cpu;
+	b->hw_tick_at = ticks;
+}
+
+/*
+ * A window's traps' part of its CPU time, from the C heap probes' cost the budget's samples measured since the
+ * windows began (they run in windows only), once a second of it is in.
+ */
+static void trap_share(struct budget *b, const struct ml_overhead *ov)
+{
+	double cost = ov->layer_cost_ns[ML_LAYER_LIBC] - b->hw_cost_at;
+
+	if (b->hw_cpu_on < 1000000000ULL || cost <= 0)
+		return;
+	b->hw_trap_share = cost / (double)b->hw_cpu_on;
+	if (b->hw_trap_share > 0.9)
+		b->hw_trap_share = 0.9;
+}
+
+/*
+ * The windows' cost as measured: how much slower the work goes in a window (tensor releases per second in and
+ * out of windows, else the traps' share of the CPU time) times the time in windows. Over hw_target, the time
+ * in windows halves until it is under (the next window is shorter).
+ */
+static void heap_adapt(struct budget *b, const struct budget_env *e)
+{
+	double slow = b->hw_trap_share, cost;
+	unsigned int was = b->hw_shift;
+
+	if (b->hw_windows < 3 || !b->hw_wall_on || !b->hw_wall_off)
+		return;
+	if (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off)
+		slow = 1 - ((double)b->hw_tick_on / (double)b->hw_wall_on) /
+			       ((double)b->hw_tick_off / (double)b->hw_wall_off);
+	cost = slow / (double)(1U << b->hw_shift);
+	while (cost > b->hw_target && b->hw_shift < HEAP_WINDOW_MAX_SHIFT) {
+		b->hw_shift++;
+		cost /= 2;
+	}
+	if (b->hw_shift == was)
+		return;
+	overhead__heap_windows(e->ov, b->hw_shift);
+	ml_info("heap windows: a window slows the work by %.0f%%: now 1/%u of the time", slow * 100, 1U << b->hw_shift);
+}
+
+/* The C heap's probes open or closed in every traced process; the timer set for the next toggle. */
+static void heap_toggle(struct budget *b, const struct budget_env *e, bool on)
+{
+	double period = HEAP_WINDOW_PERIOD_S, on_s;
+	struct itimerspec its = {};
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
+	const char *clock;
+	double w;
+	int err = 0;
+
+	/*
+	 * Every window's records stand for the weight all the windows so far measure: the records' sum is then
+	 * the best estimate, and the weight settles within a few windows.
+	 */
+	if (!on) {
+		heap_cpu_mark(b, e, true);
+		trap_share(b, overhead__info(e->ov));
+		int serr = ledger__add_scale(e->ledger, ML_LAYER_LIBC, b->hw_since_ns, window_weight(b, &clock));
+
+		if (serr)
+			ml_notice("heap windows: cannot weigh the records: %s", strerror(-serr));
+		heap_adapt(b, e);
+	}
+	if (e->root)
+		err = probes__window(e->root, LIBC_LAYER, on);
+	if (e->followers)
+		followers__window(e->followers, LIBC_LAYER, on);
+	if (err && err != -ESRCH)
+		ml_notice("heap windows: cannot attach the C heap's probes again: %s", strerror(-err));
+	if (on)
+		heap_cpu_mark(b, e, false);
+	w = window_weight(b, &clock);
+	ml_dbg("heap window %s: CPU time %.1f ms in windows, %.1f ms out (trap share %.2f); tensor releases %" PRIu64
+	       " in, %" PRIu64 " out; weight %.1f by %s",
+	       on ? "opens" : "closes", (double)b->hw_cpu_on / 1e6, (double)b->hw_cpu_off / 1e6, b->hw_trap_share,
+	       b->hw_tick_on, b->hw_tick_off, w, clock ? clock : "nothing yet");
+	b->hw_on = on;
+	b->hw_windows += on;
+	b->hw_toggle_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
+	overhead__heap_window_count(e->ov, b->hw_windows, w, clock);
+	on_s = period / (1U << b->hw_shift);
+	ml_timespec(&its.it_value, on ? on_s : period - on_s);
+	timerfd_settime(b->hw_fd, 0, &its, NULL);
+}
+
+int budget__heap_timer_fd(const struct budget *b)
+{
+	return b && b->hw_shift ? b->hw_fd : -1;
+}
+
+void budget__heap_timer(struct budget *b, const struct budget_env *e)
+{
+	uint64_t expirations;
+
+	if (read(b->hw_fd, &expirations, sizeof(expirations)) < 0 || !b->hw_shift)
+		return;
+	heap_toggle(b, e, !b->hw_on);
+}
+
+bool budget__heap_sweepable(const struct budget *b, uint64_t *since_ns)
+{
+	if (!b || !b->hw_shift || b->hw_on)
+		return false;
+	*since_ns = b->hw_since_ns;
+	return true;
 }
 
 int budget__timer_fd(const struct budget *b)

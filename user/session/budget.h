@@ -42,6 +42,15 @@ struct budget_env {
 int budget__timer_fd(const struct budget *b);
 void budget__timer(struct budget *b, const struct budget_env *e);
 
+/*
+ * The C heap's sampling windows in heap-growth mode (see budget.c): their timer (-1 while there are none), its
+ * expiry (the probes opened or closed), and whether the windows' records may be swept now (there are windows,
+ * and none is open: no C heap probe writes the table); *since_ns gets when their records began.
+ */
+int budget__heap_timer_fd(const struct budget *b);
+void budget__heap_timer(struct budget *b, const struct budget_env *e);
+bool budget__heap_sweepable(const struct budget *b, uint64_t *since_ns);
+
 /* Do what overhead__sample asked (nothing for OVERHEAD_OK), before report number next_report. */
 void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report);
 

@@ -28,9 +28,11 @@ struct followers {
 	struct memleak_bpf *skel;
 	struct follow_opts o;
 	struct tracee_env env;
-	bool heap_mode;	      /* the C heap is followed through system calls: no C library probes */
+	bool heap_mode;	      /* the C heap is followed through system calls ... */
+	bool heap_windows;    /* ... with its probes on in sampling windows only (else not at all) */
 	unsigned int dropped; /* layers shed by --max-overhead: not probed in any follower */
 	unsigned int paused;  /* layers whose allocation side is paused now (tensor sampling) */
+	unsigned int closed;  /* layers whose links are all closed now (the C heap between windows) */
 	struct tracee *v;
 	size_t n, cap, skipped;
 };
@@ -89,7 +91,8 @@ static struct probes_opts follower_opts(struct followers *f, int pid)
 	po.pid = pid;
 	po.layers &= ~f->dropped;
 	if (f->heap_mode) {
-		po.layers &= ~(1U << ML_LAYER_LIBC);
+		if (!f->heap_windows)
+			po.layers &= ~(1U << ML_LAYER_LIBC);
 		ml_heap_track(f->skel, pid); /* a new image's program break starts over too */
 	}
 	return po;
@@ -105,6 +108,8 @@ static int attach(struct followers *f, struct tracee *t)
 		return n;
 	if (f->paused)
 		probes__pause(t->probes, f->paused, true);
+	if (f->closed)
+		probes__window(t->probes, f->closed, false);
 	tracee__watch_loader(t);
 	return tracee__symbolize(t, &f->env);
 }
@@ -201,11 +206,16 @@ void followers__sync(struct followers *f, bool full, void (*gone)(void *ctx, int
 	}
 }
 
-void followers__heap_mode(struct followers *f)
+void followers__heap_mode(struct followers *f, bool windows)
 {
 	f->heap_mode = true;
+	f->heap_windows = windows;
+	if (windows)
+		f->closed |= 1U << ML_LAYER_LIBC;
 	for (size_t i = 0; i < f->n; i++) {
-		if (f->v[i].probes)
+		if (f->v[i].probes && windows)
+			probes__window(f->v[i].probes, 1U << ML_LAYER_LIBC, false);
+		else if (f->v[i].probes)
 			probes__drop_libc(f->v[i].probes);
 		ml_heap_track(f->skel, f->v[i].pid);
 	}
@@ -217,6 +227,14 @@ void followers__drop_layers(struct followers *f, unsigned int mask)
 	for (size_t i = 0; i < f->n; i++)
 		if (f->v[i].probes)
 			probes__drop_layers(f->v[i].probes, mask);
+}
+
+void followers__window(struct followers *f, unsigned int mask, bool open)
+{
+	f->closed = open ? f->closed & ~mask : f->closed | mask;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].probes)
+			probes__window(f->v[i].probes, mask, open);
 }
 
 void followers__pause(struct followers *f, unsigned int mask, bool pause)

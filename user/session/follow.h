@@ -41,8 +41,13 @@ int followers__exec(struct followers *f, int pid);
  */
 void followers__sync(struct followers *f, bool full, void (*gone)(void *ctx, int pid), void *ctx);
 
-/* Heap-growth mode (--max-overhead) for every follower, now and later ones. */
-void followers__heap_mode(struct followers *f);
+/*
+ * Heap-growth mode (--max-overhead) for every follower, now and later ones: the C library's probes dropped, or
+ * with windows, closed until followers__window opens them.
+ */
+void followers__heap_mode(struct followers *f, bool windows);
+/* The C heap's sampling windows: every link of those layers closed or reopened, in every follower. */
+void followers__window(struct followers *f, unsigned int mask, bool open);
 /* --max-overhead's shedding: the probes of these layers (a bit per enum ml_layer) off, now and in later ones. */
 void followers__drop_layers(struct followers *f, unsigned int mask);
 /* Tensor sampling: the allocation side of those layers paused (or resumed) in every follower, new ones too. */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
+#include "collect/heaplive.h"
 #include "collect/ledger.h"
 #include "collect/rsspages.h"
 #include "judge/verdict.h"
@@ -67,6 +68,26 @@ static void session_scan(struct session *ss)
 	}
 }
 
+/* Records a heap window made, asked at most this many a report (a few µs each: two or three reads). */
+#define HEAP_SWEEP_MAX 65536
+
+static int heap_block_live(void *ctx, uint32_t tgid, uint64_t addr, uint64_t size)
+{
+	(void)ctx;
+	return heaplive__check((int)tgid, addr, size);
+}
+
+/* Between heap windows: the blocks they recorded that glibc has released since are dropped. */
+static void heap_sweep(struct session *ss)
+{
+	uint64_t since, asked, freed;
+
+	if (!budget__heap_sweepable(ss->budget, &since))
+		return;
+	freed = ledger__sweep(ss->ledger, ML_LAYER_LIBC, since, HEAP_SWEEP_MAX, heap_block_live, NULL, &asked);
+	overhead__heap_swept(ss->ov, asked, freed);
+}
+
 /* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
 static int session_report(struct session *ss, bool *final)
 {
@@ -77,6 +98,7 @@ static int session_report(struct session *ss, bool *final)
 	int *traced = NULL, err;
 	size_t ntraced;
 
+	heap_sweep(ss);
 	err = ledger__collect(ss->ledger, &snap);
 	if (err) {
 		ml_err("cannot collect the report: %s", strerror(-err));
@@ -140,7 +162,7 @@ static int session_report(struct session *ss, bool *final)
  * or a negative errno that ends the run.
  */
 #define LOOP_DONE 1
-#define LOOP_SOURCES 6 /* loop_sources() */
+#define LOOP_SOURCES 7 /* loop_sources() */
 
 /* SIGCHLD is the target held at its dynamic loader (-c); any other signal asks for the final report. */
 static int on_signal(struct session *ss, bool ready, bool *final)
@@ -206,6 +228,13 @@ static int on_budget_timer(struct session *ss, bool ready, bool *final)
 	return 0;
 }
 
+static int on_heap_timer(struct session *ss, bool ready, bool *final)
+{
+	if (ready && !*final)
+		budget__heap_timer(ss->budget, budget_env_of(ss));
+	return 0;
+}
+
 static int on_scan_timer(struct session *ss, bool ready, bool *final)
 {
 	if (ready && !*final)
@@ -268,6 +297,7 @@ static void loop_sources(struct session *ss, struct loop_source src[LOOP_SOURCES
 	    {ss->tgt.pidfd, on_target_exit},
 	    {ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, on_proc_events},
 	    {budget__timer_fd(ss->budget), on_budget_timer},
+	    {budget__heap_timer_fd(ss->budget), on_heap_timer},
 	    {ss->scan_fd, on_scan_timer},
 	    {ss->tick_fd, on_report_tick},
 	};

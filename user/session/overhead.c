@@ -396,6 +396,15 @@ static int read_counters(struct overhead *o, uint64_t *v)
 	return ml_stats_sum(bpf_map__fd(o->skel->maps.stats), o->ncpu, o->pcpu, v);
 }
 
+uint64_t overhead__counter(struct overhead *o, unsigned int idx)
+{
+	uint64_t v[ML_STAT_SLOTS];
+
+	if (idx >= ML_STAT_SLOTS || !o->skel || read_counters(o, v))
+		return 0;
+	return v[idx];
+}
+
 /* The allocator probes' programs, in any instance of the object: their run time is the layers', shared out by hits. */
 static bool is_probe_prog(const struct bpf_program *p)
 {
@@ -497,8 +506,10 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
 	/* The traps and the programs ran in the traced processes' time: more than all of it is an estimate off. */
 	if (cost > base)
 		scale = base / cost;
-	for (int l = 0; l < ML_LAYER_MAX; l++)
+	for (int l = 0; l < ML_LAYER_MAX; l++) {
 		in->layer_pct[l] = layer_ns[l] * scale / base * 100.0;
+		in->layer_cost_ns[l] += layer_ns[l] * scale;
+	}
 	/* A release is one entry trap (free_cpu has no return probe); the rest is the allocation side's. */
 	{
 		double e =
@@ -611,6 +622,24 @@ void overhead__heap_mode(struct overhead *o, uint64_t report)
 	o->info.heap_mode = true;
 	o->info.heap_since_report = report;
 	changed(o);
+}
+
+void overhead__heap_windows(struct overhead *o, unsigned int shift)
+{
+	o->info.heap_window_shift = shift;
+}
+
+void overhead__heap_window_count(struct overhead *o, uint64_t windows, double weight, const char *clock)
+{
+	o->info.heap_windows = windows;
+	o->info.heap_window_weight = weight;
+	o->info.heap_window_clock = clock;
+}
+
+void overhead__heap_swept(struct overhead *o, uint64_t swept, uint64_t freed)
+{
+	o->info.heap_swept += swept;
+	o->info.heap_freed += freed;
 }
 
 static double tensor_part(const struct overhead *o, unsigned int layer)

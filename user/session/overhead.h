@@ -53,6 +53,17 @@ int overhead__count_prog(struct overhead *o, const struct bpf_program *p);
 /* Heap-growth mode begins now (before report number `report`). */
 void overhead__heap_mode(struct overhead *o, uint64_t report);
 
+/* One of the BPF side's counters (ML_STAT_*) summed over the CPUs now; 0 when it cannot be read. */
+uint64_t overhead__counter(struct overhead *o, unsigned int idx);
+
+/*
+ * Heap-growth mode's windows: the C heap probed 1/2^shift of the time; windows opened and what a record made
+ * in one stands for; records swept.
+ */
+void overhead__heap_windows(struct overhead *o, unsigned int shift);
+void overhead__heap_window_count(struct overhead *o, uint64_t windows, double weight, const char *clock);
+void overhead__heap_swept(struct overhead *o, uint64_t swept, uint64_t freed);
+
 /* The next step of enum ml_shed that costs something now, or ML_SHED_N. */
 enum ml_shed overhead__next_shed(const struct overhead *o);
 /* ML_SHED_TORCH_CPU_SAMPLING: how many halvings of the time on it takes now (enough to reach the budget). */
