@@ -90,6 +90,19 @@ static int push_holder(struct ml_heapfrag *f, uint64_t addr, uint64_t size, uint
 	return 0;
 }
 
+/* A range onto a list kept by address, merged with the last one when they touch. 0 or -ENOMEM. */
+static int push_run(struct ml_heap_run **v, size_t *n, size_t *cap, uint64_t addr, uint64_t len)
+{
+	if (*n && (*v)[*n - 1].addr + (*v)[*n - 1].len == addr) {
+		(*v)[*n - 1].len += len;
+		return 0;
+	}
+	if (ml_grow(v, cap, *n + 1, sizeof(**v)))
+		return -ENOMEM;
+	(*v)[(*n)++] = (struct ml_heap_run){.addr = addr, .len = len};
+	return 0;
+}
+
 /*
  * Where a walk is: the heap [first, end), the chunk at addr with its size word, and run, the resident bytes of
  * the free chunks since the last in-use one.
@@ -116,6 +129,9 @@ static int heap_done(struct walker *w, const struct walk_pos *at, uint64_t top)
 	f->unheld_bytes += at->run;
 	f->heap_bytes += at->end - at->first;
 	f->heaps++;
+	if ((top && push_run(&f->runs, &f->nruns, &f->cap_runs, at->addr, top)) ||
+	    push_run(&f->spans, &f->nspans, &f->cap_spans, at->first, at->end - at->first))
+		return -ENOMEM;
 	return 1;
 }
 
@@ -173,7 +189,7 @@ static int count_chunk(struct walker *w, struct walk_pos *at, uint64_t next, uin
 	f->free_bytes += sz;
 	f->free_resident_bytes += r;
 	at->run += r;
-	return 0;
+	return push_run(&f->runs, &f->nruns, &f->cap_runs, at->addr, sz);
 }
 
 /*
@@ -247,6 +263,10 @@ void heapfrag__reset(struct ml_heapfrag *f)
 
 	*f = (struct ml_heapfrag){.holders = keep.holders,
 				  .cap_holders = keep.cap_holders,
+				  .runs = keep.runs,
+				  .cap_runs = keep.cap_runs,
+				  .spans = keep.spans,
+				  .cap_spans = keep.cap_spans,
 				  .arenas = keep.arenas,
 				  .cap_arenas = keep.cap_arenas,
 				  .stacks = keep.stacks,
@@ -256,6 +276,8 @@ void heapfrag__reset(struct ml_heapfrag *f)
 void heapfrag__clear(struct ml_heapfrag *f)
 {
 	free(f->holders);
+	free(f->runs);
+	free(f->spans);
 	free(f->stacks);
 	free(f->arenas);
 	*f = (struct ml_heapfrag){};
@@ -366,14 +388,17 @@ static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint
 	if (err == -EBADMSG || err == -ENODATA) {
 		if (src->census)
 			census__undo(src->census);
-		/* Undo the partial walk's sums (the holders array may have moved: keep the new one). */
-		struct ml_heap_holder *h = f->holders;
-		size_t cap = f->cap_holders;
+		/* Undo the partial walk's sums (the arrays may have moved: keep the new ones). */
+		struct ml_heapfrag moved = *f;
 		uint64_t read = f->read_bytes, chunks = f->chunks;
 
 		*f = before;
-		f->holders = h;
-		f->cap_holders = cap;
+		f->holders = moved.holders;
+		f->cap_holders = moved.cap_holders;
+		f->runs = moved.runs;
+		f->cap_runs = moved.cap_runs;
+		f->spans = moved.spans;
+		f->cap_spans = moved.cap_spans;
 		f->read_bytes = read;
 		f->chunks = chunks;
 		err = heapfrag__walk(f, src, first, end, b);
@@ -432,6 +457,81 @@ static bool arena_heap(struct live *lv, const struct heapfrag_src *src, uint64_t
 		}
 	}
 	return false;
+}
+
+static int cmp_run(const void *a, const void *b)
+{
+	uint64_t x = ((const struct ml_heap_run *)a)->addr, y = ((const struct ml_heap_run *)b)->addr;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_holder(const void *a, const void *b)
+{
+	uint64_t x = ((const struct ml_heap_holder *)a)->addr, y = ((const struct ml_heap_holder *)b)->addr;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The heaps were walked in the maps' order, each by address: one order for the lookups. */
+static void sort_by_addr(struct ml_heapfrag *f)
+{
+	qsort(f->runs, f->nruns, sizeof(*f->runs), cmp_run);
+	qsort(f->spans, f->nspans, sizeof(*f->spans), cmp_run);
+	qsort(f->holders, f->nholders, sizeof(*f->holders), cmp_holder);
+}
+
+/* The first of v[n] (sorted, not overlapping) that ends after lo. */
+static size_t first_after(const struct ml_heap_run *v, size_t n, uint64_t lo)
+{
+	size_t a = 0, b = n;
+
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (v[mid].addr + v[mid].len <= lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a;
+}
+
+/* Bytes of [lo, hi) that v[n] covers. */
+static uint64_t overlap(const struct ml_heap_run *v, size_t n, uint64_t lo, uint64_t hi)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = first_after(v, n, lo); i < n && v[i].addr < hi; i++) {
+		uint64_t a = v[i].addr > lo ? v[i].addr : lo, e = v[i].addr + v[i].len < hi ? v[i].addr + v[i].len : hi;
+
+		sum += e - a;
+	}
+	return sum;
+}
+
+void heapfrag__free_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, uint64_t *walked, uint64_t *free)
+{
+	*walked = overlap(f->spans, f->nspans, lo, hi);
+	*free = overlap(f->runs, f->nruns, lo, hi);
+}
+
+const struct ml_heap_holder *heapfrag__holders_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, size_t *n)
+{
+	size_t a = 0, b = f->nholders, i;
+
+	while (a < b) {
+		size_t mid = a + (b - a) / 2;
+
+		if (f->holders[mid].addr <= lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	for (i = a; i < f->nholders && f->holders[i].addr <= hi + CHUNK_HDR; i++)
+		;
+	*n = i - a;
+	return *n ? &f->holders[a] : NULL;
 }
 
 int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
@@ -493,6 +593,7 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 	if (census && !err)
 		err = census__end(census, t0);
 	f->census = census && !err ? census : NULL;
+	sort_by_addr(f);
 out:
 	f->walked_ns = t0;
 	f->scan_ns = ml_clock_ns(CLOCK_MONOTONIC) - t0;

@@ -23,6 +23,11 @@ struct ml_heap_holder {
 	uint64_t charged; /* resident bytes of the free run just below it */
 };
 
+/* A range of a heap: free (a free chunk or the top, contiguous ones merged), or walked to the heap's end. */
+struct ml_heap_run {
+	uint64_t addr, len;
+};
+
 /* Holders of one allocation stack (heapfrag__attribute). */
 struct ml_frag_stack {
 	struct ml_agg_key key;
@@ -60,8 +65,12 @@ struct ml_heapfrag {
 	struct census *census;	      /* the types of its in-use chunks (heapfrag__scan's), or NULL */
 	struct ml_arena_frag *arenas; /* by arena, in the order first walked */
 	size_t narenas, cap_arenas;
-	struct ml_heap_holder *holders; /* by address within each heap */
+	struct ml_heap_holder *holders; /* by address once heapfrag__scan is done */
 	size_t nholders, cap_holders;
+	struct ml_heap_run *runs; /* free chunks and tops of the heaps walked to their end, by address */
+	size_t nruns, cap_runs;
+	struct ml_heap_run *spans; /* the heaps walked to their end, by address */
+	size_t nspans, cap_spans;
 	/* heapfrag__attribute: holders by stack, most charged first; those the tool has no record of, summed */
 	struct ml_frag_stack *stacks;
 	size_t nstacks, cap_stacks;
@@ -108,6 +117,11 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
  * With a census, the in-use chunks are typed too (its vtables read first from the objects mapped since).
  */
 int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census);
+
+/* Of [lo, hi): the bytes in heaps the last scan walked to their end, and of them those free. */
+void heapfrag__free_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, uint64_t *walked, uint64_t *free);
+/* The holders whose user address lies in (lo, hi + 16]: the first of them, and how many (sorted by address). */
+const struct ml_heap_holder *heapfrag__holders_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, size_t *n);
 
 /* Name the holders' stacks from the ledger's records of tgid, most charged first. 0 or -ENOMEM. */
 int heapfrag__attribute(struct ml_heapfrag *f, struct ledger *l, int tgid);

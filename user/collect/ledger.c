@@ -813,7 +813,7 @@ struct ml_slot *ledger__table(struct ledger *l, size_t *len)
 	return l->table;
 }
 
-int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out)
+int ledger__find_weighted(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out, double *w)
 {
 	static const uint8_t layers[] = {ML_LAYER_LIBC, ML_LAYER_TORCH_CPU};
 
@@ -835,10 +835,38 @@ int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *o
 				break; /* being written, released meanwhile, or a heap-growth range */
 			*out = (struct ml_agg_key){.tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller};
 			out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
+			*w = scale_of(l, layers[li], spec, ts);
+			if (*w <= 0)
+				*w = (double)(1ULL << record_shift(l, layers[li], ts));
 			return 0;
 		}
 	}
 	return -ENOENT;
+}
+
+int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out)
+{
+	double w;
+
+	return ledger__find_weighted(l, tgid, addr, out, &w);
+}
+
+void ledger__fresh_heap(struct ledger *l, ledger_range_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < l->table_len; i++) {
+		struct ml_slot v = l->table[i];
+		struct ml_agg_key k = {.tgid = v.tgid, .layer = v.layer, .caller = v.caller};
+		unsigned int traits;
+
+		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns)
+			continue;
+		if (!(v.layer == ML_LAYER_LIBC && (v.spec == ML_SPEC_BRK || v.spec == ML_SPEC_HEAP)) &&
+		    !(v.layer == ML_LAYER_RSS && (v.spec == ML_SPEC_RSS_HEAP || v.spec == ML_SPEC_RSS) &&
+		      ml_rss_sampled(v.addr, l->rss_shift)))
+			continue;
+		k.stack_id = canonical(l, v.tgid, v.stack_id, &traits);
+		fn(ctx, &k, v.addr, v.size);
+	}
 }
 
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)

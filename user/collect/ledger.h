@@ -84,6 +84,16 @@ struct ml_slot *ledger__table(struct ledger *l, size_t *len);
  * tool has no record of it (made before attach, or released).
  */
 int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out);
+/* The same, with what the record stands for (1, or more when its layer is sampled). */
+int ledger__find_weighted(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out, double *w);
+
+/*
+ * Every record of fresh C heap, with the key of the row its bytes count under: a range heap-growth mode saw a
+ * stack add (the break's growth, anonymous mmap), or a page the rss layer saw first touched (of the heap below
+ * the break, or anonymous memory that may be an arena's heap).
+ */
+typedef void (*ledger_range_fn)(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint64_t len);
+void ledger__fresh_heap(struct ledger *l, ledger_range_fn fn, void *ctx);
 
 /* The captured stack of a row. 0, or a negative errno when its stack-table entry cannot be read (the caller stays). */
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out);

@@ -29,9 +29,9 @@ struct verdicts {
 
 const char *ml_verdict_name(enum ml_verdict v)
 {
-	static const char *const names[] = {"new", "growing", "stable", "shrinking", "churn", "import"};
+	static const char *const names[] = {"new", "growing", "stable", "shrinking", "churn", "import", "victim"};
 
-	return v <= ML_V_IMPORT ? names[v] : "unknown";
+	return v <= ML_V_VICTIM ? names[v] : "unknown";
 }
 
 int verdicts__new(struct verdicts **out)
@@ -331,6 +331,26 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	*out = j;
 	*order = ord;
 	return 0;
+}
+
+void verdicts__victims(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
+		       bool (*is)(void *ctx, const struct ml_agg_key *k), void *ctx)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < s->nrows && v->j; i++)
+		if (is(ctx, &s->rows[i].key)) {
+			v->j[i].verdict = ML_V_VICTIM;
+			v->j[i].leak_score = 0;
+			any = true;
+		}
+	if (!any || by_bytes)
+		return;
+	for (size_t i = 0; i < s->nrows; i++)
+		v->order[i] = i;
+	cmp_ctx = v;
+	qsort(v->order, s->nrows, sizeof(*v->order), cmp_order);
+	cmp_ctx = NULL;
 }
 
 size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max)

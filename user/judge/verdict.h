@@ -14,6 +14,7 @@ enum ml_verdict {
 	ML_V_SHRINKING,
 	ML_V_CHURN,  /* short-lived allocations: nothing survives long */
 	ML_V_IMPORT, /* made while importing a module: start-up, never a leak candidate (ranked below them) */
+	ML_V_VICTIM, /* fresh heap free again, pinned by other rows' blocks (judge/victims.h): not a candidate */
 };
 
 #define ML_HIST_SHORT 8 /* the last reports, one sample each */
@@ -63,6 +64,12 @@ void verdicts__free(struct verdicts *v);
  */
 int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
 		     const struct ml_judgement **out, const size_t **order);
+/*
+ * After the heap walk: the rows whose key is(ctx, key) holds become victims (see judge/victims.h), and the
+ * order is made again. The same arrays as verdicts__update's, updated in place.
+ */
+void verdicts__victims(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
+		       bool (*is)(void *ctx, const struct ml_agg_key *k), void *ctx);
 const char *ml_verdict_name(enum ml_verdict v);
 /* Bytes the history holds now: one fixed-size record per stack in the last report. */
 size_t verdicts__memory(const struct verdicts *v);

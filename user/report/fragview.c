@@ -6,6 +6,7 @@
 #include "report/fragview.h"
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include "attach/allocators.h"
 #include "lib/clock.h"
 #include "report/format.h"
@@ -196,4 +197,77 @@ void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *
 	}
 	jw_arr_end(w);
 	jw_obj_end(w);
+}
+
+/* The 1-based place of the row of key k in the report's order, 0 when it has none. */
+static size_t place_of(const struct ml_snapshot *s, const size_t *order, const struct ml_agg_key *k)
+{
+	for (size_t i = 0; i < s->nrows; i++)
+		if (!memcmp(&s->rows[order[i]].key, k, sizeof(*k)))
+			return i + 1;
+	return 0;
+}
+
+void ml_text_victim(FILE *f, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order)
+{
+	size_t n = v->pinner.layer < ML_LAYER_MAX ? place_of(s, order, &v->pinner) : 0;
+	char b[3][32];
+
+	ml_fmt_bytes(b[0], sizeof(b[0]), (double)v->free_bytes);
+	ml_fmt_bytes(b[1], sizeof(b[1]), (double)v->walked_bytes);
+	ml_fmt_bytes(b[2], sizeof(b[2]), (double)v->pinned_bytes);
+	if (n)
+		fprintf(
+		    f,
+		    "    victim, not a leak candidate: fresh heap taken because [%zu] pins the freed space (%s of the "
+		    "%s it took is free again; [%zu]'s blocks hold %s of free memory there)\n",
+		    n, b[0], b[1], n, b[2]);
+	else
+		fprintf(f,
+			"    victim, not a leak candidate: fresh heap taken because blocks the tool has no record "
+			"of (made before attach, or between sampling windows) pin the freed space (%s of the %s it "
+			"took is free again)\n",
+			b[0], b[1]);
+}
+
+void ml_json_victim(struct jw *w, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order)
+{
+	size_t n = v->pinner.layer < ML_LAYER_MAX ? place_of(s, order, &v->pinner) : 0;
+
+	jw_obj_begin(w, "victim");
+	jw_u64(w, "walked_bytes", v->walked_bytes);
+	jw_u64(w, "free_bytes", v->free_bytes);
+	jw_u64(w, "pinned_bytes", v->pinned_bytes);
+	if (n)
+		jw_u64(w, "pinned_by", n);
+	else
+		jw_str(w, "pinned_by", NULL);
+	jw_obj_end(w);
+}
+
+void ml_text_victims(FILE *f, const struct ml_victim *v, size_t n, const struct ml_snapshot *s, const size_t *order)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t free = 0;
+		size_t pin = 0, rows = 0;
+		char b[32];
+
+		if (i && v[i - 1].key.tgid == v[i].key.tgid)
+			continue; /* by key: a process's victims are together */
+		fprintf(f, "fragmentation: pid %u:", v[i].key.tgid);
+		for (size_t k = i; k < n && v[k].key.tgid == v[i].key.tgid; k++) {
+			size_t at = place_of(s, order, &v[k].key);
+
+			free += v[k].free_bytes;
+			if (at)
+				fprintf(f, "%s[%zu]", rows++ ? ", " : " rows ", at);
+			if (!pin && v[k].pinner.layer < ML_LAYER_MAX)
+				pin = place_of(s, order, &v[k].pinner);
+		}
+		ml_fmt_bytes(b, sizeof(b), (double)free);
+		fprintf(f, " took fresh heap of which %s is free again: growth counted as fragmentation", b);
+		if (pin)
+			fprintf(f, " caused by [%zu]", pin);
+		fputc('\n', f);
+	}
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include "collect/heapfrag.h"
 #include "collect/ledger.h"
+#include "judge/victims.h"
 
 struct jw;
 struct stackview;
@@ -25,5 +26,15 @@ uint64_t ml_frag_named(const struct ml_heapfrag *fr);
  * fresh heap taken while old heap sat free is possibly fragmentation, not growth of what the stack keeps.
  */
 bool ml_row_possible_frag(struct stackview *sv, const struct ml_row *row);
+
+/*
+ * A victim row's line: "fresh heap taken because [N] pins the freed space", with the bytes; N is the pinning
+ * row's place in order (rows of s) as the report numbers rows.
+ */
+void ml_text_victim(FILE *f, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order);
+/* Its "victim" object in stacks[]. */
+void ml_json_victim(struct jw *w, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order);
+/* Per process, "fragmentation: pid P: X of fresh heap free again (rows [a], [b]), pinned by [N]". */
+void ml_text_victims(FILE *f, const struct ml_victim *v, size_t n, const struct ml_snapshot *s, const size_t *order);
 
 #endif

@@ -28,6 +28,8 @@ struct reporter {
 	char label[ML_FRAME_LABEL_MAX];
 	int *traced; /* every traced process now (reporter__set_traced) */
 	size_t ntraced, cap_traced;
+	const struct ml_victim *victims; /* this report's (reporter__set_victims), by key */
+	size_t nvictims;
 };
 
 struct stat_name {
@@ -88,6 +90,12 @@ void reporter__set_traced(struct reporter *r, const int *pids, size_t n)
 	if (n) /* with none traced yet, r->traced may still be NULL */
 		memcpy(r->traced, pids, n * sizeof(*pids));
 	r->ntraced = n;
+}
+
+void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t n)
+{
+	r->victims = v;
+	r->nvictims = n;
 }
 
 size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name)
@@ -513,8 +521,9 @@ static void text_user_line(FILE *f, const struct ml_frame *const *frames, size_t
 
 /* The i-th row shown: its size, verdict, and frames. */
 static void text_row(struct reporter *r, const struct ml_snapshot *s, const struct ml_row *row,
-		     const struct ml_judgement *j, size_t i, bool multi)
+		     const struct ml_judgement *j, size_t i, bool multi, const size_t *order)
 {
+	const struct ml_victim *v = victims__of(r->victims, r->nvictims, &row->key);
 	FILE *f = r->out;
 	const struct ml_frame *const *frames;
 	unsigned int flags;
@@ -528,10 +537,12 @@ static void text_row(struct reporter *r, const struct ml_snapshot *s, const stru
 		text_candidate(f, j, row->key.layer);
 	} else if (j->verdict == ML_V_IMPORT) {
 		fprintf(f, "    import: made while a module was imported (start-up, not judged)\n");
+	} else if (j->verdict == ML_V_VICTIM && v) {
+		ml_text_victim(f, v, s, order);
 	} else {
 		fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
 	}
-	if (ml_row_possible_frag(r->sv, row))
+	if (ml_row_possible_frag(r->sv, row) && !v)
 		fprintf(f,
 			"    possible fragmentation: fresh heap from the break while pid %u's C heap holds free "
 			"memory (its C heap line)\n",
@@ -563,7 +574,7 @@ static void text_rows(struct reporter *r, const struct ml_snapshot *s, const str
 			fprintf(f, "--- leak candidates: growing stacks, strongest first ---\n");
 		if (j->verdict != ML_V_GROWING && (i == 0 || jv[order[i - 1]].verdict == ML_V_GROWING))
 			fprintf(f, "--- not growing: largest first ---\n");
-		text_row(r, s, &s->rows[order[i]], j, i, multi);
+		text_row(r, s, &s->rows[order[i]], j, i, multi, order);
 	}
 }
 
@@ -575,6 +586,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	text_title(r, s, seq, final);
 	ml_text_oom(r->out, r->sv, s, r->o.pid);
 	ml_text_memory(r->out, r->sv, s, r->traced, r->ntraced);
+	ml_text_victims(r->out, r->victims, r->nvictims, s, order);
 	text_layers(r, s);
 	if (r->ov)
 		ml_text_overhead(r->out, r->ov);
@@ -753,8 +765,9 @@ static void json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t sho
 
 /* One entry of stacks[]: the row, its verdict with the evidence for it, and its frames. */
 static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot *s, const struct ml_row *row,
-		     const struct ml_judgement *j)
+		     const struct ml_judgement *j, const size_t *order)
 {
+	const struct ml_victim *v = victims__of(r->victims, r->nvictims, &row->key);
 	const struct ml_frame *const *frames;
 	unsigned int flags;
 	size_t n = stackview__frames(r->sv, row, &frames, &flags);
@@ -771,6 +784,8 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 	jw_i64(w, "count_growth", j->count_growth);
 	jw_str(w, "verdict", ml_verdict_name(j->verdict));
 	jw_bool(w, "possible_fragmentation", ml_row_possible_frag(r->sv, row));
+	if (v)
+		ml_json_victim(w, v, s, order);
 	jw_double(w, "leak_score", j->leak_score);
 	jw_double(w, "growth_bytes_per_s", j->growth_bytes_per_s);
 	jw_double(w, "growth_bytes_per_interval", j->growth_per_interval);
@@ -813,7 +828,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	json_all_stats(&w, s, shown);
 	jw_arr_begin(&w, "stacks");
 	for (size_t i = 0; i < shown; i++)
-		json_row(&w, r, s, &s->rows[order[i]], &jv[order[i]]);
+		json_row(&w, r, s, &s->rows[order[i]], &jv[order[i]], order);
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	fputc('\n', r->out);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "collect/ledger.h"
+#include "judge/victims.h"
 
 enum ml_format { ML_FMT_TEXT, ML_FMT_JSON, ML_FMT_FOLDED, ML_FMT_PPROF };
 
@@ -45,5 +46,7 @@ int ml_open_output(const char *path, FILE **out);
  * its resident memory. The reporter keeps a copy.
  */
 void reporter__set_traced(struct reporter *r, const int *pids, size_t n);
+/* This report's victims of fragmentation (judge/victims.h; by key, kept by the caller until the report is out). */
+void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t n);
 
 #endif

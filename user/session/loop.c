@@ -88,6 +88,41 @@ static void heap_sweep(struct session *ss)
 	overhead__heap_swept(ss->ov, asked, freed);
 }
 
+static const struct ml_heapfrag *frag_of(void *ctx, int tgid)
+{
+	struct session *ss = ctx;
+	struct tracee *t = tgid == ss->root.pid ? &ss->root : NULL;
+
+	if (!t && ss->followers)
+		t = followers__find(ss->followers, tgid);
+	return t && t->frag_ok ? &t->frag : NULL;
+}
+
+static bool is_victim(void *ctx, const struct ml_agg_key *k)
+{
+	const struct session *ss = ctx;
+
+	return victims__of(ss->victims, ss->nvictims, k) != NULL;
+}
+
+/* After the heap walks: growing rows of fresh heap that is free again are victims, not leak candidates. */
+static void judge_victims(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged)
+{
+	int err;
+
+	free(ss->victims);
+	ss->victims = NULL;
+	ss->nvictims = 0;
+	err = victims__find(snap, judged, ss->ledger, frag_of, ss, &ss->victims, &ss->nvictims);
+	if (err)
+		ml_notice("cannot tell fragmentation's victims: %s", strerror(-err));
+	else if (ss->nvictims)
+		verdicts__victims(ss->verdicts, snap, ss->o->sort_bytes, is_victim, ss);
+	for (int i = 0; i < N_OUTPUTS; i++)
+		if (ss->reps[i])
+			reporter__set_victims(ss->reps[i], ss->victims, ss->nvictims);
+}
+
 /* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
 static int session_report(struct session *ss, bool *final)
 {
@@ -124,6 +159,7 @@ static int session_report(struct session *ss, bool *final)
 		if (ss->reps[i])
 			reporter__set_traced(ss->reps[i], traced, ntraced);
 	free(traced);
+	judge_victims(ss, snap, judged);
 	if (ss->followers)
 		followers__trim(ss->followers);
 	for (int i = 0; i < N_OUTPUTS; i++) {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "judge/victims.h"
 #include "session/budget.h"
 #include "session/fleet.h"
 #include "session/opts.h"
@@ -46,6 +47,8 @@ struct session {
 	struct stackstore *stacks;
 	struct ledger *ledger;
 	struct verdicts *verdicts;
+	struct ml_victim *victims; /* the last report's victims of fragmentation (judge/victims.h), by key */
+	size_t nvictims;
 	struct html_timeline *timeline;
 	struct stackview *sv;
 	struct overhead *ov;

@@ -1,0 +1,43 @@
+/*
+ * Victims of fragmentation. A row of fresh C heap (the break's growth or address space heap-growth mode saw
+ * a stack add, or heap pages the rss layer saw it touch first) names the code that reached new memory, not
+ * what keeps it: where other blocks pin the space freed below, the next allocation takes fresh heap and is
+ * freed again. After the heap walk, each growing row of fresh heap is looked at in its ranges: when most of
+ * what the walk covered is free again, the row is a victim, not a leak candidate, and the in-use chunks that
+ * pin that free space name the row that keeps it.
+ */
+#ifndef ML_VICTIMS_H
+#define ML_VICTIMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "collect/snapshot.h"
+#include "judge/verdict.h"
+
+struct ledger;
+struct ml_heapfrag;
+
+struct ml_victim {
+	struct ml_agg_key key;	  /* the row of fresh heap */
+	uint64_t walked_bytes;	  /* of its ranges, what the last heap walk covered */
+	uint64_t free_bytes;	  /* ... and found free again (free chunks, the top) */
+	uint64_t pinned_bytes;	  /* free resident bytes held by the pinning row's chunks in those ranges */
+	struct ml_agg_key pinner; /* that row (layer ML_LAYER_MAX: chunks the tool has no record of) */
+};
+
+/* The last heap walk of process tgid (NULL: none). */
+typedef const struct ml_heapfrag *(*victims_frag_fn)(void *ctx, int tgid);
+
+/*
+ * The victims among the rows judged growing (j parallel to s->rows): rows of fresh heap whose ranges the walk
+ * covered at least half of and found at least half of that free. Each gets its pinner. *out is malloc'd
+ * (NULL when none), sorted by key. 0 or -ENOMEM.
+ */
+int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
+		  void *ctx, struct ml_victim **out, size_t *n);
+
+/* The victim of a row's key in v[n] (sorted), or NULL. */
+const struct ml_victim *victims__of(const struct ml_victim *v, size_t n, const struct ml_agg_key *key);
+
+#endif
