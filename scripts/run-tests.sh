@@ -82,6 +82,7 @@ fixtures() {
 	build fragheap $CC -g -O2 tests/fixtures/fragheap.c -o $B/fragheap
 	build history $CC -g -O2 -fomit-frame-pointer tests/fixtures/history.c -o $B/history
 	build hot_loop $CC -g -O2 tests/fixtures/hot_loop.c -o $B/hot_loop
+	build sampled_leak $CC -g -O2 tests/fixtures/sampled_leak.c -o $B/sampled_leak
 	build soak $CC -g -O2 -fno-omit-frame-pointer -fno-optimize-sibling-calls -pthread tests/fixtures/soak.c -o $B/soak
 	# Native unwinding without frame pointers: a C++ program and a shared library built as distributions build
 	build unwind sh -c "$CC -g -O2 -fomit-frame-pointer -shared -fPIC tests/fixtures/unwind_lib.c -o $B/libunwind_fix.so &&

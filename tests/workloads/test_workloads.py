@@ -501,6 +501,55 @@ def running_total_census_default_settings():
           f"the text's census line: {lines[-1:]}")
 
 
+def line_with(script, text):
+    """The number of the workload's first line containing text."""
+    return next(n for n, line in enumerate(open(os.path.join(HERE, script)), 1) if text in line)
+
+
+@test
+@alone
+def running_total_sampled_default_settings():
+    """total += loss, attached at default settings, a report every 2 s: the C heap's sampling windows record
+    the autograd nodes the total keeps with their stacks, so a top-3 leak candidate carries the forward or
+    loss line (or the total's) within six reports; the break's growth at loss.backward(), fresh heap taken
+    because those nodes pin the freed space, is never a leak candidate; and the sampled count of the
+    AddmmBackward0 nodes is within 25 % of the heap census's exact count of them."""
+    script = "running_total.py"
+    back, total = line_with(script, "loss.backward()"), line_with(script, "total += loss")
+    run = Run(script, "p", "--top", "40", interval="2")
+    try:
+        reps = run.wait_for(lambda rs: len(rs) >= 7, 90)
+    finally:
+        reps = run.stop()
+    check(len(reps) >= 7, f"reports: {len(reps)}")
+    modes = reps[-1]["modes"]
+    windows = modes.get("libc_windows") or {}
+    check(modes["libc"] == "heap_growth" and windows.get("windows", 0) >= 6 and windows.get("checked", 0) > 0,
+          f"the C heap sampled in windows, their blocks checked: {modes}")
+
+    def lines(s):
+        return (user_frame(s, script) or {}).get("line")
+
+    found = [r["seq"] for r in reps[:6] if any(lines(s) in (leak_line(script), total)
+                                               for s in growing_top3(r, script)[0])]
+    check(found, f"a top-3 candidate at the forward/loss or total line within six reports: "
+                 f"{[[(s['layer'], lines(s)) for s in growing_top3(r, script)[0]] for r in reps[:6]]}")
+    backward = [(r["seq"], s["layer"], s["bytes"]) for r in reps for s in r["stacks"]
+                if s["verdict"] == "growing" and lines(s) == back]
+    eq(backward, [], f"no leak candidate at loss.backward() (line {back})")
+    final = reps[-1]
+    cen = next(p["census"] for p in final["processes"] if p["pid"] == run.pid)
+    exact = next(t["count"] for t in cen["types"] if t["name"] == "torch::autograd::generated::AddmmBackward0")
+    # The node itself: operator new called by the autograd kernel of addmm (the others it makes come deeper).
+    sampled = sum(s["count"] for s in final["stacks"] if s["layer"] == "libc" and len(s["frames"]) > 1 and
+                  (s["frames"][0].get("func") or "").startswith("operator new") and
+                  "VariableType::(anonymous namespace)::addmm(" in (s["frames"][1].get("func") or ""))
+    check(0.75 * exact <= sampled <= 1.25 * exact,
+          f"sampled AddmmBackward0 nodes {sampled} within 25% of the census's {exact} (weight {windows})")
+    text = [l for l in run.text.splitlines() if l.startswith("libc: sampled in windows")]
+    check(text, "the text says the C heap is sampled in windows")
+
+
 def say_interpreter():
     """Which Python and torch ran: the suite runs on several."""
     try:

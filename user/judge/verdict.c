@@ -339,7 +339,7 @@ void verdicts__victims(struct verdicts *v, const struct ml_snapshot *s, bool by_
 	bool any = false;
 
 	for (size_t i = 0; i < s->nrows && v->j; i++)
-		if (is(ctx, &s->rows[i].key)) {
+		if (v->j[i].verdict == ML_V_GROWING && is(ctx, &s->rows[i].key)) {
 			v->j[i].verdict = ML_V_VICTIM;
 			v->j[i].leak_score = 0;
 			any = true;

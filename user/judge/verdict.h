@@ -65,8 +65,8 @@ void verdicts__free(struct verdicts *v);
 int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
 		     const struct ml_judgement **out, const size_t **order);
 /*
- * After the heap walk: the rows whose key is(ctx, key) holds become victims (see judge/victims.h), and the
- * order is made again. The same arrays as verdicts__update's, updated in place.
+ * After the heap walk: the growing rows whose key is(ctx, key) holds become victims (see judge/victims.h),
+ * and the order is made again. The same arrays as verdicts__update's, updated in place.
  */
 void verdicts__victims(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
 		       bool (*is)(void *ctx, const struct ml_agg_key *k), void *ctx);

@@ -24,6 +24,7 @@ struct acc {
 	double own_pin, other_pin;	 /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
 	uint64_t own[ML_MAX_FRAMES + 1]; /* its native stack: a block allocated by a call on it is its own */
 	size_t nown;
+	bool growing; /* judged growing: a leak candidate unless it is a victim */
 };
 
 struct find {
@@ -130,19 +131,25 @@ static void own_stacks(struct find *fd)
 }
 
 /*
- * A victim: the walk covered at least half of its ranges, and an eighth of that is free again, pinned more by
- * other rows' blocks than by its own (recorded holders, weighted; with none recorded, half must be free). A
- * leak whose growth is the heap's keeps it in use, or pins its free space with its own blocks.
+ * A victim: an eighth of what the walk covered of its ranges is free again, pinned more by other rows' blocks
+ * than by its own (recorded holders, weighted; with none recorded, a quarter must be free). A leak whose growth
+ * is the heap's keeps it in use, or pins its free space with its own blocks. Pages mostly in a heap the walk
+ * covered are the heap's whatever they hold: its rows (blocks, growth) count what is in them. Where the walk
+ * covered under half of its ranges (they grew since), the row stays what it was at the last report.
  */
-static bool is_victim(const struct acc *a)
+static bool is_victim(const struct acc *a, const struct ml_victim *was)
 {
 	uint64_t w = a->v.walked_bytes, fr = a->v.free_bytes;
 
-	if (!w || w * 2 < a->range || fr * 8 < w)
+	if (w * 2 < a->range)
+		return was != NULL;
+	if (a->v.key.layer == ML_LAYER_RSS)
+		return true;
+	if (fr * 8 < w)
 		return false;
 	if (a->own_pin > 0 || a->other_pin > 0)
 		return a->other_pin > a->own_pin;
-	return fr * 2 >= w;
+	return fr * 4 >= w;
 }
 
 /*
@@ -163,22 +170,24 @@ static void name_pinner(struct acc *a)
 }
 
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
-		  void *ctx, struct ml_victim **out, size_t *n)
+		  void *ctx, const struct ml_victim *prev, size_t nprev, struct ml_victim **out, size_t *n,
+		  size_t *unsure)
 {
+	const struct ml_victim *was;
 	struct find fd = {.l = l, .frag = frag, .ctx = ctx};
 	struct ml_victim *v;
 	size_t cap = 0, kept = 0;
 
 	*out = NULL;
-	*n = 0;
+	*n = *unsure = 0;
 	for (size_t i = 0; i < s->nrows; i++) {
-		if (j[i].verdict != ML_V_GROWING || !fresh_heap(&s->rows[i]))
+		if (!fresh_heap(&s->rows[i]))
 			continue;
 		if (ml_grow(&fd.a, &cap, fd.n + 1, sizeof(*fd.a))) {
 			free(fd.a);
 			return -ENOMEM;
 		}
-		fd.a[fd.n++] = (struct acc){.v.key = s->rows[i].key};
+		fd.a[fd.n++] = (struct acc){.v.key = s->rows[i].key, .growing = j[i].verdict == ML_V_GROWING};
 	}
 	if (!fd.n)
 		return 0;
@@ -197,10 +206,15 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 		       " free, pinned %.0f by its own blocks, %.0f by others', %" PRIu64 " by unrecorded ones",
 		       a->v.key.tgid, a->v.key.layer, a->range, a->v.walked_bytes, a->v.free_bytes, a->own_pin,
 		       a->other_pin, a->unknown);
-		if (!is_victim(a))
+		was = victims__of(prev, nprev, &a->v.key);
+		*unsure += a->growing && a->v.walked_bytes * 2 < a->range && !was;
+		if (!is_victim(a, was))
 			continue;
 		name_pinner(a);
-		v[kept++] = a->v; /* still by key */
+		v[kept] = a->v; /* still by key */
+		if (a->v.walked_bytes * 2 < a->range)
+			v[kept] = *was; /* the last walk's figures */
+		kept++;
 	}
 	free(fd.a);
 	if (!kept) {

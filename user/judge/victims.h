@@ -30,12 +30,15 @@ struct ml_victim {
 typedef const struct ml_heapfrag *(*victims_frag_fn)(void *ctx, int tgid);
 
 /*
- * The victims among the rows judged growing (j parallel to s->rows): rows of fresh heap whose ranges the walk
- * covered at least half of and found at least half of that free. Each gets its pinner. *out is malloc'd
- * (NULL when none), sorted by key. 0 or -ENOMEM.
+ * The victims among the rows of fresh heap, growing or not yet (j parallel to s->rows), each with its pinner;
+ * prev[nprev] are the last report's (a row whose ranges the walk has not covered since stays one). *out is
+ * malloc'd (NULL when none), sorted by key; *unsure gets how many growing rows could not be told for want of a
+ * walk since they grew.
+ * 0 or -ENOMEM.
  */
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
-		  void *ctx, struct ml_victim **out, size_t *n);
+		  void *ctx, const struct ml_victim *prev, size_t nprev, struct ml_victim **out, size_t *n,
+		  size_t *unsure);
 
 /* The victim of a row's key in v[n] (sorted), or NULL. */
 const struct ml_victim *victims__of(const struct ml_victim *v, size_t n, const struct ml_agg_key *key);

@@ -216,18 +216,21 @@ void ml_text_victim(FILE *f, const struct ml_victim *v, const struct ml_snapshot
 	ml_fmt_bytes(b[0], sizeof(b[0]), (double)v->free_bytes);
 	ml_fmt_bytes(b[1], sizeof(b[1]), (double)v->walked_bytes);
 	ml_fmt_bytes(b[2], sizeof(b[2]), (double)v->pinned_bytes);
-	if (n)
-		fprintf(
-		    f,
-		    "    victim, not a leak candidate: fresh heap taken because [%zu] pins the freed space (%s of the "
-		    "%s it took is free again; [%zu]'s blocks hold %s of free memory there)\n",
-		    n, b[0], b[1], n, b[2]);
+	fputs("    victim, not a leak candidate: ", f);
+	if (v->key.layer == ML_LAYER_RSS && v->free_bytes * 8 < v->walked_bytes)
+		fprintf(f, "pages of the C heap it touched first (%s), the blocks in them counted in the C heap's rows",
+			b[1]);
+	else if (n)
+		fprintf(f,
+			"fresh heap taken because [%zu] pins the freed space (%s of the %s it took is free again; "
+			"[%zu]'s blocks hold %s of free memory there)",
+			n, b[0], b[1], n, b[2]);
 	else
 		fprintf(f,
-			"    victim, not a leak candidate: fresh heap taken because blocks the tool has no record "
-			"of (made before attach, or between sampling windows) pin the freed space (%s of the %s it "
-			"took is free again)\n",
+			"fresh heap taken because blocks the tool has no record of (made before attach, or between "
+			"sampling windows) pin the freed space (%s of the %s it took is free again)",
 			b[0], b[1]);
+	fputc('\n', f);
 }
 
 void ml_json_victim(struct jw *w, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order)

@@ -784,7 +784,7 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 	jw_i64(w, "count_growth", j->count_growth);
 	jw_str(w, "verdict", ml_verdict_name(j->verdict));
 	jw_bool(w, "possible_fragmentation", ml_row_possible_frag(r->sv, row));
-	if (v)
+	if (v && j->verdict == ML_V_VICTIM)
 		ml_json_victim(w, v, s, order);
 	jw_double(w, "leak_score", j->leak_score);
 	jw_double(w, "growth_bytes_per_s", j->growth_bytes_per_s);

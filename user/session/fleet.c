@@ -56,7 +56,7 @@ static struct tracee **all_of(struct fleet_procs p, size_t *n)
 	return v;
 }
 
-size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool final, int **pids)
+size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids)
 {
 	size_t n = 0;
 	struct tracee **v = all_of(p, &n);
@@ -68,7 +68,7 @@ size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_
 	}
 	for (size_t i = 0; i < n; i++) {
 		tracee__sample_memory(v[i]);
-		tracee__scan_heap(v[i], l, walk_pace, final);
+		tracee__scan_heap(v[i], l, walk_pace, walk_all);
 		(*pids)[i] = v[i]->pid;
 	}
 	free(v);

@@ -30,9 +30,10 @@ int fleet__node_add(struct followers *f, bool follow, int pid);
 
 /*
  * Each traced process's resident memory read for this report, and its C heap walked (paced: tracee__scan_heap;
- * every one on the final report); their pids in *pids (malloc'd), the count returned.
+ * every one when walk_all: the final report, or a row of fresh heap waiting to be told); their pids in *pids
+ * (malloc'd), the count returned.
  */
-size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool final, int **pids);
+size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids);
 
 /* This report (NULL before the first) is what /metrics serves from now on. */
 void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,

@@ -108,15 +108,20 @@ static bool is_victim(void *ctx, const struct ml_agg_key *k)
 /* After the heap walks: growing rows of fresh heap that is free again are victims, not leak candidates. */
 static void judge_victims(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged)
 {
+	struct ml_victim *v;
+	size_t n, unsure;
 	int err;
 
-	free(ss->victims);
-	ss->victims = NULL;
-	ss->nvictims = 0;
-	err = victims__find(snap, judged, ss->ledger, frag_of, ss, &ss->victims, &ss->nvictims);
-	if (err)
+	err = victims__find(snap, judged, ss->ledger, frag_of, ss, ss->victims, ss->nvictims, &v, &n, &unsure);
+	ss->walk_soon = !err && unsure; /* the next report walks the heap whatever the pace */
+	if (err) {
 		ml_notice("cannot tell fragmentation's victims: %s", strerror(-err));
-	else if (ss->nvictims)
+		v = NULL, n = 0;
+	}
+	free(ss->victims);
+	ss->victims = v;
+	ss->nvictims = n;
+	if (n)
 		verdicts__victims(ss->verdicts, snap, ss->o->sort_bytes, is_victim, ss);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
@@ -154,7 +159,8 @@ static int session_report(struct session *ss, bool *final)
 		return -ENOMEM;
 	}
 	pyframes__trim(ss->root.py);
-	ntraced = fleet__sample_memory(session__fleet_of(ss), ss->ledger, 200.0 / o->max_overhead, *final, &traced);
+	ntraced = fleet__sample_memory(session__fleet_of(ss), ss->ledger, 200.0 / o->max_overhead,
+				       *final || ss->walk_soon, &traced);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_traced(ss->reps[i], traced, ntraced);

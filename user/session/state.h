@@ -49,6 +49,7 @@ struct session {
 	struct verdicts *verdicts;
 	struct ml_victim *victims; /* the last report's victims of fragmentation (judge/victims.h), by key */
 	size_t nvictims;
+	bool walk_soon; /* a growing row of fresh heap waits for a heap walk to be told: the next report walks */
 	struct html_timeline *timeline;
 	struct stackview *sv;
 	struct overhead *ov;
