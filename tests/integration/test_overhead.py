@@ -57,6 +57,40 @@ def over_budget_switches_to_heap_growth_and_still_flags_the_leak():
 
 @test
 @alone
+def c_heap_sampled_in_windows_keeps_a_c_leak_at_its_line():
+    """A C program whose heap growth is its leak (sampled_leak: a 200-byte block kept after every 200
+    malloc/free pairs, 2,000 a second), attached at default settings: the C heap goes to heap-growth mode with
+    sampling windows; the blocks a window records at leak_step are a leak candidate there, weighted, and glibc's
+    headers were read for them; the break's growth inside leak_step stays a candidate too, no victim (its
+    range is in use); the short-lived blocks of churn are no candidate."""
+    tool, _ = attached_run([os.path.join(FIX, "sampled_leak"), "8", "200", "2000"], "--max-overhead", "2", "-f", "json",
+                           "--top", "30", "1")  # the default budget (the harness sets 100 otherwise)
+    reps = tool.reports()
+    final = reps[-1]
+    leaked = int(next(l for l in tool.fixture_lines if l.startswith("leaked")).split()[1])
+    windows = final["modes"].get("libc_windows") or {}
+    check(final["modes"]["libc"] == "heap_growth" and windows.get("windows", 0) >= 5 and windows.get("checked", 0) > 0,
+          f"heap-growth mode, sampled in windows: {final['modes']}")
+
+    def funcs(s):
+        return [f.get("func") for f in s["frames"]]
+
+    blocks = [s for s in final["stacks"] if s["layer"] == "libc" and funcs(s)[:1] == ["leak_step"]]
+    check(len(blocks) == 1 and blocks[0]["verdict"] == "growing" and blocks[0]["count"] > 0,
+          f"the blocks kept at leak_step: one growing row: {[(s['verdict'], s['count']) for s in blocks]}")
+    # Each record stands for the windows' weight, bytes and count alike. Without PyTorch's tensor releases to
+    # count the work by, the count is a rough estimate here (BENCHMARKS.md gives its error): not asserted.
+    check(leaked > 10000 and abs(blocks[0]["bytes"] - 200 * blocks[0]["count"]) <= 2 * blocks[0]["count"],
+          f"{blocks[0]['count']} blocks of 200 bytes estimated ({blocks[0]['bytes']} bytes), {leaked} kept")
+    growth = [s for s in final["stacks"] if s["layer"] == "libc" and "__sbrk" in funcs(s) and "leak_step" in funcs(s)]
+    check(growth and all(s["verdict"] == "growing" and "victim" not in s for s in growth),
+          f"the break's growth in leak_step is a candidate, no victim: {[(s['verdict'], s.get('victim')) for s in growth]}")
+    eq([funcs(s)[:3] for s in final["stacks"] if s["verdict"] == "growing" and "churn" in funcs(s)], [],
+       "churn's blocks are no candidate")
+
+
+@test
+@alone
 def within_budget_every_probe_stays():
     reps, tool = run(3, "--max-overhead", "100")
     eq({r["modes"]["libc"] for r in reps}, {"full"}, "libc stays fully traced")
@@ -93,9 +127,13 @@ def busy_loop_switches_before_the_first_report():
     note = [l for l in tool.stderr_lines if "the C heap is now followed" in l]
     eq(len(note), 1, f"one switch notice: {tool.stderr_lines}")
     check("the C heap's probes" in note[0] and "decided" in note[0], f"the notice names the cost: {note[0]}")
-    # After the switch no probe traps on malloc: the C heap's share is gone.
+    # After the switch the C heap is probed only in its sampling windows: its share falls to a fraction of the
+    # full cost (the windows' own adjustment to the budget takes a few seconds more than this run).
     later = [r["overhead"] for r in reps[2:] if r["overhead"]["measured"]]
-    check(later and all(o["layer_pct"].get("libc", 0) == 0 for o in later), f"libc's part after the switch: {later}")
+    full = first["modes"]["libc_full_pct"]
+    check(later and all(o["layer_pct"].get("libc", 0) < full / 4 for o in later),
+          f"libc's part after the switch, against {full}% in full: {[o['layer_pct'] for o in later]}")
+    check(reps[-1]["modes"].get("libc_windows", {}).get("windows", 0) >= 1, f"windows: {reps[-1]['modes']}")
 
 
 @test

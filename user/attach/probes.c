@@ -783,10 +783,14 @@ bool probes__pausable(const struct probes *p, unsigned int mask)
 	return false;
 }
 
-/* Close (pause) or reopen the pausable links of mask's layers whose batch is in order[], in that order. */
+/*
+ * Close the pausable links of mask's layers whose batch is in order[], all at once (their breakpoints go at
+ * the start of each close, the waits overlap); or reopen them, in that order.
+ */
 static int toggle(struct probes *p, unsigned int mask, bool pause, const int *order, int n)
 {
-	int err = 0;
+	int fds[B_N * 64], err = 0;
+	size_t nfds = 0;
 
 	for (int k = 0; k < n && !(err && !pause); k++) {
 		for (size_t i = 0; i < p->nmfds; i++) {
@@ -796,7 +800,11 @@ static int toggle(struct probes *p, unsigned int mask, bool pause, const int *or
 			if (m->batch != order[k] || !pausable(m, mask) || (m->fd >= 0) != pause)
 				continue;
 			if (pause) {
-				close(m->fd);
+				if (nfds == sizeof(fds) / sizeof(fds[0])) {
+					ml_close_all(fds, nfds);
+					nfds = 0;
+				}
+				fds[nfds++] = m->fd;
 				m->fd = -1;
 				continue;
 			}
@@ -808,6 +816,7 @@ static int toggle(struct probes *p, unsigned int mask, bool pause, const int *or
 				m->fd = fd;
 		}
 	}
+	ml_close_all(fds, nfds);
 	return err;
 }
 
@@ -824,23 +833,49 @@ int probes__pause(struct probes *p, unsigned int mask, bool pause)
 	return err;
 }
 
-int probes__window(struct probes *p, unsigned int mask, bool open)
-{
-	/* Allocations go first and come back last, so no block is recorded without its release hooked. */
-	static const int off[] = {B_ALLOC, B_ALLOC_RET, B_FREE, B_FREE_RET},
-			 on[] = {B_FREE_RET, B_FREE, B_ALLOC_RET, B_ALLOC};
-	int err = toggle(p, mask, !open, open ? on : off, B_N);
+/*
+ * Closing a window: the allocation links at once, the release links PROBES_GRACE_US later, so that a block
+ * recorded just before the window closed is still seen released when it lives that long (the sweep finds
+ * the others, except one whose address and size are handed out again meanwhile).
+ */
+#define PROBES_GRACE_US 20000
 
-	if (!open)
-		p->closed |= mask;
-	else if (!err)
-		p->closed &= ~mask;
-	return err;
+static void close_staggered(struct probes *p, unsigned int mask)
+{
+	int fds[2][64];
+	size_t n[2] = {0, 0};
+
+	for (size_t i = 0; i < p->nmfds; i++) {
+		struct mlink *m = &p->mfds[i];
+		int side = m->batch == B_FREE || m->batch == B_FREE_RET;
+
+		if (!pausable(m, mask) || m->fd < 0)
+			continue;
+		if (n[side] == 64) {
+			ml_close_all(fds[side], n[side]);
+			n[side] = 0;
+		}
+		fds[side][n[side]++] = m->fd;
+		m->fd = -1;
+	}
+	ml_close_staggered(fds[0], n[0], PROBES_GRACE_US, fds[1], n[1]);
 }
 
-void probes__drop_libc(struct probes *p)
+int probes__window(struct probes *p, unsigned int mask, bool open)
 {
-	probes__drop_layers(p, 1U << ML_LAYER_LIBC);
+	/* Releases before allocations, returns before entries: a block recorded is released in view. */
+	static const int on[] = {B_FREE_RET, B_FREE, B_ALLOC_RET, B_ALLOC};
+	int err;
+
+	if (!open) {
+		close_staggered(p, mask);
+		p->closed |= mask;
+		return 0;
+	}
+	err = toggle(p, mask, false, on, B_N);
+	if (!err)
+		p->closed &= ~mask;
+	return err;
 }
 
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs)

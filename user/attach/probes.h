@@ -44,8 +44,6 @@ bool probes__retry_pending(const struct probes *p);
 bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps);
 /* The initial attach is complete: layers activated from now on are announced on stderr. */
 void probes__started(struct probes *p);
-/* Heap-growth mode: detach the C library's probes, and probe no C library found later. */
-void probes__drop_libc(struct probes *p);
 /*
  * --max-overhead's shedding: detach the probes of these layers (a bit per enum ml_layer) and probe them in no
  * object found later. An object whose rows mix a layer kept with one dropped keeps its probes.
@@ -59,8 +57,9 @@ void probes__drop_layers(struct probes *p, unsigned int mask);
  */
 int probes__pause(struct probes *p, unsigned int mask, bool pause);
 /*
- * Time-sliced sampling of a whole layer (the C heap): every link of mask's layers closed (open false) or
- * attached again, releases included, in every object the process maps. 0 or the first attach error.
+ * Time-sliced sampling of a whole layer (the C heap): every link of mask's layers attached again (releases
+ * first) or closed (allocations at once, releases 20 ms later), in every object the process maps. 0 or the
+ * first attach error.
  */
 int probes__window(struct probes *p, unsigned int mask, bool open);
 /* Whether probes__pause (and probes__window) have anything to pause for mask. */

@@ -52,7 +52,7 @@ struct ml_overhead {
 	double shed_pct[ML_SHED_N];	 /* what its part cost then */
 	unsigned int rss_doublings;	 /* ML_SHED_RSS_SAMPLING: how many times the rss layer's N doubled */
 	unsigned int tensor_halvings;	 /* ML_SHED_TORCH_CPU_SAMPLING: the tensor probes' time on halved so often */
-	unsigned int heap_window_shift;	 /* heap-growth mode: the C heap's probes on 1/2^n of the time (0: never) */
+	unsigned int heap_window_one_in; /* heap-growth mode: the C heap's probes on 1/N of the time (0: never) */
 	uint64_t heap_windows;		 /* ... windows opened so far */
 	double heap_window_weight;     /* ... what a record made in one stands for (2^n, corrected for the slowdown) */
 	const char *heap_window_clock; /* ... measured by what ("tensor releases", "CPU time"; NULL: not yet) */

@@ -12,6 +12,39 @@ static void *close_one(void *arg)
 	return NULL;
 }
 
+/* Start closing fds[0..n) on threads of their own (*th, *started; the caller joins); those that cannot start
+ * are closed in turn here. */
+static void close_started(const int *fds, size_t n, pthread_t **th, bool **started)
+{
+	*th = n ? calloc(n, sizeof(**th)) : NULL;
+	*started = n ? calloc(n, sizeof(**started)) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (*th && *started && !ml_thread_start(&(*th)[i], close_one, (void *)(intptr_t)fds[i])) {
+			(*started)[i] = true;
+			continue;
+		}
+		close(fds[i]);
+	}
+}
+
+void ml_close_staggered(const int *first, size_t n1, unsigned int delay_us, const int *then, size_t n2)
+{
+	pthread_t *th;
+	bool *started;
+
+	close_started(first, n1, &th, &started);
+	if (n1 && n2)
+		usleep(delay_us);
+	ml_close_all(then, n2);
+	for (size_t i = 0; i < n1 && started; i++)
+		if (started[i])
+			pthread_join(th[i], NULL);
+	free(th);
+	free(started);
+}
+
 void ml_close_all(const int *fds, size_t n)
 {
 	pthread_t *th = n > 1 ? calloc(n, sizeof(*th)) : NULL;

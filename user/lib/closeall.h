@@ -11,5 +11,7 @@
  * the links not closed yet while the first wait. Falls back to closing in turn when a thread cannot start.
  */
 void ml_close_all(const int *fds, size_t n);
+/* The same for first[0..n1), then, delay_us after their closing began, for then[0..n2). */
+void ml_close_staggered(const int *first, size_t n1, unsigned int delay_us, const int *then, size_t n2);
 
 #endif

@@ -22,12 +22,12 @@ void ml_text_overhead(FILE *f, const struct ml_overhead *ov)
 			"break beyond its peak, anonymous mmap)%s, not malloc blocks\n",
 			ov->heap_since_report, ov->full_pct, ov->decided_after_s,
 			ov->rss_fallback ? " and the resident pages each stack touched (the rss layer)" : "");
-	if (ov->heap_window_shift)
+	if (ov->heap_window_one_in)
 		fprintf(f,
 			"libc: sampled in windows, its probes on 1/%u of the time (%" PRIu64 " windows): each block "
 			"recorded stands for %.1f (the work done outside windows too), and glibc's chunk headers, "
 			"read between windows, found %" PRIu64 " of %" PRIu64 " checks released since\n",
-			1U << ov->heap_window_shift, ov->heap_windows, ov->heap_window_weight, ov->heap_freed,
+			ov->heap_window_one_in, ov->heap_windows, ov->heap_window_weight, ov->heap_freed,
 			ov->heap_swept);
 	for (int st = 0; st < ML_SHED_N; st++) {
 		if (!(ov->shed & (1U << st)))
@@ -82,9 +82,9 @@ static void json_modes(struct jw *w, const struct ml_overhead *ov)
 		jw_arr_end(w);
 		jw_double(w, "libc_full_pct", ov->full_pct);
 		jw_u64(w, "libc_since_report", ov->heap_since_report);
-		if (ov->heap_window_shift) {
+		if (ov->heap_window_one_in) {
 			jw_obj_begin(w, "libc_windows");
-			jw_u64(w, "one_in", 1U << ov->heap_window_shift);
+			jw_u64(w, "one_in", ov->heap_window_one_in);
 			jw_u64(w, "windows", ov->heap_windows);
 			jw_double(w, "weight", ov->heap_window_weight);
 			jw_u64(w, "checked", ov->heap_swept);

@@ -12,9 +12,11 @@
  *
  * Heap windows: in heap-growth mode, a glibc process's C heap probes (releases too) are attached for 1/2^n of
  * every HEAP_WINDOW_PERIOD_S, 2^n the smallest power of two that brings their measured full cost under the
- * budget. A block allocated in a window is recorded with its stack and weighs 2^n; its release is seen only
- * while a window is open, so between windows every report first asks glibc's chunk headers which recorded
- * blocks are still in use (collect/heaplive.c) and drops the others: the survivors estimate what stays.
+ * budget (then raised while a window's measured slowdown says so, and the period doubled while the windows'
+ * measured cost, toggles included, is over the budget). A block allocated in a window is recorded with its stack and
+ * weighs 2^n; its release is seen only while a window is open, so between windows every report first asks glibc's chunk
+ * headers which recorded blocks are still in use (collect/heaplive.c) and drops the others: the survivors estimate what
+ * stays.
  */
 #include "session/budget.h"
 #include <bpf/libbpf.h>
@@ -43,7 +45,9 @@ struct budget {
 	bool ts_on;			   /* ... and on now */
 	uint64_t ts_toggles, ts_toggle_ns; /* toggles made, and the time they took (closing a link waits) */
 	int hw_fd;			   /* the C heap's sampling windows: the next toggle */
-	unsigned int hw_shift;		   /* the C heap's probes are on 1/2^hw_shift of the time; 0: no windows */
+	unsigned int hw_shift;		   /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
+	double hw_period;		   /* one window every hw_period seconds */
+	uint64_t hw_adapted_ns;		   /* when the last change to either was made */
 	bool hw_on;			   /* ... and on now */
 	uint64_t hw_since_ns;		   /* records made from then on are the windows' */
 	uint64_t hw_windows, hw_toggle_ns; /* windows opened, and the time toggles took */
@@ -54,16 +58,19 @@ struct budget {
 	uint64_t hw_tick_at;		   /* PyTorch's CPU tensor releases counted at the last toggle */
 	uint64_t hw_tick_on, hw_tick_off;  /* ... in windows and between them */
 	uint64_t hw_mark_ns;		   /* CLOCK_MONOTONIC at the last mark */
+	uint64_t hw_opened_ns;		   /* when the last window opened */
+	uint64_t hw_last_on_ns;		   /* how long it lasted */
 	uint64_t hw_wall_on, hw_wall_off;  /* time in windows and between them */
-	double hw_target;		   /* what the windows may cost: half the budget, as a fraction */
+	double hw_target;		   /* what the windows may cost: 3/4 of the budget, as a fraction */
 };
 
 /* Tensor releases in windows before they are the windows' clock: fewer say too little. */
-#define HEAP_WINDOW_MIN_TICKS 30
+#define HEAP_WINDOW_MIN_TICKS 8
 
 #define LIBC_LAYER (1U << ML_LAYER_LIBC)
 #define HEAP_WINDOW_PERIOD_S 1.0
-#define HEAP_WINDOW_MAX_SHIFT 10 /* 1/1024 of the time at least */
+#define HEAP_WINDOW_PERIOD_MAX_S 8.0 /* a window every 8 s at least: a verdict needs windows */
+#define HEAP_WINDOW_MAX_SHIFT 10     /* 1/1024 of the time at least */
 
 #define TENSOR_LAYERS (1U << ML_LAYER_TORCH_CPU)
 
@@ -160,15 +167,17 @@ static uint64_t traced_cpu_ns(const struct budget_env *e)
 }
 
 /*
- * What a window's record stands for: the work done in all the time over the work done in windows. A window
- * slows the process, so the share of the work done in windows is under the share of the time. The clock of
- * work is PyTorch's CPU tensor releases where they are counted (their probe stays on: one trap each, no
- * stack), else the processes' CPU time less the windows' traps (hw_trap_share), which spinning threads blur.
- * 2^shift until a window has been measured; *clock names the clock.
+ * What a record of the last window stands for: the work done over its whole cycle (the window and the gap
+ * after it) over the work done in it. A window slows the work, so the work goes at rate_on in windows and
+ * rate_off between them, measured over all windows so far: weight = cycle / window * rate_off / rate_on. The
+ * clock of work is PyTorch's CPU tensor releases where they are counted (their probe stays on: one trap each,
+ * no stack), else the processes' CPU time less the windows' traps (hw_trap_share), which spinning threads and
+ * a slowdown of many times blur. 2^shift until a window has been measured; *clock names the clock.
  */
 static double window_weight(const struct budget *b, const char **clock)
 {
 	double on = (double)b->hw_cpu_on * (1 - b->hw_trap_share), off = (double)b->hw_cpu_off;
+	double last = (double)b->hw_last_on_ns, cycle;
 
 	*clock = "CPU time";
 	if (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off) {
@@ -176,11 +185,12 @@ static double window_weight(const struct budget *b, const char **clock)
 		off = (double)b->hw_tick_off;
 		*clock = "tensor releases";
 	}
-	if (on <= 0 || off <= 0) {
+	if (on <= 0 || off <= 0 || !b->hw_wall_on || !b->hw_wall_off || last <= 0) {
 		*clock = NULL;
 		return (double)(1U << b->hw_shift);
 	}
-	return (on + off) / on;
+	cycle = last + (b->hw_period - HEAP_WINDOW_PERIOD_S / (1U << b->hw_shift)) * 1e9;
+	return cycle / last * (off / (double)b->hw_wall_off) / (on / (double)b->hw_wall_on);
 }
 
 /* The first window opens half a period from now; records made from now on weigh 2^shift for a start. */
@@ -191,7 +201,9 @@ static void heap_windows_start(struct budget *b, const struct budget_env *e, uns
 	double cpu = ov->cpu_per_s > 0 ? ov->cpu_per_s : 1;
 
 	b->hw_shift = shift;
+	b->hw_period = HEAP_WINDOW_PERIOD_S;
 	b->hw_since_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	b->hw_adapted_ns = b->hw_since_ns;
 	/* layer_pct is over the processes' CPU time or the wall time if more: over CPU time here. */
 	b->hw_trap_share = ov->layer_pct[ML_LAYER_LIBC] / 100 * (cpu < 1 ? 1 / cpu : 1);
 	if (b->hw_trap_share > 0.9)
@@ -200,8 +212,8 @@ static void heap_windows_start(struct budget *b, const struct budget_env *e, uns
 	b->hw_cpu_at = traced_cpu_ns(e);
 	b->hw_tick_at = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
 	b->hw_mark_ns = b->hw_since_ns;
-	b->hw_target = ov->budget_pct / 100 / 2;
-	overhead__heap_windows(e->ov, shift);
+	b->hw_target = ov->budget_pct / 100 * 3 / 4;
+	overhead__heap_windows(e->ov, 1U << shift);
 	ml_timespec(&its.it_value, HEAP_WINDOW_PERIOD_S / 2);
 	timerfd_settime(b->hw_fd, 0, &its, NULL);
 }
@@ -237,7 +249,7 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 	if (e->root && shift)
 		probes__window(e->root, LIBC_LAYER, false);
 	else if (e->root)
-		probes__drop_libc(e->root);
+		probes__drop_layers(e->root, 1U << ML_LAYER_LIBC);
 	*e->layers &= ~(1U << ML_LAYER_LIBC);
 	ledger__forget_layer(e->ledger, ML_LAYER_LIBC);
 	if (shift)
@@ -296,15 +308,16 @@ static void heap_cpu_mark(struct budget *b, const struct budget_env *e, bool in_
 
 /*
  * A window's traps' part of its CPU time, from the C heap probes' cost the budget's samples measured since the
- * windows began (they run in windows only), once a second of it is in.
+ * windows began (they run in windows only), once 100 ms of it is in.
  */
 static void trap_share(struct budget *b, const struct ml_overhead *ov)
 {
 	double cost = ov->layer_cost_ns[ML_LAYER_LIBC] - b->hw_cost_at;
 
-	if (b->hw_cpu_on < 1000000000ULL || cost <= 0)
+	if (b->hw_cpu_on < 100000000ULL || cost <= 0)
 		return;
 	b->hw_trap_share = cost / (double)b->hw_cpu_on;
+	/* Capped: near 1 the weight, 1 / (1 - share), follows the estimate's error instead of the work. */
 	if (b->hw_trap_share > 0.9)
 		b->hw_trap_share = 0.9;
 }
@@ -316,29 +329,56 @@ static void trap_share(struct budget *b, const struct ml_overhead *ov)
  */
 static void heap_adapt(struct budget *b, const struct budget_env *e)
 {
-	double slow = b->hw_trap_share, cost;
+	const struct ml_overhead *ov = overhead__info(e->ov);
+	double slow = b->hw_trap_share, cost, period = b->hw_period;
 	unsigned int was = b->hw_shift;
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
 
 	if (b->hw_windows < 3 || !b->hw_wall_on || !b->hw_wall_off)
 		return;
 	if (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off)
 		slow = 1 - ((double)b->hw_tick_on / (double)b->hw_wall_on) /
 			       ((double)b->hw_tick_off / (double)b->hw_wall_off);
-	cost = slow / (double)(1U << b->hw_shift);
+	cost = slow / (double)(1U << b->hw_shift) / b->hw_period * HEAP_WINDOW_PERIOD_S;
 	while (cost > b->hw_target && b->hw_shift < HEAP_WINDOW_MAX_SHIFT) {
 		b->hw_shift++;
 		cost /= 2;
 	}
-	if (b->hw_shift == was)
+	/*
+	 * The windows' whole cost, as the budget's last sample measured it, toggles included (closing a link
+	 * waits tens of ms with the releases' probes on): over the budget, windows come half as often.
+	 */
+	if (b->hw_shift == was && ov->layer_pct[ML_LAYER_LIBC] > ov->budget_pct &&
+	    now - b->hw_adapted_ns > 3 * (uint64_t)(b->hw_period * 1e9) && b->hw_period < HEAP_WINDOW_PERIOD_MAX_S)
+		b->hw_period *= 2;
+	if (b->hw_shift == was && b->hw_period == period)
 		return;
-	overhead__heap_windows(e->ov, b->hw_shift);
-	ml_info("heap windows: a window slows the work by %.0f%%: now 1/%u of the time", slow * 100, 1U << b->hw_shift);
+	b->hw_adapted_ns = now;
+	overhead__heap_windows(e->ov, (unsigned int)(b->hw_period / HEAP_WINDOW_PERIOD_S * (1U << b->hw_shift)));
+	ml_info("heap windows: a window slows the work by %.0f%%, the C heap's probes cost %.1f%%: now %.1f ms "
+		"every %.0f s",
+		slow * 100, ov->layer_pct[ML_LAYER_LIBC], HEAP_WINDOW_PERIOD_S / (1U << b->hw_shift) * 1000,
+		b->hw_period);
 }
 
-/* The C heap's probes open or closed in every traced process; the timer set for the next toggle. */
+/* The C heap's probes opened or closed in every traced process. 0 or the first process's error. */
+static int window_side(const struct budget_env *e, bool open)
+{
+	int err = e->root ? probes__window(e->root, LIBC_LAYER, open) : 0;
+
+	if (e->followers)
+		followers__window(e->followers, LIBC_LAYER, open);
+	return err;
+}
+
+/*
+ * The C heap's probes open or closed in every traced process (probes__window: closing a link waits tens of
+ * ms, its traps gone at the start). The window is the time the allocations are on; the timer set for the
+ * next toggle.
+ */
 static void heap_toggle(struct budget *b, const struct budget_env *e, bool on)
 {
-	double period = HEAP_WINDOW_PERIOD_S, on_s;
+	double period = b->hw_period, on_s;
 	struct itimerspec its = {};
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	const char *clock;
@@ -346,26 +386,27 @@ static void heap_toggle(struct budget *b, const struct budget_env *e, bool on)
 	int err = 0;
 
 	/*
-	 * Every window's records stand for the weight all the windows so far measure: the records' sum is then
-	 * the best estimate, and the weight settles within a few windows.
+	 * A window's records stand for the weight all the windows so far measure when it closes. Set once, so a
+	 * row's bytes only grow as windows add records: a weight set again for every record would move a row
+	 * up and down with the estimate, and its verdict with it.
 	 */
 	if (!on) {
 		heap_cpu_mark(b, e, true);
+		b->hw_last_on_ns = b->hw_mark_ns - b->hw_opened_ns;
 		trap_share(b, overhead__info(e->ov));
-		int serr = ledger__add_scale(e->ledger, ML_LAYER_LIBC, b->hw_since_ns, window_weight(b, &clock));
+		int serr = ledger__add_scale(e->ledger, ML_LAYER_LIBC, b->hw_opened_ns, window_weight(b, &clock));
 
 		if (serr)
 			ml_notice("heap windows: cannot weigh the records: %s", strerror(-serr));
 		heap_adapt(b, e);
+		err = window_side(e, false);
+	} else {
+		err = window_side(e, true);
+		heap_cpu_mark(b, e, false);
+		b->hw_opened_ns = b->hw_mark_ns;
 	}
-	if (e->root)
-		err = probes__window(e->root, LIBC_LAYER, on);
-	if (e->followers)
-		followers__window(e->followers, LIBC_LAYER, on);
 	if (err && err != -ESRCH)
 		ml_notice("heap windows: cannot attach the C heap's probes again: %s", strerror(-err));
-	if (on)
-		heap_cpu_mark(b, e, false);
 	w = window_weight(b, &clock);
 	ml_dbg("heap window %s: CPU time %.1f ms in windows, %.1f ms out (trap share %.2f); tensor releases %" PRIu64
 	       " in, %" PRIu64 " out; weight %.1f by %s",
@@ -375,7 +416,7 @@ static void heap_toggle(struct budget *b, const struct budget_env *e, bool on)
 	b->hw_windows += on;
 	b->hw_toggle_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
 	overhead__heap_window_count(e->ov, b->hw_windows, w, clock);
-	on_s = period / (1U << b->hw_shift);
+	on_s = HEAP_WINDOW_PERIOD_S / (1U << b->hw_shift);
 	ml_timespec(&its.it_value, on ? on_s : period - on_s);
 	timerfd_settime(b->hw_fd, 0, &its, NULL);
 }

@@ -216,7 +216,7 @@ void followers__heap_mode(struct followers *f, bool windows)
 		if (f->v[i].probes && windows)
 			probes__window(f->v[i].probes, 1U << ML_LAYER_LIBC, false);
 		else if (f->v[i].probes)
-			probes__drop_libc(f->v[i].probes);
+			probes__drop_layers(f->v[i].probes, 1U << ML_LAYER_LIBC);
 		ml_heap_track(f->skel, f->v[i].pid);
 	}
 }

@@ -624,9 +624,9 @@ void overhead__heap_mode(struct overhead *o, uint64_t report)
 	changed(o);
 }
 
-void overhead__heap_windows(struct overhead *o, unsigned int shift)
+void overhead__heap_windows(struct overhead *o, unsigned int one_in)
 {
-	o->info.heap_window_shift = shift;
+	o->info.heap_window_one_in = one_in;
 }
 
 void overhead__heap_window_count(struct overhead *o, uint64_t windows, double weight, const char *clock)
