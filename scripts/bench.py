@@ -754,6 +754,76 @@ def fleet_bench():
             p.wait()
 
 
+def sampled_run(argv, secs, extra=(), cwd=None, until=None):
+    """A fixture speaking ready/go on stdin, attached with -p at default settings (JSON every 2 s) for secs, or
+    until it prints a line starting with until; returns (the final report, the fixture's process, that line)."""
+    fx = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd)
+    tool = None
+    try:
+        read_line(fx.stdout, 120, "fixture ready")
+        tool = subprocess.Popen([TOOL, "-p", str(fx.pid), "-f", "json", "--top", "60", *extra, "2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        time.sleep(1.5)
+        fx.stdin.write(b"g")
+        fx.stdin.flush()
+        line = None
+        if until:
+            while not (line or "").startswith(until):
+                line = read_line(fx.stdout, secs + 60, until)
+        else:
+            time.sleep(secs)
+        tool.send_signal(signal.SIGINT)
+        out = tool.communicate(timeout=120)[0]
+        return json.loads(out.splitlines()[-1]), fx, line
+    finally:
+        if tool and tool.poll() is None:
+            tool.kill()
+
+
+def estimate_bench():
+    """
+    The C heap sampled in windows (heap-growth mode's default): its estimate of a leak against the truth.
+    C: tests/fixtures/sampled_leak keeps a block of SIZE bytes after every 200 malloc/free pairs, at most
+    RATE a second, for BENCH_ESTIMATE_SECONDS (12: six reports); the estimate is the count of its leak_step
+    row, the truth the count it printed. PyTorch (PyPI's, BENCH_PYTHON or build/venv/3.12): the running-total
+    loop, the sampled count of AddmmBackward0 nodes (operator new in the addmm kernel) against the heap census's
+    exact count of them. Each case BENCH_ROUNDS times; the ratio estimate/truth, median [min, max].
+    """
+    secs = float(os.environ.get("BENCH_ESTIMATE_SECONDS", "12"))
+    fixture = os.path.join(B, "sampled_leak")
+    cases = [(64, 2000, "2"), (1024, 2000, "2"), (65536, 200, "2"), (1 << 20, 20, "2"), (1024, 2000, "5")]
+    print(f"C heap sampled in windows, estimate over truth after {secs:.0f} s (-p, default settings but the budget):")
+    for size, rate, budget in cases:
+        ratios, weights = [], []
+        for _ in range(ROUNDS):
+            rep, fx, line = sampled_run([fixture, str(secs), str(size), str(rate)], secs, ["--max-overhead", budget],
+                                        until="leaked")
+            line = line.split()
+            fx.kill()
+            fx.wait()
+            est = sum(st["count"] for st in rep["stacks"] if st["layer"] == "libc" and
+                      [f.get("func") for f in st["frames"][:1]] == ["leak_step"])
+            ratios.append(est / int(line[1]) if int(line[1]) else 0)
+            weights.append((rep["modes"].get("libc_windows") or {}).get("weight", 0))
+        print(f"  {size:>8} B x {rate}/s, budget {budget}%: estimate/truth {med_range(ratios, '{:.2f}')}, "
+              f"weight {med_range(weights)}")
+    py = os.environ.get("BENCH_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
+    wl = os.path.join(ROOT, "tests", "workloads")
+    ratios = []
+    for _ in range(ROUNDS):
+        rep, fx, _ = sampled_run([py, os.path.join(wl, "running_total.py"), "wait"], secs, cwd=wl)
+        fx.kill()
+        fx.wait()
+        cen = next(p.get("census") or {} for p in rep["processes"] if p["pid"] == fx.pid)
+        exact = next((t["count"] for t in cen.get("types", []) if t["name"].endswith("::AddmmBackward0")), 0)
+        est = sum(st["count"] for st in rep["stacks"] if st["layer"] == "libc" and len(st["frames"]) > 1 and
+                  (st["frames"][0].get("func") or "").startswith("operator new") and
+                  "::addmm(" in (st["frames"][1].get("func") or ""))
+        ratios.append(est / exact if exact else 0)
+    print(f"  PyTorch running total, AddmmBackward0 nodes: sampled/census {med_range(ratios, '{:.2f}')} "
+          f"({' '.join(f'{r:.2f}' for r in ratios)})")
+
+
 def rss_bench():
     """
     The rss layer's cost on the PyTorch workloads at default settings, attached with -p: faults a second of
@@ -805,11 +875,12 @@ def rss_bench():
 
 
 def losses_settings(what):
-    """The Debian Python with torch, BENCH_DEFAULT_SECONDS and _ROUNDS, and the workloads' folder, for the
-    benchmarks on tests/workloads/losses.py; None (and why, printed) without python3-torch."""
-    py = "/usr/bin/python3.11"
+    """The Python with torch (BENCH_PYTHON, Debian's python3.11 with python3-torch by default),
+    BENCH_DEFAULT_SECONDS and _ROUNDS, and the workloads' folder, for the benchmarks on
+    tests/workloads/losses.py; None (and why, printed) without it."""
+    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
     if not os.path.exists(py):
-        print(f"  ({what} benchmark skipped: Debian python3.11 with python3-torch not found)")
+        print(f"  ({what} benchmark skipped: {py} with torch not found)")
         return None
     return (py, float(os.environ.get("BENCH_DEFAULT_SECONDS", "30")),
             int(os.environ.get("BENCH_DEFAULT_ROUNDS", str(ROUNDS))), os.path.join(ROOT, "tests", "workloads"))
@@ -1295,7 +1366,7 @@ def peers_bench():
 
 
 def main(argv):
-    benches = {"default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
+    benches = {"estimate": estimate_bench, "default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
     peers = {"peers": peers_bench}  # not part of the default run (about 10 minutes): `make bench BENCH=peers`
     names = argv or list(benches)

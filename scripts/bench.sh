@@ -18,6 +18,7 @@ gcc -g -O2 tests/bench/costbench.c -o $B/costbench
 gcc -g -O2 -fomit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-nofp
 gcc -g -O2 -fno-omit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-fp
 gcc -g -O2 tests/bench/three_leaks.c -o $B/three_leaks
+gcc -g -O2 tests/fixtures/sampled_leak.c -o $B/sampled_leak
 # The peers benchmark's Memray (tests/requirements/bench.txt), into the venv of PyPI's torch when missing.
 VENV=build/venv/3.12
 case " $* " in *" peers "*)
