@@ -135,9 +135,11 @@ int cutmerge__run(struct ml_snapshot *s, struct stackstore *stacks, struct ml_st
 		into->bytes += r->bytes;
 		into->cow_bytes += r->cow_bytes;
 		into->count += r->count;
+		into->records += r->records;
+		into->traits |= r->traits & ML_ROW_SAMPLED;
 		if (r->oldest_ts_ns < into->oldest_ts_ns)
 			into->oldest_ts_ns = r->oldest_ts_ns;
-		r->bytes = r->count = r->cow_bytes = 0;
+		r->bytes = r->count = r->cow_bytes = r->records = 0;
 		merged++;
 	}
 out:

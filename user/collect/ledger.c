@@ -617,6 +617,11 @@ static double scale_of(const struct ledger *l, uint8_t layer, uint8_t spec, uint
 	return l->scales[lo].w;
 }
 
+void ledger__clear_scale(struct ledger *l)
+{
+	l->nscales = 0;
+}
+
 int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w)
 {
 	if (layer >= ML_LAYER_MAX || w <= 0 ||
@@ -675,7 +680,9 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 		return 0;
 	/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
 	w = scale_of(l, sl->layer, sl->spec, ts);
+	r->records++;
 	if (w > 0) {
+		r->traits |= ML_ROW_SAMPLED;
 		r->bytes += (uint64_t)((double)size * w + 0.5);
 		r->count += (uint64_t)(w + 0.5);
 	} else {

@@ -58,6 +58,8 @@ int ledger__set_weight(struct ledger *l, unsigned int layer, uint64_t since_ns, 
  * same time as the last replaces its w. 0, -EINVAL or -ENOMEM.
  */
 int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w);
+/* No epoch left: every record counts once until the next ledger__add_scale. */
+void ledger__clear_scale(struct ledger *l);
 /* Its weight now, as a shift (0: every record counts once). */
 uint32_t ledger__weight_shift(const struct ledger *l, unsigned int layer);
 

@@ -15,11 +15,16 @@
 #define ML_ROW_IMPORT 1 /* made while a module was being imported (an importlib frame on the Python stack) */
 #define ML_ROW_BRK                                                                                                     \
 	2 /* fresh C heap: the break grown beyond its peak (heap-growth mode), or heap pages' first touch (rss) */
-#define ML_ROW_SPACE 4 /* heap-growth mode: anonymous address space a stack added (mmap, mremap) */
+#define ML_ROW_SPACE 4	 /* heap-growth mode: anonymous address space a stack added (mmap, mremap) */
+#define ML_ROW_SAMPLED 8 /* records made in the C heap's sampling windows, each standing for many */
+
+/* A row of the sampling windows' records only is judged once it holds this many: one record is no trend. */
+#define ML_SAMPLED_MIN_RECORDS 4
 
 struct ml_row {
 	struct ml_agg_key key;
 	uint64_t bytes, count;
+	uint64_t records;   /* the records counted (count weighs sampled ones) */
 	uint64_t cow_bytes; /* rss layer: the part of bytes that are pages copied on write */
 	uint64_t oldest_ts_ns;
 	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */

@@ -311,6 +311,10 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		 */
 		if (r->traits & (ML_ROW_BRK | ML_ROW_SPACE))
 			j[i].leak_score *= 0.5;
+		/* A row of a few sampled records, each standing for hundreds, moves by hundreds at random. */
+		if ((r->traits & ML_ROW_SAMPLED) && r->records < ML_SAMPLED_MIN_RECORDS && j[i].verdict == ML_V_GROWING)
+			j[i] = (struct ml_judgement){
+			    .verdict = ML_V_NEW, .intervals = j[i].intervals, .count_growth = j[i].count_growth};
 		ord[i] = i;
 	}
 	v->last_now = now;

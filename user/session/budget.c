@@ -12,16 +12,18 @@
  *
  * Heap windows: in heap-growth mode, a glibc process's C heap probes (releases too) are attached for 1/2^n of
  * every HEAP_WINDOW_PERIOD_S, 2^n the smallest power of two that brings their measured full cost under the
- * budget (then raised while a window's measured slowdown says so, and the period doubled while the windows'
- * measured cost, toggles included, is over the budget). A block allocated in a window is recorded with its stack and
- * weighs 2^n; its release is seen only while a window is open, so between windows every report first asks glibc's chunk
- * headers which recorded blocks are still in use (collect/heaplive.c) and drops the others: the survivors estimate what
- * stays.
+ * budget (then raised while a window's measured slowdown times its share of the time is over what the budget
+ * leaves the windows once the other layers have their part, and the period doubled while their measured cost,
+ * toggles included, is over that and the whole over the budget). A block allocated in a window is recorded with its
+ * stack and weighs 2^n; its release is seen only while a window is open, so between windows every report first asks
+ * glibc's chunk headers which recorded blocks are still in use (collect/heaplive.c) and drops the others: the survivors
+ * estimate what stays.
  */
 #include "session/budget.h"
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
@@ -61,14 +63,14 @@ struct budget {
 	uint64_t hw_opened_ns;		   /* when the last window opened */
 	uint64_t hw_last_on_ns;		   /* how long it lasted */
 	uint64_t hw_wall_on, hw_wall_off;  /* time in windows and between them */
-	double hw_target;		   /* what the windows may cost: 3/4 of the budget, as a fraction */
+	double hw_target;		   /* what the windows may cost, as a fraction: the budget the rest leaves */
 };
 
 /* Tensor releases in windows before they are the windows' clock: fewer say too little. */
 #define HEAP_WINDOW_MIN_TICKS 8
 
 #define LIBC_LAYER (1U << ML_LAYER_LIBC)
-#define HEAP_WINDOW_PERIOD_S 1.0
+#define HEAP_WINDOW_PERIOD_S 2.0     /* one window a report at -i 2; each toggle has a cost of its own */
 #define HEAP_WINDOW_PERIOD_MAX_S 8.0 /* a window every 8 s at least: a verdict needs windows */
 #define HEAP_WINDOW_MAX_SHIFT 10     /* 1/1024 of the time at least */
 
@@ -167,24 +169,27 @@ static uint64_t traced_cpu_ns(const struct budget_env *e)
 }
 
 /*
- * What a record of the last window stands for: the work done over its whole cycle (the window and the gap
- * after it) over the work done in it. A window slows the work, so the work goes at rate_on in windows and
- * rate_off between them, measured over all windows so far: weight = cycle / window * rate_off / rate_on. The
- * clock of work is PyTorch's CPU tensor releases where they are counted (their probe stays on: one trap each,
- * no stack), else the processes' CPU time less the windows' traps (hw_trap_share), which spinning threads and
- * a slowdown of many times blur. 2^shift until a window has been measured; *clock names the clock.
+ * What a record stands for. PyTorch's CPU tensor releases, counted in and out of windows (their probe stays
+ * on: one trap each, no stack), are a clock of the work: every record stands for all the work since the
+ * windows began over the work done in them, (ticks in + out) / ticks in, a ratio that holds whatever each
+ * window's length, and is set again for all records at each window (*all true). Without them the clock is
+ * the processes' CPU time less the windows' traps (hw_trap_share), which spinning threads and a slowdown of
+ * many times blur: each window's records then weigh its cycle over its length times the work rate out of
+ * windows over the rate in them, set once, so that an unsteady estimate does not move a row down. 2^shift
+ * until a window has been measured; *clock names the clock.
  */
-static double window_weight(const struct budget *b, const char **clock)
+static double window_weight(const struct budget *b, const char **clock, bool *all)
 {
 	double on = (double)b->hw_cpu_on * (1 - b->hw_trap_share), off = (double)b->hw_cpu_off;
 	double last = (double)b->hw_last_on_ns, cycle;
 
-	*clock = "CPU time";
+	*all = false;
 	if (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off) {
-		on = (double)b->hw_tick_on;
-		off = (double)b->hw_tick_off;
 		*clock = "tensor releases";
+		*all = true;
+		return (double)(b->hw_tick_on + b->hw_tick_off) / (double)b->hw_tick_on;
 	}
+	*clock = "CPU time";
 	if (on <= 0 || off <= 0 || !b->hw_wall_on || !b->hw_wall_off || last <= 0) {
 		*clock = NULL;
 		return (double)(1U << b->hw_shift);
@@ -336,6 +341,10 @@ static void heap_adapt(struct budget *b, const struct budget_env *e)
 
 	if (b->hw_windows < 3 || !b->hw_wall_on || !b->hw_wall_off)
 		return;
+	/* What the budget leaves the windows once the other layers have their part, half of it at least. */
+	if (ov->measured)
+		b->hw_target =
+		    fmax(ov->budget_pct / 2, ov->budget_pct - (ov->pct - ov->layer_pct[ML_LAYER_LIBC])) / 100;
 	if (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off)
 		slow = 1 - ((double)b->hw_tick_on / (double)b->hw_wall_on) /
 			       ((double)b->hw_tick_off / (double)b->hw_wall_off);
@@ -345,10 +354,10 @@ static void heap_adapt(struct budget *b, const struct budget_env *e)
 		cost /= 2;
 	}
 	/*
-	 * The windows' whole cost, as the budget's last sample measured it, toggles included (closing a link
-	 * waits tens of ms with the releases' probes on): over the budget, windows come half as often.
+	 * The windows' whole cost, as the budget's last sample measured it, toggles included (the releases'
+	 * probes stay on 20 ms past a window): over their part of the budget, windows come half as often.
 	 */
-	if (b->hw_shift == was && ov->layer_pct[ML_LAYER_LIBC] > ov->budget_pct &&
+	if (b->hw_shift == was && ov->layer_pct[ML_LAYER_LIBC] > b->hw_target * 100 && ov->pct > ov->budget_pct &&
 	    now - b->hw_adapted_ns > 3 * (uint64_t)(b->hw_period * 1e9) && b->hw_period < HEAP_WINDOW_PERIOD_MAX_S)
 		b->hw_period *= 2;
 	if (b->hw_shift == was && b->hw_period == period)
@@ -385,16 +394,17 @@ static void heap_toggle(struct budget *b, const struct budget_env *e, bool on)
 	double w;
 	int err = 0;
 
-	/*
-	 * A window's records stand for the weight all the windows so far measure when it closes. Set once, so a
-	 * row's bytes only grow as windows add records: a weight set again for every record would move a row
-	 * up and down with the estimate, and its verdict with it.
-	 */
 	if (!on) {
 		heap_cpu_mark(b, e, true);
 		b->hw_last_on_ns = b->hw_mark_ns - b->hw_opened_ns;
 		trap_share(b, overhead__info(e->ov));
-		int serr = ledger__add_scale(e->ledger, ML_LAYER_LIBC, b->hw_opened_ns, window_weight(b, &clock));
+		bool all;
+		double ww = window_weight(b, &clock, &all);
+		int serr;
+
+		if (all)
+			ledger__clear_scale(e->ledger);
+		serr = ledger__add_scale(e->ledger, ML_LAYER_LIBC, all ? b->hw_since_ns : b->hw_opened_ns, ww);
 
 		if (serr)
 			ml_notice("heap windows: cannot weigh the records: %s", strerror(-serr));
@@ -407,7 +417,7 @@ static void heap_toggle(struct budget *b, const struct budget_env *e, bool on)
 	}
 	if (err && err != -ESRCH)
 		ml_notice("heap windows: cannot attach the C heap's probes again: %s", strerror(-err));
-	w = window_weight(b, &clock);
+	w = window_weight(b, &clock, &(bool){false});
 	ml_dbg("heap window %s: CPU time %.1f ms in windows, %.1f ms out (trap share %.2f); tensor releases %" PRIu64
 	       " in, %" PRIu64 " out; weight %.1f by %s",
 	       on ? "opens" : "closes", (double)b->hw_cpu_on / 1e6, (double)b->hw_cpu_off / 1e6, b->hw_trap_share,
