@@ -548,12 +548,6 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
 	return n;
 }
 
-/* Whether a record of the layer was made by an allocator row, not by heap growth or the rss layer. */
-static bool by_row(const struct ml_slot *v, unsigned int layer)
-{
-	return v->layer == layer && v->spec < ml_allocators_n;
-}
-
 uint64_t ledger__sweep(struct ledger *l, unsigned int layer, uint64_t since_ns, size_t max, ledger_live_fn live,
 		       void *ctx, uint64_t *asked)
 {
@@ -564,8 +558,9 @@ uint64_t ledger__sweep(struct ledger *l, unsigned int layer, uint64_t since_ns, 
 	for (size_t n = 0; n < l->table_len && *asked < max; n++, i = (i + 1) % l->table_len) {
 		struct ml_slot v = l->table[i];
 
+		/* A record of the layer made by an allocator row, not by heap growth or the rss layer. */
 		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns || v.ts_ns < since_ns ||
-		    !by_row(&v, layer))
+		    v.layer != layer || v.spec >= ml_allocators_n)
 			continue;
 		++*asked;
 		if (live(ctx, v.tgid, v.addr, v.size) == 0 &&
@@ -627,10 +622,6 @@ int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, d
 	if (layer >= ML_LAYER_MAX || w <= 0 ||
 	    (l->nscales && (layer != l->scale_layer || since_ns < l->scales[l->nscales - 1].since_ns)))
 		return -EINVAL;
-	if (l->nscales && since_ns == l->scales[l->nscales - 1].since_ns) {
-		l->scales[l->nscales - 1].w = w; /* the same epoch, better measured */
-		return 0;
-	}
 	if (ml_grow(&l->scales, &l->capscales, l->nscales + 1, sizeof(*l->scales)))
 		return -ENOMEM;
 	l->scale_layer = layer;

@@ -54,8 +54,8 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
 int ledger__set_weight(struct ledger *l, unsigned int layer, uint64_t since_ns, uint32_t shift);
 /*
  * The C heap's sampling windows: a record of layer made by an allocator row from since_ns on (until the next
- * epoch) stands for w, in bytes and count. Epochs only follow one another, all of one layer; one begun at the
- * same time as the last replaces its w. 0, -EINVAL or -ENOMEM.
+ * epoch) stands for w, in bytes and count. Epochs only follow one another, all of one layer. 0, -EINVAL or
+ * -ENOMEM.
  */
 int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w);
 /* No epoch left: every record counts once until the next ledger__add_scale. */
