@@ -762,8 +762,13 @@ def sampled_run(argv, secs, extra=(), cwd=None, until=None):
     try:
         read_line(fx.stdout, 120, "fixture ready")
         tool = subprocess.Popen([TOOL, "-p", str(fx.pid), "-f", "json", "--top", "60", *extra, "2"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        time.sleep(1.5)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        while "attached to pid" not in read_line(tool.stderr, 120, "memleak-ai attached"):
+            pass
+        threading.Thread(target=lambda: [None for _ in tool.stderr], daemon=True).start()
+        out = []
+        reader = threading.Thread(target=lambda: out.extend(tool.stdout), daemon=True)
+        reader.start()
         fx.stdin.write(b"g")
         fx.stdin.flush()
         line = None
@@ -773,8 +778,9 @@ def sampled_run(argv, secs, extra=(), cwd=None, until=None):
         else:
             time.sleep(secs)
         tool.send_signal(signal.SIGINT)
-        out = tool.communicate(timeout=120)[0]
-        return json.loads(out.splitlines()[-1]), fx, line
+        tool.wait(timeout=120)
+        reader.join(timeout=60)
+        return json.loads(out[-1]), fx, line
     finally:
         if tool and tool.poll() is None:
             tool.kill()

@@ -147,7 +147,7 @@ int main(int argc, char **argv)
 	 * 20 reports, so the history is full (16 samples a stack) before the last ones are timed. */
 	for (int r = 0; r < 20; r++) {
 		t0 = now();
-		if (ledger__collect(l, &s) || verdicts__update(v, s, false, &j, &order))
+		if (ledger__collect(l, &s) || verdicts__update(v, s, false, 0, &j, &order))
 			return 1;
 		t0 = now() - t0;
 		if (r >= 15) {
