@@ -326,7 +326,8 @@ def losses_loop_started_full_fidelity():
 
 
 def stack_key(s):
-    return s["pid"], s["layer"], tuple((f.get("func"), f.get("file"), f.get("line")) for f in s["frames"])
+    # with the addresses: two rows can print the same lines (two calls of operator new on one line)
+    return s["pid"], s["layer"], tuple((f.get("func"), f.get("file"), f.get("line"), f.get("addr")) for f in s["frames"])
 
 
 def retention(stack, script):

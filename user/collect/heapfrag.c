@@ -476,9 +476,12 @@ static int cmp_holder(const void *a, const void *b)
 /* The heaps were walked in the maps' order, each by address: one order for the lookups. */
 static void sort_by_addr(struct ml_heapfrag *f)
 {
-	qsort(f->runs, f->nruns, sizeof(*f->runs), cmp_run);
-	qsort(f->spans, f->nspans, sizeof(*f->spans), cmp_run);
-	qsort(f->holders, f->nholders, sizeof(*f->holders), cmp_holder);
+	if (f->nruns > 1) /* an empty array may be NULL, which qsort may not be given */
+		qsort(f->runs, f->nruns, sizeof(*f->runs), cmp_run);
+	if (f->nspans > 1)
+		qsort(f->spans, f->nspans, sizeof(*f->spans), cmp_run);
+	if (f->nholders > 1)
+		qsort(f->holders, f->nholders, sizeof(*f->holders), cmp_holder);
 }
 
 /* The first of v[n] (sorted, not overlapping) that ends after lo. */
