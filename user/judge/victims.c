@@ -10,7 +10,7 @@
 #include "lib/grow.h"
 #include "lib/log.h"
 
-#define PINNERS 8 /* the rows pinning one victim's free space that are told apart; the rest are summed */
+#define PINNERS 8 /* the rows pinning one victim's free space that are told apart; past them, left out */
 
 struct acc {
 	struct ml_victim v;
@@ -20,7 +20,7 @@ struct acc {
 	} pin[PINNERS];
 	unsigned int npin;
 	uint64_t range;			 /* its records' bytes (unweighted: sampled rss pages count once) */
-	uint64_t unknown, rest;		 /* charged to chunks with no record, and to rows past PINNERS */
+	uint64_t unknown;		 /* charged to chunks with no record */
 	double own_pin, other_pin;	 /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
 	uint64_t own[ML_MAX_FRAMES + 1]; /* its native stack: a block allocated by a call on it is its own */
 	size_t nown;
@@ -73,10 +73,8 @@ static void pin(struct acc *a, const struct ml_agg_key *k, uint64_t charged)
 			a->pin[i].charged += charged;
 			return;
 		}
-	if (a->npin == PINNERS) {
-		a->rest += charged;
-		return;
-	}
+	if (a->npin == PINNERS)
+		return; /* past PINNERS rows, a row's charges are not told apart */
 	a->pin[a->npin].key = *k;
 	a->pin[a->npin++].charged = charged;
 }

@@ -68,6 +68,9 @@ struct budget {
 
 /* Tensor releases in windows before they are the windows' clock: fewer say too little. */
 #define HEAP_WINDOW_MIN_TICKS 8
+/* The traps' share of a window's CPU time, capped: near 1 the CPU clock's weight, 1 / (1 - share), follows the
+ * estimate's error instead of the work. */
+#define HEAP_TRAP_SHARE_MAX 0.9
 
 #define LIBC_LAYER (1U << ML_LAYER_LIBC)
 #define HEAP_WINDOW_PERIOD_S 2.0     /* one window a report at -i 2; each toggle has a cost of its own */
@@ -210,9 +213,7 @@ static void heap_windows_start(struct budget *b, const struct budget_env *e, uns
 	b->hw_since_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	b->hw_adapted_ns = b->hw_since_ns;
 	/* layer_pct is over the processes' CPU time or the wall time if more: over CPU time here. */
-	b->hw_trap_share = ov->layer_pct[ML_LAYER_LIBC] / 100 * (cpu < 1 ? 1 / cpu : 1);
-	if (b->hw_trap_share > 0.9)
-		b->hw_trap_share = 0.9;
+	b->hw_trap_share = fmin(HEAP_TRAP_SHARE_MAX, ov->layer_pct[ML_LAYER_LIBC] / 100 * (cpu < 1 ? 1 / cpu : 1));
 	b->hw_cost_at = ov->layer_cost_ns[ML_LAYER_LIBC];
 	b->hw_cpu_at = traced_cpu_ns(e);
 	b->hw_tick_at = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
@@ -321,10 +322,7 @@ static void trap_share(struct budget *b, const struct ml_overhead *ov)
 
 	if (b->hw_cpu_on < 100000000ULL || cost <= 0)
 		return;
-	b->hw_trap_share = cost / (double)b->hw_cpu_on;
-	/* Capped: near 1 the weight, 1 / (1 - share), follows the estimate's error instead of the work. */
-	if (b->hw_trap_share > 0.9)
-		b->hw_trap_share = 0.9;
+	b->hw_trap_share = fmin(HEAP_TRAP_SHARE_MAX, cost / (double)b->hw_cpu_on);
 }
 
 /*
