@@ -29,6 +29,7 @@ struct ctype {
 	uint64_t count, bytes;
 	uint64_t mark_count, mark_bytes; /* at census__mark */
 	uint64_t hist[CENSUS_HIST];	 /* its counts at the kept walks, oldest first */
+	unsigned int since; /* the first walk with all its vtables known: counts before are not comparable */
 };
 
 struct crange {
@@ -108,6 +109,7 @@ int census__add_range(struct census *c, uint64_t lo, uint64_t hi, const char *ra
 	if (ml_grow(&c->r, &c->capr, c->nr + 1, sizeof(*c->r)))
 		return -ENOMEM;
 	c->r[c->nr++] = (struct crange){.lo = lo, .hi = hi, .type = (uint32_t)t};
+	c->t[t].since = c->walks;
 	c->sorted = false;
 	return 0;
 }
@@ -244,14 +246,23 @@ void census__chunk(struct census *c, uint64_t w0, uint64_t w1, uint64_t size)
 	t->bytes += size;
 }
 
-/* Its count at the kept walks rose at each: a new high every interval, two intervals at least. */
-static bool growing(const struct census *c, const struct ctype *t)
+/* The kept walks that counted t with all its vtables known: the last ones of hist. A slow first sync
+ * reads a library's vtables a walk or two late, and its types must not seem to grow from zero then. */
+static unsigned int known_walks(const struct census *c, const struct ctype *t)
 {
 	unsigned int n = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST;
 
-	if (n < 3)
+	return c->walks - t->since < n ? c->walks - t->since : n;
+}
+
+/* Its count at the kept walks rose at each: a new high every interval, two intervals at least. */
+static bool growing(const struct census *c, const struct ctype *t)
+{
+	unsigned int n = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST, k = known_walks(c, t);
+
+	if (k < 3)
 		return false;
-	for (unsigned int i = 1; i < n; i++)
+	for (unsigned int i = n - k + 1; i < n; i++)
 		if (t->hist[i] <= t->hist[i - 1])
 			return false;
 	return true;
@@ -259,11 +270,11 @@ static bool growing(const struct census *c, const struct ctype *t)
 
 static double per_s(const struct census *c, const struct ctype *t)
 {
-	unsigned int n = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST;
+	unsigned int n = c->walks < CENSUS_HIST ? c->walks : CENSUS_HIST, k = known_walks(c, t);
 
-	if (n < 2 || c->times[n - 1] <= c->times[0])
+	if (k < 2 || c->times[n - 1] <= c->times[n - k])
 		return 0;
-	return ((double)t->hist[n - 1] - (double)t->hist[0]) / ((double)(c->times[n - 1] - c->times[0]) / 1e9);
+	return ((double)t->hist[n - 1] - (double)t->hist[n - k]) / ((double)(c->times[n - 1] - c->times[n - k]) / 1e9);
 }
 
 static const struct census *cmp_ctx;
