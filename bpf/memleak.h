@@ -299,6 +299,9 @@ struct ml_heap_proc {
 #define ML_SPEC_RSS (ML_MAX_SPECS - 4)	/* a first touch */
 #define ML_SPEC_COPY (ML_MAX_SPECS - 5) /* a copy on write */
 #define ML_SPEC_RSS_HEAP (ML_MAX_SPECS - 6) /* a first touch of a page of the C heap (below the break) */
+/* Copies a page-table scan found (user space only, collect/cowscan.h): one record per child and owner, keyed
+ * above ML_USER_TOP where no release or move reaches, exact (never sampled), size the bytes of all of them. */
+#define ML_SPEC_COPY_SCAN (ML_MAX_SPECS - 7)
 
 static inline int ml_rss_sampled(__u64 page, __u32 shift)
 {

@@ -646,7 +646,9 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	size = sl->size;
 	cow = 0;
 	shift = record_shift(l, sl->layer, ts);
-	if (sl->layer == ML_LAYER_RSS) {
+	if (sl->layer == ML_LAYER_RSS && sl->spec == ML_SPEC_COPY_SCAN) {
+		cow = size; /* the copy scan's: exact, many pages */
+	} else if (sl->layer == ML_LAYER_RSS) {
 		/* A record the sampling test now rejects is on its way out (see rsspages.c); the others weigh
 		 * 2^shift. */
 		if (!ml_rss_sampled(addr & ~ML_RSS_COPY, l->rss_shift))
@@ -665,7 +667,8 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	if (!r)
 		return -ENOMEM;
 	r->traits |= traits | (sl->spec == ML_SPEC_BRK || sl->spec == ML_SPEC_RSS_HEAP ? ML_ROW_BRK : 0) |
-		     (sl->spec == ML_SPEC_HEAP ? ML_ROW_SPACE : 0);
+		     (sl->spec == ML_SPEC_HEAP ? ML_ROW_SPACE : 0) |
+		     (sl->spec == ML_SPEC_COPY_SCAN ? ML_ROW_COPY_SCAN : 0);
 	/* Younger than --min-age: the stack stays referenced (row exists) but nothing is counted. */
 	if (ts > newest)
 		return 0;
@@ -678,7 +681,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 		r->count += (uint64_t)(w + 0.5);
 	} else {
 		r->bytes += size << shift;
-		r->count += 1ULL << shift;
+		r->count += sl->spec == ML_SPEC_COPY_SCAN ? size >> ML_PAGE_SHIFT : 1ULL << shift;
 	}
 	r->cow_bytes += cow;
 	if (ts < r->oldest_ts_ns)

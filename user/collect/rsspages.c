@@ -137,6 +137,48 @@ static struct ml_slot *claim(struct ml_slot *table, size_t len, uint32_t tgid, u
 	return NULL;
 }
 
+/* The slot holding key for tgid, or NULL. */
+static struct ml_slot *lookup(struct ml_slot *table, size_t len, uint32_t tgid, uint64_t key)
+{
+	uint32_t start = (uint32_t)ml_slot_hash(tgid, ML_LAYER_RSS, key);
+
+	for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
+		struct ml_slot *s = &table[(start + p) & (len - 1)];
+		uint64_t k = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
+
+		if (k == key && s->tgid == tgid && s->layer == ML_LAYER_RSS)
+			return s;
+		if (k == ML_SLOT_EMPTY)
+			break;
+	}
+	return NULL;
+}
+
+int ml_rss_put(struct ml_slot *table, size_t len, const struct ml_slot *rec)
+{
+	struct ml_slot *s = lookup(table, len, rec->tgid, rec->addr);
+
+	if (!rec->size) {
+		if (s)
+			cas_tomb(s, rec->addr);
+		return 0;
+	}
+	if (s && s->size == rec->size && s->stack_id == rec->stack_id && s->caller == rec->caller)
+		return 0;
+	if (!s && !(s = claim(table, len, rec->tgid, rec->addr)))
+		return -ENOSPC;
+	__atomic_store_n(&s->ts_ns, 0, __ATOMIC_RELEASE); /* a report reading it meanwhile skips it */
+	s->size = rec->size;
+	s->caller = rec->caller;
+	s->stack_id = rec->stack_id;
+	s->tgid = rec->tgid;
+	s->layer = ML_LAYER_RSS;
+	s->spec = rec->spec;
+	s->device = -1;
+	__atomic_store_n(&s->ts_ns, rec->ts_ns ? rec->ts_ns : 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
 uint64_t ml_rss_range(struct ml_slot *table, size_t len, uint32_t shift, uint32_t tgid, uint64_t lo, uint64_t hi,
 		      uint64_t to, uint64_t before_ns, uint64_t *lost)
 {
@@ -198,7 +240,7 @@ static uint64_t resample(struct ml_slot *table, size_t len, uint32_t shift)
 		uint64_t key = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
 
 		if (key == ML_SLOT_EMPTY || key == ML_SLOT_TOMB || s->layer != ML_LAYER_RSS ||
-		    ml_rss_sampled(key & ~ML_RSS_COPY, shift))
+		    s->spec == ML_SPEC_COPY_SCAN || ml_rss_sampled(key & ~ML_RSS_COPY, shift))
 			continue;
 		n += cas_tomb(s, key);
 	}
@@ -309,6 +351,11 @@ int rsspages__tick(struct rsspages *r, uint64_t now_ns)
 int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s)
 {
 	return raise_shift(r, s->rss_records, 0);
+}
+
+bool rsspages__faults_traced(const struct rsspages *r)
+{
+	return r->links[0] != NULL;
 }
 
 uint32_t rsspages__shift(const struct rsspages *r)

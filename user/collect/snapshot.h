@@ -15,8 +15,9 @@
 #define ML_ROW_IMPORT 1 /* made while a module was being imported (an importlib frame on the Python stack) */
 #define ML_ROW_BRK                                                                                                     \
 	2 /* fresh C heap: the break grown beyond its peak (heap-growth mode), or heap pages' first touch (rss) */
-#define ML_ROW_SPACE 4	 /* heap-growth mode: anonymous address space a stack added (mmap, mremap) */
-#define ML_ROW_SAMPLED 8 /* records made in the C heap's sampling windows, each standing for many */
+#define ML_ROW_SPACE 4	    /* heap-growth mode: anonymous address space a stack added (mmap, mremap) */
+#define ML_ROW_SAMPLED 8    /* records made in the C heap's sampling windows, each standing for many */
+#define ML_ROW_COPY_SCAN 16 /* rss: a child's copies found in the page tables, at the parent's row there */
 
 /* A row of the sampling windows' records only is judged once it holds this many: one record is no trend. */
 #define ML_SAMPLED_MIN_RECORDS 4

@@ -266,7 +266,11 @@ static void text_rss_row(FILE *f, const struct ml_snapshot *s, const struct ml_r
 		row->growth_bytes >= 0 ? "+" : "", b2);
 	if (row->cow_bytes) {
 		ml_fmt_bytes(b3, sizeof(b3), (double)row->cow_bytes);
-		fprintf(f, "; copy-on-write: %s of them copied from pages shared with another process", b3);
+		fprintf(f, "; copy-on-write: %s of them copied from pages shared with another process%s", b3,
+			row->traits & ML_ROW_COPY_SCAN
+			    ? " (its parent's, found in the page tables: the stack built what "
+			      "lives there)"
+			    : "");
 	}
 	fputc('\n', f);
 }
@@ -777,8 +781,13 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 	jw_str(w, "layer", ml_layer_name(row->key.layer));
 	jw_u64(w, "bytes", row->bytes);
 	jw_u64(w, "count", row->count);
-	if (row->key.layer == ML_LAYER_RSS)
+	if (row->key.layer == ML_LAYER_RSS) {
 		jw_u64(w, "cow_bytes", row->cow_bytes);
+		jw_str(w, "cow_found_by",
+		       !row->cow_bytes			? NULL
+		       : row->traits & ML_ROW_COPY_SCAN ? "page_tables"
+							: "faults");
+	}
 	jw_double(w, "oldest_age_s", age_s(s, row));
 	jw_i64(w, "growth_bytes", row->growth_bytes);
 	jw_i64(w, "count_growth", j->count_growth);

@@ -271,6 +271,11 @@ struct tracee *followers__find(struct followers *f, int pid)
 	return find(f, pid);
 }
 
+const struct tracee *followers__at(const struct followers *f, size_t i)
+{
+	return &f->v[i];
+}
+
 size_t followers__count(const struct followers *f)
 {
 	return f->n;

@@ -64,6 +64,8 @@ void followers__trim(struct followers *f);
 struct tracee *followers__find(struct followers *f, int pid);
 /* How many processes are followed now. */
 size_t followers__count(const struct followers *f);
+/* The i-th of them (i below the count). */
+const struct tracee *followers__at(const struct followers *f, size_t i);
 
 struct ml_child {
 	int pid, parent;

@@ -20,6 +20,7 @@
 #include "python/pyframes.h"
 #include "report/html.h"
 #include "report/report.h"
+#include "session/copies.h"
 #include "session/follow.h"
 #include "session/overhead.h"
 #include "session/select.h"
@@ -128,6 +129,31 @@ static void judge_victims(struct session *ss, const struct ml_snapshot *snap, co
 			reporter__set_victims(ss->reps[i], ss->victims, ss->nvictims);
 }
 
+/* Once the rss layer no longer traces faults, the children's copies are found from their page tables. */
+static void find_copies(struct session *ss)
+{
+	size_t n = ss->followers ? followers__count(ss->followers) : 0, k = 0;
+	int *pids;
+
+	/* Made before there is a child: a fork is compared at once (copies__fork). */
+	if (!ss->rss || rsspages__faults_traced(ss->rss) || (!ss->copies && copies__new(ss->ledger, &ss->copies)) || !n)
+		return;
+	pids = malloc(2 * n * sizeof(*pids));
+	if (!pids)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct tracee *t = followers__at(ss->followers, i);
+
+		if (t->parent > 0) {
+			pids[k] = t->pid;
+			pids[n + k++] = t->parent;
+		}
+	}
+	if (k)
+		copies__pass(ss->copies, pids, pids + n, k);
+	free(pids);
+}
+
 /* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
 static int session_report(struct session *ss, bool *final)
 {
@@ -139,6 +165,7 @@ static int session_report(struct session *ss, bool *final)
 	size_t ntraced;
 
 	heap_sweep(ss);
+	find_copies(ss);
 	err = ledger__collect(ss->ledger, &snap);
 	if (err) {
 		ml_err("cannot collect the report: %s", strerror(-err));

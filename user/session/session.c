@@ -40,6 +40,7 @@
 #include "report/stackview.h"
 #include "session/bgobj.h"
 #include "session/budget.h"
+#include "session/copies.h"
 #include "session/fleet.h"
 #include "session/follow.h"
 #include "session/overhead.h"
@@ -147,6 +148,7 @@ void session__follower_gone(void *ctx, int pid)
 	struct session *ss = ctx;
 
 	ledger__forget(ss->ledger, pid, UINT64_MAX);
+	copies__gone(ss->copies, pid);
 }
 
 static int on_proc_event(void *ctx, void *data, size_t len)
@@ -178,6 +180,7 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 			bpf_map_delete_elem(bpf_map__fd(ss->skel->maps.traced), &key);
 			return 0;
 		}
+		copies__fork(ss->copies, (int)e->tgid, (int)e->parent); /* first: its copies begin at once */
 		followers__add(ss->followers, (int)e->tgid, (int)e->parent);
 	} else if (e->type == ML_PROC_DLOPEN) {
 		struct tracee *t = tracee_of(ss, (int)e->tgid);
@@ -189,6 +192,7 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 		/* What the old image had allocated went away with it. */
 		if (ss->ledger)
 			ledger__forget(ss->ledger, (int)e->tgid, e->ts_ns);
+		copies__gone(ss->copies, (int)e->tgid);
 		if ((int)e->tgid == ss->root.pid)
 			ss->root_exec =
 			    true; /* a launcher script can exec several times in a row: probe the last image */
@@ -372,6 +376,8 @@ static void start_rss(struct session *ss)
 		return;
 	}
 	overhead__set_rss(ss->ov, rsspages__cost, rsspages__shed, ss->rss);
+	if (getenv("MEMLEAK_AI_TEST_RSS_NO_FAULTS")) /* test hook: as after the budget's last step */
+		rsspages__shed(ss->rss, true);
 }
 
 /* The outputs: one reporter per output, after the collectors. */
@@ -726,6 +732,7 @@ static int session_close(struct session *ss, bool ok)
 		}
 	stackview__free(ss->sv);
 	ring_buffer__free(ss->proc_rb);
+	copies__free(ss->copies);
 	rsspages__free(ss->rss);
 	budget__free(ss->budget);
 	bpf_link__destroy(ss->fork_link);

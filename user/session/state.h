@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include "judge/victims.h"
 #include "session/budget.h"
+#include "session/copies.h"
 #include "session/fleet.h"
 #include "session/opts.h"
 #include "session/target.h"
@@ -53,7 +54,8 @@ struct session {
 	struct html_timeline *timeline;
 	struct stackview *sv;
 	struct overhead *ov;
-	struct rsspages *rss; /* the rss layer, when on */
+	struct rsspages *rss;  /* the rss layer, when on */
+	struct copies *copies; /* its copy scan, made when its faults are no longer traced */
 	FILE *out, *extra_out[N_OUTPUTS - 1];
 	struct reporter *reps[N_OUTPUTS];
 	struct budget *budget;			/* --max-overhead's actions: heap-growth mode, shedding */
