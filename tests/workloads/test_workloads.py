@@ -604,6 +604,36 @@ def running_total_sampled_default_settings():
     check(text, "the text says the C heap is sampled in windows")
 
 
+@test
+@alone
+def running_total_started_sampled_default_settings():
+    """The same loop started with -c: the windows attach their links again in the image after exec (paths
+    of the first image's mappings no longer open), and a top-3 leak candidate carries the forward or loss
+    line (or the total's) within ten reports at 2 s, import included; loss.backward() is never one."""
+    script = "running_total.py"
+    back, total = line_with(script, "loss.backward()"), line_with(script, "total += loss")
+
+    def lines(s):
+        return (user_frame(s, script) or {}).get("line")
+
+    def named(r):
+        return any(lines(s) in (leak_line(script), total) for s in growing_top3(r, script)[0])
+
+    run = Run(script, "c", "--top", "40", interval="2")
+    try:
+        reps = run.wait_for(lambda rs: named(rs[-1]) or len(rs) >= 11, 90)
+    finally:
+        reps = run.stop()
+    found = [r["seq"] for r in reps if named(r)]
+    check(found and found[0] <= 10, f"a top-3 candidate at the forward/loss or total line within ten reports: "
+                                    f"{[[(s['layer'], lines(s)) for s in growing_top3(r, script)[0]] for r in reps[-4:]]}")
+    check((reps[-1]["modes"].get("libc_windows") or {}).get("windows", 0) >= 2, f"windows: {reps[-1]['modes']}")
+    eq([l for l in run.stderr if "cannot attach the C heap's probes again" in l], [], "the windows attach again")
+    backward = [(r["seq"], s["layer"], s["bytes"]) for r in reps for s in r["stacks"]
+                if s["verdict"] == "growing" and lines(s) == back]
+    eq(backward, [], f"no leak candidate at loss.backward() (line {back})")
+
+
 def say_interpreter():
     """Which Python and torch ran: the suite runs on several."""
     try:

@@ -16,6 +16,7 @@
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "lib/path.h"
+#include "lib/procmaps.h"
 #include "memleak.skel.h"
 
 struct object {
@@ -30,26 +31,13 @@ struct object {
 /* Which program a row goes to, as a batch: 0 alloc return, 1 free return, 2 free entry, 3 alloc entry. */
 enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
 
-/*
- * A uprobe_multi link: one program at several offsets of one file. It keeps what attaching it again takes,
- * for probes__pause (the allocation side) and probes__window (both sides).
- */
-struct mlink {
-	int fd;		      /* -1 while paused */
-	unsigned char layers; /* the layers of its object's rows (probes__drop_layers) */
-	unsigned char batch;  /* B_* above */
-	char *path;	      /* the file, offsets and cookies it was attached with */
-	uint64_t *offs, *cookies;
-	uint32_t cnt;
-};
-
 struct probes {
 	struct memleak_bpf *skel;
 	struct probes_opts o;
 	struct bpf_link **links;
 	unsigned char *link_layers; /* per link: the layers of its object's rows (probes__drop_layers) */
 	size_t nlinks, caplinks;
-	struct mlink *mfds; /* uprobe_multi links */
+	struct ml_mlink *mfds; /* uprobe_multi links */
 	size_t nmfds, capmfds;
 	unsigned int paused; /* layers whose allocation-side links are closed for now (probes__pause) */
 	unsigned int closed; /* layers whose links are all closed for now (probes__window) */
@@ -64,16 +52,6 @@ struct probes {
 	bool heap_replaced;    /* heap is one that took over from the C library's (preloaded or linked) */
 	bool retry;	       /* the last sync left an object to open again (its mapping changed under it) */
 };
-
-static void mlink_clear(struct mlink *m)
-{
-	if (m->fd >= 0)
-		close(m->fd);
-	free(m->path);
-	free(m->offs);
-	free(m->cookies);
-	*m = (struct mlink){.fd = -1};
-}
 
 int probes__new(struct memleak_bpf *skel, const struct probes_opts *o, struct probes **out)
 {
@@ -92,7 +70,7 @@ void probes__free(struct probes *p)
 	if (!p)
 		return;
 	for (size_t i = 0; i < p->nmfds; i++)
-		mlink_clear(&p->mfds[i]);
+		ml_mlink_clear(&p->mfds[i]);
 	for (size_t i = 0; i < p->nlinks; i++)
 		bpf_link__destroy(p->links[i]);
 	for (size_t i = 0; i < p->nobjs; i++)
@@ -172,19 +150,12 @@ static int push_link(struct probes *p, struct bpf_link *l)
 static int push_mfd(struct probes *p, int fd, int batch, const char *path, const uint64_t *offs,
 		    const uint64_t *cookies, uint32_t cnt)
 {
-	struct mlink m = {.fd = fd, .batch = (unsigned char)batch};
+	struct ml_mlink m;
 
-	m.path = strdup(path);
-	m.offs = malloc(cnt * sizeof(*offs));
-	m.cookies = malloc(cnt * sizeof(*cookies));
-	m.cnt = cnt;
-	if (m.path && m.offs && m.cookies) {
-		memcpy(m.offs, offs, cnt * sizeof(*offs));
-		memcpy(m.cookies, cookies, cnt * sizeof(*cookies));
-	}
-	if (!(m.path && m.offs && m.cookies) || ml_grow(&p->mfds, &p->capmfds, p->nmfds + 1, sizeof(*p->mfds))) {
+	if (ml_mlink_init(&m, fd, batch, path, offs, cookies, cnt) ||
+	    ml_grow(&p->mfds, &p->capmfds, p->nmfds + 1, sizeof(*p->mfds))) {
 		m.fd = -1; /* the caller closes it */
-		mlink_clear(&m);
+		ml_mlink_clear(&m);
 		return -ENOMEM;
 	}
 	p->mfds[p->nmfds++] = m;
@@ -490,7 +461,7 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 		while (p->nlinks > first_link)
 			bpf_link__destroy(p->links[--p->nlinks]);
 		while (p->nmfds > first_mfd)
-			mlink_clear(&p->mfds[--p->nmfds]);
+			ml_mlink_clear(&p->mfds[--p->nmfds]);
 	}
 	free(path);
 	free(found);
@@ -745,7 +716,7 @@ void probes__drop_layers(struct probes *p, unsigned int mask)
 				fds[nfds++] = p->mfds[i].fd;
 				p->mfds[i].fd = -1;
 			}
-			mlink_clear(&p->mfds[i]);
+			ml_mlink_clear(&p->mfds[i]);
 			continue;
 		}
 		p->mfds[j++] = p->mfds[i];
@@ -770,7 +741,7 @@ void probes__drop_layers(struct probes *p, unsigned int mask)
 }
 
 /* An allocation-side link of objects whose rows are all of the layers in mask. */
-static bool pausable(const struct mlink *m, unsigned int mask)
+static bool pausable(const struct ml_mlink *m, unsigned int mask)
 {
 	return m->path && m->layers && !(m->layers & ~mask);
 }
@@ -794,7 +765,7 @@ static int toggle(struct probes *p, unsigned int mask, bool pause, const int *or
 
 	for (int k = 0; k < n && !(err && !pause); k++) {
 		for (size_t i = 0; i < p->nmfds; i++) {
-			struct mlink *m = &p->mfds[i];
+			struct ml_mlink *m = &p->mfds[i];
 			int fd;
 
 			if (m->batch != order[k] || !pausable(m, mask) || (m->fd >= 0) != pause)
@@ -808,8 +779,8 @@ static int toggle(struct probes *p, unsigned int mask, bool pause, const int *or
 				m->fd = -1;
 				continue;
 			}
-			fd = ml_uprobe_multi_attach(batch_prog_fd(p, m->batch), m->path, m->offs, m->cookies, m->cnt,
-						    m->batch == B_ALLOC_RET || m->batch == B_FREE_RET, p->o.pid);
+			fd = ml_mlink_attach(m, batch_prog_fd(p, m->batch),
+					     m->batch == B_ALLOC_RET || m->batch == B_FREE_RET, p->o.pid);
 			if (fd < 0)
 				err = fd; /* no entry goes on without its return: the next resume tries again */
 			else
@@ -846,7 +817,7 @@ static void close_staggered(struct probes *p, unsigned int mask)
 	size_t n[2] = {0, 0};
 
 	for (size_t i = 0; i < p->nmfds; i++) {
-		struct mlink *m = &p->mfds[i];
+		struct ml_mlink *m = &p->mfds[i];
 		int side = m->batch == B_FREE || m->batch == B_FREE_RET;
 
 		if (!pausable(m, mask) || m->fd < 0)

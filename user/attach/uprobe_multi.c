@@ -3,9 +3,13 @@
 #include <bpf/bpf.h>
 #include <errno.h>
 #include <linux/bpf.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
+#include "lib/procmaps.h"
 
 /*
  * The link_create part of union bpf_attr as kernels since 6.6 define it. Debian 12's <linux/bpf.h> predates
@@ -62,4 +66,44 @@ int ml_uprobe_multi_attach(int prog_fd, const char *path, const uint64_t *offset
 	a.pid = (uint32_t)pid;
 	fd = syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 	return fd < 0 ? -errno : (int)fd;
+}
+
+int ml_mlink_init(struct ml_mlink *m, int fd, int batch, const char *path, const uint64_t *offs,
+		  const uint64_t *cookies, uint32_t cnt)
+{
+	struct stat st;
+
+	*m = (struct ml_mlink){.fd = fd, .batch = (unsigned char)batch, .cnt = cnt};
+	m->path = strdup(path);
+	m->offs = malloc(cnt * sizeof(*offs));
+	m->cookies = malloc(cnt * sizeof(*cookies));
+	if (!(m->path && m->offs && m->cookies))
+		return -ENOMEM;
+	memcpy(m->offs, offs, cnt * sizeof(*offs));
+	memcpy(m->cookies, cookies, cnt * sizeof(*cookies));
+	if (!stat(path, &st))
+		m->ino = st.st_ino, m->major = major(st.st_dev), m->minor = minor(st.st_dev);
+	return 0;
+}
+
+void ml_mlink_clear(struct ml_mlink *m)
+{
+	if (m->fd >= 0)
+		close(m->fd);
+	free(m->path);
+	free(m->offs);
+	free(m->cookies);
+	*m = (struct ml_mlink){.fd = -1};
+}
+
+int ml_mlink_attach(struct ml_mlink *m, int prog_fd, bool retprobe, int pid)
+{
+	int fd = ml_uprobe_multi_attach(prog_fd, m->path, m->offs, m->cookies, m->cnt, retprobe, pid);
+	char *again;
+
+	if (fd != -ENOENT || !m->ino || ml_maps__attach_path_of(pid, m->ino, m->major, m->minor, &again))
+		return fd;
+	free(m->path);
+	m->path = again;
+	return ml_uprobe_multi_attach(prog_fd, m->path, m->offs, m->cookies, m->cnt, retprobe, pid);
 }

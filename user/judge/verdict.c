@@ -24,8 +24,14 @@ struct verdicts {
 	const struct ml_snapshot *s; /* for the order comparator */
 	uint64_t t0_ns;
 	uint64_t updates;
-	double last_now; /* the last report's time */
+	double last_now;   /* the last report's time */
+	bool hold_sampled; /* no sampling window since the last report (verdicts__hold_sampled) */
 };
+
+void verdicts__hold_sampled(struct verdicts *v, bool hold)
+{
+	v->hold_sampled = hold;
+}
 
 const char *ml_verdict_name(enum ml_verdict v)
 {
@@ -295,7 +301,11 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		struct hist *old = v->n ? bsearch(&r->key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
 		double age = r->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - r->oldest_ts_ns) / 1e9 : 0;
 
-		j[i] = judge_row(&nh[i], old, r, now, merge, age, interval);
+		/* Sampled records change only in windows: with none since, the last sample is restated. */
+		if (v->hold_sampled && (r->traits & ML_ROW_SAMPLED) && !merge)
+			j[i] = judge_row(&nh[i], old, r, now, true, age, interval);
+		else
+			j[i] = judge_row(&nh[i], old, r, now, merge, age, interval);
 		/*
 		 * Imports grow while they run and stay: start-up, not a leak. Told by the importlib frames rather
 		 * than a time window, since loading a model later is start-up too and can leak.

@@ -65,6 +65,12 @@ void verdicts__free(struct verdicts *v);
 int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
 		     const struct ml_judgement **out, const size_t **order);
 /*
+ * The next update comes with no C heap sampling window closed since the last (windows every 4 or 8 s, reports
+ * every 2): rows of sampled records restate their last sample rather than add a flat one, which would read
+ * as a leak that stopped growing.
+ */
+void verdicts__hold_sampled(struct verdicts *v, bool hold);
+/*
  * After the heap walk: the growing rows whose key is(ctx, key) holds become victims (see judge/victims.h),
  * and the order is made again. The same arrays as verdicts__update's, updated in place.
  */

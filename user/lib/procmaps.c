@@ -447,6 +447,25 @@ int ml_maps__open_file(int pid, const struct ml_mapping *mp)
 	return fd;
 }
 
+int ml_maps__attach_path_of(int pid, uint64_t inode, uint32_t major, uint32_t minor, char **out)
+{
+	struct ml_maps maps = {0};
+	int err = ml_maps__read(pid, &maps);
+
+	*out = NULL;
+	for (size_t i = 0; !err && i < maps.n; i++) {
+		const struct ml_mapping *mp = &maps.v[i];
+
+		if (mp->inode == inode && mp->dev_major == major && mp->dev_minor == minor && !mp->offset && mp->path) {
+			err = ml_maps__attach_path(pid, mp, out);
+			ml_maps__clear(&maps);
+			return err;
+		}
+	}
+	ml_maps__clear(&maps);
+	return err ? err : -ENOENT;
+}
+
 int ml_maps__attach_path(int pid, const struct ml_mapping *mp, char **out)
 {
 	char name[64];

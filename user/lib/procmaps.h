@@ -60,6 +60,12 @@ int ml_maps__open_file_at(int proc_pid_dirfd, const struct ml_mapping *mp);
  */
 int ml_maps__attach_path(int pid, const struct ml_mapping *mp, char **out);
 
+/*
+ * The same for the file (inode on device major:minor) that pid maps at offset 0 now: a path made before no
+ * longer opens once its mapping is gone (under -c, the image before exec). 0, -ENOENT or another error.
+ */
+int ml_maps__attach_path_of(int pid, uint64_t inode, uint32_t major, uint32_t minor, char **out);
+
 /* The fields of /proc/PID/stat memleak-ai uses. */
 struct ml_proc_stat {
 	int ppid;

@@ -163,6 +163,7 @@ static int session_report(struct session *ss, bool *final)
 	const size_t *order;
 	int *traced = NULL, err;
 	size_t ntraced;
+	uint64_t windows;
 
 	heap_sweep(ss);
 	find_copies(ss);
@@ -176,6 +177,9 @@ static int session_report(struct session *ss, bool *final)
 	ss->seq++;
 	if (o->count && ss->seq >= o->count)
 		*final = true;
+	windows = overhead__info(ss->ov)->heap_windows;
+	verdicts__hold_sampled(ss->verdicts, windows && windows == ss->windows_seen);
+	ss->windows_seen = windows;
 	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, *final ? o->interval_s / 2 : 0, &judged, &order);
 	if (err) {
 		ml_err("cannot judge the report: %s", strerror(-err));
