@@ -135,6 +135,27 @@ def python_313_checked_against_debug_offsets():
     check_pyenv("3.13")
 
 
+def census_of(python):
+    rep, tool = run_py(python, "objects")
+    cen = next(p["census"] for p in rep["processes"] if p.get("census"))
+    return {t["name"]: t["count"] for t in cen["types"]}, cen, tool
+
+
+@test
+def python_objects_counted_by_type_in_pymalloc_pools():
+    """The heap census counts Python objects in pymalloc's pools by their type, from outside: 12,345
+    instances with a __dict__ (GC head, and from 3.11 the managed-dict words before it), 3,456 with
+    __slots__ (GC head only), 23,456 of an int subclass (no GC head), exactly, on every interpreter here."""
+    exes = [e for e in [pyenv(m) for m in ("3.11", "3.12", "3.13")] + [DEBIAN_PY] if e and os.access(e, os.X_OK)]
+    check(len(exes) >= 2, f"interpreters to count in: {exes}")
+    for exe in exes:
+        got, cen, _ = census_of(exe)
+        want = {"Python CensusDict": 12345, "Python CensusSlots": 3456, "Python CensusInt": 23456}
+        eq({k: got.get(k) for k in want}, want, f"{exe}: objects by type ({cen['python_pools']} pools)")
+        check(cen["python_typed"] > 0.8 * cen["python_objects"] and cen["python_pools_left_out"] == 0,
+              f"{exe}: most objects typed: {cen['python_typed']} of {cen['python_objects']}")
+
+
 @test
 def python_threads_each_to_its_own_frames():
     rep, _ = run_py(pyenv("3.11") or DEBIAN_PY, "threads")

@@ -51,6 +51,7 @@ struct census {
 	unsigned int walks;
 	size_t *order; /* the last walk's types in report order (rank) */
 	size_t nordered, cap_order;
+	struct u64map py_types, py_pools; /* Python's: see census__py_maps */
 };
 
 int census__new(int pid, struct census **out)
@@ -75,6 +76,8 @@ void census__free(struct census *c)
 	free(c->by_name.slots);
 	free(c->objs.slots);
 	free(c->order);
+	free(c->py_types.slots);
+	free(c->py_pools.slots);
 	free(c);
 }
 
@@ -95,6 +98,30 @@ static long type_of(struct census *c, const char *raw)
 	if (!v && u64map__put(&c->by_name, h, (void *)(uintptr_t)(c->nt + 1)))
 		return -ENOMEM;
 	return (long)c->nt++;
+}
+
+long census__type_named(struct census *c, const char *name)
+{
+	size_t before = c->nt;
+	long t = type_of(c, name);
+
+	if (t >= 0 && c->nt > before)
+		c->t[t].since = c->walks; /* counted from the walk that found it */
+	return t;
+}
+
+void census__count(struct census *c, long type, uint64_t size)
+{
+	if (type < 0 || (size_t)type >= c->nt)
+		return;
+	c->t[type].count++;
+	c->t[type].bytes += size;
+}
+
+void census__py_maps(struct census *c, struct u64map **types, struct u64map **pools)
+{
+	*types = &c->py_types;
+	*pools = &c->py_pools;
 }
 
 int census__add_range(struct census *c, uint64_t lo, uint64_t hi, const char *raw_name)

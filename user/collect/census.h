@@ -33,6 +33,16 @@ int census__sync(struct census *c, const struct ml_maps *maps);
 /* A vtable range [lo, hi) of a type, by its symbol name (what census__sync adds, for tests). 0 or -ENOMEM. */
 int census__add_range(struct census *c, uint64_t lo, uint64_t hi, const char *raw_name);
 
+/*
+ * A type by its name, for objects typed another way than by vtable (Python's, by their type object): its index
+ * for census__count, made when new (counted from this walk on). An index, or -ENOMEM.
+ */
+long census__type_named(struct census *c, const char *name);
+void census__count(struct census *c, long type, uint64_t size); /* one object of it in this walk */
+/* What collect/pyheap.c keeps between walks: type objects' addresses to types, and the pools it found. */
+struct u64map;
+void census__py_maps(struct census *c, struct u64map **types, struct u64map **pools);
+
 /* A walk: begin, every in-use chunk's first two words and size, end (at CLOCK_MONOTONIC now_ns). */
 void census__begin(struct census *c);
 void census__chunk(struct census *c, uint64_t w0, uint64_t w1, uint64_t size);

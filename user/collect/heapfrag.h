@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "collect/pyheap.h"
 #include "memleak.h"
 
 struct census;
@@ -63,6 +64,7 @@ struct ml_heapfrag {
 	unsigned int broken;	      /* walks stopped on an inconsistent header (the heap changed while read) */
 	bool capped;		      /* the read budget ran out: the figures cover part of the heap */
 	struct census *census;	      /* the types of its in-use chunks (heapfrag__scan's), or NULL */
+	struct pyheap_stats py;	      /* the census's Python objects (collect/pyheap.h) */
 	struct ml_arena_frag *arenas; /* by arena, in the order first walked */
 	size_t narenas, cap_arenas;
 	struct ml_heap_holder *holders; /* by address once heapfrag__scan is done */

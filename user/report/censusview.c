@@ -16,8 +16,15 @@ void ml_text_census(FILE *f, int pid, const struct ml_heapfrag *fr)
 		return;
 	ml_fmt_count(b[0], sizeof(b[0]), (int64_t)chunks, false);
 	ml_fmt_count(b[1], sizeof(b[1]), (int64_t)typed, false);
-	fprintf(f, "heap census: pid %d %s in-use chunks, %s typed by their C++ vtable; %s", pid, b[0], b[1],
-		top[0].growing ? "growing:" : "none growing; most:");
+	fprintf(f, "heap census: pid %d %s in-use chunks, %s typed by their C++ vtable", pid, b[0], b[1]);
+	if (fr->py.pools) {
+		ml_fmt_count(b[0], sizeof(b[0]), (int64_t)fr->py.objects, false);
+		ml_fmt_count(b[1], sizeof(b[1]), (int64_t)fr->py.typed, false);
+		ml_fmt_count(b[2], sizeof(b[2]), (int64_t)fr->py.pools, false);
+		fprintf(f, "; %s Python objects in %s pymalloc pools, %s typed%s", b[0], b[2], b[1],
+			fr->py.left_out ? " (pools past the walk's limit left out)" : "");
+	}
+	fprintf(f, "; %s", top[0].growing ? "growing:" : "none growing; most:");
 	for (size_t i = 0; i < n && (i == 0 || top[i].growing == top[0].growing); i++) {
 		ml_fmt_count(b[0], sizeof(b[0]), (int64_t)top[i].count, false);
 		ml_fmt_bytes(b[1], sizeof(b[1]), (double)top[i].bytes);
@@ -47,6 +54,10 @@ void ml_json_census(struct jw *w, const struct ml_heapfrag *fr)
 	jw_u64(w, "chunks", chunks);
 	jw_u64(w, "typed", typed);
 	jw_u64(w, "types_known", census__ntypes(fr->census));
+	jw_u64(w, "python_objects", fr->py.objects);
+	jw_u64(w, "python_typed", fr->py.typed);
+	jw_u64(w, "python_pools", fr->py.pools);
+	jw_u64(w, "python_pools_left_out", fr->py.left_out);
 	jw_arr_begin(w, "types");
 	for (size_t i = 0; i < n; i++) {
 		jw_obj_begin(w, NULL);
