@@ -83,7 +83,7 @@ class Run:
             check(line.startswith("ready"), f"{script} said {line!r}")
             target = ["-p", str(self.wl.pid)]
         else:
-            target = ["-c", f"{PY} {os.path.join(HERE, script)} run"]
+            target = ["-c", " ".join([*wl_pre, PY, os.path.join(HERE, script), "run", *wl_args])]
         self.tool = subprocess.Popen([TOOL, *tool_args, *outs, *target, interval], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=HERE, env={**os.environ, **(tool_env or {})})
         self.stderr = []
@@ -632,6 +632,78 @@ def running_total_started_sampled_default_settings():
     backward = [(r["seq"], s["layer"], s["bytes"]) for r in reps for s in r["stacks"]
                 if s["verdict"] == "growing" and lines(s) == back]
     eq(backward, [], f"no leak candidate at loss.backward() (line {back})")
+
+
+STANDIN = os.path.join(ROOT, "scripts", "standin-gpu")
+
+
+def standin_accounting(expandable):
+    """PyTorch's real CUDA caching allocator on the stand-in device (scripts/standin-gpu), started with -c:
+    at three reports taken while the loop is paused, torch_cuda's outstanding bytes equal PyTorch's
+    requested_bytes.all.current and the cuda layer's equal memory_reserved(); the kept tensor's line is a
+    growing torch_cuda row, and the scratch tensor's is not."""
+    script = "cuda_kept.py"
+    d = tempfile.mkdtemp(prefix="standin-")
+    ctl, ans = os.path.join(d, "ctl"), os.path.join(d, "ans")
+    os.mkfifo(ctl)
+    os.mkfifo(ans)
+    ans_fd = os.open(ans, os.O_RDONLY | os.O_NONBLOCK)
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if expandable else {}
+    os.environ.update(env)
+    try:
+        run = Run(script, "c", interval="1", wl_pre=(STANDIN,), wl_args=(ctl, ans))
+    finally:
+        for k in env:
+            del os.environ[k]
+    compared = []
+    try:
+        reps = run.wait_for(lambda rs: any(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]), 90)
+        check(reps and any(s["layer"] == "torch_cuda" for s in reps[-1]["stacks"]), "torch_cuda rows")
+        w = os.open(ctl, os.O_WRONLY)
+        for _ in range(3):
+            os.write(w, b"p")
+            line, end = b"", time.time() + 30
+            while not line.endswith(b"\n") and time.time() < end:
+                try:
+                    line += os.read(ans_fd, 256)
+                except BlockingIOError:
+                    time.sleep(0.05)
+            _, req, res, alloc = line.decode().split()
+            n = len(run.reports())
+            reps = run.wait_for(lambda rs: len(rs) >= n + 2, 30)  # a report collected wholly in the pause
+            tot = reps[-1]["totals"]
+            compared.append((tot.get("torch_cuda", {}).get("bytes"), int(req), tot.get("cuda", {}).get("bytes"),
+                             int(res)))
+            os.write(w, b"r")
+            time.sleep(1.5)
+        os.close(w)
+    finally:
+        reps = run.stop()
+        os.close(ans_fd)
+    print(f"# (torch_cuda, requested, cuda, reserved) at paused reports: {compared}")
+    eq(len(compared), 3, "three paused reports")
+    for got_t, want_t, got_c, want_c in compared:
+        eq((got_t, got_c), (want_t, want_c), "torch_cuda = requested_bytes.all.current, cuda = memory_reserved()")
+    line = leak_line(script)
+    rows = [s for s in reps[-1]["stacks"] if s["layer"] == "torch_cuda" and s["verdict"] == "growing"]
+    check(any((user_frame(s, script) or {}).get("line") == line for s in rows[:3]),
+          f"the kept tensor's line {line} in the top three growing torch_cuda rows: "
+          f"{[(user_frame(s, script) or {}).get('line') for s in rows]}")
+    scratch = line_with(script, "scratch = ")
+    eq([s["bytes"] for s in rows if (user_frame(s, script) or {}).get("line") == scratch], [],
+       "the scratch tensor's line is not growing")
+
+
+@test
+@alone
+def standin_gpu_caching_allocator_exact():
+    standin_accounting(False)
+
+
+@test
+@alone
+def standin_gpu_expandable_segments_exact():
+    standin_accounting(True)
 
 
 def say_interpreter():
