@@ -706,6 +706,50 @@ def standin_gpu_expandable_segments_exact():
     standin_accounting(True)
 
 
+@test
+@alone
+def standin_gpu_fragmented_cache_pinned_by_rows():
+    """The cache fragmented on purpose (cuda_frag.py): four live 2 MiB blocks keep a 20 MiB segment, and a live
+    1 MiB tensor a 2 MiB one. The device's pinned bytes equal what memory_snapshot() says the segments holding a
+    live block have free, and the rows pinning them are the two lines that made those blocks, the big one
+    first with its segment's 12 MiB."""
+    script = "cuda_frag.py"
+    d = tempfile.mkdtemp(prefix="standin-")
+    ctl, ans = os.path.join(d, "ctl"), os.path.join(d, "ans")
+    os.mkfifo(ctl)
+    os.mkfifo(ans)
+    ans_fd = os.open(ans, os.O_RDONLY | os.O_NONBLOCK)
+    run = Run(script, "c", "--top", "300", interval="1", wl_pre=(STANDIN,), wl_args=(ctl, ans))
+    try:
+        reps = run.wait_for(lambda rs: sum(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]) >= 2, 90)
+        w = os.open(ctl, os.O_WRONLY)
+        os.write(w, b"p")
+        line, end = b"", time.time() + 30
+        while not line.endswith(b"\n") and time.time() < end:
+            try:
+                line += os.read(ans_fd, 256)
+            except BlockingIOError:
+                time.sleep(0.05)
+        os.close(w)
+        n = len(run.reports())
+        run.wait_for(lambda rs: len(rs) >= n + 1, 30)
+    finally:
+        reps = run.stop()
+        os.close(ans_fd)
+    _, pinned, reserved, allocated = (int(x) if x.isdigit() else x for x in line.decode().split())
+    dev = next(x for x in reps[-1]["devices"] if x["device"] == 0)
+    print(f"# snapshot: pinned {pinned}, reserved {reserved}, allocated {allocated}; memleak-ai: {dev}")
+    eq((dev["pinned_bytes"], dev["reserved_bytes"]), (pinned, reserved), "pinned and reserved bytes, device 0")
+    eq(pinned, 13 * 2**20, "the snapshot's own figure: 12 MiB of the big segment, 1 MiB of the small one")
+    by = dev["pinned_by"]
+    rows = {i + 1: s for i, s in enumerate(reps[-1]["stacks"])}
+    lines = [(user_frame(rows[p["stack"]], script) or {}).get("line") if p["stack"] in rows else None for p in by]
+    eq(lines[:2], [line_with(script, "# PIN"), line_with(script, "# SMALL")], f"the pinning rows' lines: {by}")
+    eq(by[0]["bytes"], 12 * 2**20, "the big blocks' row pins their segment's 12 MiB")
+    check(any("cannot be released" in l for l in run.text.splitlines() if l.startswith("cuda device 0:")),
+          "the text's device line says what is pinned")
+
+
 def say_interpreter():
     """Which Python and torch ran: the suite runs on several."""
     try:

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "attach/allocators.h"
 #include "collect/cutmerge.h"
+#include "collect/devsplit.h"
 #include "collect/stackstore.h"
 #include "lib/bpfstats.h"
 #include "lib/clock.h"
@@ -23,15 +24,6 @@
 struct row_index {
 	uint32_t *slot;
 	size_t cap; /* power of two */
-};
-
-/* A CUDA segment or tensor block seen in this pass, for the per-device split. */
-struct gpu_block {
-	uint32_t tgid; /* blocks match segments of their own process only */
-	uint64_t addr, size;
-	int16_t device;
-	uint8_t layer;
-	bool handle; /* a cuMemCreate handle: memory with no address of its own */
 };
 
 static bool is_handle(uint8_t spec)
@@ -54,8 +46,7 @@ struct ledger {
 	size_t nprev;
 	uint64_t prev_stats[ML_STAT_SLOTS];
 	uint64_t *pcpu;
-	struct gpu_block *gpu; /* this pass's cuda and torch_cuda allocations */
-	size_t ngpu, capgpu;
+	struct devsplit *gpu;	   /* this pass's cuda and torch_cuda allocations, per device */
 	struct ml_stack stack_buf; /* one stack-table value, read by ledger__stack */
 	ledger_canon_fn canon;
 	void *canon_ctx;
@@ -114,7 +105,7 @@ int ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o, struct le
 		goto fail;
 	}
 	l->pcpu = calloc((size_t)l->ncpu * ML_STAT_SLOTS, sizeof(uint64_t));
-	if (!l->pcpu) {
+	if (!l->pcpu || devsplit__new(&l->gpu)) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -148,7 +139,7 @@ void ledger__free(struct ledger *l)
 	free(l->idx.slot);
 	free(l->prev);
 	free(l->pcpu);
-	free(l->gpu);
+	devsplit__free(l->gpu);
 	free(l->scales);
 	free(l);
 }
@@ -225,98 +216,6 @@ static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 	s->rows[s->nrows].key = *k;
 	s->rows[s->nrows].oldest_ts_ns = ~0ULL;
 	return &s->rows[s->nrows++];
-}
-
-static int push_gpu(struct ledger *l, uint32_t tgid, uint64_t addr, uint64_t size, int16_t device, uint8_t layer,
-		    bool handle)
-{
-	if (ml_grow(&l->gpu, &l->capgpu, l->ngpu + 1, sizeof(*l->gpu)))
-		return -ENOMEM;
-	l->gpu[l->ngpu++] = (struct gpu_block){
-	    .tgid = tgid, .addr = addr, .size = size, .device = device, .layer = layer, .handle = handle};
-	return 0;
-}
-
-/* Address ranges first (cuda segments and cuda_map ranges, by address), then handles and tensor blocks. */
-static bool is_range(const struct gpu_block *b)
-{
-	return (b->layer == ML_LAYER_CUDA && !b->handle) || b->layer == ML_LAYER_CUDA_MAP;
-}
-
-static int cmp_gpu(const void *a, const void *b)
-{
-	const struct gpu_block *x = a, *y = b;
-
-	if (is_range(x) != is_range(y))
-		return is_range(x) ? -1 : 1;
-	if (x->tgid != y->tgid)
-		return x->tgid < y->tgid ? -1 : 1;
-	return (x->addr > y->addr) - (x->addr < y->addr);
-}
-
-/* The range (among the first nseg entries, sorted) that contains addr, or NULL. */
-/* The segment of process tgid holding addr (segments sorted by process, then address), or NULL. */
-static struct gpu_block *segment_of(struct gpu_block *seg, size_t nseg, uint32_t tgid, uint64_t addr)
-{
-	size_t lo = 0, hi = nseg;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (seg[mid].tgid < tgid || (seg[mid].tgid == tgid && seg[mid].addr <= addr))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0 || seg[lo - 1].tgid != tgid || addr >= seg[lo - 1].addr + seg[lo - 1].size)
-		return NULL;
-	return &seg[lo - 1];
-}
-
-/*
- * Reserved vs allocated per device. Reserved is the cuda layer: cudaMalloc'd segments and cuMemCreate'd
- * physical memory (whose device the call names). Tensor blocks announced with their device lend it to the
- * segment or cuMemMap'd range that holds them, and those lend theirs to blocks whose device was not
- * announced (raw_alloc). cuda_map ranges only carry devices: their memory is cuMemCreate's, counted once.
- */
-static void split_devices(struct ledger *l)
-{
-	struct ml_snapshot *s = &l->snap;
-	size_t nseg = 0;
-
-	memset(s->devices, 0, sizeof(s->devices));
-	if (l->ngpu)
-		qsort(l->gpu, l->ngpu, sizeof(*l->gpu), cmp_gpu);
-	while (nseg < l->ngpu && is_range(&l->gpu[nseg]))
-		nseg++;
-	for (size_t i = nseg; i < l->ngpu; i++) {
-		struct gpu_block *seg;
-
-		if (l->gpu[i].layer != ML_LAYER_TORCH_CUDA)
-			continue;
-		seg = segment_of(l->gpu, nseg, l->gpu[i].tgid, l->gpu[i].addr);
-		if (seg && seg->device < 0 && l->gpu[i].device >= 0)
-			seg->device = l->gpu[i].device;
-	}
-	for (size_t i = 0; i < l->ngpu; i++) {
-		struct gpu_block *b = &l->gpu[i];
-		struct ml_device_total *d;
-
-		if (b->layer == ML_LAYER_CUDA_MAP)
-			continue;
-		if (b->layer == ML_LAYER_TORCH_CUDA && b->device < 0) {
-			struct gpu_block *seg = segment_of(l->gpu, nseg, b->tgid, b->addr);
-
-			if (seg)
-				b->device = seg->device;
-		}
-		d = &s->devices[b->device >= 0 && b->device < ML_MAX_DEVICES ? b->device + 1 : 0];
-		d->seen = true;
-		if (b->layer == ML_LAYER_CUDA)
-			d->reserved += b->size;
-		else
-			d->allocated += b->size;
-	}
 }
 
 static void read_stats(struct ledger *l)
@@ -588,7 +487,7 @@ static int collect_begin(struct ledger *l, uint64_t *now)
 	s->rss_records = 0;
 	s->rss_shift = l->rss_shift;
 	memset(s->layers, 0, sizeof(s->layers));
-	l->ngpu = 0;
+	devsplit__reset(l->gpu);
 	if (index_reset(&l->idx, l->nprev + 16))
 		return -ENOMEM;
 	return 0;
@@ -687,7 +586,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	if (ts < r->oldest_ts_ns)
 		r->oldest_ts_ns = ts;
 	if ((k.layer == ML_LAYER_CUDA || k.layer == ML_LAYER_TORCH_CUDA || k.layer == ML_LAYER_CUDA_MAP) &&
-	    push_gpu(l, k.tgid, addr, size, sl->device, k.layer, is_handle(sl->spec)))
+	    devsplit__add(l->gpu, &k, addr, size, sl->device, is_handle(sl->spec)))
 		return -ENOMEM;
 	return 0;
 }
@@ -764,7 +663,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 		err = count_slot(l, &l->table[i], newest);
 	if (err)
 		return err;
-	split_devices(l);
+	devsplit__run(l->gpu, s);
 	err = cutmerge__run(&l->snap, l->o.stacks, &l->stack_buf);
 	if (err < 0)
 		return err;

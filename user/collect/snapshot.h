@@ -44,7 +44,15 @@ struct ml_layer_total {
 /* Per CUDA device: memory reserved from CUDA (cuda layer) against memory handed to tensors (torch_cuda). */
 struct ml_device_total {
 	uint64_t reserved, allocated;
+	uint64_t pinned; /* reserved, unallocated, in segments that live blocks keep (collect/devsplit.h) */
 	bool seen;
+};
+
+/* A torch_cuda row's live blocks keep this much unallocated memory of a device reserved. */
+struct ml_pin {
+	struct ml_agg_key key;
+	int device; /* -1: not known */
+	uint64_t bytes;
 };
 
 /* One traced process's share (with --follow, children are traced too). */
@@ -71,6 +79,8 @@ struct ml_snapshot {
 	uint32_t rss_shift;
 	/* [0] collects memory whose device is not known; [d + 1] is device d */
 	struct ml_device_total devices[ML_MAX_DEVICES + 1];
+	struct ml_pin *pins; /* the rows pinning unallocated memory, most first */
+	size_t npins;
 };
 
 /* Whether a snapshot holds more than one process, or one other than root: rows then name their pid. */

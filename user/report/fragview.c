@@ -199,8 +199,7 @@ void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *
 	jw_obj_end(w);
 }
 
-/* The 1-based place of the row of key k in the report's order, 0 when it has none. */
-static size_t place_of(const struct ml_snapshot *s, const size_t *order, const struct ml_agg_key *k)
+size_t ml_place_of(const struct ml_snapshot *s, const size_t *order, const struct ml_agg_key *k)
 {
 	for (size_t i = 0; i < s->nrows; i++)
 		if (!memcmp(&s->rows[order[i]].key, k, sizeof(*k)))
@@ -210,7 +209,7 @@ static size_t place_of(const struct ml_snapshot *s, const size_t *order, const s
 
 void ml_text_victim(FILE *f, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order)
 {
-	size_t n = v->pinner.layer < ML_LAYER_MAX ? place_of(s, order, &v->pinner) : 0;
+	size_t n = v->pinner.layer < ML_LAYER_MAX ? ml_place_of(s, order, &v->pinner) : 0;
 	char b[3][32];
 
 	ml_fmt_bytes(b[0], sizeof(b[0]), (double)v->free_bytes);
@@ -235,7 +234,7 @@ void ml_text_victim(FILE *f, const struct ml_victim *v, const struct ml_snapshot
 
 void ml_json_victim(struct jw *w, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order)
 {
-	size_t n = v->pinner.layer < ML_LAYER_MAX ? place_of(s, order, &v->pinner) : 0;
+	size_t n = v->pinner.layer < ML_LAYER_MAX ? ml_place_of(s, order, &v->pinner) : 0;
 
 	jw_obj_begin(w, "victim");
 	jw_u64(w, "walked_bytes", v->walked_bytes);
@@ -259,13 +258,13 @@ void ml_text_victims(FILE *f, const struct ml_victim *v, size_t n, const struct 
 			continue; /* by key: a process's victims are together */
 		fprintf(f, "fragmentation: pid %u:", v[i].key.tgid);
 		for (size_t k = i; k < n && v[k].key.tgid == v[i].key.tgid; k++) {
-			size_t at = place_of(s, order, &v[k].key);
+			size_t at = ml_place_of(s, order, &v[k].key);
 
 			free += v[k].free_bytes;
 			if (at)
 				fprintf(f, "%s[%zu]", rows++ ? ", " : " rows ", at);
 			if (!pin && v[k].pinner.layer < ML_LAYER_MAX)
-				pin = place_of(s, order, &v[k].pinner);
+				pin = ml_place_of(s, order, &v[k].pinner);
 		}
 		ml_fmt_bytes(b, sizeof(b), (double)free);
 		fprintf(f, " took fresh heap of which %s is free again: growth counted as fragmentation", b);

@@ -31,6 +31,8 @@ bool ml_row_possible_frag(struct stackview *sv, const struct ml_row *row);
  * A victim row's line: "fresh heap taken because [N] pins the freed space", with the bytes; N is the pinning
  * row's place in order (rows of s) as the report numbers rows.
  */
+/* The 1-based place of the row of key k in the report's order, 0 when it has none. */
+size_t ml_place_of(const struct ml_snapshot *s, const size_t *order, const struct ml_agg_key *k);
 void ml_text_victim(FILE *f, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order);
 /* Its "victim" object in stacks[]. */
 void ml_json_victim(struct jw *w, const struct ml_victim *v, const struct ml_snapshot *s, const size_t *order);

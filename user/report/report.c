@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "lib/path.h"
 #include "report/costview.h"
+#include "report/devview.h"
 #include "report/format.h"
 #include "report/fragview.h"
 #include "report/json.h"
@@ -429,27 +430,6 @@ static bool text_procs(struct reporter *r, const struct ml_snapshot *s)
 	return multi;
 }
 
-/* The CUDA caching allocator's pools, by device. */
-static void text_devices(FILE *f, const struct ml_snapshot *s)
-{
-	char b1[32], b2[32], b3[32];
-
-	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
-		const struct ml_device_total *t = &s->devices[d];
-
-		if (!t->seen)
-			continue;
-		ml_fmt_bytes(b1, sizeof(b1), (double)t->reserved);
-		ml_fmt_bytes(b2, sizeof(b2), (double)t->allocated);
-		ml_fmt_bytes(b3, sizeof(b3), (double)t->reserved - (double)t->allocated);
-		if (d)
-			fprintf(f, "cuda device %u: ", d - 1);
-		else
-			fprintf(f, "cuda device unknown: ");
-		fprintf(f, "reserved %s, allocated to tensors %s, cached (reserved - allocated) %s\n", b1, b2, b3);
-	}
-}
-
 /* The counters since attach: events, drops, and those of Python, unwinding and the rss layer once in use. */
 static void text_counters(FILE *f, const struct ml_snapshot *s)
 {
@@ -595,7 +575,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	if (r->ov)
 		ml_text_overhead(r->out, r->ov);
 	multi = text_procs(r, s);
-	text_devices(r->out, s);
+	ml_text_devices(r->out, s, order);
 	text_counters(r->out, s);
 	text_rows(r, s, jv, order, multi);
 	fputc('\n', r->out);
@@ -647,28 +627,6 @@ static void json_trend(struct jw *w, const char *key, const struct ml_trend *t)
 	jw_double(w, "per_s", t->per_s);
 	jw_double(w, "score", t->evidence);
 	jw_obj_end(w);
-}
-
-/* The CUDA caching allocator's pools, by device ("device": null for memory whose device is not known). */
-static void json_devices(struct jw *w, const struct ml_snapshot *s)
-{
-	jw_arr_begin(w, "devices");
-	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
-		const struct ml_device_total *t = &s->devices[d];
-
-		if (!t->seen)
-			continue;
-		jw_obj_begin(w, NULL);
-		if (d)
-			jw_u64(w, "device", d - 1);
-		else
-			jw_null(w, "device");
-		jw_u64(w, "reserved_bytes", t->reserved);
-		jw_u64(w, "allocated_bytes", t->allocated);
-		jw_i64(w, "cached_bytes", (int64_t)t->reserved - (int64_t)t->allocated);
-		jw_obj_end(w);
-	}
-	jw_arr_end(w);
 }
 
 /* One entry of processes[]: p is its share of the snapshot, or NULL when it holds nothing traced. */
@@ -829,7 +787,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_bool(&w, "final", final);
 	jw_double(&w, "interval_s", s->elapsed_s);
 	json_totals(&w, s->layers, false);
-	json_devices(&w, s);
+	ml_json_devices(&w, s, order);
 	if (r->ov) {
 		ml_json_overhead(&w, r->ov);
 	}
