@@ -328,6 +328,7 @@ enum ml_proc_event_type {
 	ML_PROC_OOM = 4,	 /* the kernel's OOM killer chose a traced process (struct ml_oom_event) */
 	ML_PROC_RSS_RELEASE = 5, /* a range over ML_RSS_INLINE_PAGES went: user space drops its rss records */
 	ML_PROC_RSS_MOVE = 6,	 /* ... or moved (mremap): user space moves them */
+	ML_PROC_CUDA_FAIL = 7,	 /* a cuda-layer allocation failed (struct ml_cuda_fail_event): out of memory */
 };
 
 struct ml_proc_event {
@@ -342,6 +343,14 @@ struct ml_proc_event {
 struct ml_oom_event {
 	struct ml_proc_event hdr; /* type ML_PROC_OOM, tgid the victim */
 	__u64 anon_bytes, file_bytes, shmem_bytes;
+};
+
+/* ML_PROC_CUDA_FAIL: the failed call (its allocator row, return code) and the stack of its request. */
+struct ml_cuda_fail_event {
+	struct ml_proc_event hdr;
+	__u64 size, stack_id, caller;
+	__s32 device, error;
+	__u32 spec, pad;
 };
 
 /* ML_PROC_RSS_RELEASE, ML_PROC_RSS_MOVE: [lo, hi) of hdr.tgid, records older than hdr.ts_ns; a move goes to `to`. */

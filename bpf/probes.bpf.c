@@ -203,6 +203,24 @@ static __always_inline struct ml_call *returning_call(struct pt_regs *ctx, __u32
 	return t;
 }
 
+/* A device allocation that failed: user space writes the out-of-memory report with the request's stack. */
+static __always_inline void cuda_failed(__u32 tgid, __u32 spec, __u64 size, __s32 error, const struct ml_call *t)
+{
+	struct ml_cuda_fail_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+
+	if (!e)
+		return;
+	e->hdr = (struct ml_proc_event){.type = ML_PROC_CUDA_FAIL, .tgid = tgid, .ts_ns = bpf_ktime_get_ns()};
+	e->size = size;
+	e->stack_id = t->stack_id;
+	e->caller = t->caller;
+	e->device = t->device;
+	e->error = error;
+	e->spec = spec;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_exit)
 {
@@ -265,6 +283,8 @@ int BPF_KRETPROBE(alloc_exit)
 	}
 	if (!ok || !addr) {
 		cnt_inc(c, ML_STAT_ALLOC_FAILED);
+		if (s->layer == ML_LAYER_CUDA)
+			cuda_failed(tgid, idx, size, (__s32)ret, t);
 		return 0;
 	}
 	remember(c, tgid, s->layer, addr, size, t->caller, t->stack_id, idx, (__s16)t->device);

@@ -750,6 +750,30 @@ def standin_gpu_fragmented_cache_pinned_by_rows():
           "the text's device line says what is pinned")
 
 
+@test
+@alone
+def standin_gpu_out_of_memory_report():
+    """A 64 MiB stand-in device filled with 8 MiB tensors (cuda_oom.py) under -c: when cudaMalloc fails, one
+    report is written at once (the caching allocator's retry is the same burst) naming the failed call, its
+    20 MiB request and the Python line that asked, with the device's reserved memory then: 60 MiB."""
+    script = "cuda_oom.py"
+    run = Run(script, "c", interval="2", wl_pre=(STANDIN,), tool_env={"STANDIN_GPU_MEMORY": "64M"})
+    try:
+        reps = run.wait_for(lambda rs: any(r.get("cuda_oom") for r in rs) and len(rs) >= 2 +
+                            next(i for i, r in enumerate(rs) if r.get("cuda_oom")), 90)
+    finally:
+        reps = run.stop()
+    ooms = [r for r in reps if r.get("cuda_oom")]
+    eq(len(ooms), 1, "one report at the failure burst")
+    o = ooms[0]["cuda_oom"]
+    eq((o["function"], o["bytes"], o["error"]), ("cudaMalloc", 20 << 20, 2), "the failed call")
+    eq((user_frame(o, script) or {}).get("line"), line_with(script, "# OOM"), f"the request's line: {o}")
+    dev = next(d for d in ooms[0]["devices"] if d["device"] == 0)
+    eq(dev["reserved_bytes"], 60 << 20, "reserved then: three 20 MiB segments")
+    check(any(l.startswith("CUDA out of memory: pid ") and "cudaMalloc of 20.0 MiB failed" in l
+              for l in run.text.splitlines()), "the text's line")
+
+
 def say_interpreter():
     """Which Python and torch ran: the suite runs on several."""
     try:

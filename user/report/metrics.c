@@ -18,6 +18,7 @@
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "report/report.h"
+#include "report/statview.h"
 
 #define MAX_CONNECTIONS 16 /* scrapers at once; more wait */
 #define CONN_TIMEOUT_S 10

@@ -36,9 +36,6 @@ struct ml_judgement;
 int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
 		   uint64_t seq, bool final);
 
-/* The i-th drop counter: its stats slot and JSON name; 0 past the last one. */
-size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name);
-
 /* An output file (-o, --json, --pprof): 0600, never through a symbolic link; stdout for NULL. */
 int ml_open_output(const char *path, FILE **out);
 /*
@@ -48,5 +45,7 @@ int ml_open_output(const char *path, FILE **out);
 void reporter__set_traced(struct reporter *r, const int *pids, size_t n);
 /* This report's victims of fragmentation (judge/victims.h; by key, kept by the caller until the report is out). */
 void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t n);
+/* This report is written at a failed CUDA allocation: e (kept by the caller until the report is out), or NULL. */
+void reporter__set_cuda_fail(struct reporter *r, const struct ml_cuda_fail_event *e);
 
 #endif

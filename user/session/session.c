@@ -151,6 +151,8 @@ void session__follower_gone(void *ctx, int pid)
 	copies__gone(ss->copies, pid);
 }
 
+#define CUDA_FAIL_BURST_NS (2ULL * 1000000000) /* failures closer than this to the last are one burst */
+
 static int on_proc_event(void *ctx, void *data, size_t len)
 {
 	struct session *ss = ctx;
@@ -163,6 +165,18 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 
 		if (t && tracee__oom_chosen(t, data) && t != &ss->root)
 			ss->oom_report = true; /* the first process's own exit ends the run with its final report */
+		return 0;
+	}
+	if (e->type == ML_PROC_CUDA_FAIL && len >= sizeof(struct ml_cuda_fail_event)) {
+		const struct ml_cuda_fail_event *c = data;
+
+		/* The caching allocator frees its cache and tries again before it raises: one report a burst. */
+		if (!ss->cuda_fail_ns || c->hdr.ts_ns - ss->cuda_fail_ns > CUDA_FAIL_BURST_NS) {
+			ss->cuda_fail = *c;
+			ss->cuda_fail_due = true;
+			ss->oom_report = true;
+		}
+		ss->cuda_fail_ns = c->hdr.ts_ns;
 		return 0;
 	}
 	if ((e->type == ML_PROC_RSS_RELEASE || e->type == ML_PROC_RSS_MOVE) && len >= sizeof(struct ml_rss_event)) {

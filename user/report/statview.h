@@ -1,0 +1,17 @@
+/* The counters since attach in a report (text "events:", "dropped:" ... lines; the JSON "stats" object). */
+#ifndef ML_STATVIEW_H
+#define ML_STATVIEW_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include "collect/snapshot.h"
+
+struct jw;
+
+/* The i-th drop counter: its stats slot and JSON name; 0 past the last one. */
+size_t ml_drop_stat(size_t i, unsigned int *slot, const char **name);
+void ml_text_counters(FILE *f, const struct ml_snapshot *s);
+/* The "stats" object, with how many rows the report shows. */
+void ml_json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown);
+
+#endif
