@@ -637,49 +637,65 @@ def running_total_started_sampled_default_settings():
 STANDIN = os.path.join(ROOT, "scripts", "standin-gpu")
 
 
+class Fifos:
+    """A control FIFO the workload reads and an answer FIFO it writes (its two last arguments)."""
+
+    def __init__(self):
+        d = tempfile.mkdtemp(prefix="standin-")
+        self.ctl, self.ans = os.path.join(d, "ctl"), os.path.join(d, "ans")
+        os.mkfifo(self.ctl)
+        os.mkfifo(self.ans)
+        self.ans_fd = os.open(self.ans, os.O_RDONLY | os.O_NONBLOCK)  # so that the workload's open goes on
+        self.w = None
+
+    def ask(self, cmd, timeout=30):
+        """Send cmd; the answer's words (empty for a command with no answer, or none in time)."""
+        if self.w is None:
+            self.w = os.open(self.ctl, os.O_WRONLY)
+        os.write(self.w, cmd)
+        if cmd != b"p":
+            return []
+        line, end = b"", time.time() + timeout
+        while not line.endswith(b"\n") and time.time() < end:
+            try:
+                line += os.read(self.ans_fd, 256)
+            except BlockingIOError:
+                time.sleep(0.05)
+        return line.decode().split()
+
+    def close(self):
+        for fd in (self.w, self.ans_fd):
+            if fd is not None:
+                os.close(fd)
+
+
 def standin_accounting(expandable):
     """PyTorch's real CUDA caching allocator on the stand-in device (scripts/standin-gpu), started with -c:
     at three reports taken while the loop is paused, torch_cuda's outstanding bytes equal PyTorch's
     requested_bytes.all.current and the cuda layer's equal memory_reserved(); the kept tensor's line is a
     growing torch_cuda row, and the scratch tensor's is not."""
     script = "cuda_kept.py"
-    d = tempfile.mkdtemp(prefix="standin-")
-    ctl, ans = os.path.join(d, "ctl"), os.path.join(d, "ans")
-    os.mkfifo(ctl)
-    os.mkfifo(ans)
-    ans_fd = os.open(ans, os.O_RDONLY | os.O_NONBLOCK)
+    io = Fifos()
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if expandable else {}
-    os.environ.update(env)
-    try:
-        run = Run(script, "c", interval="1", wl_pre=(STANDIN,), wl_args=(ctl, ans))
-    finally:
-        for k in env:
-            del os.environ[k]
+    run = Run(script, "c", interval="1", wl_pre=(STANDIN,), wl_args=(io.ctl, io.ans), tool_env=env)
     compared = []
     try:
         reps = run.wait_for(lambda rs: any(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]), 90)
         check(reps and any(s["layer"] == "torch_cuda" for s in reps[-1]["stacks"]), "torch_cuda rows")
-        w = os.open(ctl, os.O_WRONLY)
         for _ in range(3):
-            os.write(w, b"p")
-            line, end = b"", time.time() + 30
-            while not line.endswith(b"\n") and time.time() < end:
-                try:
-                    line += os.read(ans_fd, 256)
-                except BlockingIOError:
-                    time.sleep(0.05)
-            _, req, res, alloc = line.decode().split()
+            _, req, res, alloc = io.ask(b"p")
             n = len(run.reports())
             reps = run.wait_for(lambda rs: len(rs) >= n + 2, 30)  # a report collected wholly in the pause
             tot = reps[-1]["totals"]
             compared.append((tot.get("torch_cuda", {}).get("bytes"), int(req), tot.get("cuda", {}).get("bytes"),
                              int(res)))
-            os.write(w, b"r")
+            io.ask(b"r")
             time.sleep(1.5)
-        os.close(w)
+        n = len(run.reports())
+        run.wait_for(lambda rs: len(rs) >= n + 6, 30)  # growing again after the pauses' flat reports
     finally:
         reps = run.stop()
-        os.close(ans_fd)
+        io.close()
     print(f"# (torch_cuda, requested, cuda, reserved) at paused reports: {compared}")
     eq(len(compared), 3, "three paused reports")
     for got_t, want_t, got_c, want_c in compared:
@@ -714,29 +730,16 @@ def standin_gpu_fragmented_cache_pinned_by_rows():
     live block have free, and the rows pinning them are the two lines that made those blocks, the big one
     first with its segment's 12 MiB."""
     script = "cuda_frag.py"
-    d = tempfile.mkdtemp(prefix="standin-")
-    ctl, ans = os.path.join(d, "ctl"), os.path.join(d, "ans")
-    os.mkfifo(ctl)
-    os.mkfifo(ans)
-    ans_fd = os.open(ans, os.O_RDONLY | os.O_NONBLOCK)
-    run = Run(script, "c", "--top", "300", interval="1", wl_pre=(STANDIN,), wl_args=(ctl, ans))
+    io = Fifos()
+    run = Run(script, "c", "--top", "300", interval="1", wl_pre=(STANDIN,), wl_args=(io.ctl, io.ans))
     try:
-        reps = run.wait_for(lambda rs: sum(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]) >= 2, 90)
-        w = os.open(ctl, os.O_WRONLY)
-        os.write(w, b"p")
-        line, end = b"", time.time() + 30
-        while not line.endswith(b"\n") and time.time() < end:
-            try:
-                line += os.read(ans_fd, 256)
-            except BlockingIOError:
-                time.sleep(0.05)
-        os.close(w)
+        run.wait_for(lambda rs: sum(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]) >= 2, 90)
+        _, pinned, reserved, allocated = (int(x) if x.isdigit() else x for x in io.ask(b"p"))
         n = len(run.reports())
         run.wait_for(lambda rs: len(rs) >= n + 1, 30)
     finally:
         reps = run.stop()
-        os.close(ans_fd)
-    _, pinned, reserved, allocated = (int(x) if x.isdigit() else x for x in line.decode().split())
+        io.close()
     dev = next(x for x in reps[-1]["devices"] if x["device"] == 0)
     print(f"# snapshot: pinned {pinned}, reserved {reserved}, allocated {allocated}; memleak-ai: {dev}")
     eq((dev["pinned_bytes"], dev["reserved_bytes"]), (pinned, reserved), "pinned and reserved bytes, device 0")
