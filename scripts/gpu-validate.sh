@@ -1,14 +1,37 @@
 #!/bin/sh
-# GPU-machine validation (not run in CI): uprobes on its kernel, the probes memleak-ai attaches in its torch's
-# libraries and the driver's, and a real losses.append(loss) leak on the GPU seen in both the cuda and
-# torch_cuda layers. Run from the repository root with a built ./memleak-ai, as root, on a machine with a GPU
-# and PyPI's torch for CUDA (PYTHON: its interpreter). Needs no gdb, strace, perf or binutils.
+# GPU-machine validation (not run in CI), one short script (under 5 minutes): it checks first and says what is
+# missing; then uprobes on its kernel, the probes memleak-ai attaches in its torch's libraries and the driver's,
+# a real losses.append(loss) leak on the GPU in the cuda and torch_cuda layers, and the exact accounting and
+# pinning tests of the stand-in device, on the real one. Run from the repository root with a built ./memleak-ai,
+# as root, with PyPI's torch for CUDA (PYTHON: its interpreter). Needs no gdb, strace, perf or binutils. Where the
+# machine lacks the libraries memleak-ai links, run scripts/gpu-bundle.sh here first and carry build/gpu-bundle.
 set -u
 PY=${PYTHON:-python3}
-echo "== kernel: $(uname -r)"
+missing=0
+miss() { echo "   MISSING: $*"; missing=$((missing + 1)); }
+echo "== checks"
+[ "$(id -u)" = 0 ] || miss "root (BPF and uprobes need it)"
+[ -x ./memleak-ai ] || { echo "   MISSING: ./memleak-ai (make)"; exit 1; }
+if ldd ./memleak-ai 2>/dev/null | grep -q "not found"; then
+	if [ -d build/gpu-bundle/lib ]; then
+		export LD_LIBRARY_PATH="$PWD/build/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		echo "   libraries: from build/gpu-bundle/lib"
+	fi
+	ldd ./memleak-ai | grep "not found" | sed 's/^/   MISSING library: /' && missing=$((missing + 1))
+fi
+echo "   kernel: $(uname -r)"
 for f in /sys/kernel/btf/vmlinux /sys/bus/event_source/devices/uprobe/type; do
-	[ -e "$f" ] && echo "   present: $f" || echo "   MISSING: $f"
+	[ -e "$f" ] && echo "   present: $f" || miss "$f"
 done
+$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+	miss "a GPU that $PY's torch can use (torch.cuda.is_available())"
+# BPF: the whole tool on a short command. Under gVisor the programs may not load: then nothing else can run.
+if ! timeout 60 ./memleak-ai -f json -c "sleep 1" 1 1 >/dev/null 2>/tmp/gpu-validate-bpf.err; then
+	echo "   BLOCKED: memleak-ai cannot trace here: $(grep -m1 'memleak-ai:' /tmp/gpu-validate-bpf.err)"
+	exit 1
+fi
+echo "   BPF: the programs load and attach"
+[ "$missing" = 0 ] || { echo "== $missing missing: stopping"; exit 1; }
 ver=$($PY -c 'import torch; print(torch.__version__, torch.version.cuda)') || exit 1
 echo "== torch $ver ($PY)"
 # The probes memleak-ai places in the wheel's libraries, attached in a process that imported torch and called
@@ -32,6 +55,10 @@ for r in reps:
     t = r["totals"]
     print(r["seq"], {k: (v["bytes"], v["growth_bytes"]) for k, v in t.items()}, r.get("devices"))
 PYEOF
+echo "== PyTorch's caching allocator on this GPU: torch_cuda = requested bytes, cuda = reserved, pinning rows"
+# The stand-in device's tests (docs/GPU.md) with the real device: scripts/standin-gpu is not used.
+MEMLEAK_AI_REAL_GPU=1 MEMLEAK_AI_WL_PY=$(command -v "$PY") $PY tests/workloads/test_workloads.py \
+	standin_gpu_caching_allocator_exact standin_gpu_expandable_segments_exact standin_gpu_fragmented_cache_pinned_by_rows
 echo "== Python frames with this machine's interpreter ($($PY -V 2>&1))"
 # The same fixture as tests/integration/test_python.py: the kept blocks' stack must name make_block,
 # leak_step, basic and <module> at their '# at:' lines.

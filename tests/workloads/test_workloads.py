@@ -634,7 +634,8 @@ def running_total_started_sampled_default_settings():
     eq(backward, [], f"no leak candidate at loss.backward() (line {back})")
 
 
-STANDIN = os.path.join(ROOT, "scripts", "standin-gpu")
+# The stand-in device (scripts/standin-gpu); on a GPU machine (scripts/gpu-validate.sh) the real one instead.
+STANDIN = () if os.environ.get("MEMLEAK_AI_REAL_GPU") else (os.path.join(ROOT, "scripts", "standin-gpu"),)
 
 
 class Fifos:
@@ -677,7 +678,7 @@ def standin_accounting(expandable):
     script = "cuda_kept.py"
     io = Fifos()
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if expandable else {}
-    run = Run(script, "c", interval="1", wl_pre=(STANDIN,), wl_args=(io.ctl, io.ans), tool_env=env)
+    run = Run(script, "c", interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans), tool_env=env)
     compared = []
     try:
         reps = run.wait_for(lambda rs: any(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]), 90)
@@ -731,7 +732,7 @@ def standin_gpu_fragmented_cache_pinned_by_rows():
     first with its segment's 12 MiB."""
     script = "cuda_frag.py"
     io = Fifos()
-    run = Run(script, "c", "--top", "300", interval="1", wl_pre=(STANDIN,), wl_args=(io.ctl, io.ans))
+    run = Run(script, "c", "--top", "300", interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans))
     try:
         run.wait_for(lambda rs: sum(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]) >= 2, 90)
         _, pinned, reserved, allocated = (int(x) if x.isdigit() else x for x in io.ask(b"p"))
@@ -760,7 +761,7 @@ def standin_gpu_out_of_memory_report():
     report is written at once (the caching allocator's retry is the same burst) naming the failed call, its
     20 MiB request and the Python line that asked, with the device's reserved memory then: 60 MiB."""
     script = "cuda_oom.py"
-    run = Run(script, "c", interval="2", wl_pre=(STANDIN,), tool_env={"STANDIN_GPU_MEMORY": "64M"})
+    run = Run(script, "c", interval="2", wl_pre=STANDIN, tool_env={"STANDIN_GPU_MEMORY": "64M"})
     try:
         reps = run.wait_for(lambda rs: any(r.get("cuda_oom") for r in rs) and len(rs) >= 2 +
                             next(i for i, r in enumerate(rs) if r.get("cuda_oom")), 90)
