@@ -17,7 +17,10 @@ if ldd ./memleak-ai 2>/dev/null | grep -q "not found"; then
 		export LD_LIBRARY_PATH="$PWD/build/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 		echo "   libraries: from build/gpu-bundle/lib"
 	fi
-	ldd ./memleak-ai | grep "not found" | sed 's/^/   MISSING library: /' && missing=$((missing + 1))
+	if ldd ./memleak-ai | grep -q "not found"; then
+		ldd ./memleak-ai | grep "not found" | sed 's/^/   MISSING library: /'
+		missing=$((missing + 1))
+	fi
 fi
 echo "   kernel: $(uname -r)"
 for f in /sys/kernel/btf/vmlinux /sys/bus/event_source/devices/uprobe/type; do
@@ -50,7 +53,7 @@ echo "== memleak-ai on a GPU training loop that keeps its losses"
 	1 15 > /tmp/gpu-validate.json
 $PY - <<'PYEOF'
 import json
-reps = [json.loads(l) for l in open("/tmp/gpu-validate.json")]
+reps = [json.loads(l) for l in open("/tmp/gpu-validate.json") if l.startswith("{")]  # the loop's own lines too
 for r in reps:
     t = r["totals"]
     print(r["seq"], {k: (v["bytes"], v["growth_bytes"]) for k, v in t.items()}, r.get("devices"))
@@ -66,9 +69,10 @@ echo "== Python frames with this machine's interpreter ($($PY -V 2>&1))"
 	> /tmp/gpu-validate-py.json
 $PY - <<'PYEOF'
 import json
-reps = [json.loads(l) for l in open("/tmp/gpu-validate-py.json")]
-st = [s for s in reps[-1]["stacks"] if s["count"] == 20 and s["bytes"] == sum(300001 + i for i in range(20))]
-for s in st:
+reps = [json.loads(l) for l in open("/tmp/gpu-validate-py.json") if l.startswith("{")]
+# Any report while the fixture lived (the final one comes after its exit dropped its records).
+st = [s for r in reps[:-1] for s in r["stacks"] if s["count"] == 20 and s["bytes"] == sum(300001 + i for i in range(20))]
+for s in st[-1:]:
     print([(f["file"].rsplit("/", 1)[-1], f["func"], f["line"]) for f in s["frames"] if f["kind"] == "python"])
 print("python stats:", reps[-1]["stats"]["python"])
 PYEOF

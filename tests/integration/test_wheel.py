@@ -169,11 +169,12 @@ def wheel_probes_attach():
     check(cudart in maps, f"the target maps {cudart}: {sorted(p for p in maps if 'cudart' in p)}")
     for func in CUDART:
         check(probed(cudart, func, "cuda"), f"{func} probed in {cudart}: {lines('libcudart')}")
-    driver = [p for p in maps if os.path.basename(p) == "libcuda.so.1"]
+    # The driver's file is libcuda.so.1's target: libcuda.so.580.159.04 on the H100 machine.
+    driver = [p for p in maps if os.path.basename(p).startswith("libcuda.so.")]
     if driver:
         for func in DRIVER:
             check(probed(driver[0], func, "cuda_map" if func == "cuMemMap" else "cuda"),
-                  f"{func} probed in {driver[0]}: {lines('libcuda.so.1')}")
+                  f"{func} probed in {driver[0]}: {lines('libcuda.so.')}")
     elif os.environ.get("MEMLEAK_AI_NEED_DRIVER"):
         raise Fail("the target maps no libcuda.so.1: is the NVIDIA driver installed?")
     else:
