@@ -269,7 +269,8 @@ def losses_loop_fragmentation_full_fidelity():
     run = Run(script, "p", *FULL, interval="2", wl_pre=["setarch", "-R"],
               wl_env={"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"})
     try:
-        run.wait_for(lambda rs: (frag(rs[-1])[0] or {}).get("free_resident_bytes", 0) > 32 << 20, 90)
+        # 90 s at rest; a loaded machine runs the loop slower (18.9 MiB after 90 s beside a GPU test run)
+        run.wait_for(lambda rs: (frag(rs[-1])[0] or {}).get("free_resident_bytes", 0) > 32 << 20, 180)
     finally:
         reps = run.stop()
     fr, mem = frag(reps[-1])
