@@ -610,7 +610,7 @@ def running_total_sampled_default_settings():
 def running_total_started_sampled_default_settings():
     """The same loop started with -c: the windows attach their links again in the image after exec (paths
     of the first image's mappings no longer open), and a top-3 leak candidate carries the forward or loss
-    line (or the total's) within ten reports at 2 s, import included; loss.backward() is never one."""
+    line (or the total's) within ten reports at 2 s of the loop's first; loss.backward() is never one."""
     script = "running_total.py"
     back, total = line_with(script, "loss.backward()"), line_with(script, "total += loss")
 
@@ -620,14 +620,17 @@ def running_total_started_sampled_default_settings():
     def named(r):
         return any(lines(s) in (leak_line(script), total) for s in growing_top3(r, script)[0])
 
-    run = Run(script, "c", "--top", "40", interval="2")
+    run = Run(script, "c", "--top", "400", interval="2")  # the loop's first small rows are shown
     try:
-        reps = run.wait_for(lambda rs: named(rs[-1]) or len(rs) >= 11, 90)
+        reps = run.wait_for(lambda rs: named(rs[-1]) or len(rs) >= 25, 120)
     finally:
         reps = run.stop()
-    found = [r["seq"] for r in reps if named(r)]
-    check(found and found[0] <= 10, f"a top-3 candidate at the forward/loss or total line within ten reports: "
-                                    f"{[[(s['layer'], lines(s)) for s in growing_top3(r, script)[0]] for r in reps[-4:]]}")
+    # Counted from the loop's first report: import torch takes 3 reports at rest, 8 or more on a loaded machine.
+    loop = next((i for i, r in enumerate(reps) if loop_running(r, script)), len(reps))
+    found = [i for i, r in enumerate(reps) if named(r)]
+    check(found and found[0] - loop < 10, f"a top-3 candidate at the forward/loss or total line within ten reports "
+                                         f"of the loop's first (report {loop + 1}): "
+                                         f"{[[(s['layer'], lines(s)) for s in growing_top3(r, script)[0]] for r in reps[-4:]]}")
     check((reps[-1]["modes"].get("libc_windows") or {}).get("windows", 0) >= 2, f"windows: {reps[-1]['modes']}")
     eq([l for l in run.stderr if "cannot attach the C heap's probes again" in l], [], "the windows attach again")
     backward = [(r["seq"], s["layer"], s["bytes"]) for r in reps for s in r["stacks"]
@@ -671,7 +674,7 @@ class Fifos:
                 os.close(fd)
 
 
-def standin_accounting(expandable):
+def standin_accounting(expandable, mode="c"):
     """PyTorch's real CUDA caching allocator on the stand-in device (scripts/standin-gpu), started with -c:
     at three reports taken while the loop is paused, torch_cuda's outstanding bytes equal PyTorch's
     requested_bytes.all.current and the cuda layer's equal memory_reserved(); the kept tensor's line is a
@@ -679,7 +682,7 @@ def standin_accounting(expandable):
     script = "cuda_kept.py"
     io = Fifos()
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if expandable else {}
-    run = Run(script, "c", interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans), tool_env=env)
+    run = Run(script, mode, interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans), tool_env=env, wl_env=env)
     compared = []
     try:
         reps = run.wait_for(lambda rs: any(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]), 90)
@@ -722,6 +725,14 @@ def standin_gpu_caching_allocator_exact():
 @alone
 def standin_gpu_expandable_segments_exact():
     standin_accounting(True)
+
+
+@test
+@alone
+def standin_gpu_attached_after_cuda_init_exact():
+    """The same attached with -p once torch.cuda is initialised (and before the loop's first tensor): what the
+    tool saw since attach is all there is, so the figures are exact as under -c."""
+    standin_accounting(False, "p")
 
 
 @test

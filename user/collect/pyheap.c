@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "collect/census.h"
 #include "lib/procmaps.h"
@@ -14,8 +15,10 @@
 #define PAGE 4096ULL
 #define POOL_SIZE 16384ULL /* 3.10 on, 64-bit (the radix tree's pools) */
 #define POOL_OVERHEAD 48ULL
-#define NB_CLASSES 32 /* blocks of 16 to 512 bytes */
-#define PM_CHUNK 4096 /* pagemap entries read at once */
+#define ARENA_SIZE (1ULL << 20) /* 3.10 on: an arena's own mmap */
+#define NB_CLASSES 32		/* blocks of 16 to 512 bytes */
+#define PM_CHUNK 4096		/* pagemap entries read at once */
+#define HEADER_BATCH 512	/* pool headers read in one process_vm_readv */
 
 /* PyTypeObject, 3.10-3.13 without Py_DEBUG: ob_type at 8, tp_name 24, tp_basicsize 32, tp_flags 168. */
 #define TP_READ 176
@@ -38,7 +41,7 @@ struct pool_header {
 };
 
 struct walk {
-	int mem, pagemap;
+	int pid, mem, pagemap;
 	const struct ml_maps *maps;
 	struct census *c;
 	struct u64map *types; /* a word: (census type index + 2) << 2 | its V_* below, or 1 when it is no type */
@@ -88,15 +91,15 @@ static bool type_chain_ok(struct walk *w, uint64_t t)
 	return false;
 }
 
-/* tp_name at addr: printable up to its NUL, read a byte at a time past the first (once a type). */
+/* tp_name at addr: printable up to its NUL, read at once up to its page's end (the next may not be in). */
 static bool read_name(struct walk *w, uint64_t addr, char *name, size_t at)
 {
-	size_t len = at;
+	size_t room = PAGE - (addr & (PAGE - 1)), n = room < NAME_MAX_LEN ? room : NAME_MAX_LEN, len = at;
 
-	if (!safe_to_read(w, addr) || read_at(w->mem, addr, name + at, 1))
+	if (!safe_to_read(w, addr) || read_at(w->mem, addr, name + at, n))
 		return false;
-	while (len < at + NAME_MAX_LEN && name[len] > ' ' && name[len] < 127 &&
-	       !read_at(w->mem, addr + (len - at) + 1, name + len + 1, 1))
+	name[at + n] = '\0';
+	while (len < at + n && name[len] > ' ' && name[len] < 127)
 		len++;
 	return len > at && name[len] == '\0';
 }
@@ -217,34 +220,101 @@ static int walk_pool(struct walk *w, uint64_t base, const struct pool_header *h)
 	return 0;
 }
 
-/* The pools of one anonymous mapping: every resident POOL_SIZE-aligned page with a pool's header. */
-static int walk_mapping(struct walk *w, const struct ml_mapping *m)
+/* The headers of n candidate pools in one system call (their pages are resident): 0, or -1 when any failed. */
+static int read_headers(struct walk *w, const uint64_t *bases, struct pool_header *h, size_t n)
 {
-	uint64_t ent[PM_CHUNK];
+	struct iovec local = {.iov_base = h, .iov_len = n * sizeof(*h)}, remote[HEADER_BATCH];
 
-	for (uint64_t a = (m->start + POOL_SIZE - 1) & ~(POOL_SIZE - 1); a + POOL_SIZE <= m->end;) {
-		uint64_t n = (m->end - a) / PAGE < PM_CHUNK ? (m->end - a) / PAGE : PM_CHUNK;
+	for (size_t i = 0; i < n; i++)
+		remote[i] = (struct iovec){.iov_base = (void *)(uintptr_t)bases[i], .iov_len = sizeof(*h)};
+	return process_vm_readv(w->pid, &local, 1, remote, n, 0) == (ssize_t)(n * sizeof(*h)) ? 0 : -1;
+}
+
+/* A batch of candidates: each whose header reads as a pool in use is walked. */
+static int walk_batch(struct walk *w, const uint64_t *bases, size_t n)
+{
+	struct pool_header h[HEADER_BATCH];
+
+	if (!n || read_headers(w, bases, h, n))
+		return 0; /* a mapping changed meanwhile: its pools wait for the next walk */
+	for (size_t i = 0; i < n; i++) {
+		int err;
+
+		if (!header_ok(&h[i], bases[i]))
+			continue;
+		if (w->st->pools >= PYHEAP_POOLS_MAX) {
+			w->st->left_out++;
+			continue;
+		}
+		err = walk_pool(w, bases[i], &h[i]);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* The candidate pools of [lo, hi): every resident POOL_SIZE-aligned page, their headers read in batches. */
+static int walk_range(struct walk *w, uint64_t lo, uint64_t hi)
+{
+	uint64_t ent[PM_CHUNK], bases[HEADER_BATCH];
+	size_t nb = 0;
+	int err = 0;
+
+	for (uint64_t a = (lo + POOL_SIZE - 1) & ~(POOL_SIZE - 1); !err && a + POOL_SIZE <= hi;) {
+		uint64_t n = (hi - a) / PAGE < PM_CHUNK ? (hi - a) / PAGE : PM_CHUNK;
 		ssize_t got = pread(w->pagemap, ent, n * 8, (off_t)(a / PAGE * 8));
 
 		if (got <= 0)
 			return got < 0 && errno == ESRCH ? -ESRCH : 0;
-		for (uint64_t i = 0; i < (uint64_t)got / 8; i += POOL_SIZE / PAGE) {
-			struct pool_header h;
-			uint64_t base = a + i * PAGE;
-			int err;
-
-			if (!(ent[i] >> 63 & 1) || base + POOL_SIZE > m->end || read_at(w->mem, base, &h, sizeof(h)) ||
-			    !header_ok(&h, base))
+		for (uint64_t i = 0; !err && i < (uint64_t)got / 8; i += POOL_SIZE / PAGE) {
+			if (!(ent[i] >> 63 & 1) || a + i * PAGE + POOL_SIZE > hi)
 				continue;
-			if (w->st->pools >= PYHEAP_POOLS_MAX) {
-				w->st->left_out++;
-				continue;
+			bases[nb++] = a + i * PAGE;
+			if (nb == HEADER_BATCH) {
+				err = walk_batch(w, bases, nb);
+				nb = 0;
 			}
-			err = walk_pool(w, base, &h);
-			if (err)
-				return err;
 		}
 		a += (uint64_t)got / 8 * PAGE;
+	}
+	return err ? err : walk_batch(w, bases, nb);
+}
+
+/* The bytes from pos that a glibc mmapped chunk takes (its header at pos + prev_size), or 0 when none is there. */
+static uint64_t glibc_chunk_at(struct walk *w, uint64_t pos, uint64_t end)
+{
+	uint64_t hdr[2], size;
+
+	if (!resident(w, pos) || read_at(w->mem, pos, hdr, sizeof(hdr)) || hdr[0] % 16 || hdr[0] >= PAGE * 16)
+		return 0;
+	if (hdr[0] && read_at(w->mem, pos + hdr[0], hdr, sizeof(hdr)))
+		return 0;
+	size = hdr[1] & ~7ULL;
+	if (!(hdr[1] & 2) || size < PAGE || (size + hdr[0]) % PAGE || pos + size + hdr[0] > end)
+		return 0;
+	return size + hdr[0];
+}
+
+/*
+ * The pools of one anonymous mapping. Adjacent mmaps merge into one mapping, and most of a large one is
+ * glibc's mmapped chunks (buffers over 128 KiB: tensors' storage): those are stepped over by their headers,
+ * a read each; the rest is scanned an arena (1 MiB) at a time.
+ */
+static int walk_mapping(struct walk *w, const struct ml_mapping *m)
+{
+	for (uint64_t pos = m->start; pos < m->end;) {
+		uint64_t skip = glibc_chunk_at(w, pos, m->end), hi;
+		int err;
+
+		if (skip) {
+			pos += skip;
+			continue;
+		}
+		hi = pos + ARENA_SIZE + POOL_SIZE < m->end ? pos + ARENA_SIZE + POOL_SIZE : m->end;
+		err = walk_range(w, pos, hi);
+		if (err)
+			return err;
+		pos = hi == m->end ? hi : pos + ARENA_SIZE;
 	}
 	return 0;
 }
@@ -255,11 +325,10 @@ int pyheap__walk(int pid, int mem_fd, int pagemap_fd, const struct ml_maps *maps
 	struct walk *w = calloc(1, sizeof(*w));
 	int err = 0;
 
-	(void)pid;
 	*st = (struct pyheap_stats){0};
 	if (!w)
 		return -ENOMEM;
-	*w = (struct walk){.mem = mem_fd, .pagemap = pagemap_fd, .maps = maps, .c = c, .st = st};
+	*w = (struct walk){.pid = pid, .mem = mem_fd, .pagemap = pagemap_fd, .maps = maps, .c = c, .st = st};
 	census__py_maps(c, &w->types, &w->pools);
 	for (size_t i = 0; i < maps->n && !err; i++) {
 		const struct ml_mapping *m = &maps->v[i];
