@@ -108,6 +108,9 @@ int main(void)
 	CHECK(t.name && t.count == 5 && !t.growing && t.per_s == 0, "read late, steady: 0/s, not growing");
 	t = find(c, "torch::autograd::generated::AddmmBackward0");
 	CHECK(t.growing && t.per_s == 500, "the type known from the start still grows at 500/s");
+	CHECK(!census__settled(c), "two walks since the late vtables: not settled (the walks stay unpaced)");
+	walk(c, 5000, 28);
+	CHECK(census__settled(c), "three walks since: settled");
 	census__free(c);
 	return SUMMARY("census");
 }

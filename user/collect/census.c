@@ -52,6 +52,8 @@ struct census {
 	size_t *order; /* the last walk's types in report order (rank) */
 	size_t nordered, cap_order;
 	struct u64map py_types, py_pools; /* Python's: see census__py_maps */
+	unsigned int last_add;		  /* the walk from which the last vtables read count */
+	bool sync_left;			  /* the last sync left objects to read */
 };
 
 int census__new(int pid, struct census **out)
@@ -137,6 +139,7 @@ int census__add_range(struct census *c, uint64_t lo, uint64_t hi, const char *ra
 		return -ENOMEM;
 	c->r[c->nr++] = (struct crange){.lo = lo, .hi = hi, .type = (uint32_t)t};
 	c->t[t].since = c->walks;
+	c->last_add = c->walks;
 	c->sorted = false;
 	return 0;
 }
@@ -204,6 +207,7 @@ int census__sync(struct census *c, const struct ml_maps *maps)
 			return -ENOMEM;
 		now = ml_clock_ns(CLOCK_MONOTONIC);
 	}
+	c->sync_left = left > 0;
 	if (c->objs.n > nobj)
 		ml_info("pid %d: heap census: %zu vtables in %zu new objects, read in %.1f ms%s", c->pid, c->nr - nr,
 			c->objs.n - nobj, (double)(now - t0) / 1e6, left ? " (more at the next walks)" : "");
@@ -422,6 +426,11 @@ size_t census__top(struct census *c, struct census_type *out, size_t max, uint64
 					      .growing = growing(c, t)};
 	}
 	return n;
+}
+
+bool census__settled(const struct census *c)
+{
+	return !c->sync_left && c->walks >= c->last_add + 3;
 }
 
 unsigned int census__walks(const struct census *c)

@@ -55,6 +55,8 @@ void census__undo(struct census *c);
 /* Chunks the last walk passed, and how many of them were typed; the types in the report's order (growing ones
  * by rate, then the rest by count), up to max of them. */
 size_t census__top(struct census *c, struct census_type *out, size_t max, uint64_t *chunks, uint64_t *typed);
+/* Every mapped object's vtables read, and three walks counted since the last were: a type can be growing. */
+bool census__settled(const struct census *c);
 /* Walks counted so far, and types known (vtables of the mapped objects). */
 unsigned int census__walks(const struct census *c);
 size_t census__ntypes(const struct census *c);

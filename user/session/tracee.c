@@ -182,9 +182,10 @@ void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool for
 	/* glibc's chunk layout only; an exited process keeps its last reading, like its memory. */
 	if (!heap || (strcmp(heap, "glibc") && strncmp(heap, "static", 6)))
 		return;
-	/* The first walks come at each report, so that the census can call a type growing by the third. */
+	/* The first walks come at each report, so that the census can call a type growing by the third; and
+	 * so do those until three walks have counted the vtables a slow first read added late. */
 	if (t->frag_ok && !force && now < t->frag_next_ns &&
-	    !(t->census && census__walks(t->census) < TRACEE_EARLY_WALKS))
+	    !(t->census && (census__walks(t->census) < TRACEE_EARLY_WALKS || !census__settled(t->census))))
 		return;
 	if (!t->census && census__new(t->pid, &t->census))
 		ml_info("pid %d: no heap census: %s", t->pid, strerror(ENOMEM));
