@@ -310,11 +310,11 @@ static int walk_mapping(struct walk *w, const struct ml_mapping *m)
 			pos += skip;
 			continue;
 		}
-		hi = pos + ARENA_SIZE + POOL_SIZE < m->end ? pos + ARENA_SIZE + POOL_SIZE : m->end;
+		hi = pos + ARENA_SIZE < m->end ? pos + ARENA_SIZE : m->end; /* an arena's pools end by its end */
 		err = walk_range(w, pos, hi);
 		if (err)
 			return err;
-		pos = hi == m->end ? hi : pos + ARENA_SIZE;
+		pos = hi;
 	}
 	return 0;
 }
