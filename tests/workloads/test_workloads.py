@@ -484,7 +484,9 @@ def dataloader_copy_on_write_found_in_page_tables():
     run = Run(script, "c", interval="2", tool_env={"MEMLEAK_AI_TEST_RSS_NO_FAULTS": "1"})
     try:
         reps = run.wait_for(lambda rs: len(workers(run, rs[-1])) >= 2 and
-                            all(copied(rs[-1], w) > 8 << 20 for w in workers(run, rs[-1])), 90)
+                            all(copied(rs[-1], w) > 8 << 20 and
+                                any(s["verdict"] == "growing" for s in scan_rows(rs[-1], w))
+                                for w in workers(run, rs[-1])), 90)
     finally:
         reps = run.stop()
     final = reps[-1]

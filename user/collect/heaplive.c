@@ -1,8 +1,10 @@
-/* Liveness of glibc blocks from their chunk headers (see heaplive.h), read with process_vm_readv. */
+/* Liveness of glibc blocks from their chunk headers (see heaplive.h), read through /proc/PID/mem. */
 #define _GNU_SOURCE
 #include "collect/heaplive.h"
 #include <errno.h>
-#include <sys/uio.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #define SIZE_SZ 8ULL
 #define MINSIZE 32ULL
@@ -13,18 +15,44 @@
 #define PAGE 4096ULL
 #define MMAP_SLACK (3 * PAGE) /* an mmapped chunk: header, page rounding and an alignment offset */
 
-/* len bytes at addr of pid. 0, -EFAULT when not mapped (any part), or the error. */
+/*
+ * The last process's /proc/PID/mem, kept open: a sweep asks thousands of blocks of one process in a row. Its
+ * memory is read there, never with process_vm_readv, which pins pages, and pinning a page a fork still shares
+ * copies it into the process (a forked worker's Private_Dirty would grow from the sweep alone).
+ */
+static int mem_pid, mem_fd = -1;
+
+static int mem_of(int pid)
+{
+	char path[48];
+
+	if (pid == mem_pid && mem_fd >= 0)
+		return mem_fd;
+	if (mem_fd >= 0)
+		close(mem_fd);
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+	mem_pid = pid;
+	return mem_fd >= 0 ? mem_fd : (errno == ENOENT ? -ESRCH : -errno);
+}
+
+/* len bytes at addr of pid. 0, -EFAULT when not mapped (any part), or the error (-ESRCH: it is gone). */
 static int read_at(int pid, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec local = {.iov_base = buf, .iov_len = len};
-	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
-	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	int fd = mem_of(pid);
+	ssize_t n;
 
+	if (fd < 0)
+		return fd;
+	n = pread(fd, buf, len, (off_t)addr);
 	if (n == (ssize_t)len)
 		return 0;
-	if (n >= 0 || errno == EFAULT || errno == EIO)
-		return -EFAULT;
-	return -errno;
+	if (n == 0 || (n < 0 && errno == ESRCH)) { /* its memory went with it */
+		close(mem_fd);
+		mem_fd = -1;
+		return -ESRCH;
+	}
+	return n > 0 || errno == EFAULT || errno == EIO ? -EFAULT : -errno;
 }
 
 /* glibc's request2size: the chunk a request of req bytes needs. */
