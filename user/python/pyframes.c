@@ -5,7 +5,7 @@
  * allocation (bpf/python.bpf.c) and records code object, instruction index and the code object's line
  * table pointer as a check.
  *
- * Decoding reads the target's memory with process_vm_readv: the code object must still have that line
+ * Decoding reads the target's memory through /proc/PID/mem: the code object must still have that line
  * table, and every object must have the type it should (the type objects' addresses come from the
  * runtime's symbols), so a freed and reused address decodes to "unknown", never to another function.
  * Everything read is untrusted: lengths are bounded, strings converted and checked.
@@ -63,6 +63,7 @@ struct seen_obj {
 struct pyframes {
 	struct memleak_bpf *skel;
 	int pid;
+	int mem; /* its /proc/PID/mem, opened at the first read; -1 until then */
 	bool configured, refused;
 	uint32_t epoch; /* reports so far: cached code objects are checked again once per report */
 	char version[32];
@@ -90,6 +91,7 @@ int pyframes__new(struct memleak_bpf *skel, int pid, struct pyframes **out)
 		return -ENOMEM;
 	p->skel = skel;
 	p->pid = pid;
+	p->mem = -1;
 	return 0;
 }
 
@@ -143,6 +145,8 @@ void pyframes__free(struct pyframes *p)
 		bpf_map_delete_elem(bpf_map__fd(p->skel->maps.pyprocs), &key);
 	}
 	caches_clear(p);
+	if (p->mem >= 0)
+		close(p->mem);
 	free(p->seen);
 	free(p);
 }
@@ -164,17 +168,28 @@ void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, co
 	p->type_bytes = types[2];
 }
 
-/* Exactly len bytes of the target's memory at addr. 0 or a negative errno. */
+/*
+ * Exactly len bytes of the target's memory at addr, through /proc/PID/mem: process_vm_readv pins pages, and
+ * pinning a code object's page that a fork still shares would copy it into a DataLoader worker. 0 or a
+ * negative errno.
+ */
 static int peek(const struct pyframes *p, uint64_t addr, void *buf, size_t len)
 {
-	struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+	struct pyframes *w = (struct pyframes *)p; /* the fd is a cache, opened once */
+	char path[48];
 	ssize_t n;
 
 	if (!addr)
 		return -EFAULT;
-	n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+	if (w->mem < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
+		w->mem = open(path, O_RDONLY | O_CLOEXEC);
+		if (w->mem < 0)
+			return errno == ENOENT ? -ESRCH : -errno;
+	}
+	n = pread(p->mem, buf, len, (off_t)addr);
 	if (n < 0)
-		return -errno;
+		return errno == EIO ? -EFAULT : -errno;
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
