@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "collect/cowscan.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,16 +152,6 @@ static int inherited(struct cowchild *ch, const struct ml_maps *cm, const struct
 	return 0;
 }
 
-static int open_pagemap(int pid)
-{
-	char path[48];
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? (errno == ENOENT ? -ESRCH : -errno) : fd;
-}
-
 int cowscan__add(struct cowscan *c, int child, int parent, uint64_t *truncated)
 {
 	struct ml_maps cm = {0}, pm = {0};
@@ -179,9 +168,9 @@ int cowscan__add(struct cowscan *c, int child, int parent, uint64_t *truncated)
 		err = inherited(&ch, &cm, &pm, c->o.max_tracked, truncated);
 	ml_maps__clear(&cm);
 	ml_maps__clear(&pm);
-	if (!err && (ch.cfd = open_pagemap(child)) < 0)
+	if (!err && (ch.cfd = ml_proc_open(child, "pagemap")) < 0)
 		err = ch.cfd;
-	if (!err && (ch.pfd = open_pagemap(parent)) < 0)
+	if (!err && (ch.pfd = ml_proc_open(parent, "pagemap")) < 0)
 		err = ch.pfd;
 	if (!err && ml_grow(&c->v, &c->cap, c->n + 1, sizeof(*c->v)))
 		err = -ENOMEM;

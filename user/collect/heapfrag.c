@@ -544,18 +544,15 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 	    .read = live_read, .resident = live_resident, .end_now = live_end_now, .ctx = &lv, .census = census};
 	struct heapfrag_budget b = {.read_bytes = HEAPFRAG_READ_MAX, .chunks = HEAPFRAG_CHUNKS_MAX};
 	struct ml_maps maps = {};
-	char path[64];
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	int err = 0;
 
 	heapfrag__reset(f);
 	lv.blk[0].base = lv.blk[1].base = ~0ULL;
-	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	lv.mem = open(path, O_RDONLY | O_CLOEXEC);
-	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
-	lv.pagemap = open(path, O_RDONLY | O_CLOEXEC);
+	lv.mem = ml_proc_open(pid, "mem");
+	lv.pagemap = ml_proc_open(pid, "pagemap");
 	if (lv.mem < 0 || lv.pagemap < 0) {
-		err = errno == ENOENT ? -ESRCH : -errno;
+		err = lv.mem < 0 ? lv.mem : lv.pagemap;
 		goto out;
 	}
 	err = ml_maps__read(pid, &maps);

@@ -2,9 +2,8 @@
 #define _GNU_SOURCE
 #include "collect/heaplive.h"
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <unistd.h>
+#include "lib/procmaps.h"
 
 #define SIZE_SZ 8ULL
 #define MINSIZE 32ULL
@@ -24,16 +23,16 @@ static int mem_pid, mem_fd = -1;
 
 static int mem_of(int pid)
 {
-	char path[48];
+	int fd;
 
 	if (pid == mem_pid && mem_fd >= 0)
 		return mem_fd;
 	if (mem_fd >= 0)
 		close(mem_fd);
-	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = ml_proc_open(pid, "mem");
+	mem_fd = fd >= 0 ? fd : -1;
 	mem_pid = pid;
-	return mem_fd >= 0 ? mem_fd : (errno == ENOENT ? -ESRCH : -errno);
+	return fd;
 }
 
 /* len bytes at addr of pid. 0, -EFAULT when not mapped (any part), or the error (-ESRCH: it is gone). */

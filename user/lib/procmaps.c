@@ -240,6 +240,17 @@ int ml_maps__read_at(int proc_pid_dirfd, struct ml_maps *out)
 	return err;
 }
 
+int ml_proc_open(int pid, const char *name)
+{
+	char path[64];
+	int fd;
+
+	if (snprintf(path, sizeof(path), "/proc/%d/%s", pid, name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd >= 0 ? fd : errno == ENOENT ? -ESRCH : -errno;
+}
+
 static int open_proc_dir(int pid)
 {
 	char name[32];

@@ -75,4 +75,7 @@ struct ml_proc_stat {
 /* Read /proc/PID/stat. 0, -errno when the process is gone, -EINVAL when the line does not parse. */
 int ml_proc_stat(int pid, struct ml_proc_stat *out);
 
+/* /proc/PID/NAME opened read-only (mem, pagemap, ...): the fd, -ESRCH when the process is gone, or -errno. */
+int ml_proc_open(int pid, const char *name);
+
 #endif

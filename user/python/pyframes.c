@@ -26,6 +26,7 @@
 #include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/path.h"
+#include "lib/procmaps.h"
 #include "lib/u64map.h"
 #include "python/pyline.h"
 #include "python/pyoffsets.h"
@@ -176,16 +177,16 @@ void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, co
 static int peek(const struct pyframes *p, uint64_t addr, void *buf, size_t len)
 {
 	struct pyframes *w = (struct pyframes *)p; /* the fd is a cache, opened once */
-	char path[48];
 	ssize_t n;
+	int fd;
 
 	if (!addr)
 		return -EFAULT;
 	if (w->mem < 0) {
-		snprintf(path, sizeof(path), "/proc/%d/mem", p->pid);
-		w->mem = open(path, O_RDONLY | O_CLOEXEC);
-		if (w->mem < 0)
-			return errno == ENOENT ? -ESRCH : -errno;
+		fd = ml_proc_open(p->pid, "mem");
+		if (fd < 0)
+			return fd;
+		w->mem = fd;
 	}
 	n = pread(p->mem, buf, len, (off_t)addr);
 	if (n < 0)
