@@ -55,6 +55,7 @@
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL	    /* and 20 ms of the traced processes' CPU time to say anything */
 #define EXTRA_PROGS 3		    /* heap_exit, torch_malloc, torch_free */
+#define SHED_MIN_PCT 0.05	    /* a step that saves less than this is not worth what it loses */
 
 enum calib_state { CALIB_IDLE, CALIB_RUNNING, CALIB_DONE };
 
@@ -649,7 +650,7 @@ static double tensor_part(const struct overhead *o, unsigned int layer)
 	return p > TENSOR_SHED_FACTOR * o->info.budget_pct ? p : 0;
 }
 
-static double shed_part(const struct overhead *o, enum ml_shed step)
+static double step_part(const struct overhead *o, enum ml_shed step)
 {
 	switch (step) {
 	case ML_SHED_RSS_SAMPLING: return o->rss_cost ? o->rss_pct : 0;
@@ -669,6 +670,14 @@ static double shed_part(const struct overhead *o, enum ml_shed step)
 	case ML_SHED_RSS_FAULTS: return o->rss_cost ? o->rss_pct : 0;
 	default: return 0;
 	}
+}
+
+/* What shedding a step would save; a step below SHED_MIN_PCT (an rss doubling measured at 0.02 %) is kept. */
+static double shed_part(const struct overhead *o, enum ml_shed step)
+{
+	double p = step_part(o, step);
+
+	return p >= SHED_MIN_PCT ? p : 0;
 }
 
 enum ml_shed overhead__next_shed(const struct overhead *o)
@@ -737,10 +746,10 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 	/* What is costing, largest parts first as the layers come: each over 0.05 % named. */
 	parts[0] = '\0';
 	for (unsigned int l = 0; l < ML_LAYER_MAX && n < sizeof(parts); l++)
-		if (in->layer_pct[l] >= 0.05)
+		if (in->layer_pct[l] >= SHED_MIN_PCT)
 			n += (size_t)snprintf(parts + n, sizeof(parts) - n, "%s%s %.1f%%", n ? ", " : "",
 					      ml_layer_name(l), in->layer_pct[l]);
-	if (n < sizeof(parts) && in->other_pct >= 0.05)
+	if (n < sizeof(parts) && in->other_pct >= SHED_MIN_PCT)
 		snprintf(parts + n, sizeof(parts) - n, "%sother %.1f%%", n ? ", " : "", in->other_pct);
 	ml_notice("tracing still costs %.1f%% in heap-growth mode, over the %g%% budget (%s): shedding %s (%.1f%%)",
 		  in->pct, in->budget_pct, parts, ml_shed_name(step), shed_part(o, step));
