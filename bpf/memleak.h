@@ -50,6 +50,8 @@ enum ml_kind {
 	ML_KIND_FREE = 2,    /* releases the pointer in free_arg */
 	ML_KIND_REALLOC = 3, /* releases free_arg and returns a new allocation */
 	ML_KIND_WRAP = 4,    /* entry only: remembers its caller for the allocation made inside it (no return probe) */
+	ML_KIND_RAISE = 5,   /* entry only: an out-of-memory error is being made; its message is the std::string
+				in size_arg (struct ml_oom_raise_event) */
 };
 
 /* How success is told at return. */
@@ -329,6 +331,7 @@ enum ml_proc_event_type {
 	ML_PROC_RSS_RELEASE = 5, /* a range over ML_RSS_INLINE_PAGES went: user space drops its rss records */
 	ML_PROC_RSS_MOVE = 6,	 /* ... or moved (mremap): user space moves them */
 	ML_PROC_CUDA_FAIL = 7,	 /* a cuda-layer allocation failed (struct ml_cuda_fail_event): out of memory */
+	ML_PROC_OOM_RAISE = 8,	 /* an ML_KIND_RAISE row ran (struct ml_oom_raise_event): the error is raised */
 };
 
 struct ml_proc_event {
@@ -351,6 +354,18 @@ struct ml_cuda_fail_event {
 	__u64 size, stack_id, caller;
 	__s32 device, error;
 	__u32 spec, pad;
+};
+
+/*
+ * ML_PROC_OOM_RAISE: the stack that raises and the message's first ML_OOM_MSG - 1 bytes, NUL-terminated;
+ * msg_len is the whole message's length, so a longer one is known to be cut.
+ */
+#define ML_OOM_MSG 1024
+struct ml_oom_raise_event {
+	struct ml_proc_event hdr;
+	__u64 stack_id, caller, msg_len;
+	__u32 spec, pad;
+	char msg[ML_OOM_MSG];
 };
 
 /* ML_PROC_RSS_RELEASE, ML_PROC_RSS_MOVE: [lo, hi) of hdr.tgid, records older than hdr.ts_ns; a move goes to `to`. */

@@ -109,6 +109,32 @@ static __always_inline void record_call(struct ml_call *t, const volatile struct
 	}
 }
 
+/*
+ * An out-of-memory error under construction (c10::OutOfMemoryError): a raise with no failed call behind it
+ * (set_per_process_memory_fraction) is seen too. The message is a std::string passed by reference:
+ * { char *data; size_t len; ... }.
+ */
+static __always_inline void oom_raised(__u32 spec, __u64 str, const struct ml_capture *cap)
+{
+	struct ml_oom_raise_event *e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
+	__u64 hdr[2] = {};
+
+	if (!e)
+		return;
+	e->hdr = (struct ml_proc_event){
+	    .type = ML_PROC_OOM_RAISE, .tgid = bpf_get_current_pid_tgid() >> 32, .ts_ns = bpf_ktime_get_ns()};
+	e->stack_id = cap->stack_id;
+	e->caller = cap->caller;
+	e->spec = spec;
+	e->pad = 0;
+	e->msg[0] = 0;
+	if (bpf_probe_read_user(hdr, sizeof(hdr), (void *)str) ||
+	    bpf_probe_read_user_str(e->msg, sizeof(e->msg), (void *)hdr[0]) < 0)
+		hdr[1] = 0;
+	e->msg_len = hdr[1];
+	bpf_ringbuf_submit(e, 0);
+}
+
 SEC("uprobe")
 int BPF_KPROBE(alloc_enter)
 {
@@ -138,6 +164,12 @@ int BPF_KPROBE(alloc_enter)
 		caller = &th->wrap.caller;
 		stack_id = &th->wrap.stack_id;
 		goto capture;
+	}
+	if (s->kind == ML_KIND_RAISE) {
+		cap = (struct ml_capture){.sp = sp, .bp = PT_REGS_FP(ctx)};
+		capture_stack(th, &cap);
+		oom_raised(idx, arg_n(&args, s->size_arg), &cap);
+		return 0;
 	}
 	t = &th->calls[s->group & (ML_GROUPS - 1)];
 	now = bpf_ktime_get_ns();

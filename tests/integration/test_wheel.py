@@ -32,6 +32,8 @@ RAW = ["c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::raw_all
        "CUstream_st*)",
        "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::raw_delete(void*)"]
 CUDART = ["cudaMalloc", "cudaFree"]
+OOM_ERROR = ("c10::OutOfMemoryError::OutOfMemoryError(c10::SourceLocation, std::__cxx11::basic_string<char, "
+             "std::char_traits<char>, std::allocator<char> >)")
 DRIVER = ["cuMemCreate", "cuMemMap", "cuMemAlloc_v2"]
 
 TARGET = ("import os, sys, torch\n"
@@ -165,6 +167,9 @@ def wheel_probes_attach():
 
     for func in RAW:
         check(probed(c10, func, "torch_cuda"), f"{func} probed in {c10}: {lines('libc10_cuda.so')}")
+    # The out-of-memory error's constructor, in libc10.so beside it (entry only: the raise's report).
+    lib_c10 = c10.replace("libc10_cuda.so", "libc10.so")
+    check(probed(lib_c10, OOM_ERROR, "torch_cuda"), f"{OOM_ERROR} probed in {lib_c10}: {lines('libc10.so')}")
     cudart = os.path.join(sp, "nvidia", "cu13", "lib", "libcudart.so.13")
     check(cudart in maps, f"the target maps {cudart}: {sorted(p for p in maps if 'cudart' in p)}")
     for func in CUDART:

@@ -792,6 +792,34 @@ def standin_gpu_out_of_memory_report():
               for l in run.text.splitlines()), "the text's line")
 
 
+@test
+def standin_gpu_out_of_memory_by_memory_fraction():
+    """The same loop allowed half the 64 MiB device (set_per_process_memory_fraction(0.5)): the caching
+    allocator raises with no failed call, when a third 20 MiB segment would pass 32 MiB. The entry probe on
+    c10::OutOfMemoryError's constructor writes the one report, with PyTorch's message (about 560 bytes, whole),
+    the 20 MiB segment it names, device 0, the Python line, and the 20 MiB reserved then (two tensors)."""
+    script = "cuda_oom.py"
+    run = Run(script, "c", interval="2", wl_args=("0.5",), wl_pre=STANDIN, tool_env={"STANDIN_GPU_MEMORY": "64M"})
+    try:
+        reps = run.wait_for(lambda rs: any(r.get("cuda_oom") for r in rs) and len(rs) >= 2 +
+                            next(i for i, r in enumerate(rs) if r.get("cuda_oom")), 90)
+    finally:
+        reps = run.stop()
+    ooms = [r for r in reps if r.get("cuda_oom")]
+    eq(len(ooms), 1, "one report at the raise")
+    o = ooms[0]["cuda_oom"]
+    eq((o["function"], o["bytes"], o["error"], o["device"]), ("c10::OutOfMemoryError", 20 << 20, None, 0),
+       f"the raise: {o}")
+    check(o["message"].startswith("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 ") and
+          "32.00 MiB allowed" in o["message"] and o["message"].endswith(")") and not o["message_cut"],
+          f"PyTorch's message, whole: {o['message']!r}")
+    eq((user_frame(o, script) or {}).get("line"), line_with(script, "# OOM"), f"the request's line: {o}")
+    dev = next(d for d in ooms[0]["devices"] if d["device"] == 0)
+    eq(dev["reserved_bytes"], 20 << 20, "reserved then: one 20 MiB segment")
+    check(any(l.startswith("CUDA out of memory: pid ") and "device 0: c10::OutOfMemoryError raised" in l
+              for l in run.text.splitlines()), f"the text's line: {run.text[:600]}")
+
+
 def say_interpreter():
     """Which Python and torch ran: the suite runs on several."""
     try:

@@ -165,6 +165,17 @@ const struct ml_allocator ml_allocators[] = {
      ML_MATCH_DEMANGLED,
      false,
      {.kind = ML_KIND_FREE, .layer = ML_LAYER_TORCH_CUDA, .group = ML_GROUP_TORCH_CUDA, .free_arg = 2}},
+    /*
+     * The caching allocator's out-of-memory error, made before it is thrown: entry only. A raise by
+     * set_per_process_memory_fraction has no failed call behind it. The message is argument 2 (`this` is 1;
+     * the 24-byte SourceLocation goes on the stack, the std::string by reference).
+     */
+    {"c10::OutOfMemoryError::OutOfMemoryError(c10::SourceLocation, std::__cxx11::basic_string<char, "
+     "std::char_traits<char>, std::allocator<char> >)",
+     ML_LIB_ANY,
+     ML_MATCH_DEMANGLED,
+     false,
+     {.kind = ML_KIND_RAISE, .layer = ML_LAYER_TORCH_CUDA, .group = ML_GROUP_TORCH_CUDA, .size_arg = 2}},
 
     /*
      * PyTorch CPU tensors. c10::alloc_cpu throws when memory runs out, so it gets no return probe: its

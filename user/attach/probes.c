@@ -167,7 +167,7 @@ static bool needs_return_probe(const struct ml_spec *sp)
 {
 	if (sp->kind == ML_KIND_FREE)
 		return sp->track_free;
-	return sp->kind != ML_KIND_WRAP;
+	return sp->kind != ML_KIND_WRAP && sp->kind != ML_KIND_RAISE;
 }
 
 static int batch_prog_fd(const struct probes *p, int b)
@@ -340,6 +340,12 @@ static int open_syms(const struct probes *p, const struct ml_mapping *m, struct 
 	return err;
 }
 
+/* Whether a row's probe says its layer is traced in the object: an error's constructor does not. */
+static unsigned int layer_bit(const struct ml_spec *sp)
+{
+	return sp->kind == ML_KIND_RAISE ? 0 : 1U << sp->layer;
+}
+
 /* Attach the rows found, adding their layers to *layers. Returns the number of functions probed. */
 static int attach_rows(struct probes *p, const char *path, const struct found *found, const struct elf_syms *syms,
 		       unsigned int *layers)
@@ -351,7 +357,7 @@ static int attach_rows(struct probes *p, const char *path, const struct found *f
 		err = attach_batched(p, path, found, syms);
 		for (unsigned int row = 0; row < ml_allocators_n && !err; row++) {
 			if (found[row].ok && !elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off)) {
-				*layers |= 1U << ml_allocators[row].spec.layer;
+				*layers |= layer_bit(&ml_allocators[row].spec);
 				n++;
 			}
 		}
@@ -378,7 +384,7 @@ static int attach_rows(struct probes *p, const char *path, const struct found *f
 				err = attach_one(p, path, off, row, false);
 			if (err)
 				return err;
-			*layers |= 1U << a->spec.layer;
+			*layers |= layer_bit(&a->spec);
 			n++;
 		}
 	}

@@ -17,6 +17,7 @@
 #include "report/format.h"
 #include "report/fragview.h"
 #include "report/json.h"
+#include "report/oomview.h"
 #include "report/pprof.h"
 #include "report/procview.h"
 #include "report/stackview.h"
@@ -32,7 +33,7 @@ struct reporter {
 	size_t ntraced, cap_traced;
 	const struct ml_victim *victims; /* this report's (reporter__set_victims), by key */
 	size_t nvictims;
-	const struct ml_cuda_fail_event *cuda_fail; /* the failed CUDA allocation this report is written at */
+	const struct ml_cuda_oom *cuda_oom; /* the out-of-memory burst this report is written at */
 };
 
 int ml_open_output(const char *path, FILE **out)
@@ -74,24 +75,18 @@ void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t
 	r->nvictims = n;
 }
 
-void reporter__set_cuda_fail(struct reporter *r, const struct ml_cuda_fail_event *e)
+void reporter__set_cuda_oom(struct reporter *r, const struct ml_cuda_oom *o)
 {
-	r->cuda_fail = e;
+	r->cuda_oom = o;
 }
 
-/* The failed request as a row: its stack, for its frames. */
-static size_t cuda_fail_frames(struct reporter *r, const struct ml_frame *const **frames)
+/* The failing request as a row: its stack, for its frames. */
+static size_t cuda_oom_frames(struct reporter *r, const struct ml_frame *const **frames)
 {
-	const struct ml_cuda_fail_event *e = r->cuda_fail;
-	struct ml_row row = {
-	    .key = {.tgid = e->hdr.tgid, .layer = ML_LAYER_CUDA, .stack_id = e->stack_id, .caller = e->caller}};
+	struct ml_row row = {.key = {.layer = ML_LAYER_CUDA}};
 
+	ml_oom_stack(r->cuda_oom, &row.key.tgid, &row.key.stack_id, &row.key.caller);
 	return stackview__frames(r->sv, &row, frames, NULL);
-}
-
-static const char *cuda_fail_func(const struct ml_cuda_fail_event *e)
-{
-	return e->spec < ml_allocators_n ? ml_allocators[e->spec].func : "a CUDA allocation";
 }
 
 int reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv, struct reporter **res)
@@ -424,39 +419,24 @@ static void text_row(struct reporter *r, const struct ml_snapshot *s, const stru
 		fprintf(f, "      [outer Python frames not captured: the frame chain was unreadable]\n");
 }
 
-/* "CUDA out of memory: ..." with the failed request's stack; the report that follows is the memory then. */
-static void text_cuda_fail(struct reporter *r)
+/* "CUDA out of memory: ..." with the failing request's stack; the report that follows is the memory then. */
+static void text_cuda_oom(struct reporter *r)
 {
-	const struct ml_cuda_fail_event *e = r->cuda_fail;
 	const struct ml_frame *const *frames;
-	size_t n = cuda_fail_frames(r, &frames);
-	char b[32];
+	size_t n = cuda_oom_frames(r, &frames);
 
-	ml_fmt_bytes(b, sizeof(b), (double)e->size);
-	fprintf(r->out, "CUDA out of memory: pid %u", e->hdr.tgid);
-	if (e->device >= 0)
-		fprintf(r->out, ", device %d", e->device);
-	fprintf(r->out, ": %s of %s failed (error %d); this report is the memory at that moment\n", cuda_fail_func(e),
-		b, e->error);
+	ml_text_cuda_oom(r->out, r->cuda_oom);
 	text_user_line(r->out, frames, n);
 	put_frames(r, frames, n);
 }
 
-static void json_cuda_fail(struct jw *w, struct reporter *r)
+static void json_cuda_oom(struct jw *w, struct reporter *r)
 {
-	const struct ml_cuda_fail_event *e = r->cuda_fail;
 	const struct ml_frame *const *frames;
-	size_t n = cuda_fail_frames(r, &frames);
+	size_t n = cuda_oom_frames(r, &frames);
 
 	jw_obj_begin(w, "cuda_oom");
-	jw_i64(w, "pid", e->hdr.tgid);
-	if (e->device >= 0)
-		jw_i64(w, "device", e->device);
-	else
-		jw_null(w, "device");
-	jw_str(w, "function", cuda_fail_func(e));
-	jw_u64(w, "bytes", e->size);
-	jw_i64(w, "error", e->error);
+	ml_json_cuda_oom(w, r->cuda_oom);
 	ml_json_frames(w, frames, n);
 	jw_obj_end(w);
 }
@@ -487,8 +467,8 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 
 	text_title(r, s, seq, final);
 	ml_text_oom(r->out, r->sv, s, r->o.pid);
-	if (r->cuda_fail)
-		text_cuda_fail(r);
+	if (r->cuda_oom)
+		text_cuda_oom(r);
 	ml_text_memory(r->out, r->sv, s, r->traced, r->ntraced);
 	ml_text_victims(r->out, r->victims, r->nvictims, s, order);
 	text_layers(r, s);
@@ -630,8 +610,8 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_double(&w, "interval_s", s->elapsed_s);
 	json_totals(&w, s->layers, false);
 	ml_json_devices(&w, s, order);
-	if (r->cuda_fail)
-		json_cuda_fail(&w, r);
+	if (r->cuda_oom)
+		json_cuda_oom(&w, r);
 	if (r->ov) {
 		ml_json_overhead(&w, r->ov);
 	}

@@ -45,7 +45,8 @@ int ml_open_output(const char *path, FILE **out);
 void reporter__set_traced(struct reporter *r, const int *pids, size_t n);
 /* This report's victims of fragmentation (judge/victims.h; by key, kept by the caller until the report is out). */
 void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t n);
-/* This report is written at a failed CUDA allocation: e (kept by the caller until the report is out), or NULL. */
-void reporter__set_cuda_fail(struct reporter *r, const struct ml_cuda_fail_event *e);
+struct ml_cuda_oom;
+/* This report is written at a CUDA out-of-memory burst: o (kept by the caller until the report is out), or NULL. */
+void reporter__set_cuda_oom(struct reporter *r, const struct ml_cuda_oom *o);
 
 #endif

@@ -203,7 +203,7 @@ static int session_report(struct session *ss, bool *final)
 		if (!ss->reps[i])
 			continue;
 		reporter__set_duration(ss->reps[i], snap->now_ns - ss->start_ns);
-		reporter__set_cuda_fail(ss->reps[i], ss->cuda_fail_due ? &ss->cuda_fail : NULL);
+		reporter__set_cuda_oom(ss->reps[i], ss->cuda_oom_due ? &ss->cuda_oom : NULL);
 		err = reporter__emit(ss->reps[i], snap, judged, order, ss->seq, *final);
 		if (err) {
 			ml_err("cannot write the report%s%s: %s", i ? " to " : "",
@@ -214,7 +214,7 @@ static int session_report(struct session *ss, bool *final)
 			return err;
 		}
 	}
-	ss->cuda_fail_due = false;
+	ss->cuda_oom_due = false;
 	if (ss->metrics)
 		fleet__publish_metrics(ss->metrics, session__fleet_of(ss), snap, judged, ss->layers,
 				       overhead__info(ss->ov), ss->seq);

@@ -151,7 +151,37 @@ void session__follower_gone(void *ctx, int pid)
 	copies__gone(ss->copies, pid);
 }
 
-#define CUDA_FAIL_BURST_NS (2ULL * 1000000000) /* failures closer than this to the last are one burst */
+#define CUDA_OOM_BURST_NS (2ULL * 1000000000) /* failures closer than this to the last are one burst */
+
+/*
+ * A failed cuda-layer call or a raised out-of-memory error. The caching allocator frees its cache and
+ * tries again before it raises: one report a burst, with the first of each kind that came before it.
+ */
+static void cuda_oom_event(struct session *ss, const void *data, size_t len)
+{
+	const struct ml_proc_event *e = data;
+	struct ml_cuda_oom *o = &ss->cuda_oom;
+	bool raise = e->type == ML_PROC_OOM_RAISE;
+
+	if (len < (raise ? sizeof(o->raise) : sizeof(o->fail)))
+		return;
+	if (!ss->cuda_oom_ns || e->ts_ns - ss->cuda_oom_ns > CUDA_OOM_BURST_NS) {
+		memset(o, 0, sizeof(*o));
+		ss->cuda_oom_due = true;
+		ss->oom_report = true;
+	}
+	ss->cuda_oom_ns = e->ts_ns;
+	if (!ss->cuda_oom_due)
+		return; /* its report is out */
+	if (raise && !o->raised) {
+		memcpy(&o->raise, data, sizeof(o->raise));
+		o->raise.msg[ML_OOM_MSG - 1] = '\0'; /* the target's text: never trust its end */
+		o->raised = true;
+	} else if (!raise && !o->failed) {
+		memcpy(&o->fail, data, sizeof(o->fail));
+		o->failed = true;
+	}
+}
 
 static int on_proc_event(void *ctx, void *data, size_t len)
 {
@@ -167,16 +197,8 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 			ss->oom_report = true; /* the first process's own exit ends the run with its final report */
 		return 0;
 	}
-	if (e->type == ML_PROC_CUDA_FAIL && len >= sizeof(struct ml_cuda_fail_event)) {
-		const struct ml_cuda_fail_event *c = data;
-
-		/* The caching allocator frees its cache and tries again before it raises: one report a burst. */
-		if (!ss->cuda_fail_ns || c->hdr.ts_ns - ss->cuda_fail_ns > CUDA_FAIL_BURST_NS) {
-			ss->cuda_fail = *c;
-			ss->cuda_fail_due = true;
-			ss->oom_report = true;
-		}
-		ss->cuda_fail_ns = c->hdr.ts_ns;
+	if (e->type == ML_PROC_CUDA_FAIL || e->type == ML_PROC_OOM_RAISE) {
+		cuda_oom_event(ss, data, len);
 		return 0;
 	}
 	if ((e->type == ML_PROC_RSS_RELEASE || e->type == ML_PROC_RSS_MOVE) && len >= sizeof(struct ml_rss_event)) {

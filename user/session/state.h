@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "judge/victims.h"
+#include "report/oomview.h"
 #include "session/budget.h"
 #include "session/copies.h"
 #include "session/fleet.h"
@@ -64,9 +65,9 @@ struct session {
 	struct bpf_link *fork_link, *exec_link; /* --follow's tracepoints */
 	struct bpf_link *oom_link;		/* the OOM killer's choice of a traced process (mark_victim) */
 	bool oom_report;			/* a follower was chosen: report now, before its exit drops it */
-	struct ml_cuda_fail_event cuda_fail;	/* the first failed CUDA allocation of a burst ... */
-	bool cuda_fail_due;			/* ... for the report written now */
-	uint64_t cuda_fail_ns;			/* the last failure: a burst goes on while they come */
+	struct ml_cuda_oom cuda_oom;		/* a CUDA out-of-memory burst's first failed call and raise ... */
+	bool cuda_oom_due;			/* ... for the report written now */
+	uint64_t cuda_oom_ns;			/* the last of the burst: it goes on while they come */
 	bool closing;				/* the final report is due: read what is left, start nothing new */
 	struct bpf_link *ld_stop;		/* -c: stops the target at each report of its dynamic loader (dlopen) */
 	uint64_t ld_stops_seen;			/* the BPF side's count of those stops when the last one was handled */
