@@ -1,6 +1,8 @@
 """Workload for the stand-in GPU (scripts/standin-gpu): a loop that keeps one CUDA tensor a step, next to a
 scratch tensor freed at the next step. With a control FIFO and an answer FIFO as arguments, "p" pauses the
-loop and answers "stats REQUESTED RESERVED ALLOCATED" from PyTorch's own accounting; "r" resumes it."""
+loop and answers "stats REQUESTED RESERVED ALLOCATED RAW" from PyTorch's own accounting; "r" resumes it. With
+CUDA_KEPT_RAW=1 each step also takes a block through torch.cuda.caching_allocator_alloc (raw_alloc) and every
+third step gives the oldest back: RAW is the bytes of those still held."""
 import os
 import sys
 import time
@@ -17,7 +19,7 @@ def paused():
     """Answer a pause with the stats, and hold until resumed."""
     s = torch.cuda.memory_stats()
     print("stats", s["requested_bytes.all.current"], torch.cuda.memory_reserved(), torch.cuda.memory_allocated(),
-          file=ans, flush=True)
+          sum(n for _, n in raw), file=ans, flush=True)
     while True:
         try:
             if os.read(ctl, 1) == b"r":
@@ -27,13 +29,19 @@ def paused():
         time.sleep(0.01)
 
 
-kept = []
+kept, raw = [], []
+take_raw = os.environ.get("CUDA_KEPT_RAW") == "1"
 torch.cuda.init()
 start()
 step = 0
 while True:
     kept.append(torch.empty(1000 + 37 * (step % 50), device="cuda"))  # LEAK: one tensor kept a step
     scratch = torch.empty(1 << 18, device="cuda")  # freed at the next step: cached, not leaked
+    if take_raw:
+        n = 4096 + 512 * (step % 7)
+        raw.append((torch.cuda.caching_allocator_alloc(n), n))  # RAW: two of three kept
+        if step % 3 == 2:
+            torch.cuda.caching_allocator_delete(raw.pop(0)[0])
     step += 1
     if ctl >= 0:
         try:

@@ -676,26 +676,32 @@ class Fifos:
                 os.close(fd)
 
 
-def standin_accounting(expandable, mode="c"):
+def standin_accounting(expandable, mode="c", raw=None):
     """PyTorch's real CUDA caching allocator on the stand-in device (scripts/standin-gpu), started with -c:
     at three reports taken while the loop is paused, torch_cuda's outstanding bytes equal PyTorch's
     requested_bytes.all.current and the cuda layer's equal memory_reserved(); the kept tensor's line is a
-    growing torch_cuda row, and the scratch tensor's is not."""
+    growing torch_cuda row, and the scratch tensor's is not. raw "usdt": raw_alloc blocks too, probed by symbol
+    (--torch-raw-alloc) beside the USDT probes; raw "symbols": the USDT probes never attached (test hook), so
+    their semaphores stay off and torch_cuda is the raw_alloc blocks alone, the tensors unseen by it."""
     script = "cuda_kept.py"
     io = Fifos()
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if expandable else {}
-    run = Run(script, mode, interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans), tool_env=env, wl_env=env)
+    wl_env = {**env, **({"CUDA_KEPT_RAW": "1"} if raw else {})}  # -c: the workload has the tool's environment
+    tool_env = {**wl_env, **({"MEMLEAK_AI_TEST_NO_USDT": "1"} if raw == "symbols" else {})}
+    args = ("--torch-raw-alloc", "--top", "300") if raw else ()
+    run = Run(script, mode, *args, interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans), tool_env=tool_env,
+              wl_env=wl_env)
     compared = []
     try:
         reps = run.wait_for(lambda rs: any(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]), 90)
         check(reps and any(s["layer"] == "torch_cuda" for s in reps[-1]["stacks"]), "torch_cuda rows")
         for _ in range(3):
-            _, req, res, alloc = io.ask(b"p")
+            _, req, res, alloc, raw_held = io.ask(b"p")
             n = len(run.reports())
             reps = run.wait_for(lambda rs: len(rs) >= n + 2, 30)  # a report collected wholly in the pause
             tot = reps[-1]["totals"]
-            compared.append((tot.get("torch_cuda", {}).get("bytes"), int(req), tot.get("cuda", {}).get("bytes"),
-                             int(res)))
+            compared.append((tot.get("torch_cuda", {}).get("bytes"), int(raw_held if raw == "symbols" else req),
+                             tot.get("cuda", {}).get("bytes"), int(res)))
             io.ask(b"r")
             time.sleep(1.5)
         n = len(run.reports())
@@ -703,12 +709,22 @@ def standin_accounting(expandable, mode="c"):
     finally:
         reps = run.stop()
         io.close()
-    print(f"# (torch_cuda, requested, cuda, reserved) at paused reports: {compared}")
+    print(f"# (torch_cuda, {'raw_alloc held' if raw == 'symbols' else 'requested'}, cuda, reserved) at paused "
+          f"reports: {compared}")
     eq(len(compared), 3, "three paused reports")
     for got_t, want_t, got_c, want_c in compared:
-        eq((got_t, got_c), (want_t, want_c), "torch_cuda = requested_bytes.all.current, cuda = memory_reserved()")
+        eq((got_t, got_c), (want_t, want_c), "torch_cuda = requested_bytes.all.current (or the raw_alloc blocks "
+           "held, with the USDT probes off), cuda = memory_reserved()")
     line = leak_line(script)
     rows = [s for s in reps[-1]["stacks"] if s["layer"] == "torch_cuda" and s["verdict"] == "growing"]
+    if raw:
+        check(any((user_frame(s, script) or {}).get("line") == line_with(script, "# RAW") for s in rows[:3]),
+              f"the raw_alloc line in the top three growing torch_cuda rows: "
+              f"{[(user_frame(s, script) or {}).get('line') for s in rows]}")
+    if raw == "symbols":
+        eq([s["bytes"] for s in reps[-1]["stacks"] if s["layer"] == "torch_cuda" and
+            (user_frame(s, script) or {}).get("line") == line], [], "tensors unseen with the semaphores off")
+        return
     check(any((user_frame(s, script) or {}).get("line") == line for s in rows[:3]),
           f"the kept tensor's line {line} in the top three growing torch_cuda rows: "
           f"{[(user_frame(s, script) or {}).get('line') for s in rows]}")
@@ -720,13 +736,21 @@ def standin_accounting(expandable, mode="c"):
 @test
 @alone
 def standin_gpu_caching_allocator_exact():
-    standin_accounting(False)
+    """With raw_alloc blocks too, probed by symbol beside the USDT probes: counted once (the expandable and -p
+    variants run at default settings)."""
+    standin_accounting(False, raw="usdt")
 
 
 @test
 @alone
 def standin_gpu_expandable_segments_exact():
     standin_accounting(True)
+
+
+@test
+@alone
+def standin_gpu_raw_alloc_symbols_semaphore_off_exact():
+    standin_accounting(False, raw="symbols")
 
 
 @test
