@@ -12,6 +12,8 @@
 #define READ_ONCE(x) (*(const volatile typeof(x) *)&(x))
 #define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
 #define barrier() asm volatile("" ::: "memory")
+/* The second word of a returned two-word struct (x86-64: rdx), as PT_REGS_RC is the first. */
+#define PT_REGS_RC2(x) (__PT_REGS_CAST(x)->dx)
 
 #define ML_PY_RETRY_NS 10000000ULL
 

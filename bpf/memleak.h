@@ -23,6 +23,7 @@ enum ml_layer {
 	ML_LAYER_TORCH_CPU = 4,	 /* PyTorch CPU tensors */
 	ML_LAYER_CUDA_MAP = 5,	 /* virtual ranges mapped with cuMemMap (backed by cuMemCreate memory) */
 	ML_LAYER_RSS = 6,	 /* anonymous pages made resident (or copied on write) by a traced process's fault */
+	ML_LAYER_TORCH_HOST = 7, /* PyTorch's pinned host caching allocator: blocks handed out (pin_memory) */
 	ML_LAYER_MAX = 8,
 };
 
@@ -35,7 +36,7 @@ enum ml_group {
 	ML_GROUP_HEAP = 0, /* libc, torch_cpu */
 	ML_GROUP_CUDA = 1, /* cuda, cuda_map */
 	ML_GROUP_CUDA_HOST = 2,
-	ML_GROUP_TORCH_CUDA = 3,
+	ML_GROUP_TORCH_CUDA = 3, /* torch_cuda, torch_host: neither calls the other */
 	ML_GROUPS = 4,
 };
 
@@ -58,6 +59,8 @@ enum ml_kind {
 enum ml_ret {
 	ML_RET_PTR = 0,	 /* the return value is the pointer; NULL means failure */
 	ML_RET_ERR0 = 1, /* the return value is an error code, 0 = success; pointer in *out_arg */
+	ML_RET_PAIR =
+	    2, /* a returned pair of words {pointer, handle} (rax, rdx): the handle is what the release gets */
 };
 
 /*

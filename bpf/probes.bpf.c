@@ -288,7 +288,7 @@ int BPF_KRETPROBE(alloc_exit)
 			size *= v;
 		}
 	} else {
-		addr = ret;
+		addr = s->ret == ML_RET_PAIR ? PT_REGS_RC2(ctx) : ret;
 		ok = addr != 0;
 	}
 

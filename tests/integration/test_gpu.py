@@ -200,7 +200,8 @@ def pytorch_cpu_exception_through_alloc_cpu_is_safe():
             "sys.stdin.buffer.read(1)\n"
             "try:\n    torch.empty(1 << 60, dtype=torch.uint8)\nexcept RuntimeError:\n    print('caught', flush=True)\n"
             "keep = [torch.ones(1000) for _ in range(10)]\nprint('done', flush=True)\nsys.stdin.buffer.read(1)\n")
-    fx = subprocess.Popen([torch_py(), "-c", "import os; print('ready', os.getpid(), flush=True)\n" + code],
+    # torch imported before "ready": libc10 is probed at attach, not by a rescan racing the tensors (a flake)
+    fx = subprocess.Popen([torch_py(), "-c", "import os, torch; print('ready', os.getpid(), flush=True)\n" + code],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         read_line(fx.stdout, 60, "ready")

@@ -686,20 +686,23 @@ def standin_accounting(expandable, mode="c", raw=None):
     script = "cuda_kept.py"
     io = Fifos()
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if expandable else {}
-    wl_env = {**env, **({"CUDA_KEPT_RAW": "1"} if raw else {})}  # -c: the workload has the tool's environment
+    wl_env = {**env, **({"CUDA_KEPT_RAW": "1"} if raw else {}), **({"CUDA_KEPT_PIN": "1"} if raw == "usdt" else {})}  # -c: the workload has the tool's environment
     tool_env = {**wl_env, **({"MEMLEAK_AI_TEST_NO_USDT": "1"} if raw == "symbols" else {})}
     args = ("--torch-raw-alloc", "--top", "300") if raw else ()
     run = Run(script, mode, *args, interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans), tool_env=tool_env,
               wl_env=wl_env)
-    compared = []
+    compared, pins = [], []
     try:
         reps = run.wait_for(lambda rs: any(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]), 90)
         check(reps and any(s["layer"] == "torch_cuda" for s in reps[-1]["stacks"]), "torch_cuda rows")
         for _ in range(3):
-            _, req, res, alloc, raw_held = io.ask(b"p")
+            _, req, res, alloc, raw_held, *host = io.ask(b"p")
             n = len(run.reports())
             reps = run.wait_for(lambda rs: len(rs) >= n + 2, 30)  # a report collected wholly in the pause
             tot = reps[-1]["totals"]
+            if host:
+                pins.append(((tot.get("torch_host", {}).get("count"), tot.get("torch_host", {}).get("bytes"),
+                              tot.get("cuda_host", {}).get("bytes")), tuple(int(x) for x in host)))
             compared.append((tot.get("torch_cuda", {}).get("bytes"), int(raw_held if raw == "symbols" else req),
                              tot.get("cuda", {}).get("bytes"), int(res)))
             io.ask(b"r")
@@ -721,6 +724,16 @@ def standin_accounting(expandable, mode="c", raw=None):
         check(any((user_frame(s, script) or {}).get("line") == line_with(script, "# RAW") for s in rows[:3]),
               f"the raw_alloc line in the top three growing torch_cuda rows: "
               f"{[(user_frame(s, script) or {}).get('line') for s in rows]}")
+    if raw == "usdt":
+        print(f"# pinned host (torch_host count, bytes, cuda_host bytes) vs (active_requests, held bytes, "
+              f"allocated_bytes): {pins}")
+        eq(len(pins), 3, "three paused reports with the host allocator's figures")
+        for (count, handed, reserved), (active, host_reserved, held) in pins:
+            eq((count, handed, reserved), (active, held, host_reserved),
+               "torch_host = the pinned blocks handed out (count and bytes), cuda_host = what cudaHostAlloc reserved")
+        host_rows = [s for s in reps[-1]["stacks"] if s["layer"] == "torch_host" and s["verdict"] == "growing"]
+        eq([(user_frame(s, script) or {}).get("line") for s in host_rows][:1], [line_with(script, "# PIN")],
+           "the pinned tensors' line is the growing torch_host row")
     if raw == "symbols":
         eq([s["bytes"] for s in reps[-1]["stacks"] if s["layer"] == "torch_cuda" and
             (user_frame(s, script) or {}).get("line") == line], [], "tensors unseen with the semaphores off")

@@ -178,6 +178,30 @@ const struct ml_allocator ml_allocators[] = {
      {.kind = ML_KIND_RAISE, .layer = ML_LAYER_TORCH_CUDA, .group = ML_GROUP_TORCH_CUDA, .size_arg = 2}},
 
     /*
+     * PyTorch's pinned host caching allocator (pin_memory(), a DataLoader's pin_memory=True), hidden symbols:
+     * allocate(size) returns {ptr, block} in rax:rdx, and free(block) gets the block back. allocate throws when
+     * cudaHostAlloc fails, so its return probe needs --torch-raw-alloc, as raw_alloc's does.
+     */
+    {"at::CachingHostAllocatorImpl<c10::cuda::CUDAStream, std::unique_ptr<c10::cuda::CUDAEvent, "
+     "std::function<void (c10::cuda::CUDAEvent*)> >, at::HostBlock<c10::cuda::CUDAStream> >::allocate(unsigned long)",
+     ML_LIB_ANY,
+     ML_MATCH_DEMANGLED,
+     false,
+     {.kind = ML_KIND_ALLOC,
+      .ret = ML_RET_PAIR,
+      .layer = ML_LAYER_TORCH_HOST,
+      .group = ML_GROUP_TORCH_CUDA,
+      .size_arg = 2},
+     .optin = true},
+    {"at::CachingHostAllocatorImpl<c10::cuda::CUDAStream, std::unique_ptr<c10::cuda::CUDAEvent, "
+     "std::function<void (c10::cuda::CUDAEvent*)> >, at::HostBlock<c10::cuda::CUDAStream> >::free(void*)",
+     ML_LIB_ANY,
+     ML_MATCH_DEMANGLED,
+     false,
+     {.kind = ML_KIND_FREE, .layer = ML_LAYER_TORCH_HOST, .group = ML_GROUP_TORCH_CUDA, .free_arg = 2},
+     .optin = true},
+
+    /*
      * PyTorch CPU tensors. c10::alloc_cpu throws when memory runs out, so it gets no return probe: its
      * entry remembers the caller, and the allocation is taken at the C call it makes, posix_memalign
      * through libc10's own PLT stub (C code, no exception passes there). free_cpu: entry only.
@@ -253,6 +277,7 @@ static const char *const layer_names[ML_LAYER_MAX] = {
     [ML_LAYER_TORCH_CPU] = "torch_cpu",
     [ML_LAYER_CUDA_MAP] = "cuda_map",
     [ML_LAYER_RSS] = "rss",
+    [ML_LAYER_TORCH_HOST] = "torch_host",
 };
 
 const char *ml_layer_name(unsigned int layer)

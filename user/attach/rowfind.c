@@ -18,11 +18,23 @@ struct demangle_ctx {
 	struct found *found;
 };
 
-/* The identifier just before the parameter list: "raw_alloc" of "...::raw_alloc(unsigned long)". */
+/*
+ * The identifier just before the parameter list: "raw_alloc" of "...::raw_alloc(unsigned long)". The list's
+ * '(' is the first outside template arguments ("Impl<std::function<void (T*)> >::free(void*)").
+ */
 static bool name_token(const char *demangled, const char **tok, size_t *len)
 {
-	const char *paren = strchr(demangled, '('), *start;
+	const char *paren = NULL, *start;
+	int depth = 0;
 
+	for (const char *c = demangled; *c && !paren; c++) {
+		if (*c == '<')
+			depth++;
+		else if (*c == '>')
+			depth--;
+		else if (*c == '(' && depth == 0)
+			paren = c;
+	}
 	if (!paren)
 		return false;
 	start = paren;

@@ -30,10 +30,28 @@ static void text_pins(FILE *f, const struct ml_snapshot *s, const size_t *order,
 	}
 }
 
+/* Pinned host memory, where PyTorch's host caching allocator is traced (--torch-raw-alloc): reserved vs handed out. */
+static void text_pinned_host(FILE *f, const struct ml_snapshot *s)
+{
+	const struct ml_layer_total *res = &s->layers[ML_LAYER_CUDA_HOST], *out = &s->layers[ML_LAYER_TORCH_HOST];
+	char b1[32], b2[32], b3[32];
+
+	if (!out->count)
+		return;
+	ml_fmt_bytes(b1, sizeof(b1), (double)res->bytes);
+	ml_fmt_bytes(b2, sizeof(b2), (double)out->bytes);
+	ml_fmt_bytes(b3, sizeof(b3), (double)res->bytes - (double)out->bytes);
+	fprintf(f,
+		"pinned host: reserved %s (cudaHostAlloc), handed out %s in %" PRIu64
+		" blocks (torch_host, sizes asked), cached %s\n",
+		b1, b2, out->count, b3);
+}
+
 void ml_text_devices(FILE *f, const struct ml_snapshot *s, const size_t *order)
 {
 	char b1[32], b2[32], b3[32];
 
+	text_pinned_host(f, s);
 	for (unsigned int d = 0; d <= ML_MAX_DEVICES; d++) {
 		const struct ml_device_total *t = &s->devices[d];
 

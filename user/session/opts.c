@@ -47,11 +47,12 @@ static const char usage[] =
     "                         flame graph, leak table; opens offline), created 0600\n"
     "  -s, --sort KEY         leak (default: growing stacks first, by leak score, then largest) or bytes\n"
     "  -l, --layers LIST      layers to trace, comma-separated (default all): libc, cuda, cuda_host,\n"
-    "                         cuda_map, torch_cuda, torch_cpu (cuda brings cuda_map, its cuMemMap'd ranges),\n"
-    "                         rss (anonymous pages made resident or copied on write, by the faulting stack)\n"
-    "      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) with return\n"
-    "                         probes; UNSAFE when the job catches CUDA out-of-memory exceptions: an\n"
-    "                         exception thrown through a return probe terminates the process\n"
+    "                         cuda_map, torch_cuda, torch_cpu, torch_host (cuda brings cuda_map, its\n"
+    "                         cuMemMap'd ranges), rss (anonymous pages made resident or copied on\n"
+    "                         write, by the faulting stack)\n"
+    "      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) and the pinned host\n"
+    "                         caching allocator (torch_host) with return probes; UNSAFE when the job catches\n"
+    "                         out-of-memory exceptions: one thrown through a return probe ends the process\n"
     "      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
     "      --native           text reports show every native frame of a Python stack (default: the\n"
     "                         interpreter's own and unresolved frames fold into one line a run)\n"
@@ -517,7 +518,8 @@ static int parse_option(int c, char **argv, struct ml_opts *o)
 	case 'l':
 		if (ml_layers_parse(optarg, &o->layers))
 			return bad("--layers", optarg,
-				   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu");
+				   "a comma-separated list of libc, cuda, cuda_host, cuda_map, torch_cuda, torch_cpu, "
+				   "torch_host");
 		return 0;
 	case OPT_UNWIND:
 		if (strcmp(optarg, "tables") && strcmp(optarg, "fp"))

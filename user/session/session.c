@@ -721,7 +721,8 @@ static int session_start(struct session *ss)
 	} else {
 		nobj = probes__n_probed(ss->root.probes, &nf);
 		missing = o->layers & ~probes__active_layers(ss->root.probes) & ((1U << ML_LAYER_MAX) - 1) &
-			  ~(1U << ML_LAYER_CUDA_MAP) & ~(1U << ML_LAYER_RSS);
+			  ~(1U << ML_LAYER_CUDA_MAP) & ~(1U << ML_LAYER_RSS) &
+			  ~(o->torch_raw ? 0 : 1U << ML_LAYER_TORCH_HOST); /* probed only with --torch-raw-alloc */
 		ml_notice("attached to pid %d: %u probes in %u objects", ss->root.pid, nf, nobj);
 		probes__started(ss->root.probes);
 	}
