@@ -774,16 +774,11 @@ def standin_gpu_attached_after_cuda_init_exact():
     standin_accounting(False, "p")
 
 
-@test
-@alone
-def standin_gpu_fragmented_cache_pinned_by_rows():
-    """The cache fragmented on purpose (cuda_frag.py): four live 2 MiB blocks keep a 20 MiB segment, and a live
-    1 MiB tensor a 2 MiB one. The device's pinned bytes equal what memory_snapshot() says the segments holding a
-    live block have free, and the rows pinning them are the two lines that made those blocks, the big one
-    first with its segment's 12 MiB."""
-    script = "cuda_frag.py"
+def fragmented_cache(env):
+    """cuda_frag.py under -c: device 0's figures in the report after the pause, and the snapshot's."""
     io = Fifos()
-    run = Run(script, "c", "--top", "300", interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans))
+    run = Run("cuda_frag.py", "c", "--top", "300", interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans),
+              tool_env=env)
     try:
         run.wait_for(lambda rs: sum(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]) >= 2, 90)
         _, pinned, reserved, allocated = (int(x) if x.isdigit() else x for x in io.ask(b"p"))
@@ -794,6 +789,29 @@ def standin_gpu_fragmented_cache_pinned_by_rows():
         io.close()
     dev = next(x for x in reps[-1]["devices"] if x["device"] == 0)
     print(f"# snapshot: pinned {pinned}, reserved {reserved}, allocated {allocated}; memleak-ai: {dev}")
+    return dev, pinned, reserved, reps, run
+
+
+@test
+@alone
+def standin_gpu_fragmented_expandable_segments_pinned_by_rows():
+    """The same with expandable segments: each pool's segment is one range grown by cuMemMap'd 2 MiB pages, and
+    the pinned bytes are counted over the mapped ranges. PyTorch 2.15 keeps the freed pages between live blocks
+    mapped through empty_cache(), so memory_snapshot() says 13 MiB again, and so must the tool."""
+    dev, pinned, reserved, reps, _ = fragmented_cache({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    eq((dev["pinned_bytes"], dev["reserved_bytes"]), (pinned, reserved), "pinned and reserved bytes, device 0")
+    eq([p["bytes"] for p in dev["pinned_by"]], [12 << 20, 1 << 20], f"the two pinning rows: {dev['pinned_by']}")
+
+
+@test
+@alone
+def standin_gpu_fragmented_cache_pinned_by_rows():
+    """The cache fragmented on purpose (cuda_frag.py): four live 2 MiB blocks keep a 20 MiB segment, and a live
+    1 MiB tensor a 2 MiB one. The device's pinned bytes equal what memory_snapshot() says the segments holding a
+    live block have free, and the rows pinning them are the two lines that made those blocks, the big one
+    first with its segment's 12 MiB."""
+    script = "cuda_frag.py"
+    dev, pinned, reserved, reps, run = fragmented_cache({})
     eq((dev["pinned_bytes"], dev["reserved_bytes"]), (pinned, reserved), "pinned and reserved bytes, device 0")
     eq(pinned, 13 * 2**20, "the snapshot's own figure: 12 MiB of the big segment, 1 MiB of the small one")
     by = dev["pinned_by"]
