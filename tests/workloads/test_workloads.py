@@ -827,8 +827,9 @@ def standin_gpu_fragmented_cache_pinned_by_rows():
 @alone
 def standin_gpu_out_of_memory_report():
     """A 64 MiB stand-in device filled with 8 MiB tensors (cuda_oom.py) under -c: when cudaMalloc fails, one
-    report is written at once (the caching allocator's retry is the same burst) naming the failed call, its
-    20 MiB request and the Python line that asked, with the device's reserved memory then: 60 MiB."""
+    report is written at once (the caching allocator's retry and raise are the same burst) naming the failed
+    call, its 20 MiB request, the raise's message and device, and the Python line that asked, with the device's
+    reserved memory then: 60 MiB."""
     script = "cuda_oom.py"
     run = Run(script, "c", interval="2", wl_pre=STANDIN, tool_env={"STANDIN_GPU_MEMORY": "64M"})
     try:
@@ -840,6 +841,10 @@ def standin_gpu_out_of_memory_report():
     eq(len(ooms), 1, "one report at the failure burst")
     o = ooms[0]["cuda_oom"]
     eq((o["function"], o["bytes"], o["error"]), ("cudaMalloc", 20 << 20, 2), "the failed call")
+    # the allocator's raise after its retry joins the report: its message names the device
+    eq(o["device"], 0, f"the device, from the raise: {o.get('message')!r}")
+    check((o["message"] or "").startswith("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 "),
+          f"PyTorch's message: {o['message']!r}")
     eq((user_frame(o, script) or {}).get("line"), line_with(script, "# OOM"), f"the request's line: {o}")
     dev = next(d for d in ooms[0]["devices"] if d["device"] == 0)
     eq(dev["reserved_bytes"], 60 << 20, "reserved then: three 20 MiB segments")

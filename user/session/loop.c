@@ -266,6 +266,22 @@ static int on_target_exit(struct session *ss, bool ready, bool *final)
 	return 0;
 }
 
+#define OOM_RAISE_WAIT_MS 500
+
+/*
+ * A failed CUDA call in a PyTorch process is followed by the caching allocator's retry and then its raise,
+ * whose message names the device: wait for it a little, so that the burst's one report has both.
+ */
+static void await_oom_raise(struct session *ss)
+{
+	uint64_t end = ml_clock_ns(CLOCK_MONOTONIC) + OOM_RAISE_WAIT_MS * 1000000ULL, now;
+
+	while (ss->cuda_oom_due && ss->cuda_oom.failed && !ss->cuda_oom.raised &&
+	       (now = ml_clock_ns(CLOCK_MONOTONIC)) < end)
+		if (ring_buffer__poll(ss->proc_rb, (int)((end - now) / 1000000 + 1)) < 0)
+			break;
+}
+
 static int on_proc_events(struct session *ss, bool ready, bool *final)
 {
 	int err;
@@ -288,6 +304,7 @@ static int on_proc_events(struct session *ss, bool ready, bool *final)
 		ss->root_exec = false;
 	}
 	if (ss->oom_report) { /* before the victim's exit takes its records away */
+		await_oom_raise(ss);
 		ss->oom_report = false;
 		err = session_report(ss, final);
 		if (err || *final)
