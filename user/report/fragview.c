@@ -60,6 +60,46 @@ static void put_name(FILE *f, const struct ml_frame *const *frames, size_t n, ch
 	}
 }
 
+/*
+ * What one arena for all threads (MALLOC_ARENA_MAX=1) would save: the arenas' free resident memory but the
+ * largest arena's. Merged, the threads share one free pool, which still needs as much as the busiest arena
+ * holds now; the rest was kept apart only because other threads could not reuse it. An estimate that assumes
+ * the threads' peaks do not coincide.
+ */
+static uint64_t arena_merge_bytes(const struct ml_heapfrag *fr)
+{
+	uint64_t sum = 0, max = 0;
+
+	for (size_t i = 0; i < fr->narenas; i++) {
+		sum += fr->arenas[i].free_resident_bytes;
+		if (fr->arenas[i].free_resident_bytes > max)
+			max = fr->arenas[i].free_resident_bytes;
+	}
+	return sum - max;
+}
+
+/*
+ * When free resident memory is a large part of the heap (a quarter, and 8 MiB at least): what would return it.
+ * A preloaded jemalloc gives back wholly free pages by itself, after its decay time (10 s by default): what
+ * malloc_trim(0) would return once, it returns all along. Free space in partly used pages stays with either.
+ */
+static void text_remedies(FILE *f, const struct ml_heapfrag *fr)
+{
+	uint64_t merge = arena_merge_bytes(fr);
+	char b[2][32];
+
+	if (fr->free_resident_bytes < (8ULL << 20) || fr->free_resident_bytes < fr->heap_bytes / 4)
+		return;
+	ml_fmt_bytes(b[0], sizeof(b[0]), (double)merge);
+	ml_fmt_bytes(b[1], sizeof(b[1]), (double)fr->trimmable_bytes);
+	fputs("  what would return it:", f);
+	if (merge)
+		fprintf(f, " MALLOC_ARENA_MAX=1 about %s (the %zu arenas' free memory but the largest's);", b[0],
+			fr->narenas);
+	fprintf(f, " a preloaded jemalloc about %s, after its decay time (whole free pages, as malloc_trim(0))\n",
+		b[1]);
+}
+
 /* With thread arenas, a line for each that holds free resident memory: where malloc_trim(0) would help. */
 static void text_arenas(FILE *f, const struct ml_heapfrag *fr)
 {
@@ -133,6 +173,7 @@ void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfr
 	if (fr->nstacks > ML_FRAG_TEXT_TOP)
 		fprintf(f, "  ... and %zu more holding stacks\n", fr->nstacks - ML_FRAG_TEXT_TOP);
 	text_arenas(f, fr);
+	text_remedies(f, fr);
 	if (fr->unknown_count) {
 		ml_fmt_bytes(b[0], sizeof(b[0]), (double)fr->unknown_charged);
 		ml_fmt_bytes(b[1], sizeof(b[1]), (double)fr->unknown_bytes);
@@ -156,6 +197,8 @@ void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *
 	jw_u64(w, "top_bytes", fr->top_bytes);
 	jw_u64(w, "unheld_bytes", fr->unheld_bytes);
 	jw_u64(w, "trimmable_bytes", fr->trimmable_bytes);
+	jw_u64(w, "arena_max_1_bytes", arena_merge_bytes(fr));
+	jw_u64(w, "jemalloc_bytes", fr->trimmable_bytes);
 	jw_arr_begin(w, "arenas");
 	for (size_t i = 0; i < fr->narenas; i++) {
 		jw_obj_begin(w, NULL);
