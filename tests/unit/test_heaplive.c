@@ -17,6 +17,8 @@
 #pragma GCC diagnostic ignored "-Wuse-after-free"
 
 /* A block in use, written as objects are (a block fresh off a tcache list still holds its old link). */
+static struct heaplive reader = HEAPLIVE_INIT;
+
 static void *take(size_t req)
 {
 	void *p = malloc(req);
@@ -27,7 +29,7 @@ static void *take(size_t req)
 
 static int live(void *p, size_t req)
 {
-	return heaplive__check(getpid(), (uint64_t)(uintptr_t)p, req);
+	return heaplive__check(&reader, getpid(), (uint64_t)(uintptr_t)p, req);
 }
 
 /* Seven blocks of req bytes freed, so the size's tcache list is full and the next release goes elsewhere. */
@@ -104,7 +106,7 @@ static void bad_input(void)
 	if (pid == 0)
 		_exit(0);
 	waitpid(pid, NULL, 0);
-	CHECK_EQ_INT(heaplive__check(pid, 0x10000010, 32), -ESRCH, "a process gone is not read");
+	CHECK_EQ_INT(heaplive__check(&reader, pid, 0x10000010, 32), -ESRCH, "a process gone is not read");
 	CHECK_EQ_INT(live((void *)0x18, 8), 0, "an address in the first page is no block");
 	CHECK_EQ_INT(live((void *)0x100008, 8), 0, "a misaligned address is no block");
 	CHECK_EQ_INT(live((void *)0x100010, 8), 0, "an unmapped address is no block");
@@ -118,5 +120,6 @@ int main(void)
 	bins();
 	mmapped();
 	bad_input();
+	heaplive__close(&reader);
 	return SUMMARY("heaplive");
 }

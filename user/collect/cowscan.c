@@ -13,7 +13,6 @@
 #include "lib/procmaps.h"
 
 #define PAGE_SHIFT 12
-#define PM_PRESENT (1ULL << 63)
 #define PM_PFN ((1ULL << 55) - 1)
 #define CHUNK 4096 /* entries read at once */
 #define BLOCK 512  /* pages per owner block (2 MiB) */
@@ -198,7 +197,7 @@ void cowscan__remove(struct cowscan *c, int pid)
 /* A frame number in 29 bits: two frames reading the same by chance is one page in 2^29. */
 static uint32_t frame_of(uint64_t e)
 {
-	return e & PM_PRESENT ? (uint32_t)(ml_hash64(e & PM_PFN) & ST_FRAME) | 1U : 0;
+	return e & ML_PM_PRESENT ? (uint32_t)(ml_hash64(e & PM_PFN) & ST_FRAME) | 1U : 0;
 }
 
 static int add_bytes(struct cowchild *ch, uint32_t owner, int64_t bytes)
@@ -290,8 +289,8 @@ static long child_pass(struct cowscan *c, struct cowchild *ch, cowscan_owner_fn 
 		if (!err)
 			err = read_entries(ch->pfd, first, c->pbuf, n);
 		for (uint64_t i = 0; !err && i < n; i++) {
-			c->present += !!(c->cbuf[i] & PM_PRESENT);
-			c->frames += (c->cbuf[i] & PM_PRESENT) && (c->cbuf[i] & PM_PFN);
+			c->present += !!(c->cbuf[i] & ML_PM_PRESENT);
+			c->frames += (c->cbuf[i] & ML_PM_PRESENT) && (c->cbuf[i] & PM_PFN);
 			err = compare(ch, r, ch->at_p + i, c->cbuf[i], c->pbuf[i], owner, ctx);
 		}
 		if (err)

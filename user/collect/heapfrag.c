@@ -322,7 +322,7 @@ static bool live_resident(void *ctx, uint64_t page)
 	lv->blk[k].base = base;
 	n = pread(lv->pagemap, ent, sizeof(ent), (off_t)(base / PAGE * 8));
 	for (ssize_t i = 0; n > 0 && i < n / 8; i++)
-		if (ent[i] >> 63 & 1) /* present (bit 62, swapped, is not resident) */
+		if (ent[i] & ML_PM_PRESENT)
 			lv->blk[k].bits[i / 64] |= 1ULL << (i % 64);
 	return lv->blk[k].bits[idx / 64] >> (idx % 64) & 1;
 }

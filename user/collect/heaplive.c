@@ -14,31 +14,30 @@
 #define PAGE 4096ULL
 #define MMAP_SLACK (3 * PAGE) /* an mmapped chunk: header, page rounding and an alignment offset */
 
-/*
- * The last process's /proc/PID/mem, kept open: a sweep asks thousands of blocks of one process in a row. Its
- * memory is read there, never with process_vm_readv, which pins pages, and pinning a page a fork still shares
- * copies it into the process (a forked worker's Private_Dirty would grow from the sweep alone).
- */
-static int mem_pid, mem_fd = -1;
+void heaplive__close(struct heaplive *h)
+{
+	if (h->fd >= 0)
+		close(h->fd);
+	h->fd = -1;
+}
 
-static int mem_of(int pid)
+static int mem_of(struct heaplive *h, int pid)
 {
 	int fd;
 
-	if (pid == mem_pid && mem_fd >= 0)
-		return mem_fd;
-	if (mem_fd >= 0)
-		close(mem_fd);
+	if (pid == h->pid && h->fd >= 0)
+		return h->fd;
+	heaplive__close(h);
 	fd = ml_proc_open(pid, "mem");
-	mem_fd = fd >= 0 ? fd : -1;
-	mem_pid = pid;
+	h->fd = fd >= 0 ? fd : -1;
+	h->pid = pid;
 	return fd;
 }
 
 /* len bytes at addr of pid. 0, -EFAULT when not mapped (any part), or the error (-ESRCH: it is gone). */
-static int read_at(int pid, uint64_t addr, void *buf, size_t len)
+static int read_at(struct heaplive *h, int pid, uint64_t addr, void *buf, size_t len)
 {
-	int fd = mem_of(pid);
+	int fd = mem_of(h, pid);
 	ssize_t n;
 
 	if (fd < 0)
@@ -47,8 +46,7 @@ static int read_at(int pid, uint64_t addr, void *buf, size_t len)
 	if (n == (ssize_t)len)
 		return 0;
 	if (n == 0 || (n < 0 && errno == ESRCH)) { /* its memory went with it */
-		close(mem_fd);
-		mem_fd = -1;
+		heaplive__close(h);
 		return -ESRCH;
 	}
 	return n > 0 || errno == EFAULT || errno == EIO ? -EFAULT : -errno;
@@ -63,7 +61,7 @@ static uint64_t chunk_for(uint64_t req)
 }
 
 /* Whether the block's first word is a safe-linked tcache or fastbin link: its list's end, or a chunk as big. */
-static int is_list_link(int pid, uint64_t addr, uint64_t fd, uint64_t cs)
+static int is_list_link(struct heaplive *h, int pid, uint64_t addr, uint64_t fd, uint64_t cs)
 {
 	uint64_t next = fd ^ (addr >> 12), size;
 
@@ -71,19 +69,19 @@ static int is_list_link(int pid, uint64_t addr, uint64_t fd, uint64_t cs)
 		return 1;
 	if (next & (MALLOC_ALIGN - 1) || next < PAGE || next >= 0x800000000000ULL)
 		return 0;
-	if (read_at(pid, next - SIZE_SZ, &size, sizeof(size)))
+	if (read_at(h, pid, next - SIZE_SZ, &size, sizeof(size)))
 		return 0;
 	return (size & ~FLAG_BITS) == cs;
 }
 
-int heaplive__check(int pid, uint64_t addr, uint64_t req)
+int heaplive__check(struct heaplive *h, int pid, uint64_t addr, uint64_t req)
 {
 	uint64_t w[4], cs, next_size; /* prev_size, size, then the block's first two words */
 	int err;
 
 	if (addr < PAGE || addr & (MALLOC_ALIGN - 1))
 		return 0;
-	err = read_at(pid, addr - 2 * SIZE_SZ, w, sizeof(w));
+	err = read_at(h, pid, addr - 2 * SIZE_SZ, w, sizeof(w));
 	if (err)
 		return err == -EFAULT ? 0 : err;
 	cs = w[1] & ~FLAG_BITS;
@@ -93,10 +91,10 @@ int heaplive__check(int pid, uint64_t addr, uint64_t req)
 	 * past the request for memalign). */
 	if (cs < chunk_for(req) || cs > chunk_for(req) + MINSIZE)
 		return 0;
-	err = read_at(pid, addr - 2 * SIZE_SZ + cs + SIZE_SZ, &next_size, sizeof(next_size));
+	err = read_at(h, pid, addr - 2 * SIZE_SZ + cs + SIZE_SZ, &next_size, sizeof(next_size));
 	if (err)
 		return err == -EFAULT ? 0 : err;
 	if (!(next_size & PREV_INUSE))
 		return 0;
-	return !is_list_link(pid, addr, w[2], cs);
+	return !is_list_link(h, pid, addr, w[2], cs);
 }

@@ -10,6 +10,23 @@
 #include <stdint.h>
 
 /*
+ * A sweep's reader: the last process's /proc/PID/mem, kept open, as a sweep asks thousands of blocks of one
+ * process in a row. Memory is read there, never with process_vm_readv, which pins pages, and pinning a page a
+ * fork still shares copies it into the process (a forked worker's Private_Dirty would grow from the sweep alone).
+ */
+struct heaplive {
+	int pid, fd;
+};
+
+#define HEAPLIVE_INIT                                                                                                  \
+	{                                                                                                              \
+		.pid = 0, .fd = -1                                                                                     \
+	}
+
+/* Closes the reader's file; it can be used again. */
+void heaplive__close(struct heaplive *h);
+
+/*
  * 1 when the block malloc returned at addr for req bytes is in use: its chunk's size still fits req, the next
  * chunk's PREV_INUSE bit is set (a chunk in the unsorted, small or large bins clears it), and its first word
  * is not a safe-linked tcache or fastbin link ((addr >> 12) ^ next, next 0 or a chunk of the same size).
@@ -20,6 +37,6 @@
  * chunk below it and not yet reused (its header is left as it was), both counted live; a block whose first
  * word was not written since it came off a tcache list (it still holds its old link), counted freed.
  */
-int heaplive__check(int pid, uint64_t addr, uint64_t req);
+int heaplive__check(struct heaplive *h, int pid, uint64_t addr, uint64_t req);
 
 #endif

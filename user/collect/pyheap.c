@@ -64,7 +64,7 @@ static bool resident(struct walk *w, uint64_t addr)
 {
 	uint64_t e;
 
-	return pread(w->pagemap, &e, 8, (off_t)(addr / PAGE * 8)) == 8 && (e >> 63 & 1);
+	return pread(w->pagemap, &e, 8, (off_t)(addr / PAGE * 8)) == 8 && (e & ML_PM_PRESENT);
 }
 
 /* Readable without making memory resident: file-backed, or an anonymous page already in. */
@@ -269,7 +269,7 @@ static int walk_range(struct walk *w, uint64_t lo, uint64_t hi)
 		if (got <= 0)
 			return got < 0 && errno == ESRCH ? -ESRCH : 0;
 		for (uint64_t i = 0; !err && i < (uint64_t)got / 8; i += POOL_SIZE / PAGE) {
-			if (!(ent[i] >> 63 & 1) || a + i * PAGE + POOL_SIZE > hi)
+			if (!(ent[i] & ML_PM_PRESENT) || a + i * PAGE + POOL_SIZE > hi)
 				continue;
 			bases[nb++] = a + i * PAGE;
 			if (nb == HEADER_BATCH) {

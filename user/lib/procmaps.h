@@ -78,4 +78,7 @@ int ml_proc_stat(int pid, struct ml_proc_stat *out);
 /* /proc/PID/NAME opened read-only (mem, pagemap, ...): the fd, -ESRCH when the process is gone, or -errno. */
 int ml_proc_open(int pid, const char *name);
 
+/* A /proc/PID/pagemap entry's "present" bit (bit 62, swapped, is not resident). */
+#define ML_PM_PRESENT (1ULL << 63)
+
 #endif

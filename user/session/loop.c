@@ -74,18 +74,19 @@ static void session_scan(struct session *ss)
 
 static int heap_block_live(void *ctx, uint32_t tgid, uint64_t addr, uint64_t size)
 {
-	(void)ctx;
-	return heaplive__check((int)tgid, addr, size);
+	return heaplive__check(ctx, (int)tgid, addr, size);
 }
 
 /* Between heap windows: the blocks they recorded that glibc has released since are dropped. */
 static void heap_sweep(struct session *ss)
 {
+	struct heaplive hl = HEAPLIVE_INIT;
 	uint64_t since, asked, freed;
 
 	if (!budget__heap_sweepable(ss->budget, &since))
 		return;
-	freed = ledger__sweep(ss->ledger, ML_LAYER_LIBC, since, HEAP_SWEEP_MAX, heap_block_live, NULL, &asked);
+	freed = ledger__sweep(ss->ledger, ML_LAYER_LIBC, since, HEAP_SWEEP_MAX, heap_block_live, &hl, &asked);
+	heaplive__close(&hl);
 	overhead__heap_swept(ss->ov, asked, freed);
 }
 
