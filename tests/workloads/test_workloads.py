@@ -823,6 +823,19 @@ def standin_gpu_fragmented_cache_pinned_by_rows():
           "the text's device line says what is pinned")
 
 
+def out_of_memory_run(*wl_args):
+    """cuda_oom.py under -c on a 64 MiB stand-in device, until two reports after the first OOM report: the run
+    and the reports that have cuda_oom."""
+    run = Run("cuda_oom.py", "c", interval="2", wl_args=wl_args, wl_pre=STANDIN,
+              tool_env={"STANDIN_GPU_MEMORY": "64M"})
+    try:
+        reps = run.wait_for(lambda rs: any(r.get("cuda_oom") for r in rs) and len(rs) >= 2 +
+                            next(i for i, r in enumerate(rs) if r.get("cuda_oom")), 90)
+    finally:
+        reps = run.stop()
+    return run, [r for r in reps if r.get("cuda_oom")]
+
+
 @test
 @alone
 def standin_gpu_out_of_memory_report():
@@ -831,13 +844,7 @@ def standin_gpu_out_of_memory_report():
     call, its 20 MiB request, the raise's message and device, and the Python line that asked, with the device's
     reserved memory then: 60 MiB."""
     script = "cuda_oom.py"
-    run = Run(script, "c", interval="2", wl_pre=STANDIN, tool_env={"STANDIN_GPU_MEMORY": "64M"})
-    try:
-        reps = run.wait_for(lambda rs: any(r.get("cuda_oom") for r in rs) and len(rs) >= 2 +
-                            next(i for i, r in enumerate(rs) if r.get("cuda_oom")), 90)
-    finally:
-        reps = run.stop()
-    ooms = [r for r in reps if r.get("cuda_oom")]
+    run, ooms = out_of_memory_run()
     eq(len(ooms), 1, "one report at the failure burst")
     o = ooms[0]["cuda_oom"]
     eq((o["function"], o["bytes"], o["error"]), ("cudaMalloc", 20 << 20, 2), "the failed call")
@@ -853,19 +860,14 @@ def standin_gpu_out_of_memory_report():
 
 
 @test
+@alone
 def standin_gpu_out_of_memory_by_memory_fraction():
     """The same loop allowed half the 64 MiB device (set_per_process_memory_fraction(0.5)): the caching
     allocator raises with no failed call, when a third 20 MiB segment would pass 32 MiB. The entry probe on
     c10::OutOfMemoryError's constructor writes the one report, with PyTorch's message (about 560 bytes, whole),
     the 20 MiB segment it names, device 0, the Python line, and the 20 MiB reserved then (two tensors)."""
     script = "cuda_oom.py"
-    run = Run(script, "c", interval="2", wl_args=("0.5",), wl_pre=STANDIN, tool_env={"STANDIN_GPU_MEMORY": "64M"})
-    try:
-        reps = run.wait_for(lambda rs: any(r.get("cuda_oom") for r in rs) and len(rs) >= 2 +
-                            next(i for i, r in enumerate(rs) if r.get("cuda_oom")), 90)
-    finally:
-        reps = run.stop()
-    ooms = [r for r in reps if r.get("cuda_oom")]
+    run, ooms = out_of_memory_run("0.5")
     eq(len(ooms), 1, "one report at the raise")
     o = ooms[0]["cuda_oom"]
     eq((o["function"], o["bytes"], o["error"], o["device"]), ("c10::OutOfMemoryError", 20 << 20, None, 0),
