@@ -676,19 +676,25 @@ class Fifos:
                 os.close(fd)
 
 
-def standin_accounting(expandable, mode="c", raw=None):
+# The GPU layers alone, every probe kept: what a stand-in test checks does not rest on the budget (so it can run
+# beside other tests), and the C heap's probes do not slow torch's import under -c.
+GPU_ONLY = ("--layers", "cuda,cuda_host,torch_cuda,torch_host", *FULL)
+
+
+def standin_accounting(expandable, mode="c", raw=None, default=False):
     """PyTorch's real CUDA caching allocator on the stand-in device (scripts/standin-gpu), started with -c:
     at three reports taken while the loop is paused, torch_cuda's outstanding bytes equal PyTorch's
     requested_bytes.all.current and the cuda layer's equal memory_reserved(); the kept tensor's line is a
     growing torch_cuda row, and the scratch tensor's is not. raw "usdt": raw_alloc blocks too, probed by symbol
     (--torch-raw-alloc) beside the USDT probes; raw "symbols": the USDT probes never attached (test hook), so
-    their semaphores stay off and torch_cuda is the raw_alloc blocks alone, the tensors unseen by it."""
+    their semaphores stay off and torch_cuda is the raw_alloc blocks alone, the tensors unseen by it. default:
+    at default settings (every layer, the budget), else GPU_ONLY."""
     script = "cuda_kept.py"
     io = Fifos()
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} if expandable else {}
     wl_env = {**env, **({"CUDA_KEPT_RAW": "1"} if raw else {}), **({"CUDA_KEPT_PIN": "1"} if raw == "usdt" else {})}  # -c: the workload has the tool's environment
     tool_env = {**wl_env, **({"MEMLEAK_AI_TEST_NO_USDT": "1"} if raw == "symbols" else {})}
-    args = ("--torch-raw-alloc", "--top", "300") if raw else ()
+    args = (("--torch-raw-alloc", "--top", "300") if raw else ()) + (() if default else GPU_ONLY)
     run = Run(script, mode, *args, interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans), tool_env=tool_env,
               wl_env=wl_env)
     compared, pins = [], []
@@ -749,25 +755,22 @@ def standin_accounting(expandable, mode="c", raw=None):
 @test
 @alone
 def standin_gpu_caching_allocator_exact():
-    """With raw_alloc blocks too, probed by symbol beside the USDT probes: counted once (the expandable and -p
-    variants run at default settings)."""
-    standin_accounting(False, raw="usdt")
+    """At default settings, with raw_alloc blocks too, probed by symbol beside the USDT probes: counted once;
+    and pinned host memory (the other stand-in tests trace the GPU layers alone, every probe kept)."""
+    standin_accounting(False, raw="usdt", default=True)
 
 
 @test
-@alone
 def standin_gpu_expandable_segments_exact():
     standin_accounting(True)
 
 
 @test
-@alone
 def standin_gpu_raw_alloc_symbols_semaphore_off_exact():
     standin_accounting(False, raw="symbols")
 
 
 @test
-@alone
 def standin_gpu_attached_after_cuda_init_exact():
     """The same attached with -p once torch.cuda is initialised (and before the loop's first tensor): what the
     tool saw since attach is all there is, so the figures are exact as under -c."""
@@ -777,8 +780,8 @@ def standin_gpu_attached_after_cuda_init_exact():
 def fragmented_cache(env):
     """cuda_frag.py under -c: device 0's figures in the report after the pause, and the snapshot's."""
     io = Fifos()
-    run = Run("cuda_frag.py", "c", "--top", "300", interval="1", wl_pre=STANDIN, wl_args=(io.ctl, io.ans),
-              tool_env=env)
+    run = Run("cuda_frag.py", "c", "--top", "300", *GPU_ONLY, interval="1", wl_pre=STANDIN,
+              wl_args=(io.ctl, io.ans), tool_env=env)
     try:
         run.wait_for(lambda rs: sum(s["layer"] == "torch_cuda" for s in rs[-1]["stacks"]) >= 2, 90)
         _, pinned, reserved, allocated = (int(x) if x.isdigit() else x for x in io.ask(b"p"))
@@ -793,7 +796,6 @@ def fragmented_cache(env):
 
 
 @test
-@alone
 def standin_gpu_fragmented_expandable_segments_pinned_by_rows():
     """The same with expandable segments: each pool's segment is one range grown by cuMemMap'd 2 MiB pages, and
     the pinned bytes are counted over the mapped ranges. PyTorch 2.15 keeps the freed pages between live blocks
@@ -804,7 +806,6 @@ def standin_gpu_fragmented_expandable_segments_pinned_by_rows():
 
 
 @test
-@alone
 def standin_gpu_fragmented_cache_pinned_by_rows():
     """The cache fragmented on purpose (cuda_frag.py): four live 2 MiB blocks keep a 20 MiB segment, and a live
     1 MiB tensor a 2 MiB one. The device's pinned bytes equal what memory_snapshot() says the segments holding a
@@ -826,7 +827,7 @@ def standin_gpu_fragmented_cache_pinned_by_rows():
 def out_of_memory_run(*wl_args):
     """cuda_oom.py under -c on a 64 MiB stand-in device, until two reports after the first OOM report: the run
     and the reports that have cuda_oom."""
-    run = Run("cuda_oom.py", "c", interval="2", wl_args=wl_args, wl_pre=STANDIN,
+    run = Run("cuda_oom.py", "c", *GPU_ONLY, interval="2", wl_args=wl_args, wl_pre=STANDIN,
               tool_env={"STANDIN_GPU_MEMORY": "64M"})
     try:
         reps = run.wait_for(lambda rs: any(r.get("cuda_oom") for r in rs) and len(rs) >= 2 +
@@ -837,7 +838,6 @@ def out_of_memory_run(*wl_args):
 
 
 @test
-@alone
 def standin_gpu_out_of_memory_report():
     """A 64 MiB stand-in device filled with 8 MiB tensors (cuda_oom.py) under -c: when cudaMalloc fails, one
     report is written at once (the caching allocator's retry and raise are the same burst) naming the failed
@@ -860,7 +860,6 @@ def standin_gpu_out_of_memory_report():
 
 
 @test
-@alone
 def standin_gpu_out_of_memory_by_memory_fraction():
     """The same loop allowed half the 64 MiB device (set_per_process_memory_fraction(0.5)): the caching
     allocator raises with no failed call, when a third 20 MiB segment would pass 32 MiB. The entry probe on
