@@ -317,6 +317,30 @@ int main(void)
 	ledger__free(l);
 	memleak_bpf__destroy(skel);
 
+	/*
+	 * Scales of two layers side by side (tensor sampling's release ratio, the C heap's windows): each layer's
+	 * records weigh its own last epoch; the same epoch measured again takes the new weight; clearing one layer's
+	 * scales leaves the other's.
+	 */
+	skel = load(4096);
+	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);
+	CHECK(ledger__add_scale(l, ML_LAYER_TORCH_CPU, now - 1500000000ULL, 2.0) == 0 &&
+		  ledger__add_scale(l, ML_LAYER_TORCH_CPU, now - 1500000000ULL, 3.0) == 0 &&
+		  ledger__add_scale(l, ML_LAYER_LIBC, now - 1000000000ULL, 1.5) == 0,
+	      "scale epochs in two layers, one measured again");
+	CHECK_EQ_INT(ledger__add_scale(l, ML_LAYER_LIBC, now - 2000000000ULL, 2.0), -EINVAL,
+		     "an epoch before the layer's last refused");
+	put_layer(skel, 7, 0x1000, 100, now - 2000000000ULL, 5, 0xa0, ML_LAYER_TORCH_CPU);
+	put_layer(skel, 7, 0x2000, 100, now, 5, 0xa0, ML_LAYER_TORCH_CPU);
+	put(skel, 7, 0x3000, 100, now, 5, 0xa0);
+	ledger__clear_scale(l, ML_LAYER_LIBC);
+	CHECK(ledger__collect(l, &s) == 0 && s->nrows == 2, "collect scaled records: two rows");
+	CHECK_EQ_U64(s->layers[ML_LAYER_TORCH_CPU].bytes, 100 + 300, "torch_cpu: once before its epoch, 3 after");
+	CHECK_EQ_U64(s->layers[ML_LAYER_TORCH_CPU].count, 1 + 3, "torch_cpu's count likewise");
+	CHECK_EQ_U64(s->layers[ML_LAYER_LIBC].bytes, 100, "libc's scales cleared: once");
+	ledger__free(l);
+	memleak_bpf__destroy(skel);
+
 	/* many stacks: every one gets its row, nothing is folded or lost */
 	skel = load(4096);
 	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);

@@ -385,10 +385,10 @@ def losses_loop_default_settings_2s():
     kept = sum(s["count"] for s in reps[-1]["stacks"]
                if s["layer"] == "torch_cpu" and (user_frame(s, script) or {}).get("line") == leak_line(script))
     sampled = [s for s in reps[-1]["modes"]["shed"] if s["step"] == "torch_cpu sampling"]
-    # Loosened from 1.3: the C heap's sampling windows slow the steps outside the tensor probes' on-phase, so
-    # more of them fall in it than its share of the time (1.39 seen once in a fresh-clone run). Weighting the
-    # tensor records by the releases counted in and out of that phase, as the C heap's are, is the fix.
-    check(steps >= 500 and 0.6 * steps <= kept <= 1.5 * steps,
+    # Sampled tensor records weigh the tensor releases counted in and out of the probes' on-phase (the C heap's
+    # windows slow the steps unevenly, so the time share alone gave up to 1.39); the bound is 1.3 again.
+    print(f"# kept loss tensors counted {kept} for {steps} steps: {kept / max(steps, 1):.2f}", flush=True)
+    check(steps >= 500 and 0.6 * steps <= kept <= 1.3 * steps,
           f"kept loss tensors counted {kept} for {steps} steps (sampling: {sampled})")
     # One row: a tensor whose allocation began just before a sampling window opened is not taken with a stack
     # a frame deeper (c10::alloc_cpu's own frame on top), which would split the leak in two rows.

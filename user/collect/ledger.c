@@ -60,13 +60,14 @@ struct ledger {
 		uint32_t shift;
 	} epochs[ML_LAYER_MAX][LEDGER_EPOCHS];
 	unsigned int nepochs[ML_LAYER_MAX];
-	/* The scaled layer (ledger__add_scale): a row's record stands for the w of the last epoch begun before it. */
-	unsigned int scale_layer;
-	struct scale_epoch {
-		uint64_t since_ns;
-		double w;
-	} * scales;
-	size_t nscales, capscales;
+	/* Scaled layers (ledger__add_scale): a row's record stands for the w of the last epoch begun before it. */
+	struct scale_list {
+		struct scale_epoch {
+			uint64_t since_ns;
+			double w;
+		} * v;
+		size_t n, cap;
+	} scales[ML_LAYER_MAX];
 };
 
 /* The weight (as a shift) of a record of this layer made at ts. */
@@ -140,7 +141,8 @@ void ledger__free(struct ledger *l)
 	free(l->prev);
 	free(l->pcpu);
 	devsplit__free(l->gpu);
-	free(l->scales);
+	for (unsigned int i = 0; i < ML_LAYER_MAX; i++)
+		free(l->scales[i].v);
 	free(l);
 }
 
@@ -493,38 +495,44 @@ static int collect_begin(struct ledger *l, uint64_t *now)
 	return 0;
 }
 
-/* What a record of the scaled layer made at ts by an allocator row stands for; 0 when it is not scaled. */
+/* What a record of a scaled layer made at ts by an allocator row stands for; 0 when it is not scaled. */
 static double scale_of(const struct ledger *l, uint8_t layer, uint8_t spec, uint64_t ts)
 {
-	size_t lo = 0, hi = l->nscales;
+	const struct scale_list *s = layer < ML_LAYER_MAX ? &l->scales[layer] : NULL;
+	size_t lo = 0, hi = s ? s->n : 0;
 
-	if (!l->nscales || layer != l->scale_layer || spec >= ml_allocators_n || ts < l->scales[0].since_ns)
+	if (!hi || spec >= ml_allocators_n || ts < s->v[0].since_ns)
 		return 0;
 	while (hi - lo > 1) { /* the last epoch begun at or before ts */
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (l->scales[mid].since_ns <= ts)
+		if (s->v[mid].since_ns <= ts)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	return l->scales[lo].w;
+	return s->v[lo].w;
 }
 
-void ledger__clear_scale(struct ledger *l)
+void ledger__clear_scale(struct ledger *l, unsigned int layer)
 {
-	l->nscales = 0;
+	if (layer < ML_LAYER_MAX)
+		l->scales[layer].n = 0;
 }
 
 int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w)
 {
-	if (layer >= ML_LAYER_MAX || w <= 0 ||
-	    (l->nscales && (layer != l->scale_layer || since_ns < l->scales[l->nscales - 1].since_ns)))
+	struct scale_list *s = layer < ML_LAYER_MAX ? &l->scales[layer] : NULL;
+
+	if (!s || w <= 0 || (s->n && since_ns < s->v[s->n - 1].since_ns))
 		return -EINVAL;
-	if (ml_grow(&l->scales, &l->capscales, l->nscales + 1, sizeof(*l->scales)))
+	if (s->n && since_ns == s->v[s->n - 1].since_ns) { /* the epoch's weight measured again */
+		s->v[s->n - 1].w = w;
+		return 0;
+	}
+	if (ml_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
 		return -ENOMEM;
-	l->scale_layer = layer;
-	l->scales[l->nscales++] = (struct scale_epoch){.since_ns = since_ns, .w = w};
+	s->v[s->n++] = (struct scale_epoch){.since_ns = since_ns, .w = w};
 	return 0;
 }
 

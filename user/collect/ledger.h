@@ -53,13 +53,13 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
 #define LEDGER_EPOCHS 8
 int ledger__set_weight(struct ledger *l, unsigned int layer, uint64_t since_ns, uint32_t shift);
 /*
- * The C heap's sampling windows: a record of layer made by an allocator row from since_ns on (until the next
- * epoch) stands for w, in bytes and count. Epochs only follow one another, all of one layer. 0, -EINVAL or
- * -ENOMEM.
+ * The C heap's sampling windows, tensor sampling: a record of layer made by an allocator row from since_ns on
+ * (until the layer's next epoch) stands for w, in bytes and count, over its shift. A layer's epochs only follow
+ * one another; the same since_ns again sets that epoch's w anew. 0, -EINVAL or -ENOMEM.
  */
 int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w);
-/* No epoch left: every record counts once until the next ledger__add_scale. */
-void ledger__clear_scale(struct ledger *l);
+/* No epoch left in layer: its records count by their shift until the next ledger__add_scale. */
+void ledger__clear_scale(struct ledger *l, unsigned int layer);
 /* Its weight now, as a shift (0: every record counts once). */
 uint32_t ledger__weight_shift(const struct ledger *l, unsigned int layer);
 

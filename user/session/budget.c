@@ -8,7 +8,8 @@
  * Tensor sampling: the allocation side of the torch_cpu layer (c10::alloc_cpu, the posix_memalign it makes and
  * that call's return) is attached for 1/2^n of every OVERHEAD_TENSOR_PERIOD_S and closed for the rest, in every traced
  * process at once; free_cpu stays on, so a recorded tensor is still released whenever it goes. The records made
- * from then on weigh 2^n (ledger__set_weight): bytes, counts and the verdicts' series estimate the whole.
+ * from then on weigh 2^n (ledger__set_weight), then, once the releases counted in and out of the on phase say
+ * it, their ratio (ledger__add_scale): bytes, counts and the verdicts' series estimate the whole.
  *
  * Heap windows: in heap-growth mode, a glibc process's C heap probes (releases too) are attached for 1/2^n of
  * every HEAP_WINDOW_PERIOD_S, 2^n the smallest power of two that brings their measured full cost under the
@@ -46,6 +47,9 @@ struct budget {
 	unsigned int ts_shift;		   /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
 	bool ts_on;			   /* ... and on now */
 	uint64_t ts_toggles, ts_toggle_ns; /* toggles made, and the time they took (closing a link waits) */
+	uint64_t ts_since_ns;		   /* the last halving: its records weigh by the releases since */
+	uint64_t ts_tick_at;		   /* PyTorch's CPU tensor releases counted at the last toggle */
+	uint64_t ts_tick_on, ts_tick_off;  /* ... while the allocation side was on, and off, since ts_since_ns */
 	int hw_fd;			   /* the C heap's sampling windows: the next toggle */
 	unsigned int hw_shift;		   /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
 	double hw_period;		   /* one window every hw_period seconds */
@@ -273,6 +277,29 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 }
 
 /* The tensor layers' allocation side on or off in every traced process; the timer set for the next toggle. */
+/*
+ * The phase that ends now adds its tensor releases (free_cpu stays probed) to its side. Records weigh the
+ * work of the whole cycle over the work done while they were taken, the releases counting work: the probes
+ * slow the work while on, so more of it falls in the off phase than its share of the time says (2^shift).
+ */
+static void tensor_ticks(struct budget *b, const struct budget_env *e, bool on)
+{
+	uint64_t t = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
+	int err;
+
+	if (t > b->ts_tick_at)
+		*(on ? &b->ts_tick_on : &b->ts_tick_off) += t - b->ts_tick_at;
+	b->ts_tick_at = t;
+	if (b->ts_tick_on < HEAP_WINDOW_MIN_TICKS || !b->ts_tick_off)
+		return; /* too few: the time share (2^shift) stands */
+	ml_dbg("tensor sampling: 1/%u on, releases %" PRIu64 " on, %" PRIu64 " off: weight %.2f", 1U << b->ts_shift,
+	       b->ts_tick_on, b->ts_tick_off, (double)(b->ts_tick_on + b->ts_tick_off) / (double)b->ts_tick_on);
+	err = ledger__add_scale(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns,
+				(double)(b->ts_tick_on + b->ts_tick_off) / (double)b->ts_tick_on);
+	if (err)
+		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
+}
+
 static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 {
 	double period = OVERHEAD_TENSOR_PERIOD_S, on_s = period / (1U << b->ts_shift);
@@ -280,10 +307,12 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	int err = 0;
 
+	tensor_ticks(b, e, b->ts_on);
 	if (e->root)
 		err = probes__pause(e->root, TENSOR_LAYERS, !on);
 	if (e->followers)
 		followers__pause(e->followers, TENSOR_LAYERS, !on);
+	tensor_ticks(b, e, false); /* the toggle itself (attaching waits): probes not all on, the off side's */
 	if (err && err != -ESRCH)
 		ml_notice("tensor sampling: cannot attach the allocation probes again: %s", strerror(-err));
 	b->ts_on = on;
@@ -401,7 +430,7 @@ static void heap_toggle(struct budget *b, const struct budget_env *e, bool on)
 		int serr;
 
 		if (all)
-			ledger__clear_scale(e->ledger);
+			ledger__clear_scale(e->ledger, ML_LAYER_LIBC);
 		serr = ledger__add_scale(e->ledger, ML_LAYER_LIBC, all ? b->hw_since_ns : b->hw_opened_ns, ww);
 
 		if (serr)
@@ -473,7 +502,10 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 
 	b->ts_shift += k;
 	b->skel->bss->wrap_sampled = 1;
-	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, ml_clock_ns(CLOCK_MONOTONIC), b->ts_shift);
+	b->ts_since_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	b->ts_tick_at = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
+	b->ts_tick_on = b->ts_tick_off = 0;
+	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, b->ts_shift);
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
 	if (first)
@@ -503,6 +535,7 @@ void budget__act(struct budget *b, const struct budget_env *e, enum overhead_act
 			followers__drop_layers(e->followers, 1U << layer);
 		*e->layers &= ~(1U << layer);
 		ledger__forget_layer(e->ledger, layer);
+		ledger__clear_scale(e->ledger, layer);
 		if (step == ML_SHED_TORCH_CPU && b->ts_shift) { /* nothing left to sample: the timer stops */
 			b->ts_shift = 0;
 			b->skel->bss->wrap_sampled = 0;
