@@ -416,32 +416,6 @@ def dataset_class_cache_full_fidelity():
 
 @test
 @alone
-def dataset_class_cache_default_settings_2s():
-    """Issue 24's goal at default settings, -p, a report every 2 s: within six reports a top-three leak
-    candidate carries the class cache's line, and the batch's line (torch.stack, freed every step) is never a
-    candidate."""
-    script = "dataset_cache.py"
-    run = Run(script, "p", "--top", "50", interval="2")
-    try:
-        reps = run.wait_for(lambda rs: len(rs) >= 6, 60)
-    finally:
-        reps = run.stop()
-    found = [r["seq"] for r in reps[:6] if growing_top3(r, script)[1]]
-    check(found, f"the cache's line among the first three candidates within six reports: "
-                 f"{[[(s['layer'], (user_frame(s, script) or {}).get('line')) for s in growing_top3(r, script)[0]] for r in reps[:6]]}")
-    # The batch's memory (the C heap's growth it reached, its tensor) is never a candidate: its growth is filled
-    # by the cache's tensors, a victim. Left out: rss pages of pymalloc's arenas the line's ints touch first
-    # (the cache's int keys grow them; tens of KiB), the same victim one allocator down.
-    batch = line_with(script, "torch.stack")
-    eq([(r["seq"], s["layer"]) for r in reps for s in r["stacks"] if s["verdict"] == "growing" and
-        s["layer"] in ("libc", "torch_cpu") and (user_frame(s, script) or {}).get("line") == batch], [],
-       f"the batch's line {batch} is never a candidate")
-    check(any(s["verdict"] == "victim" and (user_frame(s, script) or {}).get("line") == batch
-              for r in reps for s in r["stacks"]), "the batch's heap growth shown as a victim")
-
-
-@test
-@alone
 def models_kept_in_a_list_default_settings():
     leak_run("models_list.py", "p")
 

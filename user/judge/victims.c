@@ -10,9 +10,7 @@
 #include "lib/grow.h"
 #include "lib/log.h"
 
-#define PINNERS 8    /* the rows pinning one victim's free space that are told apart; past them, left out */
-#define FILLERS 32   /* the rows filling one row's fresh heap told apart; past them, counted as others' */
-#define OWN_DEPTH 12 /* a block is the row's own when its first native frames are all on the row's stack */
+#define PINNERS 8 /* the rows pinning one victim's free space that are told apart; past them, left out */
 
 struct acc {
 	struct ml_victim v;
@@ -21,35 +19,17 @@ struct acc {
 		uint64_t charged;
 	} pin[PINNERS];
 	unsigned int npin;
-	uint64_t range;		     /* its records' bytes (unweighted: sampled rss pages count once) */
-	uint64_t unknown;	     /* charged to chunks with no record */
-	double own_pin, other_pin;   /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
-	double own_fill, other_fill; /* bytes recorded blocks in its ranges hold, weighted: its own, others' */
-	struct {
-		struct ml_agg_key key;
-		double bytes;
-	} fill[FILLERS]; /* the rows whose blocks fill its ranges */
-	unsigned int nfill;
-	double fill_rest;		 /* ... past FILLERS rows */
+	uint64_t range;			 /* its records' bytes (unweighted: sampled rss pages count once) */
+	uint64_t unknown;		 /* charged to chunks with no record */
+	double own_pin, other_pin;	 /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
 	uint64_t own[ML_MAX_FRAMES + 1]; /* its native stack: a block allocated by a call on it is its own */
 	size_t nown;
 	bool growing; /* judged growing: a leak candidate unless it is a victim */
 };
 
-/* A recorded block, by process and address: what fills fresh heap that is still in use. */
-struct blk {
-	uint32_t tgid;
-	uint64_t addr, size;
-	double w;
-	struct ml_agg_key key;
-};
-
 struct find {
 	struct acc *a;
 	size_t n;
-	struct blk *b;
-	size_t nb, capb;
-	bool nomem;
 	struct ledger *l;
 	victims_frag_fn frag;
 	void *ctx;
@@ -99,94 +79,6 @@ static void pin(struct acc *a, const struct ml_agg_key *k, uint64_t charged)
 	a->pin[a->npin++].charged = charged;
 }
 
-static int cmp_blk(const void *a, const void *b)
-{
-	const struct blk *x = a, *y = b;
-
-	if (x->tgid != y->tgid)
-		return x->tgid < y->tgid ? -1 : 1;
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-static void on_block(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint64_t size, double w)
-{
-	struct find *fd = ctx;
-
-	if (ml_grow(&fd->b, &fd->capb, fd->nb + 1, sizeof(*fd->b))) {
-		fd->nomem = true;
-		return;
-	}
-	fd->b[fd->nb++] = (struct blk){.tgid = k->tgid, .addr = addr, .size = size, .w = w, .key = *k};
-}
-
-static void fill(struct acc *a, const struct ml_agg_key *k, double bytes)
-{
-	for (unsigned int i = 0; i < a->nfill; i++)
-		if (!memcmp(&a->fill[i].key, k, sizeof(*k))) {
-			a->fill[i].bytes += bytes;
-			return;
-		}
-	if (a->nfill == FILLERS) {
-		a->fill_rest += bytes;
-		return;
-	}
-	a->fill[a->nfill].key = *k;
-	a->fill[a->nfill++].bytes = bytes;
-}
-
-/* The recorded blocks inside [addr, addr + len) of process tgid: its own, and other rows'. */
-static void filled_by(struct find *fd, struct acc *a, uint32_t tgid, uint64_t addr, uint64_t len)
-{
-	size_t lo = 0, hi = fd->nb;
-
-	while (lo < hi) { /* the first block at or past (tgid, addr) */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (fd->b[mid].tgid < tgid || (fd->b[mid].tgid == tgid && fd->b[mid].addr < addr))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (; lo < fd->nb && fd->b[lo].tgid == tgid && fd->b[lo].addr < addr + len; lo++)
-		fill(a, &fd->b[lo].key, (double)fd->b[lo].size * fd->b[lo].w);
-}
-
-/*
- * Whether the blocks of row k are the fresh-heap row's own: their first OWN_DEPTH native frames all on its
- * stack (a leak whose growth is the heap's). One call site in common is not enough: every PyTorch CPU tensor
- * comes from the same call in c10::alloc_cpu, the batch that reached new heap as much as the cache that fills it.
- */
-static bool own_blocks(struct find *fd, const struct acc *a, const struct ml_agg_key *k, struct ml_rawstack *raw)
-{
-	struct ml_row row = {.key = *k};
-
-	if (!owns(a, k->caller) || ledger__stack(fd->l, &row, raw))
-		return false;
-	for (size_t i = 1; i < raw->nr && i < OWN_DEPTH; i++) {
-		size_t j = 0;
-
-		while (j < a->nown && a->own[j] != raw->ips[i])
-			j++;
-		if (j == a->nown)
-			return false;
-	}
-	return true;
-}
-
-/* Its fill, its own blocks' and other rows'. */
-static void fill_split(struct find *fd, struct acc *a, struct ml_rawstack *raw)
-{
-	a->other_fill = a->fill_rest;
-	for (unsigned int i = 0; i < a->nfill; i++) {
-		if (raw && own_blocks(fd, a, &a->fill[i].key, raw)) {
-			a->own_fill += a->fill[i].bytes;
-			a->fill[i].bytes = 0; /* never named as another row */
-		} else {
-			a->other_fill += a->fill[i].bytes;
-		}
-	}
-}
-
 /* One record of fresh heap: what of it the walk covered and found free, and who holds that free space. */
 static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint64_t len)
 {
@@ -200,7 +92,6 @@ static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
 	if (!a || !(f = fd->frag(fd->ctx, (int)k->tgid)))
 		return;
 	heapfrag__free_in(f, addr, addr + len, &walked, &free);
-	filled_by(fd, a, k->tgid, addr, len);
 	a->range += len;
 	a->v.walked_bytes += walked;
 	a->v.free_bytes += free;
@@ -242,8 +133,7 @@ static void own_stacks(struct find *fd)
  * than by its own (recorded holders, weighted; with none recorded, a quarter must be free). A leak whose growth
  * is the heap's keeps it in use, or pins its free space with its own blocks. Pages mostly in a heap the walk
  * covered are the heap's whatever they hold: its rows (blocks, growth) count what is in them. Where the walk
- * covered under half of its ranges (they grew since), the row stays what it was at the last report. Mostly in
- * use, it is a victim when other rows' recorded blocks (weighted) fill half of that and more than its own do.
+ * covered under half of its ranges (they grew since), the row stays what it was at the last report.
  */
 static bool is_victim(const struct acc *a, const struct ml_victim *was)
 {
@@ -254,7 +144,7 @@ static bool is_victim(const struct acc *a, const struct ml_victim *was)
 	if (a->v.key.layer == ML_LAYER_RSS)
 		return true;
 	if (fr * 8 < w)
-		return a->other_fill * 2 >= (double)(w - fr) && a->other_fill > a->own_fill;
+		return false;
 	if (a->own_pin > 0 || a->other_pin > 0)
 		return a->other_pin > a->own_pin;
 	return fr * 4 >= w;
@@ -267,18 +157,6 @@ static bool is_victim(const struct acc *a, const struct ml_victim *was)
 static void name_pinner(struct acc *a)
 {
 	uint64_t best = 0;
-	double most = 0;
-
-	if (a->v.free_bytes * 8 < a->v.walked_bytes) { /* filled, not freed: the row whose blocks fill the most */
-		a->v.pinner = (struct ml_agg_key){.layer = ML_LAYER_MAX};
-		for (unsigned int i = 0; i < a->nfill; i++)
-			if (a->fill[i].bytes > most) {
-				most = a->fill[i].bytes;
-				a->v.pinner = a->fill[i].key;
-			}
-		a->v.filled_bytes = (uint64_t)(a->other_fill + 0.5);
-		return;
-	}
 
 	a->v.pinner = (struct ml_agg_key){.layer = ML_LAYER_MAX};
 	for (unsigned int i = 0; i < a->npin; i++)
@@ -313,20 +191,7 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 		return 0;
 	qsort(fd.a, fd.n, sizeof(*fd.a), cmp_key);
 	own_stacks(&fd);
-	ledger__blocks(l, on_block, &fd);
-	if (fd.nomem)
-		fd.nb = 0; /* no fill figures: only freed space makes victims */
-	if (fd.nb)
-		qsort(fd.b, fd.nb, sizeof(*fd.b), cmp_blk);
 	ledger__fresh_heap(l, on_range, &fd);
-	free(fd.b);
-	{
-		struct ml_rawstack *raw = malloc(sizeof(*raw));
-
-		for (size_t i = 0; i < fd.n; i++)
-			fill_split(&fd, &fd.a[i], raw);
-		free(raw);
-	}
 	v = malloc(fd.n * sizeof(*v));
 	if (!v) {
 		free(fd.a);
@@ -336,10 +201,9 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 		struct acc *a = &fd.a[i];
 
 		ml_dbg("fresh heap of pid %u layer %u: %" PRIu64 " bytes, %" PRIu64 " walked, %" PRIu64
-		       " free, pinned %.0f by its own blocks, %.0f by others', %" PRIu64
-		       " by unrecorded ones; filled %.0f by its own, %.0f by others'",
+		       " free, pinned %.0f by its own blocks, %.0f by others', %" PRIu64 " by unrecorded ones",
 		       a->v.key.tgid, a->v.key.layer, a->range, a->v.walked_bytes, a->v.free_bytes, a->own_pin,
-		       a->other_pin, a->unknown, a->own_fill, a->other_fill);
+		       a->other_pin, a->unknown);
 		was = victims__of(prev, nprev, &a->v.key);
 		*unsure += a->growing && a->v.walked_bytes * 2 < a->range && !was;
 		if (!is_victim(a, was))

@@ -4,8 +4,7 @@
  * what keeps it: where other blocks pin the space freed below, the next allocation takes fresh heap and is
  * freed again. After the heap walk, each growing row of fresh heap is looked at in its ranges: when most of
  * what the walk covered is free again, the row is a victim, not a leak candidate, and the in-use chunks that
- * pin that free space name the row that keeps it. Fresh heap still in use is a victim too when most of it holds
- * other rows' recorded blocks: the row only reached new memory that another row's blocks then took.
+ * pin that free space name the row that keeps it.
  */
 #ifndef ML_VICTIMS_H
 #define ML_VICTIMS_H
@@ -24,8 +23,7 @@ struct ml_victim {
 	uint64_t walked_bytes;	  /* of its ranges, what the last heap walk covered */
 	uint64_t free_bytes;	  /* ... and found free again (free chunks, the top) */
 	uint64_t pinned_bytes;	  /* free resident bytes held by the pinning row's chunks in those ranges */
-	uint64_t filled_bytes;	  /* in use: the bytes other rows' recorded blocks fill there (weighted); 0: freed */
-	struct ml_agg_key pinner; /* that row, or the one filling the most (layer ML_LAYER_MAX: no record) */
+	struct ml_agg_key pinner; /* that row (layer ML_LAYER_MAX: chunks the tool has no record of) */
 };
 
 /* The last heap walk of process tgid (NULL: none). */
