@@ -24,7 +24,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,11 +186,22 @@ static void calib_child(int cmd, int res)
 	_exit(0);
 }
 
+/*
+ * One timing from the child, waited for CALIB_ANSWER_MS at most: a child forked while another thread held the
+ * allocator's lock (curl's threads under AddressSanitizer, with --push) never answers, and calibration then
+ * fails (1 us a hit) instead of holding memleak-ai's exit up.
+ */
+#define CALIB_ANSWER_MS 10000
+
 static int ask(int cmd, int res, double *out)
 {
-	if (write(cmd, "m", 1) != 1 || read(res, out, sizeof(*out)) != sizeof(*out))
+	struct pollfd p = {.fd = res, .events = POLLIN};
+
+	if (write(cmd, "m", 1) != 1)
 		return -EIO;
-	return 0;
+	if (poll(&p, 1, CALIB_ANSWER_MS) != 1)
+		return -ETIMEDOUT;
+	return read(res, out, sizeof(*out)) == sizeof(*out) ? 0 : -EIO;
 }
 
 /* Where malloc and free of this process live: file and offsets, for a probe. */
@@ -291,15 +304,17 @@ static int time_probes(struct overhead *o, double *base, double *entry, double *
 	return err;
 }
 
-/* The child ends (its command pipe closed) and is reaped. */
+/* The child ends (its command pipe closed; killed too, in case it hangs where it was forked) and is reaped. */
 static void calib_end(struct overhead *o)
 {
 	if (o->calib_cmd >= 0)
 		close(o->calib_cmd);
 	if (o->calib_res >= 0)
 		close(o->calib_res);
-	if (o->calib_child > 0)
+	if (o->calib_child > 0) {
+		kill(o->calib_child, SIGKILL); /* not reaped yet: the pid is still its */
 		waitpid(o->calib_child, NULL, 0);
+	}
 	o->calib_cmd = o->calib_res = -1;
 	o->calib_child = 0;
 	free(o->calib_path);
