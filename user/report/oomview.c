@@ -58,6 +58,12 @@ static int oom_device(const struct ml_cuda_oom *o)
 	return o->raised ? msg_device(o->raise.msg) : -1;
 }
 
+/* The failed call's function, from its allocator row. */
+static const char *fail_func(const struct ml_cuda_oom *o)
+{
+	return o->fail.spec < ml_allocators_n ? ml_allocators[o->fail.spec].func : "a CUDA allocation";
+}
+
 static bool msg_cut(const struct ml_oom_raise_event *e)
 {
 	return e->msg_len > strlen(e->msg);
@@ -76,9 +82,7 @@ void ml_text_cuda_oom(FILE *f, const struct ml_cuda_oom *o)
 		fprintf(f, ", device %d", dev);
 	if (o->failed) {
 		ml_fmt_bytes(b, sizeof(b), (double)o->fail.size);
-		fprintf(f, ": %s of %s failed (error %d)",
-			o->fail.spec < ml_allocators_n ? ml_allocators[o->fail.spec].func : "a CUDA allocation", b,
-			o->fail.error);
+		fprintf(f, ": %s of %s failed (error %d)", fail_func(o), b, o->fail.error);
 	}
 	fprintf(f, "%s; this report is the memory at that moment\n", o->raised ? ": c10::OutOfMemoryError raised" : "");
 	if (!o->raised)
@@ -102,8 +106,7 @@ void ml_json_cuda_oom(struct jw *w, const struct ml_cuda_oom *o)
 	else
 		jw_null(w, "device");
 	if (o->failed) {
-		jw_str(w, "function",
-		       o->fail.spec < ml_allocators_n ? ml_allocators[o->fail.spec].func : "a CUDA allocation");
+		jw_str(w, "function", fail_func(o));
 		jw_u64(w, "bytes", o->fail.size);
 		jw_i64(w, "error", o->fail.error);
 	} else {
