@@ -22,6 +22,8 @@
 
 #define ARRAY_COUNT_MAX (1ULL << 24)	 /* a first word this small may be new T[]'s element count: look past it */
 #define CENSUS_SYNC_NS (30ULL * 1000000) /* vtables read per walk at most this long (a whole object at least) */
+/* The first walk's: its counts are the base of growth, and a type read a walk late is called growing a report late. */
+#define CENSUS_FIRST_SYNC_NS (300ULL * 1000000)
 
 struct ctype {
 	char *raw;  /* the vtable's symbol name */
@@ -188,6 +190,7 @@ static int read_object(struct census *c, const struct ml_mapping *m)
 int census__sync(struct census *c, const struct ml_maps *maps)
 {
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), now = t0;
+	uint64_t limit = c->walks ? CENSUS_SYNC_NS : CENSUS_FIRST_SYNC_NS;
 	size_t nr = c->nr, nobj = c->objs.n, left = 0;
 
 	for (size_t i = 0; i < maps->n; i++) {
@@ -198,7 +201,7 @@ int census__sync(struct census *c, const struct ml_maps *maps)
 		if (!m->path || m->path[0] != '/' || m->offset || m->perms[0] != 'r' || u64map__get(&c->objs, key))
 			continue;
 		/* The event loop waits meanwhile (a burst of new stacks fills their ring): the rest next walk. */
-		if (now - t0 > CENSUS_SYNC_NS) {
+		if (now - t0 > limit) {
 			left++;
 			continue;
 		}

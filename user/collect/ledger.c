@@ -777,6 +777,26 @@ void ledger__fresh_heap(struct ledger *l, ledger_range_fn fn, void *ctx)
 	}
 }
 
+void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < l->table_len; i++) {
+		struct ml_slot v = l->table[i];
+		struct ml_agg_key k = {.tgid = v.tgid, .layer = v.layer, .caller = v.caller};
+		unsigned int traits;
+		double w;
+
+		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns ||
+		    (v.layer != ML_LAYER_LIBC && v.layer != ML_LAYER_TORCH_CPU) || v.spec == ML_SPEC_BRK ||
+		    v.spec == ML_SPEC_HEAP || !want(ctx, v.tgid, v.addr))
+			continue;
+		w = scale_of(l, v.layer, v.spec, v.ts_ns);
+		if (w <= 0)
+			w = (double)(1ULL << record_shift(l, v.layer, v.ts_ns));
+		k.stack_id = canonical(l, v.tgid, v.stack_id, &traits);
+		fn(ctx, &k, v.addr, v.size, w);
+	}
+}
+
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)
 {
 	struct ml_stack *st = &l->stack_buf;

@@ -96,6 +96,13 @@ int ledger__find_weighted(struct ledger *l, int tgid, uint64_t addr, struct ml_a
  */
 typedef void (*ledger_range_fn)(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint64_t len);
 void ledger__fresh_heap(struct ledger *l, ledger_range_fn fn, void *ctx);
+/*
+ * Every outstanding C heap block recorded (libc or torch_cpu, not heap growth) that want(ctx, tgid, addr) keeps,
+ * with its row's key and what it stands for (the key is made only for those kept).
+ */
+typedef bool (*ledger_want_fn)(void *ctx, uint32_t tgid, uint64_t addr);
+typedef void (*ledger_block_fn)(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint64_t size, double w);
+void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, void *ctx);
 
 /* The captured stack of a row. 0, or a negative errno when its stack-table entry cannot be read (the caller stays). */
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out);

@@ -347,17 +347,20 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	return 0;
 }
 
-void verdicts__victims(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
-		       bool (*is)(void *ctx, const struct ml_agg_key *k), void *ctx)
+void verdicts__rejudge(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
+		       enum ml_verdict (*again)(void *ctx, const struct ml_agg_key *k), void *ctx)
 {
 	bool any = false;
 
-	for (size_t i = 0; i < s->nrows && v->j; i++)
-		if (v->j[i].verdict == ML_V_GROWING && is(ctx, &s->rows[i].key)) {
-			v->j[i].verdict = ML_V_VICTIM;
-			v->j[i].leak_score = 0;
-			any = true;
-		}
+	for (size_t i = 0; i < s->nrows && v->j; i++) {
+		enum ml_verdict to;
+
+		if (v->j[i].verdict != ML_V_GROWING || (to = again(ctx, &s->rows[i].key)) == ML_V_GROWING)
+			continue;
+		v->j[i].verdict = to;
+		v->j[i].leak_score = 0;
+		any = true;
+	}
 	if (!any || by_bytes)
 		return;
 	for (size_t i = 0; i < s->nrows; i++)

@@ -71,11 +71,12 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
  */
 void verdicts__hold_sampled(struct verdicts *v, bool hold);
 /*
- * After the heap walk: the growing rows whose key is(ctx, key) holds become victims (see judge/victims.h),
- * and the order is made again. The same arrays as verdicts__update's, updated in place.
+ * After the heap walk: each growing row takes the verdict again(ctx, key) gives it (victims, see
+ * judge/victims.h, or new while a walk must tell; ML_V_GROWING keeps it), and the order is made again. The
+ * same arrays as verdicts__update's, updated in place.
  */
-void verdicts__victims(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
-		       bool (*is)(void *ctx, const struct ml_agg_key *k), void *ctx);
+void verdicts__rejudge(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
+		       enum ml_verdict (*again)(void *ctx, const struct ml_agg_key *k), void *ctx);
 const char *ml_verdict_name(enum ml_verdict v);
 /* Bytes the history holds now: one fixed-size record per stack in the last report. */
 size_t verdicts__memory(const struct verdicts *v);

@@ -10,7 +10,9 @@
 #include "lib/grow.h"
 #include "lib/log.h"
 
-#define PINNERS 8 /* the rows pinning one victim's free space that are told apart; past them, left out */
+#define PINNERS 8    /* the rows pinning one victim's free space that are told apart; past them, left out */
+#define FILLERS 32   /* the rows filling one row's fresh heap told apart; past them, counted as others' */
+#define OWN_DEPTH 12 /* a block is the row's own when its first native frames are all on the row's stack */
 
 struct acc {
 	struct ml_victim v;
@@ -19,17 +21,34 @@ struct acc {
 		uint64_t charged;
 	} pin[PINNERS];
 	unsigned int npin;
-	uint64_t range;			 /* its records' bytes (unweighted: sampled rss pages count once) */
-	uint64_t unknown;		 /* charged to chunks with no record */
-	double own_pin, other_pin;	 /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
+	uint64_t range;		     /* its records' bytes (unweighted: sampled rss pages count once) */
+	uint64_t unknown;	     /* charged to chunks with no record */
+	double own_pin, other_pin;   /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
+	double own_fill, other_fill; /* bytes recorded blocks in its ranges hold, weighted: its own, others' */
+	struct {
+		struct ml_agg_key key;
+		double bytes;
+	} fill[FILLERS]; /* the rows whose blocks fill its ranges */
+	unsigned int nfill;
+	double fill_rest;		 /* ... past FILLERS rows */
 	uint64_t own[ML_MAX_FRAMES + 1]; /* its native stack: a block allocated by a call on it is its own */
 	size_t nown;
 	bool growing; /* judged growing: a leak candidate unless it is a victim */
 };
 
+/* A record of fresh heap, by process and address, and the row it counts under: where blocks may fill it. */
+struct span {
+	uint32_t tgid;
+	uint64_t addr, len;
+	struct acc *a;
+};
+
 struct find {
 	struct acc *a;
 	size_t n;
+	struct span *sp;
+	size_t nsp, capsp;
+	bool nomem;
 	struct ledger *l;
 	victims_frag_fn frag;
 	void *ctx;
@@ -79,6 +98,98 @@ static void pin(struct acc *a, const struct ml_agg_key *k, uint64_t charged)
 	a->pin[a->npin++].charged = charged;
 }
 
+static int cmp_span(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	if (x->tgid != y->tgid)
+		return x->tgid < y->tgid ? -1 : 1;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The span holding tgid's addr, or NULL (spans sorted; a process's spans never overlap). */
+static struct span *span_of(const struct find *fd, uint32_t tgid, uint64_t addr)
+{
+	size_t lo = 0, hi = fd->nsp;
+
+	while (lo < hi) { /* the first span past (tgid, addr) */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (fd->sp[mid].tgid < tgid || (fd->sp[mid].tgid == tgid && fd->sp[mid].addr <= addr))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || fd->sp[lo - 1].tgid != tgid || addr - fd->sp[lo - 1].addr >= fd->sp[lo - 1].len)
+		return NULL;
+	return &fd->sp[lo - 1];
+}
+
+static bool in_span(void *ctx, uint32_t tgid, uint64_t addr)
+{
+	return span_of(ctx, tgid, addr) != NULL;
+}
+
+static void fill(struct acc *a, const struct ml_agg_key *k, double bytes)
+{
+	for (unsigned int i = 0; i < a->nfill; i++)
+		if (!memcmp(&a->fill[i].key, k, sizeof(*k))) {
+			a->fill[i].bytes += bytes;
+			return;
+		}
+	if (a->nfill == FILLERS) {
+		a->fill_rest += bytes;
+		return;
+	}
+	a->fill[a->nfill].key = *k;
+	a->fill[a->nfill++].bytes = bytes;
+}
+
+/* A recorded block inside a span of fresh heap: it fills that row's range. */
+static void on_block(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint64_t size, double w)
+{
+	struct span *sp = span_of(ctx, k->tgid, addr);
+
+	if (sp)
+		fill(sp->a, k, (double)size * w);
+}
+
+/*
+ * Whether the blocks of row k are the fresh-heap row's own: their first OWN_DEPTH native frames all on its
+ * stack (a leak whose growth is the heap's). One call site in common is not enough: every PyTorch CPU tensor
+ * comes from the same call in c10::alloc_cpu, the batch that reached new heap as much as the cache that fills it.
+ */
+static bool own_blocks(struct find *fd, const struct acc *a, const struct ml_agg_key *k, struct ml_rawstack *raw)
+{
+	struct ml_row row = {.key = *k};
+
+	if (!owns(a, k->caller) || ledger__stack(fd->l, &row, raw))
+		return false;
+	for (size_t i = 1; i < raw->nr && i < OWN_DEPTH; i++) {
+		size_t j = 0;
+
+		while (j < a->nown && a->own[j] != raw->ips[i])
+			j++;
+		if (j == a->nown)
+			return false;
+	}
+	return true;
+}
+
+/* Its fill, its own blocks' and other rows'. */
+static void fill_split(struct find *fd, struct acc *a, struct ml_rawstack *raw)
+{
+	a->other_fill = a->fill_rest;
+	for (unsigned int i = 0; i < a->nfill; i++) {
+		if (raw && own_blocks(fd, a, &a->fill[i].key, raw)) {
+			a->own_fill += a->fill[i].bytes;
+			a->fill[i].bytes = 0; /* never named as another row */
+		} else {
+			a->other_fill += a->fill[i].bytes;
+		}
+	}
+}
+
 /* One record of fresh heap: what of it the walk covered and found free, and who holds that free space. */
 static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint64_t len)
 {
@@ -92,6 +203,12 @@ static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
 	if (!a || !(f = fd->frag(fd->ctx, (int)k->tgid)))
 		return;
 	heapfrag__free_in(f, addr, addr + len, &walked, &free);
+	if (k->layer != ML_LAYER_LIBC) /* pages touched first lie inside the heap's growth: only growth is a span */
+		;
+	else if (ml_grow(&fd->sp, &fd->capsp, fd->nsp + 1, sizeof(*fd->sp)))
+		fd->nomem = true;
+	else
+		fd->sp[fd->nsp++] = (struct span){.tgid = k->tgid, .addr = addr, .len = len, .a = a};
 	a->range += len;
 	a->v.walked_bytes += walked;
 	a->v.free_bytes += free;
@@ -133,7 +250,8 @@ static void own_stacks(struct find *fd)
  * than by its own (recorded holders, weighted; with none recorded, a quarter must be free). A leak whose growth
  * is the heap's keeps it in use, or pins its free space with its own blocks. Pages mostly in a heap the walk
  * covered are the heap's whatever they hold: its rows (blocks, growth) count what is in them. Where the walk
- * covered under half of its ranges (they grew since), the row stays what it was at the last report.
+ * covered under half of its ranges (they grew since), the row stays what it was at the last report. Mostly in
+ * use, it is a victim when other rows' recorded blocks (weighted) fill half of that and more than its own do.
  */
 static bool is_victim(const struct acc *a, const struct ml_victim *was)
 {
@@ -144,7 +262,7 @@ static bool is_victim(const struct acc *a, const struct ml_victim *was)
 	if (a->v.key.layer == ML_LAYER_RSS)
 		return true;
 	if (fr * 8 < w)
-		return false;
+		return a->other_fill * 2 >= (double)(w - fr) && a->other_fill > a->own_fill;
 	if (a->own_pin > 0 || a->other_pin > 0)
 		return a->other_pin > a->own_pin;
 	return fr * 4 >= w;
@@ -157,6 +275,18 @@ static bool is_victim(const struct acc *a, const struct ml_victim *was)
 static void name_pinner(struct acc *a)
 {
 	uint64_t best = 0;
+	double most = 0;
+
+	if (a->v.free_bytes * 8 < a->v.walked_bytes) { /* filled, not freed: the row whose blocks fill the most */
+		a->v.pinner = (struct ml_agg_key){.layer = ML_LAYER_MAX};
+		for (unsigned int i = 0; i < a->nfill; i++)
+			if (a->fill[i].bytes > most) {
+				most = a->fill[i].bytes;
+				a->v.pinner = a->fill[i].key;
+			}
+		a->v.filled_bytes = (uint64_t)(a->other_fill + 0.5);
+		return;
+	}
 
 	a->v.pinner = (struct ml_agg_key){.layer = ML_LAYER_MAX};
 	for (unsigned int i = 0; i < a->npin; i++)
@@ -167,17 +297,39 @@ static void name_pinner(struct acc *a)
 	a->v.pinned_bytes = best ? best : a->unknown;
 }
 
+/* Whether a growing row's fresh heap is covered by the walk and mostly in use: only then do fills matter. */
+static bool needs_fill(const struct acc *a)
+{
+	return a->growing && a->v.key.layer == ML_LAYER_LIBC && a->v.walked_bytes * 2 >= a->range &&
+	       a->v.free_bytes * 8 < a->v.walked_bytes;
+}
+
+/* The recorded blocks in the fresh heap of rows that need them: a pass over the table when one does. */
+static void fill_blocks(struct find *fd)
+{
+	size_t i = 0;
+
+	while (i < fd->n && !needs_fill(&fd->a[i]))
+		i++;
+	if (i == fd->n || fd->nomem)
+		return; /* no fill figures: only freed space makes victims */
+	qsort(fd->sp, fd->nsp, sizeof(*fd->sp), cmp_span);
+	ledger__blocks(fd->l, in_span, on_block, fd);
+}
+
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
 		  void *ctx, const struct ml_victim *prev, size_t nprev, struct ml_victim **out, size_t *n,
-		  size_t *unsure)
+		  struct ml_agg_key **held, size_t *nheld)
 {
 	const struct ml_victim *was;
 	struct find fd = {.l = l, .frag = frag, .ctx = ctx};
 	struct ml_victim *v;
-	size_t cap = 0, kept = 0;
+	struct ml_agg_key *h;
+	size_t cap = 0, kept = 0, nh = 0;
 
 	*out = NULL;
-	*n = *unsure = 0;
+	*n = *nheld = 0;
+	*held = NULL;
 	for (size_t i = 0; i < s->nrows; i++) {
 		if (!fresh_heap(&s->rows[i]))
 			continue;
@@ -192,20 +344,34 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 	qsort(fd.a, fd.n, sizeof(*fd.a), cmp_key);
 	own_stacks(&fd);
 	ledger__fresh_heap(l, on_range, &fd);
+	fill_blocks(&fd);
+	free(fd.sp);
+	{
+		struct ml_rawstack *raw = malloc(sizeof(*raw));
+
+		for (size_t i = 0; i < fd.n; i++)
+			fill_split(&fd, &fd.a[i], raw);
+		free(raw);
+	}
 	v = malloc(fd.n * sizeof(*v));
-	if (!v) {
+	h = malloc(fd.n * sizeof(*h));
+	if (!v || !h) {
 		free(fd.a);
+		free(v);
+		free(h);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < fd.n; i++) {
 		struct acc *a = &fd.a[i];
 
 		ml_dbg("fresh heap of pid %u layer %u: %" PRIu64 " bytes, %" PRIu64 " walked, %" PRIu64
-		       " free, pinned %.0f by its own blocks, %.0f by others', %" PRIu64 " by unrecorded ones",
+		       " free, pinned %.0f by its own blocks, %.0f by others', %" PRIu64
+		       " by unrecorded ones; filled %.0f by its own, %.0f by others'",
 		       a->v.key.tgid, a->v.key.layer, a->range, a->v.walked_bytes, a->v.free_bytes, a->own_pin,
-		       a->other_pin, a->unknown);
+		       a->other_pin, a->unknown, a->own_fill, a->other_fill);
 		was = victims__of(prev, nprev, &a->v.key);
-		*unsure += a->growing && a->v.walked_bytes * 2 < a->range && !was;
+		if (a->growing && a->v.walked_bytes * 2 < a->range && !was)
+			h[nh++] = a->v.key; /* in key order, as fd.a */
 		if (!is_victim(a, was))
 			continue;
 		name_pinner(a);
@@ -215,16 +381,23 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 		kept++;
 	}
 	free(fd.a);
-	if (!kept) {
+	if (nh)
+		*held = h, *nheld = nh;
+	else
+		free(h);
+	if (kept)
+		*out = v, *n = kept;
+	else
 		free(v);
-		return 0;
-	}
-	*out = v;
-	*n = kept;
 	return 0;
 }
 
 const struct ml_victim *victims__of(const struct ml_victim *v, size_t n, const struct ml_agg_key *key)
 {
 	return n ? bsearch(key, v, n, sizeof(*v), cmp_key) : NULL;
+}
+
+bool victims__held(const struct ml_agg_key *held, size_t n, const struct ml_agg_key *key)
+{
+	return n && bsearch(key, held, n, sizeof(*held), cmp_key);
 }

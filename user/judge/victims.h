@@ -4,7 +4,8 @@
  * what keeps it: where other blocks pin the space freed below, the next allocation takes fresh heap and is
  * freed again. After the heap walk, each growing row of fresh heap is looked at in its ranges: when most of
  * what the walk covered is free again, the row is a victim, not a leak candidate, and the in-use chunks that
- * pin that free space name the row that keeps it.
+ * pin that free space name the row that keeps it. Fresh heap still in use is a victim too when most of it holds
+ * other rows' recorded blocks: the row only reached new memory that another row's blocks then took.
  */
 #ifndef ML_VICTIMS_H
 #define ML_VICTIMS_H
@@ -23,7 +24,8 @@ struct ml_victim {
 	uint64_t walked_bytes;	  /* of its ranges, what the last heap walk covered */
 	uint64_t free_bytes;	  /* ... and found free again (free chunks, the top) */
 	uint64_t pinned_bytes;	  /* free resident bytes held by the pinning row's chunks in those ranges */
-	struct ml_agg_key pinner; /* that row (layer ML_LAYER_MAX: chunks the tool has no record of) */
+	uint64_t filled_bytes;	  /* in use: the bytes other rows' recorded blocks fill there (weighted); 0: freed */
+	struct ml_agg_key pinner; /* that row, or the one filling the most (layer ML_LAYER_MAX: no record) */
 };
 
 /* The last heap walk of process tgid (NULL: none). */
@@ -32,15 +34,17 @@ typedef const struct ml_heapfrag *(*victims_frag_fn)(void *ctx, int tgid);
 /*
  * The victims among the rows of fresh heap, growing or not yet (j parallel to s->rows), each with its pinner;
  * prev[nprev] are the last report's (a row whose ranges the walk has not covered since stays one). *out is
- * malloc'd (NULL when none), sorted by key; *unsure gets how many growing rows could not be told for want of a
- * walk since they grew.
+ * malloc'd (NULL when none), sorted by key. *held (malloc'd, sorted; NULL when none) gets the growing rows that
+ * cannot be told for want of a walk since they grew: not candidates until a walk tells.
  * 0 or -ENOMEM.
  */
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
 		  void *ctx, const struct ml_victim *prev, size_t nprev, struct ml_victim **out, size_t *n,
-		  size_t *unsure);
+		  struct ml_agg_key **held, size_t *nheld);
 
 /* The victim of a row's key in v[n] (sorted), or NULL. */
 const struct ml_victim *victims__of(const struct ml_victim *v, size_t n, const struct ml_agg_key *key);
+/* Whether key is among held[n] (sorted, as victims__find gives them). */
+bool victims__held(const struct ml_agg_key *held, size_t n, const struct ml_agg_key *key);
 
 #endif

@@ -262,7 +262,14 @@ void ml_text_victim(FILE *f, const struct ml_victim *v, const struct ml_snapshot
 	if (v->key.layer == ML_LAYER_RSS && v->free_bytes * 8 < v->walked_bytes)
 		fprintf(f, "pages of the C heap it touched first (%s), the blocks in them counted in the C heap's rows",
 			b[1]);
-	else if (n)
+	else if (v->filled_bytes) {
+		ml_fmt_bytes(b[2], sizeof(b[2]), (double)v->filled_bytes);
+		fprintf(f, "fresh heap it reached that other rows' blocks took (%s of the %s), most by ", b[2], b[1]);
+		if (n)
+			fprintf(f, "[%zu]", n);
+		else
+			fputs("a row not shown", f);
+	} else if (n)
 		fprintf(f,
 			"fresh heap taken because [%zu] pins the freed space (%s of the %s it took is free again; "
 			"[%zu]'s blocks hold %s of free memory there)",
@@ -283,6 +290,7 @@ void ml_json_victim(struct jw *w, const struct ml_victim *v, const struct ml_sna
 	jw_u64(w, "walked_bytes", v->walked_bytes);
 	jw_u64(w, "free_bytes", v->free_bytes);
 	jw_u64(w, "pinned_bytes", v->pinned_bytes);
+	jw_u64(w, "filled_bytes", v->filled_bytes);
 	if (n)
 		jw_u64(w, "pinned_by", n);
 	else

@@ -100,31 +100,55 @@ static const struct ml_heapfrag *frag_of(void *ctx, int tgid)
 	return t && t->frag_ok ? &t->frag : NULL;
 }
 
-static bool is_victim(void *ctx, const struct ml_agg_key *k)
+static enum ml_verdict again(void *ctx, const struct ml_agg_key *k)
 {
 	const struct session *ss = ctx;
 
-	return victims__of(ss->victims, ss->nvictims, k) != NULL;
+	if (victims__of(ss->victims, ss->nvictims, k))
+		return ML_V_VICTIM;
+	return victims__held(ss->held, ss->nheld, k) ? ML_V_NEW : ML_V_GROWING;
 }
 
-/* After the heap walks: growing rows of fresh heap that is free again are victims, not leak candidates. */
+/*
+ * Drops from h[n] the rows held at the last report too: its walk came and could not cover them (a heap past the
+ * walk's read budget), so they are judged as they grow. Returns how many are left.
+ */
+static size_t unheld_before(struct ml_agg_key *h, size_t n, const struct ml_agg_key *was, size_t nwas)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!victims__held(was, nwas, &h[i]))
+			h[kept++] = h[i];
+	return kept;
+}
+
+/*
+ * After the heap walks: growing rows of fresh heap that is free again, or filled by other rows, are victims,
+ * not leak candidates; those grown since the last walk wait for the next one, which comes at the next report.
+ */
 static void judge_victims(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged)
 {
 	struct ml_victim *v;
-	size_t n, unsure;
+	struct ml_agg_key *h;
+	size_t n, nh;
 	int err;
 
-	err = victims__find(snap, judged, ss->ledger, frag_of, ss, ss->victims, ss->nvictims, &v, &n, &unsure);
-	ss->walk_soon = !err && unsure; /* the next report walks the heap whatever the pace */
+	err = victims__find(snap, judged, ss->ledger, frag_of, ss, ss->victims, ss->nvictims, &v, &n, &h, &nh);
 	if (err) {
 		ml_notice("cannot tell fragmentation's victims: %s", strerror(-err));
-		v = NULL, n = 0;
+		v = NULL, n = 0, h = NULL, nh = 0;
 	}
+	nh = unheld_before(h, nh, ss->held, ss->nheld);
+	free(ss->held);
+	ss->walk_soon = nh > 0; /* the next report walks the heap whatever the pace */
 	free(ss->victims);
 	ss->victims = v;
 	ss->nvictims = n;
-	if (n)
-		verdicts__victims(ss->verdicts, snap, ss->o->sort_bytes, is_victim, ss);
+	ss->held = h;
+	ss->nheld = nh;
+	if (n || nh)
+		verdicts__rejudge(ss->verdicts, snap, ss->o->sort_bytes, again, ss);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_victims(ss->reps[i], ss->victims, ss->nvictims);

@@ -793,6 +793,7 @@ static int session_close(struct session *ss, bool ok)
 	overhead__free(ss->ov);
 	verdicts__free(ss->verdicts);
 	free(ss->victims);
+	free(ss->held);
 	html_timeline__free(ss->timeline);
 	ledger__free(ss->ledger);
 	stackstore__free(ss->stacks);
