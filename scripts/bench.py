@@ -988,8 +988,11 @@ def paired_bench():
     order = sorted([((i + 0.5) / rounds, "tool", i % 2) for i in range(rounds)] +
                    [((i + 0.5) / nulls, "null", i % 2) for i in range(nulls)])
     for _, kind, which in order:
+        # One intra-op thread each, as Debian's torch 1.13 runs it: PyPI's 2.x takes one a vCPU, and two such
+        # loops do not share the two vCPUs evenly (null rounds at 1.02-1.05).
         wls = [subprocess.Popen([py, os.path.join(wl_dir, "losses.py"), "wait", "25"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, cwd=wl_dir) for _ in range(2)]
+                                stdout=subprocess.PIPE, cwd=wl_dir, env=dict(os.environ, OMP_NUM_THREADS="1"))
+               for _ in range(2)]
         tool = None
         try:
             for wl in wls:

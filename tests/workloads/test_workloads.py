@@ -418,26 +418,33 @@ def dataset_class_cache_full_fidelity():
     leak_run("dataset_cache.py", "p", *FULL)
 
 
-def dataset_cache_default(mode, within):
+def default_goal(script, mode, within, bystander):
     """Issue 24's goal at default settings, a report every 2 s: within `within` reports a top-three leak
-    candidate carries the class cache's line, and the batch's line (torch.stack, freed every step) is never a
-    candidate."""
-    script = "dataset_cache.py"
+    candidate carries the leak's line, and the line that only suffers from it (the text `bystander` finds) is
+    never a candidate. Returns the reports."""
     run = Run(script, mode, "--top", "50", interval="2")
     try:
         reps = run.wait_for(lambda rs: len(rs) >= within, 30 + 4 * within)
     finally:
         reps = run.stop()
     found = [r["seq"] for r in reps[:within] if growing_top3(r, script)[1]]
-    check(found, f"the cache's line among the first three candidates within {within} reports: "
+    check(found, f"the leak's line among the first three candidates within {within} reports: "
                  f"{[[(s['layer'], (user_frame(s, script) or {}).get('line')) for s in growing_top3(r, script)[0]] for r in reps[:within]]}")
-    # The batch's memory (the C heap's growth it reached, its tensor) is never a candidate: its growth is filled
-    # by the cache's tensors, a victim. Left out: rss pages of pymalloc's arenas the line's ints touch first
-    # (the cache's int keys grow them; tens of KiB), the same victim one allocator down.
-    batch = line_with(script, "torch.stack")
+    # Left out: rss pages of pymalloc's arenas the line's ints touch first (tens of KiB), the same victim one
+    # allocator down.
+    line = line_with(script, bystander)
     eq([(r["seq"], s["layer"]) for r in reps for s in r["stacks"] if s["verdict"] == "growing" and
-        s["layer"] in ("libc", "torch_cpu") and (user_frame(s, script) or {}).get("line") == batch], [],
-       f"the batch's line {batch} is never a candidate")
+        s["layer"] in ("libc", "torch_cpu") and (user_frame(s, script) or {}).get("line") == line], [],
+       f"{bystander} (line {line}) is never a candidate")
+    return reps
+
+
+def dataset_cache_default(mode, within):
+    """The batch's memory (the C heap's growth it reached, its tensor) is never a candidate: its growth is
+    filled by the cache's tensors, a victim."""
+    script = "dataset_cache.py"
+    reps = default_goal(script, mode, within, "torch.stack")
+    batch = line_with(script, "torch.stack")
     check(any(s["verdict"] == "victim" and (user_frame(s, script) or {}).get("line") == batch
               for r in reps for s in r["stacks"]), "the batch's heap growth shown as a victim")
 
@@ -452,6 +459,14 @@ def dataset_class_cache_default_settings_2s():
 @alone
 def dataset_class_cache_started_default_settings_2s():
     dataset_cache_default("c", 10)
+
+
+@test
+@alone
+def losses_loop_started_default_settings_2s():
+    """The losses loop under -c at default settings: a top-three candidate at the loss line within ten
+    reports, and loss.backward(), which only reaches the fresh heap the kept graphs push it into, never."""
+    default_goal("losses.py", "c", 10, "loss.backward()")
 
 
 @test

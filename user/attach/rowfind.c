@@ -15,6 +15,7 @@ static bool wanted(const struct rowfind_opts *o, const struct ml_allocator *a)
 }
 
 struct demangle_ctx {
+	const struct rowfind_opts *o;
 	struct found *found;
 };
 
@@ -57,7 +58,8 @@ static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void 
 		const char *tok;
 		size_t len;
 
-		if (a->match != ML_MATCH_DEMANGLED || ctx->found[row].ok || !name_token(a->func, &tok, &len))
+		if (a->match != ML_MATCH_DEMANGLED || ctx->found[row].ok || !wanted(ctx->o, a) ||
+		    !name_token(a->func, &tok, &len))
 			continue;
 		/* Cheap filter first: the mangled name spells the identifier as <length><name>. */
 		if (!memmem(raw, strlen(raw), tok, len))
@@ -125,7 +127,7 @@ static void find_plt_stubs(const struct elf_syms *syms, const struct rowfind_opt
 
 int ml_rows_find(const struct elf_syms *syms, const struct rowfind_opts *o, struct found *found)
 {
-	struct demangle_ctx dctx = {.found = found};
+	struct demangle_ctx dctx = {.o = o, .found = found};
 	bool any_demangled = false;
 	int err;
 
