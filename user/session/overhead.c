@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,6 +93,7 @@ struct overhead {
 	double calib_hit, calib_ret, calib_base;
 	pid_t calib_child; /* the calibration's child (calib_fork), and its two pipes */
 	int calib_cmd, calib_res;
+	int calib_stop;	  /* an eventfd: exit's word to stop waiting for the child (-1: none, it waits it out) */
 	char *calib_path; /* where its malloc and free are */
 	uint64_t calib_off[3];
 };
@@ -116,6 +118,7 @@ int overhead__new(double budget_pct, struct overhead **out)
 	o->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	o->calib_prog = -1;
 	o->calib_cmd = o->calib_res = -1;
+	o->calib_stop = eventfd(0, EFD_CLOEXEC);
 	*out = o;
 	return 0;
 }
@@ -124,8 +127,13 @@ void overhead__free(struct overhead *o)
 {
 	if (!o)
 		return;
-	if (atomic_load(&o->calib_state) != CALIB_IDLE)
+	if (atomic_load(&o->calib_state) != CALIB_IDLE) {
+		if (o->calib_stop >= 0 && eventfd_write(o->calib_stop, 1))
+			ml_dbg("cannot stop the probe-cost calibration: %s", strerror(errno));
 		pthread_join(o->calib, NULL);
+	}
+	if (o->calib_stop >= 0)
+		close(o->calib_stop);
 	if (o->stats_fd >= 0)
 		close(o->stats_fd);
 	if (o->calib_prog >= 0)
@@ -187,21 +195,23 @@ static void calib_child(int cmd, int res)
 }
 
 /*
- * One timing from the child, waited for CALIB_ANSWER_MS at most: a child forked while another thread held the
- * allocator's lock (curl's threads under AddressSanitizer, with --push) never answers, and calibration then
- * fails (1 us a hit) instead of holding memleak-ai's exit up.
+ * One timing from the child, waited for CALIB_ANSWER_MS at most, or until exit says stop: a child forked while
+ * another thread held the allocator's lock (curl's threads under AddressSanitizer, with --push) never answers,
+ * and calibration then fails (1 us a hit) instead of holding memleak-ai's exit up.
  */
 #define CALIB_ANSWER_MS 10000
 
-static int ask(int cmd, int res, double *out)
+static int ask(const struct overhead *o, double *out)
 {
-	struct pollfd p = {.fd = res, .events = POLLIN};
+	struct pollfd p[2] = {{.fd = o->calib_res, .events = POLLIN}, {.fd = o->calib_stop, .events = POLLIN}};
 
-	if (write(cmd, "m", 1) != 1)
+	if (write(o->calib_cmd, "m", 1) != 1)
 		return -EIO;
-	if (poll(&p, 1, CALIB_ANSWER_MS) != 1)
+	if (poll(p, 2, CALIB_ANSWER_MS) < 1)
 		return -ETIMEDOUT;
-	return read(res, out, sizeof(*out)) == sizeof(*out) ? 0 : -EIO;
+	if (p[1].revents)
+		return -ECANCELED;
+	return read(o->calib_res, out, sizeof(*out)) == sizeof(*out) ? 0 : -EIO;
 }
 
 /* Where malloc and free of this process live: file and offsets, for a probe. */
@@ -289,12 +299,12 @@ static int time_probes(struct overhead *o, double *base, double *entry, double *
 {
 	struct bpf_link *l[3] = {};
 	int lfd[3] = {-1, -1, -1};
-	int err = ask(o->calib_cmd, o->calib_res, base);
+	int err = ask(o, base);
 
 	for (int i = 0; i < 3 && !err; i++) {
 		err = calib_attach(o, i, o->calib_child, o->calib_path, o->calib_off[i], &l[i], &lfd[i]);
 		if (!err && i >= 1)
-			err = ask(o->calib_cmd, o->calib_res, i == 1 ? entry : ret);
+			err = ask(o, i == 1 ? entry : ret);
 	}
 	for (int i = 0; i < 3; i++) {
 		bpf_link__destroy(l[i]);
