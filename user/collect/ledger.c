@@ -514,6 +514,14 @@ static double scale_of(const struct ledger *l, uint8_t layer, uint8_t spec, uint
 	return s->v[lo].w;
 }
 
+/* What a record stands for: its layer's scale at ts, else 2^shift of its record-time weight. */
+static double record_weight(const struct ledger *l, uint8_t layer, uint8_t spec, uint64_t ts)
+{
+	double w = scale_of(l, layer, spec, ts);
+
+	return w > 0 ? w : (double)(1ULL << record_shift(l, layer, ts));
+}
+
 void ledger__clear_scale(struct ledger *l, unsigned int layer)
 {
 	if (layer < ML_LAYER_MAX)
@@ -743,9 +751,7 @@ int ledger__find_weighted(struct ledger *l, int tgid, uint64_t addr, struct ml_a
 				break; /* being written, released meanwhile, or a heap-growth range */
 			*out = (struct ml_agg_key){.tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller};
 			out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
-			*w = scale_of(l, layers[li], spec, ts);
-			if (*w <= 0)
-				*w = (double)(1ULL << record_shift(l, layers[li], ts));
+			*w = record_weight(l, layers[li], spec, ts);
 			return 0;
 		}
 	}
@@ -783,17 +789,13 @@ void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, v
 		struct ml_slot v = l->table[i];
 		struct ml_agg_key k = {.tgid = v.tgid, .layer = v.layer, .caller = v.caller};
 		unsigned int traits;
-		double w;
 
 		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns ||
 		    (v.layer != ML_LAYER_LIBC && v.layer != ML_LAYER_TORCH_CPU) || v.spec == ML_SPEC_BRK ||
 		    v.spec == ML_SPEC_HEAP || !want(ctx, v.tgid, v.addr))
 			continue;
-		w = scale_of(l, v.layer, v.spec, v.ts_ns);
-		if (w <= 0)
-			w = (double)(1ULL << record_shift(l, v.layer, v.ts_ns));
 		k.stack_id = canonical(l, v.tgid, v.stack_id, &traits);
-		fn(ctx, &k, v.addr, v.size, w);
+		fn(ctx, &k, v.addr, v.size, record_weight(l, v.layer, v.spec, v.ts_ns));
 	}
 }
 
