@@ -49,6 +49,7 @@ struct find {
 	struct span *sp;
 	size_t nsp, capsp;
 	bool nomem;
+	struct ml_rawstack *raw; /* a stack read from the ledger (NULL: none could be had, none is read) */
 	struct ledger *l;
 	victims_frag_fn frag;
 	void *ctx;
@@ -159,8 +160,9 @@ static void on_block(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
  * stack (a leak whose growth is the heap's). One call site in common is not enough: every PyTorch CPU tensor
  * comes from the same call in c10::alloc_cpu, the batch that reached new heap as much as the cache that fills it.
  */
-static bool own_blocks(struct find *fd, const struct acc *a, const struct ml_agg_key *k, struct ml_rawstack *raw)
+static bool own_blocks(struct find *fd, const struct acc *a, const struct ml_agg_key *k)
 {
+	struct ml_rawstack *raw = fd->raw;
 	struct ml_row row = {.key = *k};
 
 	if (!owns(a, k->caller) || ledger__stack(fd->l, &row, raw))
@@ -177,11 +179,11 @@ static bool own_blocks(struct find *fd, const struct acc *a, const struct ml_agg
 }
 
 /* Its fill, its own blocks' and other rows'. */
-static void fill_split(struct find *fd, struct acc *a, struct ml_rawstack *raw)
+static void fill_split(struct find *fd, struct acc *a)
 {
 	a->other_fill = a->fill_rest;
 	for (unsigned int i = 0; i < a->nfill; i++) {
-		if (raw && own_blocks(fd, a, &a->fill[i].key, raw)) {
+		if (fd->raw && own_blocks(fd, a, &a->fill[i].key)) {
 			a->own_fill += a->fill[i].bytes;
 			a->fill[i].bytes = 0; /* never named as another row */
 		} else {
@@ -232,17 +234,14 @@ static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
 /* Each candidate's own native stack. */
 static void own_stacks(struct find *fd)
 {
-	struct ml_rawstack *raw = malloc(sizeof(*raw));
-
-	for (size_t i = 0; raw && i < fd->n; i++) {
+	for (size_t i = 0; fd->raw && i < fd->n; i++) {
 		struct ml_row row = {.key = fd->a[i].v.key};
 
-		if (ledger__stack(fd->l, &row, raw))
+		if (ledger__stack(fd->l, &row, fd->raw))
 			continue;
-		memcpy(fd->a[i].own, raw->ips, raw->nr * sizeof(raw->ips[0]));
-		fd->a[i].nown = raw->nr;
+		memcpy(fd->a[i].own, fd->raw->ips, fd->raw->nr * sizeof(fd->raw->ips[0]));
+		fd->a[i].nown = fd->raw->nr;
 	}
-	free(raw);
 }
 
 /*
@@ -318,8 +317,7 @@ static void fill_blocks(struct find *fd)
 }
 
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
-		  void *ctx, const struct ml_victim *prev, size_t nprev, struct ml_victim **out, size_t *n,
-		  struct ml_agg_key **held, size_t *nheld)
+		  void *ctx, const struct ml_victims *prev, struct ml_victims *out)
 {
 	const struct ml_victim *was;
 	struct find fd = {.l = l, .frag = frag, .ctx = ctx};
@@ -327,9 +325,7 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 	struct ml_agg_key *h;
 	size_t cap = 0, kept = 0, nh = 0;
 
-	*out = NULL;
-	*n = *nheld = 0;
-	*held = NULL;
+	*out = (struct ml_victims){0};
 	for (size_t i = 0; i < s->nrows; i++) {
 		if (!fresh_heap(&s->rows[i]))
 			continue;
@@ -342,17 +338,14 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 	if (!fd.n)
 		return 0;
 	qsort(fd.a, fd.n, sizeof(*fd.a), cmp_key);
+	fd.raw = malloc(sizeof(*fd.raw));
 	own_stacks(&fd);
 	ledger__fresh_heap(l, on_range, &fd);
 	fill_blocks(&fd);
 	free(fd.sp);
-	{
-		struct ml_rawstack *raw = malloc(sizeof(*raw));
-
-		for (size_t i = 0; i < fd.n; i++)
-			fill_split(&fd, &fd.a[i], raw);
-		free(raw);
-	}
+	for (size_t i = 0; i < fd.n; i++)
+		fill_split(&fd, &fd.a[i]);
+	free(fd.raw);
 	v = malloc(fd.n * sizeof(*v));
 	h = malloc(fd.n * sizeof(*h));
 	if (!v || !h) {
@@ -369,8 +362,10 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 		       " by unrecorded ones; filled %.0f by its own, %.0f by others'",
 		       a->v.key.tgid, a->v.key.layer, a->range, a->v.walked_bytes, a->v.free_bytes, a->own_pin,
 		       a->other_pin, a->unknown, a->own_fill, a->other_fill);
-		was = victims__of(prev, nprev, &a->v.key);
-		if (a->growing && a->v.walked_bytes * 2 < a->range && !was)
+		was = victims__of(prev->v, prev->n, &a->v.key);
+		/* Held once: the walk came and could not cover it (a heap past its read budget); judged as it grows. */
+		if (a->growing && a->v.walked_bytes * 2 < a->range && !was &&
+		    !victims__held(prev->held, prev->nheld, &a->v.key))
 			h[nh++] = a->v.key; /* in key order, as fd.a */
 		if (!is_victim(a, was))
 			continue;
@@ -382,14 +377,21 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 	}
 	free(fd.a);
 	if (nh)
-		*held = h, *nheld = nh;
+		out->held = h, out->nheld = nh;
 	else
 		free(h);
 	if (kept)
-		*out = v, *n = kept;
+		out->v = v, out->n = kept;
 	else
 		free(v);
 	return 0;
+}
+
+void victims__clear(struct ml_victims *v)
+{
+	free(v->v);
+	free(v->held);
+	*v = (struct ml_victims){0};
 }
 
 const struct ml_victim *victims__of(const struct ml_victim *v, size_t n, const struct ml_agg_key *key)

@@ -31,16 +31,23 @@ struct ml_victim {
 /* The last heap walk of process tgid (NULL: none). */
 typedef const struct ml_heapfrag *(*victims_frag_fn)(void *ctx, int tgid);
 
+/* One report's judgement of the rows of fresh heap. */
+struct ml_victims {
+	struct ml_victim *v; /* its victims, sorted by key */
+	size_t n;
+	struct ml_agg_key *held; /* growing rows that grew past the last walk: new until a walk tells (sorted) */
+	size_t nheld;
+};
+
 /*
- * The victims among the rows of fresh heap, growing or not yet (j parallel to s->rows), each with its pinner;
- * prev[nprev] are the last report's (a row whose ranges the walk has not covered since stays one). *out is
- * malloc'd (NULL when none), sorted by key. *held (malloc'd, sorted; NULL when none) gets the growing rows that
- * cannot be told for want of a walk since they grew: not candidates until a walk tells.
- * 0 or -ENOMEM.
+ * The victims among the rows of fresh heap, growing or not yet (j parallel to s->rows), each with its pinner,
+ * and the growing rows held for want of a walk since they grew. prev is the last report's: a row whose ranges
+ * the walk has not covered since stays a victim; a row held then is not held again. out's arrays are malloc'd
+ * (victims__clear). 0 or -ENOMEM.
  */
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
-		  void *ctx, const struct ml_victim *prev, size_t nprev, struct ml_victim **out, size_t *n,
-		  struct ml_agg_key **held, size_t *nheld);
+		  void *ctx, const struct ml_victims *prev, struct ml_victims *out);
+void victims__clear(struct ml_victims *v);
 
 /* The victim of a row's key in v[n] (sorted), or NULL. */
 const struct ml_victim *victims__of(const struct ml_victim *v, size_t n, const struct ml_agg_key *key);

@@ -104,23 +104,9 @@ static enum ml_verdict again(void *ctx, const struct ml_agg_key *k)
 {
 	const struct session *ss = ctx;
 
-	if (victims__of(ss->victims, ss->nvictims, k))
+	if (victims__of(ss->victims.v, ss->victims.n, k))
 		return ML_V_VICTIM;
-	return victims__held(ss->held, ss->nheld, k) ? ML_V_NEW : ML_V_GROWING;
-}
-
-/*
- * Drops from h[n] the rows held at the last report too: its walk came and could not cover them (a heap past the
- * walk's read budget), so they are judged as they grow. Returns how many are left.
- */
-static size_t unheld_before(struct ml_agg_key *h, size_t n, const struct ml_agg_key *was, size_t nwas)
-{
-	size_t kept = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (!victims__held(was, nwas, &h[i]))
-			h[kept++] = h[i];
-	return kept;
+	return victims__held(ss->victims.held, ss->victims.nheld, k) ? ML_V_NEW : ML_V_GROWING;
 }
 
 /*
@@ -129,29 +115,20 @@ static size_t unheld_before(struct ml_agg_key *h, size_t n, const struct ml_agg_
  */
 static void judge_victims(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged)
 {
-	struct ml_victim *v;
-	struct ml_agg_key *h;
-	size_t n, nh;
+	struct ml_victims v;
 	int err;
 
-	err = victims__find(snap, judged, ss->ledger, frag_of, ss, ss->victims, ss->nvictims, &v, &n, &h, &nh);
-	if (err) {
+	err = victims__find(snap, judged, ss->ledger, frag_of, ss, &ss->victims, &v);
+	if (err)
 		ml_notice("cannot tell fragmentation's victims: %s", strerror(-err));
-		v = NULL, n = 0, h = NULL, nh = 0;
-	}
-	nh = unheld_before(h, nh, ss->held, ss->nheld);
-	free(ss->held);
-	ss->walk_soon = nh > 0; /* the next report walks the heap whatever the pace */
-	free(ss->victims);
-	ss->victims = v;
-	ss->nvictims = n;
-	ss->held = h;
-	ss->nheld = nh;
-	if (n || nh)
+	victims__clear(&ss->victims);
+	ss->victims = v;	     /* none on an error */
+	ss->walk_soon = v.nheld > 0; /* the next report walks the heap whatever the pace */
+	if (v.n || v.nheld)
 		verdicts__rejudge(ss->verdicts, snap, ss->o->sort_bytes, again, ss);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
-			reporter__set_victims(ss->reps[i], ss->victims, ss->nvictims);
+			reporter__set_victims(ss->reps[i], v.v, v.n);
 }
 
 /* Once the rss layer no longer traces faults, the children's copies are found from their page tables. */

@@ -792,8 +792,7 @@ static int session_close(struct session *ss, bool ok)
 	}
 	overhead__free(ss->ov);
 	verdicts__free(ss->verdicts);
-	free(ss->victims);
-	free(ss->held);
+	victims__clear(&ss->victims);
 	html_timeline__free(ss->timeline);
 	ledger__free(ss->ledger);
 	stackstore__free(ss->stacks);

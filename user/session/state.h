@@ -49,10 +49,7 @@ struct session {
 	struct stackstore *stacks;
 	struct ledger *ledger;
 	struct verdicts *verdicts;
-	struct ml_victim *victims; /* the last report's victims of fragmentation (judge/victims.h), by key */
-	size_t nvictims;
-	struct ml_agg_key *held; /* growing rows of fresh heap grown since the last walk: new until one tells */
-	size_t nheld;
+	struct ml_victims victims; /* the last report's victims of fragmentation and rows held (judge/victims.h) */
 	bool walk_soon; /* a growing row of fresh heap waits for a heap walk to be told: the next report walks */
 	struct html_timeline *timeline;
 	struct stackview *sv;
