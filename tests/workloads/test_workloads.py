@@ -66,6 +66,13 @@ def growing_top3(rep, script):
     return top, any((user_frame(s, script) or {}).get("line") == want for s in top)
 
 
+def candidates_at(reps, script, line, layers=None):
+    """The leak candidates (growing rows) at the script's line, in any report: (report, layer, bytes); only
+    those of layers, when given."""
+    return [(r["seq"], s["layer"], s["bytes"]) for r in reps for s in r["stacks"] if s["verdict"] == "growing" and
+            (layers is None or s["layer"] in layers) and (user_frame(s, script) or {}).get("line") == line]
+
+
 class Run:
     """memleak-ai on a workload, writing text to stdout and JSON, pprof and HTML to files. mode "p" attaches
     to the workload once it has imported torch and built its model; "c" starts it."""
@@ -374,8 +381,7 @@ def losses_loop_default_settings_2s():
     check(leak["count_growth"] > 0 and leak["leak_score"] > 0, f"growing and scored: {leak['leak_score']}")
     # The backward pass only reaches the fresh heap the kept graphs push it into: never a candidate.
     back = line_with(script, "loss.backward()")
-    eq([(r["seq"], s["layer"], s["bytes"]) for r in reps for s in r["stacks"] if s["verdict"] == "growing" and
-        (user_frame(s, script) or {}).get("line") == back], [], f"no leak candidate at loss.backward() (line {back})")
+    eq(candidates_at(reps, script, back), [], f"no leak candidate at loss.backward() (line {back})")
     # In text: the candidate's line says how many objects the window retained.
     block = [b for b in text_blocks(run.text) if any("LEAK CANDIDATE" in l for l in b[1])]
     check(block and re.search(r"LEAK CANDIDATE: growing by (count and bytes|count|bytes): \+[\d,]+ (objects|pages), ",
@@ -424,7 +430,10 @@ def default_goal(script, mode, within, bystander):
     never a candidate. With -c counted from the loop's first report, as running_total_started_sampled's: import
     torch takes 4 reports at rest under the tool, more on a loaded machine. Returns the reports."""
     run = Run(script, mode, "--top", "50", interval="2")
-    loop = lambda rs: next((i for i, r in enumerate(rs) if loop_running(r, script)), len(rs)) if mode == "c" else 0  # noqa: E731
+
+    def loop(rs):  # the index of the loop's first report: 0 with -p
+        return next((i for i, r in enumerate(rs) if loop_running(r, script)), len(rs)) if mode == "c" else 0
+
     try:
         reps = run.wait_for(lambda rs: len(rs) >= within + loop(rs), 30 + 4 * within + 40 * (mode == "c"))
     finally:
@@ -441,9 +450,7 @@ def default_goal(script, mode, within, bystander):
     # Left out: rss pages of pymalloc's arenas the line's ints touch first (tens of KiB), the same victim one
     # allocator down.
     line = line_with(script, bystander)
-    eq([(r["seq"], s["layer"]) for r in reps for s in r["stacks"] if s["verdict"] == "growing" and
-        s["layer"] in ("libc", "torch_cpu") and (user_frame(s, script) or {}).get("line") == line], [],
-       f"{bystander} (line {line}) is never a candidate")
+    eq(candidates_at(reps, script, line, ("libc", "torch_cpu")), [], f"{bystander} (line {line}) is never a candidate")
     return reps
 
 
@@ -654,9 +661,7 @@ def running_total_sampled_default_settings():
                                                for s in growing_top3(r, script)[0])]
     check(found, f"a top-3 candidate at the forward/loss or total line within six reports: "
                  f"{[[(s['layer'], lines(s)) for s in growing_top3(r, script)[0]] for r in reps[:6]]}")
-    backward = [(r["seq"], s["layer"], s["bytes"]) for r in reps for s in r["stacks"]
-                if s["verdict"] == "growing" and lines(s) == back]
-    eq(backward, [], f"no leak candidate at loss.backward() (line {back})")
+    eq(candidates_at(reps, script, back), [], f"no leak candidate at loss.backward() (line {back})")
     final = reps[-1]
     cen = next(p["census"] for p in final["processes"] if p["pid"] == run.pid)
     exact = next(t["count"] for t in cen["types"] if t["name"] == "torch::autograd::generated::AddmmBackward0")
@@ -698,9 +703,7 @@ def running_total_started_sampled_default_settings():
                                          f"{[[(s['layer'], lines(s)) for s in growing_top3(r, script)[0]] for r in reps[-4:]]}")
     check((reps[-1]["modes"].get("libc_windows") or {}).get("windows", 0) >= 2, f"windows: {reps[-1]['modes']}")
     eq([l for l in run.stderr if "cannot attach the C heap's probes again" in l], [], "the windows attach again")
-    backward = [(r["seq"], s["layer"], s["bytes"]) for r in reps for s in r["stacks"]
-                if s["verdict"] == "growing" and lines(s) == back]
-    eq(backward, [], f"no leak candidate at loss.backward() (line {back})")
+    eq(candidates_at(reps, script, back), [], f"no leak candidate at loss.backward() (line {back})")
 
 
 # The stand-in device (scripts/standin-gpu); on a GPU machine (scripts/gpu-validate.sh) the real one instead.
