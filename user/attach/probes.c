@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "attach/rowcache.h"
 #include "attach/rowfind.h"
 #include "attach/uprobe_multi.h"
 #include "lib/clock.h"
@@ -183,16 +184,16 @@ static int batch_prog_fd(const struct probes *p, int b)
  * probes before entries, releases before allocations. Removing a link costs the kernel one wait, where
  * single probes cost one each (0.1-0.2 s apiece here).
  */
-static int attach_batched(struct probes *p, const char *path, const struct found *found, const struct elf_syms *syms)
+static int attach_batched(struct probes *p, const char *path, const struct rowat *rows)
 {
 	uint64_t offs[B_N][ML_MAX_SPECS], cookies[B_N][ML_MAX_SPECS];
 	uint32_t cnt[B_N] = {};
 
 	for (unsigned int row = 0; row < ml_allocators_n; row++) {
 		const struct ml_spec *sp = &ml_allocators[row].spec;
-		uint64_t off;
+		uint64_t off = rows[row].off;
 
-		if (!found[row].ok || elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
+		if (!rows[row].ok)
 			continue;
 		int entry = sp->kind == ML_KIND_FREE ? B_FREE : B_ALLOC;
 		int ret = sp->kind == ML_KIND_FREE ? B_FREE_RET : B_ALLOC_RET;
@@ -245,15 +246,6 @@ static int attach_one(struct probes *p, const char *path, uint64_t off, unsigned
 	if (err)
 		bpf_link__destroy(l);
 	return err;
-}
-
-/* Whether the object has probes of a provider in ml_usdts, of a layer traced (most SDT notes are others'). */
-static bool has_usdts(const struct probes *p, const struct elf_syms *syms)
-{
-	for (unsigned int j = 0; j < ml_usdts_n; j++)
-		if (layer_on(p, ml_usdts[j].layer) && elf_syms__has_sdt_provider(syms, ml_usdts[j].provider))
-			return true;
-	return false;
 }
 
 /* -v: where the notes of provider:name are, their arguments and semaphores (what libbpf attached to). */
@@ -311,31 +303,64 @@ static int attach_usdts(struct probes *p, const char *path, const struct ml_mapp
 		}
 		*layers |= 1U << u->layer;
 		n++;
-		if (ml_log_level >= 1) {
+		if (ml_log_level >= 1 && syms) {
 			struct sdt_say c = {u->provider, u->name, m->path, 0};
 
 			elf_syms__for_each_sdt(syms, say_sdt, &c);
 			ml_info("USDT %s:%s attached in %s: %u locations", u->provider, u->name, m->path, c.n);
+		} else {
+			ml_info("USDT %s:%s attached in %s (its notes as read for an earlier process)", u->provider,
+				u->name, m->path);
 		}
 	}
 	return n;
 }
 
-/* The object's symbols, read from the file the process has mapped. 0 or a negative errno. */
-static int open_syms(const struct probes *p, const struct ml_mapping *m, struct elf_syms **syms)
+/* The object's file as the process has mapped it. An fd, or a negative errno. */
+static int open_object(const struct probes *p, const struct ml_mapping *m)
 {
-	int fd = ml_maps__open_file(p->o.pid, m), err;
+	int fd = ml_maps__open_file(p->o.pid, m);
 
-	if (fd < 0) {
-		/*
-		 * -ENOENT here is the mapping gone, not a missing symbol: when the process went with it (an exit
-		 * leaves no mappings), say so, so that it is not taken for a C library without malloc/free. A
-		 * living process changed that mapping since its maps were read (the dynamic loader maps a library
-		 * in several steps, and a scan its report woke can land between them): -EAGAIN, try again later.
-		 */
-		return fd == -ENOENT ? (process_gone(p->o.pid) ? -ESRCH : -EAGAIN) : fd;
+	/*
+	 * -ENOENT here is the mapping gone, not a missing symbol: when the process went with it (an exit leaves
+	 * no mappings), say so, so that it is not taken for a C library without malloc/free. A living process
+	 * changed that mapping since its maps were read (the dynamic loader maps a library in several steps,
+	 * and a scan its report woke can land between them): -EAGAIN, try again later.
+	 */
+	if (fd == -ENOENT)
+		return process_gone(p->o.pid) ? -ESRCH : -EAGAIN;
+	return fd;
+}
+
+/*
+ * The object's plan: the rowcache's when a process mapped the same file before, else read from its
+ * symbols (*syms, for -v's listing, and *fresh, for the caller to put in the cache once used). 0 or a
+ * negative errno; a plan's own err is what the object is (-ENOENT, -ENOEXEC), kept like any plan.
+ */
+static int plan_object(const struct probes *p, const struct ml_mapping *m, bool as_libc, const struct rowplan **plan,
+		       struct rowplan **fresh, struct elf_syms **syms)
+{
+	struct rowfind_opts fo = {
+	    .path = m->path, .layers = p->o.layers, .as_libc = as_libc, .torch_raw = p->o.torch_raw};
+	struct rowkey key;
+	int fd = open_object(p, m), err;
+
+	if (fd < 0)
+		return fd;
+	err = rowkey__of(fd, &fo, &key);
+	if (!err && (*plan = rowcache__get(p->o.rows, &key)))
+		goto out;
+	err = err ? err : !(*fresh = rowplan__new(&key)) ? -ENOMEM : elf_syms__open(fd, syms);
+	if (err == -ENOEXEC && *fresh)
+		(*fresh)->err = err, err = 0;
+	else if (!err)
+		err = rowplan__read(*syms, &fo, *fresh);
+	if (err) {
+		free(*fresh);
+		*fresh = NULL;
 	}
-	err = elf_syms__open(fd, syms);
+	*plan = *fresh;
+out:
 	close(fd);
 	return err;
 }
@@ -347,16 +372,14 @@ static unsigned int layer_bit(const struct ml_spec *sp)
 }
 
 /* Attach the rows found, adding their layers to *layers. Returns the number of functions probed. */
-static int attach_rows(struct probes *p, const char *path, const struct found *found, const struct elf_syms *syms,
-		       unsigned int *layers)
+static int attach_rows(struct probes *p, const char *path, const struct rowat *rows, unsigned int *layers)
 {
 	int err = 0, n = 0;
-	uint64_t off;
 
 	if (p->o.multi) {
-		err = attach_batched(p, path, found, syms);
+		err = attach_batched(p, path, rows);
 		for (unsigned int row = 0; row < ml_allocators_n && !err; row++) {
-			if (found[row].ok && !elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off)) {
+			if (rows[row].ok) {
 				*layers |= layer_bit(&ml_allocators[row].spec);
 				n++;
 			}
@@ -371,17 +394,16 @@ static int attach_rows(struct probes *p, const char *path, const struct found *f
 		for (unsigned int row = 0; row < ml_allocators_n; row++) {
 			const struct ml_allocator *a = &ml_allocators[row];
 
-			if (!found[row].ok || (a->spec.kind == ML_KIND_FREE) != (pass == 0) ||
-			    elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
+			if (!rows[row].ok || (a->spec.kind == ML_KIND_FREE) != (pass == 0))
 				continue;
 			/*
 			 * Return probe first: an entry seen without its return hooked would leave a call "in flight"
 			 * for good, and later calls at that depth would pass for nested ones.
 			 */
 			if (needs_return_probe(&a->spec))
-				err = attach_one(p, path, off, row, true);
+				err = attach_one(p, path, rows[row].off, row, true);
 			if (!err)
-				err = attach_one(p, path, off, row, false);
+				err = attach_one(p, path, rows[row].off, row, false);
 			if (err)
 				return err;
 			*layers |= layer_bit(&a->spec);
@@ -393,7 +415,7 @@ static int attach_rows(struct probes *p, const char *path, const struct found *f
 
 /* PyTorch's USDT probes, and a word when its raw_alloc functions were not found beside them. */
 static int attach_torch_usdts(struct probes *p, const char *path, const struct ml_mapping *m,
-			      const struct elf_syms *syms, const struct found *found, unsigned int *layers)
+			      const struct elf_syms *syms, const struct rowat *rows, unsigned int *layers)
 {
 	int u = attach_usdts(p, path, m, syms, layers);
 	bool raw = false;
@@ -401,7 +423,7 @@ static int attach_torch_usdts(struct probes *p, const char *path, const struct m
 	if (u <= 0)
 		return u;
 	for (unsigned int row = 0; row < ml_allocators_n; row++)
-		if (found[row].ok && ml_allocators[row].spec.layer == ML_LAYER_TORCH_CUDA &&
+		if (rows[row].ok && ml_allocators[row].spec.layer == ML_LAYER_TORCH_CUDA &&
 		    ml_allocators[row].spec.kind == ML_KIND_FREE)
 			raw = true;
 	if (!raw)
@@ -412,14 +434,12 @@ static int attach_torch_usdts(struct probes *p, const char *path, const struct m
 }
 
 /* -v: where each function was probed. */
-static void say_probed(const struct ml_mapping *m, const struct found *found, const struct elf_syms *syms)
+static void say_probed(const struct ml_mapping *m, const struct rowat *rows)
 {
 	for (unsigned int row = 0; row < ml_allocators_n && ml_log_level >= 1; row++) {
-		uint64_t off;
-
-		if (found[row].ok && !elf_syms__vaddr_to_offset(syms, found[row].vaddr, &off))
+		if (rows[row].ok)
 			ml_info("%s: %s probed at offset 0x%" PRIx64 " (layer %s)", m->path, ml_allocators[row].func,
-				off, ml_layer_name(ml_allocators[row].spec.layer));
+				rows[row].off, ml_layer_name(ml_allocators[row].spec.layer));
 	}
 }
 
@@ -430,28 +450,25 @@ static void say_probed(const struct ml_mapping *m, const struct found *found, co
  */
 static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_libc, unsigned int *layers)
 {
-	struct rowfind_opts fo = {
-	    .path = m->path, .layers = p->o.layers, .as_libc = as_libc, .torch_raw = p->o.torch_raw};
-	struct found *found = calloc(ml_allocators_n, sizeof(*found));
 	size_t first_link = p->nlinks, first_mfd = p->nmfds;
+	const struct rowplan *plan = NULL;
+	struct rowplan *fresh = NULL;
 	struct elf_syms *syms = NULL;
 	char *path = NULL;
 	int err, u = 0;
 
 	*layers = 0;
-	if (!found)
-		return -ENOMEM;
-	err = open_syms(p, m, &syms);
+	err = plan_object(p, m, as_libc, &plan, &fresh, &syms);
 	if (!err)
-		err = ml_rows_find(syms, &fo, found);
+		err = plan->err;
 	if (!err)
 		err = ml_maps__attach_path(p->o.pid, m, &path);
 	if (!err)
-		err = attach_rows(p, path, found, syms, layers);
-	if (err >= 0 && !as_libc && has_usdts(p, syms))
-		u = attach_torch_usdts(p, path, m, syms, found, layers);
+		err = attach_rows(p, path, plan->rows, layers);
+	if (err >= 0 && plan->usdts)
+		u = attach_torch_usdts(p, path, m, syms, plan->rows, layers);
 	if (err >= 0 && u >= 0) {
-		say_probed(m, found, syms);
+		say_probed(m, plan->rows);
 		err += u;
 		for (size_t i = first_link; i < p->nlinks; i++)
 			p->link_layers[i] = (unsigned char)*layers;
@@ -469,8 +486,13 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 		while (p->nmfds > first_mfd)
 			ml_mlink_clear(&p->mfds[--p->nmfds]);
 	}
+	/*
+	 * What the file holds does not change with one process's attach failing: kept even then. A plan the
+	 * cache could not keep is read again next time.
+	 */
+	if (fresh)
+		(void)rowcache__put(p->o.rows, fresh);
 	free(path);
-	free(found);
 	elf_syms__free(syms);
 	return err;
 }

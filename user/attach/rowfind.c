@@ -14,9 +14,17 @@ static bool wanted(const struct rowfind_opts *o, const struct ml_allocator *a)
 	return o->layers & (1U << a->spec.layer);
 }
 
+/* A demangled row still looked for, and the identifier its mangled name must spell. */
+struct pending {
+	unsigned int row;
+	const char *tok;
+	size_t len;
+};
+
 struct demangle_ctx {
-	const struct rowfind_opts *o;
 	struct found *found;
+	struct pending *want;
+	size_t nwant, maxlen; /* maxlen: the longest identifier looked for */
 };
 
 /*
@@ -46,32 +54,67 @@ static bool name_token(const char *demangled, const char **tok, size_t *len)
 	return *len > 0;
 }
 
+/* The rows whose identifier starts at id, n characters long: the demangler then decides. */
+static int try_rows(struct demangle_ctx *ctx, const char *raw, uint64_t vaddr, const char *id, size_t n, char **dm)
+{
+	for (size_t i = 0; i < ctx->nwant; i++) {
+		const struct pending *w = &ctx->want[i];
+
+		if (w->len != n || ctx->found[w->row].ok || id[0] != w->tok[0] || strncmp(id, w->tok, n))
+			continue;
+		if (!*dm && !(*dm = ml_demangle(raw)))
+			return -ENOMEM;
+		if (!strcmp(*dm, ml_allocators[w->row].func)) {
+			ctx->found[w->row].ok = true;
+			ctx->found[w->row].vaddr = vaddr;
+		}
+	}
+	return 0;
+}
+
+/*
+ * One symbol against the rows still looked for, in one scan of its mangled name: a row is a candidate
+ * when the name spells its identifier as a source name, <length><identifier>, and only candidates are
+ * demangled. Every digit may start a length: an identifier can end in digits ("3c109alloc_cpu").
+ */
 static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void *vctx)
 {
 	struct demangle_ctx *ctx = vctx;
 	char *dm = NULL;
 
-	if (strncmp(raw, "_Z", 2))
+	(void)size;
+	if (raw[0] != '_' || raw[1] != 'Z')
 		return 0;
-	for (unsigned int row = 0; row < ml_allocators_n; row++) {
-		const struct ml_allocator *a = &ml_allocators[row];
-		const char *tok;
-		size_t len;
+	for (const char *c = raw + 2; *c; c++) {
+		const char *id = c;
+		size_t n = 0;
 
-		if (a->match != ML_MATCH_DEMANGLED || ctx->found[row].ok || !wanted(ctx->o, a) ||
-		    !name_token(a->func, &tok, &len))
-			continue;
-		/* Cheap filter first: the mangled name spells the identifier as <length><name>. */
-		if (!memmem(raw, strlen(raw), tok, len))
-			continue;
-		if (!dm && !(dm = ml_demangle(raw)))
-			return 0;
-		if (!strcmp(dm, a->func)) {
-			ctx->found[row].ok = true;
-			ctx->found[row].vaddr = vaddr;
-		}
+		while (*id >= '0' && *id <= '9' && n <= ctx->maxlen)
+			n = n * 10 + (size_t)(*id++ - '0');
+		if (n && n <= ctx->maxlen && try_rows(ctx, raw, vaddr, id, n, &dm))
+			break;
 	}
 	free(dm);
+	return 0;
+}
+
+/* The demangled rows to look for, each with its identifier: computed once, not once per symbol. */
+static int pending_rows(const struct rowfind_opts *o, const struct found *found, struct demangle_ctx *ctx)
+{
+	ctx->want = calloc(ml_allocators_n, sizeof(*ctx->want));
+	if (!ctx->want)
+		return -ENOMEM;
+	for (unsigned int row = 0; row < ml_allocators_n; row++) {
+		struct pending *w = &ctx->want[ctx->nwant];
+
+		if (ml_allocators[row].match == ML_MATCH_DEMANGLED && !found[row].ok &&
+		    wanted(o, &ml_allocators[row]) && name_token(ml_allocators[row].func, &w->tok, &w->len)) {
+			w->row = row;
+			ctx->nwant++;
+			if (w->len > ctx->maxlen)
+				ctx->maxlen = w->len;
+		}
+	}
 	return 0;
 }
 
@@ -127,7 +170,7 @@ static void find_plt_stubs(const struct elf_syms *syms, const struct rowfind_opt
 
 int ml_rows_find(const struct elf_syms *syms, const struct rowfind_opts *o, struct found *found)
 {
-	struct demangle_ctx dctx = {.o = o, .found = found};
+	struct demangle_ctx dctx = {.found = found};
 	bool any_demangled = false;
 	int err;
 
@@ -135,8 +178,14 @@ int ml_rows_find(const struct elf_syms *syms, const struct rowfind_opts *o, stru
 	if (err)
 		return err;
 	drop_aliases(o, found);
-	if (any_demangled && !o->as_libc)
-		elf_syms__for_each(syms, match_demangled, &dctx);
+	if (any_demangled && !o->as_libc) {
+		err = pending_rows(o, found, &dctx);
+		if (err)
+			return err;
+		if (dctx.nwant)
+			elf_syms__for_each(syms, match_demangled, &dctx);
+		free(dctx.want);
+	}
 	if (!o->as_libc)
 		find_plt_stubs(syms, o, found);
 	for (unsigned int row = 0; row < ml_allocators_n; row++) {

@@ -64,12 +64,13 @@ static void test_attach_delay(void)
 		usleep((useconds_t)(ms * 1000));
 }
 
-static struct probes_opts root_probes_opts(const struct session *ss)
+static struct probes_opts root_probes_opts(struct session *ss)
 {
 	/* Test hook: PyTorch's USDT probes never attached, their semaphores left off (only the symbols probed). */
 	bool no_usdt = getenv("MEMLEAK_AI_TEST_NO_USDT") != NULL;
 
 	return (struct probes_opts){.pid = ss->root.pid,
+				    .rows = &ss->rows,
 				    .layers = ss->layers,
 				    .torch_raw = ss->o->torch_raw,
 				    .multi = ss->multi,
@@ -797,6 +798,7 @@ static int session_close(struct session *ss, bool ok)
 	ledger__free(ss->ledger);
 	stackstore__free(ss->stacks);
 	tracee__release(&ss->root, &ss->env);
+	rowcache__clear(&ss->rows);
 	bgobj__free(ss->usdt_obj); /* after every link to its programs */
 	unwinder__free(ss->env.uw);
 	memleak_bpf__destroy(ss->skel);

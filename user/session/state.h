@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "attach/rowcache.h"
 #include "judge/victims.h"
 #include "report/oomview.h"
 #include "session/budget.h"
@@ -40,8 +41,9 @@ struct session {
 	bool multi;	     /* uprobe_multi links */
 	unsigned int layers; /* as --layers, less libc once in heap-growth mode */
 	struct followers *followers;
-	struct bgobj *usdt_obj;		/* PyTorch's USDT programs, loaded in the background */
-	struct selector *sel;		/* --match, --cgroup, --all-python: no first process, every match a follower */
+	struct rowcache rows;	/* what probing found in each object file: a follower's probes read none again */
+	struct bgobj *usdt_obj; /* PyTorch's USDT programs, loaded in the background */
+	struct selector *sel;	/* --match, --cgroup, --all-python: no first process, every match a follower */
 	struct metrics_server *metrics; /* --metrics-listen */
 	struct pusher *push;		/* --push, --pprof-dir */
 	struct ring_buffer *proc_rb;	/* --follow's fork and exec events */
