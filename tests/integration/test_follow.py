@@ -113,7 +113,8 @@ def dataloader_workers_leak_found_in_the_workers():
         st = [s for s in leaks(final, w) if s["bytes"] == s["count"] * size]
         check(st, f"worker {w}: stacks of {size}-byte blocks at the Dataset's line: {leaks(final, w)}")
         count = sum(s["count"] for s in st)
-        check(count >= 60, f"worker {w}: most of its ~125 items seen: {count}")
+        # A forked worker is probed within ms (its libraries as read for the parent): 4/5 of them at least.
+        check(count >= 100, f"worker {w}: nearly all of its ~125 items seen: {count}")
         check(max(s["count"] for s in st) >= count * 0.9, f"worker {w}: one stack holds them: {[s['count'] for s in st]}")
     eq([s for s in final["stacks"] if s["pid"] == parent and
         any(f.get("func") == "CachingDataset.__getitem__" for f in s["frames"])], [],
