@@ -56,13 +56,28 @@ struct census {
 	struct u64map py_types, py_pools; /* Python's: see census__py_maps */
 	unsigned int last_add;		  /* the walk from which the last vtables read count */
 	bool sync_left;			  /* the last sync left objects to read */
+	uint64_t *sizes;		  /* in-use chunks of each size (by 16 bytes) up to CENSUS_SIZE_MAX */
+	uint64_t *mark_sizes;		  /* ... at census__mark */
+	bool sizes_ok;			  /* ... counted by a walk begun */
+	uint64_t *base;			  /* ... as census__size_base kept them, or NULL */
 };
+
+#define SIZE_CLASSES (CENSUS_SIZE_MAX / 16 + 1)
 
 int census__new(int pid, struct census **out)
 {
 	*out = calloc(1, sizeof(struct census));
 	if (!*out)
 		return -ENOMEM;
+	(*out)->sizes = calloc(SIZE_CLASSES, sizeof(*(*out)->sizes));
+	(*out)->mark_sizes = calloc(SIZE_CLASSES, sizeof(*(*out)->sizes));
+	if (!(*out)->sizes || !(*out)->mark_sizes) {
+		free((*out)->sizes);
+		free((*out)->mark_sizes);
+		free(*out);
+		*out = NULL;
+		return -ENOMEM;
+	}
 	(*out)->pid = pid;
 	return 0;
 }
@@ -82,6 +97,9 @@ void census__free(struct census *c)
 	free(c->order);
 	free(c->py_types.slots);
 	free(c->py_pools.slots);
+	free(c->sizes);
+	free(c->mark_sizes);
+	free(c->base);
 	free(c);
 }
 
@@ -232,12 +250,15 @@ void census__begin(struct census *c)
 	c->chunks = c->typed = 0;
 	for (size_t i = 0; i < c->nt; i++)
 		c->t[i].count = c->t[i].bytes = 0;
+	memset(c->sizes, 0, SIZE_CLASSES * sizeof(*c->sizes));
+	c->sizes_ok = true;
 }
 
 void census__mark(struct census *c)
 {
 	c->mark_chunks = c->chunks;
 	c->mark_typed = c->typed;
+	memcpy(c->mark_sizes, c->sizes, SIZE_CLASSES * sizeof(*c->sizes));
 	for (size_t i = 0; i < c->nt; i++)
 		c->t[i].mark_count = c->t[i].count, c->t[i].mark_bytes = c->t[i].bytes;
 }
@@ -246,6 +267,7 @@ void census__undo(struct census *c)
 {
 	c->chunks = c->mark_chunks;
 	c->typed = c->mark_typed;
+	memcpy(c->sizes, c->mark_sizes, SIZE_CLASSES * sizeof(*c->sizes));
 	for (size_t i = 0; i < c->nt; i++)
 		c->t[i].count = c->t[i].mark_count, c->t[i].bytes = c->t[i].mark_bytes;
 }
@@ -278,6 +300,40 @@ void census__chunk(struct census *c, uint64_t w0, uint64_t w1, uint64_t size)
 	c->typed++;
 	t->count++;
 	t->bytes += size;
+}
+
+void census__size(struct census *c, uint64_t size)
+{
+	if (size <= CENSUS_SIZE_MAX)
+		c->sizes[size / 16]++;
+}
+
+bool census__in_use(const struct census *c, uint64_t size, uint64_t *n)
+{
+	if (!c->sizes_ok || size > CENSUS_SIZE_MAX || size % 16)
+		return false;
+	*n = c->sizes[size / 16];
+	return true;
+}
+
+int census__size_base(struct census *c)
+{
+	if (!c->sizes_ok)
+		return -EAGAIN;
+	if (!c->base && !(c->base = malloc(SIZE_CLASSES * sizeof(*c->base))))
+		return -ENOMEM;
+	memcpy(c->base, c->sizes, SIZE_CLASSES * sizeof(*c->base));
+	return 0;
+}
+
+bool census__size_growth(const struct census *c, uint64_t size, int64_t *growth)
+{
+	uint64_t n;
+
+	if (!c->base || !census__in_use(c, size, &n))
+		return false;
+	*growth = (int64_t)n - (int64_t)c->base[size / 16];
+	return true;
 }
 
 /* The kept walks that counted t with all its vtables known: the last ones of hist. A slow first sync

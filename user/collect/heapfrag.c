@@ -172,8 +172,10 @@ static int count_chunk(struct walker *w, struct walk_pos *at, uint64_t next, uin
 
 	if (next_size & PREV_INUSE) {
 		f->in_use_bytes += sz;
-		if (w->src->census)
+		if (w->src->census) {
+			census__size(w->src->census, sz);
 			census_chunk(w, at->addr + CHUNK_HDR, sz);
+		}
 		if (at->run && (err = push_holder(f, at->addr + CHUNK_HDR, sz, at->run)))
 			return err;
 		at->run = 0;

@@ -56,6 +56,24 @@ static struct tracee **all_of(struct fleet_procs p, size_t *n)
 	return v;
 }
 
+void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweights *sw, uint64_t since_ns)
+{
+	size_t n = 0;
+	struct tracee **v = all_of(p, &n);
+
+	for (size_t i = 0; v && i < n; i++) {
+		struct tracee *t = v[i];
+
+		if (since_ns && t->size_base_ns < since_ns && t->size_tried_ns != since_ns) {
+			t->size_tried_ns =
+			    since_ns; /* once a start: a heap too large to walk whole is not walked each scan */
+			tracee__scan_heap(t, l, 1, true);
+		}
+		tracee__weigh_sizes(t, l, sw, since_ns);
+	}
+	free(v);
+}
+
 size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids)
 {
 	size_t n = 0;

@@ -16,6 +16,7 @@ struct ml_judgement;
 struct ml_overhead;
 struct ml_snapshot;
 struct pusher;
+struct sizeweights;
 struct stackview;
 struct tracee;
 
@@ -34,6 +35,12 @@ int fleet__node_add(struct followers *f, bool follow, int pid);
  * (malloc'd), the count returned.
  */
 size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids);
+/*
+ * The sampled C heap weighed by size from the last walks (tracee__weigh_sizes; since_ns, the windows' start, or 0:
+ * not by size). A process with no base walk since then is walked now, out of turn, once a start, so that its base
+ * comes before the windows' records pile up.
+ */
+void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweights *sw, uint64_t since_ns);
 
 /* This report (NULL before the first) is what /metrics serves from now on. */
 void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,

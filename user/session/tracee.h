@@ -12,6 +12,7 @@
 #include "report/stackview.h"
 
 struct ledger;
+struct sizeweights;
 struct memleak_bpf;
 struct pyframes;
 struct symbolizer;
@@ -43,7 +44,16 @@ struct tracee {
 	struct census *census;	 /* its heap's chunks by type, made at the first walk */
 	bool frag_ok;
 	uint64_t frag_next_ns; /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
+	/* The C heap weighed by size (tracee__weigh_sizes): the base walk's time, the last walk weighed, the
+	 * windows' start for which a base walk was tried out of turn. */
+	uint64_t size_base_ns, size_weighed_ns, size_tried_ns;
 };
+
+/*
+ * The sampled C heap weighed by its sizes' growth (collect/sizeweights.h) when since_ns, the windows' start,
+ * is not 0: the first whole walk after it is the base, each later one weighs its records; else its weights go.
+ */
+void tracee__weigh_sizes(struct tracee *t, struct ledger *l, struct sizeweights *sw, uint64_t since_ns);
 
 /*
  * Probes made from po (po->pid is the process), a Python decoder, and the objects it maps probed with
