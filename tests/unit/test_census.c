@@ -56,7 +56,7 @@ static void sizes_checks(void)
 	census__size(c, CENSUS_SIZE_MAX + 16);
 	census__end(c, 1000000000ULL);
 	CHECK(census__in_use(c, 80, &n) && n == 3, "sizes: three 80-byte chunks");
-	CHECK(!census__in_use(c, CENSUS_SIZE_MAX + 16, &n), "sizes: a larger chunk is not counted by size");
+	CHECK(census__in_use(c, CENSUS_SIZE_MAX + 16, &n) && n == 1, "sizes: a larger chunk counted by its exact size");
 	CHECK(!census__size_growth(c, 80, &g), "sizes: no growth without a base");
 	CHECK_EQ_INT(census__size_base(c), 0, "sizes: the base kept");
 
@@ -72,6 +72,17 @@ static void sizes_checks(void)
 	CHECK(census__in_use(c, 80, &n) && n == 6, "sizes: a heap walked again counts once (6)");
 	CHECK(census__size_growth(c, 80, &g) && g == 3, "sizes: 80-byte chunks grew by 3 since the base");
 	CHECK(census__size_growth(c, 1008, &g) && g == -1, "sizes: the 1008-byte one is gone");
+	CHECK(census__size_base(c) == 0, "sizes: a new base");
+
+	/* 1 MiB blocks: a 1048592-byte chunk in a heap, or mapped alone in 1052672 bytes (pages): both count. */
+	census__begin(c);
+	census__size(c, 1048592);
+	census__size(c, 1052672);
+	census__size(c, 1052672);
+	census__end(c, 3000000000ULL);
+	CHECK(census__in_use(c, 1052672, &n) && n == 2, "sizes: two mmapped chunks of 1052672 bytes");
+	CHECK(census__size_growth(c, 1048592, &g) && g == 3, "sizes: a 1 MiB block's chunks, heap and mmapped: 3");
+	CHECK(census__size_growth(c, 200000 * 16, &g) && g == 0, "sizes: a large size never seen: none");
 	census__free(c);
 }
 

@@ -189,6 +189,8 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	struct sizeweights *sw = NULL;
 	struct ledger *l = NULL;
 	int64_t grew = 20;
+	struct sizeweights_proc proc = {
+	    .tgid = 7, .since_ns = now - 2000000000ULL, .growth = growth_of_80, .ctx = &grew};
 	struct ml_slot *table;
 	size_t len;
 
@@ -210,7 +212,7 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	put(skel, 7, 0xb000, 1000, now, 9, 0xb0);
 	put(skel, 8, 0xc000, 64, now, 5, 0xc0); /* another process's */
 	table = ledger__table(l, &len);
-	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, 7, now - 2000000000ULL, growth_of_80, &grew), 0, "weigh");
+	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh");
 	CHECK(ledger__collect(l, &s) == 0 && s->nrows == 3, "collect weighed records: three rows");
 	CHECK(find(s, 0xa0) && find(s, 0xa0)->bytes == 5 * 64 * 4 + 64 * 2 && find(s, 0xa0)->count == 5 * 4 + 2,
 	      "80-byte chunks grew by 20 and 5 records live: each weighs 4; the one before the base 2");
@@ -218,7 +220,7 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	      "two records of a size are too few: the windows' scale");
 	CHECK(find(s, 0xc0) && find(s, 0xc0)->count == 2, "another process's records: the windows' scale");
 	grew = 3;
-	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, 7, now - 2000000000ULL, growth_of_80, &grew), 0, "weigh again");
+	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh again");
 	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xa0) && find(s, 0xa0)->count == 5 + 2,
 	      "a size that grew less than its live records: each stands for itself");
 	sizeweights__drop(sw, 7);

@@ -60,10 +60,10 @@ static int cmp_weight(const void *a, const void *b)
 	return cmp_u64(&((const struct size_weight *)a)->key, &((const struct size_weight *)b)->key);
 }
 
-/* A C heap record of tgid made by an allocator row since since_ns (not a heap-growth range). */
-static bool weighable(const struct ml_slot *s, uint32_t tgid, uint64_t since_ns)
+/* A C heap record made by an allocator row since since_ns (not a heap-growth range), of any process. */
+static bool weighable(const struct ml_slot *s, uint64_t since_ns)
 {
-	return s->addr != ML_SLOT_EMPTY && s->addr != ML_SLOT_TOMB && s->ts_ns >= since_ns && s->tgid == tgid &&
+	return s->addr != ML_SLOT_EMPTY && s->addr != ML_SLOT_TOMB && s->ts_ns && s->ts_ns >= since_ns &&
 	       s->layer == ML_LAYER_LIBC && s->spec < ml_allocators_n;
 }
 
@@ -78,49 +78,68 @@ void sizeweights__drop(struct sizeweights *w, int tgid)
 		w->n = j;
 }
 
+static const struct sizeweights_proc *proc_of(const struct sizeweights_proc *procs, size_t n, uint32_t tgid)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((uint32_t)procs[i].tgid == tgid)
+			return &procs[i];
+	return NULL;
+}
+
 /* One size's weight, when enough of its records live and its growth is known. 0 or -ENOMEM. */
-static int add_weight(struct sizeweights *w, uint32_t tgid, uint64_t chunk, size_t k, uint64_t since_ns,
-		      sizeweights_growth_fn growth, void *ctx)
+static int add_weight(struct sizeweights *w, const struct sizeweights_proc *p, uint64_t chunk, size_t k)
 {
 	int64_t g;
 
-	if (k < SIZEWEIGHT_MIN_RECORDS || !growth(ctx, chunk, &g))
+	if (k < SIZEWEIGHT_MIN_RECORDS || !p->growth(p->ctx, chunk, &g))
 		return 0;
 	if (ml_grow(&w->v, &w->cap, w->n + 1, sizeof(*w->v)))
 		return -ENOMEM;
-	w->v[w->n++] = (struct size_weight){
-	    .key = key_of(tgid, chunk), .since_ns = since_ns, .w = g > (int64_t)k ? (double)g / (double)k : 1};
-	ml_dbg("pid %u: %" PRIu64 "-byte chunks: %zu live records, %" PRId64
+	w->v[w->n++] = (struct size_weight){.key = key_of((uint32_t)p->tgid, chunk),
+					    .since_ns = p->since_ns,
+					    .w = g > (int64_t)k ? (double)g / (double)k : 1};
+	ml_dbg("pid %d: %" PRIu64 "-byte chunks: %zu live records, %" PRId64
 	       " more in use than at the base: weight %.1f",
-	       tgid, chunk, k, g, w->v[w->n - 1].w);
+	       p->tgid, chunk, k, g, w->v[w->n - 1].w);
 	return 0;
 }
 
-int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len, int tgid, uint64_t since_ns,
-		       sizeweights_growth_fn growth, void *ctx)
+/* The keys (process, chunk size) of the live records of the processes weighed, sorted. 0 or -ENOMEM. */
+static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len, const struct sizeweights_proc *procs,
+		  size_t n)
 {
-	int err = 0;
-
-	sizeweights__drop(w, tgid);
 	w->nsizes = 0;
 	for (size_t i = 0; i < len; i++) {
 		struct ml_slot s = table[i]; /* the kernel writes the table meanwhile: one copy, then its fields */
+		const struct sizeweights_proc *p = weighable(&s, 0) ? proc_of(procs, n, s.tgid) : NULL;
 		uint64_t c = sizeweights__chunk(s.size);
 
-		if (!s.ts_ns || !weighable(&s, (uint32_t)tgid, since_ns) || !c)
+		if (!p || s.ts_ns < p->since_ns || !c)
 			continue;
 		if (ml_grow(&w->sizes, &w->cap_sizes, w->nsizes + 1, sizeof(*w->sizes)))
 			return -ENOMEM;
-		w->sizes[w->nsizes++] = c;
+		w->sizes[w->nsizes++] = key_of(s.tgid, c);
 	}
 	qsort(w->sizes, w->nsizes, sizeof(*w->sizes), cmp_u64);
+	return 0;
+}
+
+int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len,
+		       const struct sizeweights_proc *procs, size_t n)
+{
+	int err;
+
+	for (size_t i = 0; i < n; i++)
+		sizeweights__drop(w, procs[i].tgid);
+	err = gather(w, table, len, procs, n);
 	for (size_t i = 0, j; i < w->nsizes && !err; i = j) {
 		for (j = i; j < w->nsizes && w->sizes[j] == w->sizes[i];)
 			j++;
-		err = add_weight(w, (uint32_t)tgid, w->sizes[i], j - i, since_ns, growth, ctx);
+		err = add_weight(w, proc_of(procs, n, (uint32_t)(w->sizes[i] >> 32)),
+				 (w->sizes[i] & 0xffffffffULL) * 16, j - i);
 	}
-	if (err)
-		sizeweights__drop(w, tgid);
+	for (size_t i = 0; err && i < n; i++)
+		sizeweights__drop(w, procs[i].tgid);
 	qsort(w->v, w->n, sizeof(*w->v), cmp_weight);
 	return err;
 }
@@ -131,7 +150,7 @@ double sizeweights__of(const struct sizeweights *w, const volatile struct ml_slo
 	size_t lo = 0, hi = w ? w->n : 0;
 	uint64_t key;
 
-	if (!hi || !weighable(&s, s.tgid, 0))
+	if (!hi || !weighable(&s, 0))
 		return 0;
 	key = key_of(s.tgid, sizeweights__chunk(s.size));
 	while (lo < hi) {

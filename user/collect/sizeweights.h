@@ -26,12 +26,20 @@ void sizeweights__free(struct sizeweights *w); /* NULL-safe */
 
 /* glibc's chunk bytes for a request of size bytes (a mmapped block's are more: it is not counted by size). */
 uint64_t sizeweights__chunk(uint64_t size);
+/* A process to weigh: its records made since since_ns, its sizes' growth. */
+struct sizeweights_proc {
+	int tgid;
+	uint64_t since_ns;
+	sizeweights_growth_fn growth;
+	void *ctx;
+};
+
 /*
- * tgid's weights again, from the live C heap records of table[0 .. len - 1] made since since_ns and each size's
- * growth. 0 or -ENOMEM (its weights are dropped then).
+ * The weights of these processes again, from the live C heap records of table[0 .. len - 1] (one pass for all:
+ * the table has 2M slots at the default --max-allocs). 0 or -ENOMEM (their weights are dropped then).
  */
-int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len, int tgid, uint64_t since_ns,
-		       sizeweights_growth_fn growth, void *ctx);
+int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len,
+		       const struct sizeweights_proc *procs, size_t n);
 void sizeweights__drop(struct sizeweights *w, int tgid); /* its records weigh as the windows say again */
 /* What a record stands for by its size: its weight, or 0 when it has none (another layer, older, a size not weighed).
  */

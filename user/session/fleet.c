@@ -8,6 +8,7 @@
 #include <time.h>
 #include "collect/cost.h"
 #include "collect/ledger.h"
+#include "collect/sizeweights.h"
 #include "lib/log.h"
 #include "report/metrics.h"
 #include "report/pprof.h"
@@ -58,10 +59,12 @@ static struct tracee **all_of(struct fleet_procs p, size_t *n)
 
 void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweights *sw, uint64_t since_ns)
 {
-	size_t n = 0;
+	size_t n = 0, due = 0, len;
 	struct tracee **v = all_of(p, &n);
+	struct sizeweights_proc *procs = v ? calloc(n + 1, sizeof(*procs)) : NULL;
+	struct ml_slot *table;
 
-	for (size_t i = 0; v && i < n; i++) {
+	for (size_t i = 0; procs && i < n; i++) {
 		struct tracee *t = v[i];
 
 		if (since_ns && t->size_base_ns < since_ns && t->size_tried_ns != since_ns) {
@@ -69,8 +72,12 @@ void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweigh
 			    since_ns; /* once a start: a heap too large to walk whole is not walked each scan */
 			tracee__scan_heap(t, l, 1, true);
 		}
-		tracee__weigh_sizes(t, l, sw, since_ns);
+		due += tracee__size_due(t, sw, since_ns, &procs[due]);
 	}
+	table = ledger__table(l, &len);
+	if (due && sizeweights__weigh(sw, table, len, procs, due))
+		ml_info("cannot weigh the C heap's records by size: %s", strerror(ENOMEM));
+	free(procs);
 	free(v);
 }
 

@@ -204,31 +204,26 @@ static bool size_growth(void *ctx, uint64_t chunk, int64_t *growth)
 	return census__size_growth(ctx, chunk, growth);
 }
 
-void tracee__weigh_sizes(struct tracee *t, struct ledger *l, struct sizeweights *sw, uint64_t since_ns)
+bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out)
 {
-	size_t len;
-	struct ml_slot *table;
-	int err;
-
 	if (!since_ns || !t->census) {
 		t->size_base_ns = 0;
 		sizeweights__drop(sw, t->pid);
-		return;
+		return false;
 	}
 	/* A walk cut short counts part of the heap: the weights stay as the last whole one set them. */
 	if (!t->frag_ok || t->frag.capped || t->frag.broken || t->frag.walked_ns == t->size_weighed_ns ||
 	    t->frag.walked_ns < since_ns)
-		return;
+		return false;
 	t->size_weighed_ns = t->frag.walked_ns;
 	if (t->size_base_ns < since_ns) {
 		if (!census__size_base(t->census))
 			t->size_base_ns = t->frag.walked_ns;
-		return;
+		return false;
 	}
-	table = ledger__table(l, &len);
-	err = sizeweights__weigh(sw, table, len, t->pid, t->size_base_ns, size_growth, t->census);
-	if (err)
-		ml_info("pid %d: cannot weigh its C heap records by size: %s", t->pid, strerror(-err));
+	*out = (struct sizeweights_proc){
+	    .tgid = t->pid, .since_ns = t->size_base_ns, .growth = size_growth, .ctx = t->census};
+	return true;
 }
 
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out)

@@ -50,10 +50,12 @@ struct tracee {
 };
 
 /*
- * The sampled C heap weighed by its sizes' growth (collect/sizeweights.h) when since_ns, the windows' start,
- * is not 0: the first whole walk after it is the base, each later one weighs its records; else its weights go.
+ * The sampled C heap weighed by its sizes' growth (collect/sizeweights.h) when since_ns, the windows' start, is
+ * not 0: the first whole walk after it is the base; true (and *out) when a later one is to weigh its records.
+ * Else its weights go.
  */
-void tracee__weigh_sizes(struct tracee *t, struct ledger *l, struct sizeweights *sw, uint64_t since_ns);
+struct sizeweights_proc;
+bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out);
 
 /*
  * Probes made from po (po->pid is the process), a Python decoder, and the objects it maps probed with
