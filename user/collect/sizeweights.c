@@ -120,7 +120,8 @@ static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len
 			return -ENOMEM;
 		w->sizes[w->nsizes++] = key_of(s.tgid, c);
 	}
-	qsort(w->sizes, w->nsizes, sizeof(*w->sizes), cmp_u64);
+	if (w->nsizes) /* qsort's array may not be NULL, even empty */
+		qsort(w->sizes, w->nsizes, sizeof(*w->sizes), cmp_u64);
 	return 0;
 }
 
@@ -140,7 +141,8 @@ int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_
 	}
 	for (size_t i = 0; err && i < n; i++)
 		sizeweights__drop(w, procs[i].tgid);
-	qsort(w->v, w->n, sizeof(*w->v), cmp_weight);
+	if (w->n)
+		qsort(w->v, w->n, sizeof(*w->v), cmp_weight);
 	return err;
 }
 
