@@ -593,7 +593,7 @@ def steady_control_started_default_settings_grows_nothing():
 @debian_too
 def running_total_census_default_settings():
     """total += loss, attached at default settings: with no probe and no stack, the heap census names the
-    autograd node types the total keeps, growing by the third report; per step two Linear layers
+    autograd node types the total keeps, growing at the third report; per step two Linear layers
     (AddmmBackward0 and TBackward0 each), one ReLU, one mse_loss and one add, so their counts keep those
     ratios, and the text says so."""
     run = Run("running_total.py", "p", interval="2")
@@ -611,9 +611,7 @@ def running_total_census_default_settings():
     addmm = types.get(nodes + "AddmmBackward0")
     check(addmm and addmm["growing"] and addmm["per_s"] > 0,
           f"AddmmBackward0 growing within {len(reps)} reports: {list(types.items())[:4]}")
-    # The first three walks come at each report; the C heap's windows add a base walk when they begin (before
-    # PyTorch's tensor releases clock them), which brings the third walk to the second report.
-    check(len(reps) in (2, 3), f"growing at the second or third report: at report {len(reps)}")
+    eq(len(reps), 3, "growing at the third report (the first three walks come at each report)")
     grew = [n for n, t in types.items() if t["growing"]]
     check(set(grew) >= {nodes + k for k in ("AddmmBackward0", "TBackward0", "ReluBackward0")} and
           grew[0].replace("shared_ptr control block of ", "").startswith(nodes),

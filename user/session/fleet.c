@@ -64,16 +64,8 @@ void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweigh
 	struct sizeweights_proc *procs = v ? calloc(n + 1, sizeof(*procs)) : NULL;
 	struct ml_slot *table;
 
-	for (size_t i = 0; procs && i < n; i++) {
-		struct tracee *t = v[i];
-
-		if (since_ns && t->size_base_ns < since_ns && t->size_tried_ns != since_ns) {
-			t->size_tried_ns =
-			    since_ns; /* once a start: a heap too large to walk whole is not walked each scan */
-			tracee__scan_heap(t, l, 1, true);
-		}
-		due += tracee__size_due(t, sw, since_ns, &procs[due]);
-	}
+	for (size_t i = 0; procs && i < n; i++)
+		due += tracee__size_due(v[i], sw, since_ns, &procs[due]);
 	table = ledger__table(l, &len);
 	if (due && sizeweights__weigh(sw, table, len, procs, due))
 		ml_info("cannot weigh the C heap's records by size: %s", strerror(ENOMEM));

@@ -36,9 +36,8 @@ int fleet__node_add(struct followers *f, bool follow, int pid);
  */
 size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids);
 /*
- * The sampled C heap weighed by size from the last walks (tracee__weigh_sizes; since_ns, the windows' start, or 0:
- * not by size). A process with no base walk since then is walked now, out of turn, once a start, so that its base
- * comes before the windows' records pile up.
+ * The sampled C heap weighed by size from the last walks (tracee__size_due; since_ns, the windows' start, or 0:
+ * not by size). The base is the first report's walk after the start: an extra walk would shift the census's.
  */
 void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweights *sw, uint64_t since_ns);
 

@@ -44,9 +44,8 @@ struct tracee {
 	struct census *census;	 /* its heap's chunks by type, made at the first walk */
 	bool frag_ok;
 	uint64_t frag_next_ns; /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
-	/* The C heap weighed by size (tracee__weigh_sizes): the base walk's time, the last walk weighed, the
-	 * windows' start for which a base walk was tried out of turn. */
-	uint64_t size_base_ns, size_weighed_ns, size_tried_ns;
+	/* The C heap weighed by size (tracee__size_due): the base walk's time, and the last walk weighed. */
+	uint64_t size_base_ns, size_weighed_ns;
 };
 
 /*
