@@ -186,34 +186,62 @@ static bool header_ok(const struct pool_header *h, uint64_t base)
 	       (!h->freeblock || (h->freeblock >= base + POOL_OVERHEAD && h->freeblock < base + POOL_SIZE));
 }
 
-/* The pool at base: its used blocks (those below the high-water mark, off the free list) counted. */
-static int walk_pool(struct walk *w, uint64_t base, const struct pool_header *h)
-{
-	uint64_t size = ((uint64_t)h->szidx + 1) << 4, nblocks = (h->nextoffset - POOL_OVERHEAD) / size,
-		 nused = nblocks;
-	uint64_t f = h->freeblock;
-	int err;
+enum pool_read { POOL_NONE, POOL_OK, POOL_MOVED };
 
-	if (read_at(w->mem, base, w->pool, h->nextoffset))
-		return 0; /* changed or gone meanwhile */
+/*
+ * The pool at base read up to *len, its header taken from that same read (the one read before may be stale by
+ * now), and its used blocks (below the high-water mark, off the free list) marked in w->used. POOL_MOVED, with
+ * *len to read again, when blocks were taken or freed during the read.
+ */
+static enum pool_read read_pool(struct walk *w, uint64_t base, uint64_t *len, struct pool_header *h, uint64_t *nused)
+{
+	uint64_t size, nblocks, f;
+
+	if (read_at(w->mem, base, w->pool, *len))
+		return POOL_NONE; /* gone meanwhile */
+	memcpy(h, w->pool, sizeof(*h));
+	if (!header_ok(h, base))
+		return POOL_NONE;
+	size = ((uint64_t)h->szidx + 1) << 4;
+	nblocks = (h->nextoffset - POOL_OVERHEAD) / size;
+	*nused = nblocks;
+	f = h->nextoffset > *len ? 0 : h->freeblock;
 	memset(w->used, 1, nblocks);
 	/* The free list: each free block's first word is the next (or 0); a loop or a stray link ends it. */
 	for (uint64_t k = 0; f && k < nblocks; k++) {
 		uint64_t off = f - base, i = (off - POOL_OVERHEAD) / size;
 
 		if (f < base + POOL_OVERHEAD || off >= h->nextoffset || (off - POOL_OVERHEAD) % size || !w->used[i])
-			return 0; /* not what a pool in use holds */
+			break;
 		w->used[i] = 0;
-		nused--;
+		(*nused)--;
 		memcpy(&f, w->pool + off, 8);
 	}
-	if (nused != h->count)
+	if (!f && h->nextoffset <= *len && *nused == h->count)
+		return POOL_OK;
+	*len = h->nextoffset;
+	return POOL_MOVED;
+}
+
+/* The pool at base: its used blocks counted. A running interpreter takes and frees blocks while a pool is read,
+ * so one that reads inconsistent is read once more, and then waits for the next walk. */
+static int walk_pool(struct walk *w, uint64_t base, const struct pool_header *seen)
+{
+	struct pool_header h;
+	uint64_t len = seen->nextoffset, nused = 0, size;
+	enum pool_read r = read_pool(w, base, &len, &h, &nused);
+	int err;
+
+	if (r == POOL_MOVED)
+		r = read_pool(w, base, &len, &h, &nused);
+	if (r != POOL_OK)
 		return 0;
 	if (u64map__put(w->pools, base, (void *)1))
 		return -ENOMEM;
+	size = ((uint64_t)h.szidx + 1) << 4;
 	w->st->pools++;
 	w->st->objects += nused;
-	for (uint64_t i = 0; i < nblocks; i++)
+	for (uint64_t i = 0; i < (h.nextoffset - POOL_OVERHEAD) / size; i++)
 		if (w->used[i] && (err = count_block(w, w->pool + POOL_OVERHEAD + i * size, size)))
 			return err;
 	return 0;
