@@ -1,4 +1,5 @@
 /* The heap census of collect/census.c: chunks typed by vtable ranges, names, growth over walks, and undo. */
+#include <errno.h>
 #include <string.h>
 #include "check.h"
 #include "collect/census.h"
@@ -34,6 +35,55 @@ static void walk(struct census *c, uint64_t nodes, uint64_t at_s)
 	for (int i = 0; i < 100; i++)
 		census__chunk(c, 0x7fff12345678ULL, 42, 48);
 	census__end(c, at_s * 1000000000ULL);
+}
+
+/* In-use chunks by size, the base kept, the growth since, and a heap walked again counted once. */
+static void sizes_checks(void)
+{
+	struct census *c = NULL;
+	uint64_t n = 0;
+	int64_t g = 0;
+
+	CHECK_EQ_INT(census__new(2, &c), 0, "made for sizes");
+	if (!c)
+		return;
+	CHECK(!census__in_use(c, 80, &n), "sizes: none before a walk");
+	CHECK_EQ_INT(census__size_base(c), -EAGAIN, "sizes: no base before a walk");
+	census__begin(c);
+	for (int i = 0; i < 3; i++)
+		census__size(c, 80);
+	census__size(c, 1008);
+	census__size(c, CENSUS_SIZE_MAX + 16);
+	census__end(c, 1000000000ULL);
+	CHECK(census__in_use(c, 80, &n) && n == 3, "sizes: three 80-byte chunks");
+	CHECK(census__in_use(c, CENSUS_SIZE_MAX + 16, &n) && n == 1, "sizes: a larger chunk counted by its exact size");
+	CHECK(!census__size_growth(c, 80, &g), "sizes: no growth without a base");
+	CHECK_EQ_INT(census__size_base(c), 0, "sizes: the base kept");
+
+	census__begin(c);
+	for (int i = 0; i < 5; i++)
+		census__size(c, 80);
+	census__mark(c);
+	census__size(c, 80); /* a heap whose walk met a changing header ... */
+	census__size(c, 80);
+	census__undo(c);
+	census__size(c, 80); /* ... walked again */
+	census__end(c, 2000000000ULL);
+	CHECK(census__in_use(c, 80, &n) && n == 6, "sizes: a heap walked again counts once (6)");
+	CHECK(census__size_growth(c, 80, &g) && g == 3, "sizes: 80-byte chunks grew by 3 since the base");
+	CHECK(census__size_growth(c, 1008, &g) && g == -1, "sizes: the 1008-byte one is gone");
+	CHECK(census__size_base(c) == 0, "sizes: a new base");
+
+	/* 1 MiB blocks: a 1048592-byte chunk in a heap, or mapped alone in 1052672 bytes (pages): both count. */
+	census__begin(c);
+	census__size(c, 1048592);
+	census__size(c, 1052672);
+	census__size(c, 1052672);
+	census__end(c, 3000000000ULL);
+	CHECK(census__in_use(c, 1052672, &n) && n == 2, "sizes: two mmapped chunks of 1052672 bytes");
+	CHECK(census__size_growth(c, 1048592, &g) && g == 3, "sizes: a 1 MiB block's chunks, heap and mmapped: 3");
+	CHECK(census__size_growth(c, 200000 * 16, &g) && g == 0, "sizes: a large size never seen: none");
+	census__free(c);
 }
 
 int main(void)
@@ -112,5 +162,6 @@ int main(void)
 	walk(c, 5000, 28);
 	CHECK(census__settled(c), "three walks since: settled");
 	census__free(c);
+	sizes_checks();
 	return SUMMARY("census");
 }

@@ -8,6 +8,7 @@
 #include "attach/allocators.h"
 #include "check.h"
 #include "collect/ledger.h"
+#include "collect/sizeweights.h"
 #include "collect/stackstore.h"
 #include "memleak.skel.h"
 
@@ -167,6 +168,68 @@ static const struct ml_row *find(const struct ml_snapshot *s, uint64_t caller)
 		if (s->rows[i].key.caller == caller)
 			return &s->rows[i];
 	return NULL;
+}
+
+/* The test's heap walk: 80-byte chunks grew by *ctx since the base, other sizes not known. */
+static bool growth_of_80(void *ctx, uint64_t chunk, int64_t *growth)
+{
+	*growth = *(const int64_t *)ctx;
+	return chunk == 80;
+}
+
+/*
+ * The sampled C heap weighed by chunk size: 64-byte records (80-byte chunks) made since the base walk stand
+ * for the size's growth over their number; older records, and sizes with fewer than SIZEWEIGHT_MIN_RECORDS
+ * records, weigh as the windows' scale says.
+ */
+static void size_weight_checks(struct stackstore *ss, uint64_t now)
+{
+	struct memleak_bpf *skel = load(4096);
+	const struct ml_snapshot *s;
+	struct sizeweights *sw = NULL;
+	struct ledger *l = NULL;
+	int64_t grew = 20;
+	struct sizeweights_proc proc = {
+	    .tgid = 7, .since_ns = now - 2000000000ULL, .growth = growth_of_80, .ctx = &grew};
+	struct ml_slot *table;
+	size_t len;
+
+	CHECK_EQ_U64(sizeweights__chunk(1), 32, "chunk: the minimum");
+	CHECK_EQ_U64(sizeweights__chunk(24), 32, "chunk: 24 bytes fit 32");
+	CHECK_EQ_U64(sizeweights__chunk(25), 48, "chunk: 25 bytes take 48");
+	CHECK_EQ_U64(sizeweights__chunk(64), 80, "chunk: 64 bytes take 80");
+	CHECK_EQ_U64(sizeweights__chunk(1000), 1008, "chunk: 1000 bytes take 1008");
+	if (!skel || sizeweights__new(&sw) ||
+	    ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss, .sizes = sw}, &l)) {
+		CHECK(false, "size weights: a ledger");
+		goto out;
+	}
+	ledger__add_scale(l, ML_LAYER_LIBC, now - 5000000000ULL, 2.0);
+	for (uint64_t i = 0; i < 5; i++)
+		put(skel, 7, 0x1000 + i * 0x100, 64, now, 5, 0xa0);
+	put(skel, 7, 0x9000, 64, now - 3000000000ULL, 5, 0xa0); /* before the base */
+	put(skel, 7, 0xa000, 1000, now, 9, 0xb0);
+	put(skel, 7, 0xb000, 1000, now, 9, 0xb0);
+	put(skel, 8, 0xc000, 64, now, 5, 0xc0); /* another process's */
+	table = ledger__table(l, &len);
+	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh");
+	CHECK(ledger__collect(l, &s) == 0 && s->nrows == 3, "collect weighed records: three rows");
+	CHECK(find(s, 0xa0) && find(s, 0xa0)->bytes == 5 * 64 * 4 + 64 * 2 && find(s, 0xa0)->count == 5 * 4 + 2,
+	      "80-byte chunks grew by 20 and 5 records live: each weighs 4; the one before the base 2");
+	CHECK(find(s, 0xb0) && find(s, 0xb0)->bytes == 2 * 1000 * 2 && find(s, 0xb0)->count == 4,
+	      "two records of a size are too few: the windows' scale");
+	CHECK(find(s, 0xc0) && find(s, 0xc0)->count == 2, "another process's records: the windows' scale");
+	grew = 3;
+	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh again");
+	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xa0) && find(s, 0xa0)->count == 5 + 2,
+	      "a size that grew less than its live records: each stands for itself");
+	sizeweights__drop(sw, 7);
+	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xa0) && find(s, 0xa0)->count == 6 * 2,
+	      "weights dropped: the windows' scale again");
+out:
+	ledger__free(l);
+	sizeweights__free(sw);
+	memleak_bpf__destroy(skel);
 }
 
 int main(void)
@@ -364,6 +427,7 @@ int main(void)
 	CHECK(find(s, 0xdead0) == NULL && s->nrows == 3000, "half-written slot skipped");
 	ledger__free(l);
 	memleak_bpf__destroy(skel);
+	size_weight_checks(ss, now);
 	stackstore__free(ss);
 	return SUMMARY("ledger");
 }

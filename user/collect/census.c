@@ -56,13 +56,35 @@ struct census {
 	struct u64map py_types, py_pools; /* Python's: see census__py_maps */
 	unsigned int last_add;		  /* the walk from which the last vtables read count */
 	bool sync_left;			  /* the last sync left objects to read */
+	uint64_t *sizes;		  /* in-use chunks of each size (by 16 bytes) up to CENSUS_SIZE_MAX */
+	uint64_t *mark_sizes;		  /* ... at census__mark */
+	bool sizes_ok;			  /* ... counted by a walk begun */
+	uint64_t *base;			  /* ... as census__size_base kept them, or NULL */
+	struct big_size {		  /* larger chunks, and mmapped ones, by their exact size */
+		uint64_t size, count, mark, base;
+	} * big;
+	size_t nbig, capbig;
+	bool big_full; /* a size was not kept: sizes not found are not known to be 0 */
 };
+
+#define BIG_SIZES_MAX 4096 /* larger chunk sizes kept: far more than a program's distinct large blocks */
+
+#define SIZE_CLASSES (CENSUS_SIZE_MAX / 16 + 1)
 
 int census__new(int pid, struct census **out)
 {
 	*out = calloc(1, sizeof(struct census));
 	if (!*out)
 		return -ENOMEM;
+	(*out)->sizes = calloc(SIZE_CLASSES, sizeof(*(*out)->sizes));
+	(*out)->mark_sizes = calloc(SIZE_CLASSES, sizeof(*(*out)->sizes));
+	if (!(*out)->sizes || !(*out)->mark_sizes) {
+		free((*out)->sizes);
+		free((*out)->mark_sizes);
+		free(*out);
+		*out = NULL;
+		return -ENOMEM;
+	}
 	(*out)->pid = pid;
 	return 0;
 }
@@ -82,6 +104,10 @@ void census__free(struct census *c)
 	free(c->order);
 	free(c->py_types.slots);
 	free(c->py_pools.slots);
+	free(c->sizes);
+	free(c->mark_sizes);
+	free(c->base);
+	free(c->big);
 	free(c);
 }
 
@@ -232,12 +258,19 @@ void census__begin(struct census *c)
 	c->chunks = c->typed = 0;
 	for (size_t i = 0; i < c->nt; i++)
 		c->t[i].count = c->t[i].bytes = 0;
+	memset(c->sizes, 0, SIZE_CLASSES * sizeof(*c->sizes));
+	for (size_t i = 0; i < c->nbig; i++)
+		c->big[i].count = 0;
+	c->sizes_ok = true;
 }
 
 void census__mark(struct census *c)
 {
 	c->mark_chunks = c->chunks;
 	c->mark_typed = c->typed;
+	memcpy(c->mark_sizes, c->sizes, SIZE_CLASSES * sizeof(*c->sizes));
+	for (size_t i = 0; i < c->nbig; i++)
+		c->big[i].mark = c->big[i].count;
 	for (size_t i = 0; i < c->nt; i++)
 		c->t[i].mark_count = c->t[i].count, c->t[i].mark_bytes = c->t[i].bytes;
 }
@@ -246,6 +279,9 @@ void census__undo(struct census *c)
 {
 	c->chunks = c->mark_chunks;
 	c->typed = c->mark_typed;
+	memcpy(c->sizes, c->mark_sizes, SIZE_CLASSES * sizeof(*c->sizes));
+	for (size_t i = 0; i < c->nbig; i++)
+		c->big[i].count = c->big[i].mark;
 	for (size_t i = 0; i < c->nt; i++)
 		c->t[i].count = c->t[i].mark_count, c->t[i].bytes = c->t[i].mark_bytes;
 }
@@ -278,6 +314,87 @@ void census__chunk(struct census *c, uint64_t w0, uint64_t w1, uint64_t size)
 	c->typed++;
 	t->count++;
 	t->bytes += size;
+}
+
+static struct big_size *big_of(const struct census *c, uint64_t size)
+{
+	for (size_t i = 0; i < c->nbig; i++)
+		if (c->big[i].size == size)
+			return &c->big[i];
+	return NULL;
+}
+
+void census__size(struct census *c, uint64_t size)
+{
+	struct big_size *b;
+
+	if (size <= CENSUS_SIZE_MAX) {
+		c->sizes[size / 16]++;
+		return;
+	}
+	b = big_of(c, size);
+	if (!b && (c->nbig >= BIG_SIZES_MAX || ml_grow(&c->big, &c->capbig, c->nbig + 1, sizeof(*c->big)))) {
+		c->big_full = true;
+		return;
+	}
+	if (!b) {
+		b = &c->big[c->nbig++];
+		*b = (struct big_size){.size = size};
+	}
+	b->count++;
+}
+
+bool census__in_use(const struct census *c, uint64_t size, uint64_t *n)
+{
+	const struct big_size *b;
+
+	if (!c->sizes_ok || size % 16)
+		return false;
+	if (size <= CENSUS_SIZE_MAX) {
+		*n = c->sizes[size / 16];
+		return true;
+	}
+	b = big_of(c, size);
+	*n = b ? b->count : 0;
+	return b || !c->big_full;
+}
+
+int census__size_base(struct census *c)
+{
+	if (!c->sizes_ok)
+		return -EAGAIN;
+	if (!c->base && !(c->base = malloc(SIZE_CLASSES * sizeof(*c->base))))
+		return -ENOMEM;
+	memcpy(c->base, c->sizes, SIZE_CLASSES * sizeof(*c->base));
+	for (size_t i = 0; i < c->nbig; i++)
+		c->big[i].base = c->big[i].count;
+	return 0;
+}
+
+/* How many more chunks of exactly this size are in use than at the base. */
+static bool grown(const struct census *c, uint64_t size, int64_t *growth)
+{
+	const struct big_size *b = size > CENSUS_SIZE_MAX ? big_of(c, size) : NULL;
+	uint64_t n, base = size <= CENSUS_SIZE_MAX ? c->base[size / 16] : b ? b->base : 0;
+
+	if (!census__in_use(c, size, &n))
+		return false;
+	*growth = (int64_t)n - (int64_t)base;
+	return true;
+}
+
+bool census__size_growth(const struct census *c, uint64_t size, int64_t *growth)
+{
+	/* A block over the mmap threshold is its own mapping: its chunk is the request's rounded to pages. */
+	uint64_t mm = (size + 8 + CENSUS_PAGE - 1) & ~(CENSUS_PAGE - 1);
+	int64_t g2 = 0;
+
+	if (!c->base || !grown(c, size, growth))
+		return false;
+	if (size > CENSUS_SIZE_MAX && mm != size && !grown(c, mm, &g2))
+		return false;
+	*growth += g2;
+	return true;
 }
 
 /* The kept walks that counted t with all its vtables known: the last ones of hist. A slow first sync

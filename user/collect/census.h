@@ -47,6 +47,20 @@ void census__py_maps(struct census *c, struct u64map **types, struct u64map **po
 void census__begin(struct census *c);
 void census__chunk(struct census *c, uint64_t w0, uint64_t w1, uint64_t size);
 int census__end(struct census *c, uint64_t now_ns);
+/*
+ * Every in-use chunk's size, counted by size up to CENSUS_SIZE_MAX (the sampled C heap's clock,
+ * collect/sizeweights.h), and what the last walk counted of one size: false when it did not (larger, no walk).
+ */
+#define CENSUS_SIZE_MAX (128ULL << 10)
+#define CENSUS_PAGE 4096ULL
+/* An in-use chunk of the walk (a larger one, or an mmapped chunk, is kept by its exact size). */
+void census__size(struct census *c, uint64_t size);
+bool census__in_use(const struct census *c, uint64_t size, uint64_t *n);
+/* Keep the last walk's counts by size as the base (-EAGAIN before a walk, or -ENOMEM), and how many more
+ * chunks of a size are in use now than then (false: not known); over CENSUS_SIZE_MAX, with the mmapped
+ * chunks a block of that chunk size takes when it is over glibc's mmap threshold. */
+int census__size_base(struct census *c);
+bool census__size_growth(const struct census *c, uint64_t size, int64_t *growth);
 /* Within a walk: what was counted so far, and back to it (a heap walk that stopped on a changing header and is
  * walked again). */
 void census__mark(struct census *c);

@@ -22,6 +22,7 @@
 #define CHUNK_HDR 16ULL /* prev_size and size: also the size of an arena heap's fencepost */
 #define CHUNK_MIN 32ULL
 #define PREV_INUSE 1ULL
+#define IS_MMAPPED 2ULL		     /* a chunk mapped on its own */
 #define WIN_BIG 32768		     /* bytes read at once where chunks are small */
 #define ARENA_HEAP_MAX (64ULL << 20) /* glibc's HEAP_MAX_SIZE on 64-bit: arena heaps start on this boundary */
 
@@ -172,8 +173,10 @@ static int count_chunk(struct walker *w, struct walk_pos *at, uint64_t next, uin
 
 	if (next_size & PREV_INUSE) {
 		f->in_use_bytes += sz;
-		if (w->src->census)
+		if (w->src->census) {
+			census__size(w->src->census, sz);
 			census_chunk(w, at->addr + CHUNK_HDR, sz);
+		}
 		if (at->run && (err = push_holder(f, at->addr + CHUNK_HDR, sz, at->run)))
 			return err;
 		at->run = 0;
@@ -408,6 +411,32 @@ static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint
 	return err ? err : add_arena(f, arena, &before);
 }
 
+/*
+ * The mmapped chunks that an anonymous mapping starts with, to the census by size: glibc maps a block over its
+ * mmap threshold alone (prev_size 0, IS_MMAPPED, pages), and the kernel merges neighbouring ones into one
+ * mapping, so they are followed header to header while they look like that. Only resident headers are read.
+ */
+static void mmapped_chunks(struct ml_heapfrag *f, struct live *lv, const struct heapfrag_src *src,
+			   const struct ml_mapping *m, struct heapfrag_budget *b)
+{
+	uint64_t hdr[2], sz;
+
+	for (uint64_t a = m->start; a < m->end && a % PAGE == 0; a += sz) {
+		if (!b->chunks || b->read_bytes < sizeof(hdr)) {
+			f->capped = true;
+			return;
+		}
+		if (!src->resident(src->ctx, a) || live_read(lv, a, hdr, sizeof(hdr)))
+			return;
+		b->chunks--;
+		b->read_bytes -= sizeof(hdr);
+		sz = hdr[1] & ~7ULL;
+		if (hdr[0] || (hdr[1] & 7) != IS_MMAPPED || !sz || sz % PAGE || sz > m->end - a)
+			return;
+		census__size(src->census, sz);
+	}
+}
+
 /* A chunk header that could start a heap: in use before it (nothing is), a sane size within end. */
 static bool first_chunk_ok(struct live *lv, const struct heapfrag_src *src, uint64_t c, uint64_t end)
 {
@@ -577,8 +606,12 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 			first = m->start;
 			end = m->end;
 			lv.arena = 0;
-		} else if (m->path || strcmp(m->perms, "rw-p") || m->start % ARENA_HEAP_MAX ||
+		} else if (m->path || strcmp(m->perms, "rw-p")) {
+			continue;
+		} else if (m->start % ARENA_HEAP_MAX ||
 			   !arena_heap(&lv, &src, m->start, m->end, &first, &end, &ar_ptr)) {
+			if (census)
+				mmapped_chunks(f, &lv, &src, m, &b);
 			continue;
 		} else {
 			lv.arena = m->start;

@@ -11,6 +11,7 @@
 #include "attach/allocators.h"
 #include "collect/cutmerge.h"
 #include "collect/devsplit.h"
+#include "collect/sizeweights.h"
 #include "collect/stackstore.h"
 #include "lib/bpfstats.h"
 #include "lib/clock.h"
@@ -514,10 +515,20 @@ static double scale_of(const struct ledger *l, uint8_t layer, uint8_t spec, uint
 	return s->v[lo].w;
 }
 
-/* What a record stands for: its layer's scale at ts, else 2^shift of its record-time weight. */
-static double record_weight(const struct ledger *l, uint8_t layer, uint8_t spec, uint64_t ts)
+/* What a sampled record stands for: its size's weight, else its layer's scale at ts; 0 when not scaled. */
+static double scaled(const struct ledger *l, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
+		     uint64_t ts)
 {
-	double w = scale_of(l, layer, spec, ts);
+	double w = sizeweights__of(l->o.sizes, sl);
+
+	return w > 0 ? w : scale_of(l, layer, spec, ts);
+}
+
+/* What a record stands for: as scaled, else 2^shift of its record-time weight. */
+static double record_weight(const struct ledger *l, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
+			    uint64_t ts)
+{
+	double w = scaled(l, sl, layer, spec, ts);
 
 	return w > 0 ? w : (double)(1ULL << record_shift(l, layer, ts));
 }
@@ -588,7 +599,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	if (ts > newest)
 		return 0;
 	/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
-	w = scale_of(l, sl->layer, sl->spec, ts);
+	w = scaled(l, sl, sl->layer, sl->spec, ts);
 	r->records++;
 	if (w > 0) {
 		r->traits |= ML_ROW_SAMPLED;
@@ -751,7 +762,7 @@ int ledger__find_weighted(struct ledger *l, int tgid, uint64_t addr, struct ml_a
 				break; /* being written, released meanwhile, or a heap-growth range */
 			*out = (struct ml_agg_key){.tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller};
 			out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
-			*w = record_weight(l, layers[li], spec, ts);
+			*w = record_weight(l, sl, layers[li], spec, ts);
 			return 0;
 		}
 	}
@@ -795,7 +806,7 @@ void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, v
 		    v.spec == ML_SPEC_HEAP || !want(ctx, v.tgid, v.addr))
 			continue;
 		k.stack_id = canonical(l, v.tgid, v.stack_id, &traits);
-		fn(ctx, &k, v.addr, v.size, record_weight(l, v.layer, v.spec, v.ts_ns));
+		fn(ctx, &k, v.addr, v.size, record_weight(l, &v, v.layer, v.spec, v.ts_ns));
 	}
 }
 

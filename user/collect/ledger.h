@@ -14,10 +14,13 @@ struct memleak_bpf;
 struct ledger;
 struct stackstore;
 
+struct sizeweights;
+
 struct ledger_opts {
 	int tgid;
 	uint64_t min_age_ns;
-	struct stackstore *stacks; /* where the records' stack ids resolve (not owned) */
+	struct stackstore *stacks;	 /* where the records' stack ids resolve (not owned) */
+	const struct sizeweights *sizes; /* the sampled C heap's weights by chunk size (not owned), or NULL */
 };
 
 /* Slots in the allocation table for --max-allocs: a power of two, at least twice as many, so probe chains stay short.

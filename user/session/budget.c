@@ -480,6 +480,14 @@ bool budget__heap_sweepable(const struct budget *b, uint64_t *since_ns)
 	return true;
 }
 
+bool budget__heap_by_size(const struct budget *b, uint64_t *since_ns)
+{
+	if (!b || !b->hw_shift || (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off))
+		return false;
+	*since_ns = b->hw_since_ns;
+	return true;
+}
+
 int budget__timer_fd(const struct budget *b)
 {
 	return b ? b->ts_fd : -1;

@@ -50,6 +50,11 @@ void budget__timer(struct budget *b, const struct budget_env *e);
 int budget__heap_timer_fd(const struct budget *b);
 void budget__heap_timer(struct budget *b, const struct budget_env *e);
 bool budget__heap_sweepable(const struct budget *b, uint64_t *since_ns);
+/*
+ * In heap windows with no tensor releases to clock them (a program without PyTorch): the windows' records
+ * weigh by their size's growth in the heap walks (collect/sizeweights.h); since when the windows run.
+ */
+bool budget__heap_by_size(const struct budget *b, uint64_t *since_ns);
 
 /* Do what overhead__sample asked (nothing for OVERHEAD_OK), before report number next_report. */
 void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include "collect/cost.h"
 #include "collect/ledger.h"
+#include "collect/sizeweights.h"
 #include "lib/log.h"
 #include "report/metrics.h"
 #include "report/pprof.h"
@@ -54,6 +55,22 @@ static struct tracee **all_of(struct fleet_procs p, size_t *n)
 	free(pids);
 	*n = k;
 	return v;
+}
+
+void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweights *sw, uint64_t since_ns)
+{
+	size_t n = 0, due = 0, len;
+	struct tracee **v = all_of(p, &n);
+	struct sizeweights_proc *procs = v ? calloc(n + 1, sizeof(*procs)) : NULL;
+	struct ml_slot *table;
+
+	for (size_t i = 0; procs && i < n; i++)
+		due += tracee__size_due(v[i], sw, since_ns, &procs[due]);
+	table = ledger__table(l, &len);
+	if (due && sizeweights__weigh(sw, table, len, procs, due))
+		ml_info("cannot weigh the C heap's records by size: %s", strerror(ENOMEM));
+	free(procs);
+	free(v);
 }
 
 size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids)

@@ -16,6 +16,7 @@ struct ml_judgement;
 struct ml_overhead;
 struct ml_snapshot;
 struct pusher;
+struct sizeweights;
 struct stackview;
 struct tracee;
 
@@ -34,6 +35,11 @@ int fleet__node_add(struct followers *f, bool follow, int pid);
  * (malloc'd), the count returned.
  */
 size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids);
+/*
+ * The sampled C heap weighed by size from the last walks (tracee__size_due; since_ns, the windows' start, or 0:
+ * not by size). The base is the first report's walk after the start: an extra walk would shift the census's.
+ */
+void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweights *sw, uint64_t since_ns);
 
 /* This report (NULL before the first) is what /metrics serves from now on. */
 void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,

@@ -20,7 +20,9 @@
 #include "python/pyframes.h"
 #include "report/html.h"
 #include "report/report.h"
+#include "session/budget.h"
 #include "session/copies.h"
+#include "session/fleet.h"
 #include "session/follow.h"
 #include "session/overhead.h"
 #include "session/select.h"
@@ -39,6 +41,16 @@ static const struct budget_env *budget_env_of(struct session *ss)
 }
 
 /* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
+/* The sampled C heap by its sizes' growth, when the budget says so (a program without PyTorch in heap windows). */
+static void weigh_sizes(struct session *ss)
+{
+	uint64_t since = 0;
+
+	if (!budget__heap_by_size(ss->budget, &since))
+		since = 0;
+	fleet__weigh_sizes(session__fleet_of(ss), ss->ledger, ss->sizes, since);
+}
+
 static void session_scan(struct session *ss)
 {
 	uint64_t expirations;
@@ -62,6 +74,7 @@ static void session_scan(struct session *ss)
 	np = session__traced_pids(ss);
 	if (np)
 		budget__act(ss->budget, budget_env_of(ss), overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
+	weigh_sizes(ss);
 	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
@@ -169,31 +182,34 @@ static int session_report(struct session *ss, bool *final)
 
 	heap_sweep(ss);
 	find_copies(ss);
+	if (o->count && ss->seq + 1 >= o->count)
+		*final = true;
+	/* The memory and heap walks before the records are counted: the C heap's size weights hold for them. */
+	ntraced = fleet__sample_memory(session__fleet_of(ss), ss->ledger, 200.0 / o->max_overhead,
+				       *final || ss->walk_soon, &traced);
+	weigh_sizes(ss);
 	err = ledger__collect(ss->ledger, &snap);
 	if (err) {
 		ml_err("cannot collect the report: %s", strerror(-err));
+		free(traced);
 		return err;
 	}
 	if (ss->rss)
 		rsspages__tune(ss->rss, snap); /* from the next report on: this one stands as collected */
 	ss->seq++;
-	if (o->count && ss->seq >= o->count)
-		*final = true;
 	windows = overhead__info(ss->ov)->heap_windows;
 	verdicts__hold_sampled(ss->verdicts, windows && windows == ss->windows_seen);
 	ss->windows_seen = windows;
 	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, *final ? o->interval_s / 2 : 0, &judged, &order);
+	if (!err && ss->timeline && html_timeline__add(ss->timeline, snap))
+		err = -ENOMEM;
 	if (err) {
-		ml_err("cannot judge the report: %s", strerror(-err));
+		ml_err("cannot %s: %s", ss->timeline ? "judge the report, or keep its timeline" : "judge the report",
+		       strerror(-err));
+		free(traced);
 		return err;
 	}
-	if (ss->timeline && html_timeline__add(ss->timeline, snap)) {
-		ml_err("cannot keep the report's timeline: %s", strerror(ENOMEM));
-		return -ENOMEM;
-	}
 	pyframes__trim(ss->root.py);
-	ntraced = fleet__sample_memory(session__fleet_of(ss), ss->ledger, 200.0 / o->max_overhead,
-				       *final || ss->walk_soon, &traced);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_traced(ss->reps[i], traced, ntraced);

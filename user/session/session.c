@@ -26,6 +26,7 @@
 #include "attach/uprobe_multi.h"
 #include "collect/ledger.h"
 #include "collect/rsspages.h"
+#include "collect/sizeweights.h"
 #include "collect/stackstore.h"
 #include "judge/verdict.h"
 #include "lib/clock.h"
@@ -374,10 +375,14 @@ static int open_collectors(struct session *ss)
 		what = "cannot read the stacks' ring buffer";
 		goto fail;
 	}
-	err = ledger__new(ss->skel,
-			  &(struct ledger_opts){
-			      .tgid = ss->root.pid, .min_age_ns = (uint64_t)(o->min_age_s * 1e9), .stacks = ss->stacks},
-			  &ss->ledger);
+	err = sizeweights__new(&ss->sizes);
+	if (!err)
+		err = ledger__new(ss->skel,
+				  &(struct ledger_opts){.tgid = ss->root.pid,
+							.min_age_ns = (uint64_t)(o->min_age_s * 1e9),
+							.stacks = ss->stacks,
+							.sizes = ss->sizes},
+				  &ss->ledger);
 	if (err) {
 		what = "cannot map the allocation table";
 		goto fail;
@@ -796,6 +801,7 @@ static int session_close(struct session *ss, bool ok)
 	victims__clear(&ss->victims);
 	html_timeline__free(ss->timeline);
 	ledger__free(ss->ledger);
+	sizeweights__free(ss->sizes);
 	stackstore__free(ss->stacks);
 	tracee__release(&ss->root, &ss->env);
 	rowcache__clear(&ss->rows);

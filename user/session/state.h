@@ -50,6 +50,7 @@ struct session {
 	bool root_exec;			/* the first process ran exec (once or more) since the events were last read */
 	struct stackstore *stacks;
 	struct ledger *ledger;
+	struct sizeweights *sizes; /* the sampled C heap's weights by chunk size (budget__heap_by_size) */
 	struct verdicts *verdicts;
 	struct ml_victims victims; /* the last report's victims of fragmentation and rows held (judge/victims.h) */
 	bool walk_soon; /* a growing row of fresh heap waits for a heap walk to be told: the next report walks */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "collect/census.h"
 #include "collect/rsspages.h"
+#include "collect/sizeweights.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
@@ -196,6 +197,33 @@ void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool for
 	t->frag_ok = !err && !heapfrag__attribute(&t->frag, l, t->pid);
 	if (err && err != -ESRCH)
 		ml_info("pid %d: cannot read its C heap's chunks: %s", t->pid, strerror(-err));
+}
+
+static bool size_growth(void *ctx, uint64_t chunk, int64_t *growth)
+{
+	return census__size_growth(ctx, chunk, growth);
+}
+
+bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out)
+{
+	if (!since_ns || !t->census) {
+		t->size_base_ns = 0;
+		sizeweights__drop(sw, t->pid);
+		return false;
+	}
+	/* A walk cut short counts part of the heap: the weights stay as the last whole one set them. */
+	if (!t->frag_ok || t->frag.capped || t->frag.broken || t->frag.walked_ns == t->size_weighed_ns ||
+	    t->frag.walked_ns < since_ns)
+		return false;
+	t->size_weighed_ns = t->frag.walked_ns;
+	if (t->size_base_ns < since_ns) {
+		if (!census__size_base(t->census))
+			t->size_base_ns = t->frag.walked_ns;
+		return false;
+	}
+	*out = (struct sizeweights_proc){
+	    .tgid = t->pid, .since_ns = t->size_base_ns, .growth = size_growth, .ctx = t->census};
+	return true;
 }
 
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out)

@@ -12,6 +12,7 @@
 #include "report/stackview.h"
 
 struct ledger;
+struct sizeweights;
 struct memleak_bpf;
 struct pyframes;
 struct symbolizer;
@@ -43,7 +44,17 @@ struct tracee {
 	struct census *census;	 /* its heap's chunks by type, made at the first walk */
 	bool frag_ok;
 	uint64_t frag_next_ns; /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
+	/* The C heap weighed by size (tracee__size_due): the base walk's time, and the last walk weighed. */
+	uint64_t size_base_ns, size_weighed_ns;
 };
+
+/*
+ * The sampled C heap weighed by its sizes' growth (collect/sizeweights.h) when since_ns, the windows' start, is
+ * not 0: the first whole walk after it is the base; true (and *out) when a later one is to weigh its records.
+ * Else its weights go.
+ */
+struct sizeweights_proc;
+bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out);
 
 /*
  * Probes made from po (po->pid is the process), a Python decoder, and the objects it maps probed with

@@ -1,0 +1,167 @@
+/* The sampled C heap's weights by chunk size (sizeweights.h). */
+#include "collect/sizeweights.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "attach/allocators.h"
+#include "lib/grow.h"
+#include "lib/log.h"
+
+struct size_weight {
+	uint64_t key; /* tgid << 32 | chunk bytes / 16 */
+	uint64_t since_ns;
+	double w;
+};
+
+struct sizeweights {
+	struct size_weight *v; /* sorted by key */
+	size_t n, cap;
+	uint64_t *sizes; /* scratch: the chunk sizes of one process's records */
+	size_t nsizes, cap_sizes;
+};
+
+int sizeweights__new(struct sizeweights **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void sizeweights__free(struct sizeweights *w)
+{
+	if (!w)
+		return;
+	free(w->v);
+	free(w->sizes);
+	free(w);
+}
+
+uint64_t sizeweights__chunk(uint64_t size)
+{
+	uint64_t c = (size + 8 + 15) & ~15ULL; /* the size word, rounded to 16 bytes */
+
+	return size > UINT64_MAX - 32 ? 0 : c < 32 ? 32 : c;
+}
+
+static uint64_t key_of(uint32_t tgid, uint64_t chunk)
+{
+	return (uint64_t)tgid << 32 | (chunk / 16 & 0xffffffffULL);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_weight(const void *a, const void *b)
+{
+	return cmp_u64(&((const struct size_weight *)a)->key, &((const struct size_weight *)b)->key);
+}
+
+/* A C heap record made by an allocator row since since_ns (not a heap-growth range), of any process. */
+static bool weighable(const struct ml_slot *s, uint64_t since_ns)
+{
+	return s->addr != ML_SLOT_EMPTY && s->addr != ML_SLOT_TOMB && s->ts_ns && s->ts_ns >= since_ns &&
+	       s->layer == ML_LAYER_LIBC && s->spec < ml_allocators_n;
+}
+
+void sizeweights__drop(struct sizeweights *w, int tgid)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; w && i < w->n; i++)
+		if (w->v[i].key >> 32 != (uint32_t)tgid)
+			w->v[j++] = w->v[i];
+	if (w)
+		w->n = j;
+}
+
+static const struct sizeweights_proc *proc_of(const struct sizeweights_proc *procs, size_t n, uint32_t tgid)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((uint32_t)procs[i].tgid == tgid)
+			return &procs[i];
+	return NULL;
+}
+
+/* One size's weight, when enough of its records live and its growth is known. 0 or -ENOMEM. */
+static int add_weight(struct sizeweights *w, const struct sizeweights_proc *p, uint64_t chunk, size_t k)
+{
+	int64_t g;
+
+	if (k < SIZEWEIGHT_MIN_RECORDS || !p->growth(p->ctx, chunk, &g))
+		return 0;
+	if (ml_grow(&w->v, &w->cap, w->n + 1, sizeof(*w->v)))
+		return -ENOMEM;
+	w->v[w->n++] = (struct size_weight){.key = key_of((uint32_t)p->tgid, chunk),
+					    .since_ns = p->since_ns,
+					    .w = g > (int64_t)k ? (double)g / (double)k : 1};
+	ml_dbg("pid %d: %" PRIu64 "-byte chunks: %zu live records, %" PRId64
+	       " more in use than at the base: weight %.1f",
+	       p->tgid, chunk, k, g, w->v[w->n - 1].w);
+	return 0;
+}
+
+/* The keys (process, chunk size) of the live records of the processes weighed, sorted. 0 or -ENOMEM. */
+static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len, const struct sizeweights_proc *procs,
+		  size_t n)
+{
+	w->nsizes = 0;
+	for (size_t i = 0; i < len; i++) {
+		struct ml_slot s = table[i]; /* the kernel writes the table meanwhile: one copy, then its fields */
+		const struct sizeweights_proc *p = weighable(&s, 0) ? proc_of(procs, n, s.tgid) : NULL;
+		uint64_t c = sizeweights__chunk(s.size);
+
+		if (!p || s.ts_ns < p->since_ns || !c)
+			continue;
+		if (ml_grow(&w->sizes, &w->cap_sizes, w->nsizes + 1, sizeof(*w->sizes)))
+			return -ENOMEM;
+		w->sizes[w->nsizes++] = key_of(s.tgid, c);
+	}
+	if (w->nsizes) /* qsort's array may not be NULL, even empty */
+		qsort(w->sizes, w->nsizes, sizeof(*w->sizes), cmp_u64);
+	return 0;
+}
+
+int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len,
+		       const struct sizeweights_proc *procs, size_t n)
+{
+	int err;
+
+	for (size_t i = 0; i < n; i++)
+		sizeweights__drop(w, procs[i].tgid);
+	err = gather(w, table, len, procs, n);
+	for (size_t i = 0, j; i < w->nsizes && !err; i = j) {
+		for (j = i; j < w->nsizes && w->sizes[j] == w->sizes[i];)
+			j++;
+		err = add_weight(w, proc_of(procs, n, (uint32_t)(w->sizes[i] >> 32)),
+				 (w->sizes[i] & 0xffffffffULL) * 16, j - i);
+	}
+	for (size_t i = 0; err && i < n; i++)
+		sizeweights__drop(w, procs[i].tgid);
+	if (w->n)
+		qsort(w->v, w->n, sizeof(*w->v), cmp_weight);
+	return err;
+}
+
+double sizeweights__of(const struct sizeweights *w, const volatile struct ml_slot *sl)
+{
+	struct ml_slot s = *sl;
+	size_t lo = 0, hi = w ? w->n : 0;
+	uint64_t key;
+
+	if (!hi || !weighable(&s, 0))
+		return 0;
+	key = key_of(s.tgid, sizeweights__chunk(s.size));
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->v[mid].key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < w->n && w->v[lo].key == key && s.ts_ns >= w->v[lo].since_ns ? w->v[lo].w : 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * The sampled C heap's weights by chunk size. In heap windows a C program without PyTorch has no work clock
+ * but CPU time, and a window that traps every malloc leaves too little of it to measure (estimates off six
+ * times either way). The heap walk counts in-use chunks by size instead: a size whose count grew by g since
+ * a walk at the windows' start, and whose window records still live number k, has each of those records stand
+ * for g / k (at least 1). A leak makes its size grow by what it keeps, whatever the windows' share of the work.
+ */
+#ifndef ML_SIZEWEIGHTS_H
+#define ML_SIZEWEIGHTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "memleak.h"
+
+/* Live window records of one size, at least, before its growth weighs them: fewer say too little. */
+#define SIZEWEIGHT_MIN_RECORDS 4
+
+struct sizeweights;
+
+/* How many more chunks of this size (glibc's chunk bytes) are in use than at the base walk; false: not known. */
+typedef bool (*sizeweights_growth_fn)(void *ctx, uint64_t chunk, int64_t *growth);
+
+int sizeweights__new(struct sizeweights **out);
+void sizeweights__free(struct sizeweights *w); /* NULL-safe */
+
+/* glibc's chunk bytes for a request of size bytes (a mmapped block's are more: it is not counted by size). */
+uint64_t sizeweights__chunk(uint64_t size);
+/* A process to weigh: its records made since since_ns, its sizes' growth. */
+struct sizeweights_proc {
+	int tgid;
+	uint64_t since_ns;
+	sizeweights_growth_fn growth;
+	void *ctx;
+};
+
+/*
+ * The weights of these processes again, from the live C heap records of table[0 .. len - 1] (one pass for all:
+ * the table has 2M slots at the default --max-allocs). 0 or -ENOMEM (their weights are dropped then).
+ */
+int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len,
+		       const struct sizeweights_proc *procs, size_t n);
+void sizeweights__drop(struct sizeweights *w, int tgid); /* its records weigh as the windows say again */
+/* What a record stands for by its size: its weight, or 0 when it has none (another layer, older, a size not weighed).
+ */
+double sizeweights__of(const struct sizeweights *w, const volatile struct ml_slot *sl);
+
+#endif
