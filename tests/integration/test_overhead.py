@@ -94,6 +94,36 @@ def c_heap_sampled_in_windows_keeps_a_c_leak_at_its_line():
 
 @test
 @alone
+def c_heap_sampled_in_windows_under_jemalloc_by_the_releases_they_see():
+    """The same C leak under a preloaded jemalloc, which has no chunk headers to read: the C heap is still sampled
+    in windows, says that their records go only by the releases the windows see (and addresses handed out again),
+    reads no header, and still makes leak_step's kept blocks a leak candidate and churn's short-lived ones none."""
+    jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+    check(os.path.exists(jemalloc), f"{jemalloc} (make test installs libjemalloc2)")
+    tool, _ = attached_run(["env", "LD_PRELOAD=" + jemalloc, os.path.join(FIX, "sampled_leak"), "12", "200", "2000"],
+                           "--max-overhead", "2", "-f", "json", "--top", "30", "2")
+    final = tool.reports()[-1]
+    leaked = int(next(l for l in tool.fixture_lines if l.startswith("leaked")).split()[1])
+    eq(final["heap_allocator"], "jemalloc", "the allocator probed")
+    windows = final["modes"].get("libc_windows") or {}
+    check(final["modes"]["libc"] == "heap_growth" and windows.get("windows", 0) >= 5,
+          f"heap-growth mode, sampled in windows: {final['modes']}")
+    eq((windows["releases"], windows["checked"], windows["released"]), ("in_windows", 0, 0),
+       "releases seen in the windows, no chunk header read")
+
+    def funcs(s):
+        return [f.get("func") for f in s["frames"]]
+
+    blocks = [s for s in final["stacks"] if s["layer"] == "libc" and funcs(s)[:1] == ["leak_step"]]
+    check(len(blocks) == 1 and blocks[0]["verdict"] == "growing" and blocks[0]["count"] > 0,
+          f"the blocks kept at leak_step: one growing row: {[(s['verdict'], s['count']) for s in blocks]}")
+    print(f"# jemalloc: {blocks[0]['count']} blocks estimated, {leaked} kept, weight {windows['weight']}")
+    eq([funcs(s)[:3] for s in final["stacks"] if s["verdict"] == "growing" and "churn" in funcs(s)], [],
+       "churn's blocks are no candidate")
+
+
+@test
+@alone
 def within_budget_every_probe_stays():
     reps, tool = run(3, "--max-overhead", "100")
     eq({r["modes"]["libc"] for r in reps}, {"full"}, "libc stays fully traced")

@@ -57,6 +57,7 @@ struct ml_overhead {
 	double heap_window_weight;     /* ... what a record made in one stands for (2^n, corrected for the slowdown) */
 	const char *heap_window_clock; /* ... measured by what ("tensor releases", "CPU time"; NULL: not yet) */
 	uint64_t heap_swept, heap_freed; /* ... their records checked against glibc's headers, and found released */
+	bool heap_window_unchecked;	 /* ... not glibc: releases are seen in windows only, no header to check */
 };
 
 #endif

@@ -22,7 +22,13 @@ void ml_text_overhead(FILE *f, const struct ml_overhead *ov)
 			"break beyond its peak, anonymous mmap)%s, not malloc blocks\n",
 			ov->heap_since_report, ov->full_pct, ov->decided_after_s,
 			ov->rss_fallback ? " and the resident pages each stack touched (the rss layer)" : "");
-	if (ov->heap_window_one_in)
+	if (ov->heap_window_one_in && ov->heap_window_unchecked)
+		fprintf(f,
+			"libc: sampled in windows, its probes on 1/%u of the time (%" PRIu64 " windows): each block "
+			"recorded stands for %.1f (the work done outside windows too); not glibc, so a block stays "
+			"recorded until a window sees it released or its address handed out again\n",
+			ov->heap_window_one_in, ov->heap_windows, ov->heap_window_weight);
+	else if (ov->heap_window_one_in)
 		fprintf(f,
 			"libc: sampled in windows, its probes on 1/%u of the time (%" PRIu64 " windows): each block "
 			"recorded stands for %.1f (the work done outside windows too), and glibc's chunk headers, "
@@ -89,6 +95,7 @@ static void json_modes(struct jw *w, const struct ml_overhead *ov)
 			jw_double(w, "weight", ov->heap_window_weight);
 			jw_u64(w, "checked", ov->heap_swept);
 			jw_u64(w, "released", ov->heap_freed);
+			jw_str(w, "releases", ov->heap_window_unchecked ? "in_windows" : "chunk_headers");
 			jw_obj_end(w);
 		}
 	}

@@ -11,14 +11,15 @@
  * from then on weigh 2^n (ledger__set_weight), then, once the releases counted in and out of the on phase say
  * it, their ratio (ledger__add_scale): bytes, counts and the verdicts' series estimate the whole.
  *
- * Heap windows: in heap-growth mode, a glibc process's C heap probes (releases too) are attached for 1/2^n of
+ * Heap windows: in heap-growth mode, a process's C heap probes (releases too) are attached for 1/2^n of
  * every HEAP_WINDOW_PERIOD_S, 2^n the smallest power of two that brings their measured full cost under the
  * budget (then raised while a window's measured slowdown times its share of the time is over what the budget
  * leaves the windows once the other layers have their part, and the period doubled while their measured cost,
  * toggles included, is over that and the whole over the budget). A block allocated in a window is recorded with its
  * stack and weighs 2^n; its release is seen only while a window is open, so between windows every report first asks
  * glibc's chunk headers which recorded blocks are still in use (collect/heaplive.c) and drops the others: the survivors
- * estimate what stays.
+ * estimate what stays. Another allocator has no such headers: its records go only when a window sees their release,
+ * or sees the allocator hand their address out again (a takeover), which bounds what a short-lived stack leaves.
  */
 #include "session/budget.h"
 #include <bpf/libbpf.h>
@@ -52,6 +53,7 @@ struct budget {
 	uint64_t ts_tick_on, ts_tick_off;  /* ... while the allocation side was on, and off, since ts_since_ns */
 	int hw_fd;			   /* the C heap's sampling windows: the next toggle */
 	unsigned int hw_shift;		   /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
+	bool hw_unchecked;		   /* not glibc: records go by the releases windows see, never swept */
 	double hw_period;		   /* one window every hw_period seconds */
 	uint64_t hw_adapted_ns;		   /* when the last change to either was made */
 	bool hw_on;			   /* ... and on now */
@@ -141,20 +143,20 @@ bool budget__heap_on(const struct budget *b)
 }
 
 /*
- * The heap windows' 1/2^n (0: none): the C heap's probes can be closed and reopened (uprobe_multi links) and
- * the first process's allocator is glibc, whose chunk headers say which blocks live.
+ * The heap windows' 1/2^n (0: none): the C heap's probes can be closed and reopened (uprobe_multi links). With
+ * an allocator other than glibc, whose chunk headers say which blocks live, the windows' records are unchecked.
  */
-static unsigned int window_shift(const struct budget *b, const struct budget_env *e, const struct ml_overhead *ov)
+static unsigned int window_shift(struct budget *b, const struct budget_env *e, const struct ml_overhead *ov)
 {
 	const char *heap = e->root ? probes__heap(e->root) : NULL;
 	double ratio = ov->layer_pct[ML_LAYER_LIBC] / ov->budget_pct;
 	unsigned int shift = 1;
 
-	if (b->hw_fd < 0 || !heap || strcmp(heap, "glibc") || !probes__pausable(e->root, LIBC_LAYER)) {
-		ml_info("heap windows: not possible here (%s)",
-			!heap || strcmp(heap, "glibc") ? "the allocator is not glibc's" : "no uprobe_multi links");
+	if (b->hw_fd < 0 || !heap || !probes__pausable(e->root, LIBC_LAYER)) {
+		ml_info("heap windows: not possible here (%s)", !heap ? "no C heap probed" : "no uprobe_multi links");
 		return 0;
 	}
+	b->hw_unchecked = strcmp(heap, "glibc") != 0;
 	while ((double)(1U << shift) < ratio && shift < HEAP_WINDOW_MAX_SHIFT)
 		shift++;
 	return shift;
@@ -223,7 +225,7 @@ static void heap_windows_start(struct budget *b, const struct budget_env *e, uns
 	b->hw_tick_at = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
 	b->hw_mark_ns = b->hw_since_ns;
 	b->hw_target = ov->budget_pct / 100 * 3 / 4;
-	overhead__heap_windows(e->ov, 1U << shift);
+	overhead__heap_windows(e->ov, 1U << shift, b->hw_unchecked);
 	ml_timespec(&its.it_value, HEAP_WINDOW_PERIOD_S / 2);
 	timerfd_settime(b->hw_fd, 0, &its, NULL);
 }
@@ -390,7 +392,8 @@ static void heap_adapt(struct budget *b, const struct budget_env *e)
 	if (b->hw_shift == was && b->hw_period == period)
 		return;
 	b->hw_adapted_ns = now;
-	overhead__heap_windows(e->ov, (unsigned int)(b->hw_period / HEAP_WINDOW_PERIOD_S * (1U << b->hw_shift)));
+	overhead__heap_windows(e->ov, (unsigned int)(b->hw_period / HEAP_WINDOW_PERIOD_S * (1U << b->hw_shift)),
+			       b->hw_unchecked);
 	ml_info("heap windows: a window slows the work by %.0f%%, the C heap's probes cost %.1f%%: now %.1f ms "
 		"every %.0f s",
 		slow * 100, ov->layer_pct[ML_LAYER_LIBC], HEAP_WINDOW_PERIOD_S / (1U << b->hw_shift) * 1000,
@@ -474,7 +477,7 @@ void budget__heap_timer(struct budget *b, const struct budget_env *e)
 
 bool budget__heap_sweepable(const struct budget *b, uint64_t *since_ns)
 {
-	if (!b || !b->hw_shift || b->hw_on)
+	if (!b || !b->hw_shift || b->hw_on || b->hw_unchecked)
 		return false;
 	*since_ns = b->hw_since_ns;
 	return true;

@@ -650,9 +650,10 @@ void overhead__heap_mode(struct overhead *o, uint64_t report)
 	changed(o);
 }
 
-void overhead__heap_windows(struct overhead *o, unsigned int one_in)
+void overhead__heap_windows(struct overhead *o, unsigned int one_in, bool unchecked)
 {
 	o->info.heap_window_one_in = one_in;
+	o->info.heap_window_unchecked = unchecked;
 }
 
 void overhead__heap_window_count(struct overhead *o, uint64_t windows, double weight, const char *clock)

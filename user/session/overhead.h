@@ -57,10 +57,10 @@ void overhead__heap_mode(struct overhead *o, uint64_t report);
 uint64_t overhead__counter(struct overhead *o, unsigned int idx);
 
 /*
- * Heap-growth mode's windows: the C heap probed 1/one_in of the time; windows opened and what a record made
- * in one stands for; records swept.
+ * Heap-growth mode's windows: the C heap probed 1/one_in of the time (unchecked: an allocator with no chunk
+ * headers to sweep by); windows opened and what a record made in one stands for; records swept.
  */
-void overhead__heap_windows(struct overhead *o, unsigned int one_in);
+void overhead__heap_windows(struct overhead *o, unsigned int one_in, bool unchecked);
 void overhead__heap_window_count(struct overhead *o, uint64_t windows, double weight, const char *clock);
 void overhead__heap_swept(struct overhead *o, uint64_t swept, uint64_t freed);
 
