@@ -9,7 +9,7 @@ static struct ml_judgement judge(const double *b, size_t n, double oldest, doubl
 
 	for (size_t i = 0; i < n; i++)
 		t[i] = (double)i * interval;
-	return ml_judge(t, b, NULL, n, oldest, interval);
+	return ml_judge(t, b, NULL, n, oldest, interval, 0);
 }
 
 static struct ml_judgement judge2(const double *b, const double *c, size_t n, double oldest, double interval)
@@ -18,7 +18,37 @@ static struct ml_judgement judge2(const double *b, const double *c, size_t n, do
 
 	for (size_t i = 0; i < n; i++)
 		t[i] = (double)i * interval;
-	return ml_judge(t, b, c, n, oldest, interval);
+	return ml_judge(t, b, c, n, oldest, interval, 0);
+}
+
+static struct ml_judgement judge_step(const double *b, size_t n, double step)
+{
+	double t[32];
+
+	for (size_t i = 0; i < n; i++)
+		t[i] = (double)i;
+	return ml_judge(t, b, NULL, n, 10, 1, step);
+}
+
+/*
+ * Rows of weighed records (rss pages sampled 1 in 512: 2 MiB each) move a step at a time. A DataLoader worker's
+ * copies at 1 MiB/s, as a run printed them (MiB): highs in half the intervals, yet a steady rise.
+ */
+static void weighed_rows(void)
+{
+	const double mib = 1 << 20;
+	double worker[] = {3, 4, 4, 6, 7, 7, 9, 10, 12, 12, 12, 14, 14, 14, 16, 18};
+	double level[] = {14, 16, 14, 14, 16, 14, 16, 16, 14, 14, 16, 14, 16, 14, 14, 16};
+	double filled[] = {2, 4, 6, 8, 10, 12, 14, 16, 16, 16, 16, 16, 16, 16, 16, 16};
+	double sparse[] = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 12, 12, 12, 12};
+
+	for (size_t i = 0; i < 16; i++)
+		worker[i] *= mib, level[i] *= mib, filled[i] *= mib, sparse[i] *= mib;
+	CHECK_EQ_INT(judge_step(worker, 16, 0).verdict, ML_V_STABLE, "as exact bytes, stalls of 3 reports: stable");
+	CHECK_EQ_INT(judge_step(worker, 16, 2 * mib).verdict, ML_V_GROWING, "as 2-MiB steps: growing");
+	CHECK_EQ_INT(judge_step(level, 16, 2 * mib).verdict, ML_V_STABLE, "a level, a step up and down: stable");
+	CHECK_EQ_INT(judge_step(filled, 16, 2 * mib).verdict, ML_V_STABLE, "filled, then 8 reports flat: stable");
+	CHECK_EQ_INT(judge_step(sparse, 16, 2 * mib).verdict, ML_V_STABLE, "one step in 16 reports: stable");
 }
 
 /* A little generator of the same numbers everywhere, for noise. */
@@ -76,6 +106,7 @@ int main(void)
 	CHECK_EQ_INT(j.verdict, ML_V_CHURN, "nothing older than two reports: churn");
 	j = judge(down, 5, 10, 1);
 	CHECK(j.verdict == ML_V_SHRINKING && j.growth_bytes_per_s < 0, "shrinking");
+	weighed_rows();
 	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"),
 	      "names");
 	CHECK_EQ_STR(ml_verdict_name(ML_V_IMPORT), "import", "import's name");

@@ -517,7 +517,10 @@ def dataloader_copy_on_write_default_settings():
         if (s["layer"] == "rss" and s["verdict"] == "growing" and s["pid"] != run.pid and s["cow_bytes"] > 0
                 and (user_frame(s, script) or {}).get("line") == line):
             workers.setdefault(s["pid"], []).append(s)
-    eq(len(workers), 2, f"workers with a growing copy-on-write stack at line {line}")
+    seen = [(s["pid"], s["verdict"], s["bytes"], s["cow_bytes"], (user_frame(s, script) or {}).get("line"))
+            for s in final["stacks"] if s["layer"] == "rss" and s["pid"] != run.pid]
+    eq(len(workers), 2, f"workers with a growing copy-on-write stack at line {line} (rss rows of the workers: "
+                        f"pid, verdict, bytes, cow_bytes, line: {seen[:12]})")
     for pid, ss in workers.items():
         top = max(ss, key=lambda s: s["cow_bytes"])
         eq(top["cow_bytes"], top["bytes"], f"worker {pid}: its pages there are all copies")

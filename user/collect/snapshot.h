@@ -18,6 +18,7 @@
 #define ML_ROW_SPACE 4	    /* heap-growth mode: anonymous address space a stack added (mmap, mremap) */
 #define ML_ROW_SAMPLED 8    /* records made in the C heap's sampling windows, each standing for many */
 #define ML_ROW_COPY_SCAN 16 /* rss: a child's copies found in the page tables, at the parent's row there */
+#define ML_ROW_WEIGHED 32   /* records each standing for more than themselves: windows', tensors' or rss pages' */
 
 /* A row of the sampling windows' records only is judged once it holds this many: one record is no trend. */
 #define ML_SAMPLED_MIN_RECORDS 4

@@ -124,11 +124,62 @@ static struct ml_trend trend(const double *t, const double *y, size_t n, double 
 	return r;
 }
 
+/*
+ * The samples of a series at least span seconds apart, counted back from the newest: fewer, further apart.
+ * Their number.
+ */
+static size_t spaced(const double *t, const double *b, const double *c, size_t n, double span, double *ot, double *ob,
+		     double *oc)
+{
+	size_t m = 0;
+
+	for (size_t i = n; i-- > 0;) {
+		if (m && ot[m - 1] - t[i] < span)
+			continue;
+		ot[m] = t[i], ob[m] = b[i], oc[m] = c ? c[i] : 0;
+		m++;
+	}
+	for (size_t i = 0; i < m / 2; i++) {
+		double x;
+
+		x = ot[i], ot[i] = ot[m - 1 - i], ot[m - 1 - i] = x;
+		x = ob[i], ob[i] = ob[m - 1 - i], ob[m - 1 - i] = x;
+		x = oc[i], oc[i] = oc[m - 1 - i], oc[m - 1 - i] = x;
+	}
+	return m;
+}
+
+/*
+ * The trends of bytes and counts; the number of samples they saw. A weighed row (each record standing for step
+ * bytes) moves in steps of one record: at a rate of less than two steps an interval, intervals without a step
+ * are no halt, so the trends see samples spaced two steps apart at the row's rate, when four of them are there.
+ */
+static size_t trends(struct ml_judgement *j, const double *t, const double *bytes, const double *counts, size_t n,
+		     double step)
+{
+	double ts[ML_HIST_SHORT + ML_HIST_LONG], bs[ML_HIST_SHORT + ML_HIST_LONG], cs[ML_HIST_SHORT + ML_HIST_LONG];
+	size_t m = 0;
+
+	if (step > 0 && j->growth_bytes_per_s > 0 && n <= ML_HIST_SHORT + ML_HIST_LONG)
+		m = spaced(t, bytes, counts, n, 2 * step / j->growth_bytes_per_s, ts, bs, cs);
+	if (m < 4 || m == n) {
+		m = n;
+		memcpy(ts, t, n * sizeof(*t));
+		memcpy(bs, bytes, n * sizeof(*t));
+		if (counts)
+			memcpy(cs, counts, n * sizeof(*t));
+	}
+	j->bytes = trend(ts, bs, m, 0);
+	if (counts)
+		j->count = trend(ts, cs, m, (double)(m - 1)); /* one allocation a report at least */
+	return m;
+}
+
 struct ml_judgement ml_judge(const double *t, const double *bytes, const double *counts, size_t n, double oldest_age_s,
-			     double interval_s)
+			     double interval_s, double step)
 {
 	struct ml_judgement j = {.verdict = ML_V_NEW, .intervals = n ? (uint32_t)(n - 1) : 0};
-	size_t ups = 0, downs = 0, moves;
+	size_t ups = 0, downs = 0, moves, nt;
 	double net;
 
 	if (counts && n)
@@ -146,9 +197,7 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, const double 
 	j.window_s = t[n - 1] - t[0];
 	j.growth_bytes_per_s = slope(t, bytes, n);
 	j.growth_per_interval = j.growth_bytes_per_s * j.window_s / (double)moves;
-	j.bytes = trend(t, bytes, n, 0);
-	if (counts)
-		j.count = trend(t, counts, n, (double)moves); /* one allocation a report at least */
+	nt = trends(&j, t, bytes, counts, n, step);
 	/* Short-lived allocations: nothing at this stack outlives one report interval. */
 	if (interval_s > 0 && oldest_age_s < interval_s && n >= 3 && ups + downs > 0 && ups < moves) {
 		j.verdict = ML_V_CHURN;
@@ -163,7 +212,7 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, const double 
 	 * Over the shortest window (three changes) a single signal can rise by chance (four samples of noise
 	 * in increasing order, evenly enough): there, both must rise. From five samples on, either suffices.
 	 */
-	if (n == 4 && counts && j.bytes.rising != j.count.rising) {
+	if (nt == 4 && counts && j.bytes.rising != j.count.rising) {
 		j.bytes.rising = j.count.rising = false;
 		j.bytes.evidence = j.count.evidence = 0;
 	}
@@ -247,7 +296,8 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 	else
 		push(h, now, (double)r->bytes, (double)r->count);
 	n = series(h, t, b, c);
-	j = ml_judge(t, b, c, n, age, interval);
+	j = ml_judge(t, b, c, n, age, interval,
+		     (r->traits & ML_ROW_WEIGHED) && r->records ? (double)r->bytes / (double)r->records : 0);
 	if (merge && old)
 		j.count_growth = (int64_t)((double)r->count - prev); /* since the last report still */
 	return j;

@@ -86,8 +86,9 @@ size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, 
 /*
  * The classification alone, on a series of (seconds, bytes, allocation count) samples: exposed for unit tests.
  * counts may be NULL (bytes alone are judged). A stack is growing when either signal rises (see ml_trend).
+ * step: the bytes each record stands for, in a row of weighed records (sampled), else 0.
  */
 struct ml_judgement ml_judge(const double *t, const double *bytes, const double *counts, size_t n, double oldest_age_s,
-			     double interval_s);
+			     double interval_s, double step);
 
 #endif
