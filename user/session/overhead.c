@@ -720,6 +720,9 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 	for (size_t i = 0; i < sizeof(tensor_layers) / sizeof(tensor_layers[0]); i++)
 		if (!tensor_part(o, tensor_layers[i]))
 			kept += o->info.layer_pct[tensor_layers[i]];
+	/* The C heap's sampling windows are no step: they shorten themselves while they cost too much (budget.c). */
+	if (o->info.heap_window_one_in)
+		kept += o->info.layer_pct[ML_LAYER_LIBC];
 	for (int s = ML_SHED_RSS_SAMPLING + 1; s < ML_SHED_RSS_FAULTS; s++)
 		if ((s == ML_SHED_TORCH_CPU_SAMPLING || !(o->info.shed & (1U << s))) &&
 		    shed_part(o, (enum ml_shed)s) > later)
