@@ -21,34 +21,43 @@ static struct ml_judgement judge2(const double *b, const double *c, size_t n, do
 	return ml_judge(t, b, c, n, oldest, interval, 0);
 }
 
+/* A row's kept history at 1-s reports: 8 samples folded 8 reports apart, then the last 8. */
 static struct ml_judgement judge_step(const double *b, size_t n, double step)
 {
 	double t[32];
 
 	for (size_t i = 0; i < n; i++)
-		t[i] = (double)i;
-	return ml_judge(t, b, NULL, n, 10, 1, step);
+		t[i] = i < 8 ? (double)i * 8 : 64 + (double)(i - 8);
+	return ml_judge(t, b, NULL, n, 100, 1, step);
 }
 
 /*
  * Rows of weighed records (rss pages sampled 1 in 512: 2 MiB each) move a step at a time. A DataLoader worker's
- * copies at 1 MiB/s, as a run printed them (MiB): highs in half the intervals, yet a steady rise.
+ * copies at 0.5 MiB/s (MiB): highs in a third of the last intervals, yet a steady rise.
  */
 static void weighed_rows(void)
 {
 	const double mib = 1 << 20;
-	double worker[] = {3, 4, 4, 6, 7, 7, 9, 10, 12, 12, 12, 14, 14, 14, 16, 18};
+	double worker[] = {2, 6, 10, 14, 18, 22, 26, 30, 32, 32, 32, 34, 34, 34, 36, 36};
 	double level[] = {14, 16, 14, 14, 16, 14, 16, 16, 14, 14, 16, 14, 16, 14, 14, 16};
-	double filled[] = {2, 4, 6, 8, 10, 12, 14, 16, 16, 16, 16, 16, 16, 16, 16, 16};
+	double filled[] = {2, 6, 10, 14, 18, 22, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24};
 	double sparse[] = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 12, 12, 12, 12};
 
 	for (size_t i = 0; i < 16; i++)
 		worker[i] *= mib, level[i] *= mib, filled[i] *= mib, sparse[i] *= mib;
-	CHECK_EQ_INT(judge_step(worker, 16, 0).verdict, ML_V_STABLE, "as exact bytes, stalls of 3 reports: stable");
+	CHECK_EQ_INT(judge_step(worker, 16, 0).verdict, ML_V_STABLE, "as exact bytes, stalls of 2 reports: stable");
 	CHECK_EQ_INT(judge_step(worker, 16, 2 * mib).verdict, ML_V_GROWING, "as 2-MiB steps: growing");
 	CHECK_EQ_INT(judge_step(level, 16, 2 * mib).verdict, ML_V_STABLE, "a level, a step up and down: stable");
-	CHECK_EQ_INT(judge_step(filled, 16, 2 * mib).verdict, ML_V_STABLE, "filled, then 8 reports flat: stable");
+	CHECK_EQ_INT(judge_step(filled, 16, 2 * mib).verdict, ML_V_STABLE, "filled, then 20 s flat: stable");
 	CHECK_EQ_INT(judge_step(sparse, 16, 2 * mib).verdict, ML_V_STABLE, "one step in 16 reports: stable");
+
+	/* 0.5-MiB records at about two an interval, as sampling makes them (3, 1, 4, 1): uneven as exact bytes,
+	 * as even as chance leaves them for records of that weight. */
+	double early[] = {1 * mib, 2.5 * mib, 3 * mib, 5 * mib, 5.5 * mib}, t[] = {0, 1, 2, 3, 4};
+
+	CHECK_EQ_INT(ml_judge(t, early, NULL, 5, 10, 1, 0).verdict, ML_V_STABLE, "5 samples, exact: too uneven");
+	CHECK_EQ_INT(ml_judge(t, early, NULL, 5, 10, 1, mib / 2).verdict, ML_V_GROWING,
+		     "5 samples of 0.5-MiB records: growing");
 }
 
 /* A little generator of the same numbers everywhere, for noise. */
@@ -305,7 +314,7 @@ int main(void)
 		CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 4,
 		      "five reports, 16 more each: growing");
 		s.now_ns += 100000000ULL, s.elapsed_s = 0.1;
-		err = err ? err : verdicts__update(v, &s, false, 1.0, &jv, &order);
+		err = err ? err : verdicts__update(v, &s, false, 2.0, &jv, &order);
 		CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 4 && jv[0].count_growth == 0,
 		      "a final report 0.1 s later (interval 2 s): still growing over 4 intervals, +0 since the last "
 		      "report");

@@ -218,22 +218,23 @@ def check_outputs(run, final, expect_leak):
     check_html(run, expect_leak)
 
 
-def leak_run(script, mode, *args, timeout=40, interval="1", until=None):
-    """Run until a report has the leak among its first three candidates (and until(report) holds, if given),
-    or timeout; check every output."""
+def leak_run(script, mode, *args, timeout=40, interval="1", until=None, until_all=False):
+    """Run until a report has the leak among its first three candidates (and until(report) holds, if given; or
+    until(reports), with until_all), or timeout; check every output."""
     run = Run(script, mode, *args, interval=interval)
     try:
-        reps = run.wait_for(lambda rs: growing_top3(rs[-1], script)[1] and (until is None or until(run, rs[-1])),
-                            timeout)
+        reps = run.wait_for(lambda rs: growing_top3(rs[-1], script)[1] and
+                            (until is None or until(run, rs if until_all else rs[-1])), timeout)
     finally:
         reps = run.stop()
     check(reps, f"{script}: JSON reports written")
     found = [r for r in reps if growing_top3(r, script)[1]]
     check(found, f"{script} ({mode}, {' '.join(args) or 'defaults'}): the leak's line among the first three "
-                 f"candidates: {[[(s['layer'], s['bytes'], (user_frame(s, script) or {}).get('line')) for s in growing_top3(r, script)[0]] for r in reps[-3:]]}")
+                 f"candidates: {[[(s['layer'], s['pid'], s['bytes'], (user_frame(s, script) or {}).get('line'), [f.get('func') for f in s['frames'][:4]]) for s in growing_top3(r, script)[0]] for r in reps[-3:]]}")
     final = reps[-1]
     eq(final["final"], True, f"{script}: last JSON report is the final one")
-    check(growing_top3(final, script)[1], f"{script}: the final report still has the leak in its top three")
+    check(growing_top3(final, script)[1], f"{script}: the final report still has the leak in its top three: "
+          f"{[(r['seq'], round(r['interval_s'], 2), [(s['layer'], s['pid'], s['verdict'], s['bytes'], (user_frame(s, script) or {}).get('line')) for s in r['stacks'][:4]]) for r in reps[-2:]]}")
     check_outputs(run, final, True)
     return run, reps
 
@@ -505,18 +506,27 @@ def dataloader_copy_on_write_default_settings():
     counts): at default settings each worker has a growing rss stack at the __getitem__ line whose pages are
     copies (cow_bytes), and the workers' Private_Dirty growth is explained."""
     script = "dataloader_cow.py"
+    line = leak_line(script)
 
-    def copied_enough(run, rep):  # the workers' copies take a while: 4 MiB of Private_Dirty growth each
-        ws = [p for p in rep["processes"] if p["pid"] != run.pid]
-        return len(ws) >= 2 and all(p.get("memory", {}).get("private_dirty_growth_bytes", 0) > 4 << 20 for p in ws)
+    def growing_copies(run, rep):
+        workers = {}
+        for s in rep["stacks"]:
+            if (s["layer"] == "rss" and s["verdict"] == "growing" and s["pid"] != run.pid and s["cow_bytes"] > 0
+                    and (user_frame(s, script) or {}).get("line") == line):
+                workers.setdefault(s["pid"], []).append(s)
+        return workers
 
-    run, reps = leak_run(script, "p", until=copied_enough)
-    final, line = reps[-1], leak_line(script)
-    workers = {}
-    for s in final["stacks"]:
-        if (s["layer"] == "rss" and s["verdict"] == "growing" and s["pid"] != run.pid and s["cow_bytes"] > 0
-                and (user_frame(s, script) or {}).get("line") == line):
-            workers.setdefault(s["pid"], []).append(s)
+    def copied_enough(run, reps):
+        """The workers' copies take a while (4 MiB of Private_Dirty growth each), and under the budget their
+        rows move in steps of a sampled page's weight (0.5 to 2 MiB): the run goes on, 40 s at most, until two
+        reports in a row have both workers' rows growing (the final one restates the last)."""
+        ws = [p for p in reps[-1]["processes"] if p["pid"] != run.pid]
+        return (len(ws) >= 2 and all(p.get("memory", {}).get("private_dirty_growth_bytes", 0) > 4 << 20 for p in ws)
+                and len(reps) >= 2 and all(len(growing_copies(run, r)) == 2 for r in reps[-2:]))
+
+    run, reps = leak_run(script, "p", until=copied_enough, until_all=True)
+    final = reps[-1]
+    workers = growing_copies(run, final)
     seen = [(s["pid"], s["verdict"], s["bytes"], s["cow_bytes"], (user_frame(s, script) or {}).get("line"))
             for s in final["stacks"] if s["layer"] == "rss" and s["pid"] != run.pid]
     eq(len(workers), 2, f"workers with a growing copy-on-write stack at line {line} (rss rows of the workers: "

@@ -83,11 +83,11 @@ static double slope(const double *t, const double *y, size_t n)
  * seen; a leak sets one every interval; a cache that filled up sets none any more. The drop and regularity
  * tests keep a series that jumps about from passing on a few lucky highs.
  */
-static struct ml_trend trend(const double *t, const double *y, size_t n, double min_net)
+static struct ml_trend trend(const double *t, const double *y, size_t n, double min_net, double step)
 {
 	struct ml_trend r = {0};
 	size_t moves = n - 1, nrates = 0;
-	double hi = y[0], drops = 0, mean = 0, var = 0, rate[ML_HIST_SHORT + ML_HIST_LONG];
+	double hi = y[0], drops = 0, mean = 0, var = 0, inv_dt = 0, rate[ML_HIST_SHORT + ML_HIST_LONG];
 	bool recent = false;
 
 	if (n < 2 || n > ML_HIST_SHORT + ML_HIST_LONG)
@@ -106,6 +106,7 @@ static struct ml_trend trend(const double *t, const double *y, size_t n, double 
 			drops += y[i - 1] - y[i];
 		/* Per second, so that a short last report (the final one) reads as even as the others. */
 		rate[nrates++] = dt > 0 ? (y[i] - y[i - 1]) / dt : y[i] - y[i - 1];
+		inv_dt += dt > 0 ? 1 / dt : 1;
 	}
 	for (size_t i = 0; i < nrates; i++)
 		mean += rate[i];
@@ -113,6 +114,10 @@ static struct ml_trend trend(const double *t, const double *y, size_t n, double 
 	for (size_t i = 0; i < nrates; i++)
 		var += (rate[i] - mean) * (rate[i] - mean);
 	var /= (double)nrates;
+	/* Records of step each, made at random (sampled): their number an interval varies by itself, as Poisson's
+	 * does (variance step * rate / dt). Only what varies beyond that is unevenness. */
+	if (step > 0 && mean > 0)
+		var = fmax(0, var - step * mean * inv_dt / (double)nrates);
 	if (mean > 0)
 		r.regularity = 1 - fmin(1.0, sqrt(var) / mean) / 2;
 	/* Evenness asked for: CV at most 0.5 over three or four intervals (four lucky highs are easy), 1 beyond. */
@@ -151,8 +156,8 @@ static size_t spaced(const double *t, const double *b, const double *c, size_t n
 
 /*
  * The trends of bytes and counts; the number of samples they saw. A weighed row (each record standing for step
- * bytes) moves in steps of one record: at a rate of less than two steps an interval, intervals without a step
- * are no halt, so the trends see samples spaced two steps apart at the row's rate, when four of them are there.
+ * bytes) moves in steps of one record: at a rate of a step an interval or less, intervals without a step are no
+ * halt, so the trends see samples spaced two steps apart at the row's rate, when five of them are there.
  */
 static size_t trends(struct ml_judgement *j, const double *t, const double *bytes, const double *counts, size_t n,
 		     double step)
@@ -160,18 +165,23 @@ static size_t trends(struct ml_judgement *j, const double *t, const double *byte
 	double ts[ML_HIST_SHORT + ML_HIST_LONG], bs[ML_HIST_SHORT + ML_HIST_LONG], cs[ML_HIST_SHORT + ML_HIST_LONG];
 	size_t m = 0;
 
-	if (step > 0 && j->growth_bytes_per_s > 0 && n <= ML_HIST_SHORT + ML_HIST_LONG)
+	if (step > 0 && n >= 2 && j->growth_bytes_per_s * (t[n - 1] - t[n - 2]) <= step &&
+	    n <= ML_HIST_SHORT + ML_HIST_LONG)
 		m = spaced(t, bytes, counts, n, 2 * step / j->growth_bytes_per_s, ts, bs, cs);
-	if (m < 4 || m == n) {
+	if (m < 5 || m == n) {
 		m = n;
 		memcpy(ts, t, n * sizeof(*t));
 		memcpy(bs, bytes, n * sizeof(*t));
 		if (counts)
 			memcpy(cs, counts, n * sizeof(*t));
 	}
-	j->bytes = trend(ts, bs, m, 0);
-	if (counts)
-		j->count = trend(ts, cs, m, (double)(m - 1)); /* one allocation a report at least */
+	/* Spaced samples hold several steps each: their unevenness is the row's own. */
+	if (m < n)
+		step = 0;
+	j->bytes = trend(ts, bs, m, 0, step);
+	if (counts) /* one allocation a report at least; a record counts for count / records */
+		j->count =
+		    trend(ts, cs, m, (double)(m - 1), step > 0 && bs[m - 1] > 0 ? step * cs[m - 1] / bs[m - 1] : 0);
 	return m;
 }
 
@@ -338,13 +348,13 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		v->t0_ns = s->now_ns;
 	now = (double)(s->now_ns - v->t0_ns) / 1e9;
 	/*
-	 * A final report soon after the last (a signal just after a report) restates the last sample rather than
-	 * adding one: a sliver of an interval sees too few events to rise evenly, and under sampling often none,
+	 * A final report within an interval of the last (a signal between reports) restates the last sample rather
+	 * than adding one: part of an interval sees too few events to rise evenly, and under sampling often none,
 	 * so a leak judged growing a moment ago would read as stable.
 	 */
 	merge = v->updates && now - v->last_now < restate_s;
 	if (merge)
-		interval = restate_s * 2;
+		interval = restate_s;
 	/* Stacks that vanished (all their memory freed) drop their history: the table stays as big as the report. */
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *r = &s->rows[i];

@@ -200,7 +200,7 @@ static int session_report(struct session *ss, bool *final)
 	windows = overhead__info(ss->ov)->heap_windows;
 	verdicts__hold_sampled(ss->verdicts, windows && windows == ss->windows_seen);
 	ss->windows_seen = windows;
-	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, *final ? o->interval_s / 2 : 0, &judged, &order);
+	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, *final ? o->interval_s : 0, &judged, &order);
 	if (!err && ss->timeline && html_timeline__add(ss->timeline, snap))
 		err = -ENOMEM;
 	if (err) {
