@@ -52,8 +52,7 @@ static int read_at(struct heaplive *h, int pid, uint64_t addr, void *buf, size_t
 	return n > 0 || errno == EFAULT || errno == EIO ? -EFAULT : -errno;
 }
 
-/* glibc's request2size: the chunk a request of req bytes needs. */
-static uint64_t chunk_for(uint64_t req)
+uint64_t heaplive__chunk(uint64_t req)
 {
 	uint64_t nb = (req + SIZE_SZ + MALLOC_ALIGN - 1) & ~(MALLOC_ALIGN - 1);
 
@@ -89,7 +88,7 @@ int heaplive__check(struct heaplive *h, int pid, uint64_t addr, uint64_t req)
 		return cs % PAGE == 0 && cs >= req + 2 * SIZE_SZ && cs - req <= MMAP_SLACK;
 	/* A fresh chunk, or one carved from a bigger free chunk whose rest was too small to split off (up to MINSIZE
 	 * past the request for memalign). */
-	if (cs < chunk_for(req) || cs > chunk_for(req) + MINSIZE)
+	if (cs < heaplive__chunk(req) || cs > heaplive__chunk(req) + MINSIZE)
 		return 0;
 	err = read_at(h, pid, addr - 2 * SIZE_SZ + cs + SIZE_SZ, &next_size, sizeof(next_size));
 	if (err)

@@ -38,5 +38,7 @@ void heaplive__close(struct heaplive *h);
  * word was not written since it came off a tcache list (it still holds its old link), counted freed.
  */
 int heaplive__check(struct heaplive *h, int pid, uint64_t addr, uint64_t req);
+/* glibc's request2size: the chunk bytes a request of req bytes takes from the heap. */
+uint64_t heaplive__chunk(uint64_t req);
 
 #endif

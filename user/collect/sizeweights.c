@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "attach/allocators.h"
+#include "collect/heaplive.h"
 #include "lib/grow.h"
 #include "lib/log.h"
 
@@ -38,9 +39,7 @@ void sizeweights__free(struct sizeweights *w)
 
 uint64_t sizeweights__chunk(uint64_t size)
 {
-	uint64_t c = (size + 8 + 15) & ~15ULL; /* the size word, rounded to 16 bytes */
-
-	return size > UINT64_MAX - 32 ? 0 : c < 32 ? 32 : c;
+	return size > UINT64_MAX - 32 ? 0 : heaplive__chunk(size); /* no chunk: a size no malloc returns */
 }
 
 static uint64_t key_of(uint32_t tgid, uint64_t chunk)
@@ -60,11 +59,11 @@ static int cmp_weight(const void *a, const void *b)
 	return cmp_u64(&((const struct size_weight *)a)->key, &((const struct size_weight *)b)->key);
 }
 
-/* A C heap record made by an allocator row since since_ns (not a heap-growth range), of any process. */
-static bool weighable(const struct ml_slot *s, uint64_t since_ns)
+/* A C heap record made by an allocator row (not a heap-growth range), of any process. */
+static bool weighable(const struct ml_slot *s)
 {
-	return s->addr != ML_SLOT_EMPTY && s->addr != ML_SLOT_TOMB && s->ts_ns && s->ts_ns >= since_ns &&
-	       s->layer == ML_LAYER_LIBC && s->spec < ml_allocators_n;
+	return s->addr != ML_SLOT_EMPTY && s->addr != ML_SLOT_TOMB && s->ts_ns && s->layer == ML_LAYER_LIBC &&
+	       s->spec < ml_allocators_n;
 }
 
 void sizeweights__drop(struct sizeweights *w, int tgid)
@@ -111,7 +110,7 @@ static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len
 	w->nsizes = 0;
 	for (size_t i = 0; i < len; i++) {
 		struct ml_slot s = table[i]; /* the kernel writes the table meanwhile: one copy, then its fields */
-		const struct sizeweights_proc *p = weighable(&s, 0) ? proc_of(procs, n, s.tgid) : NULL;
+		const struct sizeweights_proc *p = weighable(&s) ? proc_of(procs, n, s.tgid) : NULL;
 		uint64_t c = sizeweights__chunk(s.size);
 
 		if (!p || s.ts_ns < p->since_ns || !c)
@@ -152,7 +151,7 @@ double sizeweights__of(const struct sizeweights *w, const volatile struct ml_slo
 	size_t lo = 0, hi = w ? w->n : 0;
 	uint64_t key;
 
-	if (!hi || !weighable(&s, 0))
+	if (!hi || !weighable(&s))
 		return 0;
 	key = key_of(s.tgid, sizeweights__chunk(s.size));
 	while (lo < hi) {
