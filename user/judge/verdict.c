@@ -168,20 +168,16 @@ static size_t trends(struct ml_judgement *j, const double *t, const double *byte
 	if (step > 0 && n >= 2 && j->growth_bytes_per_s * (t[n - 1] - t[n - 2]) <= step &&
 	    n <= ML_HIST_SHORT + ML_HIST_LONG)
 		m = spaced(t, bytes, counts, n, 2 * step / j->growth_bytes_per_s, ts, bs, cs);
-	if (m < 5 || m == n) {
-		m = n;
-		memcpy(ts, t, n * sizeof(*t));
-		memcpy(bs, bytes, n * sizeof(*t));
-		if (counts)
-			memcpy(cs, counts, n * sizeof(*t));
-	}
-	/* Spaced samples hold several steps each: their unevenness is the row's own. */
-	if (m < n)
+	if (m >= 5 && m < n) { /* spaced samples hold several steps each: their unevenness is the row's own */
+		t = ts, bytes = bs, counts = counts ? cs : NULL;
 		step = 0;
-	j->bytes = trend(ts, bs, m, 0, step);
+	} else {
+		m = n;
+	}
+	j->bytes = trend(t, bytes, m, 0, step);
 	if (counts) /* one allocation a report at least; a record counts for count / records */
-		j->count =
-		    trend(ts, cs, m, (double)(m - 1), step > 0 && bs[m - 1] > 0 ? step * cs[m - 1] / bs[m - 1] : 0);
+		j->count = trend(t, counts, m, (double)(m - 1),
+				 step > 0 && bytes[m - 1] > 0 ? step * counts[m - 1] / bytes[m - 1] : 0);
 	return m;
 }
 

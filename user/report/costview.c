@@ -22,19 +22,20 @@ void ml_text_overhead(FILE *f, const struct ml_overhead *ov)
 			"break beyond its peak, anonymous mmap)%s, not malloc blocks\n",
 			ov->heap_since_report, ov->full_pct, ov->decided_after_s,
 			ov->rss_fallback ? " and the resident pages each stack touched (the rss layer)" : "");
-	if (ov->heap_window_one_in && ov->heap_window_unchecked)
+	if (ov->heap_window_one_in) {
 		fprintf(f,
 			"libc: sampled in windows, its probes on 1/%u of the time (%" PRIu64 " windows): each block "
-			"recorded stands for %.1f (the work done outside windows too); not glibc, so a block stays "
-			"recorded until a window sees it released or its address handed out again\n",
+			"recorded stands for %.1f (the work done outside windows too)",
 			ov->heap_window_one_in, ov->heap_windows, ov->heap_window_weight);
-	else if (ov->heap_window_one_in)
-		fprintf(f,
-			"libc: sampled in windows, its probes on 1/%u of the time (%" PRIu64 " windows): each block "
-			"recorded stands for %.1f (the work done outside windows too), and glibc's chunk headers, "
-			"read between windows, found %" PRIu64 " of %" PRIu64 " checks released since\n",
-			ov->heap_window_one_in, ov->heap_windows, ov->heap_window_weight, ov->heap_freed,
-			ov->heap_swept);
+		if (ov->heap_window_unchecked)
+			fprintf(f, "; not glibc, so a block stays recorded until a window sees it released or its "
+				   "address handed out again\n");
+		else
+			fprintf(f,
+				", and glibc's chunk headers, read between windows, found %" PRIu64 " of %" PRIu64
+				" checks released since\n",
+				ov->heap_freed, ov->heap_swept);
+	}
 	for (int st = 0; st < ML_SHED_N; st++) {
 		if (!(ov->shed & (1U << st)))
 			continue;

@@ -40,17 +40,16 @@ static const struct budget_env *budget_env_of(struct session *ss)
 	return &ss->benv;
 }
 
-/* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
 /* The sampled C heap by its sizes' growth, when the budget says so (a program without PyTorch in heap windows). */
 static void weigh_sizes(struct session *ss)
 {
 	uint64_t since = 0;
 
-	if (!budget__heap_by_size(ss->budget, &since))
-		since = 0;
-	fleet__weigh_sizes(session__fleet_of(ss), ss->ledger, ss->sizes, since);
+	fleet__weigh_sizes(session__fleet_of(ss), ss->ledger, ss->sizes,
+			   budget__heap_by_size(ss->budget, &since) ? since : 0);
 }
 
+/* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
 static void session_scan(struct session *ss)
 {
 	uint64_t expirations;
