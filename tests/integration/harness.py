@@ -76,16 +76,28 @@ def pieces(f, timeout, size):
             return
 
 
-def read_line(f, timeout, what):
-    """One line from a pipe, or Fail after timeout seconds."""
-    buf = b""
-    for c in pieces(f, timeout, 1):
+def read_line(f, timeout, what, left=None):
+    """One line from a pipe, or Fail after timeout seconds. A byte a read, so that nothing past the line leaves
+    the pipe for its other readers; with left (a bytearray this pipe's only reader keeps), 64 KiB a read and the
+    bytes past the line kept in left: the browser's findings are a megabyte long."""
+    buf = bytearray()
+    if left is not None:
+        n = left.find(b"\n")
+        if n >= 0:
+            line = bytes(left[:n])
+            del left[:n + 1]
+            return line.decode(errors="replace")
+        buf, left[:] = bytearray(left), b""
+    for c in pieces(f, timeout, 1 if left is None else 65536):
         if not c:
             break
-        if c == b"\n":
-            return buf.decode(errors="replace")
+        n = c.find(b"\n")
+        if n >= 0:
+            if left is not None:
+                left += c[n + 1:]
+            return (buf + c[:n]).decode(errors="replace")
         buf += c
-    raise Fail(f"timed out waiting for {what} (got {buf!r})")
+    raise Fail(f"timed out waiting for {what} (got {bytes(buf[-300:])!r})")
 
 
 def drain(f, what, timeout=10):
@@ -324,12 +336,12 @@ def html_check(page, shot, timeout=120, search=None):
         p = subprocess.Popen([HTML_CHECK_PY, os.path.join(ROOT, "tests", "integration", "html_check.py"), "--serve"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
                              start_new_session=True)
-        _browser = types.SimpleNamespace(p=p, err=err)
+        _browser = types.SimpleNamespace(p=p, err=err, left=bytearray())
     b = _browser
     try:
         b.p.stdin.write(json.dumps([page, shot] + ([search] if search is not None else [])).encode() + b"\n")
         b.p.stdin.flush()
-        res = json.loads(read_line(b.p.stdout, timeout, "the browser's findings"))
+        res = json.loads(read_line(b.p.stdout, timeout, "the browser's findings", b.left))
     except (OSError, ValueError, Fail) as e:
         try:
             os.killpg(b.p.pid, signal.SIGKILL)  # chromedriver and Chromium with it
