@@ -594,6 +594,32 @@ def dataloader_copy_on_write_found_in_page_tables():
 
 
 @test
+def dataloader_copies_of_memory_from_before_attach():
+    """The same workers, attached with -p once the parent has built its list, fault tracing stopped from the
+    start: no row of the parent's holds the list (built before attach), so the workers' copies found in the
+    page tables make rows with no frames, and the text says why rather than that no frames were captured."""
+    script = "dataloader_cow.py"
+    run = Run(script, "p", interval="2", tool_env={"MEMLEAK_AI_TEST_RSS_NO_FAULTS": "1"})
+
+    def unowned(rep):
+        return {s["pid"]: s for s in rep["stacks"] if s["layer"] == "rss" and s.get("cow_found_by") == "page_tables"
+                and s["pid"] != run.pid and s["cow_bytes"] > 4 << 20}
+
+    try:
+        reps = run.wait_for(lambda rs: len(unowned(rs[-1])) >= 2, 90)
+    finally:
+        reps = run.stop()
+    rows = unowned(reps[-1])
+    eq(len(rows), 2, f"two workers' copies found in the page tables: {[(s['pid'], s['bytes'], s['frames'][:1]) for s in reps[-1]['stacks'] if s.get('cow_found_by')]}")
+    for pid, s in rows.items():
+        eq(s["frames"], [], f"worker {pid}: no parent's row holds the list, so no frames")
+        eq(s["cow_bytes"], s["bytes"], f"worker {pid}: all its pages there are copies")
+    text = run.text.split("=== memleak-ai final report")[-1]
+    check("no row of the parent's holds these pages: it built them before memleak-ai attached" in text,
+          "the text says why the copies have no frames")
+
+
+@test
 @alone
 @smoke
 def steady_control_started_default_settings_grows_nothing():

@@ -407,7 +407,11 @@ static void text_row(struct reporter *r, const struct ml_snapshot *s, const stru
 			"    possible fragmentation: fresh heap from the break while pid %u's C heap holds free "
 			"memory (its C heap line)\n",
 			row->key.tgid);
-	if (n == 0)
+	if (n == 0 && row->traits & ML_ROW_COPY_SCAN)
+		fprintf(f,
+			"      [no row of the parent's holds these pages: it built them before memleak-ai attached, or "
+			"while none of its allocations were recorded]\n");
+	else if (n == 0)
 		fprintf(f, "      [no frames captured]\n");
 	else if (row->key.stack_id == ML_STACK_NONE && row->key.caller && ml_log_level >= 1)
 		fprintf(f, "      (caller only: no frame-pointer chain above it)\n");
