@@ -754,9 +754,10 @@ def fleet_bench():
             p.wait()
 
 
-def sampled_run(argv, secs, extra=(), cwd=None, until=None):
+def sampled_run(argv, secs, extra=(), cwd=None, until=None, usr1=False):
     """A fixture speaking ready/go on stdin, attached with -p at default settings (JSON every 2 s) for secs, or
-    until it prints a line starting with until; returns (the final report, the fixture's process, that line)."""
+    until it prints a line starting with until; returns (the final report, the fixture's process, that line).
+    usr1: after secs, SIGUSR1 to the fixture just before the tool's final report, and its answer is the line."""
     fx = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd)
     tool = None
     try:
@@ -777,6 +778,9 @@ def sampled_run(argv, secs, extra=(), cwd=None, until=None):
                 line = read_line(fx.stdout, secs + 60, until)
         else:
             time.sleep(secs)
+        if usr1:
+            fx.send_signal(signal.SIGUSR1)
+            line = read_line(fx.stdout, 10, "the fixture's answer to SIGUSR1")
         tool.send_signal(signal.SIGINT)
         tool.wait(timeout=120)
         reader.join(timeout=60)
@@ -784,6 +788,16 @@ def sampled_run(argv, secs, extra=(), cwd=None, until=None):
     finally:
         if tool and tool.poll() is None:
             tool.kill()
+
+
+def addmm_sampled(rep):
+    """The sampled count of AddmmBackward0 nodes: the C heap rows of operator new called from the addmm kernel
+    (libstdc++'s operator new is a frame of its own over glibc; jemalloc's and tcmalloc's are the probe)."""
+    def node(frames):
+        funcs = [f.get("func") or "" for f in frames]
+        funcs = funcs[1:] if funcs[:1] and funcs[0].startswith("operator new") else funcs
+        return bool(funcs) and "::addmm(" in funcs[0]
+    return sum(st["count"] for st in rep["stacks"] if st["layer"] == "libc" and node(st["frames"]))
 
 
 def estimate_bench():
@@ -825,12 +839,21 @@ def estimate_bench():
         fx.wait()
         cen = next(p.get("census") or {} for p in rep["processes"] if p["pid"] == fx.pid)
         exact = next((t["count"] for t in cen.get("types", []) if t["name"].endswith("::AddmmBackward0")), 0)
-        est = sum(st["count"] for st in rep["stacks"] if st["layer"] == "libc" and len(st["frames"]) > 1 and
-                  (st["frames"][0].get("func") or "").startswith("operator new") and
-                  "::addmm(" in (st["frames"][1].get("func") or ""))
+        est = addmm_sampled(rep)
         ratios.append(est / exact if exact else 0)
     print(f"  PyTorch running total, AddmmBackward0 nodes: sampled/census {med_range(ratios, '{:.2f}')} "
           f"({' '.join(f'{r:.2f}' for r in ratios)})")
+    # Under jemalloc or tcmalloc there is no census: the truth is two AddmmBackward0 nodes a step the total keeps.
+    for preload in ("libjemalloc.so.2", "libtcmalloc_minimal.so.4"):
+        ratios = []
+        for _ in range(ROUNDS):
+            rep, fx, line = sampled_run(["env", "LD_PRELOAD=" + lib + preload, py,
+                                         os.path.join(wl, "running_total.py"), "wait"], secs, cwd=wl, usr1=True)
+            fx.kill()
+            fx.wait()
+            ratios.append(addmm_sampled(rep) / (2 * int(line.split()[1])))
+        print(f"  PyTorch running total under {preload}, AddmmBackward0 nodes: sampled/(2 a step) "
+              f"{med_range(ratios, '{:.2f}')} ({' '.join(f'{r:.2f}' for r in ratios)})")
 
 
 def rss_bench():

@@ -104,7 +104,9 @@ def c_heap_sampled_in_windows_keeps_a_c_leak_at_its_line():
 def c_heap_sampled_in_windows_under_jemalloc_by_the_releases_they_see():
     """The same C leak under a preloaded jemalloc, which has no chunk headers to read: the C heap is still sampled
     in windows, says that their records go only by the releases the windows see (and addresses handed out again),
-    reads no header, and still makes leak_step's kept blocks a leak candidate and churn's short-lived ones none."""
+    reads no header, and still makes leak_step's kept blocks a leak candidate and churn's short-lived ones none.
+    With no chunk sizes to count, the process weighs whole, by its anonymous memory's growth over its records'
+    bytes: the estimate within 25 % of the blocks kept, as under glibc (CPU time gave 0.05 of them)."""
     jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
     check(os.path.exists(jemalloc), f"{jemalloc} (make test installs libjemalloc2)")
     final, leaked, windows, block = sampled_leak_run(["env", "LD_PRELOAD=" + jemalloc])
@@ -112,6 +114,8 @@ def c_heap_sampled_in_windows_under_jemalloc_by_the_releases_they_see():
     eq((windows["releases"], windows["checked"], windows["released"]), ("in_windows", 0, 0),
        "releases seen in the windows, no chunk header read")
     print(f"# jemalloc: {block['count']} blocks estimated, {leaked} kept, weight {windows['weight']}")
+    check(leaked > 10000 and 0.75 <= block["count"] / leaked <= 1.25,
+          f"the estimate within 25 % of the truth: {block['count']} estimated, {leaked} kept")
 
 
 @test

@@ -177,6 +177,12 @@ static bool growth_of_80(void *ctx, uint64_t chunk, int64_t *growth)
 	return chunk == 80;
 }
 
+static bool growth_whole(void *ctx, uint64_t chunk, int64_t *growth)
+{
+	*growth = *(const int64_t *)ctx;
+	return chunk == 0;
+}
+
 /*
  * The sampled C heap weighed by chunk size: 64-byte records (80-byte chunks) made since the base walk stand
  * for the size's growth over their number; older records, and sizes with fewer than SIZEWEIGHT_MIN_RECORDS
@@ -226,6 +232,19 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	sizeweights__drop(sw, 7);
 	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xa0) && find(s, 0xa0)->count == 6 * 2,
 	      "weights dropped: the windows' scale again");
+	/* Weighed whole (jemalloc): 5 x 64 + 2 x 1000 = 2320 bytes of records since the base, memory 23200 more. */
+	proc.whole = true;
+	proc.growth = growth_whole;
+	grew = 23200;
+	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh whole");
+	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xa0) && find(s, 0xa0)->count == 5 * 10 + 2 &&
+		  find(s, 0xa0)->bytes == 5 * 64 * 10 + 64 * 2 && find(s, 0xb0) && find(s, 0xb0)->count == 2 * 10,
+	      "weighed whole: every record since the base stands for 10, whatever its size; older ones as scaled");
+	CHECK(find(s, 0xc0) && find(s, 0xc0)->count == 2, "weighed whole: another process's records as scaled");
+	grew = -4096;
+	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh whole again");
+	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xb0) && find(s, 0xb0)->count == 2,
+	      "memory that shrank: each record stands for itself");
 out:
 	ledger__free(l);
 	sizeweights__free(sw);

@@ -2,6 +2,7 @@
 #include "collect/sizeweights.h"
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "attach/allocators.h"
@@ -10,7 +11,7 @@
 #include "lib/log.h"
 
 struct size_weight {
-	uint64_t key; /* tgid << 32 | chunk bytes / 16 */
+	uint64_t key; /* tgid << 32 | chunk bytes / 16; chunk 0: the process weighed whole */
 	uint64_t since_ns;
 	double w;
 };
@@ -113,7 +114,7 @@ static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len
 		const struct sizeweights_proc *p = weighable(&s) ? proc_of(procs, n, s.tgid) : NULL;
 		uint64_t c = sizeweights__chunk(s.size);
 
-		if (!p || s.ts_ns < p->since_ns || !c)
+		if (!p || p->whole || s.ts_ns < p->since_ns || !c)
 			continue;
 		if (ml_grow(&w->sizes, &w->cap_sizes, w->nsizes + 1, sizeof(*w->sizes)))
 			return -ENOMEM;
@@ -121,6 +122,34 @@ static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len
 	}
 	if (w->nsizes) /* qsort's array may not be NULL, even empty */
 		qsort(w->sizes, w->nsizes, sizeof(*w->sizes), cmp_u64);
+	return 0;
+}
+
+/* A process weighed whole: its anonymous memory's growth over its live records' bytes, as chunk size 0. */
+static int add_whole(struct sizeweights *w, const struct ml_slot *table, size_t len, const struct sizeweights_proc *p)
+{
+	uint64_t bytes = 0;
+	size_t k = 0;
+	int64_t g;
+
+	for (size_t i = 0; i < len; i++) {
+		struct ml_slot s = table[i];
+
+		if (weighable(&s) && s.tgid == (uint32_t)p->tgid && s.ts_ns >= p->since_ns) {
+			bytes += s.size;
+			k++;
+		}
+	}
+	if (k < SIZEWEIGHT_MIN_RECORDS || !bytes || !p->growth(p->ctx, 0, &g))
+		return 0;
+	if (ml_grow(&w->v, &w->cap, w->n + 1, sizeof(*w->v)))
+		return -ENOMEM;
+	w->v[w->n++] = (struct size_weight){.key = key_of((uint32_t)p->tgid, 0),
+					    .since_ns = p->since_ns,
+					    .w = g > (int64_t)bytes ? (double)g / (double)bytes : 1};
+	ml_dbg("pid %d: %zu live records of %" PRIu64 " bytes, anonymous memory %" PRId64
+	       " bytes more than at the base: weight %.1f",
+	       p->tgid, k, bytes, g, w->v[w->n - 1].w);
 	return 0;
 }
 
@@ -138,6 +167,9 @@ int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_
 		err = add_weight(w, proc_of(procs, n, (uint32_t)(w->sizes[i] >> 32)),
 				 (w->sizes[i] & 0xffffffffULL) * 16, j - i);
 	}
+	for (size_t i = 0; i < n && !err; i++)
+		if (procs[i].whole)
+			err = add_whole(w, table, len, &procs[i]);
 	for (size_t i = 0; err && i < n; i++)
 		sizeweights__drop(w, procs[i].tgid);
 	if (w->n)
@@ -145,15 +177,11 @@ int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_
 	return err;
 }
 
-double sizeweights__of(const struct sizeweights *w, const volatile struct ml_slot *sl)
+/* The weight of key made at ts; 0 when none. */
+static double weight_of(const struct sizeweights *w, uint64_t key, uint64_t ts)
 {
-	struct ml_slot s = *sl;
-	size_t lo = 0, hi = w ? w->n : 0;
-	uint64_t key;
+	size_t lo = 0, hi = w->n;
 
-	if (!hi || !weighable(&s))
-		return 0;
-	key = key_of(s.tgid, sizeweights__chunk(s.size));
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
@@ -162,5 +190,15 @@ double sizeweights__of(const struct sizeweights *w, const volatile struct ml_slo
 		else
 			hi = mid;
 	}
-	return lo < w->n && w->v[lo].key == key && s.ts_ns >= w->v[lo].since_ns ? w->v[lo].w : 0;
+	return lo < w->n && w->v[lo].key == key && ts >= w->v[lo].since_ns ? w->v[lo].w : 0;
+}
+
+double sizeweights__of(const struct sizeweights *w, const volatile struct ml_slot *sl)
+{
+	struct ml_slot s = *sl;
+	uint64_t c;
+
+	if (!w || !w->n || !weighable(&s) || !(c = sizeweights__chunk(s.size)))
+		return 0;
+	return fmax(weight_of(w, key_of(s.tgid, c), s.ts_ns), weight_of(w, key_of(s.tgid, 0), s.ts_ns));
 }

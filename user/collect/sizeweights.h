@@ -18,7 +18,10 @@
 
 struct sizeweights;
 
-/* How many more chunks of this size (glibc's chunk bytes) are in use than at the base walk; false: not known. */
+/*
+ * How many more chunks of this size (glibc's chunk bytes) are in use than at the base walk; false: not known.
+ * For a process weighed whole (chunk 0): how many bytes its anonymous memory grew by since the base.
+ */
 typedef bool (*sizeweights_growth_fn)(void *ctx, uint64_t chunk, int64_t *growth);
 
 int sizeweights__new(struct sizeweights **out);
@@ -26,9 +29,14 @@ void sizeweights__free(struct sizeweights *w); /* NULL-safe */
 
 /* glibc's chunk bytes for a request of size bytes (a mmapped block's are more: it is not counted by size). */
 uint64_t sizeweights__chunk(uint64_t size);
-/* A process to weigh: its records made since since_ns, its sizes' growth. */
+/*
+ * A process to weigh: its records made since since_ns, its sizes' growth. whole: an allocator without chunk
+ * headers to count (jemalloc, tcmalloc), so all its records weigh alike: its anonymous memory's growth over
+ * their bytes. A leak grows that memory by what it keeps; churn it frees does not.
+ */
 struct sizeweights_proc {
 	int tgid;
+	bool whole;
 	uint64_t since_ns;
 	sizeweights_growth_fn growth;
 	void *ctx;
@@ -41,8 +49,8 @@ struct sizeweights_proc {
 int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len,
 		       const struct sizeweights_proc *procs, size_t n);
 void sizeweights__drop(struct sizeweights *w, int tgid); /* its records weigh as the windows say again */
-/* What a record stands for by its size: its weight, or 0 when it has none (another layer, older, a size not weighed).
- */
+/* What a record stands for by its size (or its process's, weighed whole): its weight, or 0 when it has none
+ * (another layer, older, a size not weighed). */
 double sizeweights__of(const struct sizeweights *w, const volatile struct ml_slot *sl);
 
 #endif

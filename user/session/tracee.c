@@ -168,6 +168,7 @@ void tracee__sample_memory(struct tracee *t)
 		return;
 	t->mem = m;
 	t->mem_ok = true;
+	t->mem_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	if (!t->mem_base_ok) {
 		t->mem_base = t->mem;
 		t->mem_base_ok = true;
@@ -204,8 +205,36 @@ static bool size_growth(void *ctx, uint64_t chunk, int64_t *growth)
 	return census__size_growth(ctx, chunk, growth);
 }
 
+static bool anon_growth(void *ctx, uint64_t chunk, int64_t *growth)
+{
+	const struct tracee *t = ctx;
+
+	*growth = (int64_t)(t->mem.anon - t->size_base_anon);
+	return t->mem_ok;
+}
+
+/* Not glibc: no chunks to count, so the process weighs whole, by its anonymous memory since a reading. */
+static bool whole_due(struct tracee *t, uint64_t since_ns, struct sizeweights_proc *out)
+{
+	if (!t->mem_ok || t->mem_ns == t->size_weighed_ns || t->mem_ns < since_ns)
+		return false;
+	t->size_weighed_ns = t->mem_ns;
+	if (t->size_base_ns < since_ns) {
+		t->size_base_ns = t->mem_ns;
+		t->size_base_anon = t->mem.anon;
+		return false;
+	}
+	*out = (struct sizeweights_proc){
+	    .tgid = t->pid, .whole = true, .since_ns = t->size_base_ns, .growth = anon_growth, .ctx = t};
+	return true;
+}
+
 bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out)
 {
+	const char *heap = t->probes ? probes__heap(t->probes) : NULL;
+
+	if (since_ns && heap && strcmp(heap, "glibc") && strncmp(heap, "static", 6))
+		return whole_due(t, since_ns, out);
 	if (!since_ns || !t->census) {
 		t->size_base_ns = 0;
 		sizeweights__drop(sw, t->pid);

@@ -46,6 +46,7 @@ struct tracee {
 	uint64_t frag_next_ns; /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
 	/* The C heap weighed by size (tracee__size_due): the base walk's time, and the last walk weighed. */
 	uint64_t size_base_ns, size_weighed_ns;
+	uint64_t mem_ns, size_base_anon; /* when mem was read; its anonymous bytes at the base (not glibc) */
 };
 
 /*
