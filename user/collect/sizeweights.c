@@ -87,17 +87,26 @@ static const struct sizeweights_proc *proc_of(const struct sizeweights_proc *pro
 }
 
 /* One size's weight, when enough of its records live and its growth is known. 0 or -ENOMEM. */
+/* The weight growth / live of chunk size (0: the whole process) appended: 1 at least. 0 or -ENOMEM. */
+static int push_weight(struct sizeweights *w, const struct sizeweights_proc *p, uint64_t chunk, int64_t growth,
+		       uint64_t live)
+{
+	if (ml_grow(&w->v, &w->cap, w->n + 1, sizeof(*w->v)))
+		return -ENOMEM;
+	w->v[w->n++] = (struct size_weight){.key = key_of((uint32_t)p->tgid, chunk),
+					    .since_ns = p->since_ns,
+					    .w = growth > (int64_t)live ? (double)growth / (double)live : 1};
+	return 0;
+}
+
 static int add_weight(struct sizeweights *w, const struct sizeweights_proc *p, uint64_t chunk, size_t k)
 {
 	int64_t g;
 
 	if (k < SIZEWEIGHT_MIN_RECORDS || !p->growth(p->ctx, chunk, &g))
 		return 0;
-	if (ml_grow(&w->v, &w->cap, w->n + 1, sizeof(*w->v)))
+	if (push_weight(w, p, chunk, g, k))
 		return -ENOMEM;
-	w->v[w->n++] = (struct size_weight){.key = key_of((uint32_t)p->tgid, chunk),
-					    .since_ns = p->since_ns,
-					    .w = g > (int64_t)k ? (double)g / (double)k : 1};
 	ml_dbg("pid %d: %" PRIu64 "-byte chunks: %zu live records, %" PRId64
 	       " more in use than at the base: weight %.1f",
 	       p->tgid, chunk, k, g, w->v[w->n - 1].w);
@@ -142,11 +151,8 @@ static int add_whole(struct sizeweights *w, const struct ml_slot *table, size_t 
 	}
 	if (k < SIZEWEIGHT_MIN_RECORDS || !bytes || !p->growth(p->ctx, 0, &g))
 		return 0;
-	if (ml_grow(&w->v, &w->cap, w->n + 1, sizeof(*w->v)))
+	if (push_weight(w, p, 0, g, bytes))
 		return -ENOMEM;
-	w->v[w->n++] = (struct size_weight){.key = key_of((uint32_t)p->tgid, 0),
-					    .since_ns = p->since_ns,
-					    .w = g > (int64_t)bytes ? (double)g / (double)bytes : 1};
 	ml_dbg("pid %d: %zu live records of %" PRIu64 " bytes, anonymous memory %" PRId64
 	       " bytes more than at the base: weight %.1f",
 	       p->tgid, k, bytes, g, w->v[w->n - 1].w);
