@@ -812,15 +812,19 @@ def estimate_bench():
     secs = float(os.environ.get("BENCH_ESTIMATE_SECONDS", "12"))
     fixture = os.path.join(B, "sampled_leak")
     lib = "/usr/lib/x86_64-linux-gnu/"
-    cases = [(64, 2000, "2", None), (1024, 2000, "2", None), (65536, 200, "2", None), (1 << 20, 20, "2", None),
-             (1024, 2000, "5", None), (1024, 2000, "2", "libjemalloc.so.2"), (1024, 2000, "2", "libtcmalloc_minimal.so.4")]
+    # (size, rate, budget, preload, bytes written of each kept block): under jemalloc and tcmalloc the records
+    # weigh by resident growth, so a 64 KiB block with 256 bytes written counts as one page of its sixteen.
+    je, tc = "libjemalloc.so.2", "libtcmalloc_minimal.so.4"
+    cases = [(64, 2000, "2", None, 256), (1024, 2000, "2", None, 256), (65536, 200, "2", None, 256),
+             (1 << 20, 20, "2", None, 256), (1024, 2000, "5", None, 256), (1024, 2000, "2", je, 256),
+             (1024, 2000, "2", tc, 256), (65536, 200, "2", je, 256), (65536, 200, "2", je, 65536)]
     print(f"C heap sampled in windows, estimate over truth after {secs:.0f} s (-p, default settings but the budget):")
-    for size, rate, budget, preload in cases:
+    for size, rate, budget, preload, written in cases:
         ratios, weights = [], []
         pre = ["env", "LD_PRELOAD=" + lib + preload] if preload else []
         for _ in range(ROUNDS):
-            rep, fx, line = sampled_run(pre + [fixture, str(secs), str(size), str(rate)], secs, ["--max-overhead", budget],
-                                        until="leaked")
+            rep, fx, line = sampled_run(pre + [fixture, str(secs), str(size), str(rate), str(written)], secs,
+                                        ["--max-overhead", budget], until="leaked")
             line = line.split()
             fx.kill()
             fx.wait()
@@ -828,7 +832,8 @@ def estimate_bench():
                       [f.get("func") for f in st["frames"][:1]] == ["leak_step"])
             ratios.append(est / int(line[1]) if int(line[1]) else 0)
             weights.append((rep["modes"].get("libc_windows") or {}).get("weight", 0))
-        print(f"  {size:>8} B x {rate}/s, budget {budget}%{', ' + preload if preload else ''}: "
+        print(f"  {size:>8} B x {rate}/s, budget {budget}%{', ' + preload if preload else ''}"
+              f"{f', {written} B written' if written != 256 else ''}: "
               f"estimate/truth {med_range(ratios, '{:.2f}')}, weight {med_range(weights)}")
     py = os.environ.get("BENCH_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
     wl = os.path.join(ROOT, "tests", "workloads")
