@@ -250,7 +250,8 @@ static void own_stacks(struct find *fd)
  * is the heap's keeps it in use, or pins its free space with its own blocks. Pages mostly in a heap the walk
  * covered are the heap's whatever they hold: its rows (blocks, growth) count what is in them. Where the walk
  * covered under half of its ranges (they grew since), the row stays what it was at the last report. Mostly in
- * use, it is a victim when other rows' recorded blocks (weighted) fill half of that and more than its own do.
+ * use, it is a victim when other rows' recorded blocks (weighted) fill half of that and more than its own do;
+ * a victim at the last report stays one while they fill more than its own: sampled fills vary by report.
  */
 static bool is_victim(const struct acc *a, const struct ml_victim *was)
 {
@@ -261,7 +262,7 @@ static bool is_victim(const struct acc *a, const struct ml_victim *was)
 	if (a->v.key.layer == ML_LAYER_RSS)
 		return true;
 	if (fr * 8 < w)
-		return a->other_fill * 2 >= (double)(w - fr) && a->other_fill > a->own_fill;
+		return (was || a->other_fill * 2 >= (double)(w - fr)) && a->other_fill > a->own_fill;
 	if (a->own_pin > 0 || a->other_pin > 0)
 		return a->other_pin > a->own_pin;
 	return fr * 4 >= w;
