@@ -64,8 +64,10 @@ void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweigh
 	struct sizeweights_proc *procs = v ? calloc(n + 1, sizeof(*procs)) : NULL;
 	struct ml_slot *table;
 
-	for (size_t i = 0; procs && i < n; i++)
+	for (size_t i = 0; procs && i < n; i++) {
+		tracee__size_base(v[i], l, since_ns);
 		due += tracee__size_due(v[i], sw, since_ns, &procs[due]);
+	}
 	table = ledger__table(l, &len);
 	if (due && sizeweights__weigh(sw, table, len, procs, due))
 		ml_info("cannot weigh the C heap's records by size: %s", strerror(ENOMEM));

@@ -37,7 +37,7 @@ int fleet__node_add(struct followers *f, bool follow, int pid);
 size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids);
 /*
  * The sampled C heap weighed by size from the last walks (tracee__size_due; since_ns, the windows' start, or 0:
- * not by size). The base is the first report's walk after the start: an extra walk would shift the census's.
+ * not by size). A process without PyTorch is walked (or read) once out of turn at the start (tracee__size_base).
  */
 void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweights *sw, uint64_t since_ns);
 

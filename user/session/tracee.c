@@ -229,6 +229,20 @@ static bool whole_due(struct tracee *t, uint64_t since_ns, struct sizeweights_pr
 	return true;
 }
 
+void tracee__size_base(struct tracee *t, struct ledger *l, uint64_t since_ns)
+{
+	const char *heap = t->probes ? probes__heap(t->probes) : NULL;
+
+	if (!since_ns || t->size_tried_ns == since_ns || t->size_base_ns >= since_ns || !heap ||
+	    probes__active_layers(t->probes) & (1U << ML_LAYER_TORCH_CPU))
+		return;
+	t->size_tried_ns = since_ns; /* once a start: a heap too large to walk whole is not walked each scan */
+	if (strcmp(heap, "glibc") && strncmp(heap, "static", 6))
+		tracee__sample_memory(t);
+	else
+		tracee__scan_heap(t, l, 1, true);
+}
+
 bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out)
 {
 	const char *heap = t->probes ? probes__heap(t->probes) : NULL;
