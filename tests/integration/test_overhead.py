@@ -218,8 +218,10 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     cut = probes[0]["since_report"]
     # Sampled, and the probes still on: every release is seen (the loop frees as many tensors as it makes),
     # and about one allocation in 16 recorded. The report in which sampling began also holds the time
-    # before it; the one in which the probes went, the time after (neither allocations nor releases).
-    late = [tc(r) for r, n in zip(reps, ones) if n == 16 and shed[0]["since_report"] < r["seq"] <= cut]
+    # before it, and so does the one in which it reached 1/16 (the time at 1/8 or more); the one in which
+    # the probes went, the time after (neither allocations nor releases).
+    late = [tc(r) for r, n, was in zip(reps, ones, [1] + ones) if n == was == 16 and
+            shed[0]["since_report"] < r["seq"] <= cut]
     check(len(late) >= 2, f"reports sampled at 1/16 before the probes went: {len(late)}")
     a1 = sum(x["allocs_per_s"] for x in late) / len(late)
     f1 = sum(x["frees_per_s"] for x in late) / len(late)

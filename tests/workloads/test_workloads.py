@@ -461,7 +461,14 @@ def default_goal(script, mode, within, bystander):
     # Left out: rss pages of pymalloc's arenas the line's ints touch first (tens of KiB), the same victim one
     # allocator down.
     line = line_with(script, bystander)
-    eq(candidates_at(reps, script, line, ("libc", "torch_cpu")), [], f"{bystander} (line {line}) is never a candidate")
+    got = candidates_at(reps, script, line, ("libc", "torch_cpu"))
+    # What the victim test saw at those reports: the row's growth and the process's heap walk then.
+    seen = [(r["seq"], s["layer"], s["bytes"], s["growth_bytes"], s["possible_fragmentation"],
+             {k: (next((p for p in r["processes"] if p["pid"] == s["pid"]), {}).get("fragmentation") or {}).get(k)
+              for k in ("free_bytes", "free_resident_bytes", "capped", "broken_walks", "age_s")})
+            for r in reps for s in r["stacks"] if r["seq"] in {g[0] for g in got} and s["verdict"] == "growing"
+            and (user_frame(s, script) or {}).get("line") == line]
+    eq(got, [], f"{bystander} (line {line}) is never a candidate (seen: {seen})")
     return reps
 
 
