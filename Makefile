@@ -97,7 +97,7 @@ memleak-ai: $(OUTPUT)/main.o $(USER_OBJS) $(OUTPUT)/profile.pb-c.o $(OUTPUT)/htm
 deps:
 	$(Q)scripts/install-deps.sh
 
-# One virtual environment per CPython (build/venv/3.X/) with the pinned PyPI torch of tests/requirements/.
+# One virtual environment per CPython (build/venv/3.X/) with the pinned PyPI torch of tests/requirements.txt.
 venv: deps
 	$(Q)scripts/make-venv.sh
 

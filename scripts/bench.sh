@@ -19,12 +19,12 @@ gcc -g -O2 -fomit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-nofp
 gcc -g -O2 -fno-omit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-fp
 gcc -g -O2 tests/bench/three_leaks.c -o $B/three_leaks
 gcc -g -O2 tests/fixtures/sampled_leak.c -o $B/sampled_leak
-# The peers benchmark's Memray (tests/requirements/bench.txt), into the venv of PyPI's torch when missing.
+# The peers benchmark's Memray (tests/bench/requirements.txt), into the venv of PyPI's torch when missing.
 VENV=build/venv/3.12
 case " $* " in *" peers "*)
-	if [ -x $VENV/bin/python ] && ! cmp -s tests/requirements/bench.txt $VENV/bench-requirements.txt; then
-		$VENV/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements/bench.txt &&
-			cp tests/requirements/bench.txt $VENV/bench-requirements.txt
+	if [ -x $VENV/bin/python ] && ! cmp -s tests/bench/requirements.txt $VENV/bench-requirements.txt; then
+		$VENV/bin/python -m pip install -q --disable-pip-version-check -r tests/bench/requirements.txt &&
+			cp tests/bench/requirements.txt $VENV/bench-requirements.txt
 	fi ;;
 esac
 exec python3 scripts/bench.py "$@"

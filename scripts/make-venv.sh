@@ -1,13 +1,13 @@
 #!/bin/sh
 # Creates one virtual environment per CPython at build/venv/3.X/ with the pinned PyPI torch of
-# tests/requirements/torch.txt: Debian's python3.11, pyenv's 3.12 and 3.13 where this machine has them.
+# tests/requirements.txt: Debian's python3.11, pyenv's 3.12 and 3.13 where this machine has them.
 # They are made by uv (from PyPI, pinned here, in build/venv/.uv), whose cache (~/.cache/uv) is shared and linked
 # from: the nvidia-* wheels (3-4 GB) are fetched once, and a venv takes 20 s to make where pip took 75 s.
 # A venv is rebuilt only when the requirements file changed (its copy is kept in the venv); one that cannot be
 # built is reported and left out, and the tests say which versions ran.
 set -u
 cd "$(dirname "$0")/.."
-REQ=tests/requirements/torch.txt
+REQ=tests/requirements.txt
 VERSIONS=${VENV_VERSIONS:-"3.11 3.12 3.13"}
 PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
 UV_VERSION=0.13.9

@@ -1,4 +1,4 @@
-"""PyPI's torch wheel without a GPU: in a process that imported the pinned torch (tests/requirements/torch.txt,
+"""PyPI's torch wheel without a GPU: in a process that imported the pinned torch (tests/requirements.txt,
 in build/venv/3.12 from scripts/make-venv.sh) and called torch.cuda.is_available(), the probes memleak-ai places
 in the wheel's real libraries are found and attached: pytorch:malloc/pytorch:free and the NativeCachingAllocator
 methods in torch/lib/libc10_cuda.so, cudaMalloc/cudaFree in nvidia/cu13/lib/libcudart.so.13. A later torch that
@@ -45,7 +45,7 @@ TARGET = ("import os, sys, torch\n"
 def wheel_py():
     if not os.access(WHEEL_PY, os.X_OK):
         raise Fail(f"{WHEEL_PY} missing: scripts/make-venv.sh builds it with PyPI's torch "
-                   "(tests/requirements/torch.txt)")
+                   "(tests/requirements.txt)")
     return WHEEL_PY
 
 
