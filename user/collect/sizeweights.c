@@ -86,7 +86,6 @@ static const struct sizeweights_proc *proc_of(const struct sizeweights_proc *pro
 	return NULL;
 }
 
-/* One size's weight, when enough of its records live and its growth is known. 0 or -ENOMEM. */
 /* The weight growth / live of chunk size (0: the whole process) appended: 1 at least. 0 or -ENOMEM. */
 static int push_weight(struct sizeweights *w, const struct sizeweights_proc *p, uint64_t chunk, int64_t growth,
 		       uint64_t live)
@@ -99,6 +98,7 @@ static int push_weight(struct sizeweights *w, const struct sizeweights_proc *p, 
 	return 0;
 }
 
+/* One size's weight, when enough of its records live and its growth is known. 0 or -ENOMEM. */
 static int add_weight(struct sizeweights *w, const struct sizeweights_proc *p, uint64_t chunk, size_t k)
 {
 	int64_t g;

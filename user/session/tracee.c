@@ -175,14 +175,27 @@ void tracee__sample_memory(struct tracee *t)
 	}
 }
 
-void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool force)
+/* Whether its C heap has glibc's chunk layout (glibc, or a static build's); false while no heap is known. */
+static bool glibc_chunks(const struct tracee *t)
 {
 	const char *heap = t->probes ? probes__heap(t->probes) : NULL;
+
+	return heap && (!strcmp(heap, "glibc") || !strncmp(heap, "static", 6));
+}
+
+/* Whether its C heap is known and another allocator's (jemalloc, tcmalloc): no chunk headers to read. */
+static bool other_heap(const struct tracee *t)
+{
+	return t->probes && probes__heap(t->probes) && !glibc_chunks(t);
+}
+
+void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool force)
+{
 	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
 	int err;
 
 	/* glibc's chunk layout only; an exited process keeps its last reading, like its memory. */
-	if (!heap || (strcmp(heap, "glibc") && strncmp(heap, "static", 6)))
+	if (!glibc_chunks(t))
 		return;
 	/* The first walks come at each report, so that the census can call a type growing by the third; and
 	 * so do those until three walks have counted the vtables a slow first read added late. */
@@ -231,13 +244,11 @@ static bool whole_due(struct tracee *t, uint64_t since_ns, struct sizeweights_pr
 
 void tracee__size_base(struct tracee *t, struct ledger *l, uint64_t since_ns)
 {
-	const char *heap = t->probes ? probes__heap(t->probes) : NULL;
-
-	if (!since_ns || t->size_tried_ns == since_ns || t->size_base_ns >= since_ns || !heap ||
-	    probes__active_layers(t->probes) & (1U << ML_LAYER_TORCH_CPU))
+	if (!since_ns || t->size_tried_ns == since_ns || t->size_base_ns >= since_ns ||
+	    !(glibc_chunks(t) || other_heap(t)) || probes__active_layers(t->probes) & (1U << ML_LAYER_TORCH_CPU))
 		return;
 	t->size_tried_ns = since_ns; /* once a start: a heap too large to walk whole is not walked each scan */
-	if (strcmp(heap, "glibc") && strncmp(heap, "static", 6))
+	if (other_heap(t))
 		tracee__sample_memory(t);
 	else
 		tracee__scan_heap(t, l, 1, true);
@@ -245,9 +256,7 @@ void tracee__size_base(struct tracee *t, struct ledger *l, uint64_t since_ns)
 
 bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out)
 {
-	const char *heap = t->probes ? probes__heap(t->probes) : NULL;
-
-	if (since_ns && heap && strcmp(heap, "glibc") && strncmp(heap, "static", 6))
+	if (since_ns && other_heap(t))
 		return whole_due(t, since_ns, out);
 	if (!since_ns || !t->census) {
 		t->size_base_ns = 0;
