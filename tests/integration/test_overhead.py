@@ -223,9 +223,11 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     late = [tc(r) for r, n, was in zip(reps, ones, [1] + ones) if n == was == 16 and
             shed[0]["since_report"] < r["seq"] <= cut]
     check(len(late) >= 2, f"reports sampled at 1/16 before the probes went: {len(late)}")
+    # The loop's pace is the machine's (1,350 releases a second here, 489 on a loaded CI machine): each
+    # sampled report sees releases, and at least four for each allocation recorded.
+    check(all(x["frees_per_s"] > 0 for x in late), f"releases still traced while sampled: {late}")
     a1 = sum(x["allocs_per_s"] for x in late) / len(late)
     f1 = sum(x["frees_per_s"] for x in late) / len(late)
-    check(f1 > 500, f"releases still traced while sampled: {f1:.0f}/s")
     check(a1 < f1 / 4, f"far fewer allocations recorded than released: {a1:.0f}/s against {f1:.0f}/s")
     # the next sample, a second's hits later, and every one after it
     after = [r for r in reps if r["seq"] > cut + 4 and r["overhead"]["measured"]]

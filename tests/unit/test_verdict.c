@@ -325,5 +325,35 @@ int main(void)
 		      "a periodic report, however soon (a late one before it): a sample of its own");
 		verdicts__free(v);
 	}
+	/*
+	 * A C heap window row of five 24-byte records whose size's weight is measured higher at each report (108 to
+	 * 156, as running_total.py under -c showed): its bytes rise from 13 to 19 KB, its records stay. Not growing;
+	 * a row whose records rise under the same weights is.
+	 */
+	{
+		struct feed f = {0};
+		struct ml_row rows[2] = {{.key = {.tgid = 1, .layer = ML_LAYER_LIBC, .stack_id = 1}},
+					 {.key = {.tgid = 1, .layer = ML_LAYER_LIBC, .stack_id = 2}}};
+
+		f.err = verdicts__new(&f.v);
+		for (int i = 0; i < 10; i++) {
+			double w = 108 + 5.5 * i;
+
+			for (int k = 0; k < 2; k++) {
+				rows[k].records = k ? 5 + 4 * (uint64_t)i : 5;
+				rows[k].raw_bytes = 24 * rows[k].records;
+				rows[k].bytes = (uint64_t)((double)rows[k].raw_bytes * w);
+				rows[k].count = (uint64_t)((double)rows[k].records * w);
+				rows[k].traits = ML_ROW_SAMPLED | ML_ROW_WEIGHED;
+			}
+			feed_report(&f, rows, 2, i);
+		}
+		CHECK(!f.err && f.j[0].verdict == ML_V_STABLE,
+		      "five records, their weight measured higher each report: stable");
+		CHECK(!f.err && f.j[1].verdict == ML_V_GROWING && f.j[1].growth_bytes_per_s > 24 * 2 * 150 &&
+			  f.j[1].growth_bytes_per_s < 24 * 2 * 160,
+		      "four more records a report: growing, at 2 records a second at today's weight (157.5)");
+		verdicts__free(f.v);
+	}
 	return SUMMARY("verdict");
 }

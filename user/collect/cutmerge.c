@@ -136,10 +136,11 @@ int cutmerge__run(struct ml_snapshot *s, struct stackstore *stacks, struct ml_st
 		into->cow_bytes += r->cow_bytes;
 		into->count += r->count;
 		into->records += r->records;
+		into->raw_bytes += r->raw_bytes;
 		into->traits |= r->traits & (ML_ROW_SAMPLED | ML_ROW_WEIGHED | ML_ROW_COPY_SCAN);
 		if (r->oldest_ts_ns < into->oldest_ts_ns)
 			into->oldest_ts_ns = r->oldest_ts_ns;
-		r->bytes = r->count = r->cow_bytes = r->records = 0;
+		r->bytes = r->count = r->cow_bytes = r->records = r->raw_bytes = 0;
 		merged++;
 	}
 out:

@@ -601,6 +601,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
 	w = scaled(l, sl, sl->layer, sl->spec, ts);
 	r->records++;
+	r->raw_bytes += size;
 	if (w > 0 || shift)
 		r->traits |= ML_ROW_WEIGHED;
 	if (w > 0) {

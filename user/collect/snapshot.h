@@ -27,6 +27,7 @@ struct ml_row {
 	struct ml_agg_key key;
 	uint64_t bytes, count;
 	uint64_t records;   /* the records counted (count weighs sampled ones) */
+	uint64_t raw_bytes; /* their own bytes (bytes weighs sampled ones) */
 	uint64_t cow_bytes; /* rss layer: the part of bytes that are pages copied on write */
 	uint64_t oldest_ts_ns;
 	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */

@@ -12,6 +12,7 @@
 struct hist {
 	struct ml_agg_key key;
 	uint32_t n_short, n_long, folded;
+	bool raw; /* samples in records and their own bytes (a sampled row, see judge_row) */
 	double t_short[ML_HIST_SHORT], b_short[ML_HIST_SHORT], c_short[ML_HIST_SHORT];
 	double t_long[ML_HIST_LONG], b_long[ML_HIST_LONG], c_long[ML_HIST_LONG];
 };
@@ -292,16 +293,31 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 				     bool merge, double age, double interval)
 {
 	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG];
-	double prev = old && old->n_short ? old->c_short[old->n_short - 1] : 0;
+	bool raw = (r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC && r->raw_bytes && r->records;
+	double fb = raw ? (double)r->bytes / (double)r->raw_bytes : 1,
+	       fc = raw ? (double)r->count / (double)r->records : 1;
+	double prev;
 	struct ml_judgement j;
 	size_t n;
 
-	*h = old ? *old : (struct hist){.key = r->key};
+	/*
+	 * A C heap window's record weighs what its size weighs now, and that weight moves each time it is measured
+	 * again: such a row's history is kept in records and seen at today's weight, else a weight measured higher
+	 * reads as growth of a row whose records stay the same (five of them, "growing" from 9.7 to 18.7 KB).
+	 */
+	if (old && old->raw != raw)
+		old = NULL; /* its samples are in the other units */
+	prev = old && old->n_short ? old->c_short[old->n_short - 1] * fc : 0;
+	*h = old ? *old : (struct hist){.key = r->key, .raw = raw};
 	if (merge && old)
-		restate(h, now, (double)r->bytes, (double)r->count);
+		restate(h, now, raw ? (double)r->raw_bytes : (double)r->bytes,
+			raw ? (double)r->records : (double)r->count);
 	else
-		push(h, now, (double)r->bytes, (double)r->count);
+		push(h, now, raw ? (double)r->raw_bytes : (double)r->bytes,
+		     raw ? (double)r->records : (double)r->count);
 	n = series(h, t, b, c);
+	for (size_t i = 0; raw && i < n; i++)
+		b[i] *= fb, c[i] *= fc;
 	j = ml_judge(t, b, c, n, age, interval,
 		     (r->traits & ML_ROW_WEIGHED) && r->records ? (double)r->bytes / (double)r->records : 0);
 	if (merge && old)
