@@ -19,6 +19,7 @@ struct acc {
 	struct {
 		struct ml_agg_key key;
 		uint64_t charged;
+		bool own; /* the row's own blocks (own_blocks) */
 	} pin[PINNERS];
 	unsigned int npin;
 	uint64_t range;		     /* its records' bytes (unweighted: sampled rss pages count once) */
@@ -86,7 +87,7 @@ static bool owns(const struct acc *a, uint64_t caller)
 	return false;
 }
 
-static void pin(struct acc *a, const struct ml_agg_key *k, uint64_t charged)
+static void pin(struct acc *a, const struct ml_agg_key *k, uint64_t charged, bool own)
 {
 	for (unsigned int i = 0; i < a->npin; i++)
 		if (!memcmp(&a->pin[i].key, k, sizeof(*k))) {
@@ -96,6 +97,7 @@ static void pin(struct acc *a, const struct ml_agg_key *k, uint64_t charged)
 	if (a->npin == PINNERS)
 		return; /* past PINNERS rows, a row's charges are not told apart */
 	a->pin[a->npin].key = *k;
+	a->pin[a->npin].own = own;
 	a->pin[a->npin++].charged = charged;
 }
 
@@ -218,13 +220,16 @@ static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
 	for (size_t i = 0; i < nh; i++) {
 		struct ml_agg_key hk;
 		double w;
+		bool own;
 
 		if (ledger__find_weighted(fd->l, (int)k->tgid, h[i].addr, &hk, &w)) {
 			a->unknown += h[i].charged;
 			continue;
 		}
-		pin(a, &hk, h[i].charged);
-		if (owns(a, hk.caller))
+		/* Heap growth's by the stack, as fills are: a cache's tensors and a batch's come from one call. */
+		own = fd->raw && k->layer == ML_LAYER_LIBC ? own_blocks(fd, a, &hk) : owns(a, hk.caller);
+		pin(a, &hk, h[i].charged, own);
+		if (own)
 			a->own_pin += (double)h[i].charged * w;
 		else
 			a->other_pin += (double)h[i].charged * w;
@@ -290,7 +295,7 @@ static void name_pinner(struct acc *a)
 
 	a->v.pinner = (struct ml_agg_key){.layer = ML_LAYER_MAX};
 	for (unsigned int i = 0; i < a->npin; i++)
-		if (a->pin[i].charged > best && !owns(a, a->pin[i].key.caller)) {
+		if (a->pin[i].charged > best && !a->pin[i].own) {
 			best = a->pin[i].charged;
 			a->v.pinner = a->pin[i].key;
 		}
