@@ -474,12 +474,23 @@ def default_goal(script, mode, within, bystander):
 
 def dataset_cache_default(mode, within):
     """The batch's memory (the C heap's growth it reached, its tensor) is never a candidate: its growth is
-    filled by the cache's tensors, a victim."""
+    filled by the cache's tensors, a victim, once judged (in its sixth report). On a loaded machine the cache's
+    tensors may reach the break first (6 runs in 19 beside a busy loop): that growth is then the cache line's
+    own, and the batch's comes later, or not in the run."""
     script = "dataset_cache.py"
     reps = default_goal(script, mode, within, "torch.stack")
     batch = line_with(script, "torch.stack")
-    check(any(s["verdict"] == "victim" and (user_frame(s, script) or {}).get("line") == batch
-              for r in reps for s in r["stacks"]), "the batch's heap growth shown as a victim")
+
+    def growth(r, line=None):  # the C heap's break growth in a report (at line): its rows
+        return [s for s in r["stacks"] if s["layer"] == "libc" and any(f.get("func") == "__sbrk" for f in
+                s["frames"][:4]) and (line is None or (user_frame(s, script) or {}).get("line") == line)]
+
+    grown = {(user_frame(s, script) or {}).get("line") for r in reps for s in growth(r)}
+    check(grown & {batch, leak_line(script)}, f"the break's growth at the batch's line or the cache's: {grown}")
+    at_batch = [(r["seq"], s["bytes"], s["verdict"]) for r in reps for s in growth(r, batch)]
+    check(len({seq for seq, _, _ in at_batch}) < 6 or any(v == "victim" for _, _, v in at_batch),
+          f"the batch's heap growth shown as a victim: its rows {at_batch}; the last report's C heap rows over 1 "
+          f"MB: {[(s['bytes'], s['verdict'], (user_frame(s, script) or {}).get('line')) for s in reps[-1]['stacks'] if s['layer'] == 'libc' and s['bytes'] > 1 << 20]}")
 
 
 @test
