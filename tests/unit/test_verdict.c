@@ -1,4 +1,5 @@
 /* Unit tests of the leak verdicts: growing (by bytes or by count), stable, shrinking, churn, warm-up and ranking. */
+#include <math.h>
 #include <string.h>
 #include "check.h"
 #include "judge/verdict.h"
@@ -332,6 +333,7 @@ int main(void)
 	 */
 	{
 		struct feed f = {0};
+		double counts[10];
 		struct ml_row rows[2] = {{.key = {.tgid = 1, .layer = ML_LAYER_LIBC, .stack_id = 1}},
 					 {.key = {.tgid = 1, .layer = ML_LAYER_LIBC, .stack_id = 2}}};
 
@@ -346,6 +348,7 @@ int main(void)
 				rows[k].count = (uint64_t)((double)rows[k].records * w);
 				rows[k].traits = ML_ROW_SAMPLED | ML_ROW_WEIGHED;
 			}
+			counts[i] = (double)rows[0].count;
 			feed_report(&f, rows, 2, i);
 		}
 		CHECK(!f.err && f.j[0].verdict == ML_V_STABLE,
@@ -353,6 +356,16 @@ int main(void)
 		CHECK(!f.err && f.j[1].verdict == ML_V_GROWING && f.j[1].growth_bytes_per_s > 24 * 2 * 150 &&
 			  f.j[1].growth_bytes_per_s < 24 * 2 * 160,
 		      "four more records a report: growing, at 2 records a second at today's weight (157.5)");
+		{
+			double t[16], b[16];
+			size_t n = verdicts__series(f.v, &rows[0].key, t, b, 16);
+
+			CHECK(n >= 8 && b[n - 1] == (double)rows[0].bytes && b[0] < b[n - 1],
+			      "the page's chart draws the bytes as reported");
+			CHECK(f.j[0].count_growth == (int64_t)(counts[9] - counts[8]) &&
+				  f.j[0].count.net == counts[9] - counts[0],
+			      "its count growth and retained count: differences of the counts reported");
+		}
 		verdicts__free(f.v);
 	}
 	return SUMMARY("verdict");

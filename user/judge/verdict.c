@@ -8,13 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A stack at one report: its bytes and count as reported, and its records' own bytes and number. */
+struct sample {
+	double t, b, c;
+	float rb, rc; /* what C heap window rows are judged on (judge_row) */
+};
+
 /* The history of one stack: recent samples, and older ones folded (the last sample of each fold kept). */
 struct hist {
 	struct ml_agg_key key;
 	uint32_t n_short, n_long, folded;
-	bool raw; /* samples in records and their own bytes (a sampled row, see judge_row) */
-	double t_short[ML_HIST_SHORT], b_short[ML_HIST_SHORT], c_short[ML_HIST_SHORT];
-	double t_long[ML_HIST_LONG], b_long[ML_HIST_LONG], c_long[ML_HIST_LONG];
+	struct sample recent[ML_HIST_SHORT], old[ML_HIST_LONG];
 };
 
 struct verdicts {
@@ -239,53 +243,65 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, const double 
 	return j;
 }
 
-/* The history of a stack as one series, oldest first: folded samples, then the recent ones. */
-static size_t series(const struct hist *h, double *t, double *b, double *c)
+/* The history of a stack as one series, oldest first: folded samples, then the recent ones (rb, rc: or none). */
+static size_t series(const struct hist *h, double *t, double *b, double *c, double *rb, double *rc)
 {
 	size_t n = 0;
 
 	for (uint32_t i = 0; i < h->n_long; i++, n++)
-		t[n] = h->t_long[i], b[n] = h->b_long[i], c[n] = h->c_long[i];
+		t[n] = h->old[i].t, b[n] = h->old[i].b, c[n] = h->old[i].c;
 	for (uint32_t i = 0; i < h->n_short; i++, n++)
-		t[n] = h->t_short[i], b[n] = h->b_short[i], c[n] = h->c_short[i];
+		t[n] = h->recent[i].t, b[n] = h->recent[i].b, c[n] = h->recent[i].c;
+	for (size_t i = 0; rb && i < n; i++) {
+		const struct sample *s = i < h->n_long ? &h->old[i] : &h->recent[i - h->n_long];
+
+		rb[i] = s->rb, rc[i] = s->rc;
+	}
 	return n;
 }
 
-static void push(struct hist *h, double t, double b, double c)
+static void push(struct hist *h, const struct sample *s)
 {
 	if (h->n_short == ML_HIST_SHORT) {
 		/* Fold the oldest recent sample into the long history every ML_HIST_FOLD samples. */
 		if (h->folded++ % ML_HIST_FOLD == 0) {
-			if (h->n_long == ML_HIST_LONG) {
-				memmove(h->t_long, h->t_long + 1, (ML_HIST_LONG - 1) * sizeof(double));
-				memmove(h->b_long, h->b_long + 1, (ML_HIST_LONG - 1) * sizeof(double));
-				memmove(h->c_long, h->c_long + 1, (ML_HIST_LONG - 1) * sizeof(double));
-				h->n_long--;
-			}
-			h->t_long[h->n_long] = h->t_short[0];
-			h->c_long[h->n_long] = h->c_short[0];
-			h->b_long[h->n_long++] = h->b_short[0];
+			if (h->n_long == ML_HIST_LONG)
+				memmove(h->old, h->old + 1, --h->n_long * sizeof(*h->old));
+			h->old[h->n_long++] = h->recent[0];
 		}
-		memmove(h->t_short, h->t_short + 1, (ML_HIST_SHORT - 1) * sizeof(double));
-		memmove(h->b_short, h->b_short + 1, (ML_HIST_SHORT - 1) * sizeof(double));
-		memmove(h->c_short, h->c_short + 1, (ML_HIST_SHORT - 1) * sizeof(double));
-		h->n_short--;
+		memmove(h->recent, h->recent + 1, --h->n_short * sizeof(*h->recent));
 	}
-	h->t_short[h->n_short] = t;
-	h->c_short[h->n_short] = c;
-	h->b_short[h->n_short++] = b;
+	h->recent[h->n_short++] = *s;
 }
 
 /* A sample that replaces the last one: a report that came too soon after it to be an interval of its own. */
-static void restate(struct hist *h, double t, double b, double c)
+static void restate(struct hist *h, const struct sample *s)
 {
-	if (!h->n_short) {
-		push(h, t, b, c);
-		return;
-	}
-	h->t_short[h->n_short - 1] = t;
-	h->b_short[h->n_short - 1] = b;
-	h->c_short[h->n_short - 1] = c;
+	if (!h->n_short)
+		push(h, s);
+	else
+		h->recent[h->n_short - 1] = *s;
+}
+
+/*
+ * A C heap window's record weighs what its size weighs now, and that weight moves each time it is measured again:
+ * such a row is judged on its records seen at today's weight, else a weight measured higher reads as growth of a
+ * row whose records stay the same (five of them, "growing" from 9.7 to 18.7 KB). What it retained and its count
+ * growth stay differences of the counts reported (j), as usage.md defines them.
+ */
+static struct ml_judgement by_records(const struct ml_row *r, const struct ml_judgement *j, const double *t, double *rb,
+				      double *rc, size_t n, double age, double interval, double step)
+{
+	double fb = (double)r->bytes / (double)r->raw_bytes, fc = (double)r->count / (double)r->records;
+	struct ml_judgement jr;
+
+	for (size_t i = 0; i < n; i++)
+		rb[i] *= fb, rc[i] *= fc;
+	jr = ml_judge(t, rb, rc, n, age, interval, step);
+	jr.count_growth = j->count_growth;
+	jr.bytes.net = j->bytes.net;
+	jr.count.net = j->count.net;
+	return jr;
 }
 
 /* A row's judgement, its history (old, or none for a new stack) carried into *h with the sample of now. */
@@ -293,35 +309,25 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 				     bool merge, double age, double interval)
 {
 	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG];
-	bool raw = (r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC && r->raw_bytes && r->records;
-	double fb = raw ? (double)r->bytes / (double)r->raw_bytes : 1,
-	       fc = raw ? (double)r->count / (double)r->records : 1;
-	double prev;
+	double rb[ML_HIST_SHORT + ML_HIST_LONG], rc[ML_HIST_SHORT + ML_HIST_LONG];
+	double prev = old && old->n_short ? old->recent[old->n_short - 1].c : 0;
+	double step = (r->traits & ML_ROW_WEIGHED) && r->records ? (double)r->bytes / (double)r->records : 0;
+	struct sample s = {
+	    .t = now, .b = (double)r->bytes, .c = (double)r->count, .rb = (float)r->raw_bytes, .rc = (float)r->records};
 	struct ml_judgement j;
 	size_t n;
 
-	/*
-	 * A C heap window's record weighs what its size weighs now, and that weight moves each time it is measured
-	 * again: such a row's history is kept in records and seen at today's weight, else a weight measured higher
-	 * reads as growth of a row whose records stay the same (five of them, "growing" from 9.7 to 18.7 KB).
-	 */
-	if (old && old->raw != raw)
-		old = NULL; /* its samples are in the other units */
-	prev = old && old->n_short ? old->c_short[old->n_short - 1] * fc : 0;
-	*h = old ? *old : (struct hist){.key = r->key, .raw = raw};
+	*h = old ? *old : (struct hist){.key = r->key};
 	if (merge && old)
-		restate(h, now, raw ? (double)r->raw_bytes : (double)r->bytes,
-			raw ? (double)r->records : (double)r->count);
+		restate(h, &s);
 	else
-		push(h, now, raw ? (double)r->raw_bytes : (double)r->bytes,
-		     raw ? (double)r->records : (double)r->count);
-	n = series(h, t, b, c);
-	for (size_t i = 0; raw && i < n; i++)
-		b[i] *= fb, c[i] *= fc;
-	j = ml_judge(t, b, c, n, age, interval,
-		     (r->traits & ML_ROW_WEIGHED) && r->records ? (double)r->bytes / (double)r->records : 0);
+		push(h, &s);
+	n = series(h, t, b, c, rb, rc);
+	j = ml_judge(t, b, c, n, age, interval, step);
 	if (merge && old)
 		j.count_growth = (int64_t)((double)r->count - prev); /* since the last report still */
+	if ((r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC && r->raw_bytes && r->records)
+		j = by_records(r, &j, t, rb, rc, n, age, interval, step);
 	return j;
 }
 
@@ -450,7 +456,7 @@ size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, 
 
 	if (!h)
 		return 0;
-	n = series(h, tt, bb, cc);
+	n = series(h, tt, bb, cc, NULL, NULL);
 	if (n > max)
 		n = max;
 	memcpy(t, tt, n * sizeof(*t));
