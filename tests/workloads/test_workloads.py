@@ -694,10 +694,14 @@ def running_total_census_default_settings():
           grew[0].replace("shared_ptr control block of ", "").startswith(nodes),
           f"node types lead the growing ones (torch 1.13's shared_ptr control blocks with them): {grew[:8]}")
     relu = types[nodes + "ReluBackward0"]["count"]
+    # The walk reads the heap while the loop runs: a type's nodes made meanwhile may be counted or not (one run
+    # counted 1,844 AddmmBackward0 against 2 x 944, the 22 steps of its 147 ms walk at 153 steps a second).
+    frag = next(p for p in reps[-1]["processes"] if p["pid"] == run.pid)["fragmentation"]
+    during = types[nodes + "ReluBackward0"]["per_s"] * frag["scan_ms"] / 1000
     for name, per_step in (("AddmmBackward0", 2), ("TBackward0", 2), ("MseLossBackward0", 1), ("AddBackward0", 1)):
         got = types.get(nodes + name, {}).get("count", 0)
-        check(abs(got - per_step * relu) <= 0.02 * per_step * relu + 2,
-              f"{name}: {got}, {per_step} a step as ReluBackward0's {relu}")
+        check(abs(got - per_step * relu) <= 0.02 * per_step * relu + 2 + per_step * during,
+              f"{name}: {got}, {per_step} a step as ReluBackward0's {relu} (the walk took {frag['scan_ms']:.0f} ms)")
     cen = next(p["census"] for p in reps[-1]["processes"] if p["pid"] == run.pid)
     check(cen["typed"] >= 6 * relu and cen["chunks"] > cen["typed"] and cen["walks"] >= 3, f"census: {cen}")
     lines = [l for l in run.text.splitlines() if l.startswith(f"heap census: pid {run.pid} ")]
