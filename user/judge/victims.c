@@ -87,20 +87,6 @@ static bool owns(const struct acc *a, uint64_t caller)
 	return false;
 }
 
-static void pin(struct acc *a, const struct ml_agg_key *k, uint64_t charged, bool own)
-{
-	for (unsigned int i = 0; i < a->npin; i++)
-		if (!memcmp(&a->pin[i].key, k, sizeof(*k))) {
-			a->pin[i].charged += charged;
-			return;
-		}
-	if (a->npin == PINNERS)
-		return; /* past PINNERS rows, a row's charges are not told apart */
-	a->pin[a->npin].key = *k;
-	a->pin[a->npin].own = own;
-	a->pin[a->npin++].charged = charged;
-}
-
 static int cmp_span(const void *a, const void *b)
 {
 	const struct span *x = a, *y = b;
@@ -180,6 +166,31 @@ static bool own_blocks(struct find *fd, const struct acc *a, const struct ml_agg
 	return true;
 }
 
+/*
+ * Charges free space to the row k pinning it; whether k's blocks are the row's own. Heap growth's are told by
+ * the stack, as fills are (a cache's tensors and a batch's come from one call), once per pinning row: a row
+ * pins with many chunks. Past PINNERS rows a row's charges are not told apart.
+ */
+static bool pin(struct find *fd, struct acc *a, const struct ml_agg_key *k, uint64_t charged)
+{
+	unsigned int i = 0;
+	bool own;
+
+	while (i < a->npin && memcmp(&a->pin[i].key, k, sizeof(*k)))
+		i++;
+	if (i < a->npin) {
+		a->pin[i].charged += charged;
+		return a->pin[i].own;
+	}
+	own = fd->raw && a->v.key.layer == ML_LAYER_LIBC ? own_blocks(fd, a, k) : owns(a, k->caller);
+	if (a->npin < PINNERS) {
+		a->pin[a->npin].key = *k;
+		a->pin[a->npin].own = own;
+		a->pin[a->npin++].charged = charged;
+	}
+	return own;
+}
+
 /* Its fill, its own blocks' and other rows'. */
 static void fill_split(struct find *fd, struct acc *a)
 {
@@ -220,16 +231,12 @@ static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
 	for (size_t i = 0; i < nh; i++) {
 		struct ml_agg_key hk;
 		double w;
-		bool own;
 
 		if (ledger__find_weighted(fd->l, (int)k->tgid, h[i].addr, &hk, &w)) {
 			a->unknown += h[i].charged;
 			continue;
 		}
-		/* Heap growth's by the stack, as fills are: a cache's tensors and a batch's come from one call. */
-		own = fd->raw && k->layer == ML_LAYER_LIBC ? own_blocks(fd, a, &hk) : owns(a, hk.caller);
-		pin(a, &hk, h[i].charged, own);
-		if (own)
+		if (pin(fd, a, &hk, h[i].charged))
 			a->own_pin += (double)h[i].charged * w;
 		else
 			a->other_pin += (double)h[i].charged * w;
