@@ -602,12 +602,19 @@ def dataloader_copy_on_write_found_in_page_tables():
         return [p["pid"] for p in rep["processes"] if p["pid"] != run.pid and p.get("memory", {}).get("pss_bytes")
                 and scan_rows(rep, p["pid"])]
 
+    def dirty_growth(reps, ws, w):  # since the first report with copies of every worker in ws
+        first = next(r for r in reps if all(scan_rows(r, x) for x in ws))
+        mem = [next(p["memory"] for p in r["processes"] if p["pid"] == w) for r in (first, reps[-1])]
+        return mem[1]["private_dirty_bytes"] - mem[0]["private_dirty_bytes"]
+
+    def ready(reps):  # copies found, growing, and enough Private_Dirty growth since to compare them with
+        ws = workers(run, reps[-1])
+        return len(ws) >= 2 and all(copied(reps[-1], w) > 8 << 20 and dirty_growth(reps, ws, w) > 4 << 20 and
+                                    any(s["verdict"] == "growing" for s in scan_rows(reps[-1], w)) for w in ws)
+
     run = Run(script, "c", interval="2", tool_env={"MEMLEAK_AI_TEST_RSS_NO_FAULTS": "1"})
     try:
-        reps = run.wait_for(lambda rs: len(workers(run, rs[-1])) >= 2 and
-                            all(copied(rs[-1], w) > 8 << 20 and
-                                any(s["verdict"] == "growing" for s in scan_rows(rs[-1], w))
-                                for w in workers(run, rs[-1])), 90)
+        reps = run.wait_for(ready, 90)
     finally:
         reps = run.stop()
     final = reps[-1]
@@ -623,8 +630,7 @@ def dataloader_copy_on_write_found_in_page_tables():
         eq((user_frame(top, script) or {}).get("line"), built, f"worker {w}: its copies at the list's line")
         check(top["verdict"] == "growing" and top["cow_bytes"] == top["bytes"],
               f"worker {w}: growing, all copies: {top['verdict']} {top['cow_bytes']} of {top['bytes']}")
-        mem = {r["seq"]: next(p["memory"] for p in r["processes"] if p["pid"] == w) for r in (reps[first], final)}
-        dirty = mem[final["seq"]]["private_dirty_bytes"] - mem[reps[first]["seq"]]["private_dirty_bytes"]
+        dirty = dirty_growth(reps, ws, w)
         cow = copied(final, w) - copied(reps[first], w)
         check(dirty > 4 << 20 and cow >= 0.8 * dirty,
               f"worker {w}: copies found {cow} of its Private_Dirty growth {dirty} (reports {reps[first]['seq']}..{final['seq']})")
