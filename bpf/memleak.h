@@ -335,6 +335,7 @@ enum ml_proc_event_type {
 	ML_PROC_RSS_MOVE = 6,	 /* ... or moved (mremap): user space moves them */
 	ML_PROC_CUDA_FAIL = 7,	 /* a cuda-layer allocation failed (struct ml_cuda_fail_event): out of memory */
 	ML_PROC_OOM_RAISE = 8,	 /* an ML_KIND_RAISE row ran (struct ml_oom_raise_event): the error is raised */
+	ML_PROC_PY_EXIT = 9,	 /* a CPython interpreter began to finalize (Py_FinalizeEx): its teardown frees */
 };
 
 struct ml_proc_event {

@@ -69,6 +69,27 @@ int ldso_notify(struct pt_regs *ctx)
 }
 
 /*
+ * An interpreter begins its teardown, which frees what a live job would keep: user space takes the run's
+ * findings now, while the process and its code objects can still be read. The -c target (py_exit_stop_tgid)
+ * also stops until that is done (py_exit_stops counts the stops asked for), as it does at its loader.
+ */
+__u32 py_exit_stop_tgid = 0;
+__u64 py_exit_stops = 0;
+
+SEC("uprobe")
+int py_exit(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (py_exit_stop_tgid && tgid == py_exit_stop_tgid) {
+		__sync_fetch_and_add(&py_exit_stops, 1);
+		bpf_send_signal(ML_SIGSTOP);
+	}
+	proc_event(ML_PROC_PY_EXIT, tgid, 0);
+	return 0;
+}
+
+/*
  * --follow: a traced process that forks a new process (not a thread) makes it traced too, and user space
  * attaches to it at once; an exec replaces a traced process's image, whose libraries must be probed anew.
  */

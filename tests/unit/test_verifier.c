@@ -36,6 +36,7 @@ static const struct {
     {"torch_free", 2850},	/* 2271 */
     {"ldso_stop", 22},		/* 17: the trap counted */
     {"ldso_notify", 54},	/* 43 */
+    {"py_exit", 57},		/* 45: the stop and the event */
     {"oom_victim", 160},	/* 126 */
     {"follow_fork", 135},	/* 108: the rss layer's entry for the child */
     {"follow_exec", 75},	/* 59 */

@@ -813,17 +813,18 @@ void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, v
 	}
 }
 
-int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)
+/* The stack stack_id as frames, after the caller when there is one. */
+static int stack_of(struct ledger *l, uint64_t caller, uint64_t stack_id, struct ml_rawstack *out)
 {
 	struct ml_stack *st = &l->stack_buf;
 
 	out->nr = out->nr_py = 0;
 	out->flags = 0;
-	if (r->key.caller)
-		out->ips[out->nr++] = r->key.caller;
-	if (r->key.stack_id == ML_STACK_NONE)
+	if (caller)
+		out->ips[out->nr++] = caller;
+	if (stack_id == ML_STACK_NONE)
 		return 0;
-	if (stackstore__get(l->o.stacks, r->key.stack_id, st))
+	if (stackstore__get(l->o.stacks, stack_id, st))
 		return -ENOENT;
 	out->flags = st->flags;
 	/* The counts come from the kernel map, which the target cannot write; bound them all the same. */
@@ -840,4 +841,14 @@ int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *
 		out->nr_py = i + 1;
 	}
 	return 0;
+}
+
+int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)
+{
+	return stack_of(l, r->key.caller, r->key.stack_id, out);
+}
+
+int ledger__stack_id(struct ledger *l, uint64_t stack_id, struct ml_rawstack *out)
+{
+	return stack_of(l, 0, stack_id, out);
 }

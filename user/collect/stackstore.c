@@ -274,6 +274,17 @@ int stackstore__add(struct stackstore *ss, const void *rec, size_t len)
 	return err;
 }
 
+size_t stackstore__since(struct stackstore *ss, size_t *cursor, uint64_t *ids, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&ss->lock);
+	for (; *cursor < ss->nents && n < max; ++*cursor)
+		ids[n++] = ss->ents[*cursor].id;
+	pthread_mutex_unlock(&ss->lock);
+	return n;
+}
+
 int stackstore__get(struct stackstore *ss, uint64_t id, struct ml_stack *out)
 {
 	const struct stack_ent *e;

@@ -43,6 +43,12 @@ int stackstore__add(struct stackstore *ss, const void *rec, size_t len);
 /* The stack with this id, into *out (id, counts, flags and words): 0, or -ENOENT when it was never handed over. */
 int stackstore__get(struct stackstore *ss, uint64_t id, struct ml_stack *out);
 
+/*
+ * The ids of stacks kept since *cursor (0 at first: the first one kept), at most max into ids; *cursor moves
+ * past them. Returns how many.
+ */
+size_t stackstore__since(struct stackstore *ss, size_t *cursor, uint64_t *ids, size_t max);
+
 /* The ML_STACK_* flags of the stack with this id, or -ENOENT. */
 int stackstore__flags(struct stackstore *ss, uint64_t id);
 

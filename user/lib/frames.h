@@ -26,6 +26,7 @@ struct ml_frame {
 	int line;		      /* 0 when unknown */
 	bool inlined;		      /* a function inlined into outer at this address (DWARF inline information) */
 	const struct ml_frame *outer; /* next frame out at the same address: what this one is inlined into */
+	const char *unresolved;	      /* Python, func NULL: why it could not be decoded (a static string) */
 };
 
 /* A Python frame as captured: decoded by user/python/pyframes.c. */

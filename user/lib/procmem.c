@@ -69,6 +69,33 @@ int ml_procmem__read(int pid, struct ml_procmem *out)
 	return len ? ml_procmem__parse(buf, out) : -ESRCH;
 }
 
+#define STATUS_MAX 8192 /* /proc/PID/status is about 1.5 KiB */
+
+int ml_proc_hwm(int pid, uint64_t *out)
+{
+	char path[64], buf[STATUS_MAX + 1], *p;
+	unsigned long long kb;
+	ssize_t n, len = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while (len < STATUS_MAX && (n = read(fd, buf + len, (size_t)(STATUS_MAX - len))) > 0)
+		len += n;
+	close(fd);
+	buf[len] = '\0';
+	/* A zombie's status has no Vm lines: its memory is gone. */
+	p = strstr(buf, "\nVmHWM:");
+	if (!p)
+		return -ESRCH;
+	if (sscanf(p + 7, " %llu kB", &kb) != 1)
+		return -EINVAL;
+	*out = (uint64_t)kb * 1024;
+	return 0;
+}
+
 /* The first field of a task's schedstat: its time on a CPU, in ns. */
 static int task_cpu_ns(int dfd, const char *tid, uint64_t *ns)
 {

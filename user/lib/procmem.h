@@ -13,6 +13,9 @@ int ml_procmem__parse(const char *text, struct ml_procmem *out);
 /* Read and parse /proc/PID/smaps_rollup. 0, -ESRCH when the process is gone, -errno. */
 int ml_procmem__read(int pid, struct ml_procmem *out);
 
+/* Its resident memory's high-water mark (VmHWM of /proc/PID/status), bytes. 0, -ESRCH when gone, -errno. */
+int ml_proc_hwm(int pid, uint64_t *out);
+
 /* CPU time of every thread of pid now (their schedstat), in ns. 0, -ESRCH when it is gone, -errno. */
 int ml_proc_cpu_ns(int pid, uint64_t *out);
 

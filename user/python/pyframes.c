@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include "lib/clock.h"
 #include "lib/elfsym.h"
 #include "lib/grow.h"
 #include "lib/hash.h"
@@ -32,17 +33,19 @@
 #include "python/pyoffsets.h"
 #include "memleak.skel.h"
 
-#define STR_MAX 4096		/* longest file or function name taken from the target */
-#define LINETABLE_MAX (1 << 20) /* longest co_linetable */
-#define CACHE_MAX 65536		/* decoded code objects, and frames, kept between reports */
+#define STR_MAX 4096		  /* longest file or function name taken from the target */
+#define LINETABLE_MAX (1 << 20)	  /* longest co_linetable */
+#define CACHE_MAX 65536		  /* decoded frames kept between reports (made again from their code objects) */
+#define CODES_MAX (4 * CACHE_MAX) /* decoded code objects: what outlives the process, so dropped only past this */
 
 /* A code object, known by its address and its line table's (the check the BPF side recorded). */
 struct py_code {
 	uint64_t code, check;
-	uint64_t ident; /* the objects the code object refers to, as read: a replaced code object differs */
-	uint32_t epoch; /* report in which ident was last checked */
-	uint32_t gen;	/* bumped when the address turned out to hold another code object */
-	bool ok;	/* false: could not be decoded (gone, replaced, or not a code object) */
+	uint64_t ident;	 /* the objects the code object refers to, as read: a replaced code object differs */
+	uint32_t epoch;	 /* report in which ident was last checked */
+	uint32_t gen;	 /* bumped when the address turned out to hold another code object */
+	bool ok;	 /* false: could not be decoded (gone, replaced, or not a code object) */
+	const char *why; /* when not ok: what stopped the decoding */
 	char *filename, *qualname;
 	int firstlineno;
 	uint32_t firsttraceable; /* instructions before this one belong to no line: frame setup */
@@ -76,6 +79,8 @@ struct pyframes {
 	struct u64map frames;	 /* hash(code, check, instr, generation) -> struct py_frame */
 	struct py_frame **spill; /* frames whose key collided with a cached one: kept until the next trim */
 	size_t nspill, capspill;
+	struct bpf_link *exit_link; /* py_exit on the runtime's Py_FinalizeEx */
+	uint64_t learned, learn_ns; /* code objects decoded as their stacks arrived, and the time it took */
 };
 
 static uint64_t mix(uint64_t h, uint64_t v)
@@ -114,11 +119,8 @@ static void frame_free(struct py_frame *f)
 	free(f);
 }
 
-static void caches_clear(struct pyframes *p)
+static void frames_clear(struct pyframes *p)
 {
-	for (size_t i = 0; i < p->codes.cap; i++)
-		code_free(p->codes.slots[i].val);
-	u64map__free_values(&p->codes);
 	for (size_t i = 0; i < p->frames.cap; i++) {
 		struct py_frame *f = p->frames.slots[i].val;
 
@@ -136,6 +138,14 @@ static void caches_clear(struct pyframes *p)
 	p->capspill = 0;
 }
 
+static void caches_clear(struct pyframes *p)
+{
+	for (size_t i = 0; i < p->codes.cap; i++)
+		code_free(p->codes.slots[i].val);
+	u64map__free_values(&p->codes);
+	frames_clear(p);
+}
+
 void pyframes__free(struct pyframes *p)
 {
 	if (!p)
@@ -145,6 +155,7 @@ void pyframes__free(struct pyframes *p)
 
 		bpf_map_delete_elem(bpf_map__fd(p->skel->maps.pyprocs), &key);
 	}
+	bpf_link__destroy(p->exit_link);
 	caches_clear(p);
 	if (p->mem >= 0)
 		close(p->mem);
@@ -157,8 +168,10 @@ void pyframes__trim(struct pyframes *p)
 	if (!p)
 		return;
 	p->epoch++;
-	if (p->codes.n > CACHE_MAX || p->frames.n > CACHE_MAX || p->nspill > 1024)
+	if (p->codes.n > CODES_MAX)
 		caches_clear(p);
+	else if (p->frames.n > CACHE_MAX || p->nspill > 1024)
+		frames_clear(p);
 }
 
 void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[3])
@@ -185,12 +198,15 @@ static int peek(const struct pyframes *p, uint64_t addr, void *buf, size_t len)
 	if (w->mem < 0) {
 		fd = ml_proc_open(p->pid, "mem");
 		if (fd < 0)
-			return fd;
+			return fd == -ENOENT ? -ESRCH : fd;
 		w->mem = fd;
 	}
 	n = pread(p->mem, buf, len, (off_t)addr);
 	if (n < 0)
 		return errno == EIO ? -EFAULT : -errno;
+	/* An unmapped address fails with EIO; a read of nothing at all means the address space is gone. */
+	if (n == 0 && len)
+		return -ESRCH;
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
@@ -358,6 +374,25 @@ static int enable(struct pyframes *p, const struct ml_py_layout *lay, uint64_t r
 	return 1;
 }
 
+/*
+ * The interpreter's teardown (Py_FinalizeEx) frees what the job kept: a probe there tells user space to take
+ * the run's findings first. Without it (a build without the symbol) the last report before exit stands.
+ */
+static void watch_exit(struct pyframes *p, const struct elf_syms *es, const struct ml_maps *maps,
+		       const struct ml_mapping *m)
+{
+	uint64_t vaddr, size, off;
+	char *path = NULL;
+
+	if (!p->skel || elf_syms__find(es, "Py_FinalizeEx", &vaddr, &size) ||
+	    elf_syms__vaddr_to_offset(es, vaddr, &off) || ml_maps__attach_path(p->pid, m, &path))
+		return;
+	p->exit_link = bpf_program__attach_uprobe(p->skel->progs.py_exit, false, p->pid, path, off);
+	if (!p->exit_link)
+		ml_dbg("pid %d: no probe on Py_FinalizeEx in %s: %s", p->pid, m->path, strerror(errno));
+	free(path);
+}
+
 /* The CPython version of an object mapped by the target, if it is an interpreter runtime. */
 static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const struct ml_mapping *m)
 {
@@ -370,12 +405,15 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 	lay = runtime_layout(p, es, m, rt, bias);
 	if (lay && find_types(p, es, m, bias))
 		lay = NULL;
-	elf_syms__free(es);
 	if (!lay) {
+		elf_syms__free(es);
 		p->refused = true;
 		return 0;
 	}
-	return enable(p, lay, rt, m);
+	if (enable(p, lay, rt, m))
+		watch_exit(p, es, maps, m);
+	elf_syms__free(es);
+	return p->configured;
 }
 
 int pyframes__sync(struct pyframes *p, const struct ml_maps *maps)
@@ -535,7 +573,9 @@ static int decode_code(const struct pyframes *p, struct py_code *c)
 
 	c->ok = false;
 	c->epoch = p->epoch;
-	if (code_header(p, c->code, c->check, co, sizeof(co), &c->ident))
+	err = code_header(p, c->code, c->check, co, sizeof(co), &c->ident);
+	c->why = err == -ESRCH ? "process exited" : err == -EINVAL ? "code object gone or replaced" : "unreadable";
+	if (err)
 		return 0;
 	memcpy(&first, co + l->code_firstlineno, sizeof(first));
 	c->firstlineno = first;
@@ -549,6 +589,7 @@ static int decode_code(const struct pyframes *p, struct py_code *c)
 	if (err == -ENOMEM)
 		return err;
 	c->ok = !err;
+	c->why = err == -ESRCH ? "process exited" : err ? "names unreadable" : NULL;
 	return 0;
 }
 
@@ -602,6 +643,33 @@ static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t chec
 	return *err ? NULL : c;
 }
 
+int pyframes__learn(struct pyframes *p, const struct ml_pyframe_raw *raw, size_t n)
+{
+	uint64_t t0;
+	int err = 0;
+
+	if (!p || !p->lay || !n)
+		return 0;
+	t0 = ml_clock_ns(CLOCK_MONOTONIC);
+	for (size_t i = 0; i < n && !err; i++) {
+		uint64_t key = mix(mix(1, raw[i].code), raw[i].check);
+		struct py_code *c = u64map__get(&p->codes, key);
+
+		if (c && c->code == raw[i].code && c->check == raw[i].check)
+			continue; /* known: checked again at the next report that shows it */
+		if (code_get(p, raw[i].code, raw[i].check, &err))
+			p->learned++;
+	}
+	p->learn_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
+	return err;
+}
+
+void pyframes__learn_stats(const struct pyframes *p, uint64_t *codes, uint64_t *ns)
+{
+	*codes = p ? p->learned : 0;
+	*ns = p ? p->learn_ns : 0;
+}
+
 int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out)
 {
 	struct py_code *c = NULL;
@@ -641,6 +709,8 @@ int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, cons
 		*out = NULL;
 		return 1;
 	}
+	if (!c || !c->ok)
+		f->fr.unresolved = c ? c->why : "no interpreter layout";
 	if (c && c->ok) {
 		f->fr.func = strdup(c->qualname);
 		f->fr.file = strdup(c->filename);

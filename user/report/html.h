@@ -12,6 +12,7 @@ struct ledger;
 struct stackview;
 struct symbolizer;
 struct html_timeline;
+struct findings;
 
 /* Per-layer outstanding bytes at every report; bounded (halved when full). */
 int html_timeline__new(struct html_timeline **out);
@@ -22,6 +23,7 @@ struct html_opts {
 	int pid;
 	uint32_t top;
 	uint64_t reports;
+	const struct findings *findings; /* the peak marked on the timeline, or NULL */
 };
 
 /* Write the page for the final snapshot to path (created 0600, never through a symlink). 0 or -errno. */

@@ -7,6 +7,7 @@
 #include <zlib.h>
 #include "attach/allocators.h"
 #include "collect/ledger.h"
+#include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
 #include "lib/hash.h"
@@ -215,7 +216,9 @@ static void sample_free(Perftools__Profiles__Sample *sm)
 	free(sm);
 }
 
-/* An empty sample with room for n locations, three values and every label; NULL when out of memory. */
+#define SAMPLE_VALUES 4 /* inuse_space, inuse_objects, growth_space, peak_space */
+
+/* An empty sample with room for n locations, every value and every label; NULL when out of memory. */
 static Perftools__Profiles__Sample *sample_new(size_t n)
 {
 	Perftools__Profiles__Sample *sm = calloc(1, sizeof(*sm));
@@ -233,7 +236,7 @@ static Perftools__Profiles__Sample *sample_new(size_t n)
 	}
 	lab = NULL; /* the sample owns it now */
 	sm->location_id = calloc(n ? n : 1, sizeof(uint64_t));
-	sm->value = calloc(3, sizeof(int64_t));
+	sm->value = calloc(SAMPLE_VALUES, sizeof(int64_t));
 	if (!sm->location_id || !sm->value)
 		goto fail;
 	return sm;
@@ -269,10 +272,12 @@ static void sample_labels(struct builder *b, struct stackview *sv, Perftools__Pr
 	sm->n_label = nlab;
 }
 
-/* A row as a sample: its frames' locations, its outstanding bytes, count and growth, and its labels. */
-static int row_sample(struct builder *b, struct stackview *sv, const struct ml_row *row, const struct ml_judgement *j,
-		      Perftools__Profiles__Sample **out)
+/* A row as a sample: its frames' locations, its outstanding bytes, count, growth and peak, and its labels. */
+static int row_sample(struct builder *b, struct stackview *sv, const struct findings *f, const struct ml_row *row,
+		      const struct ml_judgement *j, Perftools__Profiles__Sample **out)
 {
+	struct ml_high peak = {.bytes = row->bytes};
+	uint64_t freed;
 	const struct ml_frame *const *frames;
 	size_t n = stackview__frames(sv, row, &frames, NULL);
 	Perftools__Profiles__Sample *sm = sample_new(n);
@@ -288,10 +293,13 @@ static int row_sample(struct builder *b, struct stackview *sv, const struct ml_r
 		}
 		sm->location_id[sm->n_location_id++] = (uint64_t)id;
 	}
-	sm->n_value = 3;
+	if (!findings__row(f, &row->key, &peak, &freed) || peak.bytes < row->bytes)
+		peak.bytes = row->bytes;
+	sm->n_value = SAMPLE_VALUES;
 	sm->value[0] = (int64_t)row->bytes;
 	sm->value[1] = (int64_t)row->count;
 	sm->value[2] = row->growth_bytes;
+	sm->value[3] = (int64_t)peak.bytes;
 	sample_labels(b, sv, sm, row, j);
 	*out = sm;
 	return 0;
@@ -323,7 +331,7 @@ static int pack(FILE *out, struct builder *b, Perftools__Profiles__ValueType **v
 	size_t len;
 	int err;
 
-	prof.n_sample_type = 3;
+	prof.n_sample_type = SAMPLE_VALUES;
 	prof.sample_type = vtp;
 	prof.n_sample = nsamples;
 	prof.sample = sm;
@@ -348,20 +356,20 @@ static int pack(FILE *out, struct builder *b, Perftools__Profiles__ValueType **v
 }
 
 int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct stackview *sv,
-		   uint64_t duration_ns, int tgid)
+		   const struct findings *f, uint64_t duration_ns, int tgid)
 {
-	Perftools__Profiles__ValueType vt[3], *vtp[3];
+	Perftools__Profiles__ValueType vt[SAMPLE_VALUES], *vtp[SAMPLE_VALUES];
 	Perftools__Profiles__Sample **samples = calloc(s->nrows ? s->nrows : 1, sizeof(*samples));
 	struct builder b = {};
 	size_t nsamples = 0;
 	int err = 0;
-	static const char *const types[3][2] = {
-	    {"inuse_space", "bytes"}, {"inuse_objects", "count"}, {"growth_space", "bytes"}};
+	static const char *const types[SAMPLE_VALUES][2] = {
+	    {"inuse_space", "bytes"}, {"inuse_objects", "count"}, {"growth_space", "bytes"}, {"peak_space", "bytes"}};
 
 	if (!samples)
 		return -ENOMEM;
 	str(&b, ""); /* string 0 is the empty string */
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < SAMPLE_VALUES; i++) {
 		perftools__profiles__value_type__init(&vt[i]);
 		vt[i].type = str(&b, types[i][0]);
 		vt[i].unit = str(&b, types[i][1]);
@@ -370,7 +378,7 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 	for (size_t i = 0; i < s->nrows && !err; i++) {
 		if (tgid && (int)s->rows[i].key.tgid != tgid)
 			continue;
-		err = row_sample(&b, sv, &s->rows[i], &j[i], &samples[nsamples]);
+		err = row_sample(&b, sv, f, &s->rows[i], &j[i], &samples[nsamples]);
 		if (!err)
 			nsamples++;
 	}

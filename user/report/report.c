@@ -12,8 +12,10 @@
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "lib/path.h"
+#include "python/pyframes.h"
 #include "report/costview.h"
 #include "report/devview.h"
+#include "report/findview.h"
 #include "report/format.h"
 #include "report/fragview.h"
 #include "report/json.h"
@@ -34,7 +36,15 @@ struct reporter {
 	const struct ml_victim *victims; /* this report's (reporter__set_victims), by key */
 	size_t nvictims;
 	const struct ml_cuda_oom *cuda_oom; /* the out-of-memory burst this report is written at */
+	const struct findings *findings;    /* the run's findings: peaks (reporter__set_findings) */
+	const struct ml_exit_view *exited;  /* the final report after the target's exit, or NULL */
 };
+
+/* When the run started, on the snapshots' clock. */
+static uint64_t start_of(const struct reporter *r, const struct ml_snapshot *s)
+{
+	return s->now_ns > r->o.duration_ns ? s->now_ns - r->o.duration_ns : 0;
+}
 
 int ml_open_output(const char *path, FILE **out)
 {
@@ -78,6 +88,12 @@ void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t
 void reporter__set_cuda_oom(struct reporter *r, const struct ml_cuda_oom *o)
 {
 	r->cuda_oom = o;
+}
+
+void reporter__set_findings(struct reporter *r, const struct findings *f, const struct ml_exit_view *exited)
+{
+	r->findings = f;
+	r->exited = exited;
 }
 
 /* The failing request as a row: its stack, for its frames. */
@@ -152,7 +168,7 @@ static void put_frame(FILE *f, const struct ml_frame *fr)
 	fputs("      ", f);
 	if (fr->kind == ML_FRAME_PYTHON) {
 		if (!fr->func) {
-			fputs("[python frame: its code object is no longer readable]\n", f);
+			fprintf(f, "[python frame unresolved: %s]\n", ml_frame_unresolved(fr));
 			return;
 		}
 		ml_put_safe(f, fr->file ? fr->file : "?");
@@ -402,6 +418,7 @@ static void text_row(struct reporter *r, const struct ml_snapshot *s, const stru
 	} else {
 		fprintf(f, "    %s\n", ml_verdict_name(j->verdict));
 	}
+	ml_text_row_peak(f, r->findings, row, r->exited != NULL, start_of(r, s));
 	if (ml_row_possible_frag(r->sv, row) && !v)
 		fprintf(f,
 			"    possible fragmentation: fresh heap from the break while pid %u's C heap holds free "
@@ -470,6 +487,9 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	bool multi;
 
 	text_title(r, s, seq, final);
+	ml_text_exit(r->out, r->exited, start_of(r, s));
+	if (final)
+		ml_text_peak(r->out, r->sv, r->findings, start_of(r, s));
 	ml_text_oom(r->out, r->sv, s, r->o.pid);
 	if (r->cuda_oom)
 		text_cuda_oom(r);
@@ -590,9 +610,22 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 	json_trend(w, "bytes", &j->bytes);
 	json_trend(w, "count", &j->count);
 	jw_obj_end(w);
+	ml_json_row_peak(w, r->findings, row, r->exited != NULL, start_of(r, s));
 	jw_bool(w, "python_truncated", !!(flags & (ML_STACK_PY_TRUNCATED | ML_STACK_PY_BROKEN)));
 	ml_json_frames(w, frames, n);
 	jw_obj_end(w);
+}
+
+/* What the shown rows' Python frames cost to decode as their stacks came, and how many stayed undecoded. */
+static struct ml_py_tally python_tally(struct reporter *r, const struct ml_snapshot *s, const size_t *order,
+				       size_t shown)
+{
+	struct ml_py_tally t = {.unresolved = stackview__unresolved(r->sv, s, order, shown)};
+	struct ml_resolver res;
+
+	if (!stackview__proc(r->sv, r->o.pid, &res))
+		pyframes__learn_stats(res.py, &t.learned, &t.learn_ns);
+	return t;
 }
 
 static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
@@ -612,6 +645,8 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_str(&w, "heap_allocator", stackview__heap(r->sv, r->o.pid));
 	jw_bool(&w, "final", final);
 	jw_double(&w, "interval_s", s->elapsed_s);
+	ml_json_exit(&w, r->exited, start_of(r, s));
+	ml_json_peak(&w, r->sv, r->findings, start_of(r, s));
 	json_totals(&w, s->layers, false);
 	ml_json_devices(&w, s, order);
 	if (r->cuda_oom)
@@ -620,7 +655,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		ml_json_overhead(&w, r->ov);
 	}
 	json_processes(&w, r, s);
-	ml_json_all_stats(&w, s, shown);
+	ml_json_all_stats(&w, s, shown, python_tally(r, s, order, shown));
 	jw_arr_begin(&w, "stacks");
 	for (size_t i = 0; i < shown; i++)
 		json_row(&w, r, s, &s->rows[order[i]], &jv[order[i]], order);
@@ -668,7 +703,7 @@ int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct
 		   uint64_t seq, bool final)
 {
 	if (r->o.format == ML_FMT_PPROF) {
-		int err = final ? ml_pprof_write(r->out, s, j, r->sv, r->o.duration_ns, 0) : 0;
+		int err = final ? ml_pprof_write(r->out, s, j, r->sv, r->findings, r->o.duration_ns, 0) : 0;
 
 		if (err)
 			return err;

@@ -45,6 +45,13 @@ int ml_open_output(const char *path, FILE **out);
 void reporter__set_traced(struct reporter *r, const int *pids, size_t n);
 /* This report's victims of fragmentation (judge/victims.h; by key, kept by the caller until the report is out). */
 void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t n);
+struct findings;
+struct ml_exit_view;
+/*
+ * The run's findings (judge/findings.h), for the peaks every report shows; exited: the final report after the
+ * target's exit, which shows the last live report's rows (NULL otherwise). Kept by the caller.
+ */
+void reporter__set_findings(struct reporter *r, const struct findings *f, const struct ml_exit_view *exited);
 struct ml_cuda_oom;
 /* This report is written at a CUDA out-of-memory burst: o (kept by the caller until the report is out), or NULL. */
 void reporter__set_cuda_oom(struct reporter *r, const struct ml_cuda_oom *o);

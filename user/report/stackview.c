@@ -154,7 +154,11 @@ static const struct ml_frame *python(struct stackview *sv, size_t slot, const st
 		return NULL;
 	if (!rc && fr)
 		return fr;
-	sv->unknown[slot] = (struct ml_frame){.kind = ML_FRAME_PYTHON, .addr = raw->code};
+	sv->unknown[slot] = (struct ml_frame){.kind = ML_FRAME_PYTHON,
+					      .addr = raw->code,
+					      .unresolved = rc == -ENOMEM ? "out of memory"
+							    : sv->py	  ? "unreadable"
+									  : "no Python decoder for its process"};
 	return &sv->unknown[slot];
 }
 
@@ -202,6 +206,25 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 	return n;
 }
 
+const char *ml_frame_unresolved(const struct ml_frame *fr)
+{
+	return fr->unresolved ? fr->unresolved : "unknown";
+}
+
+size_t stackview__unresolved(struct stackview *sv, const struct ml_snapshot *s, const size_t *order, size_t n)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct ml_frame *const *frames;
+		size_t nf = stackview__frames(sv, &s->rows[order ? order[i] : i], &frames, NULL);
+
+		for (size_t k = 0; k < nf; k++)
+			bad += frames[k]->kind == ML_FRAME_PYTHON && !frames[k]->func;
+	}
+	return bad;
+}
+
 bool ml_frame_is_user_code(const struct ml_frame *fr)
 {
 	const char *f = fr->file;
@@ -245,8 +268,10 @@ const char *ml_frame_label(const struct ml_frame *fr, char *buf, size_t len)
 	if (fr->kind == ML_FRAME_PYTHON) {
 		const char *file = ml_base_name(fr->file);
 
-		if (!fr->func)
-			return "[python]";
+		if (!fr->func) {
+			snprintf(buf, len, "[python: unresolved, %s]", ml_frame_unresolved(fr));
+			return buf;
+		}
 		if (fr->line > 0)
 			snprintf(buf, len, "%s (%s:%d)", fr->func, file ? file : "?", fr->line);
 		else
@@ -266,6 +291,20 @@ void ml_json_frames(struct jw *w, const struct ml_frame *const *frames, size_t n
 		const struct ml_frame *fr = frames[k];
 
 		jw_obj_begin(w, NULL);
+		if (fr->kind == ML_FRAME_PYTHON && !fr->func) {
+			/* Never a null frame: what could not be decoded says why (stats.python counts them). */
+			char why[96];
+
+			snprintf(why, sizeof(why), "<unresolved: %s>", ml_frame_unresolved(fr));
+			jw_str(w, "kind", "python");
+			jw_str(w, "func", why);
+			jw_str(w, "file", "<unresolved>");
+			jw_null(w, "line");
+			jw_str(w, "unresolved", ml_frame_unresolved(fr));
+			jw_u64(w, "code", fr->addr);
+			jw_obj_end(w);
+			continue;
+		}
 		if (fr->kind == ML_FRAME_PYTHON) {
 			jw_str(w, "kind", "python");
 			jw_str(w, "func", fr->func);

@@ -54,6 +54,11 @@ const char *stackview__heap(struct stackview *sv, int tgid);
 /* What is known of a traced process (its resolver); non-zero when it is not traced (any more). */
 int stackview__proc(struct stackview *sv, int tgid, struct ml_resolver *out);
 
+/* Python frames that could not be decoded among the frames of rows order[0..n) (order NULL: the first n). */
+size_t stackview__unresolved(struct stackview *sv, const struct ml_snapshot *s, const size_t *order, size_t n);
+/* Why a Python frame with no function could not be decoded. */
+const char *ml_frame_unresolved(const struct ml_frame *fr);
+
 /* Room for any label: names taken from a Python target are at most 4096 bytes each. */
 #define ML_FRAME_LABEL_MAX (2 * 4 * 4096 + 64) /* UTF-8: up to 4 bytes a character */
 

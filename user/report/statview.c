@@ -197,7 +197,20 @@ static void json_layer_calls(struct jw *w, const struct ml_snapshot *s)
 }
 
 /* The "stats" object: every counter since attach, the stack store's size, and how many rows are shown. */
-void ml_json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown)
+/* The "python" object: the walks' counters, then what user space decoded. */
+static void json_python(struct jw *w, const struct ml_snapshot *s, struct ml_py_tally py)
+{
+	jw_obj_begin(w, "python");
+	for (size_t i = 0; i < ARRAY_LEN(python_stats); i++)
+		jw_u64(w, python_stats[i].json, s->stats[python_stats[i].idx]);
+	json_stats(w, "stop_reasons", python_ends, ARRAY_LEN(python_ends), NULL, 0, s->stats);
+	jw_u64(w, "unresolved_frames", py.unresolved);
+	jw_u64(w, "code_objects_learned", py.learned);
+	jw_double(w, "learn_ms", (double)py.learn_ns / 1e6);
+	jw_obj_end(w);
+}
+
+void ml_json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown, struct ml_py_tally py)
 {
 	jw_obj_begin(w, "stats");
 	jw_obj_begin(w, "events");
@@ -206,7 +219,7 @@ void ml_json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown)
 	jw_u64(w, "forgotten", s->forgotten);
 	jw_obj_end(w);
 	json_stats(w, "dropped", drop_stats, ARRAY_LEN(drop_stats), NULL, 0, s->stats);
-	json_stats(w, "python", python_stats, ARRAY_LEN(python_stats), python_ends, ARRAY_LEN(python_ends), s->stats);
+	json_python(w, s, py);
 	json_stats(w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), unwind_ends, ARRAY_LEN(unwind_ends), s->stats);
 	json_stats(w, "rss", rss_stats, ARRAY_LEN(rss_stats), NULL, 0, s->stats);
 	jw_u64(w, "rss_sample_every", 1ULL << s->rss_shift);

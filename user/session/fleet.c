@@ -154,7 +154,7 @@ void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snap
 			continue;
 		}
 		m.from_s = m.until_s - (uint64_t)(snap->elapsed_s + 0.5);
-		err = ml_pprof_write(f, snap, judged, sv, (uint64_t)(snap->elapsed_s * 1e9), t->pid);
+		err = ml_pprof_write(f, snap, judged, sv, NULL, (uint64_t)(snap->elapsed_s * 1e9), t->pid);
 		if (fclose(f) && !err)
 			err = -ENOMEM;
 		if (err) {

@@ -5,8 +5,10 @@
 #define _GNU_SOURCE
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -14,9 +16,11 @@
 #include "collect/heaplive.h"
 #include "collect/ledger.h"
 #include "collect/rsspages.h"
+#include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/procmem.h"
 #include "python/pyframes.h"
 #include "report/html.h"
 #include "report/report.h"
@@ -27,6 +31,7 @@
 #include "session/overhead.h"
 #include "session/select.h"
 #include "session/state.h"
+#include "memleak.skel.h"
 
 static const struct budget_env *budget_env_of(struct session *ss)
 {
@@ -47,6 +52,26 @@ static void weigh_sizes(struct session *ss)
 
 	fleet__weigh_sizes(session__fleet_of(ss), ss->ledger, ss->sizes,
 			   budget__heap_by_size(ss->budget, &since) ? since : 0);
+}
+
+#define LEARN_MAX 65536 /* stacks whose code objects a scan tick decodes at most (the rest at the next) */
+
+/*
+ * The Python code objects of the stacks that came since the last time, decoded now (by the first process's
+ * decoder: its forks share its code objects), so that what the reports name outlives the process.
+ */
+static void learn_stacks(struct session *ss, size_t max)
+{
+	uint64_t ids[256];
+	size_t n, done = 0;
+
+	if (!ss->root.py || !ss->root.pid)
+		return;
+	while (done < max && (n = stackstore__since(ss->stacks, &ss->learn_cursor, ids, 256)) > 0)
+		for (size_t i = 0; i < n; i++, done++)
+			if (!ledger__stack_id(ss->ledger, ids[i], &ss->learn_buf) && ss->learn_buf.nr_py &&
+			    pyframes__learn(ss->root.py, ss->learn_buf.py, ss->learn_buf.nr_py) == -ENOMEM)
+				return;
 }
 
 /* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
@@ -74,6 +99,7 @@ static void session_scan(struct session *ss)
 	if (np)
 		budget__act(ss->budget, budget_env_of(ss), overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
 	weigh_sizes(ss);
+	learn_stacks(ss, LEARN_MAX);
 	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
@@ -168,16 +194,103 @@ static void find_copies(struct session *ss)
 	free(pids);
 }
 
+/* Every output of a report: the main one, --json, --pprof, then the fleet's and, the last time, the HTML page. */
+static int write_outputs(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged,
+			 const size_t *order, const struct ml_exit_view *xv, bool final)
+{
+	const struct ml_opts *o = ss->o;
+	int err = 0;
+
+	for (int i = 0; i < N_OUTPUTS; i++) {
+		if (!ss->reps[i])
+			continue;
+		reporter__set_duration(ss->reps[i], snap->now_ns - ss->start_ns);
+		reporter__set_cuda_oom(ss->reps[i], ss->cuda_oom_due ? &ss->cuda_oom : NULL);
+		reporter__set_findings(ss->reps[i], ss->findings, xv);
+		err = reporter__emit(ss->reps[i], snap, judged, order, ss->seq, final);
+		if (err) {
+			ml_err("cannot write the report%s%s: %s", i ? " to " : "",
+			       i == 1	? o->json
+			       : i == 2 ? o->pprof
+					: "",
+			       strerror(-err));
+			return err;
+		}
+	}
+	ss->cuda_oom_due = false;
+	if (ss->metrics)
+		fleet__publish_metrics(ss->metrics, session__fleet_of(ss), snap, judged, ss->layers,
+				       overhead__info(ss->ov), ss->seq);
+	if (ss->push)
+		fleet__push(ss->push, session__fleet_of(ss), snap, judged, ss->sv, ss->seq);
+	if (final && o->html) {
+		struct html_opts ho = {
+		    .pid = ss->root.pid, .top = o->top, .reports = ss->seq, .findings = ss->findings};
+
+		err = ml_html_write(o->html, &ho, ss->timeline, snap, judged, order, ss->verdicts, ss->sv);
+		if (err)
+			ml_err("cannot write the HTML report '%s': %s", o->html, strerror(-err));
+	}
+	return err;
+}
+
+/*
+ * The final report of a run whose first process exited: what it found while that process lived (its last
+ * report, taken at the interpreter's teardown where there is one), with what the exit freed.
+ */
+static bool exited_view(struct session *ss, bool final, const struct ml_snapshot *now, struct ml_exit_view *xv)
+{
+	if (!final || !ss->root.pid || target__alive(&ss->tgt) || !findings__have(ss->findings))
+		return false;
+	return findings__at_exit(ss->findings, now, xv) == 0;
+}
+
+/* A report made while the processes live is the run's findings so far; their resident high-water marks too. */
+static void keep_findings(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged,
+			  const size_t *order)
+{
+	size_t n = session__traced_pids(ss);
+	int err = findings__keep(ss->findings, snap, judged, order, ss->seq);
+
+	if (err)
+		ml_notice("cannot keep report #%" PRIu64 " as the run's findings: %s", ss->seq, strerror(-err));
+	for (size_t i = 0; i < n; i++) {
+		uint64_t hwm;
+
+		if (!ml_proc_hwm(ss->pids[i], &hwm))
+			findings__rss_peak(ss->findings, ss->pids[i], hwm);
+	}
+}
+
+/* Judge a report made while the processes live; the order and verdicts into *judged and *order. */
+static int judge(struct session *ss, const struct ml_snapshot *snap, bool restate, const struct ml_judgement **judged,
+		 const size_t **order)
+{
+	uint64_t windows = overhead__info(ss->ov)->heap_windows;
+	int err;
+
+	verdicts__hold_sampled(ss->verdicts, windows && windows == ss->windows_seen);
+	ss->windows_seen = windows;
+	err = verdicts__update(ss->verdicts, snap, ss->o->sort_bytes, restate ? ss->o->interval_s : 0, judged, order);
+	if (err)
+		return err;
+	pyframes__trim(ss->root.py);
+	judge_victims(ss, snap, *judged);
+	keep_findings(ss, snap, *judged, *order);
+	return 0;
+}
+
 /* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
 static int session_report(struct session *ss, bool *final)
 {
 	const struct ml_opts *o = ss->o;
 	const struct ml_snapshot *snap;
-	const struct ml_judgement *judged;
-	const size_t *order;
+	const struct ml_judgement *judged = NULL;
+	const size_t *order = NULL;
+	struct ml_exit_view xv;
 	int *traced = NULL, err;
 	size_t ntraced;
-	uint64_t windows;
+	bool exited;
 
 	heap_sweep(ss);
 	find_copies(ss);
@@ -196,10 +309,8 @@ static int session_report(struct session *ss, bool *final)
 	if (ss->rss)
 		rsspages__tune(ss->rss, snap); /* from the next report on: this one stands as collected */
 	ss->seq++;
-	windows = overhead__info(ss->ov)->heap_windows;
-	verdicts__hold_sampled(ss->verdicts, windows && windows == ss->windows_seen);
-	ss->windows_seen = windows;
-	err = verdicts__update(ss->verdicts, snap, o->sort_bytes, *final ? o->interval_s : 0, &judged, &order);
+	exited = exited_view(ss, *final, snap, &xv);
+	err = exited ? 0 : judge(ss, snap, *final || ss->py_exit_due, &judged, &order);
 	if (!err && ss->timeline && html_timeline__add(ss->timeline, snap))
 		err = -ENOMEM;
 	if (err) {
@@ -208,43 +319,15 @@ static int session_report(struct session *ss, bool *final)
 		free(traced);
 		return err;
 	}
-	pyframes__trim(ss->root.py);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		if (ss->reps[i])
 			reporter__set_traced(ss->reps[i], traced, ntraced);
 	free(traced);
-	judge_victims(ss, snap, judged);
 	if (ss->followers)
 		followers__trim(ss->followers);
-	for (int i = 0; i < N_OUTPUTS; i++) {
-		if (!ss->reps[i])
-			continue;
-		reporter__set_duration(ss->reps[i], snap->now_ns - ss->start_ns);
-		reporter__set_cuda_oom(ss->reps[i], ss->cuda_oom_due ? &ss->cuda_oom : NULL);
-		err = reporter__emit(ss->reps[i], snap, judged, order, ss->seq, *final);
-		if (err) {
-			ml_err("cannot write the report%s%s: %s", i ? " to " : "",
-			       i == 1	? o->json
-			       : i == 2 ? o->pprof
-					: "",
-			       strerror(-err));
-			return err;
-		}
-	}
-	ss->cuda_oom_due = false;
-	if (ss->metrics)
-		fleet__publish_metrics(ss->metrics, session__fleet_of(ss), snap, judged, ss->layers,
-				       overhead__info(ss->ov), ss->seq);
-	if (ss->push)
-		fleet__push(ss->push, session__fleet_of(ss), snap, judged, ss->sv, ss->seq);
-	if (*final && o->html) {
-		struct html_opts ho = {.pid = ss->root.pid, .top = o->top, .reports = ss->seq};
-
-		err = ml_html_write(o->html, &ho, ss->timeline, snap, judged, order, ss->verdicts, ss->sv);
-		if (err)
-			ml_err("cannot write the HTML report '%s': %s", o->html, strerror(-err));
-	}
-	return err;
+	if (exited)
+		return write_outputs(ss, &xv.s, xv.j, xv.order, &xv, *final);
+	return write_outputs(ss, snap, judged, order, NULL, *final);
 }
 
 /*
@@ -299,6 +382,27 @@ static void await_oom_raise(struct session *ss)
 			break;
 }
 
+/*
+ * The first process's interpreter began to finalize: every pending code object is decoded and a report made
+ * while what the job kept is still there. A -c target waits stopped until then (py_exit's SIGSTOP).
+ */
+static int py_exit_report(struct session *ss, bool *final)
+{
+	uint64_t stops = READ_ONCE_U64(ss->skel->bss->py_exit_stops);
+	int err;
+
+	learn_stacks(ss, SIZE_MAX);
+	err = session_report(ss, final);
+	ss->py_exit_due = false;
+	if (stops != ss->py_exit_seen) {
+		ss->py_exit_seen = stops;
+		kill(ss->root.pid, SIGCONT);
+	}
+	if (err || *final)
+		return err ? err : LOOP_DONE;
+	return 0;
+}
+
 static int on_proc_events(struct session *ss, bool ready, bool *final)
 {
 	int err;
@@ -320,6 +424,8 @@ static int on_proc_events(struct session *ss, bool ready, bool *final)
 		session__root_exec(ss);
 		ss->root_exec = false;
 	}
+	if (ss->py_exit_due) /* the interpreter's teardown begins: what it is about to free is the findings */
+		return py_exit_report(ss, final);
 	if (ss->oom_report) { /* before the victim's exit takes its records away */
 		await_oom_raise(ss);
 		ss->oom_report = false;

@@ -28,6 +28,7 @@
 #include "collect/rsspages.h"
 #include "collect/sizeweights.h"
 #include "collect/stackstore.h"
+#include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/clock.h"
 #include "lib/grow.h"
@@ -52,8 +53,6 @@
 #include "symbolize/symbolizer.h"
 #include "unwind/unwind.h"
 #include "memleak.skel.h"
-
-#define READ_ONCE_U64(x) ((uint64_t)__atomic_load_n(&(x), __ATOMIC_RELAXED))
 
 /* Test hook: widen the window between attaching and checking that the target still lives. */
 static void test_attach_delay(void)
@@ -204,6 +203,10 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 	}
 	if (e->type == ML_PROC_CUDA_FAIL || e->type == ML_PROC_OOM_RAISE) {
 		cuda_oom_event(ss, data, len);
+		return 0;
+	}
+	if (e->type == ML_PROC_PY_EXIT) {
+		ss->py_exit_due |= (int)e->tgid == ss->root.pid;
 		return 0;
 	}
 	if ((e->type == ML_PROC_RSS_RELEASE || e->type == ML_PROC_RSS_MOVE) && len >= sizeof(struct ml_rss_event)) {
@@ -388,6 +391,8 @@ static int open_collectors(struct session *ss)
 		goto fail;
 	}
 	err = verdicts__new(&ss->verdicts);
+	if (!err)
+		err = findings__new(&ss->findings);
 	if (!err && o->html)
 		err = html_timeline__new(&ss->timeline);
 	if (!err)
@@ -672,6 +677,19 @@ static int start_command(struct session *ss)
 	return n < 0 ? n : 0;
 }
 
+/* What the first process's events on the ring drive (they need the ring: --follow or the rss layer). */
+static void watch_target(struct session *ss)
+{
+	if (!ss->root.pid || !ss->proc_rb)
+		return;
+	/* -c: the target stops at its interpreter's teardown until the findings are taken. */
+	if (ss->tgt.spawned)
+		ss->skel->bss->py_exit_stop_tgid = (__u32)ss->root.pid;
+	/* -p: rescans driven by its loader's reports, which arrive with the fork and exec events (--follow). */
+	else
+		tracee__watch_loader(&ss->root);
+}
+
 /* The target runs: following, the signals and timers of the event loop, and the "attached" notice. */
 static int session_start(struct session *ss)
 {
@@ -704,9 +722,7 @@ static int session_start(struct session *ss)
 	if (ss->rss && !ss->proc_rb &&
 	    !(ss->proc_rb = ring_buffer__new(bpf_map__fd(ss->skel->maps.proc_events), on_proc_event, ss, NULL)))
 		ml_notice("the rss layer cannot read its events: %s", strerror(errno));
-	/* -p: rescans driven by its loader's reports, which arrive with the fork and exec events (--follow). */
-	if (ss->root.pid && !ss->tgt.spawned && ss->proc_rb)
-		tracee__watch_loader(&ss->root);
+	watch_target(ss);
 	/* Taken from here on by the event loop: a signal right after the "attached" notice gets its final report. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -769,6 +785,9 @@ static int session_close(struct session *ss, bool ok)
 		if (READ_ONCE_U64(ss->skel->bss->ldso_stops) != ss->ld_stops_seen && target__alive(&ss->tgt))
 			kill(ss->tgt.pid, SIGCONT);
 	}
+	/* A stop at the interpreter's teardown asked for and not handled yet: let it go on. */
+	if (ss->skel && READ_ONCE_U64(ss->skel->bss->py_exit_stops) != ss->py_exit_seen && target__alive(&ss->tgt))
+		kill(ss->tgt.pid, SIGCONT);
 	for (int i = 0; i < N_OUTPUTS; i++)
 		reporter__free(ss->reps[i]);
 	for (int i = 0; i < N_OUTPUTS - 1; i++)
@@ -798,6 +817,7 @@ static int session_close(struct session *ss, bool ok)
 	}
 	overhead__free(ss->ov);
 	verdicts__free(ss->verdicts);
+	findings__free(ss->findings);
 	victims__clear(&ss->victims);
 	html_timeline__free(ss->timeline);
 	ledger__free(ss->ledger);

@@ -29,6 +29,7 @@
  */
 #define FULL_SCAN_EVERY 15
 #define MAX_FOLLOWERS 1024
+#define READ_ONCE_U64(x) ((uint64_t)__atomic_load_n(&(x), __ATOMIC_RELAXED)) /* a BPF global the programs write */
 #define N_OUTPUTS 3	   /* the main output (-f, -o), then --json and --pprof */
 #define RSS_MAX_RATE 250.0 /* rss layer: pages recorded a second before it samples (each one costs a stack) */
 
@@ -52,6 +53,11 @@ struct session {
 	struct ledger *ledger;
 	struct sizeweights *sizes; /* the sampled C heap's weights by chunk size (budget__heap_by_size) */
 	struct verdicts *verdicts;
+	struct findings *findings; /* what the run found while its processes lived: last live report, peaks */
+	size_t learn_cursor;	   /* stacks whose code objects were decoded as they came (the stack store's order) */
+	struct ml_rawstack learn_buf;
+	bool py_exit_due;	   /* the first process's interpreter began its teardown: report before it frees */
+	uint64_t py_exit_seen;	   /* -c: the BPF side's count of stops at that teardown, when last handled */
 	struct ml_victims victims; /* the last report's victims of fragmentation and rows held (judge/victims.h) */
 	bool walk_soon; /* a growing row of fresh heap waits for a heap walk to be told: the next report walks */
 	struct html_timeline *timeline;

@@ -1,0 +1,255 @@
+/* What a run found while its processes lived: the last live report, the rows' and layers' peaks. */
+#include "judge/findings.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lib/grow.h"
+#include "lib/hash.h"
+#include "lib/u64map.h"
+
+/* A row's highest outstanding bytes, by its key. */
+struct row_high {
+	struct ml_agg_key key;
+	struct ml_high high;
+	uint64_t freed; /* what the exit freed of it (findings__at_exit) */
+};
+
+/* A kept copy of a snapshot's arrays; the rest of it is copied whole. */
+struct kept {
+	struct ml_snapshot s;
+	size_t caprows, capprocs, cappins;
+	struct ml_judgement *j;
+	size_t *order;
+	size_t capj, caporder;
+	uint64_t seq;
+	bool have;
+};
+
+struct findings {
+	struct kept live;
+	struct u64map rows; /* hash of the key -> struct row_high */
+	struct ml_peak peak;
+	size_t cappeak;
+	uint64_t peak_snapped; /* the total when the peak's rows were last taken */
+};
+
+static uint64_t key_hash(const struct ml_agg_key *k)
+{
+	return ml_hash_add(ml_hash_add(ml_hash_add(k->tgid, k->layer), k->stack_id), k->caller);
+}
+
+static bool same_key(const struct ml_agg_key *a, const struct ml_agg_key *b)
+{
+	return a->tgid == b->tgid && a->layer == b->layer && a->stack_id == b->stack_id && a->caller == b->caller;
+}
+
+int findings__new(struct findings **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void findings__free(struct findings *f)
+{
+	if (!f)
+		return;
+	free(f->live.s.rows);
+	free(f->live.s.procs);
+	free(f->live.s.pins);
+	free(f->live.j);
+	free(f->live.order);
+	u64map__free_values(&f->rows);
+	free(f->peak.rows);
+	free(f);
+}
+
+bool findings__in_total(unsigned int layer)
+{
+	return layer != ML_LAYER_TORCH_CUDA && layer != ML_LAYER_TORCH_HOST && layer != ML_LAYER_RSS &&
+	       layer < ML_LAYER_MAX;
+}
+
+/* Copy s into k, its arrays into k's own (grown as needed). 0 or -ENOMEM (k unchanged but for capacity). */
+static int keep_snapshot(struct kept *k, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order)
+{
+	struct ml_row *rows;
+	struct ml_proc_total *procs;
+	struct ml_pin *pins;
+
+	if (ml_grow(&k->s.rows, &k->caprows, s->nrows, sizeof(*s->rows)) ||
+	    ml_grow(&k->s.procs, &k->capprocs, s->nprocs, sizeof(*s->procs)) ||
+	    ml_grow(&k->s.pins, &k->cappins, s->npins, sizeof(*s->pins)) ||
+	    ml_grow(&k->j, &k->capj, s->nrows, sizeof(*j)) ||
+	    ml_grow(&k->order, &k->caporder, s->nrows, sizeof(*order)))
+		return -ENOMEM;
+	rows = k->s.rows;
+	procs = k->s.procs;
+	pins = k->s.pins;
+	k->s = *s;
+	k->s.rows = rows;
+	k->s.procs = procs;
+	k->s.pins = pins;
+	if (s->nrows) {
+		memcpy(rows, s->rows, s->nrows * sizeof(*rows));
+		memcpy(k->j, j, s->nrows * sizeof(*j));
+		memcpy(k->order, order, s->nrows * sizeof(*order));
+	}
+	if (s->nprocs)
+		memcpy(procs, s->procs, s->nprocs * sizeof(*procs));
+	if (s->npins)
+		memcpy(pins, s->pins, s->npins * sizeof(*pins));
+	k->have = true;
+	return 0;
+}
+
+static void raise_high(struct ml_high *h, uint64_t bytes, uint64_t count, uint64_t now)
+{
+	if (h->at_ns && bytes <= h->bytes)
+		return;
+	h->bytes = bytes;
+	h->count = count;
+	h->at_ns = now;
+}
+
+/* Each row's own peak. -ENOMEM leaves later rows without theirs. */
+static int row_peaks(struct findings *f, const struct ml_snapshot *s)
+{
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *r = &s->rows[i];
+		uint64_t h = key_hash(&r->key);
+		struct row_high *rh = u64map__get(&f->rows, h);
+
+		if (rh && !same_key(&rh->key, &r->key))
+			continue; /* another row with the same hash: the first keeps the place */
+		if (!rh) {
+			rh = calloc(1, sizeof(*rh));
+			if (!rh || u64map__put(&f->rows, h, rh)) {
+				free(rh);
+				return -ENOMEM;
+			}
+			rh->key = r->key;
+		}
+		raise_high(&rh->high, r->bytes, r->count, s->now_ns);
+	}
+	return 0;
+}
+
+/* The layers' peaks, and the rows of the total's peak once it passes the last one taken by the margin. */
+static int layer_peaks(struct findings *f, const struct ml_snapshot *s)
+{
+	struct ml_peak *p = &f->peak;
+	uint64_t total = 0, count = 0;
+	size_t n = s->nrows < FINDINGS_PEAK_ROWS ? s->nrows : FINDINGS_PEAK_ROWS;
+
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+		if (s->layers[l].bytes)
+			raise_high(&p->layers[l], s->layers[l].bytes, s->layers[l].count, s->now_ns);
+		if (findings__in_total(l)) {
+			total += s->layers[l].bytes;
+			count += s->layers[l].count;
+		}
+	}
+	if (!total)
+		return 0;
+	raise_high(&p->total, total, count, s->now_ns);
+	if (p->nrows && total <= f->peak_snapped + f->peak_snapped / FINDINGS_PEAK_MARGIN)
+		return 0;
+	if (ml_grow(&p->rows, &f->cappeak, n, sizeof(*p->rows)))
+		return -ENOMEM;
+	memcpy(p->rows, s->rows, n * sizeof(*p->rows)); /* the snapshot's rows are largest first */
+	p->nrows = n;
+	f->peak_snapped = total;
+	return 0;
+}
+
+int findings__keep(struct findings *f, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
+		   uint64_t seq)
+{
+	int err = keep_snapshot(&f->live, s, j, order);
+
+	if (!err)
+		f->live.seq = seq;
+	if (!err)
+		err = row_peaks(f, s);
+	if (!err)
+		err = layer_peaks(f, s);
+	return err;
+}
+
+void findings__rss_peak(struct findings *f, int tgid, uint64_t hwm_bytes)
+{
+	if (hwm_bytes > f->peak.rss_hwm) {
+		f->peak.rss_hwm = hwm_bytes;
+		f->peak.rss_pid = tgid;
+	}
+}
+
+bool findings__have(const struct findings *f)
+{
+	return f && f->live.have;
+}
+
+/* What remains now of a kept row: its bytes in now's snapshot, found by key (rows are few: a map per call). */
+static int freed_by_row(struct findings *f, const struct ml_snapshot *now)
+{
+	struct u64map left = {};
+	int err = 0;
+
+	for (size_t i = 0; i < now->nrows && !err; i++)
+		err = u64map__put(&left, key_hash(&now->rows[i].key), (void *)&now->rows[i]);
+	for (size_t i = 0; i < f->live.s.nrows && !err; i++) {
+		const struct ml_row *r = &f->live.s.rows[i];
+		const struct ml_row *n = u64map__get(&left, key_hash(&r->key));
+		struct row_high *rh = u64map__get(&f->rows, key_hash(&r->key));
+		uint64_t still = n && same_key(&n->key, &r->key) ? n->bytes : 0;
+
+		if (rh && same_key(&rh->key, &r->key))
+			rh->freed = r->bytes > still ? r->bytes - still : 0;
+	}
+	free(left.slots);
+	return err;
+}
+
+int findings__at_exit(struct findings *f, const struct ml_snapshot *now, struct ml_exit_view *out)
+{
+	uint64_t live = 0, left = 0;
+	int err;
+
+	if (!f->live.have)
+		return -ENOENT;
+	err = freed_by_row(f, now);
+	if (err)
+		return err;
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
+		if (findings__in_total(l)) {
+			live += f->live.s.layers[l].bytes;
+			left += now->layers[l].bytes;
+		}
+	out->s = f->live.s;
+	memcpy(out->s.stats, now->stats, sizeof(now->stats));
+	memcpy(out->s.stats_delta, now->stats_delta, sizeof(now->stats_delta));
+	out->s.stacks = now->stacks;
+	out->s.forgotten = now->forgotten;
+	out->j = f->live.j;
+	out->order = f->live.order;
+	out->live_seq = f->live.seq;
+	out->live_ns = f->live.s.now_ns;
+	out->freed_bytes = live > left ? live - left : 0;
+	return 0;
+}
+
+bool findings__row(const struct findings *f, const struct ml_agg_key *k, struct ml_high *peak, uint64_t *freed)
+{
+	const struct row_high *rh = f ? u64map__get(&f->rows, key_hash(k)) : NULL;
+
+	if (!rh || !same_key(&rh->key, k))
+		return false;
+	*peak = rh->high;
+	*freed = rh->freed;
+	return true;
+}
+
+const struct ml_peak *findings__peak(const struct findings *f)
+{
+	return f ? &f->peak : NULL;
+}

@@ -1,0 +1,161 @@
+/* The run's findings in a report: the target's exit, the peak, each row's peak and what the exit freed. */
+#include "report/findview.h"
+#include <inttypes.h>
+#include "attach/allocators.h"
+#include "report/format.h"
+#include "report/json.h"
+#include "report/stackview.h"
+
+#define PEAK_ROWS_TEXT 3 /* rows of the peak's moment the text names */
+
+static const char exit_note[] = "an exiting interpreter frees objects that a live job would keep: the rows and "
+				"verdicts are those of the last report made while the process lived";
+
+static double at_s(uint64_t at_ns, uint64_t start_ns)
+{
+	return at_ns > start_ns ? (double)(at_ns - start_ns) / 1e9 : 0;
+}
+
+void ml_text_exit(FILE *f, const struct ml_exit_view *xv, uint64_t start_ns)
+{
+	char b[32];
+
+	if (!xv)
+		return;
+	ml_fmt_bytes(b, sizeof(b), (double)xv->freed_bytes);
+	fprintf(f,
+		"the target exited: rows and verdicts as of report #%" PRIu64 " (%.1f s), before its exit freed %s\n",
+		xv->live_seq, at_s(xv->live_ns, start_ns), b);
+	fprintf(f, "  (%s)\n", exit_note);
+}
+
+void ml_json_exit(struct jw *w, const struct ml_exit_view *xv, uint64_t start_ns)
+{
+	if (!xv)
+		return;
+	jw_obj_begin(w, "exited");
+	jw_u64(w, "live_report", xv->live_seq);
+	jw_double(w, "live_at_s", at_s(xv->live_ns, start_ns));
+	jw_u64(w, "freed_bytes", xv->freed_bytes);
+	jw_str(w, "note", exit_note);
+	jw_obj_end(w);
+}
+
+/* The job's own line of a row, for the peak's text: file:line in function, or its first frame's label. */
+static void put_row_line(FILE *f, struct stackview *sv, const struct ml_row *row)
+{
+	const struct ml_frame *const *frames;
+	size_t n = stackview__frames(sv, row, &frames, NULL);
+	char label[ML_FRAME_LABEL_MAX];
+
+	for (size_t k = 0; k < n; k++)
+		if (ml_frame_is_user_code(frames[k])) {
+			ml_put_safe(f, frames[k]->file);
+			fprintf(f, ":%d in ", frames[k]->line);
+			ml_put_safe(f, frames[k]->func);
+			return;
+		}
+	ml_put_safe(f, n ? ml_frame_label(frames[0], label, sizeof(label)) : "[no frames]");
+}
+
+void ml_text_peak(FILE *f, struct stackview *sv, const struct findings *fd, uint64_t start_ns)
+{
+	const struct ml_peak *p = findings__peak(fd);
+	const char *sep = " (";
+	char b[32];
+
+	if (!p || !p->total.at_ns)
+		return;
+	ml_fmt_bytes(b, sizeof(b), (double)p->total.bytes);
+	fprintf(f, "peak: %s at %.1f s", b, at_s(p->total.at_ns, start_ns));
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+		if (!p->layers[l].at_ns)
+			continue;
+		ml_fmt_bytes(b, sizeof(b), (double)p->layers[l].bytes);
+		fprintf(f, "%s%s %s at %.1f s", sep, ml_layer_name(l), b, at_s(p->layers[l].at_ns, start_ns));
+		sep = ", ";
+	}
+	fputs(*sep == ',' ? ")" : "", f);
+	if (p->rss_hwm) {
+		ml_fmt_bytes(b, sizeof(b), (double)p->rss_hwm);
+		fprintf(f, "; resident high-water mark %s (pid %d)", b, p->rss_pid);
+	}
+	fputc('\n', f);
+	for (size_t i = 0; i < p->nrows && i < PEAK_ROWS_TEXT; i++) {
+		ml_fmt_bytes(b, sizeof(b), (double)p->rows[i].bytes);
+		fprintf(f, "  at the peak: %s %s at ", ml_layer_name(p->rows[i].key.layer), b);
+		put_row_line(f, sv, &p->rows[i]);
+		fputc('\n', f);
+	}
+}
+
+void ml_json_peak(struct jw *w, struct stackview *sv, const struct findings *fd, uint64_t start_ns)
+{
+	const struct ml_peak *p = findings__peak(fd);
+
+	if (!p || !p->total.at_ns)
+		return;
+	jw_obj_begin(w, "peak");
+	jw_u64(w, "bytes", p->total.bytes);
+	jw_u64(w, "count", p->total.count);
+	jw_double(w, "at_s", at_s(p->total.at_ns, start_ns));
+	jw_obj_begin(w, "layers");
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+		if (!p->layers[l].at_ns)
+			continue;
+		jw_obj_begin(w, ml_layer_name(l));
+		jw_u64(w, "bytes", p->layers[l].bytes);
+		jw_u64(w, "count", p->layers[l].count);
+		jw_double(w, "at_s", at_s(p->layers[l].at_ns, start_ns));
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+	jw_u64(w, "rss_hwm_bytes", p->rss_hwm);
+	jw_i64(w, "rss_hwm_pid", p->rss_pid);
+	jw_arr_begin(w, "stacks");
+	for (size_t i = 0; i < p->nrows; i++) {
+		const struct ml_frame *const *frames;
+		size_t n = stackview__frames(sv, &p->rows[i], &frames, NULL);
+
+		jw_obj_begin(w, NULL);
+		jw_i64(w, "pid", p->rows[i].key.tgid);
+		jw_str(w, "layer", ml_layer_name(p->rows[i].key.layer));
+		jw_u64(w, "bytes", p->rows[i].bytes);
+		jw_u64(w, "count", p->rows[i].count);
+		ml_json_frames(w, frames, n);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
+void ml_text_row_peak(FILE *f, const struct findings *fd, const struct ml_row *row, bool exited, uint64_t start_ns)
+{
+	struct ml_high peak;
+	uint64_t freed;
+	char b[32];
+
+	if (!findings__row(fd, &row->key, &peak, &freed) || (!exited && peak.bytes <= row->bytes))
+		return;
+	ml_fmt_bytes(b, sizeof(b), (double)peak.bytes);
+	fprintf(f, "    peak %s in %" PRIu64 " allocations at %.1f s", b, peak.count, at_s(peak.at_ns, start_ns));
+	if (exited) {
+		ml_fmt_bytes(b, sizeof(b), (double)freed);
+		fprintf(f, "; freed at exit %s", b);
+	}
+	fputc('\n', f);
+}
+
+void ml_json_row_peak(struct jw *w, const struct findings *fd, const struct ml_row *row, bool exited, uint64_t start_ns)
+{
+	struct ml_high peak;
+	uint64_t freed;
+
+	if (!findings__row(fd, &row->key, &peak, &freed))
+		return;
+	jw_u64(w, "peak_bytes", peak.bytes);
+	jw_u64(w, "peak_count", peak.count);
+	jw_double(w, "peak_at_s", at_s(peak.at_ns, start_ns));
+	if (exited)
+		jw_u64(w, "freed_at_exit_bytes", freed);
+}
