@@ -21,10 +21,12 @@
     new Chart(canvas, {
       type: "line",
       data: {
-        datasets: series.map((s, i) => ({
+        datasets: series.map((s, i) => s.peak ? {
+          label: s.label, data: [{ x: s.peak.at_s, y: s.peak.bytes }], showLine: false, pointRadius: 7,
+          pointStyle: "triangle", borderColor: "#000", backgroundColor: "#d62728" } : {
           label: s.label, data: t.map((x, k) => ({ x, y: s.values[k] })), spanGaps: true,
           borderColor: COLORS[i % COLORS.length], backgroundColor: COLORS[i % COLORS.length],
-          borderWidth: 2, pointRadius: 0, pointHitRadius: 4, tension: 0 })),
+          borderWidth: 2, pointRadius: 0, pointHitRadius: 4, tension: 0 }),
       },
       options: {
         animation: false, responsive: true, maintainAspectRatio: false,
@@ -46,8 +48,14 @@
   document.getElementById("title").textContent = "memleak-ai report: " + (M.pid ? "pid " + M.pid : "node-wide");
   document.getElementById("meta").textContent = M.reports + " reports over " + M.duration_s.toFixed(1) +
     " s; generated " + new Date(M.time_unix * 1000).toISOString();
-  plot(document.getElementById("layers"), M.timeline.t,
-       Object.keys(M.timeline.layers).map(k => ({ label: k, values: M.timeline.layers[k] })));
+  // The high-water mark: one marked point on the layers' chart, at its time.
+  const layers = Object.keys(M.timeline.layers).map(k => ({ label: k, values: M.timeline.layers[k] }));
+  if (M.peak) {
+    document.getElementById("meta").textContent += "; peak " + fmtBytes(M.peak.bytes) + " at " +
+      M.peak.at_s.toFixed(1) + " s" + (M.exited ? "; the target exited: rows as of its last live report" : "");
+    layers.push({ label: "peak", values: M.timeline.t.map(() => null), peak: M.peak });
+  }
+  plot(document.getElementById("layers"), M.timeline.t, layers);
   plot(document.getElementById("stacks"), M.timeline.t, M.timeline.stacks);
   MemleakFlame.draw(document.getElementById("flame"), M.flame,
                     { width: Math.min(1100, window.innerWidth - 60), format: fmtBytes });

@@ -1,11 +1,12 @@
 """Python frames: exact files, functions and lines from real interpreters, attached with -p like a user would."""
+import json
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (test_no_asan, DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test,  # noqa: E402
-                     torch_kept_losses)
+from harness import (test_no_asan, DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, Fail, attached_run, check, eq, main,  # noqa: E402
+                     run_tool, test, torch_kept_losses)
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_leaky.py")
 PYENV = os.path.expanduser("~/.pyenv/versions")
@@ -233,6 +234,50 @@ def python_frames_in_text_report():
     for func, mark in [("make_block", "make_block"), ("leak_step", "leak_step"), ("basic", "basic")]:
         want = f"      {SCRIPT}:{AT[mark]} in {func}"
         check(want in tool.out.splitlines(), f"text report has {want!r}")
+
+
+EXITS = os.path.join(ROOT, "tests", "fixtures", "py_exits.py")
+
+
+def null_python_frames(reps):
+    """Every Python frame of every report (its rows and its peak's) with a null file or function."""
+    return [(r["seq"], f) for r in reps for s in r["stacks"] + r.get("peak", {}).get("stacks", [])
+            for f in s["frames"] if f["kind"] == "python" and (f["func"] is None or f["file"] is None)]
+
+
+@test
+def python_script_that_ends_keeps_its_findings():
+    """-c on a script that ends by itself: its interpreter's teardown (Py_FinalizeEx) holds it while a report
+    is made, so that report has all 150 kept blocks at their line; the final report, after the exit, shows that
+    report's rows and verdicts, says the exit freed them, and every Python frame still names its line."""
+    py = pyenv("3.12") or DEBIAN_PY
+    at = markers(EXITS)
+    rc, out, err = run_tool("-f", "json", "--top", "50", "-c", f"{py} {EXITS} 150", "1", timeout=120)
+    eq(rc, 0, f"exit status ({err[-300:]})")
+    reps = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    check(len(reps) >= 4, f"reports: {len(reps)}")
+    final, live = reps[-1], reps[-2]
+    eq((final["final"], live["final"]), (True, False), "the report at teardown, then the final one")
+    eq(final.get("exited", {}).get("live_report"), live["seq"], f"the final shows the teardown's report: {final.get('exited')}")
+    want = sum(65537 + i for i in range(150))
+    keep = [s for s in live["stacks"] if s["layer"] == "libc" and s["bytes"] == want and s["count"] == 150]
+    eq(len(keep), 1, f"at teardown, one row holds the 150 kept blocks: {[(s['bytes'], s['count']) for s in live['stacks'][:5]]}")
+    eq(py_frames(keep[0])[:1], [(EXITS, "keep", at["keep"])], "its line")
+    row = [s for s in final["stacks"] if s["frames"] == keep[0]["frames"] and s["layer"] == "libc"]
+    eq(len(row), 1, "the final report shows it")
+    eq((row[0]["verdict"], row[0]["bytes"], row[0]["peak_bytes"], row[0]["freed_at_exit_bytes"]),
+       ("growing", want, want, want), "a leak candidate to the end, its peak, and what the exit freed: all of it")
+    check(final["stacks"][0]["frames"] == keep[0]["frames"], "the first row of the final report")
+    churn = [s for s in final["stacks"] if (py_frames(s)[:1] or [(0, 0, 0)])[0][2] == at["churn"]]
+    eq([s["verdict"] for s in churn if s["verdict"] == "growing"], [], "the churned block is no candidate")
+    check(final["peak"]["layers"]["libc"]["bytes"] >= want and final["peak"]["rss_hwm_bytes"] > want,
+          f"the peak: {final['peak']['layers']}, VmHWM {final['peak']['rss_hwm_bytes']}")
+    eq(null_python_frames(reps), [], "no null Python frame in any report")
+    # A module's body is freed once it ran: the few start-up stacks read after that keep a reason, import rows only.
+    bad = [(s["verdict"], f["func"]) for s in final["stacks"] for f in s["frames"] if f.get("unresolved")]
+    eq([b for b in bad if b[0] != "import"], [], "every Python frame of a row that is not import-time decoded")
+    eq(final["stats"]["python"]["unresolved_frames"], len(bad), "stats.python counts the frames left unresolved")
+    check(final["stats"]["python"]["code_objects_learned"] > 0, f"code objects decoded as stacks came: {final['stats']['python']}")
 
 
 @test_no_asan

@@ -22,9 +22,10 @@ class CachedDataset(torch.utils.data.Dataset):
 ds = CachedDataset()
 w = torch.randn(1024, 16)
 every = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # benchmarks: print ms a step every EVERY steps
+steps = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # end by itself after STEPS steps (0: never)
 start()
 i, step, t0 = 0, 0, time.perf_counter()
-while True:
+while not steps or step < steps:
     batch = torch.stack([ds[i + k] for k in range(8)])
     (batch @ w).sum()
     i += 8

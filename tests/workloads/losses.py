@@ -12,9 +12,10 @@ opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 x, y = torch.randn(64, 128), torch.randn(64, 1)
 losses = []
 every = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # benchmarks: print ms a step every EVERY steps
+steps = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # end by itself after STEPS steps (0: never)
 start()
 step, t0 = 0, time.perf_counter()
-while True:
+while not steps or step < steps:
     loss = torch.nn.functional.mse_loss(model(x), y)  # LEAK: the nodes each kept loss holds are made here
     opt.zero_grad()
     loss.backward()

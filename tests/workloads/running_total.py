@@ -15,8 +15,9 @@ x, y = torch.randn(64, 128), torch.randn(64, 1)
 total, steps = 0, 0
 # The steps so far, on SIGUSR1: make bench's truth where no heap census counts the nodes (jemalloc, tcmalloc).
 signal.signal(signal.SIGUSR1, lambda *_: print("steps", steps, flush=True))
+end = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # end by itself after END steps (0: never)
 start()
-while True:
+while not end or steps < end:
     steps += 1
     loss = torch.nn.functional.mse_loss(model(x), y)  # LEAK: the nodes the total keeps are made here
     opt.zero_grad()

@@ -813,42 +813,22 @@ void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, v
 	}
 }
 
-/* The stack stack_id as frames, after the caller when there is one. */
-static int stack_of(struct ledger *l, uint64_t caller, uint64_t stack_id, struct ml_rawstack *out)
+int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)
 {
 	struct ml_stack *st = &l->stack_buf;
 
 	out->nr = out->nr_py = 0;
 	out->flags = 0;
-	if (caller)
-		out->ips[out->nr++] = caller;
-	if (stack_id == ML_STACK_NONE)
+	if (r->key.caller)
+		out->ips[out->nr++] = r->key.caller;
+	if (r->key.stack_id == ML_STACK_NONE)
 		return 0;
-	if (stackstore__get(l->o.stacks, stack_id, st))
+	if (stackstore__get(l->o.stacks, r->key.stack_id, st))
 		return -ENOENT;
 	out->flags = st->flags;
 	/* The counts come from the kernel map, which the target cannot write; bound them all the same. */
 	for (size_t i = 0; i < st->nr && i < ML_MAX_FRAMES; i++)
 		out->ips[out->nr++] = st->ips[i];
-	for (size_t i = 0; i < st->nr_py && i < ML_MAX_PYFRAMES && st->nr + 2 * i + 1 < ML_STACK_WORDS; i++) {
-		uint64_t w0 = st->ips[st->nr + 2 * i];
-
-		out->py[i].code = ml_py_code(w0);
-		out->py[i].instr =
-		    ml_py_instr(w0) == ML_PY_INSTR_UNKNOWN ? ML_PYFRAME_NO_INSTR : (uint32_t)ml_py_instr(w0);
-		out->py[i].entry = !!(w0 & ML_PY_ENTRY);
-		out->py[i].check = st->ips[st->nr + 2 * i + 1];
-		out->nr_py = i + 1;
-	}
+	out->nr_py = ml_stack_pyframes(st, out->py);
 	return 0;
-}
-
-int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out)
-{
-	return stack_of(l, r->key.caller, r->key.stack_id, out);
-}
-
-int ledger__stack_id(struct ledger *l, uint64_t stack_id, struct ml_rawstack *out)
-{
-	return stack_of(l, 0, stack_id, out);
 }

@@ -109,7 +109,5 @@ void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, v
 
 /* The captured stack of a row. 0, or a negative errno when its stack-table entry cannot be read (the caller stays). */
 int ledger__stack(struct ledger *l, const struct ml_row *r, struct ml_rawstack *out);
-/* The same for a stack by its id alone (no caller). */
-int ledger__stack_id(struct ledger *l, uint64_t stack_id, struct ml_rawstack *out);
 
 #endif

@@ -59,8 +59,10 @@ struct stackstore {
 	pthread_mutex_t lock, ring_lock;
 	pthread_t reader;
 	bool reading, stop;
-	int err;      /* the reader's first failure, told by the next drain */
-	size_t batch; /* records taken in this hold of the lock */
+	int err;		  /* the reader's first failure, told by the next drain */
+	size_t batch;		  /* records taken in this hold of the lock */
+	stackstore_new_fn on_new; /* told of each stack kept, as it comes */
+	void *on_new_ctx;
 };
 
 int stackstore__new(struct stackstore **out)
@@ -274,15 +276,12 @@ int stackstore__add(struct stackstore *ss, const void *rec, size_t len)
 	return err;
 }
 
-size_t stackstore__since(struct stackstore *ss, size_t *cursor, uint64_t *ids, size_t max)
+void stackstore__on_new(struct stackstore *ss, stackstore_new_fn fn, void *ctx)
 {
-	size_t n = 0;
-
 	pthread_mutex_lock(&ss->lock);
-	for (; *cursor < ss->nents && n < max; ++*cursor)
-		ids[n++] = ss->ents[*cursor].id;
+	ss->on_new = fn;
+	ss->on_new_ctx = ctx;
 	pthread_mutex_unlock(&ss->lock);
-	return n;
 }
 
 int stackstore__get(struct stackstore *ss, uint64_t id, struct ml_stack *out)
@@ -315,6 +314,8 @@ static int on_record(void *ctx, void *data, size_t len)
 	struct stackstore *ss = ctx;
 	int err = add_locked(ss, data, len);
 
+	if (!err && ss->on_new)
+		ss->on_new(ss->on_new_ctx, data);
 	/* A malformed record is counted and skipped; only running out of memory stops the drain. */
 	if (err == -ENOMEM)
 		return err;

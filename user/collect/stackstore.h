@@ -44,10 +44,11 @@ int stackstore__add(struct stackstore *ss, const void *rec, size_t len);
 int stackstore__get(struct stackstore *ss, uint64_t id, struct ml_stack *out);
 
 /*
- * The ids of stacks kept since *cursor (0 at first: the first one kept), at most max into ids; *cursor moves
- * past them. Returns how many.
+ * Call fn(ctx, record) for each new stack the ring brings from now on, as it is kept: in the reader thread (or
+ * a drain's), with the dictionary locked, so fn must be quick and must not call the store. NULL: none.
  */
-size_t stackstore__since(struct stackstore *ss, size_t *cursor, uint64_t *ids, size_t max);
+typedef void (*stackstore_new_fn)(void *ctx, const struct ml_stack *st);
+void stackstore__on_new(struct stackstore *ss, stackstore_new_fn fn, void *ctx);
 
 /* The ML_STACK_* flags of the stack with this id, or -ENOENT. */
 int stackstore__flags(struct stackstore *ss, uint64_t id);

@@ -47,4 +47,22 @@ struct ml_rawstack {
 	unsigned int flags; /* ML_STACK_* */
 };
 
+/* A captured stack's Python frames (two words each after its native ones), bounded; returns how many. */
+static inline size_t ml_stack_pyframes(const struct ml_stack *st, struct ml_pyframe_raw py[ML_MAX_PYFRAMES])
+{
+	size_t n = 0;
+
+	/* The counts come from the kernel map, which the target cannot write; bound them all the same. */
+	for (size_t i = 0; i < st->nr_py && i < ML_MAX_PYFRAMES && st->nr + 2 * i + 1 < ML_STACK_WORDS; i++) {
+		uint64_t w0 = st->ips[st->nr + 2 * i];
+
+		py[i].code = ml_py_code(w0);
+		py[i].instr = ml_py_instr(w0) == ML_PY_INSTR_UNKNOWN ? ML_PYFRAME_NO_INSTR : (uint32_t)ml_py_instr(w0);
+		py[i].entry = !!(w0 & ML_PY_ENTRY);
+		py[i].check = st->ips[st->nr + 2 * i + 1];
+		n = i + 1;
+	}
+	return n;
+}
+
 #endif

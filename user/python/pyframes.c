@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,8 @@ struct pyframes {
 	struct py_frame **spill; /* frames whose key collided with a cached one: kept until the next trim */
 	size_t nspill, capspill;
 	struct bpf_link *exit_link; /* py_exit on the runtime's Py_FinalizeEx */
+	/* pyframes__learn runs in the stack store's reader thread: the caches are shared with the reports' thread. */
+	pthread_mutex_t lock;
 	uint64_t learned, learn_ns; /* code objects decoded as their stacks arrived, and the time it took */
 };
 
@@ -98,6 +101,7 @@ int pyframes__new(struct memleak_bpf *skel, int pid, struct pyframes **out)
 	p->skel = skel;
 	p->pid = pid;
 	p->mem = -1;
+	pthread_mutex_init(&p->lock, NULL);
 	return 0;
 }
 
@@ -159,6 +163,7 @@ void pyframes__free(struct pyframes *p)
 	caches_clear(p);
 	if (p->mem >= 0)
 		close(p->mem);
+	pthread_mutex_destroy(&p->lock);
 	free(p->seen);
 	free(p);
 }
@@ -167,11 +172,13 @@ void pyframes__trim(struct pyframes *p)
 {
 	if (!p)
 		return;
+	pthread_mutex_lock(&p->lock);
 	p->epoch++;
 	if (p->codes.n > CODES_MAX)
 		caches_clear(p);
 	else if (p->frames.n > CACHE_MAX || p->nspill > 1024)
 		frames_clear(p);
+	pthread_mutex_unlock(&p->lock);
 }
 
 void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[3])
@@ -368,8 +375,10 @@ static int enable(struct pyframes *p, const struct ml_py_layout *lay, uint64_t r
 		p->refused = true;
 		return 0;
 	}
+	pthread_mutex_lock(&p->lock); /* the reader thread's pyframes__learn starts with it */
 	p->lay = lay;
 	p->configured = true;
+	pthread_mutex_unlock(&p->lock);
 	ml_notice("Python frames: CPython %s in %s (pid %d)", p->version, m->path, p->pid);
 	return 1;
 }
@@ -648,10 +657,11 @@ int pyframes__learn(struct pyframes *p, const struct ml_pyframe_raw *raw, size_t
 	uint64_t t0;
 	int err = 0;
 
-	if (!p || !p->lay || !n)
+	if (!p || !n)
 		return 0;
+	pthread_mutex_lock(&p->lock);
 	t0 = ml_clock_ns(CLOCK_MONOTONIC);
-	for (size_t i = 0; i < n && !err; i++) {
+	for (size_t i = 0; p->lay && i < n && !err; i++) {
 		uint64_t key = mix(mix(1, raw[i].code), raw[i].check);
 		struct py_code *c = u64map__get(&p->codes, key);
 
@@ -661,16 +671,22 @@ int pyframes__learn(struct pyframes *p, const struct ml_pyframe_raw *raw, size_t
 			p->learned++;
 	}
 	p->learn_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
+	pthread_mutex_unlock(&p->lock);
 	return err;
 }
 
-void pyframes__learn_stats(const struct pyframes *p, uint64_t *codes, uint64_t *ns)
+void pyframes__learn_stats(struct pyframes *p, uint64_t *codes, uint64_t *ns)
 {
-	*codes = p ? p->learned : 0;
-	*ns = p ? p->learn_ns : 0;
+	*codes = *ns = 0;
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	*codes = p->learned;
+	*ns = p->learn_ns;
+	pthread_mutex_unlock(&p->lock);
 }
 
-int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out)
+static int resolve_locked(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out)
 {
 	struct py_code *c = NULL;
 	struct py_frame *f;
@@ -731,4 +747,14 @@ int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, cons
 	}
 	*out = &f->fr;
 	return 0;
+}
+
+int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out)
+{
+	int rc;
+
+	pthread_mutex_lock(&p->lock);
+	rc = resolve_locked(p, raw, out);
+	pthread_mutex_unlock(&p->lock);
+	return rc;
 }

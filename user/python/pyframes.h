@@ -31,13 +31,13 @@ int pyframes__sync(struct pyframes *p, const struct ml_maps *maps);
 int pyframes__resolve(struct pyframes *p, const struct ml_pyframe_raw *raw, const struct ml_frame **out);
 
 /*
- * Decode the code objects of n captured frames now, as their stack arrives, so that the names and line
- * tables stay known after the process has gone (every report reads them from this cache). Known ones cost
- * a lookup. 0 or -ENOMEM.
+ * Decode the code objects of n captured frames now, as their stack arrives (a module's body is freed once it
+ * ran), so that names and line tables stay known after the process has gone: every report reads them from
+ * this cache. Known ones cost a lookup. Safe from another thread than the reports'. 0 or -ENOMEM.
  */
 int pyframes__learn(struct pyframes *p, const struct ml_pyframe_raw *raw, size_t n);
 /* Code objects decoded by pyframes__learn so far, and the time it took. */
-void pyframes__learn_stats(const struct pyframes *p, uint64_t *codes, uint64_t *ns);
+void pyframes__learn_stats(struct pyframes *p, uint64_t *codes, uint64_t *ns);
 
 /* Tests: decode with this layout and these type objects (code, str, bytes), no interpreter search. */
 void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[3]);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "attach/allocators.h"
 #include "collect/ledger.h"
+#include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
 #include "report/json.h"
@@ -247,8 +248,10 @@ static char *table_frame(const struct ml_frame *fr)
 	char *line = NULL;
 	int rc;
 
-	if (fr->kind == ML_FRAME_PYTHON)
-		rc = asprintf(&line, "%s:%d in %s", fr->file ? fr->file : "?", fr->line, fr->func ? fr->func : "?");
+	if (fr->kind == ML_FRAME_PYTHON && !fr->func)
+		rc = asprintf(&line, "<unresolved: %s>", ml_frame_unresolved(fr));
+	else if (fr->kind == ML_FRAME_PYTHON)
+		rc = asprintf(&line, "%s:%d in %s", fr->file ? fr->file : "?", fr->line, fr->func);
 	else if (fr->file)
 		rc = asprintf(&line, "%s (%s) %s:%d", fr->func ? fr->func : "?", fr->module ? fr->module : "?",
 			      fr->file, fr->line);
@@ -289,6 +292,22 @@ static void table_row(struct page *p, const struct ml_row *row, const struct ml_
 	jw_obj_end(&p->w);
 }
 
+/* The "peak" object: the high-water mark on the timeline's clock, marked on its chart. Absent without one. */
+static void peak_json(struct page *p)
+{
+	const struct ml_peak *pk = findings__peak(p->o->findings);
+	double at;
+
+	if (!pk || !pk->total.at_ns)
+		return;
+	at = pk->total.at_ns > p->tl->t0_ns ? (double)(pk->total.at_ns - p->tl->t0_ns) / 1e9 : 0;
+	jw_obj_begin(&p->w, "peak");
+	jw_double(&p->w, "at_s", at);
+	jw_u64(&p->w, "bytes", pk->total.bytes);
+	jw_u64(&p->w, "rss_hwm_bytes", pk->rss_hwm);
+	jw_obj_end(&p->w);
+}
+
 static int write_data(FILE *f, const struct html_opts *o, const struct html_timeline *tl, const struct ml_snapshot *s,
 		      const struct ml_judgement *j, const size_t *order, struct verdicts *v, struct stackview *sv)
 {
@@ -304,7 +323,9 @@ static int write_data(FILE *f, const struct html_opts *o, const struct html_time
 	jw_u64(&p.w, "reports", o->reports);
 	jw_double(&p.w, "duration_s", tl->n ? tl->t[tl->n - 1] : 0);
 	jw_double(&p.w, "time_unix", (double)time(NULL));
+	jw_bool(&p.w, "exited", o->exited);
 	timeline_json(&p, order, v);
+	peak_json(&p);
 	flame_json(&p);
 	jw_arr_begin(&p.w, "table");
 	for (size_t r = 0; r < shown; r++)

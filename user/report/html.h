@@ -2,6 +2,7 @@
 #ifndef ML_HTML_H
 #define ML_HTML_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,7 @@ struct html_opts {
 	uint32_t top;
 	uint64_t reports;
 	const struct findings *findings; /* the peak marked on the timeline, or NULL */
+	bool exited;			 /* the target exited: the rows are its last live report's */
 };
 
 /* Write the page for the final snapshot to path (created 0600, never through a symlink). 0 or -errno. */

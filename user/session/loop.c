@@ -54,26 +54,6 @@ static void weigh_sizes(struct session *ss)
 			   budget__heap_by_size(ss->budget, &since) ? since : 0);
 }
 
-#define LEARN_MAX 65536 /* stacks whose code objects a scan tick decodes at most (the rest at the next) */
-
-/*
- * The Python code objects of the stacks that came since the last time, decoded now (by the first process's
- * decoder: its forks share its code objects), so that what the reports name outlives the process.
- */
-static void learn_stacks(struct session *ss, size_t max)
-{
-	uint64_t ids[256];
-	size_t n, done = 0;
-
-	if (!ss->root.py || !ss->root.pid)
-		return;
-	while (done < max && (n = stackstore__since(ss->stacks, &ss->learn_cursor, ids, 256)) > 0)
-		for (size_t i = 0; i < n; i++, done++)
-			if (!ledger__stack_id(ss->ledger, ids[i], &ss->learn_buf) && ss->learn_buf.nr_py &&
-			    pyframes__learn(ss->root.py, ss->learn_buf.py, ss->learn_buf.nr_py) == -ENOMEM)
-				return;
-}
-
 /* A scan tick: followers and the first process rescanned, the cost sampled against the budget. */
 static void session_scan(struct session *ss)
 {
@@ -99,7 +79,6 @@ static void session_scan(struct session *ss)
 	if (np)
 		budget__act(ss->budget, budget_env_of(ss), overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
 	weigh_sizes(ss);
-	learn_stacks(ss, LEARN_MAX);
 	if (ss->root.pid && tracee__needs_scan(&ss->root, full) && target__alive(&ss->tgt)) {
 		n = tracee__sync(&ss->root, &ss->env);
 		if (n < 0 && n != -ESRCH && n != -ENOENT)
@@ -224,8 +203,11 @@ static int write_outputs(struct session *ss, const struct ml_snapshot *snap, con
 	if (ss->push)
 		fleet__push(ss->push, session__fleet_of(ss), snap, judged, ss->sv, ss->seq);
 	if (final && o->html) {
-		struct html_opts ho = {
-		    .pid = ss->root.pid, .top = o->top, .reports = ss->seq, .findings = ss->findings};
+		struct html_opts ho = {.pid = ss->root.pid,
+				       .top = o->top,
+				       .reports = ss->seq,
+				       .findings = ss->findings,
+				       .exited = xv != NULL};
 
 		err = ml_html_write(o->html, &ho, ss->timeline, snap, judged, order, ss->verdicts, ss->sv);
 		if (err)
@@ -383,16 +365,15 @@ static void await_oom_raise(struct session *ss)
 }
 
 /*
- * The first process's interpreter began to finalize: every pending code object is decoded and a report made
- * while what the job kept is still there. A -c target waits stopped until then (py_exit's SIGSTOP).
+ * The first process's interpreter began to finalize: a report is made while what the job kept is still
+ * there. A -c target waits stopped until then (py_exit's SIGSTOP).
  */
 static int py_exit_report(struct session *ss, bool *final)
 {
 	uint64_t stops = READ_ONCE_U64(ss->skel->bss->py_exit_stops);
 	int err;
 
-	learn_stacks(ss, SIZE_MAX);
-	err = session_report(ss, final);
+	err = session_report(ss, final); /* its collect drains the stack ring: their code objects decoded as read */
 	ss->py_exit_due = false;
 	if (stops != ss->py_exit_seen) {
 		ss->py_exit_seen = stops;

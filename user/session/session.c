@@ -103,6 +103,32 @@ static int resolver(void *ctx, int tgid, struct ml_resolver *out)
  * one: after an exec by a thread other than the leader the task they were made for is gone, and they were
  * seen to stop after some other execs too.)
  */
+/*
+ * The stack store's reader thread, at each new stack: its code objects decoded now, while they exist (a module's
+ * body is freed once it ran), by the first process's decoder; its forks share its code objects.
+ */
+static void learn_stack(void *ctx, const struct ml_stack *st)
+{
+	struct session *ss = ctx;
+	struct ml_pyframe_raw py[ML_MAX_PYFRAMES];
+	size_t n = ml_stack_pyframes(st, py);
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&ss->learn_lock);
+	if (ss->learn_py)
+		pyframes__learn(ss->learn_py, py, n);
+	pthread_mutex_unlock(&ss->learn_lock);
+}
+
+/* The decoder new stacks are learned by from now on (NULL: none); the previous one is no longer used on return. */
+static void learn_with(struct session *ss, struct pyframes *py)
+{
+	pthread_mutex_lock(&ss->learn_lock);
+	ss->learn_py = py;
+	pthread_mutex_unlock(&ss->learn_lock);
+}
+
 void session__root_exec(struct session *ss)
 {
 	struct probes_opts po = root_probes_opts(ss);
@@ -110,7 +136,9 @@ void session__root_exec(struct session *ss)
 
 	if (budget__heap_on(ss->budget))
 		ml_heap_track(ss->skel, ss->root.pid);
+	learn_with(ss, NULL); /* the old image's decoder goes */
 	err = tracee__reprobe(&ss->root, &ss->env, &po);
+	learn_with(ss, ss->root.py);
 	if (err && err != -ESRCH && err != -ENOENT) {
 		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root.pid, strerror(-err));
 		return;
@@ -373,6 +401,7 @@ static int open_collectors(struct session *ss)
 	err = stackstore__new(&ss->stacks);
 	if (err)
 		goto fail;
+	stackstore__on_new(ss->stacks, learn_stack, ss);
 	err = stackstore__attach(ss->stacks, bpf_map__fd(ss->skel->maps.stack_events));
 	if (err) {
 		what = "cannot read the stacks' ring buffer";
@@ -618,6 +647,7 @@ static int session_open(struct session *ss)
 		}
 	}
 	err = ss->root.pid ? attach_root(ss) : 0;
+	learn_with(ss, ss->root.py);
 	err = err ? err : open_outputs(ss);
 	if (err)
 		return err;
@@ -822,8 +852,9 @@ static int session_close(struct session *ss, bool ok)
 	html_timeline__free(ss->timeline);
 	ledger__free(ss->ledger);
 	sizeweights__free(ss->sizes);
-	stackstore__free(ss->stacks);
+	stackstore__free(ss->stacks); /* its reader thread first: it may be learning with the first process's decoder */
 	tracee__release(&ss->root, &ss->env);
+	pthread_mutex_destroy(&ss->learn_lock);
 	rowcache__clear(&ss->rows);
 	bgobj__free(ss->usdt_obj); /* after every link to its programs */
 	unwinder__free(ss->env.uw);
@@ -849,6 +880,7 @@ int session__run(const struct ml_opts *o)
 			     .layers = o->layers,
 			     .tgt = {.pidfd = -1, .go_fd = -1, .status_fd = -1},
 			     .root = {.pidfd = -1},
+			     .learn_lock = PTHREAD_MUTEX_INITIALIZER,
 			     .sfd = -1,
 			     .tick_fd = -1,
 			     .scan_fd = -1};

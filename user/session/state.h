@@ -5,6 +5,7 @@
 #ifndef ML_SESSION_STATE_H
 #define ML_SESSION_STATE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,12 +54,12 @@ struct session {
 	struct ledger *ledger;
 	struct sizeweights *sizes; /* the sampled C heap's weights by chunk size (budget__heap_by_size) */
 	struct verdicts *verdicts;
-	struct findings *findings; /* what the run found while its processes lived: last live report, peaks */
-	size_t learn_cursor;	   /* stacks whose code objects were decoded as they came (the stack store's order) */
-	struct ml_rawstack learn_buf;
-	bool py_exit_due;	   /* the first process's interpreter began its teardown: report before it frees */
-	uint64_t py_exit_seen;	   /* -c: the BPF side's count of stops at that teardown, when last handled */
-	struct ml_victims victims; /* the last report's victims of fragmentation and rows held (judge/victims.h) */
+	struct findings *findings;  /* what the run found while its processes lived: last live report, peaks */
+	pthread_mutex_t learn_lock; /* the stack store's reader thread decodes new stacks' code objects ... */
+	struct pyframes *learn_py;  /* ... with the first process's decoder (NULL: none, or being replaced) */
+	bool py_exit_due;	    /* the first process's interpreter began its teardown: report before it frees */
+	uint64_t py_exit_seen;	    /* -c: the BPF side's count of stops at that teardown, when last handled */
+	struct ml_victims victims;  /* the last report's victims of fragmentation and rows held (judge/victims.h) */
 	bool walk_soon; /* a growing row of fresh heap waits for a heap walk to be told: the next report walks */
 	struct html_timeline *timeline;
 	struct stackview *sv;
