@@ -9,5 +9,5 @@ pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT INT TERM
 sleep 1
 echo "== memleak-ai -p $pid 2 4   (attached to a process already running; 4 reports, 2 s apart) =="
-echo "== expect: record_loss grows every report and is a LEAK CANDIDATE from the 4th; cache_put stays stable at 64 x 16 KiB; train_step frees everything =="
+echo "== expect: record_loss grows every report and is a LEAK CANDIDATE from the 4th; cache_put holds at most 64 x 16 KiB and is never a candidate; train_step frees everything: no libc row of its own, never a candidate =="
 ./memleak-ai -p "$pid" 2 4

@@ -1,6 +1,7 @@
 """Integration tests of the core: real BPF programs attached to real fixture processes."""
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -9,8 +10,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (test_no_asan, FIX, ROOT, TOOL, Fail, Fixture, Tool, bpf_progs, by_func, check, eq, html_check, main,  # noqa: E402
-                     no_bpf_left, read_line, run_tool, test, traced)
+from harness import (test_no_asan, FIX, ROOT, TOOL, Fail, Fixture, Tool, alone, bpf_progs, by_func, check, eq,  # noqa: E402
+                     html_check, main, no_bpf_left, read_line, run_tool, test, traced)
 
 SRC = os.path.join(ROOT, "tests", "fixtures", "leaky.c")
 
@@ -286,6 +287,62 @@ def verdicts_on_the_demo_trainer():
     check(first_flag <= 5, f"flagged within a few intervals: report {first_flag}")
     last = run("--sort", "bytes", "0.4", "4")[-1]
     eq(last["stacks"][0]["frames"][0]["func"], "cache_put", "--sort bytes: largest first")
+
+
+DEMO_EXPECT = ("== expect: record_loss grows every report and is a LEAK CANDIDATE from the 4th; cache_put holds at "
+               "most 64 x 16 KiB and is never a candidate; train_step frees everything: no libc row of its own, "
+               "never a candidate ==")
+
+
+def demo_reports(out):
+    """The text reports of scripts/demo.sh: per report, its header and its rows as (layer, bytes, verdict line,
+    frame functions)."""
+    reps = []
+    row = None
+    for line in out.splitlines():
+        if line.startswith("=== memleak-ai "):
+            reps.append({"header": line, "rows": []})
+            row = None
+        elif reps and line[:1] == "[" and "] " in line:
+            layer, rest = line.split("] ", 1)[1].split(": ", 1)
+            row = {"layer": layer, "bytes": int(rest.split(" ", 1)[0]), "line": line, "verdict": None, "funcs": []}
+            reps[-1]["rows"].append(row)
+        elif row is not None and line.startswith("      "):
+            row["funcs"].append(line.split()[0].split("+", 1)[0])
+        elif row is not None and line.startswith("    ") and row["verdict"] is None:
+            row["verdict"] = line.strip()
+    return reps
+
+
+@test_no_asan
+@alone
+def demo_says_what_its_reports_show():
+    """`make demo`'s scripts/demo.sh, five times, at its default settings (the --max-overhead budget included): its
+    expectation holds every time. A final report on its tick, a fraction of a millisecond early, once restated the
+    third report's sample: three samples, record_loss new under "not growing" (one run in three)."""
+    for run in range(1, 6):
+        r = subprocess.run([os.path.join(ROOT, "scripts", "demo.sh")], capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        eq(r.returncode, 0, f"run {run}: demo.sh exit status ({out[-500:]!r})")
+        check(DEMO_EXPECT in out.splitlines(), f"run {run}: the expectation printed as this test reads it")
+        reps = demo_reports(r.stdout)
+        eq(len(reps), 4, f"run {run}: reports")
+        check(reps[-1]["header"].startswith("=== memleak-ai final report #4 "), f"run {run}: {reps[-1]['header']!r}")
+        for i, rep in enumerate(reps, 1):
+            libc = {row["funcs"][0]: row for row in rep["rows"] if row["layer"] == "libc" and row["funcs"]}
+            said = f"run {run}, report {i}: {[(x['line'], x['verdict'], x['funcs'][:3]) for x in rep['rows']]}"
+            grew = "record_loss" in libc and re.search(
+                r"oldest [^,]*, \+([0-9.]+) [KM]?i?B, \+[0-9]+ allocations since last", libc["record_loss"]["line"])
+            check(grew and float(grew.group(1)) > 0, f"record_loss grows: {said}")
+            eq(libc["record_loss"]["verdict"].startswith("LEAK CANDIDATE"), i >= 4,
+               f"record_loss a LEAK CANDIDATE from the 4th report on: {said}")
+            check("cache_put" in libc and libc["cache_put"]["bytes"] <= 64 * 16384,
+                  f"cache_put at most 64 x 16 KiB: {said}")
+            check(not libc["cache_put"]["verdict"].startswith("LEAK CANDIDATE"),
+                  f"cache_put never a candidate: {said}")
+            check("train_step" not in libc, f"train_step: no libc row: {said}")
+            check(not any("train_step" in x["funcs"] and x["verdict"].startswith("LEAK CANDIDATE")
+                          for x in rep["rows"]), f"train_step never a candidate: {said}")
 
 
 @test

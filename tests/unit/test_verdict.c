@@ -327,6 +327,30 @@ int main(void)
 		verdicts__free(v);
 	}
 	/*
+	 * `-p PID 2 4`: the fourth report is the final one, on its timer tick, 0.25 ms early (as `make demo` printed
+	 * it one run in three). A whole interval: a fourth sample, and the leak growing; restated, it had three
+	 * and was new.
+	 */
+	{
+		struct verdicts *v;
+		struct ml_row row = {.key = {.tgid = 1, .stack_id = 1}};
+		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
+		const struct ml_judgement *jv = NULL;
+		const size_t *order = NULL;
+		uint64_t at[] = {2000000000ULL, 4000000000ULL, 6000000000ULL, 7999750000ULL};
+		int err = verdicts__new(&v);
+
+		for (int i = 0; i < 4 && !err; i++) {
+			s.now_ns = at[i];
+			row.bytes += 202000, row.count += 196;
+			err = verdicts__update(v, &s, false, i == 3 ? 2.0 : 0, &jv, &order);
+			s.elapsed_s = 2;
+		}
+		CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 3 && jv[0].count_growth == 196,
+		      "a final report 1.99975 s after the third (interval 2 s): a sample of its own, growing");
+		verdicts__free(v);
+	}
+	/*
 	 * A C heap window row of five 24-byte records whose size's weight is measured higher at each report (108 to
 	 * 156, as running_total.py under -c showed): its bytes rise from 13 to 19 KB, its records stay. Not growing;
 	 * a row whose records rise under the same weights is.

@@ -21,6 +21,12 @@ struct hist {
 	struct sample recent[ML_HIST_SHORT], old[ML_HIST_LONG];
 };
 
+/*
+ * The share of an interval after which a final report is an interval of its own: under sampling it misses a
+ * step about as often as a whole one does (e^-0.9 = 41 %, e^-1 = 37 %, for a step an interval).
+ */
+#define RESTATE_WHOLE 0.9
+
 struct verdicts {
 	struct hist *h; /* sorted by key */
 	size_t n;
@@ -368,9 +374,11 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	/*
 	 * A final report within an interval of the last (a signal between reports) restates the last sample rather
 	 * than adding one: part of an interval sees too few events to rise evenly, and under sampling often none,
-	 * so a leak judged growing a moment ago would read as stable.
+	 * so a leak judged growing a moment ago would read as stable. One whose interval is all but whole (the last
+	 * of COUNT reports, on its timer tick but a fraction of a ms early as often as late) is a sample of its
+	 * own: restated, `-p PID 2 4` judged three samples and called a steady leak new.
 	 */
-	merge = v->updates && now - v->last_now < restate_s;
+	merge = v->updates && now - v->last_now < restate_s * RESTATE_WHOLE;
 	if (merge)
 		interval = restate_s;
 	/* Stacks that vanished (all their memory freed) drop their history: the table stays as big as the report. */

@@ -59,8 +59,8 @@ void verdicts__free(struct verdicts *v);
  * Judge every row of a snapshot against the history of its stack (rows keep their order). Returns an array
  * parallel to s->rows, valid until the next call, and in *order the row indices in report order: growing
  * stacks first by leak score, then the rest by outstanding bytes (or all by bytes when by_bytes). A snapshot
- * under restate_s after the last one (the final report's: the report interval; 0 for the others) replaces the
- * last sample instead of adding one.
+ * under 0.9 restate_s after the last one (the final report's: the report interval; 0 for the others) replaces
+ * the last sample instead of adding one.
  */
 int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
 		     const struct ml_judgement **out, const size_t **order);
