@@ -226,6 +226,24 @@ int main(void)
 		CHECK(b && b->func && !strcmp(b->func, "other_function"), "next report: replaced code decoded again");
 		pyframes__free(p);
 	}
+	/* One freed and not replaced (no longer a code object) keeps its names: the stacks naming it ran it. */
+	make_valid();
+	{
+		struct pyframes *p;
+		struct ml_pyframe_raw r = raw_at(3);
+		const struct ml_frame *a = NULL, *b = NULL;
+
+		CHECK_EQ_INT(pyframes__new(NULL, getpid(), &p), 0, "pyframes: new");
+		pyframes__use_layout(p, L, types);
+		pyframes__resolve(p, &r, &a);
+		CHECK(a && a->func && !strcmp(a->func, "Model.train_step"), "decoded while it lives");
+		put64(&code, L->ob_type, T_STR);
+		pyframes__trim(p);
+		pyframes__resolve(p, &r, &b);
+		CHECK(b && b->func && !strcmp(b->func, "Model.train_step") && b->line == a->line,
+		      "next report, the code object freed: its names and line kept");
+		pyframes__free(p);
+	}
 	decode(raw_at(3), &f); /* frees the last decoder's state */
 	return SUMMARY("pyframes");
 }

@@ -134,19 +134,51 @@ static int row_peaks(struct findings *f, const struct ml_snapshot *s)
 	return 0;
 }
 
+/* Records that stand for more than themselves (sampled) give estimates, not a high-water mark: left out. */
+static bool exact_row(const struct ml_row *r)
+{
+	return !(r->traits & ML_ROW_WEIGHED);
+}
+
+/* The exact rows' bytes and count per layer. */
+static void exact_layers(const struct ml_snapshot *s, struct ml_high layers[ML_LAYER_MAX])
+{
+	memset(layers, 0, ML_LAYER_MAX * sizeof(*layers));
+	for (size_t i = 0; i < s->nrows; i++)
+		if (exact_row(&s->rows[i]) && s->rows[i].key.layer < ML_LAYER_MAX) {
+			layers[s->rows[i].key.layer].bytes += s->rows[i].bytes;
+			layers[s->rows[i].key.layer].count += s->rows[i].count;
+		}
+}
+
+/* The largest exact rows of the moment (the snapshot's rows are largest first). -ENOMEM. */
+static int snap_rows(struct findings *f, const struct ml_snapshot *s)
+{
+	struct ml_peak *p = &f->peak;
+
+	if (ml_grow(&p->rows, &f->cappeak, FINDINGS_PEAK_ROWS, sizeof(*p->rows)))
+		return -ENOMEM;
+	p->nrows = 0;
+	for (size_t i = 0; i < s->nrows && p->nrows < FINDINGS_PEAK_ROWS; i++)
+		if (exact_row(&s->rows[i]))
+			p->rows[p->nrows++] = s->rows[i];
+	return 0;
+}
+
 /* The layers' peaks, and the rows of the total's peak once it passes the last one taken by the margin. */
 static int layer_peaks(struct findings *f, const struct ml_snapshot *s)
 {
 	struct ml_peak *p = &f->peak;
+	struct ml_high now[ML_LAYER_MAX];
 	uint64_t total = 0, count = 0;
-	size_t n = s->nrows < FINDINGS_PEAK_ROWS ? s->nrows : FINDINGS_PEAK_ROWS;
 
+	exact_layers(s, now);
 	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
-		if (s->layers[l].bytes)
-			raise_high(&p->layers[l], s->layers[l].bytes, s->layers[l].count, s->now_ns);
+		if (now[l].bytes)
+			raise_high(&p->layers[l], now[l].bytes, now[l].count, s->now_ns);
 		if (findings__in_total(l)) {
-			total += s->layers[l].bytes;
-			count += s->layers[l].count;
+			total += now[l].bytes;
+			count += now[l].count;
 		}
 	}
 	if (!total)
@@ -154,12 +186,8 @@ static int layer_peaks(struct findings *f, const struct ml_snapshot *s)
 	raise_high(&p->total, total, count, s->now_ns);
 	if (p->nrows && total <= f->peak_snapped + f->peak_snapped / FINDINGS_PEAK_MARGIN)
 		return 0;
-	if (ml_grow(&p->rows, &f->cappeak, n, sizeof(*p->rows)))
-		return -ENOMEM;
-	memcpy(p->rows, s->rows, n * sizeof(*p->rows)); /* the snapshot's rows are largest first */
-	p->nrows = n;
 	f->peak_snapped = total;
-	return 0;
+	return snap_rows(f, s);
 }
 
 int findings__keep(struct findings *f, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,

@@ -22,6 +22,7 @@ struct ml_high {
 	uint64_t at_ns; /* CLOCK_MONOTONIC of the report that saw it; 0: never seen */
 };
 
+/* Of exact records only: those that stand for more (ML_ROW_WEIGHED: sampled) give estimates, not a peak. */
 struct ml_peak {
 	struct ml_high layers[ML_LAYER_MAX];
 	struct ml_high total; /* every layer that is not memory another layer holds (torch_cuda, torch_host, rss) */

@@ -616,14 +616,16 @@ static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t chec
 
 		/*
 		 * Once a report, check that the address still holds the code object decoded then. One freed
-		 * and replaced (along with its line table, at the same two addresses) is decoded again under
-		 * a new generation, so its frames do not take the old names.
+		 * and replaced by another code object (along with its line table, at the same two addresses) is
+		 * decoded again under a new generation, so its frames do not take the old names. One freed and
+		 * not replaced keeps them: a running frame holds its code object, so every stack that names the
+		 * address was taken while the old one lived (a script's main module is freed before its
+		 * interpreter finalizes; the process may have exited).
 		 */
 		if (c->epoch == p->epoch)
 			return c;
 		rc = code_header(p, code, check, co, sizeof(co), &ident);
-		/* After the process exited, what was decoded while it ran stays. */
-		if (rc == -ESRCH || (c->ok && !rc && ident == c->ident) || (!c->ok && rc)) {
+		if ((c->ok && (rc || ident == c->ident)) || (!c->ok && rc)) {
 			c->epoch = p->epoch;
 			return c;
 		}
