@@ -90,7 +90,7 @@ class Run:
         self.wl_lines = []
         self.json, self.pprof, self.html = (os.path.join(self.dir, n) for n in ("r.json", "r.pb.gz", "r.html"))
         outs = ["--json", self.json, "--pprof", self.pprof, "--html", self.html]
-        self.wl = None
+        self.wl, self.ended = None, True
         if mode == "p":
             self.wl = subprocess.Popen([*wl_pre, PY, os.path.join(HERE, script), "wait", *wl_args], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, cwd=HERE, env={**os.environ, **(wl_env or {})})
@@ -139,6 +139,18 @@ class Run:
     def stop(self, timeout=60):
         """SIGINT: the final report (and the pprof and HTML) while the workload still runs; then end it."""
         self.tool.send_signal(signal.SIGINT)
+        return self._end(timeout)
+
+    def finish(self, timeout=240):
+        """-c on a workload that ends by itself: the run ends with it. Its reports (an overdue run is stopped)."""
+        try:
+            self.tool.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.tool.send_signal(signal.SIGINT)
+            self.ended = False
+        return self._end(60)
+
+    def _end(self, timeout):
         try:
             rc = self.tool.wait(timeout=timeout)
             if self.wl:  # what the workload printed meanwhile (losses.py's step times, when asked)
@@ -224,6 +236,46 @@ def check_outputs(run, final, expect_leak):
     check_text(run, final, expect_leak)
     check_pprof(run, expect_leak)
     check_html(run, expect_leak)
+
+
+def python_frames(reps, pred=lambda s: True):
+    """(report, layer, verdict, frame) of each Python frame of the rows pred keeps, and of the peak's rows."""
+    return [(r["seq"], s["layer"], s.get("verdict"), f) for r in reps
+            for s in r["stacks"] + r.get("peak", {}).get("stacks", []) if pred(s)
+            for f in s["frames"] if f["kind"] == "python"]
+
+
+def check_exited(run, reps, script, named=None):
+    """A -c run whose workload ended by itself: the final report, written after the exit, keeps what the run
+    found while it lived (the leak's line a top-three candidate, in every output; or what named(report) asks),
+    says so, and every Python frame of it names its line; no report has a null Python frame."""
+    check(run.ended, f"{script}: ended by itself within the time given")
+    final = reps[-1]
+    eq(final["final"], True, f"{script}: last JSON report is the final one")
+    check("exited" in final, f"{script}: the final report says the target exited: {sorted(final)}")
+    eq(final["exited"]["live_report"], reps[-2]["seq"], f"{script}: its rows are the last live report's")
+    check((named or (lambda r: growing_top3(r, script)[1]))(final), f"{script}: after the exit, the leak's line among the first three "
+          f"candidates: {[(s['layer'], s['verdict'], s['bytes'], (user_frame(s, script) or {}).get('line')) for s in final['stacks'][:5]]}")
+    eq([x for x in python_frames(reps) if x[3]["func"] is None or x[3]["file"] is None], [],
+       f"{script}: no null Python frame in any report")
+    bad = [x for x in python_frames([final], lambda s: s.get("verdict") == "growing")
+           if x[3].get("unresolved") or not x[3].get("line")]
+    eq(bad, [], f"{script}: every Python frame of the final report's candidates has its file, line and function")
+    shown = [x for x in python_frames([dict(final, peak={})]) if x[3].get("unresolved")]
+    eq(final["stats"]["python"]["unresolved_frames"], len(shown), f"{script}: stats.python counts the unresolved")
+    eq([x for x in shown if x[2] != "import"], [], f"{script}: frames unresolved only in import-time rows")
+    check(final.get("peak", {}).get("rss_hwm_bytes", 0) > 0, f"{script}: the peak's resident high-water mark")
+    check("the target exited: rows and verdicts as of report" in run.text, f"{script}: the text says so")
+    if named is None:
+        check_outputs(run, final, True)
+    else:  # the text's check asks for the marked line; named may ask for another
+        check_pprof(run, True)
+        check_html(run, True)
+    r = subprocess.run(["protoc", f"--proto_path={ROOT}/proto", "--decode=perftools.profiles.Profile",
+                        "profile.proto"], input=gzip.open(run.pprof).read(), capture_output=True, timeout=60)
+    check('"peak_space"' in r.stdout.decode(errors="replace"), f"{script}: pprof has the peak_space sample type")
+    html = open(run.html).read()
+    check('"exited":true' in html and '"peak":{' in html, f"{script}: the HTML page marks the exit and the peak")
 
 
 def leak_run(script, mode, *args, timeout=40, interval="1", until=None, until_all=False):
@@ -435,20 +487,25 @@ def dataset_class_cache_full_fidelity():
     leak_run("dataset_cache.py", "p", *FULL)
 
 
-def default_goal(script, mode, within, bystander):
+def default_goal(script, mode, within, bystander, wl_args=()):
     """Issue 24's goal at default settings, a report every 2 s: within `within` reports a top-three leak
     candidate carries the leak's line, and the line that only suffers from it (the text `bystander` finds) is
     never a candidate. With -c counted from the loop's first report, as running_total_started_sampled's: import
-    torch takes 4 reports at rest under the tool, more on a loaded machine. Returns the reports."""
-    run = Run(script, mode, "--top", "50", interval="2")
+    torch takes 4 reports at rest under the tool, more on a loaded machine. With wl_args (-c) the workload ends
+    by itself after its steps, and the final report after its exit must keep what the run found. Returns the
+    reports."""
+    run = Run(script, mode, "--top", "50", interval="2", wl_args=wl_args)
 
     def loop(rs):  # the index of the loop's first report: 0 with -p
         return next((i for i, r in enumerate(rs) if loop_running(r, script)), len(rs)) if mode == "c" else 0
 
-    try:
-        reps = run.wait_for(lambda rs: len(rs) >= within + loop(rs), 30 + 4 * within + 40 * (mode == "c"))
-    finally:
-        reps = run.stop()
+    if wl_args:
+        reps = run.finish()
+    else:
+        try:
+            reps = run.wait_for(lambda rs: len(rs) >= within + loop(rs), 30 + 4 * within + 40 * (mode == "c"))
+        finally:
+            reps = run.stop()
     first = loop(reps)
     found = [r["seq"] for r in reps[first:first + within] if growing_top3(r, script)[1]]
     at_leak = [[(s["layer"], s["verdict"]) for s in r["stacks"] if (user_frame(s, script) or {}).get("line") ==
@@ -469,16 +526,18 @@ def default_goal(script, mode, within, bystander):
             for r in reps for s in r["stacks"] if r["seq"] in {g[0] for g in got} and s["verdict"] == "growing"
             and (user_frame(s, script) or {}).get("line") == line]
     eq(got, [], f"{bystander} (line {line}) is never a candidate (seen: {seen})")
+    if wl_args:
+        check_exited(run, reps, script)
     return reps
 
 
-def dataset_cache_default(mode, within):
+def dataset_cache_default(mode, within, wl_args=()):
     """The batch's memory (the C heap's growth it reached, its tensor) is never a candidate: its growth is
     filled by the cache's tensors, a victim, once judged (in its sixth report). On a loaded machine the cache's
     tensors may reach the break first (6 runs in 19 beside a busy loop): that growth is then the cache line's
     own, and the batch's comes later, or not in the run."""
     script = "dataset_cache.py"
-    reps = default_goal(script, mode, within, "torch.stack")
+    reps = default_goal(script, mode, within, "torch.stack", wl_args)
     batch = line_with(script, "torch.stack")
 
     def growth(r, line=None):  # the C heap's break growth in a report (at line): its rows
@@ -502,15 +561,17 @@ def dataset_class_cache_default_settings_2s():
 @test
 @alone
 def dataset_class_cache_started_default_settings_2s():
-    dataset_cache_default("c", 10)
+    """Ending by itself after 2,000 steps (at least 20 s at 10 ms a step): the final report after the exit too."""
+    dataset_cache_default("c", 10, ("0", "2000"))
 
 
 @test
 @alone
 def losses_loop_started_default_settings_2s():
     """The losses loop under -c at default settings: a top-three candidate at the loss line within ten
-    reports, and loss.backward(), which only reaches the fresh heap the kept graphs push it into, never."""
-    default_goal("losses.py", "c", 10, "loss.backward()")
+    reports, and loss.backward(), which only reaches the fresh heap the kept graphs push it into, never. It
+    ends by itself after 4,000 steps (at least 20 s at 5 ms a step): the final report after the exit too."""
+    default_goal("losses.py", "c", 10, "loss.backward()", ("0", "4000"))
 
 
 @test
@@ -777,11 +838,9 @@ def running_total_started_sampled_default_settings():
     def named(r):
         return any(lines(s) in (leak_line(script), total) for s in growing_top3(r, script)[0])
 
-    run = Run(script, "c", "--top", "400", interval="2")  # the loop's first small rows are shown
-    try:
-        reps = run.wait_for(lambda rs: named(rs[-1]) or len(rs) >= 25, 120)
-    finally:
-        reps = run.stop()
+    # The loop's first small rows are shown. It ends by itself after 4,000 steps: at least 20 s at 5 ms a step.
+    run = Run(script, "c", "--top", "400", interval="2", wl_args=("4000",))
+    reps = run.finish()
     # Counted from the loop's first report: import torch takes 3 reports at rest, 8 or more on a loaded machine.
     loop = next((i for i, r in enumerate(reps) if loop_running(r, script)), len(reps))
     found = [i for i, r in enumerate(reps) if named(r)]
@@ -791,6 +850,7 @@ def running_total_started_sampled_default_settings():
     check((reps[-1]["modes"].get("libc_windows") or {}).get("windows", 0) >= 2, f"windows: {reps[-1]['modes']}")
     eq([l for l in run.stderr if "cannot attach the C heap's probes again" in l], [], "the windows attach again")
     eq(candidates_at(reps, script, back), [], f"no leak candidate at loss.backward() (line {back})")
+    check_exited(run, reps, script, named)
 
 
 # The stand-in device (scripts/standin-gpu); on a GPU machine (scripts/gpu-validate.sh) the real one instead.
@@ -928,6 +988,30 @@ def standin_gpu_attached_after_cuda_init_exact():
     """The same attached with -p once torch.cuda is initialised (and before the loop's first tensor): what the
     tool saw since attach is all there is, so the figures are exact as under -c."""
     standin_accounting(False, "p")
+
+
+@test
+@alone
+def standin_gpu_kept_tensors_started_ending_peaks():
+    """cuda_steps.py under -c at default settings on the stand-in device: it keeps a 1 MiB tensor a step for 300
+    steps, writes PyTorch's own peaks and returns, and its teardown frees every tensor. The final report, after
+    the exit: the top leak candidate is the torch_cuda row at the kept line, and the torch_cuda and cuda peaks
+    equal requested_bytes.all.peak and reserved_bytes.all.peak within 1 %."""
+    script = "cuda_steps.py"
+    peaks = os.path.join(tempfile.mkdtemp(prefix="standin-"), "peaks")
+    run = Run(script, "c", interval="1", wl_pre=STANDIN, wl_args=("300", peaks))
+    reps = run.finish()
+    check(os.path.exists(peaks), f"{script} wrote PyTorch's peaks (stderr: {run.stderr[-5:]})")
+    req, res = (int(x) for x in open(peaks).read().split())
+    final = reps[-1]
+    cands = [(s["layer"], (user_frame(s, script) or {}).get("line")) for s in final["stacks"] if s["verdict"] == "growing"]
+    eq(cands[:1], [("torch_cuda", leak_line(script))], f"the top leak candidate after the exit: {cands}")
+    got = {k: final["peak"]["layers"].get(k, {}).get("bytes", 0) for k in ("torch_cuda", "cuda")}
+    print(f"# peaks: torch_cuda {got['torch_cuda']} against requested_bytes.all.peak {req}, cuda {got['cuda']} "
+          f"against reserved_bytes.all.peak {res}")
+    check(abs(got["torch_cuda"] - req) <= req / 100, f"torch_cuda peak {got['torch_cuda']}, PyTorch's {req}")
+    check(abs(got["cuda"] - res) <= res / 100, f"cuda peak {got['cuda']}, PyTorch's {res}")
+    check_exited(run, reps, script)
 
 
 def fragmented_cache(env):
