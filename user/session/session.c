@@ -103,32 +103,6 @@ static int resolver(void *ctx, int tgid, struct ml_resolver *out)
  * one: after an exec by a thread other than the leader the task they were made for is gone, and they were
  * seen to stop after some other execs too.)
  */
-/*
- * The stack store's reader thread, at each new stack: its code objects decoded now, while they exist (a module's
- * body is freed once it ran), by the first process's decoder; its forks share its code objects.
- */
-static void learn_stack(void *ctx, const struct ml_stack *st)
-{
-	struct session *ss = ctx;
-	struct ml_pyframe_raw py[ML_MAX_PYFRAMES];
-	size_t n = ml_stack_pyframes(st, py);
-
-	if (!n)
-		return;
-	pthread_mutex_lock(&ss->learn_lock);
-	if (ss->learn_py)
-		pyframes__learn(ss->learn_py, py, n);
-	pthread_mutex_unlock(&ss->learn_lock);
-}
-
-/* The decoder new stacks are learned by from now on (NULL: none); the previous one is no longer used on return. */
-static void learn_with(struct session *ss, struct pyframes *py)
-{
-	pthread_mutex_lock(&ss->learn_lock);
-	ss->learn_py = py;
-	pthread_mutex_unlock(&ss->learn_lock);
-}
-
 void session__root_exec(struct session *ss)
 {
 	struct probes_opts po = root_probes_opts(ss);
@@ -136,9 +110,9 @@ void session__root_exec(struct session *ss)
 
 	if (budget__heap_on(ss->budget))
 		ml_heap_track(ss->skel, ss->root.pid);
-	learn_with(ss, NULL); /* the old image's decoder goes */
+	session__learn_with(ss, NULL); /* the old image's decoder goes */
 	err = tracee__reprobe(&ss->root, &ss->env, &po);
-	learn_with(ss, ss->root.py);
+	session__learn_with(ss, ss->root.py);
 	if (err && err != -ESRCH && err != -ENOENT) {
 		ml_notice("pid %d ran exec; probing its new image failed: %s", ss->root.pid, strerror(-err));
 		return;
@@ -401,7 +375,7 @@ static int open_collectors(struct session *ss)
 	err = stackstore__new(&ss->stacks);
 	if (err)
 		goto fail;
-	stackstore__on_new(ss->stacks, learn_stack, ss);
+	stackstore__on_new(ss->stacks, session__learn_stack, ss);
 	err = stackstore__attach(ss->stacks, bpf_map__fd(ss->skel->maps.stack_events));
 	if (err) {
 		what = "cannot read the stacks' ring buffer";
@@ -647,7 +621,7 @@ static int session_open(struct session *ss)
 		}
 	}
 	err = ss->root.pid ? attach_root(ss) : 0;
-	learn_with(ss, ss->root.py);
+	session__learn_with(ss, ss->root.py);
 	err = err ? err : open_outputs(ss);
 	if (err)
 		return err;

@@ -88,6 +88,10 @@ struct session {
 	size_t cap_pids;
 };
 
+/* learn.c: the stack store's hook (stackstore__on_new), and the decoder it uses from now on (NULL: none). */
+void session__learn_stack(void *ctx, const struct ml_stack *st);
+void session__learn_with(struct session *ss, struct pyframes *py);
+
 /* Called by the event loop; defined in session.c. */
 void session__root_exec(struct session *ss);
 void session__loader_stopped(struct session *ss);
