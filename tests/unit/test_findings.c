@@ -91,6 +91,34 @@ static void margin(void)
 	findings__free(f);
 }
 
+/* Each process's own peaks, from its exact rows, and its VmHWM. */
+static void processes(void)
+{
+	struct findings *f;
+	struct ml_row rows[3] = {row(ML_LAYER_LIBC, 1, 4000, 0), row(ML_LAYER_LIBC, 2, 1000, 0),
+				 row(ML_LAYER_LIBC, 3, 9000, ML_ROW_WEIGHED)};
+	struct ml_proc_total procs[2] = {{.tgid = 7}, {.tgid = 9}};
+	struct ml_judgement j[3] = {};
+	size_t order[3] = {0, 1, 2};
+	struct ml_snapshot s;
+	const struct ml_peak *p;
+
+	rows[1].key.tgid = 9;
+	s = snap(rows, 3, 5);
+	s.procs = procs;
+	s.nprocs = 2;
+	findings__new(&f);
+	CHECK_EQ_INT(findings__keep(f, &s, j, order, 1), 0, "keep two processes' report");
+	findings__rss_peak(f, 9, 123456);
+	p = findings__peak(f);
+	CHECK_EQ_U64(p->nprocs, 2, "two processes' peaks");
+	CHECK(p->procs[0].tgid == 7 && p->procs[0].layers[ML_LAYER_LIBC].bytes == 4000,
+	      "pid 7: its exact row only (its weighed one left out)");
+	CHECK(p->procs[1].tgid == 9 && p->procs[1].layers[ML_LAYER_LIBC].bytes == 1000 && p->procs[1].rss_hwm == 123456,
+	      "pid 9: its row and its VmHWM");
+	findings__free(f);
+}
+
 /* After the exit: the last live report, the counters of now, what the exit freed of each row and in all. */
 static void at_exit(void)
 {
@@ -122,6 +150,7 @@ int main(void)
 {
 	peaks();
 	margin();
+	processes();
 	at_exit();
 	return SUMMARY("findings");
 }

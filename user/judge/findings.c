@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/clock.h"
 #include "lib/grow.h"
 #include "lib/hash.h"
 #include "lib/u64map.h"
@@ -29,7 +30,8 @@ struct findings {
 	struct kept live;
 	struct u64map rows; /* hash of the key -> struct row_high */
 	struct ml_peak peak;
-	size_t cappeak;
+	size_t cappeak, capprocs;
+	struct u64map procs;   /* tgid -> index + 1 in peak.procs */
 	uint64_t peak_snapped; /* the total when the peak's rows were last taken */
 };
 
@@ -59,7 +61,9 @@ void findings__free(struct findings *f)
 	free(f->live.j);
 	free(f->live.order);
 	u64map__free_values(&f->rows);
+	free(f->procs.slots);
 	free(f->peak.rows);
+	free(f->peak.procs);
 	free(f);
 }
 
@@ -165,6 +169,45 @@ static int snap_rows(struct findings *f, const struct ml_snapshot *s)
 	return 0;
 }
 
+/* A process's peaks, made at its first sight; NULL when out of memory. */
+static struct ml_proc_peak *proc_peak(struct findings *f, int tgid)
+{
+	uintptr_t at = (uintptr_t)u64map__get(&f->procs, (uint64_t)(uint32_t)tgid);
+	struct ml_peak *p = &f->peak;
+
+	if (at)
+		return &p->procs[at - 1];
+	if (ml_grow(&p->procs, &f->capprocs, p->nprocs + 1, sizeof(*p->procs)) ||
+	    u64map__put(&f->procs, (uint64_t)(uint32_t)tgid, (void *)(uintptr_t)(p->nprocs + 1)))
+		return NULL;
+	p->procs[p->nprocs] = (struct ml_proc_peak){.tgid = tgid};
+	return &p->procs[p->nprocs++];
+}
+
+/* Each process's layers' peaks, from its exact rows (the processes' totals weigh sampled records). */
+static int proc_peaks(struct findings *f, const struct ml_snapshot *s)
+{
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct ml_proc_peak *pp = proc_peak(f, s->procs[i].tgid);
+		struct ml_high now[ML_LAYER_MAX] = {};
+
+		if (!pp)
+			return -ENOMEM;
+		for (size_t k = 0; k < s->nrows; k++) {
+			const struct ml_row *r = &s->rows[k];
+
+			if ((int)r->key.tgid == s->procs[i].tgid && exact_row(r) && r->key.layer < ML_LAYER_MAX) {
+				now[r->key.layer].bytes += r->bytes;
+				now[r->key.layer].count += r->count;
+			}
+		}
+		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
+			if (now[l].bytes)
+				raise_high(&pp->layers[l], now[l].bytes, now[l].count, s->now_ns);
+	}
+	return 0;
+}
+
 /* The layers' peaks, and the rows of the total's peak once it passes the last one taken by the margin. */
 static int layer_peaks(struct findings *f, const struct ml_snapshot *s)
 {
@@ -193,6 +236,7 @@ static int layer_peaks(struct findings *f, const struct ml_snapshot *s)
 int findings__keep(struct findings *f, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
 		   uint64_t seq)
 {
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	int err = keep_snapshot(&f->live, s, j, order);
 
 	if (!err)
@@ -201,11 +245,18 @@ int findings__keep(struct findings *f, const struct ml_snapshot *s, const struct
 		err = row_peaks(f, s);
 	if (!err)
 		err = layer_peaks(f, s);
+	if (!err)
+		err = proc_peaks(f, s);
+	f->peak.keep_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
 	return err;
 }
 
 void findings__rss_peak(struct findings *f, int tgid, uint64_t hwm_bytes)
 {
+	struct ml_proc_peak *pp = proc_peak(f, tgid);
+
+	if (pp && hwm_bytes > pp->rss_hwm)
+		pp->rss_hwm = hwm_bytes;
 	if (hwm_bytes > f->peak.rss_hwm) {
 		f->peak.rss_hwm = hwm_bytes;
 		f->peak.rss_pid = tgid;

@@ -22,14 +22,24 @@ struct ml_high {
 	uint64_t at_ns; /* CLOCK_MONOTONIC of the report that saw it; 0: never seen */
 };
 
+/* One process's peaks: per layer, and its resident memory's high-water mark. */
+struct ml_proc_peak {
+	int tgid;
+	struct ml_high layers[ML_LAYER_MAX];
+	uint64_t rss_hwm; /* VmHWM, bytes; 0: not read */
+};
+
 /* Of exact records only: those that stand for more (ML_ROW_WEIGHED: sampled) give estimates, not a peak. */
 struct ml_peak {
 	struct ml_high layers[ML_LAYER_MAX];
 	struct ml_high total; /* every layer that is not memory another layer holds (torch_cuda, torch_host, rss) */
 	struct ml_row *rows;  /* the largest rows when the total was within the margin of its peak */
 	size_t nrows;
-	int rss_pid;	  /* the traced process with the highest resident memory high-water mark */
-	uint64_t rss_hwm; /* its VmHWM, bytes */
+	int rss_pid;		    /* the traced process with the highest resident memory high-water mark */
+	uint64_t rss_hwm;	    /* its VmHWM, bytes */
+	struct ml_proc_peak *procs; /* each traced process's, by first seen */
+	size_t nprocs;
+	uint64_t keep_ns; /* what keeping the findings cost since the start (the tool's own time) */
 };
 
 /* The final report of a run whose target exited: the last report made while it lived. */

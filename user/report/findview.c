@@ -6,7 +6,8 @@
 #include "report/json.h"
 #include "report/stackview.h"
 
-#define PEAK_ROWS_TEXT 3 /* rows of the peak's moment the text names */
+#define PEAK_ROWS_TEXT 3  /* rows of the peak's moment the text names */
+#define PEAK_PROCS_TEXT 8 /* processes whose own peaks the text names (JSON: all) */
 
 static const char exit_note[] = "an exiting interpreter frees objects that a live job would keep: the rows and "
 				"verdicts are those of the last report made while the process lived";
@@ -58,6 +59,24 @@ static void put_row_line(FILE *f, struct stackview *sv, const struct ml_row *row
 	ml_put_safe(f, n ? ml_frame_label(frames[0], label, sizeof(label)) : "[no frames]");
 }
 
+/* "  pid N: libc 1.0 MiB at 3.0 s, ...; resident high-water mark 80.0 MiB" */
+static void text_proc_peak(FILE *f, const struct ml_proc_peak *pp, uint64_t start_ns)
+{
+	const char *sep = " ";
+	char b[32];
+
+	fprintf(f, "  pid %d:", pp->tgid);
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+		if (!pp->layers[l].at_ns)
+			continue;
+		ml_fmt_bytes(b, sizeof(b), (double)pp->layers[l].bytes);
+		fprintf(f, "%s%s %s at %.1f s", sep, ml_layer_name(l), b, at_s(pp->layers[l].at_ns, start_ns));
+		sep = ", ";
+	}
+	ml_fmt_bytes(b, sizeof(b), (double)pp->rss_hwm);
+	fprintf(f, "; resident high-water mark %s\n", pp->rss_hwm ? b : "not read");
+}
+
 void ml_text_peak(FILE *f, struct stackview *sv, const struct findings *fd, uint64_t start_ns)
 {
 	const struct ml_peak *p = findings__peak(fd);
@@ -80,13 +99,44 @@ void ml_text_peak(FILE *f, struct stackview *sv, const struct findings *fd, uint
 		ml_fmt_bytes(b, sizeof(b), (double)p->rss_hwm);
 		fprintf(f, "; resident high-water mark %s (pid %d)", b, p->rss_pid);
 	}
-	fputc('\n', f);
+	fprintf(f, "; kept in %.1f ms\n", (double)p->keep_ns / 1e6);
+	for (size_t i = 0; p->nprocs > 1 && i < p->nprocs && i < PEAK_PROCS_TEXT; i++)
+		text_proc_peak(f, &p->procs[i], start_ns);
 	for (size_t i = 0; i < p->nrows && i < PEAK_ROWS_TEXT; i++) {
 		ml_fmt_bytes(b, sizeof(b), (double)p->rows[i].bytes);
 		fprintf(f, "  at the peak: %s %s at ", ml_layer_name(p->rows[i].key.layer), b);
 		put_row_line(f, sv, &p->rows[i]);
 		fputc('\n', f);
 	}
+}
+
+/* The "layers" object of a peak: each layer's highest bytes, count then, and when. */
+static void json_highs(struct jw *w, const struct ml_high *layers, uint64_t start_ns)
+{
+	jw_obj_begin(w, "layers");
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+		if (!layers[l].at_ns)
+			continue;
+		jw_obj_begin(w, ml_layer_name(l));
+		jw_u64(w, "bytes", layers[l].bytes);
+		jw_u64(w, "count", layers[l].count);
+		jw_double(w, "at_s", at_s(layers[l].at_ns, start_ns));
+		jw_obj_end(w);
+	}
+	jw_obj_end(w);
+}
+
+static void json_proc_peaks(struct jw *w, const struct ml_peak *p, uint64_t start_ns)
+{
+	jw_arr_begin(w, "processes");
+	for (size_t i = 0; i < p->nprocs; i++) {
+		jw_obj_begin(w, NULL);
+		jw_i64(w, "pid", p->procs[i].tgid);
+		jw_u64(w, "rss_hwm_bytes", p->procs[i].rss_hwm);
+		json_highs(w, p->procs[i].layers, start_ns);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
 }
 
 void ml_json_peak(struct jw *w, struct stackview *sv, const struct findings *fd, uint64_t start_ns)
@@ -99,19 +149,11 @@ void ml_json_peak(struct jw *w, struct stackview *sv, const struct findings *fd,
 	jw_u64(w, "bytes", p->total.bytes);
 	jw_u64(w, "count", p->total.count);
 	jw_double(w, "at_s", at_s(p->total.at_ns, start_ns));
-	jw_obj_begin(w, "layers");
-	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
-		if (!p->layers[l].at_ns)
-			continue;
-		jw_obj_begin(w, ml_layer_name(l));
-		jw_u64(w, "bytes", p->layers[l].bytes);
-		jw_u64(w, "count", p->layers[l].count);
-		jw_double(w, "at_s", at_s(p->layers[l].at_ns, start_ns));
-		jw_obj_end(w);
-	}
-	jw_obj_end(w);
+	json_highs(w, p->layers, start_ns);
 	jw_u64(w, "rss_hwm_bytes", p->rss_hwm);
 	jw_i64(w, "rss_hwm_pid", p->rss_pid);
+	jw_double(w, "keep_ms", (double)p->keep_ns / 1e6);
+	json_proc_peaks(w, p, start_ns);
 	jw_arr_begin(w, "stacks");
 	for (size_t i = 0; i < p->nrows; i++) {
 		const struct ml_frame *const *frames;
@@ -138,7 +180,8 @@ void ml_text_row_peak(FILE *f, const struct findings *fd, const struct ml_row *r
 	if (!findings__row(fd, &row->key, &peak, &freed) || (!exited && peak.bytes <= row->bytes))
 		return;
 	ml_fmt_bytes(b, sizeof(b), (double)peak.bytes);
-	fprintf(f, "    peak %s in %" PRIu64 " allocations at %.1f s", b, peak.count, at_s(peak.at_ns, start_ns));
+	fprintf(f, "    peak %s in %" PRIu64 " %s at %.1f s", b, peak.count,
+		row->key.layer == ML_LAYER_RSS ? "pages" : "allocations", at_s(peak.at_ns, start_ns));
 	if (exited) {
 		ml_fmt_bytes(b, sizeof(b), (double)freed);
 		fprintf(f, "; freed at exit %s", b);

@@ -481,6 +481,29 @@ static void text_rows(struct reporter *r, const struct ml_snapshot *s, const str
 	}
 }
 
+/* What the shown rows' Python frames cost to decode as their stacks came, and how many stayed undecoded. */
+static struct ml_py_tally python_tally(struct reporter *r, const struct ml_snapshot *s, const size_t *order,
+				       size_t shown)
+{
+	struct ml_py_tally t = {.unresolved = stackview__unresolved(r->sv, s, order, shown)};
+	struct ml_resolver res;
+
+	if (!stackview__proc(r->sv, r->o.pid, &res))
+		pyframes__learn_stats(res.py, &t.learned, &t.learn_ns);
+	return t;
+}
+
+/* What user space did with the Python frames: decoded as stacks came (the tool's own cost), left undecoded. */
+static void text_python(FILE *f, struct ml_py_tally t)
+{
+	if (!t.learned && !t.unresolved)
+		return;
+	fprintf(f,
+		"python frames: %" PRIu64 " code objects decoded as their stacks came (%.1f ms since attach), %" PRIu64
+		" frames of the stacks shown unresolved\n",
+		t.learned, (double)t.learn_ns / 1e6, t.unresolved);
+}
+
 static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
 		      const size_t *order, uint64_t seq, bool final)
 {
@@ -501,6 +524,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	multi = text_procs(r, s);
 	ml_text_devices(r->out, s, order);
 	ml_text_counters(r->out, s);
+	text_python(r->out, python_tally(r, s, order, s->nrows < r->o.top ? s->nrows : r->o.top));
 	text_rows(r, s, jv, order, multi);
 	fputc('\n', r->out);
 }
@@ -614,18 +638,6 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 	jw_bool(w, "python_truncated", !!(flags & (ML_STACK_PY_TRUNCATED | ML_STACK_PY_BROKEN)));
 	ml_json_frames(w, frames, n);
 	jw_obj_end(w);
-}
-
-/* What the shown rows' Python frames cost to decode as their stacks came, and how many stayed undecoded. */
-static struct ml_py_tally python_tally(struct reporter *r, const struct ml_snapshot *s, const size_t *order,
-				       size_t shown)
-{
-	struct ml_py_tally t = {.unresolved = stackview__unresolved(r->sv, s, order, shown)};
-	struct ml_resolver res;
-
-	if (!stackview__proc(r->sv, r->o.pid, &res))
-		pyframes__learn_stats(res.py, &t.learned, &t.learn_ns);
-	return t;
 }
 
 static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
