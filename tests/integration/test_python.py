@@ -2,7 +2,9 @@
 import json
 import os
 import re
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (test_no_asan, DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, Fail, attached_run, check, eq, main,  # noqa: E402
@@ -273,11 +275,38 @@ def python_script_that_ends_keeps_its_findings():
     check(final["peak"]["layers"]["libc"]["bytes"] >= want and final["peak"]["rss_hwm_bytes"] > want,
           f"the peak: {final['peak']['layers']}, VmHWM {final['peak']['rss_hwm_bytes']}")
     eq(null_python_frames(reps), [], "no null Python frame in any report")
-    # A module's body is freed once it ran: the few start-up stacks read after that keep a reason, import rows only.
+    # A module's body is freed once it ran: a start-up stack read after that (or while it was being freed) keeps
+    # a reason. Never a candidate's.
     bad = [(s["verdict"], f["func"]) for s in final["stacks"] for f in s["frames"] if f.get("unresolved")]
-    eq([b for b in bad if b[0] != "import"], [], "every Python frame of a row that is not import-time decoded")
+    eq([b for b in bad if b[0] == "growing"], [], "every Python frame of a leak candidate decoded")
     eq(final["stats"]["python"]["unresolved_frames"], len(bad), "stats.python counts the frames left unresolved")
     check(final["stats"]["python"]["code_objects_learned"] > 0, f"code objects decoded as stacks came: {final['stats']['python']}")
+
+
+@test
+def python_attached_script_that_ends_keeps_its_findings():
+    """-p on a script that ends by itself: the job is never stopped, so the final report shows the last report
+    made before its interpreter's teardown began, its kept blocks growing at their line, all freed at exit."""
+    py = pyenv("3.12") or DEBIAN_PY
+    at = markers(EXITS)
+    job = subprocess.Popen([py, EXITS, "150"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        rc, out, err = run_tool("-f", "json", "--top", "50", "-p", str(job.pid), "1", timeout=120)
+    finally:
+        job.kill()
+        job.wait()
+    eq(rc, 0, f"exit status ({err[-300:]})")
+    reps = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    final = reps[-1]
+    live = next((r for r in reps if r["seq"] == final.get("exited", {}).get("live_report")), None)
+    check(live is not None and not live["final"], f"the final report names a live one: {final.get('exited')}")
+    keep = [s for s in final["stacks"] if (py_frames(s)[:1] or [(0, 0, 0)])[0] == (EXITS, "keep", at["keep"])
+            and s["layer"] == "libc" and s["bytes"] > 65536 * s["count"]]  # not the list's own growth
+    eq(len(keep), 1, "the kept blocks' row in the final report")
+    check(keep[0]["verdict"] == "growing" and keep[0]["count"] >= 50 and keep[0]["freed_at_exit_bytes"] == keep[0]["bytes"],
+          f"growing to the end, all of it freed at exit: {[(s['verdict'], s['count'], s['bytes'], s.get('freed_at_exit_bytes')) for s in keep]}")
+    eq(null_python_frames(reps), [], "no null Python frame in any report")
 
 
 @test_no_asan

@@ -227,12 +227,15 @@ static bool exited_view(struct session *ss, bool final, const struct ml_snapshot
 	return findings__at_exit(ss->findings, now, xv) == 0;
 }
 
-/* A report made while the processes live is the run's findings so far; their resident high-water marks too. */
+/*
+ * A report made while the processes live is the run's findings so far (not once the first process's
+ * interpreter tears down: it frees what the job kept); their resident high-water marks too.
+ */
 static void keep_findings(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged,
 			  const size_t *order)
 {
 	size_t n = session__traced_pids(ss);
-	int err = findings__keep(ss->findings, snap, judged, order, ss->seq);
+	int err = ss->py_teardown ? 0 : findings__keep(ss->findings, snap, judged, order, ss->seq);
 
 	if (err)
 		ml_notice("cannot keep report #%" PRIu64 " as the run's findings: %s", ss->seq, strerror(-err));
@@ -365,20 +368,25 @@ static void await_oom_raise(struct session *ss)
 }
 
 /*
- * The first process's interpreter began to finalize: a report is made while what the job kept is still
- * there. A -c target waits stopped until then (py_exit's SIGSTOP).
+ * The first process's interpreter began to finalize, which frees what the job kept. A -c target waits
+ * stopped (py_exit's SIGSTOP): a report is made now, and kept as the run's findings. A -p target is never
+ * stopped, and a report would race its teardown: the last one before it stands. Reports made from here on
+ * are not the findings (keep_findings).
  */
 static int py_exit_report(struct session *ss, bool *final)
 {
 	uint64_t stops = READ_ONCE_U64(ss->skel->bss->py_exit_stops);
-	int err;
+	int err = 0;
 
-	err = session_report(ss, final); /* its collect drains the stack ring: their code objects decoded as read */
 	ss->py_exit_due = false;
-	if (stops != ss->py_exit_seen) {
-		ss->py_exit_seen = stops;
-		kill(ss->root.pid, SIGCONT);
+	if (stops == ss->py_exit_seen) {
+		ss->py_teardown = true;
+		return 0;
 	}
+	err = session_report(ss, final); /* its collect drains the stack ring: their code objects decoded as read */
+	ss->py_teardown = true;
+	ss->py_exit_seen = stops;
+	kill(ss->root.pid, SIGCONT);
 	if (err || *final)
 		return err ? err : LOOP_DONE;
 	return 0;

@@ -59,6 +59,7 @@ struct session {
 	struct pyframes *learn_py;  /* ... with the first process's decoder (NULL: none, or being replaced) */
 	bool py_exit_due;	    /* the first process's interpreter began its teardown: report before it frees */
 	uint64_t py_exit_seen;	    /* -c: the BPF side's count of stops at that teardown, when last handled */
+	bool py_teardown;	    /* ... it did: reports from here on are not the run's findings */
 	struct ml_victims victims;  /* the last report's victims of fragmentation and rows held (judge/victims.h) */
 	bool walk_soon; /* a growing row of fresh heap waits for a heap walk to be told: the next report walks */
 	struct html_timeline *timeline;
