@@ -451,12 +451,12 @@ def pprof_output_decodes_with_protoc():
     eq(r.returncode, 0, f"protoc decodes it: {r.stderr[:200]}")
     text = r.stdout.decode()
     strings = re.findall(r'string_table: "(.*)"', text)
-    for want in ("inuse_space", "bytes", "inuse_objects", "count", "growth_space", "layer", "libc",
+    for want in ("inuse_space", "bytes", "inuse_objects", "count", "growth_space", "peak_space", "layer", "libc",
                  "leak_malloc", "leak_calloc"):
         check(want in strings, f"{want} in the string table")
     samples = re.findall(r"sample \{(.*?)\n\}", text, re.S)
     values = sorted(tuple(int(v) for v in re.findall(r"value: (-?\d+)", s_)) for s_ in samples)
-    eq(values, [(15000, 5, 15000), (100000, 100, 100000)], "samples: bytes, objects, growth")
+    eq(values, [(15000, 5, 15000, 15000), (100000, 100, 100000, 100000)], "samples: bytes, objects, growth, peak")
     fn = re.findall(r"function \{(.*?)\n\}", text, re.S)
     names = {strings[int(re.search(r"name: (\d+)", f).group(1))] for f in fn}
     check({"leak_malloc", "leak_calloc"} <= names, f"functions: {names}")

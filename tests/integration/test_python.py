@@ -225,7 +225,8 @@ def c_program_native_stacks_and_no_python_notice():
     check(rep["stacks"], "stacks reported")
     eq([f for s in rep["stacks"] for f in s["frames"] if f["kind"] != "native"], [], "only native frames")
     eq({k: v for k, v in rep["stats"]["python"].items() if k != "stop_reasons"},
-       {"with_frames": 0, "without_frames": 0, "truncated": 0, "unreadable": 0}, "no Python capture")
+       {"with_frames": 0, "without_frames": 0, "truncated": 0, "unreadable": 0, "unresolved_frames": 0,
+        "code_objects_learned": 0, "learn_ms": 0}, "no Python capture, nothing decoded")
     eq(sum(rep["stats"]["python"]["stop_reasons"].values()), 0, "nor any Python walk's end")
     check(not any("Python" in l for l in tool.stderr_lines), f"no Python notice: {tool.stderr_lines}")
 

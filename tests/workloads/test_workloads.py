@@ -238,6 +238,29 @@ def check_outputs(run, final, expect_leak):
     check_html(run, expect_leak)
 
 
+def pprof_samples(run):
+    """The pprof profile through protoc's text format: sample types, and each sample's values, string labels
+    and (file, line) of its frames."""
+    r = subprocess.run(["protoc", f"--proto_path={ROOT}/proto", "--decode=perftools.profiles.Profile",
+                        "profile.proto"], input=gzip.open(run.pprof).read(), capture_output=True, timeout=60)
+    text = r.stdout.decode(errors="replace")
+    strings = [json.loads(m) for m in re.findall(r'^string_table: (".*")$', text, re.M)]
+    funcs = {int(i): int(f) for i, f in re.findall(r"^function \{\s*id: (\d+)(?:\s*\w+: \d+)*?\s*filename: (\d+)", text, re.M)}
+    locs = {}
+    for body in re.findall(r"^location \{(.*?)^\}", text, re.M | re.S):
+        lid = int(re.search(r"^\s*id: (\d+)", body, re.M).group(1))
+        locs[lid] = [(strings[funcs.get(int(f), 0)], int(n)) for f, n in
+                     re.findall(r"function_id: (\d+)\s*line: (\d+)", body)]
+    samples = []
+    for body in re.findall(r"^sample \{(.*?)^\}", text, re.M | re.S):
+        labels = {strings[int(k)]: strings[int(v)] for k, v in re.findall(r"key: (\d+)\s*str: (\d+)", body)}
+        lines = [x for l in re.findall(r"location_id: (\d+)", body) for x in locs.get(int(l), [])]
+        samples.append({"values": [int(v) for v in re.findall(r"^\s*value: (-?\d+)", body, re.M)],
+                        "labels": labels, "lines": lines})
+    types = [strings[int(t)] for t in re.findall(r"^sample_type \{\s*type: (\d+)", text, re.M)]
+    return {"types": types, "samples": samples}
+
+
 def python_frames(reps, pred=lambda s: True):
     """(report, layer, verdict, frame) of each Python frame of the rows pred keeps, and of the peak's rows."""
     return [(r["seq"], s["layer"], s.get("verdict"), f) for r in reps
@@ -271,9 +294,13 @@ def check_exited(run, reps, script, named=None):
     else:  # the text's check asks for the marked line; named may ask for another
         check_pprof(run, True)
         check_html(run, True)
-    r = subprocess.run(["protoc", f"--proto_path={ROOT}/proto", "--decode=perftools.profiles.Profile",
-                        "profile.proto"], input=gzip.open(run.pprof).read(), capture_output=True, timeout=60)
-    check('"peak_space"' in r.stdout.decode(errors="replace"), f"{script}: pprof has the peak_space sample type")
+    prof = pprof_samples(run)
+    check("peak_space" in prof["types"], f"{script}: pprof has the peak_space sample type: {prof['types']}")
+    if named is None:
+        top = sorted((s for s in prof["samples"] if s["labels"].get("verdict") == "growing"),
+                     key=lambda s: -s["values"][0])
+        check(any((os.path.join(HERE, script), leak_line(script)) in s["lines"] for s in top),
+              f"{script}: a pprof sample labelled growing at the leak's line: {[s['lines'][:3] for s in top[:3]]}")
     html = open(run.html).read()
     check('"exited":true' in html and '"peak":{' in html, f"{script}: the HTML page marks the exit and the peak")
 

@@ -304,11 +304,7 @@ int findings__at_exit(struct findings *f, const struct ml_snapshot *now, struct 
 			live += f->live.s.layers[l].bytes;
 			left += now->layers[l].bytes;
 		}
-	out->s = f->live.s;
-	memcpy(out->s.stats, now->stats, sizeof(now->stats));
-	memcpy(out->s.stats_delta, now->stats_delta, sizeof(now->stats_delta));
-	out->s.stacks = now->stacks;
-	out->s.forgotten = now->forgotten;
+	out->s = f->live.s; /* its counters too: a report's totals and counters agree */
 	out->j = f->live.j;
 	out->order = f->live.order;
 	out->live_seq = f->live.seq;

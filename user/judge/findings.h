@@ -44,7 +44,7 @@ struct ml_peak {
 
 /* The final report of a run whose target exited: the last report made while it lived. */
 struct ml_exit_view {
-	struct ml_snapshot s; /* its rows, totals and processes; the counters are now's */
+	struct ml_snapshot s; /* its rows, totals, processes and counters */
 	const struct ml_judgement *j;
 	const size_t *order;
 	uint64_t live_seq; /* the report they come from */
@@ -69,8 +69,8 @@ void findings__rss_peak(struct findings *f, int tgid, uint64_t hwm_bytes);
 bool findings__have(const struct findings *f);
 
 /*
- * After the target's exit: the kept report, with the counters of now (collected after the exit) and what
- * the exit freed of each row. 0, -ENOENT when nothing was kept, or -ENOMEM.
+ * After the target's exit: the kept report, and what the exit freed of each row and in all, against now
+ * (collected after the exit). 0, -ENOENT when nothing was kept, or -ENOMEM.
  */
 int findings__at_exit(struct findings *f, const struct ml_snapshot *now, struct ml_exit_view *out);
 

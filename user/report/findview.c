@@ -99,7 +99,7 @@ void ml_text_peak(FILE *f, struct stackview *sv, const struct findings *fd, uint
 		ml_fmt_bytes(b, sizeof(b), (double)p->rss_hwm);
 		fprintf(f, "; resident high-water mark %s (pid %d)", b, p->rss_pid);
 	}
-	fprintf(f, "; kept in %.1f ms\n", (double)p->keep_ns / 1e6);
+	fputc('\n', f);
 	for (size_t i = 0; p->nprocs > 1 && i < p->nprocs && i < PEAK_PROCS_TEXT; i++)
 		text_proc_peak(f, &p->procs[i], start_ns);
 	for (size_t i = 0; i < p->nrows && i < PEAK_ROWS_TEXT; i++) {

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
 #include "lib/log.h"
@@ -493,20 +494,31 @@ static struct ml_py_tally python_tally(struct reporter *r, const struct ml_snaps
 	return t;
 }
 
-/* What user space did with the Python frames: decoded as stacks came (the tool's own cost), left undecoded. */
-static void text_python(FILE *f, struct ml_py_tally t)
+/*
+ * Beside the overhead line, the part of the tool's own time its findings take: Python code objects decoded as
+ * their stacks came, and the findings kept (peaks, the last live report).
+ */
+static void text_findings_cost(FILE *f, struct ml_py_tally t, const struct findings *fd)
 {
-	if (!t.learned && !t.unresolved)
-		return;
+	const struct ml_peak *p = findings__peak(fd);
+
 	fprintf(f,
-		"python frames: %" PRIu64 " code objects decoded as their stacks came (%.1f ms since attach), %" PRIu64
-		" frames of the stacks shown unresolved\n",
-		t.learned, (double)t.learn_ns / 1e6, t.unresolved);
+		"overhead of the findings (in memleak-ai's own time): %.1f ms decoding %" PRIu64
+		" Python code objects as their stacks came, %.1f ms keeping the last live report and the peaks\n",
+		(double)t.learn_ns / 1e6, t.learned, p ? (double)p->keep_ns / 1e6 : 0.0);
+}
+
+/* Python frames of the stacks shown that could not be decoded (each says why). */
+static void text_unresolved(FILE *f, struct ml_py_tally t)
+{
+	if (t.unresolved)
+		fprintf(f, "python frames: %" PRIu64 " of the stacks shown unresolved\n", t.unresolved);
 }
 
 static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
 		      const size_t *order, uint64_t seq, bool final)
 {
+	struct ml_py_tally py;
 	bool multi;
 
 	text_title(r, s, seq, final);
@@ -519,12 +531,14 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	ml_text_memory(r->out, r->sv, s, r->traced, r->ntraced);
 	ml_text_victims(r->out, r->victims, r->nvictims, s, order);
 	text_layers(r, s);
+	py = python_tally(r, s, order, s->nrows < r->o.top ? s->nrows : r->o.top);
 	if (r->ov)
 		ml_text_overhead(r->out, r->ov);
+	text_findings_cost(r->out, py, r->findings);
 	multi = text_procs(r, s);
 	ml_text_devices(r->out, s, order);
 	ml_text_counters(r->out, s);
-	text_python(r->out, python_tally(r, s, order, s->nrows < r->o.top ? s->nrows : r->o.top));
+	text_unresolved(r->out, py);
 	text_rows(r, s, jv, order, multi);
 	fputc('\n', r->out);
 }

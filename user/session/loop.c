@@ -217,12 +217,14 @@ static int write_outputs(struct session *ss, const struct ml_snapshot *snap, con
 }
 
 /*
- * The final report of a run whose first process exited: what it found while that process lived (its last
- * report, taken at the interpreter's teardown where there is one), with what the exit freed.
+ * The final report of a run whose first process exited after its interpreter's teardown began: what it found
+ * while the job kept its memory (the report taken at the teardown with -c, the last one before it with -p),
+ * with what the exit freed. A process that exits without one (a C program, a killed job) frees nothing on
+ * the way out: what it held at exit is still in the table, and the final report collects it as usual.
  */
 static bool exited_view(struct session *ss, bool final, const struct ml_snapshot *now, struct ml_exit_view *xv)
 {
-	if (!final || !ss->root.pid || target__alive(&ss->tgt) || !findings__have(ss->findings))
+	if (!final || !ss->root.pid || !ss->py_teardown || target__alive(&ss->tgt) || !findings__have(ss->findings))
 		return false;
 	return findings__at_exit(ss->findings, now, xv) == 0;
 }
