@@ -13,6 +13,9 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   paired    the same, two processes at once, one traced: the host's load cancels out of each round's ratio
   start     the same loop's first 200 steps from 'attached': what the full-cost start and the switch cost it
   fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
+  findings  -c on the losses loop ending by itself (PyPI's torch): the run's time against none, what decoding code
+            objects as their stacks come and keeping the findings cost, and whether the final report after the
+            exit still names the leak
   peers     not in the default run (`make bench BENCH=peers`): the losses loop, the Dataset cache and a C program
             leaking from three sites under memleak-ai, memray attach, memray run --native, heaptrack -p and (given
             BENCH_MEMLEAK_BPFTOOLS) libbpf-tools memleak: step time against none, start-up, leak named or not
@@ -1128,6 +1131,49 @@ def start_bench():
               f"ms/step")
 
 
+def findings_bench():
+    """
+    What a run's findings cost on a script that ends by itself: `-c` at default settings on the losses loop
+    (BENCH_FINDINGS_STEPS steps, 1,500: about 12 s, after import torch) under PyPI's torch, against the same
+    command without the tool, interleaved. From the final report, written after the exit: the code objects
+    decoded as their stacks came and that time, the time keeping the findings took, the frames left unresolved,
+    and whether the leak's line is still a top-three candidate. The load average is printed with each round.
+    """
+    py = os.environ.get("BENCH_FINDINGS_PYTHON", VENV_PY)
+    if not os.path.exists(py):
+        print(f"  (findings benchmark skipped: {py} not found; make venv)")
+        return
+    steps = os.environ.get("BENCH_FINDINGS_STEPS", "1500")
+    rounds = int(os.environ.get("BENCH_FINDINGS_ROUNDS", "3"))
+    wl = os.path.join(ROOT, "tests", "workloads")
+    cmd = [py, os.path.join(wl, "losses.py"), "run", "0", steps]
+    leak = next(i for i, l in enumerate(open(cmd[1]), 1) if "# LEAK" in l)
+    bare, traced, rows = [], [], []
+    for _ in range(rounds):
+        t0 = time.monotonic()
+        subprocess.run(cmd, cwd=wl, stdout=subprocess.DEVNULL, check=True)
+        bare.append(time.monotonic() - t0)
+        out = os.path.join(B, "findings.json")
+        t0 = time.monotonic()
+        subprocess.run([TOOL, "--json", out, "-c", " ".join(cmd), "2"], cwd=wl, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True)
+        traced.append(time.monotonic() - t0)
+        final = [json.loads(l) for l in open(out) if l.strip()][-1]
+        py_st, peak = final["stats"]["python"], final.get("peak", {})
+        named = any(s["verdict"] == "growing" and any(f.get("file", "").endswith("losses.py") and f.get("line") == leak
+                                                       for f in s["frames"]) for s in
+                    [s for s in final["stacks"] if s["verdict"] == "growing"][:3])
+        rows.append((py_st["code_objects_learned"], py_st["learn_ms"], peak.get("keep_ms", 0),
+                     py_st["unresolved_frames"], "exited" in final, named, os.getloadavg()[0]))
+    print(f"Findings on the losses loop ending by itself ({steps} steps, -c, default settings, {rounds} rounds):")
+    print(f"  none {statistics.median(bare):.1f} s, memleak-ai {statistics.median(traced):.1f} s (import torch and "
+          f"the loop, with the tool's start and its end)")
+    for learned, learn_ms, keep_ms, unresolved, exited, named, load in rows:
+        print(f"  code objects decoded as stacks came {learned} in {learn_ms:.1f} ms; findings kept in {keep_ms:.1f} ms; "
+              f"unresolved frames shown {unresolved}; final after the exit: {exited}, leak line a top-3 candidate: "
+              f"{named}; load {load:.2f}")
+
+
 # --- peers: the same workloads under Memray, heaptrack and (given a binary) libbpf-tools memleak -------------------
 VENV_PY = os.path.join(ROOT, "build", "venv", "3.12", "bin", "python")
 C_LEAKS = ("leak_session", "leak_token", "leak_frame")  # tests/bench/three_leaks.c
@@ -1407,7 +1453,7 @@ def peers_bench():
 
 def main(argv):
     benches = {"estimate": estimate_bench, "default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
-               "budget": budget_bench, "report": report_bench, "fleet": fleet_bench}
+               "budget": budget_bench, "report": report_bench, "fleet": fleet_bench, "findings": findings_bench}
     peers = {"peers": peers_bench}  # not part of the default run (about 10 minutes): `make bench BENCH=peers`
     names = argv or list(benches)
     benches.update(peers)

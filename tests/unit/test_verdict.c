@@ -294,6 +294,38 @@ int main(void)
 		verdicts__free(v);
 	}
 	/*
+	 * The caching allocator's reservations (cuda) grow with the tensors they hold (torch_cuda), evenly, larger:
+	 * the tensors' row comes first, its process's reservations just below it; a cuda row of another process keeps
+	 * its score.
+	 */
+	{
+		struct verdicts *v;
+		struct ml_row rows[3] = {
+		    {.key = {.tgid = 1, .layer = ML_LAYER_CUDA, .stack_id = 1}, .bytes = 2 << 20, .count = 1},
+		    {.key = {.tgid = 1, .layer = ML_LAYER_TORCH_CUDA, .stack_id = 2}, .bytes = 1 << 20, .count = 1},
+		    {.key = {.tgid = 2, .layer = ML_LAYER_CUDA, .stack_id = 3}, .bytes = 4096, .count = 1},
+		};
+		struct ml_snapshot s = {.rows = rows, .nrows = 3, .elapsed_s = 1};
+		const struct ml_judgement *jv = NULL;
+		const size_t *order = NULL;
+		int err = verdicts__new(&v);
+
+		for (int i = 0; i < 8 && !err; i++) {
+			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
+			rows[0].bytes += 2 << 20, rows[0].count++;
+			rows[1].bytes += 1 << 20, rows[1].count += 2;
+			rows[2].bytes += 4096 + 1024 * (i % 2), rows[2].count++;
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
+		}
+		CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[1].verdict == ML_V_GROWING &&
+			  jv[0].leak_score >= jv[1].leak_score,
+		      "reservations and tensors both growing, the reservations' score no lower");
+		CHECK(!err && order[0] == 1 && order[1] == 2 && order[2] == 0,
+		      "the tensors' row before its process's reservations; another process's, its score as equal, "
+		      "between");
+		verdicts__free(v);
+	}
+	/*
 	 * A final report 0.1 s after the fifth, with no new event (sampling saw none in that sliver): it restates
 	 * the fifth report's sample, so the leak judged growing there stays growing; alone, its rate of 0 would
 	 * make the rises uneven and the leak stable.

@@ -32,7 +32,7 @@ struct verdicts {
 	size_t n;
 	struct ml_judgement *j;
 	size_t *order;
-	const struct ml_snapshot *s; /* for the order comparator */
+	double *rank; /* what growing rows are ordered by: their leak score, but see rank_rows() */
 	uint64_t t0_ns;
 	uint64_t updates;
 	double last_now;   /* the last report's time */
@@ -64,6 +64,7 @@ void verdicts__free(struct verdicts *v)
 	free(v->h);
 	free(v->j);
 	free(v->order);
+	free(v->rank);
 	free(v);
 }
 
@@ -339,6 +340,27 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 
 static const struct verdicts *cmp_ctx;
 
+/*
+ * Growing rows are ordered by leak score, with one exception: a cuda row (memory PyTorch's caching allocator
+ * reserved) comes after every growing torch_cuda row (tensors) of its process, whose growth its own follows
+ * from. The tensors' line is where the job keeps its memory.
+ */
+static void rank_rows(struct verdicts *v, const struct ml_snapshot *s)
+{
+	for (size_t i = 0; i < s->nrows; i++)
+		v->rank[i] = v->j[i].leak_score;
+	for (size_t i = 0; i < s->nrows; i++) {
+		const struct ml_row *t = &s->rows[i];
+
+		if (t->key.layer != ML_LAYER_TORCH_CUDA || v->j[i].verdict != ML_V_GROWING)
+			continue;
+		for (size_t k = 0; k < s->nrows; k++)
+			if (s->rows[k].key.layer == ML_LAYER_CUDA && s->rows[k].key.tgid == t->key.tgid &&
+			    v->rank[k] >= v->j[i].leak_score)
+				v->rank[k] = nextafter(v->j[i].leak_score, -1.0);
+	}
+}
+
 static int cmp_order(const void *a, const void *b)
 {
 	size_t x = *(const size_t *)a, y = *(const size_t *)b;
@@ -347,8 +369,8 @@ static int cmp_order(const void *a, const void *b)
 
 	if (gx != gy)
 		return gx ? -1 : 1;
-	if (gx && jx->leak_score != jy->leak_score)
-		return jx->leak_score > jy->leak_score ? -1 : 1;
+	if (gx && cmp_ctx->rank[x] != cmp_ctx->rank[y])
+		return cmp_ctx->rank[x] > cmp_ctx->rank[y] ? -1 : 1;
 	/* Equal scores: bytes and count both rising is more evidence than one of them. */
 	if (gx && (jx->bytes.rising && jx->count.rising) != (jy->bytes.rising && jy->count.rising))
 		return jx->bytes.rising && jx->count.rising ? -1 : 1;
@@ -361,11 +383,12 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	struct hist *nh = calloc(s->nrows ? s->nrows : 1, sizeof(*nh));
 	struct ml_judgement *j = calloc(s->nrows ? s->nrows : 1, sizeof(*j));
 	size_t *ord = calloc(s->nrows ? s->nrows : 1, sizeof(*ord));
+	double *rank = calloc(s->nrows ? s->nrows : 1, sizeof(*rank));
 	double now, interval = s->elapsed_s;
 	bool merge;
 
-	if (!nh || !j || !ord) {
-		free(nh), free(j), free(ord);
+	if (!nh || !j || !ord || !rank) {
+		free(nh), free(j), free(ord), free(rank);
 		return -ENOMEM;
 	}
 	if (!v->t0_ns)
@@ -419,11 +442,14 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	free(v->h);
 	free(v->j);
 	free(v->order);
+	free(v->rank);
 	v->h = nh;
 	v->n = s->nrows;
 	v->j = j;
 	v->order = ord;
+	v->rank = rank;
 	if (!by_bytes) {
+		rank_rows(v, s);
 		cmp_ctx = v;
 		qsort(ord, s->nrows, sizeof(*ord), cmp_order);
 		cmp_ctx = NULL;
@@ -451,6 +477,7 @@ void verdicts__rejudge(struct verdicts *v, const struct ml_snapshot *s, bool by_
 		return;
 	for (size_t i = 0; i < s->nrows; i++)
 		v->order[i] = i;
+	rank_rows(v, s);
 	cmp_ctx = v;
 	qsort(v->order, s->nrows, sizeof(*v->order), cmp_order);
 	cmp_ctx = NULL;
