@@ -232,12 +232,23 @@ class Tool:
         return self.p.returncode
 
     def reports(self):
-        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+        reps = [json.loads(line) for line in self.out.splitlines() if line.strip()]
+        check_no_null_python_frame(reps)
+        return reps
 
     def kill(self):
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+
+
+def check_no_null_python_frame(reps):
+    """No output ever carries a null Python frame: one that could not be decoded says why. Every JSON report
+    read by a test is checked: its rows, and its peak's."""
+    bad = [(r.get("seq"), f) for r in reps if isinstance(r, dict) for s in r.get("stacks", []) +
+           r.get("peak", {}).get("stacks", []) for f in s.get("frames", [])
+           if f.get("kind") == "python" and (f.get("func") is None or f.get("file") is None)]
+    eq(bad[:3], [], "no null Python frame in any report")
 
 
 def attached_run(argv, *tool_args, after_go=None, after_tool=None, ready_timeout=60, done_timeout=120):

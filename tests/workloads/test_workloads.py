@@ -172,7 +172,11 @@ class Run:
         self._err.join(30)
         self.text = b"".join(self._out).decode(errors="replace")
         eq(rc, 0, f"{self.script}: memleak-ai exit status ({self.stderr[-3:]})")
-        return self.reports()
+        reps = self.reports()
+        # Every run of every workload: no output ever carries a null Python frame (an undecoded one says why).
+        eq([x for x in python_frames(reps) if x[3]["func"] is None or x[3]["file"] is None], [],
+           f"{self.script}: no null Python frame in any report")
+        return reps
 
 
 def text_blocks(text):

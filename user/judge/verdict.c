@@ -441,8 +441,7 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	qsort(nh, s->nrows, sizeof(*nh), cmp_key);
 	free(v->h);
 	free(v->j);
-	free(v->order);
-	free(v->rank);
+	free(v->order), free(v->rank);
 	v->h = nh;
 	v->n = s->nrows;
 	v->j = j;
