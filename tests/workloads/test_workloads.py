@@ -1024,8 +1024,7 @@ def standin_gpu_attached_after_cuda_init_exact():
     standin_accounting(False, "p")
 
 
-@test
-@alone
+@test  # exact figures of unsampled layers: they do not rest on the machine's share
 def standin_gpu_kept_tensors_started_ending_peaks():
     """cuda_steps.py under -c at default settings on the stand-in device: it keeps a 1 MiB tensor a step for 300
     steps, writes PyTorch's own peaks and returns, and its teardown frees every tensor. The final report, after
