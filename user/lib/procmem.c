@@ -49,22 +49,36 @@ int ml_procmem__parse(const char *text, struct ml_procmem *out)
 	return seen == (1U << (sizeof(fields) / sizeof(fields[0]))) - 1 ? 0 : -EINVAL;
 }
 
-int ml_procmem__read(int pid, struct ml_procmem *out)
+/*
+ * /proc/PID/NAME into buf (max bytes, then a NUL), at most max - 1 of it read: *len gets how many. 0, -ESRCH
+ * when the process is gone, -EINVAL when the file fills buf (larger than any it could be), -errno.
+ */
+static int read_proc_text(int pid, const char *name, char *buf, size_t max, size_t *len)
 {
-	char path[64], buf[ROLLUP_MAX + 1];
-	ssize_t n, len = 0;
+	char path[64];
+	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", pid);
+	*len = 0;
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
-	while (len < ROLLUP_MAX && (n = read(fd, buf + len, (size_t)(ROLLUP_MAX - len))) > 0)
-		len += n;
+	while (*len < max - 1 && (n = read(fd, buf + *len, max - 1 - *len)) > 0)
+		*len += (size_t)n;
 	close(fd);
-	if (len >= ROLLUP_MAX)
-		return -EINVAL;
-	buf[len] = '\0';
+	buf[*len] = '\0';
+	return *len >= max - 1 ? -EINVAL : 0;
+}
+
+int ml_procmem__read(int pid, struct ml_procmem *out)
+{
+	char buf[ROLLUP_MAX + 1];
+	size_t len;
+	int err = read_proc_text(pid, "smaps_rollup", buf, sizeof(buf), &len);
+
+	if (err)
+		return err;
 	/* A process that exited (a zombie) has no mappings: its rollup is empty. */
 	return len ? ml_procmem__parse(buf, out) : -ESRCH;
 }
@@ -73,19 +87,13 @@ int ml_procmem__read(int pid, struct ml_procmem *out)
 
 int ml_proc_hwm(int pid, uint64_t *out)
 {
-	char path[64], buf[STATUS_MAX + 1], *p;
+	char buf[STATUS_MAX + 1], *p;
 	unsigned long long kb;
-	ssize_t n, len = 0;
-	int fd;
+	size_t len;
+	int err = read_proc_text(pid, "status", buf, sizeof(buf), &len);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	while (len < STATUS_MAX && (n = read(fd, buf + len, (size_t)(STATUS_MAX - len))) > 0)
-		len += n;
-	close(fd);
-	buf[len] = '\0';
+	if (err)
+		return err;
 	/* A zombie's status has no Vm lines: its memory is gone. */
 	p = strstr(buf, "\nVmHWM:");
 	if (!p)

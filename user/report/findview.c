@@ -59,20 +59,29 @@ static void put_row_line(FILE *f, struct stackview *sv, const struct ml_row *row
 	ml_put_safe(f, n ? ml_frame_label(frames[0], label, sizeof(label)) : "[no frames]");
 }
 
+/* Each layer's peak, "LAYER SIZE at T s", the first after lead and the others after ", "; whether any was. */
+static bool text_highs(FILE *f, const struct ml_high *layers, uint64_t start_ns, const char *lead)
+{
+	const char *sep = lead;
+	char b[32];
+
+	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+		if (!layers[l].at_ns)
+			continue;
+		ml_fmt_bytes(b, sizeof(b), (double)layers[l].bytes);
+		fprintf(f, "%s%s %s at %.1f s", sep, ml_layer_name(l), b, at_s(layers[l].at_ns, start_ns));
+		sep = ", ";
+	}
+	return sep != lead;
+}
+
 /* "  pid N: libc 1.0 MiB at 3.0 s, ...; resident high-water mark 80.0 MiB" */
 static void text_proc_peak(FILE *f, const struct ml_proc_peak *pp, uint64_t start_ns)
 {
-	const char *sep = " ";
 	char b[32];
 
 	fprintf(f, "  pid %d:", pp->tgid);
-	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
-		if (!pp->layers[l].at_ns)
-			continue;
-		ml_fmt_bytes(b, sizeof(b), (double)pp->layers[l].bytes);
-		fprintf(f, "%s%s %s at %.1f s", sep, ml_layer_name(l), b, at_s(pp->layers[l].at_ns, start_ns));
-		sep = ", ";
-	}
+	text_highs(f, pp->layers, start_ns, " ");
 	ml_fmt_bytes(b, sizeof(b), (double)pp->rss_hwm);
 	fprintf(f, "; resident high-water mark %s\n", pp->rss_hwm ? b : "not read");
 }
@@ -80,21 +89,14 @@ static void text_proc_peak(FILE *f, const struct ml_proc_peak *pp, uint64_t star
 void ml_text_peak(FILE *f, struct stackview *sv, const struct findings *fd, uint64_t start_ns)
 {
 	const struct ml_peak *p = findings__peak(fd);
-	const char *sep = " (";
 	char b[32];
 
 	if (!p || !p->total.at_ns)
 		return;
 	ml_fmt_bytes(b, sizeof(b), (double)p->total.bytes);
 	fprintf(f, "peak: %s at %.1f s", b, at_s(p->total.at_ns, start_ns));
-	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
-		if (!p->layers[l].at_ns)
-			continue;
-		ml_fmt_bytes(b, sizeof(b), (double)p->layers[l].bytes);
-		fprintf(f, "%s%s %s at %.1f s", sep, ml_layer_name(l), b, at_s(p->layers[l].at_ns, start_ns));
-		sep = ", ";
-	}
-	fputs(*sep == ',' ? ")" : "", f);
+	if (text_highs(f, p->layers, start_ns, " ("))
+		fputc(')', f);
 	if (p->rss_hwm) {
 		ml_fmt_bytes(b, sizeof(b), (double)p->rss_hwm);
 		fprintf(f, "; resident high-water mark %s (pid %d)", b, p->rss_pid);
