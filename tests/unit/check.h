@@ -1,5 +1,6 @@
 /*
- * Minimal unit-test helpers: CHECK records a result, SUMMARY prints the closing "N passed, N failed" line.
+ * Minimal unit-test helpers: CHECK records a result, SKIP one that could not run, SUMMARY prints the closing
+ * "N passed, N failed, N skipped" line.
  * CHECK_EQ_INT, CHECK_EQ_U64 and CHECK_EQ_STR compare two values and, when they differ, print both: the
  * expected one (the second argument) and the actual one (the first). Each argument is evaluated once.
  */
@@ -10,7 +11,14 @@
 #include <stdio.h>
 #include <string.h>
 
-static int check_passed, check_failed;
+static int check_passed, check_failed, check_skipped;
+
+/* A check that could not run here (what it needs is missing): counted and printed as a skip, never as a pass. */
+#define SKIP(name, why)                                                                                                \
+	do {                                                                                                           \
+		check_skipped++;                                                                                       \
+		printf("skip - %s: %s\n", name, why);                                                                  \
+	} while (0)
 
 #define CHECK(cond, name)                                                                                              \
 	do {                                                                                                           \
@@ -72,6 +80,7 @@ static inline void check_result(bool ok, const char *name, const char *file, int
 	} while (0)
 
 #define SUMMARY(suite)                                                                                                 \
-	(printf("unit %s: %d passed, %d failed\n", suite, check_passed, check_failed), check_failed ? 1 : 0)
+	(printf("unit %s: %d passed, %d failed, %d skipped\n", suite, check_passed, check_failed, check_skipped),      \
+	 check_failed ? 1 : 0)
 
 #endif

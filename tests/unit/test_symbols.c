@@ -491,8 +491,10 @@ static void test_elf_fake(void)
 			elf_syms__free(es);
 		}
 	}
-	snprintf(label, sizeof(label), "elf: truncated and corrupted files handled (%d of them opened)", opened);
-	CHECK(true, label);
+	/* Reaching here is the crash test; the count says the readers behind a successful open were exercised. */
+	snprintf(label, sizeof(label), "elf: truncated and corrupted files handled, %d of them opened and read",
+		 opened);
+	CHECK(opened > 0, label);
 out:
 	close(fd);
 }
