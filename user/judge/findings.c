@@ -31,7 +31,9 @@ struct findings {
 	struct u64map rows; /* hash of the key -> struct row_high */
 	struct ml_peak peak;
 	size_t cappeak, capprocs;
-	struct u64map procs;   /* tgid -> index + 1 in peak.procs */
+	struct u64map procs;		      /* tgid -> index + 1 in peak.procs */
+	struct ml_high (*sums)[ML_LAYER_MAX]; /* a report's exact bytes per process and layer, as peak.procs */
+	size_t capsums;
 	uint64_t peak_snapped; /* the total when the peak's rows were last taken */
 };
 
@@ -62,6 +64,7 @@ void findings__free(struct findings *f)
 	free(f->live.order);
 	u64map__free_values(&f->rows);
 	free(f->procs.slots);
+	free(f->sums);
 	free(f->peak.rows);
 	free(f->peak.procs);
 	free(f);
@@ -184,27 +187,30 @@ static struct ml_proc_peak *proc_peak(struct findings *f, int tgid)
 	return &p->procs[p->nprocs++];
 }
 
-/* Each process's layers' peaks, from its exact rows (the processes' totals weigh sampled records). */
+/* Each process's layers' peaks, from its exact rows (the processes' totals weigh sampled records): one pass. */
 static int proc_peaks(struct findings *f, const struct ml_snapshot *s)
 {
-	for (size_t i = 0; i < s->nprocs; i++) {
-		struct ml_proc_peak *pp = proc_peak(f, s->procs[i].tgid);
-		struct ml_high now[ML_LAYER_MAX] = {};
+	struct ml_peak *p = &f->peak;
 
-		if (!pp)
+	for (size_t i = 0; i < s->nprocs; i++)
+		if (!proc_peak(f, s->procs[i].tgid))
 			return -ENOMEM;
-		for (size_t k = 0; k < s->nrows; k++) {
-			const struct ml_row *r = &s->rows[k];
+	if (ml_grow(&f->sums, &f->capsums, p->nprocs, sizeof(*f->sums)))
+		return -ENOMEM;
+	memset(f->sums, 0, p->nprocs * sizeof(*f->sums));
+	for (size_t k = 0; k < s->nrows; k++) {
+		const struct ml_row *r = &s->rows[k];
+		uintptr_t at = (uintptr_t)u64map__get(&f->procs, (uint64_t)r->key.tgid);
 
-			if ((int)r->key.tgid == s->procs[i].tgid && exact_row(r) && r->key.layer < ML_LAYER_MAX) {
-				now[r->key.layer].bytes += r->bytes;
-				now[r->key.layer].count += r->count;
-			}
+		if (at && exact_row(r) && r->key.layer < ML_LAYER_MAX) {
+			f->sums[at - 1][r->key.layer].bytes += r->bytes;
+			f->sums[at - 1][r->key.layer].count += r->count;
 		}
-		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
-			if (now[l].bytes)
-				raise_high(&pp->layers[l], now[l].bytes, now[l].count, s->now_ns);
 	}
+	for (size_t i = 0; i < p->nprocs; i++)
+		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
+			if (f->sums[i][l].bytes)
+				raise_high(&p->procs[i].layers[l], f->sums[i][l].bytes, f->sums[i][l].count, s->now_ns);
 	return 0;
 }
 
