@@ -195,6 +195,8 @@ static int proc_peaks(struct findings *f, const struct ml_snapshot *s)
 	for (size_t i = 0; i < s->nprocs; i++)
 		if (!proc_peak(f, s->procs[i].tgid))
 			return -ENOMEM;
+	if (!p->nprocs)
+		return 0;
 	if (ml_grow(&f->sums, &f->capsums, p->nprocs, sizeof(*f->sums)))
 		return -ENOMEM;
 	memset(f->sums, 0, p->nprocs * sizeof(*f->sums));
