@@ -764,6 +764,21 @@ unsigned int overhead__tensor_halvings(const struct overhead *o)
 	return k;
 }
 
+/*
+ * As many doublings of the rss layer's sampling interval at once as its cost says (each halves what its sampled
+ * pages cost): one a sample took five seconds to bring a page-faulting loop from 11.7 % to the budget.
+ */
+static unsigned int rss_doublings(const struct overhead *o)
+{
+	const struct ml_overhead *in = &o->info;
+	unsigned int left = RSS_SHED_DOUBLINGS - in->rss_doublings, k = 1;
+	double over = in->pct - in->budget_pct;
+
+	while (k < left && o->rss_pct * (1 - 1.0 / (1U << k)) < over)
+		k++;
+	return k;
+}
+
 void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 {
 	struct ml_overhead *in = &o->info;
@@ -789,9 +804,11 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 	if (step == ML_SHED_TORCH_CPU_SAMPLING) {
 		in->tensor_halvings += overhead__tensor_halvings(o); /* the budget pauses and resumes the probes */
 	} else if (step == ML_SHED_RSS_SAMPLING) {
-		in->rss_doublings++;
-		if (o->rss_shed)
-			o->rss_shed(o->rss_ctx, false);
+		for (unsigned int k = rss_doublings(o); k; k--) {
+			in->rss_doublings++;
+			if (o->rss_shed)
+				o->rss_shed(o->rss_ctx, false);
+		}
 	} else if (step == ML_SHED_RSS_FAULTS && o->rss_shed) {
 		o->rss_shed(o->rss_ctx, true);
 		o->rss_cost = NULL; /* nothing more to shed there */
