@@ -427,7 +427,8 @@ int main(void)
 	/*
 	 * Tensor sampling at 1/16: a model's tensors kept every round, 12 records more a report, while the records'
 	 * weight converges from the first on-phases' 44 and 55 to 16 (model_cache.py under -p). Weighted, the bytes
-	 * rise and fall (26 K, 66 K, 37 K ...): the leak hid. In records it is growing; a row whose records stay is not.
+	 * rise and fall (26 K, 66 K, 37 K ...): the leak hid. In records it is growing; a row whose records stay is
+	 * not.
 	 */
 	{
 		const double w[] = {44, 55, 20.6, 27, 19.7, 18, 17.2, 16.5, 16.1, 16};
@@ -446,8 +447,10 @@ int main(void)
 			}
 			feed_report(&f, rows, 2, i);
 		}
-		CHECK(!f.err && f.j[0].verdict == ML_V_GROWING, "tensors kept each round, their weight falling: growing");
-		CHECK(!f.err && f.j[1].verdict != ML_V_GROWING, "forty tensors that stay, the same weights: not growing");
+		CHECK(!f.err && f.j[0].verdict == ML_V_GROWING,
+		      "tensors kept each round, their weight falling: growing");
+		CHECK(!f.err && f.j[1].verdict != ML_V_GROWING,
+		      "forty tensors that stay, the same weights: not growing");
 		verdicts__free(f.v);
 	}
 	return SUMMARY("verdict");
