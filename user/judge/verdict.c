@@ -343,14 +343,26 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 static const struct verdicts *cmp_ctx;
 
 /*
- * Growing rows are ordered by leak score, with one exception: a cuda row (memory PyTorch's caching allocator
- * reserved) comes after every growing torch_cuda row (tensors) of its process, whose growth its own follows
- * from. The tensors' line is where the job keeps its memory.
+ * Growing rows are ordered by leak score, raised by up to RANK_BY_GROWTH in proportion to the row's growth rate
+ * over the fastest-growing candidate's: evidence first, and between near-equal evidence the row that grows most
+ * (a model's 190 MB of tensors at 0.4975 came after eleven 90-KB rows at 0.5 of its C heap metadata). One
+ * exception: a cuda row (memory PyTorch's caching allocator reserved) comes after every growing torch_cuda row
+ * (tensors) of its process, whose growth its own follows from. The tensors' line is where the job keeps its memory.
  */
+#define RANK_BY_GROWTH 0.1
+
 static void rank_rows(struct verdicts *v, const struct ml_snapshot *s)
 {
+	double top = 0;
+
 	for (size_t i = 0; i < s->nrows; i++)
-		v->rank[i] = v->j[i].leak_score;
+		if (v->j[i].verdict == ML_V_GROWING && v->j[i].growth_bytes_per_s > top)
+			top = v->j[i].growth_bytes_per_s;
+	for (size_t i = 0; i < s->nrows; i++) {
+		double g = v->j[i].verdict == ML_V_GROWING && top > 0 ? fmax(0, v->j[i].growth_bytes_per_s) / top : 0;
+
+		v->rank[i] = v->j[i].leak_score * (1 + RANK_BY_GROWTH * g);
+	}
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *t = &s->rows[i];
 
@@ -358,8 +370,8 @@ static void rank_rows(struct verdicts *v, const struct ml_snapshot *s)
 			continue;
 		for (size_t k = 0; k < s->nrows; k++)
 			if (s->rows[k].key.layer == ML_LAYER_CUDA && s->rows[k].key.tgid == t->key.tgid &&
-			    v->rank[k] >= v->j[i].leak_score)
-				v->rank[k] = nextafter(v->j[i].leak_score, -1.0);
+			    v->rank[k] >= v->rank[i])
+				v->rank[k] = nextafter(v->rank[i], -1.0);
 	}
 }
 
