@@ -614,6 +614,47 @@ def models_kept_in_a_list_default_settings():
     leak_run("models_list.py", "p")
 
 
+def model_cache_run(maxsize, reports=6):
+    """model_cache.py with the cache's maxsize, attached as `memleak-ai -p PID` is, every setting its default
+    (a report every 5 s), until `reports` reports and the final one are in. Returns the run and its reports."""
+    run = Run("model_cache.py", "p", interval="5", wl_args=(maxsize,))
+    try:
+        run.wait_for(lambda rs: len(rs) >= reports, 30 + 5 * reports + 30)
+    finally:
+        reps = run.stop()
+    check(len(reps) > reports, f"model cache ({maxsize}): {reports} reports and the final one: {len(reps)}")
+    return run, reps
+
+
+@test
+@alone
+def models_kept_by_a_cache_default_settings_5s():
+    """Issue 35: an lru_cache(maxsize=None) keyed by the model keeps every round's model (1.1 MiB of parameters
+    and gradients a round, many tensors and modules of one class): within six reports a top-three leak
+    candidate at the line that builds the model."""
+    script = "model_cache.py"
+    run, reps = model_cache_run("none")
+    found = [r["seq"] for r in reps[:6] if growing_top3(r, script)[1]]
+    check(found, f"the model's line among the first three candidates within 6 reports: "
+                 f"{[[(s['layer'], (user_frame(s, script) or {}).get('line')) for s in growing_top3(r, script)[0]] for r in reps[:6]]}"
+                 f"; the rows at its line: {[[(s['layer'], s['verdict']) for s in r['stacks'] if (user_frame(s, script) or {}).get('line') == leak_line(script)][:4] for r in reps[:6]]}"
+                 f"; modes at the end: {reps[-1]['modes']}")
+    print(f"# {script}: a top-three candidate at its line at report {found[0]}", flush=True)
+    check_outputs(run, reps[-1], True)
+
+
+@test
+@alone
+def models_in_a_bounded_cache_default_settings_5s():
+    """The same loop with lru_cache(maxsize=2): the cache keeps two models, nothing grows in any report."""
+    run, reps = model_cache_run("2")
+    for r in reps:
+        grow = [(s["layer"], s["bytes"], (user_frame(s, "model_cache.py") or {}).get("line"),
+                 [f.get("func") for f in s["frames"][:3]]) for s in r["stacks"] if s["verdict"] == "growing"]
+        eq(grow, [], f"bounded cache: no growing stack in report {r['seq']}")
+    check_outputs(run, reps[-1], False)
+
+
 @test
 @alone  # the main process faults in pages for its batches in flight (rss layer): growth while workers run ahead
 def dataloader_workers_cache_full_fidelity():
