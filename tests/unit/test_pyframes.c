@@ -103,6 +103,19 @@ static int unknown(void)
 	return rc == 0 && f && f->kind == ML_FRAME_PYTHON && !f->func && !f->file;
 }
 
+/* A decoder of this process with the test's layout, the frame decoded once before the test changes anything. */
+static struct pyframes *decoded(struct ml_pyframe_raw *r, const struct ml_frame **first)
+{
+	struct pyframes *p = NULL;
+
+	CHECK_EQ_INT(pyframes__new(NULL, getpid(), &p), 0, "pyframes: new");
+	if (p) {
+		pyframes__use_layout(p, L, types);
+		pyframes__resolve(p, r, first);
+	}
+	return p;
+}
+
 int main(void)
 {
 	const struct ml_frame *f = NULL;
@@ -209,13 +222,10 @@ int main(void)
 	/* A cached code object replaced at the same address is decoded again after the next report. */
 	make_valid();
 	{
-		struct pyframes *p;
 		struct ml_pyframe_raw r = raw_at(3);
 		const struct ml_frame *a = NULL, *b = NULL;
+		struct pyframes *p = decoded(&r, &a);
 
-		CHECK_EQ_INT(pyframes__new(NULL, getpid(), &p), 0, "pyframes: new");
-		pyframes__use_layout(p, L, types);
-		pyframes__resolve(p, &r, &a);
 		make_str(&qname, "other_function", 14, 1, 1, 1);
 		put64(&code, L->code_qualname, (uint64_t)(uintptr_t)&other);
 		memcpy(&other, &qname, sizeof(other));
@@ -229,13 +239,10 @@ int main(void)
 	/* One freed and not replaced (no longer a code object) keeps its names: the stacks naming it ran it. */
 	make_valid();
 	{
-		struct pyframes *p;
 		struct ml_pyframe_raw r = raw_at(3);
 		const struct ml_frame *a = NULL, *b = NULL;
+		struct pyframes *p = decoded(&r, &a);
 
-		CHECK_EQ_INT(pyframes__new(NULL, getpid(), &p), 0, "pyframes: new");
-		pyframes__use_layout(p, L, types);
-		pyframes__resolve(p, &r, &a);
 		CHECK(a && a->func && !strcmp(a->func, "Model.train_step"), "decoded while it lives");
 		put64(&code, L->ob_type, T_STR);
 		pyframes__trim(p);

@@ -270,28 +270,25 @@ int main(void)
 
 	/* Rows made while importing: their own verdict, below every leak candidate whatever their size. */
 	{
-		struct verdicts *v;
+		struct feed f = {0};
 		struct ml_row rows[3] = {
 		    {.key = {.tgid = 1, .stack_id = 1}, .bytes = 1 << 20, .count = 1, .traits = ML_ROW_IMPORT},
 		    {.key = {.tgid = 1, .stack_id = 2}, .bytes = 4096, .count = 1},
 		    {.key = {.tgid = 1, .stack_id = 3}, .bytes = 100, .count = 1},
 		};
-		struct ml_snapshot s = {.rows = rows, .nrows = 3, .elapsed_s = 1};
-		const struct ml_judgement *jv = NULL;
-		const size_t *order = NULL;
-		int err = verdicts__new(&v);
 
-		for (int i = 0; i < 8 && !err; i++) {
-			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
+		f.err = verdicts__new(&f.v);
+		for (int i = 0; i < 8; i++) {
 			rows[0].bytes += 1 << 20; /* the import grows while it runs */
 			rows[1].bytes += 4096;	  /* a leak */
-			err = verdicts__update(v, &s, false, 0, &jv, &order);
+			feed_report(&f, rows, 3, i);
 		}
-		CHECK(!err && jv[0].verdict == ML_V_IMPORT && jv[0].leak_score == 0, "an import stack: verdict import");
-		CHECK(!err && jv[1].verdict == ML_V_GROWING, "the leak: growing");
-		CHECK(!err && order[0] == 1 && order[1] == 0 && order[2] == 2,
+		CHECK(!f.err && f.j[0].verdict == ML_V_IMPORT && f.j[0].leak_score == 0,
+		      "an import stack: verdict import");
+		CHECK(!f.err && f.j[1].verdict == ML_V_GROWING, "the leak: growing");
+		CHECK(!f.err && f.order[0] == 1 && f.order[1] == 0 && f.order[2] == 2,
 		      "the leak first, then by bytes: the import before the small stable row");
-		verdicts__free(v);
+		verdicts__free(f.v);
 	}
 	/*
 	 * The caching allocator's reservations (cuda) grow with the tensors they hold (torch_cuda), evenly, larger:
@@ -299,30 +296,26 @@ int main(void)
 	 * its rank, first as the fastest-growing.
 	 */
 	{
-		struct verdicts *v;
+		struct feed f = {0};
 		struct ml_row rows[3] = {
 		    {.key = {.tgid = 1, .layer = ML_LAYER_CUDA, .stack_id = 1}, .bytes = 2 << 20, .count = 1},
 		    {.key = {.tgid = 1, .layer = ML_LAYER_TORCH_CUDA, .stack_id = 2}, .bytes = 1 << 20, .count = 1},
 		    {.key = {.tgid = 2, .layer = ML_LAYER_CUDA, .stack_id = 3}, .bytes = 4096, .count = 1},
 		};
-		struct ml_snapshot s = {.rows = rows, .nrows = 3, .elapsed_s = 1};
-		const struct ml_judgement *jv = NULL;
-		const size_t *order = NULL;
-		int err = verdicts__new(&v);
 
-		for (int i = 0; i < 8 && !err; i++) {
-			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
+		f.err = verdicts__new(&f.v);
+		for (int i = 0; i < 8; i++) {
 			rows[0].bytes += 2 << 20, rows[0].count++;
 			rows[1].bytes += 1 << 20, rows[1].count += 2;
 			rows[2].bytes += (4 << 20) + (1 << 20) * (i % 2), rows[2].count++;
-			err = verdicts__update(v, &s, false, 0, &jv, &order);
+			feed_report(&f, rows, 3, i);
 		}
-		CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[1].verdict == ML_V_GROWING &&
-			  jv[0].leak_score >= jv[1].leak_score,
+		CHECK(!f.err && f.j[0].verdict == ML_V_GROWING && f.j[1].verdict == ML_V_GROWING &&
+			  f.j[0].leak_score >= f.j[1].leak_score,
 		      "reservations and tensors both growing, the reservations' score no lower");
-		CHECK(!err && order[0] == 2 && order[1] == 1 && order[2] == 0,
+		CHECK(!f.err && f.order[0] == 2 && f.order[1] == 1 && f.order[2] == 0,
 		      "the tensors' row before its process's reservations; another process's, growing fastest, first");
-		verdicts__free(v);
+		verdicts__free(f.v);
 	}
 	/*
 	 * A final report 0.1 s after the fifth, with no new event (sampling saw none in that sliver): it restates

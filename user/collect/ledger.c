@@ -163,11 +163,6 @@ static int cmp_bytes_desc(const void *a, const void *b)
 	return cmp_key(a, b);
 }
 
-static uint64_t key_hash(const struct ml_agg_key *k)
-{
-	return ml_hash_add(ml_hash_add(k->stack_id, k->caller), (uint64_t)k->tgid << 32 | k->layer);
-}
-
 static int index_reset(struct row_index *ix, size_t want)
 {
 	size_t cap = 1024;
@@ -198,13 +193,13 @@ static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 		if (index_reset(&l->idx, s->nrows * 2 + 1))
 			return NULL;
 		for (size_t r = 0; r < s->nrows; r++) {
-			i = key_hash(&s->rows[r].key) & (l->idx.cap - 1);
+			i = ml_key_hash(&s->rows[r].key) & (l->idx.cap - 1);
 			while (l->idx.slot[i])
 				i = (i + 1) & (l->idx.cap - 1);
 			l->idx.slot[i] = (uint32_t)r + 1;
 		}
 	}
-	i = key_hash(k) & (l->idx.cap - 1);
+	i = ml_key_hash(k) & (l->idx.cap - 1);
 	while (l->idx.slot[i]) {
 		struct ml_row *r = &s->rows[l->idx.slot[i] - 1];
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "collect/stackstore.h"
+#include "lib/hash.h"
 #include "memleak.h"
 
 /* What a row's stack says about its allocations (from the canon function, see ledger__set_canon). */
@@ -33,6 +34,17 @@ struct ml_row {
 	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */
 	unsigned int traits;  /* ML_ROW_* */
 };
+
+/* A row key's hash and equality, for every map keyed by row (the ledger's index, the findings, the copies). */
+static inline uint64_t ml_key_hash(const struct ml_agg_key *k)
+{
+	return ml_hash_add(ml_hash_add(ml_hash_add(k->tgid, k->layer), k->stack_id), k->caller);
+}
+
+static inline bool ml_key_same(const struct ml_agg_key *a, const struct ml_agg_key *b)
+{
+	return a->tgid == b->tgid && a->layer == b->layer && a->stack_id == b->stack_id && a->caller == b->caller;
+}
 
 struct ml_layer_total {
 	uint64_t bytes, count;

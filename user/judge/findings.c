@@ -5,7 +5,6 @@
 #include <string.h>
 #include "lib/clock.h"
 #include "lib/grow.h"
-#include "lib/hash.h"
 #include "lib/u64map.h"
 
 /* A row's highest outstanding bytes, by its key. */
@@ -36,16 +35,6 @@ struct findings {
 	size_t capsums;
 	uint64_t peak_snapped; /* the total when the peak's rows were last taken */
 };
-
-static uint64_t key_hash(const struct ml_agg_key *k)
-{
-	return ml_hash_add(ml_hash_add(ml_hash_add(k->tgid, k->layer), k->stack_id), k->caller);
-}
-
-static bool same_key(const struct ml_agg_key *a, const struct ml_agg_key *b)
-{
-	return a->tgid == b->tgid && a->layer == b->layer && a->stack_id == b->stack_id && a->caller == b->caller;
-}
 
 int findings__new(struct findings **out)
 {
@@ -123,10 +112,10 @@ static int row_peaks(struct findings *f, const struct ml_snapshot *s)
 {
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *r = &s->rows[i];
-		uint64_t h = key_hash(&r->key);
+		uint64_t h = ml_key_hash(&r->key);
 		struct row_high *rh = u64map__get(&f->rows, h);
 
-		if (rh && !same_key(&rh->key, &r->key))
+		if (rh && !ml_key_same(&rh->key, &r->key))
 			continue; /* another row with the same hash: the first keeps the place */
 		if (!rh) {
 			rh = calloc(1, sizeof(*rh));
@@ -283,14 +272,14 @@ static int freed_by_row(struct findings *f, const struct ml_snapshot *now)
 	int err = 0;
 
 	for (size_t i = 0; i < now->nrows && !err; i++)
-		err = u64map__put(&left, key_hash(&now->rows[i].key), (void *)&now->rows[i]);
+		err = u64map__put(&left, ml_key_hash(&now->rows[i].key), (void *)&now->rows[i]);
 	for (size_t i = 0; i < f->live.s.nrows && !err; i++) {
 		const struct ml_row *r = &f->live.s.rows[i];
-		const struct ml_row *n = u64map__get(&left, key_hash(&r->key));
-		struct row_high *rh = u64map__get(&f->rows, key_hash(&r->key));
-		uint64_t still = n && same_key(&n->key, &r->key) ? n->bytes : 0;
+		const struct ml_row *n = u64map__get(&left, ml_key_hash(&r->key));
+		struct row_high *rh = u64map__get(&f->rows, ml_key_hash(&r->key));
+		uint64_t still = n && ml_key_same(&n->key, &r->key) ? n->bytes : 0;
 
-		if (rh && same_key(&rh->key, &r->key))
+		if (rh && ml_key_same(&rh->key, &r->key))
 			rh->freed = r->bytes > still ? r->bytes - still : 0;
 	}
 	free(left.slots);
@@ -323,9 +312,9 @@ int findings__at_exit(struct findings *f, const struct ml_snapshot *now, struct 
 
 bool findings__row(const struct findings *f, const struct ml_agg_key *k, struct ml_high *peak, uint64_t *freed)
 {
-	const struct row_high *rh = f ? u64map__get(&f->rows, key_hash(k)) : NULL;
+	const struct row_high *rh = f ? u64map__get(&f->rows, ml_key_hash(k)) : NULL;
 
-	if (!rh || !same_key(&rh->key, k))
+	if (!rh || !ml_key_same(&rh->key, k))
 		return false;
 	*peak = rh->high;
 	*freed = rh->freed;

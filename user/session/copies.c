@@ -7,7 +7,6 @@
 #include "collect/ledger.h"
 #include "collect/rsspages.h"
 #include "lib/grow.h"
-#include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/u64map.h"
 
@@ -84,18 +83,13 @@ static int cmp_owned(const void *a, const void *b)
 	return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
-static uint64_t key_hash(const struct ml_agg_key *k)
-{
-	return ml_hash_add(ml_hash_add(ml_hash_add(k->tgid, k->layer), k->stack_id), k->caller);
-}
-
 /* The id of a row key, made when new; 0 when out of memory. */
 static uint32_t id_of(struct copies *c, const struct ml_agg_key *k)
 {
-	uint64_t h = key_hash(k);
+	uint64_t h = ml_key_hash(k);
 	uintptr_t v = (uintptr_t)u64map__get(&c->by_key, h);
 
-	if (v && !memcmp(&c->owners[v - 1], k, sizeof(*k)))
+	if (v && ml_key_same(&c->owners[v - 1], k))
 		return (uint32_t)v;
 	if (ml_grow(&c->owners, &c->cap_owners, c->nowners + 1, sizeof(*c->owners)))
 		return 0;
