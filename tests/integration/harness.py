@@ -40,12 +40,15 @@ def alone(fn):
     own cost share (the --max-overhead budget decides what is traced) or on how fast the parts of its target run
     against each other. `make test` runs these
     with nothing else beside them, and every other test two test files at a time: MEMLEAK_AI_TEST_PART=alone
-    runs only these, =shared only the others."""
+    runs only these, =shared only the others, =all (or unset) both."""
     fn.alone = True
     return fn
 
 
 PART = os.environ.get("MEMLEAK_AI_TEST_PART")
+if PART not in (None, "", "all", "alone", "shared"):
+    sys.exit(f"harness: MEMLEAK_AI_TEST_PART must be alone, shared or all, not {PART!r}")
+PART = None if PART in (None, "", "all") else PART
 
 
 class Fail(Exception):
