@@ -752,31 +752,24 @@ enum ml_shed overhead__next_shed(const struct overhead *o)
 	return ML_SHED_N;
 }
 
-unsigned int overhead__tensor_halvings(const struct overhead *o)
+/*
+ * How many halvings at once, of a part costing part_pct, the cost over the budget says: after k, 1 - 2^-k of the
+ * part is saved (at most left). One a sample took five seconds to bring a page-faulting loop's rss sampling from
+ * 11.7 % to the budget.
+ */
+static unsigned int halvings(const struct overhead *o, double part_pct, unsigned int left)
 {
-	const struct ml_overhead *in = &o->info;
-	unsigned int left = TENSOR_SHED_HALVINGS - in->tensor_halvings, k = 1;
-	double over = in->pct - in->budget_pct;
+	double over = o->info.pct - o->info.budget_pct;
+	unsigned int k = 1;
 
-	/* As many at once as the allocation side's cost says: after k more, 1 - 2^-k of it is saved. */
-	while (k < left && o->alloc_side_pct * (1 - 1.0 / (1U << k)) < over)
+	while (k < left && part_pct * (1 - 1.0 / (1U << k)) < over)
 		k++;
 	return k;
 }
 
-/*
- * As many doublings of the rss layer's sampling interval at once as its cost says (each halves what its sampled
- * pages cost): one a sample took five seconds to bring a page-faulting loop from 11.7 % to the budget.
- */
-static unsigned int rss_doublings(const struct overhead *o)
+unsigned int overhead__tensor_halvings(const struct overhead *o)
 {
-	const struct ml_overhead *in = &o->info;
-	unsigned int left = RSS_SHED_DOUBLINGS - in->rss_doublings, k = 1;
-	double over = in->pct - in->budget_pct;
-
-	while (k < left && o->rss_pct * (1 - 1.0 / (1U << k)) < over)
-		k++;
-	return k;
+	return halvings(o, o->alloc_side_pct, TENSOR_SHED_HALVINGS - o->info.tensor_halvings);
 }
 
 void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
@@ -804,7 +797,7 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 	if (step == ML_SHED_TORCH_CPU_SAMPLING) {
 		in->tensor_halvings += overhead__tensor_halvings(o); /* the budget pauses and resumes the probes */
 	} else if (step == ML_SHED_RSS_SAMPLING) {
-		for (unsigned int k = rss_doublings(o); k; k--) {
+		for (unsigned int k = halvings(o, o->rss_pct, RSS_SHED_DOUBLINGS - in->rss_doublings); k; k--) {
 			in->rss_doublings++;
 			if (o->rss_shed)
 				o->rss_shed(o->rss_ctx, false);
