@@ -291,12 +291,12 @@ static void restate(struct hist *h, const struct sample *s)
 }
 
 /*
- * A sampled record's weight moves each time it is measured again: a C heap window's record weighs what its size
- * weighs now, a tensor sampling record what the releases in and out of the on phases say so far (44, 55, 20.6,
- * 27 ... 16 in the first seconds at 1/16). Such a row is judged on its records seen at today's weight, else a
- * weight measured higher reads as growth of a row whose records stay the same (five of them, "growing" from 9.7
- * to 18.7 KB), and one measured lower hides a leak. What it retained and its count growth stay differences of
- * the counts reported (j), as usage.md defines them.
+ * A C heap window's record weighs what its size weighs now, and that weight moves each time it is measured again:
+ * such a row is judged on its records seen at today's weight, else a weight measured higher reads as growth of a
+ * row whose records stay the same (five of them, "growing" from 9.7 to 18.7 KB). What it retained and its count
+ * growth stay differences of the counts reported (j), as usage.md defines them. Not a tensor sampling row: its
+ * records before sampling began weigh 1, after it 16, and in records a leak slows sixteenfold (models_list.py's
+ * kept models read stable from the report sampling began).
  */
 static struct ml_judgement by_records(const struct ml_row *r, const struct ml_judgement *j, const double *t, double *rb,
 				      double *rc, size_t n, double age, double interval, double step)
@@ -335,7 +335,7 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 	j = ml_judge(t, b, c, n, age, interval, step);
 	if (merge && old)
 		j.count_growth = (int64_t)((double)r->count - prev); /* since the last report still */
-	if ((r->traits & ML_ROW_SAMPLED) && r->raw_bytes && r->records)
+	if ((r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC && r->raw_bytes && r->records)
 		j = by_records(r, &j, t, rb, rc, n, age, interval, step);
 	return j;
 }
