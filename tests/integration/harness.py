@@ -45,6 +45,16 @@ def alone(fn):
     return fn
 
 
+def flaky(why):
+    """Under @test: a test known to fail now and then for a reason not yet fixed (why, with its issue). A failure
+    is printed with the reason and the test runs once more; it passes only if that run passes. Every retry is
+    in the output ("# retried: ..."), and the list of such tests is in the closing notes until the cause goes."""
+    def mark(fn):
+        fn.flaky = why
+        return fn
+    return mark
+
+
 PART = os.environ.get("MEMLEAK_AI_TEST_PART")
 if PART not in (None, "", "all", "alone", "shared"):
     sys.exit(f"harness: MEMLEAK_AI_TEST_PART must be alone, shared or all, not {PART!r}")
@@ -518,16 +528,23 @@ def main():
             continue
         if PART and PART != ("alone" if getattr(fn, "alone", False) else "shared"):
             continue
-        t0 = time.time()
-        try:
-            fn()
-            passed += 1
-            print(f"ok - {fn.__name__} ({time.time() - t0:.1f}s)", flush=True)
-        except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
-            failed += 1
-            print(f"not ok - {fn.__name__}: {e}", flush=True)
-            if not isinstance(e, Fail):
-                traceback.print_exc()
+        for attempt in (1, 2):
+            t0 = time.time()
+            try:
+                fn()
+                passed += 1
+                print(f"ok - {fn.__name__} ({time.time() - t0:.1f}s)", flush=True)
+                break
+            except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
+                if attempt == 1 and getattr(fn, "flaky", None):
+                    print(f"# retried: {fn.__name__} failed once ({fn.flaky}): {e}", flush=True)
+                    sweep(fn.__name__)
+                    continue
+                failed += 1
+                print(f"not ok - {fn.__name__}: {e}", flush=True)
+                if not isinstance(e, Fail):
+                    traceback.print_exc()
+                break
         sweep(fn.__name__)
     print(f"integration: {passed} passed, {failed} failed", flush=True)
     return 1 if failed else 0

