@@ -203,7 +203,7 @@ static struct ml_row *row_for(struct ledger *l, const struct ml_agg_key *k)
 	while (l->idx.slot[i]) {
 		struct ml_row *r = &s->rows[l->idx.slot[i] - 1];
 
-		if (!memcmp(&r->key, k, sizeof(*k)))
+		if (ml_key_same(&r->key, k))
 			return r;
 		i = (i + 1) & (l->idx.cap - 1);
 	}
