@@ -1,4 +1,5 @@
 """Workload: a training loop that keeps every loss tensor, and with it the autograd nodes of its step."""
+import random
 import sys
 import time
 
@@ -13,9 +14,14 @@ x, y = torch.randn(64, 128), torch.randn(64, 1)
 losses = []
 every = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # benchmarks: print ms a step every EVERY steps
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # end by itself after STEPS steps (0: never)
+rows = int(sys.argv[4]) if len(sys.argv) > 4 else 0  # batches of 16 to ROWS rows, drawn each step (0: always 64)
+rng = random.Random(0)
 start()
 step, t0 = 0, time.perf_counter()
 while not steps or step < steps:
+    if rows:  # varied sizes: the step's freed buffers seldom fit the holes earlier ones left
+        n = rng.randint(16, rows)
+        x, y = torch.randn(n, 128), torch.randn(n, 1)
     loss = torch.nn.functional.mse_loss(model(x), y)  # LEAK: the nodes each kept loss holds are made here
     opt.zero_grad()
     loss.backward()
