@@ -371,7 +371,7 @@ def losses_loop_fragmentation_full_fidelity():
 
     run = Run(script, "p", *FULL, interval="2", wl_args=("0", "0", "512"), wl_env={"OMP_NUM_THREADS": "1"})
     try:
-        run.wait_for(lambda rs: (frag(rs[-1])[0] or {}).get("free_resident_bytes", 0) > 32 << 20, 150)
+        run.wait_for(lambda rs: (frag(rs[-1])[0] or {}).get("free_resident_bytes", 0) > 32 << 20, 100)
     finally:
         reps = run.stop()
     # The report that met the wait, not the one made at exit: kept blocks filling holes shrink the free space.
