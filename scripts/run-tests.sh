@@ -80,6 +80,7 @@ fixtures() {
 	build oom_leak $CC -g -O2 tests/fixtures/oom_leak.c -o $B/oom_leak
 	build pages $CC -g -O2 tests/fixtures/pages.c -o $B/pages
 	build fragheap $CC -g -O2 tests/fixtures/fragheap.c -o $B/fragheap
+	build hostile $CC -g -O2 tests/fixtures/hostile.c -o $B/hostile
 	build arenaheap $CC -g -O2 -pthread tests/fixtures/arenaheap.c -o $B/arenaheap
 	build history $CC -g -O2 -fomit-frame-pointer tests/fixtures/history.c -o $B/history
 	build hot_loop $CC -g -O2 tests/fixtures/hot_loop.c -o $B/hot_loop

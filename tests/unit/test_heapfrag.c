@@ -29,6 +29,23 @@ static const struct heapfrag_src src = {.read = img_read, .resident = img_reside
 
 static uint64_t grown_to;
 
+/* A heap that changes between two walks: the first read of the bad header at 0x290 repairs it, and with move
+ * set puts a bad one at 0x12d0. The walker already holds what it read: the change shows in the second walk. */
+static bool changed, move;
+
+static int changing_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	int err = img_read(ctx, addr, buf, len);
+
+	if (!changed && addr <= BASE + 0x298 && BASE + 0x2a0 <= addr + len) {
+		changed = true;
+		memcpy(img + 0x298, &(uint64_t){0x1000 | 1}, 8);
+		if (move)
+			memcpy(img + 0x12d8, &(uint64_t){0}, 8);
+	}
+	return err;
+}
+
 static uint64_t img_end_now(void *ctx, uint64_t first, uint64_t end)
 {
 	return grown_to;
@@ -184,6 +201,50 @@ int main(void)
 
 	err = heapfrag__walk(&f, &src, first + 8, end, &(struct heapfrag_budget){1 << 20, 100});
 	CHECK_EQ_INT(err, -EBADMSG, "a first chunk off the 16-byte grid is refused");
+
+	/* heapfrag__walk_heap tries once more; a second stop is counted with the bytes left and why. */
+	{
+		struct heapfrag_src moving = src;
+		struct heapfrag_budget b = {1 << 20, 100};
+
+		build(sz, use, 8, &end);
+		put_size(0x290 + 0x1000, 0);
+		heapfrag__reset(&f);
+		err = heapfrag__walk_heap(&f, &src, first, end, &b, 0);
+		CHECK(err == -EBADMSG && f.broken == 1 && f.corrupt == 1 && f.unreadable == 0 && f.heaps == 0,
+		      "a corrupt header stops both walks at the same chunk: corrupt");
+		CHECK_EQ_U64(f.unwalked_bytes, end - (BASE + 0x1290), "... and the bytes from it to the heap's end");
+		CHECK(f.chunks == 6 && f.nholders == 0, "... both walks' headers counted as work, nothing charged");
+
+		build(sz, use, 8, &end);
+		absent[(0x290 + 0x1000 + 0x40 + 0x2000 + 0x800) / 4096] = true;
+		heapfrag__reset(&f);
+		b = (struct heapfrag_budget){1 << 20, 100};
+		err = heapfrag__walk_heap(&f, &src, first, end, &b, 0);
+		CHECK(err == -ENODATA && f.broken == 1 && f.unreadable == 1 && f.corrupt == 0 &&
+			  f.unwalked_bytes == end - (BASE + 0x12d0),
+		      "a header on a page not resident, twice: unreadable, from the chunk before it on");
+
+		moving.read = changing_read;
+		for (int m = 1; m >= 0; m--) {
+			build(sz, use, 8, &end);
+			put_size(0x290, 0);
+			changed = false;
+			move = m;
+			heapfrag__reset(&f);
+			b = (struct heapfrag_budget){1 << 20, 100};
+			err = heapfrag__walk_heap(&f, &moving, first, end, &b, 0);
+			if (move)
+				CHECK(err == -EBADMSG && changed && f.broken == 1 && f.corrupt == 0 &&
+					  f.unreadable == 0 && f.unwalked_bytes == end - (BASE + 0x12d0),
+				      "a bad header that moved between the walks: a change, from where the second "
+				      "stopped");
+			else
+				CHECK(err == 0 && changed && f.broken == 0 && f.heaps == 1 && f.narenas == 1 &&
+					  f.unwalked_bytes == 0 && f.free_bytes == 0x3800,
+				      "a heap whole again at the second walk is walked and counted in its arena");
+		}
+	}
 
 	/* An older arena heap: a free old top, then the fencepost (16 bytes, then a 0 header) at its end. */
 	{

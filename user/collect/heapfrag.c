@@ -257,6 +257,8 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
 	while (!err)
 		err = step(w, &at);
 	free(w);
+	if (err == -EBADMSG || err == -ENODATA)
+		f->stop_addr = at.addr;
 	return err < 0 ? err : 0;
 }
 
@@ -375,40 +377,49 @@ static int add_arena(struct ml_heapfrag *f, uint64_t arena, const struct ml_heap
 	return 0;
 }
 
-/*
- * Walk one heap of an arena (its malloc_state's address, 0 for the main one); a walk that met a changing header
- * is tried once more from scratch. What a complete walk added goes to its arena's sums.
- */
-static int walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
-		     struct heapfrag_budget *b, uint64_t arena)
+/* A walk's partial sums undone: f as it was before, but for the arrays (which may have moved) and the reads. */
+static void undo_walk(struct ml_heapfrag *f, const struct ml_heapfrag *before)
+{
+	struct ml_heapfrag moved = *f;
+
+	*f = *before;
+	f->holders = moved.holders;
+	f->cap_holders = moved.cap_holders;
+	f->runs = moved.runs;
+	f->cap_runs = moved.cap_runs;
+	f->spans = moved.spans;
+	f->cap_spans = moved.cap_spans;
+	f->read_bytes = moved.read_bytes;
+	f->chunks = moved.chunks;
+	f->stop_addr = moved.stop_addr;
+}
+
+int heapfrag__walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
+			struct heapfrag_budget *b, uint64_t arena)
 {
 	struct ml_heapfrag before = *f;
-	int err;
+	uint64_t stop;
+	int err, err1;
 
 	if (src->census)
 		census__mark(src->census);
+	err1 = err = heapfrag__walk(f, src, first, end, b);
+	if (err != -EBADMSG && err != -ENODATA)
+		return err ? err : add_arena(f, arena, &before);
+	if (src->census)
+		census__undo(src->census);
+	undo_walk(f, &before);
+	stop = f->stop_addr;
 	err = heapfrag__walk(f, src, first, end, b);
-	if (err == -EBADMSG || err == -ENODATA) {
-		if (src->census)
-			census__undo(src->census);
-		/* Undo the partial walk's sums (the arrays may have moved: keep the new ones). */
-		struct ml_heapfrag moved = *f;
-		uint64_t read = f->read_bytes, chunks = f->chunks;
-
-		*f = before;
-		f->holders = moved.holders;
-		f->cap_holders = moved.cap_holders;
-		f->runs = moved.runs;
-		f->cap_runs = moved.cap_runs;
-		f->spans = moved.spans;
-		f->cap_spans = moved.cap_spans;
-		f->read_bytes = read;
-		f->chunks = chunks;
-		err = heapfrag__walk(f, src, first, end, b);
-	}
-	if (err == -EBADMSG || err == -ENODATA)
-		f->broken++;
-	return err ? err : add_arena(f, arena, &before);
+	if (err != -EBADMSG && err != -ENODATA)
+		return err ? err : add_arena(f, arena, &before);
+	f->broken++;
+	f->unwalked_bytes += f->stop_addr < end ? end - f->stop_addr : 0; /* a heap grows while walked */
+	if (f->stop_addr == stop && err == err1 && err == -EBADMSG)
+		f->corrupt++;
+	else if (f->stop_addr == stop && err == err1)
+		f->unreadable++;
+	return err;
 }
 
 /*
@@ -617,7 +628,7 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 			lv.arena = m->start;
 		}
 		src.main_arena = !lv.arena;
-		e = walk_heap(f, &src, first, end, &b, ar_ptr);
+		e = heapfrag__walk_heap(f, &src, first, end, &b, ar_ptr);
 		if (e == -ENOMEM || e == -ESRCH) {
 			err = e;
 			break;

@@ -61,7 +61,11 @@ struct ml_heapfrag {
 	uint64_t scan_ns;	      /* how long the walk took */
 	uint64_t walked_ns;	      /* CLOCK_MONOTONIC when it began */
 	unsigned int heaps;	      /* heaps walked to their end */
-	unsigned int broken;	      /* walks stopped on an inconsistent header (the heap changed while read) */
+	unsigned int broken;	      /* heap walks that stopped twice (see heapfrag__walk_heap) */
+	unsigned int corrupt;	      /* ... at the same bad header both times: corrupt metadata, not a change */
+	unsigned int unreadable;      /* ... at the same header on a page that is not resident */
+	uint64_t unwalked_bytes;      /* the bytes of those heaps from where their walks stopped to their end */
+	uint64_t stop_addr;	      /* where the last walk that failed stopped */
 	bool capped;		      /* the read budget ran out: the figures cover part of the heap */
 	struct census *census;	      /* the types of its in-use chunks (heapfrag__scan's), or NULL */
 	struct pyheap_stats py;	      /* the census's Python objects (collect/pyheap.h) */
@@ -113,9 +117,19 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
 		   struct heapfrag_budget *b);
 
 /*
+ * heapfrag__walk, tried once more from scratch when it stops on a bad or unreadable header (a live heap changes
+ * while it is read); its sums are undone first. A second stop counts in f->broken, with the bytes left unwalked
+ * and why: the same header twice is corrupt or unreadable, another one is a change. A complete walk adds to
+ * its arena's sums (arena: its malloc_state's address, 0 for the main one). The walk's error otherwise.
+ */
+int heapfrag__walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
+			struct heapfrag_budget *b, uint64_t arena);
+
+/*
  * Walk a live process's [heap] and its thread arenas (anonymous mappings starting on a 64 MiB boundary with
  * a valid heap_info), into f (reset first). 0, -ESRCH when it is gone, -errno when its maps, pagemap or
- * memory cannot be read; walks that stopped are counted in f->broken, and f->capped says the budget ran out.
+ * memory cannot be read; walks that stopped are counted in f->broken (the walk goes on with the next heap),
+ * and f->capped says the budget ran out.
  * With a census, the in-use chunks are typed too (its vtables read first from the objects mapped since).
  */
 int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census);

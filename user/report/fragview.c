@@ -123,6 +123,27 @@ static void text_arenas(FILE *f, const struct ml_heapfrag *fr)
 	}
 }
 
+/* Heap walks that stopped twice: the bytes they left and why, most telling reason first. */
+static void text_broken(FILE *f, const struct ml_heapfrag *fr)
+{
+	unsigned int n[3] = {fr->corrupt, fr->unreadable, fr->broken - fr->corrupt - fr->unreadable};
+	static const char *const why[3] = {"at a corrupt chunk header (read twice alike)",
+					   "at a header on a page not resident", "as the heap changed while read"};
+	const char *sep = ":";
+	char b[32];
+
+	if (!fr->broken)
+		return;
+	ml_fmt_bytes(b, sizeof(b), (double)fr->unwalked_bytes);
+	fprintf(f, " [%u heap walk%s stopped, %s not walked", fr->broken, fr->broken == 1 ? "" : "s", b);
+	for (int i = 0; i < 3; i++)
+		if (n[i]) {
+			fprintf(f, "%s %u %s", sep, n[i], why[i]);
+			sep = ",";
+		}
+	fputc(']', f);
+}
+
 void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfrag *fr)
 {
 	char b[5][32];
@@ -155,9 +176,7 @@ void ml_text_frag(FILE *f, struct stackview *sv, int pid, const struct ml_heapfr
 	}
 	if (fr->capped)
 		fputs(" [partial: the read budget ran out]", f);
-	if (fr->broken)
-		fprintf(f, " [%u heap walk%s stopped: the heap changed while read]", fr->broken,
-			fr->broken == 1 ? "" : "s");
+	text_broken(f, fr);
 	fputc('\n', f);
 	for (size_t i = 0; i < fr->nstacks && i < ML_FRAG_TEXT_TOP; i++) {
 		const struct ml_frag_stack *st = &fr->stacks[i];
@@ -212,6 +231,9 @@ void ml_json_frag(struct jw *w, struct stackview *sv, const struct ml_heapfrag *
 	jw_arr_end(w);
 	jw_u64(w, "heaps", fr->heaps);
 	jw_u64(w, "broken_walks", fr->broken);
+	jw_u64(w, "corrupt_walks", fr->corrupt);
+	jw_u64(w, "unreadable_walks", fr->unreadable);
+	jw_u64(w, "unwalked_bytes", fr->unwalked_bytes);
 	jw_bool(w, "capped", fr->capped);
 	jw_u64(w, "read_bytes", fr->read_bytes);
 	jw_u64(w, "chunks", fr->chunks);
