@@ -1,14 +1,20 @@
 """A hostile target: a program that corrupts its own heap metadata and keeps leaking is traced at default
 settings and at full fidelity. The tool keeps reporting, its other rows stay right, the heap walk says where it
 stopped, how much it left and why, and what the target wrote never grows the tool's own heap."""
+import gzip
 import json
 import os
+import re
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, attached_run, check, eq, main, no_bpf_left, test  # noqa: E402
+from harness import FIX, TOOL, attached_run, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
 
 KEPT, LEAKS, LEAK = 4096, 200, 4000
 CHUNK = (64 + 8 + 15) & ~15  # a kept 64-byte block's chunk
@@ -95,6 +101,133 @@ def self_pointing_first_words():
         fr = proc(reps[-1], pid)["fragmentation"]
         eq((fr["broken_walks"], fr["unwalked_bytes"], fr["capped"]), (0, 0, False), f"self {budget}: the walk is whole")
         check(rss < ANON_CEILING, f"self: the tool's RssAnon {rss} under {ANON_CEILING}")
+
+
+# Names the target chooses: its script's path, a function's name, its comm and its job id.
+EVIL = '</script>"\n\x1b[2J;x y'
+NAMES_SCRIPT = r"""import ctypes, sys, time
+ctypes.CDLL(None).prctl(15, b'ev"il\x1b[2J<\n\xff', 0, 0, 0)  # PR_SET_NAME: the comm
+kept = []
+def grow():
+    kept.append(bytearray(20000))
+NAME = %r + '\udcff'  # a lone surrogate: not UTF-8 once read from the str
+grow.__code__ = grow.__code__.replace(co_name=NAME, co_qualname=NAME)
+print("ready", flush=True)
+sys.stdin.read(1)
+for i in range(800):
+    grow()
+    time.sleep(0.01)
+print("done", flush=True)
+sys.stdin.read()
+""" % EVIL
+PY = shutil.which("python3")
+
+
+def names_run(d, *outs):
+    """The script, at a path with every hostile byte, traced with outs; (stdout bytes, the metrics text)."""
+    sub = os.path.join(d.encode(), b'a"</script>\x1b[2J\n\xff')
+    os.makedirs(sub, exist_ok=True)
+    script = os.path.join(sub, b"leak.py")
+    with open(script, "w") as f:
+        f.write(NAMES_SCRIPT)
+    env = dict(os.environb)
+    env[b"TORCHELASTIC_RUN_ID"] = b'job"</script>\x1b[2J\\\xff'
+    wl = subprocess.Popen([PY.encode(), script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    try:
+        check(read_line(wl.stdout, 30, "the script ready").startswith("ready"), "the script started")
+        tool = subprocess.Popen([TOOL, "--max-overhead", "100", "-p", str(wl.pid), *outs, "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        port = None
+        while True:
+            line = read_line(tool.stderr, 30, "memleak-ai attached")
+            m = re.search(r"metrics on port (\d+)", line)
+            port = m.group(1) if m else port
+            if "attached to pid" in line:
+                break
+        wl.stdin.write(b"g")
+        wl.stdin.flush()
+        check(read_line(wl.stdout, 60, "the script done") == "done", "the script ran its loop")
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read() if port else b""
+        tool.send_signal(signal.SIGINT)
+        out, _ = tool.communicate(timeout=60)
+        eq(tool.returncode, 0, "memleak-ai exit status")
+        return out, metrics
+    finally:
+        wl.kill()
+        wl.wait()
+
+
+def string_table(msg):
+    """A profile.proto Profile's string_table (field 6): every string a profile holds is there."""
+    def varint(i):
+        v = sh = 0
+        while True:
+            v |= (msg[i] & 0x7f) << sh
+            sh += 7
+            i += 1
+            if msg[i - 1] < 0x80:
+                return v, i
+    out, i = [], 0
+    while i < len(msg):
+        key, i = varint(i)
+        if key & 7 == 0:
+            _, i = varint(i)
+        elif key & 7 in (1, 5):
+            i += 8 if key & 7 == 1 else 4
+        else:
+            check(key & 7 == 2, f"pprof: wire type {key & 7}")
+            n, i = varint(i)
+            if key >> 3 == 6:
+                out.append(msg[i:i + n])
+            i += n
+    return out
+
+
+@test
+def hostile_names_in_every_output():
+    """A script path, a function name, a comm and a job id holding </script>, a quote, a newline, a terminal
+    escape and bytes that are not UTF-8: text escapes them as \\xNN, JSON carries them exactly (U+FFFD for
+    what is not UTF-8), the HTML page's scripts are not ended by them, pprof's strings are UTF-8, folded
+    lines keep their shape, and the Prometheus text parses. The leak is found at the named function."""
+    with tempfile.TemporaryDirectory() as d:
+        js, pb, html = (os.path.join(d, n) for n in ("r.json", "r.pb.gz", "r.html"))
+        out, metrics = names_run(d, "--json", js, "--pprof", pb, "--html", html, "--metrics-listen", "127.0.0.1:0")
+        text = out.decode("utf-8")  # strict: nothing that is not UTF-8 reaches the terminal
+        check("\x1b" not in text and "\x9b" not in text, "text: no escape byte")
+        at = [l for l in text.splitlines() if l.startswith("    at ")]
+        want = '    at %s/a"</script>\\x1b[2J\\x0a\ufffd/leak.py:5 in </script>"\\x0a\\x1b[2J;x y\ufffd' % d
+        check(want in at and all(l.startswith(want[:want.index(":")]) for l in at),
+              f"text: the at lines, escaped: {at[:3]} want {want!r}")
+
+        raw = open(js, "rb").read()
+        reps = [json.loads(l) for l in raw.decode("utf-8").splitlines()]
+        name, path = EVIL + "\ufffd", f'{d}/a"</script>\x1b[2J\n\ufffd/leak.py'
+        found = [(r["seq"], s["verdict"]) for r in reps for s in r["stacks"]
+                 if any((f.get("func"), f.get("file"), f.get("line")) == (name, path, 5) for f in s["frames"])]
+        check(any(v == "growing" for _, v in found), f"JSON: the leak, growing at its function and file, exactly: {found}")
+        proc = reps[-1]["processes"][0]
+        eq((proc["comm"], proc["job"]), ('ev"il\x1b[2J<\n\ufffd', 'job"</script>\x1b[2J\\\ufffd'), "JSON: comm and job")
+        check(b"</script>" not in raw and b"\x1b" not in raw, "JSON: </script> and ESC only as escapes")
+
+        page = open(html, "rb").read().decode("utf-8")
+        eq(page.count("</script>"), page.count("<script"), "HTML: every </script> ends a script the page opened")
+        check("\x1b" not in page, "HTML: no escape byte")
+
+        strings = string_table(gzip.decompress(open(pb, "rb").read()))
+        for st in strings:
+            st.decode("utf-8")  # strict
+        check(any(st.startswith(EVIL.encode()) for st in strings), "pprof: the function's name among its strings")
+
+        mtext = metrics.decode("utf-8")
+        series = [l for l in mtext.splitlines() if l and not l.startswith("#")]
+        check(series and all(re.fullmatch(r'[a-z_]+(\{([a-z_]+="([^"\\\n]|\\.)*",?)*\})? \S+', l) for l in series),
+              f"Prometheus: every series line parses: {[l for l in series if not re.fullmatch(r'[a-z_]+.* [^ ]+', l)][:3]}")
+
+        out, _ = names_run(d, "-f", "folded")
+        lines = out.decode("utf-8").splitlines()
+        check(lines and all(re.fullmatch(r"[^ ;\x00-\x1f]+(;[^ ;\x00-\x1f]+)* \d+", l) for l in lines),
+              f"folded: frames ; frames count, on every line: {[l for l in lines if ' ' not in l][:2]}")
+        check(any('</script>"__[2J_x_y\ufffd_(leak.py:5)' in l for l in lines), "folded: the function, flattened")
 
 
 if __name__ == "__main__":

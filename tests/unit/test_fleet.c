@@ -26,8 +26,8 @@ static void environ_labels(void)
 
 	static const char bad[] = "RANK=1x\0WORLD_SIZE=\0LOCAL_RANK=12345678901\0TORCHELASTIC_RUN_ID=a\nb";
 	CHECK(!ml_labels__parse_environ(bad, sizeof(bad) - 1, &l), "environ: bad values parsed");
-	CHECK(!l.rank && !l.world_size && !l.local_rank && !l.job,
-	      "environ: values that are not what they should be are left out");
+	CHECK(!l.rank && !l.world_size && !l.local_rank, "environ: ranks that are not numbers are left out");
+	CHECK_EQ_STR(l.job, "a\nb", "environ: a job id is data, control bytes and all (outputs escape it)");
 	ml_labels__clear(&l);
 
 	/* The last definition wins, as getenv sees it; a later bad one removes an earlier good one. */

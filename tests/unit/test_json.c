@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "report/format.h"
 #include "report/json.h"
 
 /* The writer's output for a tree nested depth levels deep, each level an object with a name and children. */
@@ -42,8 +43,31 @@ static char *expected(int depth)
 	return s;
 }
 
+/* Names from the target in text and in profile strings: what a terminal would act on is escaped. */
+static void names_in_text(void)
+{
+	char *out = NULL, *fixed;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	ml_put_safe(f, "a\x1b[2J\\\xff\xc2\x9b\xc3\xa9\n");
+	fclose(f);
+	CHECK_EQ_STR(out, "a\\x1b[2J\\x5c\\xff\\xc2\\x9b\xc3\xa9\\x0a",
+		     "text: ESC, backslash, a stray byte, C1's CSI and newline as \\xNN; UTF-8 kept");
+	free(out);
+	fixed = ml_utf8_dup("a\xff\xe2\x82"
+			    "b\xc3\xa9");
+	CHECK_EQ_STR(fixed,
+		     "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+		     "b\xc3\xa9",
+		     "utf8_dup: each byte that is not UTF-8 as U+FFFD");
+	CHECK(!ml_utf8_valid("a\xff") && ml_utf8_valid("\xc3\xa9") && ml_utf8_valid(""), "utf8_valid");
+	free(fixed);
+}
+
 int main(void)
 {
+	names_in_text();
 	int depths[] = {1, 63, 64, 65, 200, 1000};
 
 	for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {

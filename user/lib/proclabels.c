@@ -44,14 +44,10 @@ static bool all_digits(const char *v, size_t n)
 	return true;
 }
 
-static bool printable(const char *v, size_t n)
+/* A job id is any text up to JOB_MAX bytes: it is data, escaped by each output as its names are. */
+static bool job_id(const char *v, size_t n)
 {
-	if (!n || n > JOB_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f)
-			return false;
-	return true;
+	return n && n <= JOB_MAX;
 }
 
 /* One NAME=VALUE entry of the environment; only the four names are looked at. */
@@ -76,7 +72,7 @@ static int env_entry(const char *e, size_t len, struct ml_labels *out)
 
 		if (len < nl || memcmp(e, vars[i].name, nl))
 			continue;
-		if (vars[i].numeric ? all_digits(v, n) : printable(v, n))
+		if (vars[i].numeric ? all_digits(v, n) : job_id(v, n))
 			return set(dst, v, n);
 		free(*dst); /* the last definition counts, as getenv would see it */
 		*dst = NULL;
@@ -197,7 +193,8 @@ int ml_labels__read(int pid, struct ml_labels *out)
 	err = read_small(pid, "comm", &out->comm);
 	if (err)
 		goto fail;
-	out->comm[strcspn(out->comm, "\n")] = '\0';
+	if (*out->comm && out->comm[strlen(out->comm) - 1] == '\n') /* the kernel's; a name may hold more */
+		out->comm[strlen(out->comm) - 1] = '\0';
 	/* Another user's process without the right to read its environment: labels from what can be read. */
 	err = read_environ(pid, out);
 	if (err && err != -EACCES && err != -EPERM)

@@ -11,15 +11,15 @@
 
 struct ml_labels {
 	char *rank, *local_rank, *world_size; /* decimal, as set; NULL when unset or not a number */
-	char *job;			      /* TORCHELASTIC_RUN_ID; NULL when unset or not printable */
+	char *job;			      /* TORCHELASTIC_RUN_ID; NULL when unset, empty or too long */
 	char *container;		      /* a 64-hex-digit container id from the cgroup path; NULL: none */
 	char *comm;			      /* never NULL once read ("" if unreadable) */
 };
 
 /*
  * Read them from /proc/PID. 0, -ESRCH/-ENOENT when the process is gone, -ENOMEM. A value that is not what
- * its variable should hold (a rank that is not a number, a job id with control characters or over 256
- * bytes) is left out, never cut.
+ * its variable should hold (a rank that is not a number, a job id over 256 bytes) is left out, never
+ * cut. Values are the target's bytes: outputs escape them.
  */
 int ml_labels__read(int pid, struct ml_labels *out);
 void ml_labels__clear(struct ml_labels *l);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "lib/grow.h"
+#include "report/format.h"
 
 void jw_init(struct jw *w, FILE *f)
 {
@@ -23,27 +24,6 @@ int jw_finish(struct jw *w)
 	w->has_items = NULL;
 	w->cap = 0;
 	return w->err;
-}
-
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 when the bytes there are not valid UTF-8. */
-static int utf8_len(const unsigned char *p)
-{
-	int n;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		n = 2;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		n = 3;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	for (int i = 1; i < n; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	return n;
 }
 
 void jw_escape(FILE *f, const char *s)
@@ -92,7 +72,7 @@ void jw_escape(FILE *f, const char *s)
 			fprintf(f, "\\u%04x", *p++);
 			continue;
 		}
-		n = utf8_len(p);
+		n = ml_utf8_len(p);
 		if (!n) {
 			fputs_unlocked("\\ufffd", f);
 			p++;

@@ -12,6 +12,7 @@
 #include "lib/grow.h"
 #include "lib/hash.h"
 #include "profile.pb-c.h"
+#include "report/format.h"
 #include "report/stackview.h"
 
 /* An interning table: strings, functions (name+file) or locations (address) to 0-based ids, hashed. */
@@ -104,9 +105,20 @@ struct builder {
 	size_t nfn, nloc, capfn, caploc;
 };
 
+/* A string's index in the table; profile.proto's strings are UTF-8, and a name from the target may not be. */
 static int64_t str(struct builder *b, const char *s)
 {
-	return intern(&b->strings, s ? s : "", 0, NULL);
+	char *fixed;
+	int64_t id;
+
+	if (!s || ml_utf8_valid(s))
+		return intern(&b->strings, s ? s : "", 0, NULL);
+	fixed = ml_utf8_dup(s);
+	if (!fixed)
+		return -ENOMEM;
+	id = intern(&b->strings, fixed, 0, NULL);
+	free(fixed);
+	return id;
 }
 
 /*

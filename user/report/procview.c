@@ -25,13 +25,17 @@ void ml_text_labels(FILE *f, struct stackview *sv, int tgid)
 	if (stackview__proc(sv, tgid, &res) || !res.labels || !res.labels->comm)
 		return;
 	l = res.labels;
-	fprintf(f, " (%s, %s", l->comm, res.role ? res.role : "main");
+	fputs(" (", f);
+	ml_put_safe(f, l->comm);
+	fprintf(f, ", %s", res.role ? res.role : "main");
 	if (l->rank)
 		fprintf(f, ", rank %s%s%s", l->rank, l->world_size ? " of " : "", l->world_size ? l->world_size : "");
 	if (l->local_rank)
 		fprintf(f, ", local rank %s", l->local_rank);
-	if (l->job)
-		fprintf(f, ", job %s", l->job);
+	if (l->job) {
+		fputs(", job ", f);
+		ml_put_safe(f, l->job);
+	}
 	if (l->container)
 		fprintf(f, ", container %.12s", l->container);
 	fputc(')', f);
@@ -138,9 +142,13 @@ static void text_oom_line(FILE *f, struct stackview *sv, int pid)
 	ml_fmt_bytes(a, sizeof(a), (double)res.oom->anon_bytes);
 	ml_fmt_bytes(fb, sizeof(fb), (double)res.oom->file_bytes);
 	ml_fmt_bytes(sh, sizeof(sh), (double)res.oom->shmem_bytes);
-	fprintf(f,
-		"OOM: pid %d%s%s%s was killed by the kernel's OOM killer; its RSS then: anon %s, file %s, shmem %s\n",
-		pid, comm ? " (" : "", comm ? comm : "", comm ? ")" : "", a, fb, sh);
+	fprintf(f, "OOM: pid %d", pid);
+	if (comm) {
+		fputs(" (", f);
+		ml_put_safe(f, comm);
+		fputc(')', f);
+	}
+	fprintf(f, " was killed by the kernel's OOM killer; its RSS then: anon %s, file %s, shmem %s\n", a, fb, sh);
 }
 
 /* Each process of the report the OOM killer chose, and the first process even when it holds nothing. */
