@@ -36,7 +36,7 @@ USER_SRCS := $(wildcard user/*/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/%.o,$(USER_SRCS))
 
 .DELETE_ON_ERROR:
-.PHONY: all deps venv test unit demo bench install clean distclean format
+.PHONY: all deps venv test unit fuzz demo bench install clean distclean format
 
 all: memleak-ai
 
@@ -107,6 +107,10 @@ test: deps venv
 
 unit: all
 	$(Q)scripts/run-tests.sh --unit-only
+
+# The fuzzers alone, FUZZ_SECONDS each (default 600; `make test` gives them 5).
+fuzz: deps
+	$(Q)FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/run-tests.sh --fuzz-only
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all

@@ -116,6 +116,38 @@ fixtures() {
 			-Wl,-rpath,$CUDA_HOME/lib64 -o $G/cuda_real
 	fi
 }
+# Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
+# undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
+fuzz() {
+	f=$1
+	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser -Ibpf tests/fuzz/fuzz_$f.c \
+		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/lib/elfsym.c -lelf" ;;
+		heapfrag) echo "user/collect/heapfrag.c user/collect/census.c user/collect/pyheap.c user/lib/procmaps.c" \
+			"user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
+		*) echo "user/lib/elfsym.c -lelf" ;; esac) \
+		-o $B/fuzz_$f 2>&1
+	scratch=$(mktemp -d)
+	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-5} -max_len=65536 -print_final_stats=1 "$scratch" \
+		tests/fuzz/corpus/$f >"$scratch.log" 2>&1; then
+		echo "ok - fuzz_$f: $(grep -o 'Done [0-9]* runs' "$scratch.log")"
+		echo "fuzz $f: 1 passed, 0 failed"
+	else
+		tail -n 30 "$scratch.log"
+		echo "not ok - fuzz_$f crashed (input kept in $scratch)"
+		echo "fuzz $f: 0 passed, 1 failed"
+	fi
+	rm -f "$scratch.log"
+}
+FUZZERS="maps elf pyline ehframe heapfrag"
+if [ "${1:-}" = "--fuzz-only" ]; then # make fuzz: the fuzzers alone, FUZZ_SECONDS each
+	for f in $FUZZERS; do
+		job "fuzz_$f" test fuzz $f
+	done
+	drain
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit
+fi
 job fixtures build fixtures
 for t in tests/unit/test_*.c; do
 	n=$(basename "$t" .c)
@@ -140,26 +172,7 @@ tally "$P/format.log" tests/check_format.sh
 # Commit messages since the rule began: a subject of at most 72 characters, a blank line, a body.
 tests/check_commits.sh 2>&1 | tee "$P/commits.log"
 tally "$P/commits.log" tests/check_commits.sh
-# Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
-# undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
-fuzz() {
-	f=$1
-	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser tests/fuzz/fuzz_$f.c \
-		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/lib/elfsym.c -lelf" ;; *) echo "user/lib/elfsym.c -lelf" ;; esac) \
-		-o $B/fuzz_$f 2>&1
-	scratch=$(mktemp -d)
-	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-5} -max_len=65536 -print_final_stats=1 "$scratch" \
-		tests/fuzz/corpus/$f >"$scratch.log" 2>&1; then
-		echo "ok - fuzz_$f: $(grep -o 'Done [0-9]* runs' "$scratch.log")"
-		echo "fuzz $f: 1 passed, 0 failed"
-	else
-		tail -n 30 "$scratch.log"
-		echo "not ok - fuzz_$f crashed (input kept in $scratch)"
-		echo "fuzz $f: 0 passed, 1 failed"
-	fi
-	rm -f "$scratch.log"
-}
-for f in maps elf pyline ehframe; do
+for f in $FUZZERS; do
 	job "fuzz_$f" test fuzz $f
 done
 drain
