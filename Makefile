@@ -109,7 +109,7 @@ unit: all
 	$(Q)scripts/run-tests.sh --unit-only
 
 # The fuzzers alone, FUZZ_SECONDS each (default 600; `make test` gives them 5).
-fuzz: deps
+fuzz: all
 	$(Q)FUZZ_SECONDS=$${FUZZ_SECONDS:-600} scripts/run-tests.sh --fuzz-only
 
 demo: deps

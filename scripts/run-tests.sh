@@ -120,10 +120,12 @@ fixtures() {
 # undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
 fuzz() {
 	f=$1
-	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser -Ibpf tests/fuzz/fuzz_$f.c \
+	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser -Ibpf -Ibuild tests/fuzz/fuzz_$f.c \
 		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/lib/elfsym.c -lelf" ;;
 		heapfrag) echo "user/collect/heapfrag.c user/collect/census.c user/collect/pyheap.c user/lib/procmaps.c" \
 			"user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
+		pyframes) echo "user/python/pyframes.c user/python/pyoffsets.c user/python/pyline.c user/lib/procmaps.c" \
+			"user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lbpf -lelf -lstdc++" ;;
 		*) echo "user/lib/elfsym.c -lelf" ;; esac) \
 		-o $B/fuzz_$f 2>&1
 	scratch=$(mktemp -d)
@@ -138,7 +140,7 @@ fuzz() {
 	fi
 	rm -f "$scratch.log"
 }
-FUZZERS="maps elf pyline ehframe heapfrag"
+FUZZERS="maps elf pyline ehframe heapfrag pyframes"
 if [ "${1:-}" = "--fuzz-only" ]; then # make fuzz: the fuzzers alone, FUZZ_SECONDS each
 	for f in $FUZZERS; do
 		job "fuzz_$f" test fuzz $f
