@@ -124,6 +124,8 @@ fuzz() {
 		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/lib/elfsym.c -lelf" ;;
 		heapfrag) echo "user/collect/heapfrag.c user/collect/census.c user/collect/pyheap.c user/lib/procmaps.c" \
 			"user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
+		pyheap) echo "user/collect/pyheap.c user/collect/census.c user/lib/procmaps.c user/lib/procmem.c" \
+			"user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
 		pyframes) echo "user/python/pyframes.c user/python/pyoffsets.c user/python/pyline.c user/lib/procmaps.c" \
 			"user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lbpf -lelf -lstdc++" ;;
 		*) echo "user/lib/elfsym.c -lelf" ;; esac) \
@@ -140,7 +142,7 @@ fuzz() {
 	fi
 	rm -f "$scratch.log"
 }
-FUZZERS="maps elf pyline ehframe heapfrag pyframes"
+FUZZERS="maps elf pyline ehframe heapfrag pyheap pyframes"
 if [ "${1:-}" = "--fuzz-only" ]; then # make fuzz: the fuzzers alone, FUZZ_SECONDS each
 	for f in $FUZZERS; do
 		job "fuzz_$f" test fuzz $f

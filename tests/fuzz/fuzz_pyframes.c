@@ -31,7 +31,11 @@ static uint64_t relocate(uint64_t w)
 static bool utf8(const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		int n = *p < 0x80 ? 0 : *p >= 0xc2 && *p <= 0xdf ? 1 : *p >= 0xe0 && *p <= 0xef ? 2 : *p >= 0xf0 && *p <= 0xf4 ? 3 : -1;
+		int n = *p < 0x80		   ? 0
+			: *p >= 0xc2 && *p <= 0xdf ? 1
+			: *p >= 0xe0 && *p <= 0xef ? 2
+			: *p >= 0xf0 && *p <= 0xf4 ? 3
+						   : -1;
 
 		if (n < 0)
 			return false;
