@@ -34,8 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t *img;
 	int err;
 
-	if (size < HDR || (mem_fd < 0 && ((mem_fd = memfd_create("mem", 0)) < 0 ||
-					  (pagemap_fd = memfd_create("pagemap", 0)) < 0)))
+	if (size < HDR ||
+	    (mem_fd < 0 && ((mem_fd = memfd_create("mem", 0)) < 0 || (pagemap_fd = memfd_create("pagemap", 0)) < 0)))
 		return 0;
 	memcpy(&absent, data, 8);
 	len = size - HDR > MAP_MIN ? (size - HDR + PAGE - 1) & ~(PAGE - 1) : MAP_MIN;
@@ -53,8 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (uint64_t i = 0; i < len / PAGE; i++)
 		pm[i] = i < 64 && absent >> i & 1 ? 0 : ML_PM_PRESENT;
-	if (ftruncate(mem_fd, 0) || ftruncate(pagemap_fd, 0) ||
-	    pwrite(mem_fd, img, len, (off_t)BASE) != (ssize_t)len ||
+	if (ftruncate(mem_fd, 0) || ftruncate(pagemap_fd, 0) || pwrite(mem_fd, img, len, (off_t)BASE) != (ssize_t)len ||
 	    pwrite(pagemap_fd, pm, len / PAGE * 8, (off_t)(BASE / PAGE * 8)) != (ssize_t)(len / PAGE * 8))
 		abort();
 	census__begin(c);

@@ -103,6 +103,64 @@ def self_pointing_first_words():
         check(rss < ANON_CEILING, f"self: the tool's RssAnon {rss} under {ANON_CEILING}")
 
 
+# 1,000 floats given a fake type whose ob_type points at itself and whose tp_name is 1 MiB with no NUL; the
+# interpreter never touches them again and leaves by os._exit (their deallocation would follow the fake type).
+FAKE_TYPE_SCRIPT = r"""import ctypes, os, sys, time
+u64 = lambda addr, v: ctypes.memmove(addr, ctypes.byref(ctypes.c_uint64(v)), 8)
+fake = ctypes.create_string_buffer(1024)
+name = ctypes.create_string_buffer(b"A" * (1 << 20), 1 << 20)
+at = ctypes.addressof(fake)
+u64(at + 8, at)  # ob_type: itself
+u64(at + 24, ctypes.addressof(name))  # tp_name: no NUL within 1 MiB
+u64(at + 32, 24)  # tp_basicsize
+u64(at + 168, 1 << 12)  # tp_flags: Py_TPFLAGS_READY
+floats = [float(i) + 0.5 for i in range(1000)]
+for f in floats:
+    u64(id(f) + 8, at)
+kept = []
+print("ready", flush=True)
+sys.stdin.read(1)
+for i in range(400):
+    kept.append(bytearray(20000))  # LEAK
+    time.sleep(0.01)
+print("done", flush=True)
+sys.stdin.read(1)
+os._exit(0)
+"""
+
+
+@test
+def fake_python_type_default_settings():
+    """Floats whose type claims to be its own type, named by 1 MiB with no NUL: the census reads that word as
+    a type once, refuses it and says so (python_types_refused), names no such type, and the leak beside it is
+    found at its line; the tool's own heap stays under the ceiling."""
+    with tempfile.TemporaryDirectory() as d:
+        script, js = os.path.join(d, "fake_type.py"), os.path.join(d, "r.json")
+        with open(script, "w") as f:
+            f.write(FAKE_TYPE_SCRIPT)
+        rss = []
+
+        def watch(fx, tool):
+            time.sleep(4)
+            for line in open(f"/proc/{tool.p.pid}/status"):
+                if line.startswith("RssAnon:"):
+                    rss.append(int(line.split()[1]) << 10)
+
+        tool, pid = attached_run([PY, script], "--max-overhead", "2", "--json", js, "1", after_go=watch,
+                                 after_tool=lambda fx, tool: fx.stdin.write(b"x"))
+        reps = [json.loads(l) for l in open(js) if l.strip()]
+    check(len(reps) >= 4, f"reports kept coming: {len(reps)}")
+    cen = proc(reps[-1], pid)["census"]
+    check(cen["python_types_refused"] >= 1 and cen["python_typed"] >= 1000,
+          f"the fake type refused, the real objects typed: {({k: v for k, v in cen.items() if k != 'types'})}")
+    fakes = [t["name"][:40] for t in cen["types"] if "AAAA" in t["name"]]
+    check(not fakes, f"no type named by the fake's tp_name: {fakes}")
+    leak = [(r["seq"], s["verdict"]) for r in reps for s in r["stacks"]
+            if any(f.get("file") == script and f.get("line") == 17 for f in s["frames"])]
+    check(any(v == "growing" for _, v in leak), f"the leak at its line, growing: {leak[-4:]}")
+    check(rss and rss[0] < ANON_CEILING, f"the tool's RssAnon {rss} under {ANON_CEILING}")
+
+
 # Names the target chooses: its script's path, a function's name, its comm and its job id.
 EVIL = '</script>"\n\x1b[2J;x y'
 NAMES_SCRIPT = r"""import ctypes, sys, time

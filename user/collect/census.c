@@ -54,6 +54,7 @@ struct census {
 	size_t *order; /* the last walk's types in report order (rank) */
 	size_t nordered, cap_order;
 	struct u64map py_types, py_pools; /* Python's: see census__py_maps */
+	uint64_t py_refused;		  /* words read as type objects and refused, since the start */
 	unsigned int last_add;		  /* the walk from which the last vtables read count */
 	bool sync_left;			  /* the last sync left objects to read */
 	uint64_t *sizes;		  /* in-use chunks of each size (by 16 bytes) up to CENSUS_SIZE_MAX */
@@ -148,10 +149,16 @@ void census__count(struct census *c, long type, uint64_t size)
 	c->t[type].bytes += size;
 }
 
-void census__py_maps(struct census *c, struct u64map **types, struct u64map **pools)
+void census__py_maps(struct census *c, struct u64map **types, struct u64map **pools, uint64_t **refused)
 {
 	*types = &c->py_types;
 	*pools = &c->py_pools;
+	*refused = &c->py_refused;
+}
+
+uint64_t census__py_refused(const struct census *c)
+{
+	return c->py_refused;
 }
 
 int census__add_range(struct census *c, uint64_t lo, uint64_t hi, const char *raw_name)

@@ -39,9 +39,11 @@ int census__add_range(struct census *c, uint64_t lo, uint64_t hi, const char *ra
  */
 long census__type_named(struct census *c, const char *name);
 void census__count(struct census *c, long type, uint64_t size); /* one object of it in this walk */
-/* What collect/pyheap.c keeps between walks: type objects' addresses to types, and the pools it found. */
+/* What collect/pyheap.c keeps between walks: type objects' addresses to types, the pools it found, and how
+ * many words it read as type objects and refused (each once: the answer is kept with the word). */
 struct u64map;
-void census__py_maps(struct census *c, struct u64map **types, struct u64map **pools);
+void census__py_maps(struct census *c, struct u64map **types, struct u64map **pools, uint64_t **refused);
+uint64_t census__py_refused(const struct census *c);
 
 /* A walk: begin, every in-use chunk's first two words and size, end (at CLOCK_MONOTONIC now_ns). */
 void census__begin(struct census *c);

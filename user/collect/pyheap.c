@@ -45,6 +45,7 @@ struct walk {
 	struct census *c;
 	struct u64map *types; /* a word: (census type index + 2) << 2 | its V_* below, or 1 when it is no type */
 	struct u64map *pools; /* pool bases found: a word there is no type (type objects are over 512 bytes) */
+	uint64_t *refused;    /* the census's count of words read as types and refused */
 	unsigned int checks;  /* words checked as types this walk */
 	struct pyheap_stats *st;
 	uint8_t pool[POOL_SIZE];
@@ -90,7 +91,10 @@ static bool type_chain_ok(struct walk *w, uint64_t t)
 	return false;
 }
 
-/* tp_name at addr: printable up to its NUL, read at once up to its page's end (the next may not be in). */
+/*
+ * tp_name at addr: printable up to its NUL, read at once up to its page's end (the next may not be in). A name
+ * with no NUL in what was read is refused, not cut: the target chose its length.
+ */
 static bool read_name(struct walk *w, uint64_t addr, char *name, size_t at)
 {
 	size_t room = PAGE - (addr & (PAGE - 1)), n = room < NAME_MAX_LEN ? room : NAME_MAX_LEN, len = at;
@@ -100,7 +104,7 @@ static bool read_name(struct walk *w, uint64_t addr, char *name, size_t at)
 	name[at + n] = '\0';
 	while (len < at + n && name[len] > ' ' && name[len] < 127)
 		len++;
-	return len > at && name[len] == '\0';
+	return len > at && len < at + n && name[len] == '\0';
 }
 
 /* Check a word as a type object: its cache value ((index + 2) << 2 | V_*), 1 when none, or -ENOMEM. */
@@ -110,10 +114,11 @@ static long check_type(struct walk *w, uint64_t t)
 	uint64_t tp[TP_READ / 8];
 	char name[NAME_MAX_LEN + 16] = "Python ";
 	long idx, v = 1;
+	bool read = m && m->perms[1] == 'w' && !u64map__get(w->pools, t & ~(POOL_SIZE - 1)) && safe_to_read(w, t) &&
+		    !read_at(w->mem, t, tp, sizeof(tp));
 
-	if (m && m->perms[1] == 'w' && !u64map__get(w->pools, t & ~(POOL_SIZE - 1)) && safe_to_read(w, t) &&
-	    !read_at(w->mem, t, tp, sizeof(tp)) && (tp[21] & TPFLAGS_READY) && tp[4] >= 16 && tp[4] < (1U << 20) &&
-	    type_chain_ok(w, tp[1]) && read_name(w, tp[3], name, 7)) {
+	if (read && (tp[21] & TPFLAGS_READY) && tp[4] >= 16 && tp[4] < (1U << 20) && type_chain_ok(w, tp[1]) &&
+	    read_name(w, tp[3], name, 7)) {
 		idx = census__type_named(w->c, name);
 		if (idx < 0)
 			return idx;
@@ -121,6 +126,8 @@ static long check_type(struct walk *w, uint64_t t)
 					: tp[21] & TPFLAGS_PREHEADER ? V_PRE
 								     : V_GC);
 	}
+	if (read && v == 1)
+		(*w->refused)++;
 	if ((v > 1 || w->types->n < TYPE_CACHE_MAX) && u64map__put(w->types, t, (void *)(uintptr_t)v))
 		return -ENOMEM;
 	return v;
@@ -359,7 +366,7 @@ int pyheap__walk(int pid, int mem_fd, int pagemap_fd, const struct ml_maps *maps
 	if (!w)
 		return -ENOMEM;
 	*w = (struct walk){.pid = pid, .mem = mem_fd, .pagemap = pagemap_fd, .maps = maps, .c = c, .st = st};
-	census__py_maps(c, &w->types, &w->pools);
+	census__py_maps(c, &w->types, &w->pools, &w->refused);
 	for (size_t i = 0; i < maps->n && !err; i++) {
 		const struct ml_mapping *m = &maps->v[i];
 

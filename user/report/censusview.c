@@ -58,6 +58,7 @@ void ml_json_census(struct jw *w, const struct ml_heapfrag *fr)
 	jw_u64(w, "python_typed", fr->py.typed);
 	jw_u64(w, "python_pools", fr->py.pools);
 	jw_u64(w, "python_pools_left_out", fr->py.left_out);
+	jw_u64(w, "python_types_refused", census__py_refused(fr->census));
 	jw_arr_begin(w, "types");
 	for (size_t i = 0; i < n; i++) {
 		jw_obj_begin(w, NULL);
