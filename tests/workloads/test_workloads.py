@@ -474,8 +474,13 @@ def losses_loop_default_settings_2s():
     hist = {r["seq"]: {stack_key(s): s for s in r["stacks"]} for r in reps}
     k, seq = stack_key(leak), rep["seq"]
     eq(leak["count_growth"], leak["count"] - hist[seq - 1][k]["count"], "count growth since the last report")
-    eq(ev["count"]["retained"], leak["count"] - hist[seq - ev["intervals"]][k]["count"],
-       f"retained count over the {ev['intervals']} judged reports")
+    # The judged reports begin window_s before this one: ev["intervals"] back unless a report came too soon
+    # after the one before it and took its place (a loaded machine), so the first is found by its time.
+    first = min((r for r in reps if r["seq"] <= seq), key=lambda r: abs(rep["time_unix"] - ev["window_s"] - r["time_unix"]))
+    check(abs(rep["time_unix"] - ev["window_s"] - first["time_unix"]) < 0.5,
+          f"a report where the judged ones begin: {ev['window_s']} s before report {seq}: {[(r['seq'], round(rep['time_unix'] - r['time_unix'], 2), r['interval_s']) for r in reps]} {ev}")
+    eq(ev["count"]["retained"], leak["count"] - hist[first["seq"]][k]["count"],
+       f"retained count over the {ev['intervals']} judged reports, from report {first['seq']}")
     check(leak["count_growth"] > 0 and leak["leak_score"] > 0, f"growing and scored: {leak['leak_score']}")
     # The backward pass only reaches the fresh heap the kept graphs push it into: never a candidate.
     back = line_with(script, "loss.backward()")

@@ -10,6 +10,7 @@
 #include "attach/allocators.h"
 #include "judge/findings.h"
 #include "judge/verdict.h"
+#include "lib/clock.h"
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "lib/path.h"
@@ -658,15 +659,15 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 		      const size_t *order, uint64_t seq, bool final)
 {
 	struct jw w;
-	struct timespec rt;
 	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
+	/* When the snapshot was taken, not when it is written: the judged window's times are the snapshots'. */
+	uint64_t taken = ml_clock_ns(CLOCK_REALTIME) - (s->now_ns ? ml_clock_ns(CLOCK_MONOTONIC) - s->now_ns : 0);
 
-	clock_gettime(CLOCK_REALTIME, &rt);
 	jw_init(&w, r->out);
 	jw_obj_begin(&w, NULL);
 	jw_str(&w, "type", "report");
 	jw_u64(&w, "seq", seq);
-	jw_double(&w, "time_unix", (double)rt.tv_sec + (double)rt.tv_nsec / 1e9);
+	jw_double(&w, "time_unix", (double)taken / 1e9);
 	jw_i64(&w, "pid", r->o.pid);
 	jw_str(&w, "heap_allocator", stackview__heap(r->sv, r->o.pid));
 	jw_bool(&w, "final", final);
