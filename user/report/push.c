@@ -404,16 +404,6 @@ int pusher__submit(struct pusher *p, const struct push_meta *m, void *buf, size_
 	return err;
 }
 
-struct push_stats pusher__stats(struct pusher *p)
-{
-	struct push_stats st;
-
-	pthread_mutex_lock(&p->mu);
-	st = p->st;
-	pthread_mutex_unlock(&p->mu);
-	return st;
-}
-
 void pusher__free(struct pusher *p)
 {
 	struct push_stats st;

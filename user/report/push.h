@@ -45,7 +45,6 @@ int pusher__make_dir(const char *dir);
 int pusher__new(const struct pusher_opts *o, struct pusher **out);
 /* Send (and/or write) one gzipped profile; the pusher takes buf (malloc'd). 0 or a negative errno. */
 int pusher__submit(struct pusher *p, const struct push_meta *m, void *buf, size_t len);
-struct push_stats pusher__stats(struct pusher *p);
 /* Waits up to about two seconds for the queue to drain, then drops what is left (counted). NULL-safe. */
 void pusher__free(struct pusher *p);
 /* The same, with the final counts in *st. */

@@ -1,4 +1,4 @@
-/* Report output: one snapshot as human text or as one JSON Lines object. */
+/* Report output: one snapshot as text, JSON Lines, folded stacks or pprof (and the --json/--pprof/--html files). */
 #ifndef ML_REPORT_H
 #define ML_REPORT_H
 

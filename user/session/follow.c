@@ -254,12 +254,6 @@ size_t followers__pids(const struct followers *f, int *out, size_t max)
 	return n;
 }
 
-void followers__sample_memory(struct followers *f)
-{
-	for (size_t i = 0; i < f->n; i++)
-		tracee__sample_memory(&f->v[i]);
-}
-
 void followers__trim(struct followers *f)
 {
 	for (size_t i = 0; i < f->n; i++)

@@ -55,8 +55,6 @@ void followers__pause(struct followers *f, unsigned int mask, bool pause);
 /* The followers' pids, at most max of them; returns how many. */
 size_t followers__pids(const struct followers *f, int *out, size_t max);
 
-/* Once per report: each follower's resident memory. */
-void followers__sample_memory(struct followers *f);
 /* Once per report: bound the followers' Python caches. */
 void followers__trim(struct followers *f);
 

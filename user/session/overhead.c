@@ -11,7 +11,7 @@
  * 1 - T(without)/T(with) measures, and it cannot exceed 100 %: a cost estimate above T(with) is capped there.
  *
  * The calibration runs in a thread after the BPF object is loaded, while the probes are attached: nothing
- * waits for it but the first decision on the C heap, taken from the first DECIDE_MS of hits after attach.
+ * waits for it but the first decision on the C heap, taken from the first DECIDE_NS of hits after attach.
  * When the C heap's probes (by far the most frequent) push the share over the budget, the C heap is followed
  * through the system calls that grow the address space instead (heap-growth mode, bpf/proc.bpf.c:
  * heap_exit), which costs nothing per malloc. Still over the budget, the parts of enum ml_shed are shed in

@@ -39,7 +39,7 @@ enum overhead_action {
 
 /*
  * Take a sample over the time since the last one, for the traced processes pids[]. The first one, the
- * decision on the C heap, covers the first DECIDE_MS of hits after overhead__start (once the calibration is
+ * decision on the C heap, covers the first DECIDE_NS of hits after overhead__start (once the calibration is
  * in); later ones at least a second each.
  */
 enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/elfsym.h"
+#include "lib/grow.h"
 #include "unwind/cfi_reader.h"
 #include "unwind/ehframe.h"
 
@@ -89,26 +90,10 @@ struct builder {
 	size_t ntmp, captmp;
 };
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem, size_t limit)
+/* Room for need elements (lib/grow.h), refused past limit: the section's bytes choose need. */
+static int grow(void *arr, size_t *cap, size_t need, size_t elem, size_t limit)
 {
-	size_t ncap;
-	void *n;
-
-	if (need <= *cap)
-		return 0;
-	if (need > limit)
-		return -E2BIG;
-	ncap = *cap ? *cap * 2 : 64;
-	if (ncap < need)
-		ncap = need;
-	if (ncap > limit)
-		ncap = limit;
-	n = realloc(*arr, ncap * elem);
-	if (!n)
-		return -ENOMEM;
-	*arr = n;
-	*cap = ncap;
-	return 0;
+	return need > limit ? -E2BIG : ml_grow(arr, cap, need, elem);
 }
 
 static void state_to_row(const struct cfi_state *st, uint64_t pc, struct ml_unwind_row *row)
@@ -155,7 +140,7 @@ static int emit(struct builder *b, size_t first, const struct ml_unwind_row *row
 	}
 	if (last && same_rule(&last->r, row))
 		return 0;
-	err = grow((void **)&b->tmp, &b->captmp, b->ntmp + 1, sizeof(*b->tmp), ML_EHFRAME_MAX_ROWS);
+	err = grow(&b->tmp, &b->captmp, b->ntmp + 1, sizeof(*b->tmp), ML_EHFRAME_MAX_ROWS);
 	if (err)
 		return err;
 	b->tmp[b->ntmp].r = *row;
@@ -722,8 +707,7 @@ static int parse_entries(struct builder *b, const uint8_t *data, size_t len, boo
 		if (id == cie_id) {
 			struct cie *c;
 
-			err = grow((void **)&b->cies, &b->capcies, b->ncies + 1, sizeof(*b->cies),
-				   SIZE_MAX / sizeof(*b->cies));
+			err = grow(&b->cies, &b->capcies, b->ncies + 1, sizeof(*b->cies), SIZE_MAX / sizeof(*b->cies));
 			if (err)
 				return err;
 			c = &b->cies[b->ncies++];
