@@ -186,7 +186,7 @@ def two_ranks_scraped_by_prometheus():
         growth = query('memleak_ai_growth_bytes_per_second{rank="1",role="main",layer="libc"}')
         check(growth and list(growth.values())[0] > 100000, f"rank 1 grows about 1 MB/s: {growth}")
         labels = query("memleak_ai_outstanding_bytes")
-        check(all(set(dict(k)) == {"__name__", "instance", "job", "rank", "role", "layer"} for k in labels),
+        check(labels and all(set(dict(k)) == {"__name__", "instance", "job", "rank", "role", "layer"} for k in labels),
               f"bounded labels only (no pid, no stack): {list(labels)[:3]}")
         eq(tool.stop(), 0, "memleak-ai exit status")
     finally:

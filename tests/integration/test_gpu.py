@@ -238,7 +238,7 @@ def pytorch_cpu_kept_losses_grow():
     check(growing and sum(1 for g in growing if g > 0) >= len(growing) * 0.7,
           f"kept losses grow report after report: {growing}")
     steady = [r["totals"]["torch_cpu"]["growth_bytes"] for r in item[2:-1] if "torch_cpu" in r["totals"]]
-    check(all(abs(g) < 1 << 20 for g in steady), f"item() loop stays flat: {steady}")
+    check(steady and all(abs(g) < 1 << 20 for g in steady), f"item() loop stays flat: {steady}")
     growing = [s for s in keep[-2]["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
     check(growing and sum(s["bytes"] for s in growing) >= kb / 2,
           f"kept losses: the torch_cpu stacks holding them are leak candidates: {[s['verdict'] for s in keep[-2]['stacks']]}")

@@ -128,7 +128,10 @@ int main(void)
 
 		for (int i = 0; bad[i][0]; i++) {
 			const char *a[] = {"-p", "1", bad[i][0], bad[i][1], NULL};
-			CHECK(parse(a, &o) == -EINVAL, "a table option's value out of range rejected");
+			char name[96];
+
+			snprintf(name, sizeof(name), "out of range rejected: %s '%s'", bad[i][0], bad[i][1]);
+			CHECK(parse(a, &o) == -EINVAL, name);
 			ml_opts__free(&o);
 		}
 	}
@@ -145,7 +148,11 @@ int main(void)
 
 		for (int i = 0; bad[i][0]; i++) {
 			const char *a[6] = {bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL};
-			CHECK_EQ_INT(parse(a, &o), -EINVAL, "bad option rejected");
+			char name[96];
+
+			snprintf(name, sizeof(name), "bad options rejected: %s %s%s%s%s%s", a[0], a[1], a[2] ? " " : "",
+				 a[2] ? a[2] : "", a[3] ? " " : "", a[3] ? a[3] : "");
+			CHECK_EQ_INT(parse(a, &o), -EINVAL, name);
 			ml_opts__free(&o);
 		}
 	}
