@@ -210,9 +210,9 @@ static int attach_batched(struct probes *p, const char *path, const struct rowat
 		fd = ml_uprobe_multi_attach(batch_prog_fd(p, b), path, offs[b], cookies[b], cnt[b],
 					    b == B_ALLOC_RET || b == B_FREE_RET, p->o.pid);
 		if (fd < 0) {
-			/* A process gone meanwhile is the caller's to report (once), not an attach failure. */
+			/* The caller says the object is not probed, once (tolerate); the detail is -v's. */
 			if (fd != -ESRCH)
-				ml_err("cannot attach uprobes in %s: %s", path, strerror(-fd));
+				ml_info("cannot attach uprobes in %s: %s", path, strerror(-fd));
 			return fd;
 		}
 		err = push_mfd(p, fd, b, path, offs[b], cookies[b], cnt[b]);
@@ -239,7 +239,8 @@ static int attach_one(struct probes *p, const char *path, uint64_t off, unsigned
 	l = bpf_program__attach_uprobe_opts(prog, p->o.pid, path, off, &uo);
 	if (!l) {
 		err = -errno;
-		ml_err("cannot attach %s to %s in %s: %s", ret ? "uretprobe" : "uprobe", a->func, path, strerror(-err));
+		ml_info("cannot attach %s to %s in %s: %s", ret ? "uretprobe" : "uprobe", a->func, path,
+			strerror(-err));
 		return err;
 	}
 	err = push_link(p, l);
@@ -557,7 +558,7 @@ static int tolerate(const struct ml_mapping *m, bool libc, int n)
 		return 0;
 	}
 	if (n < 0 && n != -ENOMEM && n != -ESRCH) {
-		ml_notice("%s: not probed: %s", m->path, strerror(-n));
+		ml_notice("%s: not probed: %s", m->path, strerror(-n)); /* -v: which probe failed */
 		return 0;
 	}
 	return n;

@@ -371,7 +371,7 @@ static int enable(struct pyframes *p, const struct ml_py_layout *lay, uint64_t r
 		return 0;
 	}
 	if (bpf_map_update_elem(bpf_map__fd(p->skel->maps.pyprocs), &key, &pp, BPF_ANY)) {
-		ml_err("pid %d: cannot enable Python frames: %s", p->pid, strerror(errno));
+		ml_notice("pid %d: cannot enable Python frames: %s; native stacks only", p->pid, strerror(errno));
 		p->refused = true;
 		return 0;
 	}

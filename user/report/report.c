@@ -655,8 +655,9 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 	jw_obj_end(w);
 }
 
-static void emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
-		      const size_t *order, uint64_t seq, bool final)
+/* One JSON Lines report. 0, or -ENOMEM when the writer ran out of memory and the line was cut short. */
+static int emit_json(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		     const size_t *order, uint64_t seq, bool final)
 {
 	struct jw w;
 	size_t shown = s->nrows < r->o.top ? s->nrows : r->o.top;
@@ -689,8 +690,7 @@ static void emit_json(struct reporter *r, const struct ml_snapshot *s, const str
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	fputc('\n', r->out);
-	if (jw_finish(&w))
-		ml_err("report #%" PRIu64 ": out of memory writing its JSON: the line is incomplete", seq);
+	return jw_finish(&w); /* the caller says the report could not be written */
 }
 
 /* A frame's name in folded output: ';' separates frames and ' ' the weight, so neither may appear inside. */
@@ -734,12 +734,16 @@ int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct
 
 		if (err)
 			return err;
-	} else if (r->o.format == ML_FMT_FOLDED)
+	} else if (r->o.format == ML_FMT_FOLDED) {
 		emit_folded(r, s, final);
-	else if (r->o.format == ML_FMT_JSON)
-		emit_json(r, s, j, order, seq, final);
-	else
+	} else if (r->o.format == ML_FMT_JSON) {
+		int err = emit_json(r, s, j, order, seq, final);
+
+		if (err)
+			return err;
+	} else {
 		emit_text(r, s, j, order, seq, final);
+	}
 	if (fflush(r->out) || ferror(r->out))
 		return errno ? -errno : -EIO;
 	return 0;
