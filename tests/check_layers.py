@@ -1,8 +1,9 @@
 """The architecture as a test: each folder of user/ includes only from lib/, the BPF contract and the stages
 before it in the pipeline, so the tree keeps telling how data flows (attach -> collect -> judge -> report);
 no cycle of modules (a module is X.c + X.h; a cycle hides which one is the lower), no BPF unit over 700 lines (at
-least three), no C file over 900, main() under 150 lines, and no C function over 80 lines but those on LONG, each
-with its reason."""
+least three), no C file over 900, main() under 150 lines, no C function over 80 lines but those on LONG, each with its
+reason, and ml_err() only in session/ and main.c: a lower layer returns its error, and the one that decides
+what the run does says it, once."""
 import os
 import re
 import sys
@@ -144,6 +145,10 @@ def main():
                 mod, to = f"{stage}/{f.rsplit('.', 1)[0]}", inc.rsplit(".", 1)[0]
                 if dep in LEVEL and to != mod:
                     edges.setdefault(mod, {}).setdefault(to, f"user/{stage}/{f}:{n}")
+            if stage != "session" and f"{stage}/{f}" not in ("lib/log.c", "lib/log.h"):
+                for n, line in enumerate(open(os.path.join(d, f)), 1):
+                    if re.search(r"\bml_err\(", line):
+                        bad.append(f"user/{stage}/{f}:{n}: ml_err outside session/ and main.c (return the error)")
             if stage == "lib" and "memleak.skel.h" in open(os.path.join(d, f)).read():
                 bad.append(f"user/lib/{f}: lib/ must not see the BPF skeleton")
     for cyc in module_cycles(edges):

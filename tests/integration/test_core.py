@@ -684,8 +684,8 @@ def kernel_without_btf_or_uprobes():
     os.makedirs(os.path.join(d2, "kernel/btf"))
     open(os.path.join(d2, "kernel/btf/vmlinux"), "w").write("x")
     one_line_error(["-p", "1"], "this kernel has no uprobe support", 1, env={"MEMLEAK_AI_SYSFS": d2})
-    one_line_error(["-p", "1"], "this kernel is Linux 5.15: memleak-ai needs 5.17 or newer (bpf_loop, bpf_find_vma)",
-                   1, env={"MEMLEAK_AI_KERNEL_RELEASE": "5.15.0-91-generic"})
+    one_line_error(["-p", "1"], "this kernel is Linux 5.16: memleak-ai needs 5.17 or newer (bpf_loop, bpf_find_vma)",
+                   1, env={"MEMLEAK_AI_KERNEL_RELEASE": "5.16.0-91-generic"})
 
 
 if __name__ == "__main__":

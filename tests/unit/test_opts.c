@@ -7,6 +7,7 @@
 #include "report/json.h"
 #include "report/report.h"
 #include "session/opts.h"
+#include "session/target.h"
 
 static int parse(const char *const *args, struct ml_opts *o)
 {
@@ -51,8 +52,24 @@ static void doc1(struct jw *w)
 	jw_obj_end(w);
 }
 
+/* The kernel minimum, 5.17 (bpf_loop, bpf_find_vma): older releases refused, a string that does not parse left
+ * to the load. */
+static void kernel_release(void)
+{
+	unsigned int major, minor;
+
+	CHECK(!ml_kernel_release_ok("5.16.20-generic", &major, &minor) && major == 5 && minor == 16,
+	      "kernel: 5.16 refused, its version read");
+	CHECK(ml_kernel_release_ok("5.17.0", &major, &minor), "kernel: 5.17 accepted");
+	CHECK(ml_kernel_release_ok("6.1.0-18-amd64", &major, &minor), "kernel: 6.1 accepted");
+	CHECK(!ml_kernel_release_ok("4.19.0", &major, &minor), "kernel: 4.19 refused");
+	CHECK(ml_kernel_release_ok("x", &major, &minor), "kernel: a release that does not parse passes to the load");
+	CHECK(ML_KERNEL_MAJOR == 5 && ML_KERNEL_MINOR == 17, "kernel: the minimum is 5.17");
+}
+
 int main(void)
 {
+	kernel_release();
 	struct ml_opts o;
 	char **w = NULL;
 	uint64_t v;

@@ -50,24 +50,27 @@ static bool sysfs_exists(const char *rel)
 	return ok;
 }
 
-/*
- * The BPF object calls bpf_loop and bpf_find_vma, both from Linux 5.17: an older kernel is told so in one line,
- * not by a verifier dump. Tests play another kernel with MEMLEAK_AI_KERNEL_RELEASE.
- */
+bool ml_kernel_release_ok(const char *release, unsigned int *major, unsigned int *minor)
+{
+	*major = *minor = 0;
+	if (sscanf(release, "%u.%u", major, minor) != 2)
+		return true; /* unknown: the load says what is missing */
+	return *major > ML_KERNEL_MAJOR || (*major == ML_KERNEL_MAJOR && *minor >= ML_KERNEL_MINOR);
+}
+
+/* The running kernel's release against the minimum; tests play another with MEMLEAK_AI_KERNEL_RELEASE. */
 static int check_release(void)
 {
 	const char *rel = getenv("MEMLEAK_AI_KERNEL_RELEASE");
+	unsigned int major, minor;
 	struct utsname u;
-	unsigned int major = 0, minor = 0;
 
-	if (!rel || !*rel) {
-		if (uname(&u))
-			return 0; /* unknown: the load says what is missing */
+	if ((!rel || !*rel) && !uname(&u))
 		rel = u.release;
-	}
-	if (sscanf(rel, "%u.%u", &major, &minor) != 2 || major > 5 || (major == 5 && minor >= 17))
+	if (!rel || ml_kernel_release_ok(rel, &major, &minor))
 		return 0;
-	ml_err("this kernel is Linux %u.%u: memleak-ai needs 5.17 or newer (bpf_loop, bpf_find_vma)", major, minor);
+	ml_err("this kernel is Linux %u.%u: memleak-ai needs %u.%u or newer (bpf_loop, bpf_find_vma)", major, minor,
+	       ML_KERNEL_MAJOR, ML_KERNEL_MINOR);
 	return -EOPNOTSUPP;
 }
 

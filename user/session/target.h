@@ -17,6 +17,13 @@ struct target {
 
 /* Checks the privileges and kernel features memleak-ai needs; prints a one-line reason and returns -errno. */
 int ml_check_system(void);
+/*
+ * The oldest kernel the BPF object loads on: it calls bpf_loop and bpf_find_vma (5.17). Whether a release string
+ * ("6.18.0-1-amd64") is at least that, its major and minor in *major and *minor; one that does not parse passes.
+ */
+#define ML_KERNEL_MAJOR 5
+#define ML_KERNEL_MINOR 17
+bool ml_kernel_release_ok(const char *release, unsigned int *major, unsigned int *minor);
 
 int target__open_pid(struct target *t, int pid);
 /* Fork a child that waits, so that probes can be in place before its first instruction. */
