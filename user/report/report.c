@@ -516,8 +516,8 @@ static void text_unresolved(FILE *f, struct ml_py_tally t)
 		fprintf(f, "python frames: %" PRIu64 " of the stacks shown unresolved\n", t.unresolved);
 }
 
-static void emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
-		      const size_t *order, uint64_t seq, bool final)
+static int emit_text(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		     const size_t *order, uint64_t seq, bool final)
 {
 	struct ml_py_tally py;
 	bool multi;
@@ -542,6 +542,7 @@ static void emit_text(struct reporter *r, const struct ml_snapshot *s, const str
 	text_unresolved(r->out, py);
 	text_rows(r, s, jv, order, multi);
 	fputc('\n', r->out);
+	return 0;
 }
 
 /*
@@ -704,12 +705,13 @@ static void put_folded(FILE *f, const char *s)
  * Folded stacks of the final report, every stack (not only the top N): layer as the root frame, then the
  * frames from the outermost caller down to the allocation site, and outstanding bytes as the weight.
  */
-static void emit_folded(struct reporter *r, const struct ml_snapshot *s, bool final)
+static int emit_folded(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		       const size_t *order, uint64_t seq, bool final)
 {
 	bool multi = ml_snapshot_multi(s, r->o.pid);
 
 	if (!final)
-		return;
+		return 0;
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *row = &s->rows[i];
 		const struct ml_frame *const *frames;
@@ -724,26 +726,40 @@ static void emit_folded(struct reporter *r, const struct ml_snapshot *s, bool fi
 		}
 		fprintf(r->out, " %" PRIu64 "\n", row->bytes);
 	}
+	return 0;
+}
+
+/* The final report as a profile.proto, gzipped; the others write nothing in this format. */
+static int emit_pprof(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
+		      const size_t *order, uint64_t seq, bool final)
+{
+	return final ? ml_pprof_write(r->out, s, jv, r->sv, r->findings, r->o.duration_ns, 0) : 0;
+}
+
+/* The output formats, one row each: the name -f takes, and what writes a report in it. */
+static const struct {
+	const char *name;
+	int (*emit)(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv, const size_t *order,
+		    uint64_t seq, bool final);
+} formats[] = {
+    [ML_FMT_TEXT] = {"text", emit_text},
+    [ML_FMT_JSON] = {"json", emit_json},
+    [ML_FMT_FOLDED] = {"folded", emit_folded},
+    [ML_FMT_PPROF] = {"pprof", emit_pprof},
+};
+
+const char *ml_format_name(unsigned int format)
+{
+	return format < sizeof(formats) / sizeof(formats[0]) ? formats[format].name : NULL;
 }
 
 int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
 		   uint64_t seq, bool final)
 {
-	if (r->o.format == ML_FMT_PPROF) {
-		int err = final ? ml_pprof_write(r->out, s, j, r->sv, r->findings, r->o.duration_ns, 0) : 0;
+	int err = formats[r->o.format].emit(r, s, j, order, seq, final);
 
-		if (err)
-			return err;
-	} else if (r->o.format == ML_FMT_FOLDED) {
-		emit_folded(r, s, final);
-	} else if (r->o.format == ML_FMT_JSON) {
-		int err = emit_json(r, s, j, order, seq, final);
-
-		if (err)
-			return err;
-	} else {
-		emit_text(r, s, j, order, seq, final);
-	}
+	if (err)
+		return err;
 	if (fflush(r->out) || ferror(r->out))
 		return errno ? -errno : -EIO;
 	return 0;

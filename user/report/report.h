@@ -9,6 +9,8 @@
 #include "judge/victims.h"
 
 enum ml_format { ML_FMT_TEXT, ML_FMT_JSON, ML_FMT_FOLDED, ML_FMT_PPROF };
+/* A format's name, as -f takes it (report.c's one table of formats); NULL past the last. */
+const char *ml_format_name(unsigned int format);
 
 struct stackview;
 struct reporter;

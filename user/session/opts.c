@@ -457,15 +457,27 @@ static int set_command(struct ml_opts *o, const char *arg)
 
 static int set_format(struct ml_opts *o, const char *arg)
 {
-	static const char *const names[] = {
-	    [ML_FMT_TEXT] = "text", [ML_FMT_JSON] = "json", [ML_FMT_FOLDED] = "folded", [ML_FMT_PPROF] = "pprof"};
+	char *names = NULL;
+	size_t len = 0;
+	const char *name;
+	FILE *f;
+	int err;
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcmp(arg, names[i])) {
+	for (unsigned int i = 0; (name = ml_format_name(i)); i++)
+		if (!strcmp(arg, name)) {
 			o->format = (enum ml_format)i;
 			return 0;
 		}
-	return bad("--format", arg, "text, json, folded or pprof");
+	f = open_memstream(&names, &len); /* the names as report.c's table has them, for the error */
+	for (unsigned int i = 0; f && (name = ml_format_name(i)); i++)
+		fprintf(f, "%s%s", i ? ", " : "one of ", name);
+	if (!f || fclose(f)) {
+		free(names);
+		return bad("--format", arg, "a format of --help");
+	}
+	err = bad("--format", arg, names);
+	free(names);
+	return err;
 }
 
 /* --match: compiled here, so that a bad expression is refused with the command line. */
