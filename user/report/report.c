@@ -31,21 +31,23 @@ struct reporter {
 	FILE *out;
 	struct report_opts o;
 	struct stackview *sv;
-	const struct ml_overhead *ov;
 	char label[ML_FRAME_LABEL_MAX];
-	int *traced; /* every traced process now (reporter__set_traced) */
-	size_t ntraced, cap_traced;
-	const struct ml_victim *victims; /* this report's (reporter__set_victims), by key */
+	/* The report being written: its input's parts (struct report_in), while reporter__emit runs. */
+	uint64_t duration_ns;
+	const struct ml_overhead *ov;
+	const int *traced;
+	size_t ntraced;
+	const struct ml_victim *victims;
 	size_t nvictims;
-	const struct ml_cuda_oom *cuda_oom; /* the out-of-memory burst this report is written at */
-	const struct findings *findings;    /* the run's findings: peaks (reporter__set_findings) */
-	const struct ml_exit_view *exited;  /* the final report after the target's exit, or NULL */
+	const struct ml_cuda_oom *cuda_oom;
+	const struct findings *findings;
+	const struct ml_exit_view *exited;
 };
 
 /* When the run started, on the snapshots' clock. */
 static uint64_t start_of(const struct reporter *r, const struct ml_snapshot *s)
 {
-	return s->now_ns > r->o.duration_ns ? s->now_ns - r->o.duration_ns : 0;
+	return s->now_ns > r->duration_ns ? s->now_ns - r->duration_ns : 0;
 }
 
 int ml_open_output(const char *path, FILE **out)
@@ -70,34 +72,6 @@ int ml_open_output(const char *path, FILE **out)
 	return 0;
 }
 
-void reporter__set_traced(struct reporter *r, const int *pids, size_t n)
-{
-	if (ml_grow(&r->traced, &r->cap_traced, n, sizeof(*r->traced))) {
-		r->ntraced = 0; /* out of memory: processes[] lists those holding memory, as before */
-		return;
-	}
-	if (n) /* with none traced yet, r->traced may still be NULL */
-		memcpy(r->traced, pids, n * sizeof(*pids));
-	r->ntraced = n;
-}
-
-void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t n)
-{
-	r->victims = v;
-	r->nvictims = n;
-}
-
-void reporter__set_cuda_oom(struct reporter *r, const struct ml_cuda_oom *o)
-{
-	r->cuda_oom = o;
-}
-
-void reporter__set_findings(struct reporter *r, const struct findings *f, const struct ml_exit_view *exited)
-{
-	r->findings = f;
-	r->exited = exited;
-}
-
 /* The failing request as a row: its stack, for its frames. */
 static size_t cuda_oom_frames(struct reporter *r, const struct ml_frame *const **frames)
 {
@@ -120,20 +94,8 @@ int reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv, 
 	return 0;
 }
 
-void reporter__set_duration(struct reporter *r, uint64_t ns)
-{
-	r->o.duration_ns = ns;
-}
-
-void reporter__set_overhead(struct reporter *r, const struct ml_overhead *ov)
-{
-	r->ov = ov;
-}
-
 void reporter__free(struct reporter *r)
 {
-	if (r)
-		free(r->traced);
 	free(r);
 }
 
@@ -733,7 +695,7 @@ static int emit_folded(struct reporter *r, const struct ml_snapshot *s, const st
 static int emit_pprof(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv,
 		      const size_t *order, uint64_t seq, bool final)
 {
-	return final ? ml_pprof_write(r->out, s, jv, r->sv, r->findings, r->o.duration_ns, 0) : 0;
+	return final ? ml_pprof_write(r->out, s, jv, r->sv, r->findings, r->duration_ns, 0) : 0;
 }
 
 /* The output formats, one row each: the name -f takes, and what writes a report in it. */
@@ -753,10 +715,20 @@ const char *ml_format_name(unsigned int format)
 	return format < sizeof(formats) / sizeof(formats[0]) ? formats[format].name : NULL;
 }
 
-int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
-		   uint64_t seq, bool final)
+int reporter__emit(struct reporter *r, const struct report_in *in)
 {
-	int err = formats[r->o.format].emit(r, s, j, order, seq, final);
+	int err;
+
+	r->duration_ns = in->duration_ns;
+	r->ov = in->ov;
+	r->traced = in->traced;
+	r->ntraced = in->ntraced;
+	r->victims = in->victims;
+	r->nvictims = in->nvictims;
+	r->cuda_oom = in->cuda_oom;
+	r->findings = in->findings;
+	r->exited = in->exited;
+	err = formats[r->o.format].emit(r, in->snap, in->judged, in->order, in->seq, in->final);
 
 	if (err)
 		return err;

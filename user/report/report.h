@@ -20,42 +20,42 @@ struct report_opts {
 	enum ml_format format;
 	uint32_t top;
 	int pid;
-	bool native;	      /* text: every native frame, not only those outside the interpreter */
-	uint64_t duration_ns; /* pprof: how long the profile covers, set before the final report */
+	bool native; /* text: every native frame, not only those outside the interpreter */
 };
 
 int reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv, struct reporter **res);
 void reporter__free(struct reporter *r);
-void reporter__set_duration(struct reporter *r, uint64_t ns);
-/* The tool's cost and the C heap's mode, shown in every report from now on (NULL: not shown). */
-void reporter__set_overhead(struct reporter *r, const struct ml_overhead *ov);
+
 struct ml_judgement;
+struct findings;
+struct ml_exit_view;
+struct ml_cuda_oom;
 
 /*
- * Write one report, rows in the given order with their verdicts (both from verdicts__update); 0 or a
- * negative errno (the output could not be written).
+ * One report's input: the snapshot with its verdicts and row order (verdicts__update), and what the session
+ * knows beside them. Every pointer is the caller's, read until reporter__emit returns.
  */
-int reporter__emit(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *j, const size_t *order,
-		   uint64_t seq, bool final);
+struct report_in {
+	const struct ml_snapshot *snap;
+	const struct ml_judgement *judged;
+	const size_t *order;
+	uint64_t seq;
+	bool final;
+	uint64_t duration_ns;	      /* since the run began: pprof's duration, the peaks' times */
+	const struct ml_overhead *ov; /* the tool's cost and the C heap's mode (NULL: not shown) */
+	const int *traced;	      /* every traced process now: processes[] lists each, memory or not */
+	size_t ntraced;
+	const struct ml_victim *victims; /* this report's victims of fragmentation (judge/victims.h), by key */
+	size_t nvictims;
+	const struct findings *findings;    /* the run's findings (judge/findings.h), for the peaks */
+	const struct ml_exit_view *exited;  /* the final report after the target's exit: its last live rows */
+	const struct ml_cuda_oom *cuda_oom; /* the CUDA out-of-memory burst this report is written at, or NULL */
+};
+
+/* Write one report in the reporter's format; 0 or a negative errno (the output could not be written). */
+int reporter__emit(struct reporter *r, const struct report_in *in);
 
 /* An output file (-o, --json, --pprof): 0600, never through a symbolic link; stdout for NULL. */
 int ml_open_output(const char *path, FILE **out);
-/*
- * The traced processes now: processes[] lists every one of them, also those holding no traced memory, with
- * its resident memory. The reporter keeps a copy.
- */
-void reporter__set_traced(struct reporter *r, const int *pids, size_t n);
-/* This report's victims of fragmentation (judge/victims.h; by key, kept by the caller until the report is out). */
-void reporter__set_victims(struct reporter *r, const struct ml_victim *v, size_t n);
-struct findings;
-struct ml_exit_view;
-/*
- * The run's findings (judge/findings.h), for the peaks every report shows; exited: the final report after the
- * target's exit, which shows the last live report's rows (NULL otherwise). Kept by the caller.
- */
-void reporter__set_findings(struct reporter *r, const struct findings *f, const struct ml_exit_view *exited);
-struct ml_cuda_oom;
-/* This report is written at a CUDA out-of-memory burst: o (kept by the caller until the report is out), or NULL. */
-void reporter__set_cuda_oom(struct reporter *r, const struct ml_cuda_oom *o);
 
 #endif

@@ -139,13 +139,10 @@ static void judge_victims(struct session *ss, const struct ml_snapshot *snap, co
 	if (err)
 		ml_notice("cannot tell fragmentation's victims: %s", strerror(-err));
 	victims__clear(&ss->victims);
-	ss->victims = v;	     /* none on an error */
+	ss->victims = v;	     /* none on an error; the reports show them */
 	ss->walk_soon = v.nheld > 0; /* the next report walks the heap whatever the pace */
 	if (v.n || v.nheld)
 		verdicts__rejudge(ss->verdicts, snap, ss->o->sort_bytes, again, ss);
-	for (int i = 0; i < N_OUTPUTS; i++)
-		if (ss->reps[i])
-			reporter__set_victims(ss->reps[i], v.v, v.n);
 }
 
 /* Once the rss layer no longer traces faults, the children's copies are found from their page tables. */
@@ -174,8 +171,7 @@ static void find_copies(struct session *ss)
 }
 
 /* Every output of a report: the main one, --json, --pprof, then the fleet's and, the last time, the HTML page. */
-static int write_outputs(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged,
-			 const size_t *order, const struct ml_exit_view *xv, bool final)
+static int write_outputs(struct session *ss, const struct report_in *in)
 {
 	const struct ml_opts *o = ss->o;
 	int err = 0;
@@ -183,10 +179,7 @@ static int write_outputs(struct session *ss, const struct ml_snapshot *snap, con
 	for (int i = 0; i < N_OUTPUTS; i++) {
 		if (!ss->reps[i])
 			continue;
-		reporter__set_duration(ss->reps[i], snap->now_ns - ss->start_ns);
-		reporter__set_cuda_oom(ss->reps[i], ss->cuda_oom_due ? &ss->cuda_oom : NULL);
-		reporter__set_findings(ss->reps[i], ss->findings, xv);
-		err = reporter__emit(ss->reps[i], snap, judged, order, ss->seq, final);
+		err = reporter__emit(ss->reps[i], in);
 		if (err) {
 			ml_err("cannot write the report%s%s: %s", i ? " to " : "",
 			       i == 1	? o->json
@@ -198,18 +191,18 @@ static int write_outputs(struct session *ss, const struct ml_snapshot *snap, con
 	}
 	ss->cuda_oom_due = false;
 	if (ss->metrics)
-		fleet__publish_metrics(ss->metrics, session__fleet_of(ss), snap, judged, ss->layers,
+		fleet__publish_metrics(ss->metrics, session__fleet_of(ss), in->snap, in->judged, ss->layers,
 				       overhead__info(ss->ov), ss->seq);
 	if (ss->push)
-		fleet__push(ss->push, session__fleet_of(ss), snap, judged, ss->sv, ss->seq);
-	if (final && o->html) {
+		fleet__push(ss->push, session__fleet_of(ss), in->snap, in->judged, ss->sv, ss->seq);
+	if (in->final && o->html) {
 		struct html_opts ho = {.pid = ss->root.pid,
 				       .top = o->top,
 				       .reports = ss->seq,
 				       .findings = ss->findings,
-				       .exited = xv != NULL};
+				       .exited = in->exited != NULL};
 
-		err = ml_html_write(o->html, &ho, ss->timeline, snap, judged, order, ss->verdicts, ss->sv);
+		err = ml_html_write(o->html, &ho, ss->timeline, in->snap, in->judged, in->order, ss->verdicts, ss->sv);
 		if (err)
 			ml_err("cannot write the HTML report '%s': %s", o->html, strerror(-err));
 	}
@@ -275,6 +268,7 @@ static int session_report(struct session *ss, bool *final)
 	const struct ml_judgement *judged = NULL;
 	const size_t *order = NULL;
 	struct ml_exit_view xv;
+	struct report_in in;
 	int *traced = NULL, err;
 	size_t ntraced;
 	bool exited;
@@ -306,15 +300,27 @@ static int session_report(struct session *ss, bool *final)
 		free(traced);
 		return err;
 	}
-	for (int i = 0; i < N_OUTPUTS; i++)
-		if (ss->reps[i])
-			reporter__set_traced(ss->reps[i], traced, ntraced);
-	free(traced);
 	if (ss->followers)
 		followers__trim(ss->followers);
 	if (exited)
-		return write_outputs(ss, &xv.s, xv.j, xv.order, &xv, *final);
-	return write_outputs(ss, snap, judged, order, NULL, *final);
+		snap = &xv.s; /* the last live report's rows, shown after the exit */
+	in = (struct report_in){.snap = snap,
+				.judged = exited ? xv.j : judged,
+				.order = exited ? xv.order : order,
+				.seq = ss->seq,
+				.final = *final,
+				.duration_ns = snap->now_ns - ss->start_ns,
+				.ov = ss->ov ? overhead__info(ss->ov) : NULL,
+				.traced = traced,
+				.ntraced = ntraced,
+				.victims = ss->victims.v,
+				.nvictims = ss->victims.n,
+				.findings = ss->findings,
+				.exited = exited ? &xv : NULL,
+				.cuda_oom = ss->cuda_oom_due ? &ss->cuda_oom : NULL};
+	err = write_outputs(ss, &in);
+	free(traced);
+	return err;
 }
 
 /*

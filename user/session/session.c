@@ -625,9 +625,6 @@ static int session_open(struct session *ss)
 	err = err ? err : open_outputs(ss);
 	if (err)
 		return err;
-	for (int i = 0; i < N_OUTPUTS; i++)
-		if (ss->reps[i])
-			reporter__set_overhead(ss->reps[i], overhead__info(ss->ov));
 	return 0;
 }
 
