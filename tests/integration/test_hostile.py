@@ -14,11 +14,20 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import FIX, TOOL, attached_run, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
+from harness import FIX, TOOL, UNDER_ASAN, attached_run, check, eq, main, no_bpf_left, read_line, test  # noqa: E402
 
 KEPT, LEAKS, LEAK = 4096, 200, 4000
 CHUNK = (64 + 8 + 15) & ~15  # a kept 64-byte block's chunk
 ANON_CEILING = 64 << 20  # the tool's own heap, whatever the target wrote; the BPF maps it maps are apart
+
+
+def check_rss(what, rss):
+    """The tool's RssAnon under the ceiling. Not under AddressSanitizer, whose quarantine keeps freed memory
+    (74 to 139 MB here): that build checks every access instead."""
+    if UNDER_ASAN:
+        print(f"# {what}: RssAnon {rss} not held to {ANON_CEILING} under AddressSanitizer", flush=True)
+        return
+    check(rss < ANON_CEILING, f"{what}: the tool's RssAnon {rss} under {ANON_CEILING}")
 
 
 def traced(mode, *budget):
@@ -78,7 +87,7 @@ def corrupt_chunk_sizes_full_fidelity():
         text, reps, pid, rss = traced(mode)
         check_leak(mode, reps[-1], True)
         check_walk_stopped(mode, text, reps[-1], pid)
-        check(rss < ANON_CEILING, f"{mode}: the tool's RssAnon {rss} under {ANON_CEILING}")
+        check_rss(mode, rss)
     check(no_bpf_left(), "nothing left attached")
 
 
@@ -88,7 +97,7 @@ def corrupt_chunk_sizes_default_settings():
         text, reps, pid, rss = traced(mode, "--max-overhead", "2")
         check_leak(mode, reps[-1], False)
         check_walk_stopped(mode, text, reps[-1], pid)
-        check(rss < ANON_CEILING, f"{mode}: the tool's RssAnon {rss} under {ANON_CEILING}")
+        check_rss(mode, rss)
 
 
 @test
@@ -100,7 +109,7 @@ def self_pointing_first_words():
         check_leak("self", reps[-1], not budget)
         fr = proc(reps[-1], pid)["fragmentation"]
         eq((fr["broken_walks"], fr["unwalked_bytes"], fr["capped"]), (0, 0, False), f"self {budget}: the walk is whole")
-        check(rss < ANON_CEILING, f"self: the tool's RssAnon {rss} under {ANON_CEILING}")
+        check_rss("self", rss)
 
 
 # 1,000 floats given a fake type whose ob_type points at itself and whose tp_name is 1 MiB with no NUL; the
@@ -158,7 +167,8 @@ def fake_python_type_default_settings():
     leak = [(r["seq"], s["verdict"]) for r in reps for s in r["stacks"]
             if any(f.get("file") == script and f.get("line") == 17 for f in s["frames"])]
     check(any(v == "growing" for _, v in leak), f"the leak at its line, growing: {leak[-4:]}")
-    check(rss and rss[0] < ANON_CEILING, f"the tool's RssAnon {rss} under {ANON_CEILING}")
+    check(rss, "the tool's RssAnon read")
+    check_rss("fake type", rss[0])
 
 
 # Names the target chooses: its script's path, a function's name, its comm and its job id.
