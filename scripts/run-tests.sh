@@ -24,11 +24,14 @@ build() {
 
 passed=0
 failed=0
-# Each runner prints "... N passed, M failed" as its last line; add them up.
+skipped=0
+# Each runner prints "... N passed, M failed" (", K skipped" when some could not run here) as its last line; add
+# them up.
 tally() {
 	line=$(tail -n 1 "$1")
 	p=$(echo "$line" | sed -n 's/.* \([0-9][0-9]*\) passed.*/\1/p')
 	f=$(echo "$line" | sed -n 's/.* \([0-9][0-9]*\) failed.*/\1/p')
+	s=$(echo "$line" | sed -n 's/.* \([0-9][0-9]*\) skipped.*/\1/p')
 	if [ -z "$p" ] || [ -z "$f" ]; then
 		echo "not ok - $2 ended without a summary" >&2
 		failed=$((failed + 1))
@@ -36,6 +39,7 @@ tally() {
 	fi
 	passed=$((passed + p))
 	failed=$((failed + f))
+	skipped=$((skipped + ${s:-0}))
 }
 
 # The job pool: `job NAME KIND CMD...` runs CMD in the background with its output in a file, at most $J at once;
@@ -148,7 +152,7 @@ if [ "${1:-}" = "--fuzz-only" ]; then # make fuzz: the fuzzers alone, FUZZ_SECON
 		job "fuzz_$f" test fuzz $f
 	done
 	drain
-	echo "$passed passed, $failed failed"
+	echo "$passed passed, $failed failed, $skipped skipped"
 	[ "$failed" -eq 0 ]
 	exit
 fi
@@ -264,5 +268,5 @@ if [ "${1:-}" != "--unit-only" ]; then
 		drain
 	done
 fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

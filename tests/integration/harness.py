@@ -65,6 +65,14 @@ class Fail(Exception):
     pass
 
 
+class Skip(Exception):
+    """A test that cannot run here (what it needs is missing): counted and printed as a skip, never a pass."""
+
+
+def skip(why):
+    raise Skip(why)
+
+
 def check(cond, msg):
     if not cond:
         raise Fail(msg)
@@ -522,7 +530,7 @@ def sweep(name):
 
 def main():
     only = sys.argv[1:]
-    passed = failed = 0
+    passed = failed = skipped = 0
     for fn in _tests:
         if only and fn.__name__ not in only:
             continue
@@ -535,6 +543,10 @@ def main():
                 passed += 1
                 print(f"ok - {fn.__name__} ({time.time() - t0:.1f}s)", flush=True)
                 break
+            except Skip as e:
+                skipped += 1
+                print(f"skip - {fn.__name__}: {e}", flush=True)
+                break
             except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
                 if attempt == 1 and getattr(fn, "flaky", None):
                     print(f"# retried: {fn.__name__} failed once ({fn.flaky}): {e}", flush=True)
@@ -546,5 +558,5 @@ def main():
                     traceback.print_exc()
                 break
         sweep(fn.__name__)
-    print(f"integration: {passed} passed, {failed} failed", flush=True)
+    print(f"integration: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""), flush=True)
     return 1 if failed else 0

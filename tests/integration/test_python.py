@@ -7,7 +7,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (test_no_asan, DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, Fail, attached_run, check, eq, main,  # noqa: E402
+from harness import (test_no_asan, DEBIAN_PY, FIX, ROOT, TORCH_SCRIPT, Fail, attached_run, check, eq, main, skip,  # noqa: E402
                      run_tool, test, torch_kept_losses)
 
 SCRIPT = os.path.join(ROOT, "tests", "fixtures", "py_leaky.py")
@@ -123,8 +123,7 @@ def python_debian_311_static_libpython():
 def check_pyenv(minor):
     exe = pyenv(minor)
     if not exe:
-        print(f"# skipped: no Python {minor} on this machine")
-        return
+        skip(f"no Python {minor} on this machine")
     check_basic(exe)
 
 
