@@ -5,11 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 #include "attach/allocators.h"
 #include "check.h"
 #include "collect/ledger.h"
 #include "collect/sizeweights.h"
 #include "collect/stackstore.h"
+#include "judge/verdict.h"
+#include "profile.pb-c.h"
+#include "report/pprof.h"
+#include "report/stackview.h"
 #include "memleak.skel.h"
 
 static uint64_t mono_ns(void)
@@ -251,6 +256,113 @@ out:
 	memleak_bpf__destroy(skel);
 }
 
+/* A process the test does not describe: its frames show as addresses. */
+static int no_process(void *ctx, int tgid, struct ml_resolver *out)
+{
+	return -1;
+}
+
+/* The gunzipped bytes of a gzip stream (NULL when it is not one), and their length. */
+static uint8_t *gunzip(const char *in, size_t len, size_t *out_len)
+{
+	z_stream z = {.next_in = (Bytef *)in, .avail_in = (uInt)len};
+	size_t cap = 1 << 16;
+	uint8_t *out = malloc(cap);
+	int rc = Z_OK;
+
+	if (!out || inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+		free(out);
+		return NULL;
+	}
+	while (rc == Z_OK) {
+		z.next_out = out + z.total_out;
+		z.avail_out = (uInt)(cap - z.total_out);
+		rc = inflate(&z, Z_NO_FLUSH);
+		if (rc == Z_OK && !z.avail_out && !(out = realloc(out, cap *= 2)))
+			rc = Z_MEM_ERROR;
+	}
+	*out_len = z.total_out;
+	inflateEnd(&z);
+	if (rc != Z_STREAM_END) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/*
+ * The pprof encoding of a collected snapshot, decoded back: one sample a row, its values in the order of the
+ * sample types (inuse_space, inuse_objects, growth_space, peak_space), and its layer, verdict and pid labels.
+ */
+static void pprof_checks(struct ledger *l, const struct ml_snapshot *s)
+{
+	static const char *const types[] = {"inuse_space", "inuse_objects", "growth_space", "peak_space"};
+	struct ml_judgement j[8] = {};
+	struct stackview *sv = NULL;
+	Perftools__Profiles__Profile *prof = NULL;
+	char *buf = NULL;
+	size_t len = 0, plen = 0, matched = 0;
+	uint8_t *raw = NULL;
+	FILE *f = open_memstream(&buf, &len);
+
+	for (size_t i = 0; i < 8; i++)
+		j[i].verdict = i == 0 ? ML_V_GROWING : ML_V_STABLE;
+	if (!f || stackview__new(l, no_process, NULL, &sv) || s->nrows > 8) {
+		CHECK(false, "pprof: set up");
+		goto out;
+	}
+	CHECK_EQ_INT(ml_pprof_write(f, s, j, sv, NULL, 1000000000ULL, 0), 0, "pprof: written");
+	fclose(f);
+	f = NULL;
+	raw = gunzip(buf, len, &plen);
+	prof = raw ? perftools__profiles__profile__unpack(NULL, plen, raw) : NULL;
+	CHECK(prof != NULL, "pprof: gzip of a profile.proto that decodes");
+	if (!prof)
+		goto out;
+	CHECK_EQ_INT((int)prof->n_sample_type, 4, "pprof: four sample types");
+	for (size_t k = 0; k < 4 && k < prof->n_sample_type; k++)
+		CHECK_EQ_STR(prof->string_table[prof->sample_type[k]->type], types[k], "pprof: sample type in order");
+	CHECK_EQ_INT((int)prof->n_sample, (int)s->nrows, "pprof: one sample a row");
+	CHECK_EQ_U64((uint64_t)prof->duration_nanos, 1000000000ULL, "pprof: the duration it covers");
+	for (size_t i = 0; i < prof->n_sample; i++) {
+		const Perftools__Profiles__Sample *sm = prof->sample[i];
+
+		for (size_t r = 0; r < s->nrows; r++) {
+			const struct ml_row *row = &s->rows[r];
+			const char *layer = NULL, *verdict = NULL;
+			int64_t pid = -1;
+
+			if (sm->n_value != 4 || sm->value[0] != (int64_t)row->bytes ||
+			    sm->value[1] != (int64_t)row->count)
+				continue;
+			for (size_t k = 0; k < sm->n_label; k++) {
+				const char *key = prof->string_table[sm->label[k]->key];
+
+				if (!strcmp(key, "layer"))
+					layer = prof->string_table[sm->label[k]->str];
+				else if (!strcmp(key, "verdict"))
+					verdict = prof->string_table[sm->label[k]->str];
+				else if (!strcmp(key, "pid"))
+					pid = sm->label[k]->num;
+			}
+			if (layer && !strcmp(layer, "libc") && verdict &&
+			    !strcmp(verdict, ml_verdict_name(r == 0 ? ML_V_GROWING : ML_V_STABLE)) &&
+			    pid == row->key.tgid && sm->value[2] == row->growth_bytes &&
+			    sm->value[3] == (int64_t)row->bytes)
+				matched++;
+		}
+	}
+	CHECK_EQ_INT((int)matched, (int)s->nrows,
+		     "pprof: each row's bytes, count, growth and peak, its layer, verdict and pid, in a sample");
+out:
+	if (f)
+		fclose(f);
+	perftools__profiles__profile__free_unpacked(prof, NULL);
+	free(raw);
+	free(buf);
+	stackview__free(sv);
+}
+
 int main(void)
 {
 	struct memleak_bpf *skel = load(4096);
@@ -297,6 +409,7 @@ int main(void)
 	CHECK(r && r->bytes == 5096 && r->growth_bytes == 1000, "stack B grew by 1000");
 	CHECK(find(s, 0xc0) == NULL && s->nrows == 2, "emptied stack disappears");
 	CHECK(s->layers[ML_LAYER_LIBC].growth_bytes == 5596 - 4703, "layer growth");
+	pprof_checks(l, s); /* growth here differs from bytes: -100 and +1000 */
 
 	/* other processes' entries are keyed apart */
 	put(skel, 8, 0x1000, 50, now, 5, 0xa0);
