@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "python/pyframes.h"
 #include "python/pyoffsets.h"
+#include "report/format.h"
 
 #define MEM (64 * 1024)
 #define HDR 13
@@ -26,24 +27,6 @@ static uint64_t relocate(uint64_t w)
 	if (w >> 32 == 0xa6000000)
 		return (uint64_t)(uintptr_t)type_objs[(w & 0xff) % 3];
 	return w;
-}
-
-static bool utf8(const char *s)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		int n = *p < 0x80		   ? 0
-			: *p >= 0xc2 && *p <= 0xdf ? 1
-			: *p >= 0xe0 && *p <= 0xef ? 2
-			: *p >= 0xf0 && *p <= 0xf4 ? 3
-						   : -1;
-
-		if (n < 0)
-			return false;
-		for (; n; n--)
-			if ((*++p & 0xc0) != 0x80)
-				return false;
-	}
-	return true;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -82,8 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = pyframes__resolve(p, &raw, &f);
 	if (rc < 0 || rc > 1 || (rc == 0 && (!f || f->kind != ML_FRAME_PYTHON)) || (rc == 1 && f))
 		abort();
-	if (f && ((f->func && (!utf8(f->func) || strlen(f->func) > 1 << 20)) ||
-		  (f->file && (!utf8(f->file) || strlen(f->file) > 1 << 20))))
+	if (f && ((f->func && (!ml_utf8_valid(f->func) || strlen(f->func) > 1 << 20)) ||
+		  (f->file && (!ml_utf8_valid(f->file) || strlen(f->file) > 1 << 20))))
 		abort();
 	pyframes__free(p);
 	return 0;
