@@ -110,9 +110,29 @@ static __always_inline void record_call(struct ml_call *t, const volatile struct
 }
 
 /*
- * An out-of-memory error under construction (c10::OutOfMemoryError): a raise with no failed call behind it
- * (set_per_process_memory_fraction) is seen too. The message is a std::string passed by reference:
+ * Whether a c10::Error under construction is the CUDA caching allocator's out-of-memory error, by its
+ * message's first words: the base constructor is probed (torch before 2.15 inlines OutOfMemoryError's), and
+ * every other error PyTorch raises passes through it too. The message is a std::string passed by reference:
  * { char *data; size_t len; ... }.
+ */
+static __always_inline bool oom_message(__u64 str)
+{
+	const char want[] = "CUDA out of memory";
+	char got[sizeof(want) - 1];
+	__u64 data;
+
+	if (bpf_probe_read_user(&data, sizeof(data), (void *)str) ||
+	    bpf_probe_read_user(got, sizeof(got), (void *)data))
+		return false;
+	for (int i = 0; i < (int)sizeof(got); i++)
+		if (got[i] != want[i])
+			return false;
+	return true;
+}
+
+/*
+ * An out-of-memory error under construction (c10::OutOfMemoryError): a raise with no failed call behind it
+ * (set_per_process_memory_fraction) is seen too.
  */
 static __always_inline void oom_raised(__u32 spec, __u64 str, const struct ml_capture *cap)
 {
@@ -166,6 +186,8 @@ int BPF_KPROBE(alloc_enter)
 		goto capture;
 	}
 	if (s->kind == ML_KIND_RAISE) {
+		if (!oom_message(arg_n(&args, s->size_arg)))
+			return 0;
 		cap = (struct ml_capture){.sp = sp, .bp = PT_REGS_FP(ctx)};
 		capture_stack(th, &cap);
 		oom_raised(idx, arg_n(&args, s->size_arg), &cap);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# GPU-machine validation (not run in CI), one short script (under 5 minutes): it checks first and says what is
+# GPU-machine validation (not run in CI), one short script (about 5 minutes): it checks first and says what is
 # missing; then uprobes on its kernel, the probes memleak-ai attaches in its torch's libraries and the driver's,
 # a real losses.append(loss) leak on the GPU in the cuda and torch_cuda layers, and the exact accounting and
 # pinning tests of the stand-in device, on the real one. Run from the repository root with a built ./memleak-ai,
@@ -14,8 +14,15 @@ echo "== checks"
 [ -x ./memleak-ai ] || { echo "   MISSING: ./memleak-ai (make)"; exit 1; }
 if ldd ./memleak-ai 2>/dev/null | grep -q "not found"; then
 	if [ -d build/gpu-bundle/lib ]; then
-		export LD_LIBRARY_PATH="$PWD/build/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-		echo "   libraries: from build/gpu-bundle/lib"
+		# Only what this machine lacks, linked from the bundle: its own programs (protoc) keep their libraries.
+		lib=/tmp/gpu-validate-lib
+		mkdir -p $lib && export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		for round in 1 2 3 4 5 6; do
+			for l in $(ldd ./memleak-ai | awk '/not found/ {print $1}'); do
+				[ -e "build/gpu-bundle/lib/$l" ] && ln -sf "$PWD/build/gpu-bundle/lib/$l" $lib/
+			done
+		done
+		echo "   libraries from build/gpu-bundle/lib: $(ls $lib | tr '\n' ' ')"
 	fi
 	if ldd ./memleak-ai | grep -q "not found"; then
 		ldd ./memleak-ai | grep "not found" | sed 's/^/   MISSING library: /'
@@ -58,10 +65,18 @@ for r in reps:
     t = r["totals"]
     print(r["seq"], {k: (v["bytes"], v["growth_bytes"]) for k, v in t.items()}, r.get("devices"))
 PYEOF
-echo "== PyTorch's caching allocator on this GPU: torch_cuda = requested bytes, cuda = reserved, pinning rows"
-# The stand-in device's tests (docs/GPU.md) with the real device: scripts/standin-gpu is not used.
-MEMLEAK_AI_REAL_GPU=1 MEMLEAK_AI_WL_PY=$(command -v "$PY") $PY tests/workloads/test_workloads.py \
-	standin_gpu_caching_allocator_exact standin_gpu_expandable_segments_exact standin_gpu_fragmented_cache_pinned_by_rows
+echo "== PyTorch's caching allocator on this GPU: exact layers, pinned host memory, pinning rows, OOM, peaks"
+# The stand-in device's tests (docs/GPU.md) with the real device: scripts/standin-gpu is not used. torch_cuda =
+# requested bytes and cuda = reserved, with -c and -p; pin_memory()'s torch_host and cuda_host layers against
+# host_memory_stats(); the fragmented cache's pinned bytes; a failed cudaMalloc (16 GiB tensors until the device
+# is full) and c10::OutOfMemoryError raised under a 32 MiB memory fraction, each one report with the line; and
+# a loop that ends by itself under -c, whose final report keeps its leak line and PyTorch's own peaks.
+# Its HTML is not loaded in a browser: the machine has no Selenium.
+MEMLEAK_AI_REAL_GPU=1 MEMLEAK_AI_NO_BROWSER=1 MEMLEAK_AI_WL_PY=$(command -v "$PY") $PY tests/workloads/test_workloads.py \
+	standin_gpu_caching_allocator_exact standin_gpu_expandable_segments_exact \
+	standin_gpu_attached_after_cuda_init_exact standin_gpu_fragmented_cache_pinned_by_rows \
+	standin_gpu_out_of_memory_report standin_gpu_out_of_memory_by_memory_fraction \
+	standin_gpu_kept_tensors_started_ending_peaks
 echo "== Python frames with this machine's interpreter ($($PY -V 2>&1))"
 # The same fixture as tests/integration/test_python.py: the kept blocks' stack must name make_block,
 # leak_step, basic and <module> at their '# at:' lines.

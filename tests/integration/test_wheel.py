@@ -32,7 +32,9 @@ RAW = ["c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::raw_all
        "CUstream_st*)",
        "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::raw_delete(void*)"]
 CUDART = ["cudaMalloc", "cudaFree"]
-OOM_ERROR = ("c10::OutOfMemoryError::OutOfMemoryError(c10::SourceLocation, std::__cxx11::basic_string<char, "
+# c10::Error's constructor, which OutOfMemoryError's calls (2.15) or inlines (2.11): an entry probe whose BPF side
+# keeps the CUDA out-of-memory messages.
+OOM_ERROR = ("c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, "
              "std::char_traits<char>, std::allocator<char> >)")
 DRIVER = ["cuMemCreate", "cuMemMap", "cuMemAlloc_v2"]
 
@@ -167,7 +169,7 @@ def wheel_probes_attach():
 
     for func in RAW:
         check(probed(c10, func, "torch_cuda"), f"{func} probed in {c10}: {lines('libc10_cuda.so')}")
-    # The out-of-memory error's constructor, in libc10.so beside it (entry only: the raise's report).
+    # The out-of-memory error's base constructor, in libc10.so beside it (entry only: the raise's report).
     lib_c10 = c10.replace("libc10_cuda.so", "libc10.so")
     check(probed(lib_c10, OOM_ERROR, "torch_cuda"), f"{OOM_ERROR} probed in {lib_c10}: {lines('libc10.so')}")
     cudart = os.path.join(sp, "nvidia", "cu13", "lib", "libcudart.so.13")

@@ -4,7 +4,8 @@ loop and answers "stats REQUESTED RESERVED ALLOCATED RAW" from PyTorch's own acc
 CUDA_KEPT_RAW=1 each step also takes a block through torch.cuda.caching_allocator_alloc (raw_alloc) and every
 third step gives the oldest back: RAW is the bytes of those still held. With CUDA_KEPT_PIN=1 each step also pins a
 CPU tensor (pin_memory(), the host caching allocator) and every third step drops the oldest: the answer adds the
-host allocator's active_requests and allocated_bytes (what cudaHostAlloc reserved) and the pinned bytes held."""
+host allocator's active_requests and allocated_bytes (what cudaHostAlloc reserved), and the pinned bytes and
+tensors held."""
 import os
 import sys
 import time
@@ -37,11 +38,11 @@ take_pin = os.environ.get("CUDA_KEPT_PIN") == "1"
 
 
 def host_stats():
-    """The host caching allocator's active requests and reserved bytes, and the pinned tensors' bytes."""
+    """The host caching allocator's active requests and reserved bytes, and the pinned tensors' bytes and count."""
     if not take_pin:
         return []
     h = torch.cuda.host_memory_stats()
-    return [h["active_requests.current"], h["allocated_bytes.current"], sum(t.nbytes for t in pinned)]
+    return [h["active_requests.current"], h["allocated_bytes.current"], sum(t.nbytes for t in pinned), len(pinned)]
 
 
 torch.cuda.init()

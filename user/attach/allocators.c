@@ -167,10 +167,12 @@ const struct ml_allocator ml_allocators[] = {
      {.kind = ML_KIND_FREE, .layer = ML_LAYER_TORCH_CUDA, .group = ML_GROUP_TORCH_CUDA, .free_arg = 2}},
     /*
      * The caching allocator's out-of-memory error, made before it is thrown: entry only. A raise by
-     * set_per_process_memory_fraction has no failed call behind it. The message is argument 2 (`this` is 1;
-     * the 24-byte SourceLocation goes on the stack, the std::string by reference).
+     * set_per_process_memory_fraction has no failed call behind it. torch before 2.15 inlines
+     * OutOfMemoryError's constructor, so its base's is probed, and the BPF side keeps only messages that
+     * start "CUDA out of memory". The message is argument 2 (`this` is 1; the 24-byte SourceLocation goes
+     * on the stack, the std::string by reference).
      */
-    {"c10::OutOfMemoryError::OutOfMemoryError(c10::SourceLocation, std::__cxx11::basic_string<char, "
+    {"c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, "
      "std::char_traits<char>, std::allocator<char> >)",
      ML_LIB_ANY,
      ML_MATCH_DEMANGLED,
