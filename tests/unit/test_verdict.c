@@ -351,6 +351,37 @@ int main(void)
 		verdicts__free(v);
 	}
 	/*
+	 * A final report 0.7 s after the fifth in which a sampling window's records land (each weighing 16): the
+	 * row jumps by 15 steps' worth, and restated alone that uneven last step read stable (models_list.py's
+	 * kept models under tensor sampling). It stays growing; a final report whose bytes fell is judged afresh.
+	 */
+	for (int fall = 0; fall < 2; fall++) {
+		struct verdicts *v;
+		struct ml_row row = {.key = {.tgid = 1, .stack_id = 1}};
+		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
+		const struct ml_judgement *jv = NULL;
+		const size_t *order = NULL;
+		int err = verdicts__new(&v);
+
+		for (int i = 0; i < 5 && !err; i++) {
+			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
+			row.bytes += 4096, row.count += 16;
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
+			s.elapsed_s = 1;
+		}
+		row.bytes = fall ? 4096 : row.bytes + 15 * 4096, row.count = fall ? 16 : row.count + 15 * 16;
+		s.now_ns += 700000000ULL, s.elapsed_s = 0.7;
+		err = err ? err : verdicts__update(v, &s, false, 1.0, &jv, &order);
+		if (fall)
+			CHECK(!err && jv[0].verdict != ML_V_GROWING, "a final report whose bytes fell: judged afresh");
+		else
+			CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].leak_score > 0 &&
+				  jv[0].count_growth == 240,
+			      "a final report 0.7 s later, a window's records landed: still growing, +240 since the "
+			      "last");
+		verdicts__free(v);
+	}
+	/*
 	 * `-p PID 2 4`: the fourth report is the final one, on its timer tick, 0.25 ms early (as `make demo` printed
 	 * it one run in three). A whole interval: a fourth sample, and the leak growing; restated, it had three
 	 * and was new.

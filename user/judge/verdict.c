@@ -19,6 +19,7 @@ struct hist {
 	struct ml_agg_key key;
 	uint32_t n_short, n_long, folded;
 	struct sample recent[ML_HIST_SHORT], old[ML_HIST_LONG];
+	struct ml_judgement last; /* the judgement of the last report */
 };
 
 /*
@@ -340,6 +341,24 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 	return j;
 }
 
+/*
+ * A final report within an interval of the last cannot overturn a growing verdict on a row whose bytes did not
+ * fall: the restated sample can still jump (a sampling window's records, each weighing 16, landing in it), and
+ * an uneven last step read models_list.py's kept models, growing a moment before, as stable.
+ */
+static struct ml_judgement keep_growing(const struct hist *old, const struct ml_row *r, const struct ml_judgement *j)
+{
+	struct ml_judgement k = old->last;
+
+	if (old->last.verdict != ML_V_GROWING || j->verdict == ML_V_GROWING || !old->n_short ||
+	    (double)r->bytes < old->recent[old->n_short - 1].b || (r->traits & ML_ROW_IMPORT))
+		return *j;
+	k.count_growth = j->count_growth;
+	k.bytes.net = j->bytes.net;
+	k.count.net = j->count.net;
+	return k;
+}
+
 static const struct verdicts *cmp_ctx;
 
 /*
@@ -448,6 +467,9 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		if ((r->traits & ML_ROW_SAMPLED) && r->records < ML_SAMPLED_MIN_RECORDS && j[i].verdict == ML_V_GROWING)
 			j[i] = (struct ml_judgement){
 			    .verdict = ML_V_NEW, .intervals = j[i].intervals, .count_growth = j[i].count_growth};
+		if (merge && old)
+			j[i] = keep_growing(old, r, &j[i]);
+		nh[i].last = j[i];
 		ord[i] = i;
 	}
 	v->last_now = now;
