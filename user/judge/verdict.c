@@ -359,6 +359,33 @@ static struct ml_judgement keep_growing(const struct hist *old, const struct ml_
 	return k;
 }
 
+/* A row's judgement, adjusted for what its traits say of the evidence. */
+static struct ml_judgement by_traits(const struct ml_row *r, struct ml_judgement j, const struct hist *old, bool merge)
+{
+	/*
+	 * Imports grow while they run and stay: start-up, not a leak. Told by the importlib frames rather
+	 * than a time window, since loading a model later is start-up too and can leak.
+	 */
+	if (r->traits & ML_ROW_IMPORT)
+		j = (struct ml_judgement){
+		    .verdict = ML_V_IMPORT, .intervals = j.intervals, .count_growth = j.count_growth};
+	/*
+	 * Fresh C heap (the break's growth, the first touch of heap pages, or address space heap-growth
+	 * mode saw a stack add) names the code that reached new memory, not what keeps it: where freed
+	 * blocks cannot be reused (fragmentation), the victim. The weaker evidence: half the score, so an
+	 * allocation stack that grows as well ranks above it.
+	 */
+	if (r->traits & (ML_ROW_BRK | ML_ROW_SPACE))
+		j.leak_score *= 0.5;
+	/* A row of a few sampled records, each standing for hundreds, moves by hundreds at random. */
+	if ((r->traits & ML_ROW_SAMPLED) && r->records < ML_SAMPLED_MIN_RECORDS && j.verdict == ML_V_GROWING)
+		j = (struct ml_judgement){
+		    .verdict = ML_V_NEW, .intervals = j.intervals, .count_growth = j.count_growth};
+	if (merge && old)
+		j = keep_growing(old, r, &j);
+	return j;
+}
+
 static const struct verdicts *cmp_ctx;
 
 /*
@@ -448,27 +475,7 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 			j[i] = judge_row(&nh[i], old, r, now, true, age, interval);
 		else
 			j[i] = judge_row(&nh[i], old, r, now, merge, age, interval);
-		/*
-		 * Imports grow while they run and stay: start-up, not a leak. Told by the importlib frames rather
-		 * than a time window, since loading a model later is start-up too and can leak.
-		 */
-		if (r->traits & ML_ROW_IMPORT)
-			j[i] = (struct ml_judgement){
-			    .verdict = ML_V_IMPORT, .intervals = j[i].intervals, .count_growth = j[i].count_growth};
-		/*
-		 * Fresh C heap (the break's growth, the first touch of heap pages, or address space heap-growth
-		 * mode saw a stack add) names the code that reached new memory, not what keeps it: where freed
-		 * blocks cannot be reused (fragmentation), the victim. The weaker evidence: half the score, so an
-		 * allocation stack that grows as well ranks above it.
-		 */
-		if (r->traits & (ML_ROW_BRK | ML_ROW_SPACE))
-			j[i].leak_score *= 0.5;
-		/* A row of a few sampled records, each standing for hundreds, moves by hundreds at random. */
-		if ((r->traits & ML_ROW_SAMPLED) && r->records < ML_SAMPLED_MIN_RECORDS && j[i].verdict == ML_V_GROWING)
-			j[i] = (struct ml_judgement){
-			    .verdict = ML_V_NEW, .intervals = j[i].intervals, .count_growth = j[i].count_growth};
-		if (merge && old)
-			j[i] = keep_growing(old, r, &j[i]);
+		j[i] = by_traits(r, j[i], old, merge);
 		nh[i].last = j[i];
 		ord[i] = i;
 	}

@@ -44,6 +44,7 @@
 #include "lib/procmaps.h"
 #include "lib/thread.h"
 #include "memleak.h"
+#include "session/shed.h"
 #include "memleak.skel.h"
 
 #define CALIB_CALLS 2000       /* malloc + free pairs a timing (about 20 ms with probes) */
@@ -52,13 +53,9 @@
 #define EARLY_NS 50000000ULL   /* ... or from this much, when the traps alone cost EARLY_FACTOR budgets */
 #define EARLY_FACTOR 5.0
 #define EARLY_HITS 2000		    /* and there were this many */
-#define TENSOR_SHED_FACTOR 5.0	    /* a tensor layer's probes are shed when they alone cost 5 times the budget */
-#define RSS_SHED_DOUBLINGS 6	    /* the rss layer's sampling is shed down to one page in 64, then its faults */
-#define TENSOR_SHED_HALVINGS 4	    /* tensor allocations are traced down to 1/16 of the time */
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL	    /* and 20 ms of the traced processes' CPU time to say anything */
 #define EXTRA_PROGS 3		    /* heap_exit, torch_malloc, torch_free */
-#define SHED_MIN_PCT 0.05	    /* a step that saves less than this is not worth what it loses */
 
 enum calib_state { CALIB_IDLE, CALIB_RUNNING, CALIB_DONE };
 
@@ -669,102 +666,34 @@ void overhead__heap_swept(struct overhead *o, uint64_t swept, uint64_t freed)
 	o->info.heap_freed += freed;
 }
 
-static double tensor_part(const struct overhead *o, unsigned int layer)
+static struct shed_sample sample_of(const struct overhead *o)
 {
-	double p = o->info.layer_pct[layer];
-
-	return p > TENSOR_SHED_FACTOR * o->info.budget_pct ? p : 0;
-}
-
-static double step_part(const struct overhead *o, enum ml_shed step)
-{
-	switch (step) {
-	case ML_SHED_RSS_SAMPLING: return o->rss_cost ? o->rss_pct : 0;
-	/* Tensor allocations sampled in time: what it saves is half the allocation side's traps, a step. */
-	case ML_SHED_TORCH_CPU_SAMPLING:
-		return o->tensor_sampling && o->info.tensor_halvings < TENSOR_SHED_HALVINGS &&
-			       !(o->info.shed & (1U << ML_SHED_TORCH_CPU))
-			   ? o->alloc_side_pct
-			   : 0;
-	/*
-	 * The tensor layers' probes are what names a leak in Python code (heap growth cannot: it names who
-	 * reached new memory, not who keeps it): they go only when they alone cost TENSOR_SHED_FACTOR times the
-	 * budget, a job allocating tensors at a rate where tracing each one is no longer affordable.
-	 */
-	case ML_SHED_TORCH_CPU: return tensor_part(o, ML_LAYER_TORCH_CPU);
-	case ML_SHED_TORCH_CUDA: return tensor_part(o, ML_LAYER_TORCH_CUDA);
-	case ML_SHED_RSS_FAULTS: return o->rss_cost ? o->rss_pct : 0;
-	default: return 0;
-	}
-}
-
-/* What shedding a step would save; a step below SHED_MIN_PCT (an rss doubling measured at 0.02 %) is kept. */
-static double shed_part(const struct overhead *o, enum ml_shed step)
-{
-	double p = step_part(o, step);
-
-	return p >= SHED_MIN_PCT ? p : 0;
+	return (struct shed_sample){.info = &o->info,
+				    .rss_cost = o->rss_cost != NULL,
+				    .rss_pct = o->rss_pct,
+				    .tensor_sampling = o->tensor_sampling,
+				    .alloc_side_pct = o->alloc_side_pct};
 }
 
 enum ml_shed overhead__next_shed(const struct overhead *o)
 {
-	double later = 0, kept = 0;
+	struct shed_sample s = sample_of(o);
 
-	/*
-	 * What stays whatever is shed (tensor probes below their threshold): shedding the rest must be what
-	 * brings the cost under the budget, or it only loses information. Tensor sampling keeps every stack
-	 * (as estimates) and lowers what stays: it goes whenever the cost is over the budget.
-	 */
-	static const unsigned int tensor_layers[] = {ML_LAYER_TORCH_CPU, ML_LAYER_TORCH_CUDA};
-
-	for (size_t i = 0; i < sizeof(tensor_layers) / sizeof(tensor_layers[0]); i++)
-		if (!tensor_part(o, tensor_layers[i]))
-			kept += o->info.layer_pct[tensor_layers[i]];
-	/* The C heap's sampling windows are no step: they shorten themselves while they cost too much (budget.c). */
-	if (o->info.heap_window_one_in)
-		kept += o->info.layer_pct[ML_LAYER_LIBC];
-	for (int s = ML_SHED_RSS_SAMPLING + 1; s < ML_SHED_RSS_FAULTS; s++)
-		if ((s == ML_SHED_TORCH_CPU_SAMPLING || !(o->info.shed & (1U << s))) &&
-		    shed_part(o, (enum ml_shed)s) > later)
-			later = shed_part(o, (enum ml_shed)s);
-	if (shed_part(o, ML_SHED_TORCH_CPU_SAMPLING) > 0)
-		return ML_SHED_TORCH_CPU_SAMPLING;
-	if (o->info.pct - kept <= o->info.budget_pct)
-		return ML_SHED_N;
-	for (int s = 0; s < ML_SHED_N; s++) {
-		/*
-		 * The rss layer's sampling may double again and again, as long as it costs at least as much as the
-		 * probe steps after it, up to one page in 64: beyond that what it costs is its faults, whatever the
-		 * interval, and the last step turns them off. Tensor sampling halves the time on while it can
-		 * (shed_part is 0 after the last halving). The others go once.
-		 */
-		if (s == ML_SHED_RSS_SAMPLING) {
-			if (shed_part(o, ML_SHED_RSS_SAMPLING) > 0 && shed_part(o, ML_SHED_RSS_SAMPLING) >= later &&
-			    o->info.rss_doublings < RSS_SHED_DOUBLINGS)
-				return ML_SHED_RSS_SAMPLING;
-			continue;
-		}
-		if (s == ML_SHED_TORCH_CPU_SAMPLING || (o->info.shed & (1U << s)))
-			continue;
-		if (shed_part(o, (enum ml_shed)s) > 0)
-			return (enum ml_shed)s;
-	}
-	return ML_SHED_N;
+	return shed__next(&s);
 }
 
-/*
- * How many halvings at once, of a part costing part_pct, the cost over the budget says: after k, 1 - 2^-k of the
- * part is saved (at most left). One a sample took five seconds to bring a page-faulting loop's rss sampling from
- * 11.7 % to the budget.
- */
+static double shed_part(const struct overhead *o, enum ml_shed step)
+{
+	struct shed_sample s = sample_of(o);
+
+	return shed__part(&s, step);
+}
+
 static unsigned int halvings(const struct overhead *o, double part_pct, unsigned int left)
 {
-	double over = o->info.pct - o->info.budget_pct;
-	unsigned int k = 1;
+	struct shed_sample s = sample_of(o);
 
-	while (k < left && part_pct * (1 - 1.0 / (1U << k)) < over)
-		k++;
-	return k;
+	return shed__halvings(&s, part_pct, left);
 }
 
 unsigned int overhead__tensor_halvings(const struct overhead *o)
