@@ -353,9 +353,10 @@ int main(void)
 	/*
 	 * A final report 0.7 s after the fifth in which a sampling window's records land (each weighing 16): the
 	 * row jumps by 15 steps' worth, and restated alone that uneven last step read stable (models_list.py's
-	 * kept models under tensor sampling). It stays growing; a final report whose bytes fell is judged afresh.
+	 * kept models under tensor sampling). It stays growing; so does one whose estimate dipped 30 % as its
+	 * records were reweighed, none freed. One whose bytes and records fell is judged afresh.
 	 */
-	for (int fall = 0; fall < 2; fall++) {
+	for (int how = 0; how < 3; how++) {
 		struct verdicts *v;
 		struct ml_row row = {.key = {.tgid = 1, .stack_id = 1}};
 		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
@@ -365,20 +366,29 @@ int main(void)
 
 		for (int i = 0; i < 5 && !err; i++) {
 			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
-			row.bytes += 4096, row.count += 16;
+			row.bytes += 4096, row.count += 16, row.raw_bytes = row.bytes, row.records = row.count;
 			err = verdicts__update(v, &s, false, 0, &jv, &order);
 			s.elapsed_s = 1;
 		}
-		row.bytes = fall ? 4096 : row.bytes + 15 * 4096, row.count = fall ? 16 : row.count + 15 * 16;
+		if (how == 0)
+			row.bytes += 15 * 4096, row.count += 15 * 16, row.records = row.count;
+		else if (how == 1)
+			row.bytes = row.bytes / 10 * 7, row.count = row.count / 10 * 7, row.records += 1;
+		else
+			row.bytes = 4096, row.count = 16, row.records = 16;
 		s.now_ns += 700000000ULL, s.elapsed_s = 0.7;
 		err = err ? err : verdicts__update(v, &s, false, 1.0, &jv, &order);
-		if (fall)
-			CHECK(!err && jv[0].verdict != ML_V_GROWING, "a final report whose bytes fell: judged afresh");
-		else
+		if (how == 0)
 			CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].leak_score > 0 &&
 				  jv[0].count_growth == 240,
 			      "a final report 0.7 s later, a window's records landed: still growing, +240 since the "
 			      "last");
+		else if (how == 1)
+			CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].leak_score > 0,
+			      "a final report whose estimate dipped 30 %, its records up: still growing");
+		else
+			CHECK(!err && jv[0].verdict != ML_V_GROWING,
+			      "a final report whose bytes and records fell: afresh");
 		verdicts__free(v);
 	}
 	/*

@@ -1,6 +1,7 @@
 """Real PyTorch workloads, run as a user runs them: the whole tool, every layer, full fidelity and default
 settings, attached with -p and started with -c. Each run writes text, JSON, pprof and HTML at once; each output
 must be valid and show the leak (or, for the control, that nothing grows)."""
+import ast
 import gzip
 import json
 import os
@@ -251,7 +252,9 @@ def pprof_samples(run):
     r = subprocess.run(["protoc", f"--proto_path={ROOT}/proto", "--decode=perftools.profiles.Profile",
                         "profile.proto"], input=gzip.open(run.pprof).read(), capture_output=True, timeout=60)
     text = r.stdout.decode(errors="replace")
-    strings = [json.loads(m) for m in re.findall(r'^string_table: (".*")$', text, re.M)]
+    # protoc writes C escapes (a quote as \', other bytes in octal), which JSON refuses: Python bytes literals
+    strings = [ast.literal_eval("b" + m).decode(errors="replace")
+               for m in re.findall(r'^string_table: (".*")$', text, re.M)]
     funcs = {int(i): int(f) for i, f in re.findall(r"^function \{\s*id: (\d+)(?:\s*\w+: \d+)*?\s*filename: (\d+)", text, re.M)}
     locs = {}
     for body in re.findall(r"^location \{(.*?)^\}", text, re.M | re.S):

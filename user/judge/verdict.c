@@ -342,16 +342,18 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 }
 
 /*
- * A final report within an interval of the last cannot overturn a growing verdict on a row whose bytes did not
- * fall: the restated sample can still jump (a sampling window's records, each weighing 16, landing in it), and
- * an uneven last step read models_list.py's kept models, growing a moment before, as stable.
+ * A final report within an interval of the last cannot overturn a growing verdict on a row that freed nothing
+ * since (its bytes or its records did not fall): the restated sample can still jump (a sampling window's
+ * records, each weighing 16, landing in it) or dip (the records reweighed, none freed), and either uneven last
+ * step read models_list.py's kept models, growing a moment before, as stable.
  */
 static struct ml_judgement keep_growing(const struct hist *old, const struct ml_row *r, const struct ml_judgement *j)
 {
+	const struct sample *last = old->n_short ? &old->recent[old->n_short - 1] : NULL;
 	struct ml_judgement k = old->last;
 
-	if (old->last.verdict != ML_V_GROWING || j->verdict == ML_V_GROWING || !old->n_short ||
-	    (double)r->bytes < old->recent[old->n_short - 1].b || (r->traits & ML_ROW_IMPORT))
+	if (old->last.verdict != ML_V_GROWING || j->verdict == ML_V_GROWING || !last || (r->traits & ML_ROW_IMPORT) ||
+	    ((double)r->bytes < last->b && (double)r->records < last->rc))
 		return *j;
 	k.count_growth = j->count_growth;
 	k.bytes.net = j->bytes.net;

@@ -68,7 +68,8 @@ enum ml_shed shed__next(const struct shed_sample *s)
 	 * sampling keeps every stack (as estimates) and lowers what stays: it goes whenever the cost is over.
 	 */
 	for (int st = ML_SHED_RSS_SAMPLING + 1; st < ML_SHED_RSS_FAULTS; st++)
-		if ((st == ML_SHED_TORCH_CPU_SAMPLING || !(in->shed & (1U << st))) && shed__part(s, (enum ml_shed)st) > later)
+		if ((st == ML_SHED_TORCH_CPU_SAMPLING || !(in->shed & (1U << st))) &&
+		    shed__part(s, (enum ml_shed)st) > later)
 			later = shed__part(s, (enum ml_shed)st);
 	if (shed__part(s, ML_SHED_TORCH_CPU_SAMPLING) > 0)
 		return ML_SHED_TORCH_CPU_SAMPLING;
@@ -82,7 +83,8 @@ enum ml_shed shed__next(const struct shed_sample *s)
 		 * (shed__part is 0 after the last halving). The others go once.
 		 */
 		if (st == ML_SHED_RSS_SAMPLING) {
-			if (shed__part(s, st) > 0 && shed__part(s, st) >= later && in->rss_doublings < RSS_SHED_DOUBLINGS)
+			if (shed__part(s, st) > 0 && shed__part(s, st) >= later &&
+			    in->rss_doublings < RSS_SHED_DOUBLINGS)
 				return ML_SHED_RSS_SAMPLING;
 			continue;
 		}

@@ -8,10 +8,10 @@
 #include <stdbool.h>
 #include "collect/cost.h"
 
-#define TENSOR_SHED_FACTOR 5.0	 /* a tensor layer's probes are shed when they alone cost 5 times the budget */
-#define RSS_SHED_DOUBLINGS 6	 /* the rss layer's sampling is shed down to one page in 64, then its faults */
-#define TENSOR_SHED_HALVINGS 4	 /* tensor allocations are traced down to 1/16 of the time */
-#define SHED_MIN_PCT 0.05	 /* a step that saves less than this is not worth what it loses */
+#define TENSOR_SHED_FACTOR 5.0 /* a tensor layer's probes are shed when they alone cost 5 times the budget */
+#define RSS_SHED_DOUBLINGS 6   /* the rss layer's sampling is shed down to one page in 64, then its faults */
+#define TENSOR_SHED_HALVINGS 4 /* tensor allocations are traced down to 1/16 of the time */
+#define SHED_MIN_PCT 0.05      /* a step that saves less than this is not worth what it loses */
 
 /* One sample of what the decisions read. */
 struct shed_sample {
