@@ -188,7 +188,8 @@ _Static_assert(ML_PY_FRAME_MAX <= ML_PY_OFF_MASK + 1, "a frame read fits the off
  * innermost first. A record holds the ML_STACK_HDR bytes of header and only the words in use.
  */
 #define ML_STACK_HDR 16
-#define ML_STACK_RING_BYTES (128U << 20)
+#define ML_STACK_RING_BYTES (128U << 20) /* at full fidelity: a torch import's burst of new stacks */
+#define ML_STACK_RING_BUDGET (16U << 20) /* under a budget, which samples what a burst sends */
 struct ml_stack {
 	__u64 id;
 	__u32 nr;
@@ -209,6 +210,10 @@ struct ml_stack {
 #define ML_UW_FILES 4096 /* files with a table at once (user space) */
 #define ML_UW_MAPS 512	 /* executable mappings of one process that can have a table */
 #define ML_UW_PROCS 4096 /* processes with their mappings registered */
+/* The row and index arrays grow a chunk at a time (1 MiB of rows, 512 KiB of index), up to --unwind-mem. */
+#define ML_UW_ROW_CHUNK_BITS 17
+#define ML_UW_IDX_CHUNK_BITS 16
+#define ML_UW_CHUNKS 4096 /* chunks of each: 4 GiB of rows, the most --unwind-mem allows */
 
 /* ml_urow.kind: bits 0-2 the CFA rule, bits 3-4 the rbp rule, bit 5 cfa_off counts 8-byte words. */
 enum ml_uw_cfa {

@@ -5,22 +5,48 @@
  */
 #include "common.bpf.h"
 
-/* The rows and the page index, written by user space through mmap. */
-struct {
+/*
+ * The rows and the page index, each an array of chunks (equal array maps) that user space creates as the
+ * range in use reaches them and writes through mmap (user/lib/bpfchunks.c): the memory grows with the tables.
+ */
+struct urow_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1); /* sized from --unwind-mem */
-	__type(key, __u32);
-	__type(value, struct ml_urow);
-} urows SEC(".maps");
+	__uint(max_entries, 1U << ML_UW_ROW_CHUNK_BITS);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct ml_urow)); /* by size: BTF may hold the struct only as a declaration */
+};
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, ML_UW_CHUNKS);
+	__type(key, __u32);
+	__array(values, struct urow_chunk);
+} urows SEC(".maps");
+
+struct uindex_chunk {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1); /* sized from --unwind-mem */
+	__uint(max_entries, 1U << ML_UW_IDX_CHUNK_BITS);
 	__type(key, __u32);
 	__type(value, __u32);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, ML_UW_CHUNKS);
+	__type(key, __u32);
+	__array(values, struct uindex_chunk);
 } uindex SEC(".maps");
+
+/* Element i of a chunked array whose chunks hold 1 << bits elements; NULL where no chunk is. */
+static __always_inline void *chunk_elem(void *outer, __u32 bits, __u32 i)
+{
+	__u32 k = i >> bits, j = i & ((1U << bits) - 1);
+	void *chunk = bpf_map_lookup_elem(outer, &k);
+
+	return chunk ? bpf_map_lookup_elem(chunk, &j) : NULL;
+}
 
 /*
  * The binary searches below are branch-free (the comparison becomes a mask), so the verifier walks one path
@@ -57,12 +83,11 @@ static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u
 	if (off >> 32 || (off >> (m->shift & 31)) >= m->n_slots)
 		return NULL;
 	key = m->idx_base + (__u32)(off >> (m->shift & 31));
-	ip = bpf_map_lookup_elem(&uindex, &key);
+	ip = chunk_elem(&uindex, ML_UW_IDX_CHUNK_BITS, key);
 	if (!ip)
 		return NULL;
 	base = *ip;
-	key++;
-	ip = bpf_map_lookup_elem(&uindex, &key);
+	ip = chunk_elem(&uindex, ML_UW_IDX_CHUNK_BITS, key + 1);
 	if (!ip || *ip < base || *ip >= m->n_rows)
 		return NULL;
 	/* The last row with pc <= off lies in [base, *ip]: a slot is at most 4 KiB, so 13 halvings do. */
@@ -70,15 +95,13 @@ static __always_inline const struct ml_urow *uw_row(const struct ml_umap *m, __u
 	for (int k = 0; k < 13; k++) { /* always 13: an exit on len == 1 would double the paths per halving */
 		__u32 half = len / 2;
 
-		key = m->row_base + base + half;
-		row = bpf_map_lookup_elem(&urows, &key);
+		row = chunk_elem(&urows, ML_UW_ROW_CHUNK_BITS, m->row_base + base + half);
 		if (!row)
 			return NULL;
 		base += half & (__u32)ML_LE_MASK(row->pc, off);
 		len -= half;
 	}
-	key = m->row_base + base;
-	row = bpf_map_lookup_elem(&urows, &key);
+	row = chunk_elem(&urows, ML_UW_ROW_CHUNK_BITS, m->row_base + base);
 	if (!row || row->pc > (__u32)off)
 		return NULL;
 	return row;

@@ -86,6 +86,30 @@ static void sizes_checks(void)
 	census__free(c);
 }
 
+/* A walk that stopped part-way, left out: the rise before and after it still reads as growth; not thrice. */
+static void discard_checks(void)
+{
+	struct census *c = NULL;
+	struct census_type t;
+
+	CHECK_EQ_INT(census__new(3, &c), 0, "made for discards");
+	if (!c)
+		return;
+	census__add_range(c, 0x10000, 0x10000 + 0x98, NODE);
+	walk(c, 1000, 10);
+	walk(c, 2000, 12);
+	census__begin(c);
+	for (int i = 0; i < 700; i++) /* the heap changed under the walk: a third of the nodes read */
+		census__chunk(c, 0x10000 + 16, 0, 96);
+	CHECK(census__discard(c), "a short walk left out");
+	walk(c, 3000, 16);
+	t = find(c, "torch::autograd::generated::AddmmBackward0");
+	CHECK(t.growing && t.count == 3001 && census__walks(c) == 3, "growing at the next whole walk (3 walks kept)");
+	CHECK(census__discard(c) && census__discard(c) && !census__discard(c),
+	      "at most CENSUS_DISCARD_MAX (2) left out in a row");
+	census__free(c);
+}
+
 int main(void)
 {
 	struct census *c = NULL;
@@ -143,6 +167,7 @@ int main(void)
 	t = find(c, "torch::autograd::generated::AddmmBackward0");
 	CHECK(!t.growing, "a walk with no rise: not growing");
 	CHECK_EQ_INT(census__walks(c), 4, "four walks");
+	discard_checks();
 
 	/* A library's vtables read two walks late (a slow first sync): its type counts from then on, so 5 steady
 	 * blocks do not seem to grow from zero, and a rise needs three walks that all knew the type. */

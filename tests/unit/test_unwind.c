@@ -63,26 +63,55 @@ static const struct ml_urow *bpf_style_lookup(const struct ml_urow *rows, const 
 	return best;
 }
 
-/* The real BPF object, loaded with its table arrays sized for mem bytes; NULL (reported) on failure. */
-static struct memleak_bpf *load(uint64_t mem)
+/* The real BPF object, loaded; NULL (reported) on failure. */
+static struct memleak_bpf *load(void)
 {
 	struct memleak_bpf *skel = memleak_bpf__open();
-	uint32_t rows, index;
 
 	if (!skel) {
 		CHECK(0, "open the BPF object");
 		return NULL;
 	}
-	unwind_capacity(mem, &rows, &index);
 	skel->rodata->unwind_tables = 1;
-	bpf_map__set_max_entries(skel->maps.urows, rows);
-	bpf_map__set_max_entries(skel->maps.uindex, index);
 	if (memleak_bpf__load(skel)) {
 		CHECK(0, "load the BPF object (root needed)");
 		memleak_bpf__destroy(skel);
 		return NULL;
 	}
 	return skel;
+}
+
+/*
+ * A chunked array read back from the kernel, as one flat copy: each chunk the outer map holds is found by its
+ * id and mapped read-only, the way the BPF side sees it. *chunks: how many the outer map holds.
+ */
+static uint8_t *kernel_flat(int outer_fd, uint32_t bits, uint32_t stride, uint32_t *chunks)
+{
+	size_t chunk = (size_t)stride << bits;
+	uint8_t *flat = NULL;
+
+	*chunks = 0;
+	for (uint32_t k = 0; k < ML_UW_CHUNKS; k++) {
+		uint32_t id;
+		int fd;
+		void *p, *q;
+
+		if (bpf_map_lookup_elem(outer_fd, &k, &id))
+			continue;
+		fd = bpf_map_get_fd_by_id(id);
+		p = fd >= 0 ? mmap(NULL, chunk, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+		q = realloc(flat, (k + 1) * chunk);
+		if (p != MAP_FAILED && q) {
+			flat = q;
+			memcpy(flat + k * chunk, p, chunk);
+			(*chunks)++;
+		}
+		if (p != MAP_FAILED)
+			munmap(p, chunk);
+		if (fd >= 0)
+			close(fd);
+	}
+	return flat;
 }
 
 static void test_tables(void)
@@ -99,10 +128,11 @@ static void test_tables(void)
 
 	unwind_capacity(64ULL << 20, &rows, &index);
 	CHECK(rows == (64u << 20) / 5 * 4 / 8 && index == (64u << 20) / 5 / 8, "capacity split 4/5 rows, 1/5 index");
-	skel = load(64ULL << 20);
+	skel = load();
 	if (!skel)
 		return;
-	CHECK_EQ_INT(unwinder__new(skel, &(struct unwind_opts){0}, &u), 0, "unwinder maps its arrays");
+	CHECK_EQ_INT(unwinder__new(skel, &(struct unwind_opts){.mem = 64ULL << 20}, &u), 0, "unwinder made");
+	CHECK(u && unwinder__memory(u) == 0, "no chunk before a table is placed");
 	if (!u)
 		goto out;
 	CHECK_EQ_INT(ml_maps__read(getpid(), &maps), 0, "read own maps");
@@ -112,15 +142,20 @@ static void test_tables(void)
 	CHECK(lc != NULL, "libc's text mapping");
 	unwinder__usage(u, &used, &cap, &no_room);
 	CHECK(used > 10000 && cap == rows && no_room == 0, "rows in use, nothing left out");
+	printf("# %llu rows in use, %llu KiB of chunks\n", (unsigned long long)used,
+	       (unsigned long long)(unwinder__memory(u) >> 10));
+	CHECK(unwinder__memory(u) >= used * sizeof(struct ml_urow) &&
+		  unwinder__memory(u) <= used * sizeof(struct ml_urow) * 2 + (24ULL << 20),
+	      "chunks grow with the rows in use, not with --unwind-mem");
 
 	/* Read the process's entry and libc's table back from the maps. */
 	{
 		struct ml_umaps *um = calloc(1, sizeof(*um));
 		__u32 key = (__u32)getpid();
-		size_t rows_len = ((size_t)rows * 8 + 4095) & ~4095UL, idx_len = ((size_t)index * 8 + 4095) & ~4095UL;
-		const struct ml_urow *wr =
-		    mmap(NULL, rows_len, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.urows), 0);
-		const uint8_t *wi = mmap(NULL, idx_len, PROT_READ, MAP_SHARED, bpf_map__fd(skel->maps.uindex), 0);
+		uint32_t nr, ni;
+		struct ml_urow *wr =
+		    (struct ml_urow *)kernel_flat(bpf_map__fd(skel->maps.urows), ML_UW_ROW_CHUNK_BITS, 8, &nr);
+		uint8_t *wi = kernel_flat(bpf_map__fd(skel->maps.uindex), ML_UW_IDX_CHUNK_BITS, 8, &ni);
 		const struct ml_umap *m = NULL;
 		size_t bad = 0, tested = 0, sorted = 1;
 
@@ -143,7 +178,10 @@ static void test_tables(void)
 		}
 		CHECK(m != NULL, "libc's mapping listed");
 		fd = lc ? open(lc->path, O_RDONLY) : -1;
-		if (m && wr != MAP_FAILED && wi != MAP_FAILED && fd >= 0 && ml_unwind_from_elf(fd, -1, &t) == 0) {
+		CHECK(nr * (1ULL << ML_UW_ROW_CHUNK_BITS) * 8 + ni * (1ULL << ML_UW_IDX_CHUNK_BITS) * 8 ==
+			  unwinder__memory(u),
+		      "the kernel's outer maps hold every chunk made");
+		if (m && wr && wi && fd >= 0 && ml_unwind_from_elf(fd, -1, &t) == 0) {
 			/* every 7th byte of libc's table range: same rule as the parser's table */
 			uint64_t lo = t.rows[0].pc, hi = t.rows[t.n - 1].pc;
 
@@ -178,6 +216,8 @@ static void test_tables(void)
 		if (fd >= 0)
 			close(fd);
 		free(um);
+		free(wr);
+		free(wi);
 	}
 
 	/* A second process mapping the same files shares their tables. */
@@ -245,14 +285,14 @@ out:
 
 static void test_no_room(void)
 {
-	struct memleak_bpf *skel = load(1ULL << 16);
+	struct memleak_bpf *skel = load();
 	struct ml_maps maps = {};
 	struct unwinder *u;
 	uint64_t used, cap, no_room;
 
 	if (!skel)
 		return;
-	unwinder__new(skel, &(struct unwind_opts){0}, &u);
+	unwinder__new(skel, &(struct unwind_opts){.mem = 1ULL << 16}, &u);
 	ml_maps__read(getpid(), &maps);
 	unwinder__sync(u, getpid(), &maps);
 	unwinder__usage(u, &used, &cap, &no_room);

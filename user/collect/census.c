@@ -51,7 +51,8 @@ struct census {
 	uint64_t chunks, typed, mark_chunks, mark_typed;
 	uint64_t times[CENSUS_HIST];
 	unsigned int walks;
-	size_t *order; /* the last walk's types in report order (rank) */
+	unsigned int discarded; /* walks left out in a row (census__discard) */
+	size_t *order;		/* the last walk's types in report order (rank) */
 	size_t nordered, cap_order;
 	struct u64map py_types, py_pools; /* Python's: see census__py_maps */
 	uint64_t py_refused;		  /* words read as type objects and refused, since the start */
@@ -480,7 +481,16 @@ int census__end(struct census *c, uint64_t now_ns)
 		t->hist[k] = t->count;
 	}
 	c->walks++;
+	c->discarded = 0;
 	return rank(c);
+}
+
+bool census__discard(struct census *c)
+{
+	if (c->discarded >= CENSUS_DISCARD_MAX)
+		return false;
+	c->discarded++;
+	return true;
 }
 
 /* Cut s at the end of its first template argument (it starts just past the '<'). */

@@ -50,6 +50,13 @@ void census__begin(struct census *c);
 void census__chunk(struct census *c, uint64_t w0, uint64_t w1, uint64_t size);
 int census__end(struct census *c, uint64_t now_ns);
 /*
+ * Instead of census__end, for a walk that stopped part-way (the heap changed while read): its short counts are
+ * kept out of the history, where one dip would hide a type's growth for CENSUS_HIST walks. True when it was
+ * left out; after CENSUS_DISCARD_MAX in a row it is not (a heap that always stops is counted as it reads).
+ */
+#define CENSUS_DISCARD_MAX 2
+bool census__discard(struct census *c);
+/*
  * Every in-use chunk's size, counted by size up to CENSUS_SIZE_MAX (the sampled C heap's clock,
  * collect/sizeweights.h), and what the last walk counted of one size: false when it did not (larger, no walk).
  */

@@ -634,11 +634,13 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
 			break;
 		}
 	}
-	if (census && !err) { /* Python's small objects: pymalloc's pools, not malloc's chunks */
+	if (census && !err) /* Python's small objects: pymalloc's pools, not malloc's chunks */
 		err = pyheap__walk(pid, lv.mem, lv.pagemap, &maps, census, &f->py);
-		if (!err)
-			err = census__end(census, t0);
-	}
+	if (census && !err && f->broken && census__discard(census)) {
+		f->census_left_out = true; /* this report has no census: the last whole walk's history stands */
+		census = NULL;
+	} else if (census && !err)
+		err = census__end(census, t0);
 	f->census = census && !err ? census : NULL;
 	sort_by_addr(f);
 out:

@@ -67,6 +67,7 @@ struct ml_heapfrag {
 	uint64_t unwalked_bytes;      /* the bytes of those heaps from where their walks stopped to their end */
 	uint64_t stop_addr;	      /* where the last walk that failed stopped */
 	bool capped;		      /* the read budget ran out: the figures cover part of the heap */
+	bool census_left_out;	      /* the walk stopped part-way: its census is not kept (census__discard) */
 	struct census *census;	      /* the types of its in-use chunks (heapfrag__scan's), or NULL */
 	struct pyheap_stats py;	      /* the census's Python objects (collect/pyheap.h) */
 	struct ml_arena_frag *arenas; /* by arena, in the order first walked */

@@ -12,6 +12,11 @@ void ml_text_census(FILE *f, int pid, const struct ml_heapfrag *fr)
 	size_t n = fr && fr->census ? census__top(fr->census, top, ML_CENSUS_TEXT_TOP, &chunks, &typed) : 0;
 	char b[3][32];
 
+	if (fr && fr->census_left_out)
+		fprintf(f,
+			"heap census: pid %d: this walk stopped part-way (the heap changed while read) and is left "
+			"out: growth is judged over whole walks\n",
+			pid);
 	if (!n)
 		return;
 	ml_fmt_count(b[0], sizeof(b[0]), (int64_t)chunks, false);

@@ -7,7 +7,6 @@
 #include "collect/ledger.h"
 #include "lib/log.h"
 #include "session/session.h"
-#include "unwind/unwind.h"
 #include "memleak.skel.h"
 
 void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, bool multi)
@@ -19,6 +18,9 @@ void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, b
 	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
 	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
+	/* The ring is mapped whole into this process: its size is most of the tool's RSS on a small target. */
+	bpf_map__set_max_entries(skel->maps.stack_events,
+				 o->max_overhead >= 100 ? ML_STACK_RING_BYTES : ML_STACK_RING_BUDGET);
 	skel->rodata->unwind_tables = o->unwind_tables;
 	/*
 	 * Heap-growth mode's program is loaded in the background when the budget may need it (budget.c); so are
@@ -32,13 +34,6 @@ void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, b
 		bpf_program__set_autoload(skel->progs.rss_fault_kernel, false);
 		bpf_program__set_autoload(skel->progs.rss_page_alloc, false);
 		bpf_program__set_autoload(skel->progs.rss_exit, false);
-	}
-	if (o->unwind_tables) {
-		uint32_t rows, index;
-
-		unwind_capacity(o->unwind_mem, &rows, &index);
-		bpf_map__set_max_entries(skel->maps.urows, rows);
-		bpf_map__set_max_entries(skel->maps.uindex, index);
 	}
 	if (multi) {
 		bpf_program__set_expected_attach_type(skel->progs.alloc_enter, ML_BPF_TRACE_UPROBE_MULTI);

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include "lib/bpfchunks.h"
 #include "lib/clock.h"
 #include "lib/debuginfo.h"
 #include "lib/grow.h"
@@ -63,10 +64,8 @@ struct uw_proc {
 
 struct unwinder {
 	int umaps_fd;
-	struct ml_urow *rows;
-	uint8_t *index;
-	size_t rows_len, index_len; /* mmap lengths */
-	uint32_t rows_cap, index_cap;
+	struct bpfchunks *rows, *index; /* created as the ranges in use reach them */
+	uint32_t rows_cap, index_cap;	/* the most --unwind-mem allows */
 	struct extents free_rows, free_index;
 	struct uw_file files[ML_UW_FILES];
 	struct uw_proc *procs;
@@ -133,37 +132,24 @@ static int ext_take(struct extents *e, uint32_t len, uint32_t *start)
 	return -ENOSPC;
 }
 
-static void *map_array(struct bpf_map *m, size_t *len)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	size_t bytes = (size_t)bpf_map__max_entries(m) * ((bpf_map__value_size(m) + 7) & ~7u);
-	void *p;
-
-	*len = (bytes + (size_t)page - 1) & ~((size_t)page - 1);
-	p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
 int unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o, struct unwinder **out)
 {
 	struct unwinder *u = calloc(1, sizeof(*u));
+	struct bpfchunks_opts ro = {bpf_map__fd(skel->maps.urows), sizeof(struct ml_urow), ML_UW_ROW_CHUNK_BITS,
+				    ML_UW_CHUNKS};
+	struct bpfchunks_opts io = {bpf_map__fd(skel->maps.uindex), sizeof(uint32_t), ML_UW_IDX_CHUNK_BITS,
+				    ML_UW_CHUNKS};
 	int err = -ENOMEM;
 
 	*out = NULL;
 	if (!u)
 		goto fail;
 	u->umaps_fd = bpf_map__fd(skel->maps.umaps);
-	u->rows_cap = bpf_map__max_entries(skel->maps.urows);
-	u->index_cap = bpf_map__max_entries(skel->maps.uindex);
+	unwind_capacity(o->mem, &u->rows_cap, &u->index_cap);
 	if (o->debug_dir && !(u->debug_dir = strdup(o->debug_dir)))
 		goto fail;
-	u->rows = map_array(skel->maps.urows, &u->rows_len);
-	u->index = u->rows ? map_array(skel->maps.uindex, &u->index_len) : NULL;
-	if (!u->rows || !u->index) {
-		err = -errno;
-		ml_dbg("mmap of the unwinding %s map: %s", u->rows ? "index" : "rows", strerror(-err));
+	if (bpfchunks__new(&ro, &u->rows) || bpfchunks__new(&io, &u->index))
 		goto fail;
-	}
 	if (ext_put(&u->free_rows, 0, u->rows_cap) || ext_put(&u->free_index, 0, u->index_cap))
 		goto fail;
 	*out = u;
@@ -177,10 +163,8 @@ void unwinder__free(struct unwinder *u)
 {
 	if (!u)
 		return;
-	if (u->rows)
-		munmap(u->rows, u->rows_len);
-	if (u->index)
-		munmap(u->index, u->index_len);
+	bpfchunks__free(u->rows);
+	bpfchunks__free(u->index);
 	for (size_t i = 0; i < ML_UW_FILES; i++)
 		free(u->files[i].path);
 	for (size_t i = 0; i < u->nprocs; i++) {
@@ -243,9 +227,9 @@ static bool same_wire(const struct ml_urow *a, const struct ml_urow *b)
 	return a->cfa_off == b->cfa_off && a->rbp_off8 == b->rbp_off8 && a->kind == b->kind;
 }
 
-static void put_index(struct unwinder *u, uint32_t at, uint32_t v)
+static int put_index(struct unwinder *u, uint32_t at, uint32_t v)
 {
-	memcpy(u->index + (size_t)at * IDX_STRIDE, &v, sizeof(v));
+	return bpfchunks__write(u->index, at, &v, 1);
 }
 
 /* The executable PT_LOAD segments, to turn a mapping's file offset into an ELF address. */
@@ -329,24 +313,34 @@ static uint32_t index_shift(uint64_t span, uint32_t nrows)
 	return shift;
 }
 
-/* Copies nrows rows and an index of npages + 1 entries into ranges taken for f. 0 or -ENOSPC. */
+/*
+ * Copies nrows rows and an index of npages + 1 entries into ranges taken for f. 0, or -ENOSPC when the ranges
+ * or the kernel memory for a new chunk could not be had.
+ */
 static int place(struct unwinder *u, struct uw_file *f, const struct ml_urow *conv, uint32_t nrows, uint32_t shift,
 		 uint32_t npages)
 {
+	int err = 0;
+
 	if (ext_take(&u->free_rows, nrows, &f->row_base))
 		return -ENOSPC;
 	if (ext_take(&u->free_index, npages + 1, &f->idx_base)) {
 		ext_put(&u->free_rows, f->row_base, nrows);
 		return -ENOSPC;
 	}
-	memcpy(&u->rows[f->row_base], conv, nrows * sizeof(*conv));
+	err = bpfchunks__write(u->rows, f->row_base, conv, nrows);
 	/* index[p]: the last row at or before the start of slot p (0 when none is) */
-	for (uint32_t p = 0, r = 0; p <= npages; p++) {
+	for (uint32_t p = 0, r = 0; !err && p <= npages; p++) {
 		uint64_t at = (uint64_t)p << shift;
 
 		while (r + 1 < nrows && conv[r + 1].pc <= at)
 			r++;
-		put_index(u, f->idx_base + p, p == npages ? nrows - 1 : r);
+		err = put_index(u, f->idx_base + p, p == npages ? nrows - 1 : r);
+	}
+	if (err) {
+		ext_put(&u->free_rows, f->row_base, nrows);
+		ext_put(&u->free_index, f->idx_base, npages + 1);
+		return -ENOSPC;
 	}
 	f->n_rows = nrows;
 	f->n_idx = npages + 1;
@@ -639,4 +633,19 @@ void unwinder__usage(const struct unwinder *u, uint64_t *rows_used, uint64_t *ro
 	*rows_used = used;
 	*rows_cap = u->rows_cap;
 	*no_room = u->no_room;
+}
+
+uint64_t unwinder__memory(const struct unwinder *u)
+{
+	return bpfchunks__bytes(u->rows) + bpfchunks__bytes(u->index);
+}
+
+const struct ml_urow *unwinder__row(const struct unwinder *u, uint32_t i)
+{
+	return bpfchunks__at(u->rows, i);
+}
+
+const uint32_t *unwinder__index(const struct unwinder *u, uint32_t i)
+{
+	return bpfchunks__at(u->index, i);
 }

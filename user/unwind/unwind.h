@@ -10,18 +10,20 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "lib/procmaps.h"
+#include "memleak.h"
 
 struct memleak_bpf;
 struct unwinder;
 
 struct unwind_opts {
 	const char *debug_dir; /* where separate debug files are looked for; NULL: the default */
+	uint64_t mem;	       /* the most the row and index arrays may hold (--unwind-mem) */
 };
 
-/* Row and index capacity for a memory budget: set on the skeleton's maps before load. */
+/* Row and index capacity for a memory budget. */
 void unwind_capacity(uint64_t mem, uint32_t *rows, uint32_t *index);
 
-/* After load: maps the row and index arrays, whose sizes unwind_capacity set. */
+/* After load: the row and index arrays start empty and grow a chunk at a time as tables are placed. */
 int unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o, struct unwinder **out);
 void unwinder__free(struct unwinder *u); /* NULL-safe */
 
@@ -51,5 +53,12 @@ int unwinder__file(const struct unwinder *u, size_t i, struct unwind_file_info *
 
 /* Totals: rows in use and capacity, files left without a table for want of room. */
 void unwinder__usage(const struct unwinder *u, uint64_t *rows_used, uint64_t *rows_cap, uint64_t *no_room);
+
+/* Kernel memory the row and index chunks created so far hold (mapped once in this process). */
+uint64_t unwinder__memory(const struct unwinder *u);
+
+/* Row i and index entry i as the BPF side reads them; NULL where no table was ever placed. */
+const struct ml_urow *unwinder__row(const struct unwinder *u, uint32_t i);
+const uint32_t *unwinder__index(const struct unwinder *u, uint32_t i);
 
 #endif
