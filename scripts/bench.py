@@ -13,6 +13,7 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   paired    the same, two processes at once, one traced: the host's load cancels out of each round's ratio
   start     the same loop's first 200 steps from 'attached': what the full-cost start and the switch cost it
   fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
+  memory    the tool's own VmHWM and RSS by kind: -p on a small C program, on one PyTorch rank, --match on eight
   findings  -c on the losses loop ending by itself (PyPI's torch): the run's time against none, what decoding code
             objects as their stacks come and keeping the findings cost, and whether the final report after the
             exit still names the leak
@@ -24,7 +25,7 @@ BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and 
 BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-separated: 2500,10000),
 BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
 BENCH_PEERS_SECONDS (10), BENCH_PEERS_ROUNDS (3), BENCH_PEERS_PYTHON (build/venv/3.12/bin/python),
-BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary built from its source; unset: not run).
+BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary built from its source; unset: not run), BENCH_MEMORY_SECONDS (15).
 """
 import json
 import os
@@ -1451,9 +1452,80 @@ def peers_bench():
                 print(f"    {'':24s} errors: {r['err']}")
 
 
+def smaps_by_kind(pid):
+    """RSS in KiB of a process's mappings, by kind: BPF maps, the heap, other anonymous memory, files."""
+    kinds, kind = {"bpf maps": 0, "heap": 0, "anonymous": 0, "files": 0}, "files"
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                name = parts[5] if len(parts) > 5 else ""
+                kind = ("bpf maps" if "bpf-map" in name else "heap" if name == "[heap]" else
+                        "anonymous" if not name or name.startswith("[") else "files")
+            elif parts and parts[0] == "Rss:":
+                kinds[kind] += int(parts[1])
+    return kinds
+
+
+def vm_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith(field + ":"))
+
+
+def memory_run(targets, argv, secs):
+    """memleak-ai with argv (its targets already running) for secs: its VmHWM and RSS by kind at the end (KiB)."""
+    tool = subprocess.Popen([TOOL] + argv + ["-o", "/dev/null", "2"], stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(secs)
+        if tool.poll() is not None:
+            sys.exit(f"memory: memleak-ai {' '.join(argv)} exited early ({tool.returncode})")
+        return vm_kib(tool.pid, "VmHWM"), smaps_by_kind(tool.pid)
+    finally:
+        tool.send_signal(signal.SIGINT)
+        tool.wait(60)
+
+
+def memory_bench():
+    """The tool's own memory at default settings: VmHWM (its peak RSS) and RSS by kind after BENCH_MEMORY_SECONDS,
+    attached with -p to a small C program (three_leaks), to one steady PyTorch rank, and with --match beside eight
+    ranks, as a node agent. The BPF maps it maps (allocation table, stack ring, unwinding chunks) count in its RSS."""
+    secs = float(os.environ.get("BENCH_MEMORY_SECONDS", "15"))
+    py = os.environ.get("BENCH_PEERS_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
+    tag = f"memory{os.getpid()}"
+    print(f"Memory: memleak-ai's VmHWM and RSS by kind, default settings, after {secs:.0f} s (load "
+          f"{os.getloadavg()[0]:.2f}):")
+
+    def show(what, hwm, kinds):
+        print(f"  {what:34s} VmHWM {hwm / 1024:6.1f} MiB; RSS " +
+              ", ".join(f"{k} {v / 1024:.1f}" for k, v in kinds.items()) + " MiB")
+    c = subprocess.Popen([os.path.join(B, "three_leaks"), "run"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        show("-p a small C program", *memory_run([c], ["-p", str(c.pid)], secs))
+    finally:
+        c.kill()
+        c.wait()
+    ranks = []
+    try:
+        for r in range(8):
+            env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="8")
+            ranks.append(subprocess.Popen([py, os.path.join(ROOT, "tests", "bench", "fleet_rank.py"), tag],
+                                          stdout=subprocess.PIPE, env=env))
+        for p in ranks:
+            read_line(p.stdout, 300, "rank ready")
+        show(f"-p one PyTorch rank (torch, {os.path.basename(py)})", *memory_run(ranks[:1], ["-p", str(ranks[0].pid)],
+                                                                              secs))
+        show("--match beside eight ranks", *memory_run(ranks, ["--match", f"fleet_rank\\.py {tag}$"], secs))
+    finally:
+        for p in ranks:
+            p.kill()
+            p.wait()
+
+
 def main(argv):
     benches = {"estimate": estimate_bench, "default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
-               "budget": budget_bench, "report": report_bench, "fleet": fleet_bench, "findings": findings_bench}
+               "budget": budget_bench, "report": report_bench, "fleet": fleet_bench, "findings": findings_bench,
+               "memory": memory_bench}
     peers = {"peers": peers_bench}  # not part of the default run (about 10 minutes): `make bench BENCH=peers`
     names = argv or list(benches)
     benches.update(peers)
