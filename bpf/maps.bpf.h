@@ -17,16 +17,29 @@
 /* Set by user space between open and load. */
 const volatile __u64 min_size __weak = 0;
 const volatile __u64 max_size __weak = ~0ULL;
-const volatile __u32 table_mask __weak = 0; /* slots - 1; slots is a power of two */
 
-/* The outstanding allocations (see memleak.h): written by the allocator probes and heap-growth mode. */
-struct {
+/*
+ * The outstanding allocations (see memleak.h): written by the allocator probes and heap-growth mode. Its levels
+ * are array maps user space makes as the table fills (user/collect/slots.c), each sized on its own.
+ */
+struct ml_table_level {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1); /* sized from --max-allocs */
+	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	__uint(max_entries, 1); /* each level is sized when made */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct ml_slot)); /* by size: BTF may hold the struct only as a declaration */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, ML_TABLE_LEVELS);
 	__type(key, __u32);
-	__type(value, struct ml_slot);
+	__array(values, struct ml_table_level);
 } table SEC(".maps") __weak;
+
+/* The newest level, and each level's slots - 1 (a power of two): written by user space before it publishes. */
+volatile __u32 table_top __weak;
+volatile __u32 table_masks[ML_TABLE_LEVELS] __weak;
 
 /* All counters in one per-CPU element: one lookup per event, not one per counter. */
 struct ml_counters {

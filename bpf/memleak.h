@@ -89,10 +89,14 @@ struct ml_spec {
 };
 
 /*
- * Outstanding allocations live in one open-addressing table (a BPF array that user space maps read-only):
- * slots are claimed with compare-and-swap on `addr`, probed linearly from ml_slot_hash(), and released by
- * turning `addr` into a tombstone. A report is then a sequential read of memory, not a syscall per entry.
+ * Outstanding allocations live in one open-addressing table (BPF arrays that user space maps): slots are
+ * claimed with compare-and-swap on `addr`, probed linearly from ml_slot_hash(), and released by turning `addr`
+ * into a tombstone. A report is then a sequential read of memory, not a syscall per entry. The table grows by
+ * levels: new records go to the newest level, a release looks from the newest down, and older levels drain.
  */
+#define ML_TABLE_LEVELS 8		/* levels of the table, made as it fills: new records go to the newest */
+#define ML_TABLE_FIRST_SLOTS (1U << 18) /* the first level's slots (12 MiB); each next one has 4 times as many */
+#define ML_TABLE_FILL 25		/* percent of the newest level's slots live when the next one is made */
 #define ML_SLOT_EMPTY 0ULL
 #define ML_SLOT_TOMB 1ULL
 #define ML_MAX_PROBES 32 /* slots tried before an allocation is dropped (counted) as "table full" */

@@ -8,67 +8,40 @@
 
 #include "common.bpf.h"
 
-/* Walk a probe chain of the allocation table: the slot holding (tgid, layer, addr), or NULL. */
-static __always_inline struct ml_slot *slot_find(__u32 tgid, __u8 layer, __u64 addr)
+/* Where a slot is, as table.bpf.c's searches say it: (level << 32 | index), ML_TABLE_TAKEOVER, or -1. */
+#define ML_TABLE_TAKEOVER (1LL << 62)
+__s64 table_find(__u32 tgid, __u32 layer, __u64 addr);
+__s64 table_find_in(__u32 k, __u32 tgid, __u32 layer, __u64 addr);
+__s64 table_claim(__u32 tgid, __u32 layer, __u64 addr);
+__s64 table_claim_in(__u32 k, __u32 tgid, __u32 layer, __u64 addr);
+
+static __always_inline struct ml_slot *slot_at(__s64 where)
 {
-	__u32 start = (__u32)ml_slot_hash(tgid, layer, addr);
+	__u32 k, i;
+	void *t;
 
-	for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
-		__u32 i = (start + p) & table_mask;
-		struct ml_slot *s = bpf_map_lookup_elem(&table, &i);
-		__u64 k;
-
-		if (!s)
-			return NULL;
-		k = READ_ONCE(s->addr);
-		if (k == ML_SLOT_EMPTY)
-			return NULL;
-		if (k == addr && s->tgid == tgid && s->layer == layer)
-			return s;
-	}
-	return NULL;
+	if (where < 0)
+		return NULL;
+	k = (__u32)(where >> 32) & (ML_TABLE_LEVELS - 1);
+	i = (__u32)where;
+	t = bpf_map_lookup_elem(&table, &k);
+	return t ? bpf_map_lookup_elem(t, &i) : NULL;
 }
 
-/*
- * The slot for a new allocation at addr. The allocator just handed addr out, so a record already holding
- * the same key is dead (its release raced with this allocation, e.g. a realloc that moved on another
- * thread): it is taken over, never duplicated. Otherwise the first released or empty slot of the chain
- * is claimed with compare-and-swap; another thread claiming the same slot first sends this one along the
- * chain again (twice at most). NULL when the chain is full.
- */
+/* The slot holding (tgid, layer, addr), or NULL. */
+static __always_inline struct ml_slot *slot_find(__u32 tgid, __u8 layer, __u64 addr)
+{
+	return slot_at(table_find(tgid, layer, addr));
+}
+
+/* The slot for a new allocation at addr (table_claim), or NULL when its chain is full. */
 static __always_inline struct ml_slot *slot_claim(struct ml_counters *c, __u32 tgid, __u8 layer, __u64 addr)
 {
-	__u32 start = (__u32)ml_slot_hash(tgid, layer, addr);
+	__s64 where = table_claim(tgid, layer, addr);
 
-	for (int attempt = 0; attempt < 3; attempt++) {
-		struct ml_slot *cand = NULL;
-		__u64 cand_k = 0;
-
-		for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
-			__u32 i = (start + p) & table_mask;
-			struct ml_slot *s = bpf_map_lookup_elem(&table, &i);
-			__u64 k;
-
-			if (!s)
-				break;
-			k = READ_ONCE(s->addr);
-			if (k == addr && s->tgid == tgid && s->layer == layer) {
-				cnt_inc(c, ML_STAT_TAKEOVER);
-				return s;
-			}
-			if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) && !cand) {
-				cand = s;
-				cand_k = k;
-			}
-			if (k == ML_SLOT_EMPTY)
-				break;
-		}
-		if (!cand)
-			return NULL;
-		if (__sync_val_compare_and_swap(&cand->addr, cand_k, addr) == cand_k)
-			return cand;
-	}
-	return NULL;
+	if (where >= 0 && (where & ML_TABLE_TAKEOVER))
+		cnt_inc(c, ML_STAT_TAKEOVER);
+	return slot_at(where);
 }
 
 /* Drop an allocation; with expect_ts, only if it is still the one seen when the call began. 1 if dropped. */

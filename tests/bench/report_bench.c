@@ -4,12 +4,14 @@
  */
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 #include "collect/ledger.h"
+#include "collect/slots.h"
 #include "collect/stackstore.h"
 #include "judge/verdict.h"
 #include "memleak.skel.h"
@@ -83,38 +85,32 @@ int main(int argc, char **argv)
 	struct ledger *l;
 	double t0, best = 1e9, worst = 0;
 
-	skel = memleak_bpf__open();
-	skel->rodata->table_mask = ledger_table_slots(nallocs) - 1;
-	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(nallocs));
-	if (memleak_bpf__load(skel)) {
+	struct slots *t;
+
+	skel = memleak_bpf__open_and_load();
+	if (!skel) {
 		fprintf(stderr, "report_bench: cannot load BPF (root?)\n");
 		return 1;
 	}
-	/* Fill the table through a writable mapping, probing as the BPF side does. */
-	{
-		uint32_t mask = skel->rodata->table_mask;
-		size_t bytes = ((size_t)mask + 1) * sizeof(struct ml_slot);
-		struct ml_slot *t =
-		    mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
+	/* Fill the table's levels as the BPF side does, a level added whenever a run's watch would add one. */
+	if (slots__new(skel, ledger_table_slots(nallocs), &t)) {
+		fprintf(stderr, "report_bench: cannot make the table\n");
+		return 1;
+	}
+	for (uint32_t i = 0; i < nallocs; i++) {
+		uint64_t addr = 0x100000ULL + (uint64_t)i * 64;
+		struct ml_slot *sl = slots__claim(t, 1, ML_LAYER_LIBC, addr);
 
-		if (t == MAP_FAILED) {
-			fprintf(stderr, "report_bench: cannot map the table\n");
+		if (!sl || (i % 4096 == 0 && slots__crowded(t) && slots__grow(t) == -ENOMEM)) {
+			fprintf(stderr, "report_bench: allocation %u not recorded\n", i);
 			return 1;
 		}
-		for (uint32_t i = 0; i < nallocs; i++) {
-			uint64_t addr = 0x100000ULL + (uint64_t)i * 64;
-			uint32_t h = (uint32_t)ml_slot_hash(1, ML_LAYER_LIBC, addr);
-
-			while (t[h & mask].addr)
-				h++;
-			t[h & mask] = (struct ml_slot){.addr = addr,
-						       .ts_ns = 1 + i,
-						       .size = 64 + i % 512,
-						       .caller = 0x400000 + i % nstacks,
-						       .stack_id = 1 + i % nstacks,
-						       .tgid = 1};
-		}
-		munmap(t, bytes);
+		*sl = (struct ml_slot){.addr = addr,
+				       .ts_ns = 1 + i,
+				       .size = 64 + i % 512,
+				       .caller = 0x400000 + i % nstacks,
+				       .stack_id = 1 + i % nstacks,
+				       .tgid = 1};
 	}
 	struct stackstore *ss;
 	struct ml_stack *st = malloc(sizeof(*st));
@@ -138,7 +134,7 @@ int main(int argc, char **argv)
 	const size_t *order;
 	size_t heap0 = mallinfo2().uordblks, heap1 = 0;
 
-	if (ledger__new(skel, &(struct ledger_opts){.tgid = 1, .stacks = ss}, &l) || verdicts__new(&v)) {
+	if (ledger__new(skel, &(struct ledger_opts){.slots = t, .tgid = 1, .stacks = ss}, &l) || verdicts__new(&v)) {
 		fprintf(stderr, "report_bench: cannot set up the ledger\n");
 		return 1;
 	}

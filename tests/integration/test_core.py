@@ -229,6 +229,23 @@ def full_table_drops_are_counted():
 
 
 @test
+def table_grows_by_levels():
+    """200,000 blocks kept in under a second, at full fidelity: past a quarter of the first level's 262,144 slots,
+    so a second level of 1,048,576 is made (and no third: 135,000 is 13 % of it); every block recorded in the
+    levels, the first 4,096 found in the first level when freed after it, and the memory they take said."""
+    rep, tool = traced("grows", "--max-overhead", "100", "-v")
+    f = by_func(rep)
+    eq(rep["stats"]["dropped"]["allocs_table_full"], 0, "no block dropped")
+    eq(f.get("leak_malloc"), ((200000 - 4096) * 16, 200000 - 4096), "every block recorded, the freed ones gone")
+    check(rep["stats"]["events"]["frees_matched"] >= 4096, f"frees matched: {rep['stats']['events']}")
+    check(any("allocation table: a level of 1048576 slots added, 1310720 slots in all (60 MiB)" in l
+              for l in tool.stderr_lines), f"the level said: {[l for l in tool.stderr_lines if 'table' in l]}")
+    t = rep["stats"]["table"]
+    eq((t["levels"], t["slots"], t["bytes"]), (2, 262144 + 1048576, (262144 + 1048576) * 48),
+       "a second level of 1,048,576 slots, 60 MiB in all")
+
+
+@test
 def top_limits_stacks():
     rep, _ = traced("basic", "-T", "1", "--layers", "libc")  # the rss layer's pages would be the largest
     eq(len(rep["stacks"]), 1, "one stack")

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "collect/ledger.h"
 #include "collect/sizeweights.h"
+#include "collect/slots.h"
 #include "collect/stackstore.h"
 #include "judge/verdict.h"
 #include "profile.pb-c.h"
@@ -25,57 +26,44 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The table of the skeleton last loaded: its levels, made as a run makes them. */
+static struct slots *T;
+
 static struct memleak_bpf *load(uint32_t max_allocs)
 {
 	struct memleak_bpf *skel = memleak_bpf__open();
 
 	if (!skel)
 		return NULL;
-	skel->rodata->table_mask = ledger_table_slots(max_allocs) - 1;
-	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(max_allocs));
 	if (memleak_bpf__load(skel)) {
+		memleak_bpf__destroy(skel);
+		return NULL;
+	}
+	slots__free(T);
+	if (slots__new(skel, ledger_table_slots(max_allocs), &T)) {
 		memleak_bpf__destroy(skel);
 		return NULL;
 	}
 	return skel;
 }
 
-/* Walk a probe chain as the BPF side does: the slot index holding (tgid, addr), or with claim the first free one. */
-static int probe(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, bool claim, struct ml_slot *sl)
-{
-	int fd = bpf_map__fd(skel->maps.table);
-	uint32_t mask = skel->rodata->table_mask;
-	uint32_t start = (uint32_t)ml_slot_hash(tgid, ML_LAYER_LIBC, addr);
-
-	for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-		uint32_t i = (start + p) & mask;
-
-		bpf_map_lookup_elem(fd, &i, sl);
-		if (claim && (sl->addr == ML_SLOT_EMPTY || sl->addr == ML_SLOT_TOMB))
-			return (int)i;
-		if (!claim && sl->addr == ML_SLOT_EMPTY)
-			return -1;
-		if (!claim && sl->addr == addr && sl->tgid == tgid && sl->layer == ML_LAYER_LIBC)
-			return (int)i;
-	}
-	return -1;
-}
-
+/* A record written as the BPF side writes one: claimed on its probe chain, ts_ns last. */
 static void put_layer(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts,
 		      uint64_t stack, uint64_t caller, unsigned int layer)
 {
-	struct ml_slot sl;
-	int i = probe(skel, tgid, addr, true, &sl);
+	struct ml_slot *s = slots__claim(T, tgid, (uint8_t)layer, addr);
 
-	sl = (struct ml_slot){.addr = addr,
-			      .ts_ns = ts,
-			      .size = size,
-			      .caller = caller,
-			      .stack_id = stack,
-			      .tgid = tgid,
-			      .layer = (__u8)layer};
-	if (i >= 0)
-		bpf_map_update_elem(bpf_map__fd(skel->maps.table), &i, &sl, BPF_ANY);
+	if (!s)
+		return;
+	s->ts_ns = 0;
+	s->size = size;
+	s->caller = caller;
+	s->stack_id = stack;
+	s->tgid = tgid;
+	s->layer = (__u8)layer;
+	s->spec = 0;
+	s->device = 0;
+	s->ts_ns = ts;
 }
 
 static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t size, uint64_t ts, uint64_t stack,
@@ -86,12 +74,10 @@ static void put(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr, uint64_t
 
 static void del(struct memleak_bpf *skel, uint32_t tgid, uint64_t addr)
 {
-	struct ml_slot sl;
-	int i = probe(skel, tgid, addr, false, &sl);
+	struct ml_slot *s = slots__find(T, tgid, ML_LAYER_LIBC, addr);
 
-	sl.addr = ML_SLOT_TOMB;
-	if (i >= 0)
-		bpf_map_update_elem(bpf_map__fd(skel->maps.table), &i, &sl, BPF_ANY);
+	if (s)
+		s->addr = ML_SLOT_TOMB;
 }
 
 /* Hand a stack to the store as the ring would: native words then Python word pairs. */
@@ -202,8 +188,6 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	int64_t grew = 20;
 	struct sizeweights_proc proc = {
 	    .tgid = 7, .since_ns = now - 2000000000ULL, .growth = growth_of_80, .ctx = &grew};
-	struct ml_slot *table;
-	size_t len;
 
 	CHECK_EQ_U64(sizeweights__chunk(1), 32, "chunk: the minimum");
 	CHECK_EQ_U64(sizeweights__chunk(24), 32, "chunk: 24 bytes fit 32");
@@ -211,7 +195,7 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	CHECK_EQ_U64(sizeweights__chunk(64), 80, "chunk: 64 bytes take 80");
 	CHECK_EQ_U64(sizeweights__chunk(1000), 1008, "chunk: 1000 bytes take 1008");
 	if (!skel || sizeweights__new(&sw) ||
-	    ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss, .sizes = sw}, &l)) {
+	    ledger__new(skel, &(struct ledger_opts){.slots = T, .tgid = 7, .stacks = ss, .sizes = sw}, &l)) {
 		CHECK(false, "size weights: a ledger");
 		goto out;
 	}
@@ -222,8 +206,7 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	put(skel, 7, 0xa000, 1000, now, 9, 0xb0);
 	put(skel, 7, 0xb000, 1000, now, 9, 0xb0);
 	put(skel, 8, 0xc000, 64, now, 5, 0xc0); /* another process's */
-	table = ledger__table(l, &len);
-	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh");
+	CHECK_EQ_INT(sizeweights__weigh(sw, T, &proc, 1), 0, "weigh");
 	CHECK(ledger__collect(l, &s) == 0 && s->nrows == 3, "collect weighed records: three rows");
 	CHECK(find(s, 0xa0) && find(s, 0xa0)->bytes == 5 * 64 * 4 + 64 * 2 && find(s, 0xa0)->count == 5 * 4 + 2,
 	      "80-byte chunks grew by 20 and 5 records live: each weighs 4; the one before the base 2");
@@ -231,7 +214,7 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	      "two records of a size are too few: the windows' scale");
 	CHECK(find(s, 0xc0) && find(s, 0xc0)->count == 2, "another process's records: the windows' scale");
 	grew = 3;
-	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh again");
+	CHECK_EQ_INT(sizeweights__weigh(sw, T, &proc, 1), 0, "weigh again");
 	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xa0) && find(s, 0xa0)->count == 5 + 2,
 	      "a size that grew less than its live records: each stands for itself");
 	sizeweights__drop(sw, 7);
@@ -241,13 +224,13 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	proc.whole = true;
 	proc.growth = growth_whole;
 	grew = 23200;
-	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh whole");
+	CHECK_EQ_INT(sizeweights__weigh(sw, T, &proc, 1), 0, "weigh whole");
 	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xa0) && find(s, 0xa0)->count == 5 * 10 + 2 &&
 		  find(s, 0xa0)->bytes == 5 * 64 * 10 + 64 * 2 && find(s, 0xb0) && find(s, 0xb0)->count == 2 * 10,
 	      "weighed whole: every record since the base stands for 10, whatever its size; older ones as scaled");
 	CHECK(find(s, 0xc0) && find(s, 0xc0)->count == 2, "weighed whole: another process's records as scaled");
 	grew = -4096;
-	CHECK_EQ_INT(sizeweights__weigh(sw, table, len, &proc, 1), 0, "weigh whole again");
+	CHECK_EQ_INT(sizeweights__weigh(sw, T, &proc, 1), 0, "weigh whole again");
 	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xb0) && find(s, 0xb0)->count == 2,
 	      "memory that shrank: each record stands for itself");
 out:
@@ -379,7 +362,8 @@ int main(void)
 	stackstore_checks();
 	if (stackstore__new(&ss))
 		return SUMMARY("ledger");
-	CHECK_EQ_INT(ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l), 0, "ledger created");
+	CHECK_EQ_INT(ledger__new(skel, &(struct ledger_opts){.slots = T, .tgid = 7, .stacks = ss}, &l), 0,
+		     "ledger created");
 	if (!l)
 		return SUMMARY("ledger");
 
@@ -418,7 +402,7 @@ int main(void)
 	ledger__free(l);
 
 	/* min-age: young blocks are left out but their stack stays referenced */
-	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss, .min_age_ns = 1500000000ULL}, &l);
+	ledger__new(skel, &(struct ledger_opts){.slots = T, .tgid = 7, .stacks = ss, .min_age_ns = 1500000000ULL}, &l);
 	CHECK_EQ_INT(ledger__collect(l, &s), 0, "collect with min-age");
 	r = find(s, 0xa0);
 	CHECK(r && r->bytes == 300 && r->count == 1, "of blocks 1 s and 2 s old only the 2 s one counts");
@@ -431,7 +415,7 @@ int main(void)
 	 * Python frames); where two complete stacks extend it, it stays a row of its own.
 	 */
 	skel = load(4096);
-	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);
+	ledger__new(skel, &(struct ledger_opts){.slots = T, .tgid = 7, .stacks = ss}, &l);
 	{
 		const uint64_t full1[] = {0x10, 0x11, 0x12, 0x13, 0xf0, 0xf1}, full2[] = {0x10, 0x11, 0x99, 0xf0, 0xf1};
 		const uint64_t cut1[] = {0x10, 0x11, 0x12, 0xf0, 0xf1}, cut2[] = {0x10, 0xf0, 0xf1};
@@ -482,7 +466,7 @@ int main(void)
 	 * 1-in-2 epoch twice, one made in the 1-in-4 epoch four times; other layers are untouched.
 	 */
 	skel = load(4096);
-	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);
+	ledger__new(skel, &(struct ledger_opts){.slots = T, .tgid = 7, .stacks = ss}, &l);
 	CHECK(ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 2000000000ULL, 1) == 0 &&
 		  ledger__set_weight(l, ML_LAYER_TORCH_CPU, now - 1000000000ULL, 2) == 0,
 	      "two weight epochs");
@@ -518,7 +502,7 @@ int main(void)
 	 * scales leaves the other's.
 	 */
 	skel = load(4096);
-	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);
+	ledger__new(skel, &(struct ledger_opts){.slots = T, .tgid = 7, .stacks = ss}, &l);
 	CHECK(ledger__add_scale(l, ML_LAYER_TORCH_CPU, now - 1500000000ULL, 2.0) == 0 &&
 		  ledger__add_scale(l, ML_LAYER_TORCH_CPU, now - 1500000000ULL, 3.0) == 0 &&
 		  ledger__add_scale(l, ML_LAYER_LIBC, now - 1000000000ULL, 1.5) == 0,
@@ -538,7 +522,7 @@ int main(void)
 
 	/* many stacks: every one gets its row, nothing is folded or lost */
 	skel = load(4096);
-	ledger__new(skel, &(struct ledger_opts){.tgid = 7, .stacks = ss}, &l);
+	ledger__new(skel, &(struct ledger_opts){.slots = T, .tgid = 7, .stacks = ss}, &l);
 	for (int i = 0; i < 3000; i++)
 		put(skel, 7, 0x10000 + (uint64_t)i * 16, 10 + (uint64_t)(i % 7), now, 1 + (uint64_t)i,
 		    0x100 + (uint64_t)i);

@@ -12,6 +12,7 @@
 #include "collect/cutmerge.h"
 #include "collect/devsplit.h"
 #include "collect/sizeweights.h"
+#include "collect/slots.h"
 #include "collect/stackstore.h"
 #include "lib/bpfstats.h"
 #include "lib/clock.h"
@@ -35,9 +36,8 @@ static bool is_handle(uint8_t spec)
 struct ledger {
 	struct memleak_bpf *skel;
 	struct ledger_opts o;
-	struct ml_slot *table; /* the kernel's table, mapped (user space writes only tombstones, by compare-and-swap) */
-	size_t table_len, table_bytes;
-	size_t sweep_at; /* where ledger__sweep goes on */
+	struct slots *slots; /* the kernel's table, mapped (user space writes tombstones, by compare-and-swap) */
+	size_t sweep_at;     /* where ledger__sweep goes on, across the levels */
 	int ncpu;
 	uint64_t last_ns;
 	struct ml_snapshot snap;
@@ -92,8 +92,6 @@ uint32_t ledger_table_slots(uint32_t max_allocs)
 int ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o, struct ledger **out)
 {
 	struct ledger *l = calloc(1, sizeof(*l));
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	void *m;
 	int err;
 
 	*out = NULL;
@@ -111,15 +109,12 @@ int ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o, struct le
 		err = -ENOMEM;
 		goto fail;
 	}
-	l->table_len = bpf_map__max_entries(skel->maps.table);
-	l->table_bytes = (l->table_len * sizeof(struct ml_slot) + page - 1) / page * page;
-	m = mmap(NULL, l->table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(skel->maps.table), 0);
-	if (m == MAP_FAILED) {
-		err = -errno;
-		ml_dbg("mmap of the allocation table (%zu bytes): %s", l->table_bytes, strerror(-err));
+	l->slots = o->slots;
+	err = l->slots ? 0 : slots__new(skel, ledger_table_slots(o->max_allocs ? o->max_allocs : 1048576), &l->slots);
+	if (err) {
+		ml_dbg("the allocation table's first level: %s", strerror(-err));
 		goto fail;
 	}
-	l->table = m;
 	l->last_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	*out = l;
 	return 0;
@@ -132,8 +127,8 @@ void ledger__free(struct ledger *l)
 {
 	if (!l)
 		return;
-	if (l->table)
-		munmap((void *)l->table, l->table_bytes);
+	if (l->slots != l->o.slots)
+		slots__free(l->slots);
 	free(l->snap.rows);
 	free(l->snap.procs);
 	u64map__free_values(&l->canon_ids);
@@ -408,24 +403,32 @@ static int proc_totals(struct ledger *l, const struct ml_row *rows, size_t nrows
 	return 0;
 }
 
+/* Slot i of the levels taken one after another. */
+static struct ml_slot *slot_nth(const struct slots *t, size_t i)
+{
+	unsigned int k = 0;
+
+	while (k + 1 < t->n && i >= t->lv[k].len)
+		i -= t->lv[k++].len;
+	return &t->lv[k].v[i];
+}
+
 /* Tombstones for the records of tgid (-1: any) in layer (ML_LAYER_MAX: any) made before before_ns. */
 static uint64_t forget_where(struct ledger *l, int tgid, unsigned int layer, uint64_t before_ns)
 {
-	int fd = bpf_map__fd(l->skel->maps.table);
+	const struct slots *t = l->slots;
 	uint64_t n = 0;
 
-	for (size_t i = 0; i < l->table_len; i++) {
-		struct ml_slot v = l->table[i];
-		__u32 key = (__u32)i;
+	for (unsigned int k = 0; k < t->n; k++)
+		for (size_t i = 0; i < t->lv[k].len; i++) {
+			struct ml_slot v = t->lv[k].v[i];
 
-		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns || v.ts_ns >= before_ns ||
-		    (tgid >= 0 && v.tgid != (uint32_t)tgid) || (layer < ML_LAYER_MAX && v.layer != layer))
-			continue;
-		/* Nothing in the kernel touches a dead image's records; a tombstone is free for the taking. */
-		v.addr = ML_SLOT_TOMB;
-		if (bpf_map_update_elem(fd, &key, &v, BPF_ANY) == 0)
-			n++;
-	}
+			if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns || v.ts_ns >= before_ns ||
+			    (tgid >= 0 && v.tgid != (uint32_t)tgid) || (layer < ML_LAYER_MAX && v.layer != layer))
+				continue;
+			n += __atomic_compare_exchange_n(&t->lv[k].v[i].addr, &v.addr, ML_SLOT_TOMB, false,
+							 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+		}
 	return n;
 }
 
@@ -448,12 +451,12 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer)
 uint64_t ledger__sweep(struct ledger *l, unsigned int layer, uint64_t since_ns, size_t max, ledger_live_fn live,
 		       void *ctx, uint64_t *asked)
 {
-	uint64_t dropped = 0;
-	size_t i = l->sweep_at;
+	uint64_t dropped = 0, cap = slots__capacity(l->slots);
+	size_t i = l->sweep_at % cap;
 
 	*asked = 0;
-	for (size_t n = 0; n < l->table_len && *asked < max; n++, i = (i + 1) % l->table_len) {
-		struct ml_slot v = l->table[i];
+	for (size_t n = 0; n < cap && *asked < max; n++, i = (i + 1) % cap) {
+		struct ml_slot *s = slot_nth(l->slots, i), v = *s;
 
 		/* A record of the layer made by an allocator row, not by heap growth or the rss layer. */
 		if (v.addr == ML_SLOT_EMPTY || v.addr == ML_SLOT_TOMB || !v.ts_ns || v.ts_ns < since_ns ||
@@ -461,7 +464,7 @@ uint64_t ledger__sweep(struct ledger *l, unsigned int layer, uint64_t since_ns, 
 			continue;
 		++*asked;
 		if (live(ctx, v.tgid, v.addr, v.size) == 0 &&
-		    __atomic_compare_exchange_n(&l->table[i].addr, &v.addr, ML_SLOT_TOMB, false, __ATOMIC_SEQ_CST,
+		    __atomic_compare_exchange_n(&s->addr, &v.addr, ML_SLOT_TOMB, false, __ATOMIC_SEQ_CST,
 						__ATOMIC_SEQ_CST))
 			dropped++;
 	}
@@ -684,8 +687,9 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 
 	err = collect_begin(l, &now);
 	newest = now > l->o.min_age_ns ? now - l->o.min_age_ns : 0;
-	for (size_t i = 0; !err && i < l->table_len; i++) /* one pass over the table */
-		err = count_slot(l, &l->table[i], newest);
+	for (unsigned int k = 0; k < l->slots->n; k++) /* one pass over the table */
+		for (size_t i = 0; !err && i < l->slots->lv[k].len; i++)
+			err = count_slot(l, &l->slots->lv[k].v[i], newest);
 	if (err)
 		return err;
 	devsplit__run(l->gpu, s);
@@ -707,6 +711,9 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 					  s->stats[ML_STAT_LAYER_FREES(layer)];
 	canon_sweep(l);
 	stackstore__stats(l->o.stacks, &s->stacks);
+	s->table.levels = l->slots->n;
+	s->table.slots = slots__capacity(l->slots);
+	s->table.bytes = slots__bytes(l->slots);
 	*out = s;
 	return 0;
 }
@@ -732,37 +739,34 @@ void ledger__set_rss_shift(struct ledger *l, uint32_t shift)
 	l->rss_shift = shift;
 }
 
-struct ml_slot *ledger__table(struct ledger *l, size_t *len)
+struct slots *ledger__slots(struct ledger *l)
 {
-	*len = l->table_len;
-	return l->table;
+	return l->slots;
 }
 
 int ledger__find_weighted(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *out, double *w)
 {
 	static const uint8_t layers[] = {ML_LAYER_LIBC, ML_LAYER_TORCH_CPU};
 
-	/* The probe chain the BPF side claims slots along (table.bpf.h), read from the mapped table. */
+	/* The probe chains the BPF side claims slots along (table.bpf.c), read from the mapped levels. */
 	for (size_t li = 0; li < sizeof(layers); li++) {
-		uint32_t start = (uint32_t)ml_slot_hash((uint32_t)tgid, layers[li], addr);
+		const volatile struct ml_slot *sl = slots__find(l->slots, (uint32_t)tgid, layers[li], addr);
+		uint64_t ts, stack_id, caller;
+		uint8_t spec;
+		unsigned int traits;
 
-		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-			const volatile struct ml_slot *sl = &l->table[(start + p) & (l->table_len - 1)];
-			uint64_t k = sl->addr, ts = sl->ts_ns, stack_id = sl->stack_id, caller = sl->caller;
-			uint8_t spec = sl->spec;
-			unsigned int traits;
-
-			if (k == ML_SLOT_EMPTY)
-				break;
-			if (k != addr || sl->tgid != (uint32_t)tgid || sl->layer != layers[li])
-				continue;
-			if (!ts || spec == ML_SPEC_HEAP || spec == ML_SPEC_BRK || sl->addr != addr || sl->ts_ns != ts)
-				break; /* being written, released meanwhile, or a heap-growth range */
-			*out = (struct ml_agg_key){.tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller};
-			out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
-			*w = record_weight(l, sl, layers[li], spec, ts);
-			return 0;
-		}
+		if (!sl)
+			continue;
+		ts = sl->ts_ns;
+		stack_id = sl->stack_id;
+		caller = sl->caller;
+		spec = sl->spec;
+		if (!ts || spec == ML_SPEC_HEAP || spec == ML_SPEC_BRK || sl->addr != addr || sl->ts_ns != ts)
+			continue; /* being written, released meanwhile, or a heap-growth range */
+		*out = (struct ml_agg_key){.tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller};
+		out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
+		*w = record_weight(l, (const struct ml_slot *)sl, layers[li], spec, ts);
+		return 0;
 	}
 	return -ENOENT;
 }
@@ -776,8 +780,8 @@ int ledger__find(struct ledger *l, int tgid, uint64_t addr, struct ml_agg_key *o
 
 void ledger__fresh_heap(struct ledger *l, ledger_range_fn fn, void *ctx)
 {
-	for (size_t i = 0; i < l->table_len; i++) {
-		struct ml_slot v = l->table[i];
+	for (size_t i = 0, cap = slots__capacity(l->slots); i < cap; i++) {
+		struct ml_slot v = *slot_nth(l->slots, i);
 		struct ml_agg_key k = {.tgid = v.tgid, .layer = v.layer, .caller = v.caller};
 		unsigned int traits;
 
@@ -794,8 +798,8 @@ void ledger__fresh_heap(struct ledger *l, ledger_range_fn fn, void *ctx)
 
 void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, void *ctx)
 {
-	for (size_t i = 0; i < l->table_len; i++) {
-		struct ml_slot v = l->table[i];
+	for (size_t i = 0, cap = slots__capacity(l->slots); i < cap; i++) {
+		struct ml_slot v = *slot_nth(l->slots, i);
 		struct ml_agg_key k = {.tgid = v.tgid, .layer = v.layer, .caller = v.caller};
 		unsigned int traits;
 

@@ -21,6 +21,8 @@ struct ledger_opts {
 	uint64_t min_age_ns;
 	struct stackstore *stacks;	 /* where the records' stack ids resolve (not owned) */
 	const struct sizeweights *sizes; /* the sampled C heap's weights by chunk size (not owned), or NULL */
+	struct slots *slots;		 /* the table's levels (not owned); NULL: made here, for max_allocs */
+	uint32_t max_allocs;		 /* the table's size in all its levels (--max-allocs); 0: 1,048,576 */
 };
 
 /* Slots in the allocation table for --max-allocs: a power of two, at least twice as many, so probe chains stay short.
@@ -81,7 +83,7 @@ uint64_t ledger__sweep(struct ledger *l, unsigned int layer, uint64_t since_ns, 
 		       void *ctx, uint64_t *asked);
 
 /* The kernel's allocation table as mapped (len slots): for the rss layer's range operations (rsspages.c). */
-struct ml_slot *ledger__table(struct ledger *l, size_t *len);
+struct slots *ledger__slots(struct ledger *l);
 
 /*
  * The row key of the outstanding C heap block (libc or torch_cpu layer, not a heap-growth record) that

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include "collect/slots.h"
 #include "lib/bpfstats.h"
 #include "lib/log.h"
 #include "memleak.skel.h"
@@ -115,48 +116,9 @@ static bool cas_tomb(struct ml_slot *s, uint64_t key)
 	return __atomic_compare_exchange_n(&s->addr, &expect, ML_SLOT_TOMB, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
-/* A slot for key, claimed as the BPF side claims one (its probe chain; an empty or released slot). */
-static struct ml_slot *claim(struct ml_slot *table, size_t len, uint32_t tgid, uint64_t key)
+int ml_rss_put(struct slots *t, const struct ml_slot *rec)
 {
-	uint32_t start = (uint32_t)ml_slot_hash(tgid, ML_LAYER_RSS, key);
-
-	for (int attempt = 0; attempt < 3; attempt++) {
-		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-			struct ml_slot *s = &table[(start + p) & (len - 1)];
-			uint64_t k = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
-
-			if (k == key && s->tgid == tgid && s->layer == ML_LAYER_RSS)
-				return s;
-			if ((k == ML_SLOT_EMPTY || k == ML_SLOT_TOMB) &&
-			    __atomic_compare_exchange_n(&s->addr, &k, key, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-				return s;
-			if (k == ML_SLOT_EMPTY)
-				break;
-		}
-	}
-	return NULL;
-}
-
-/* The slot holding key for tgid, or NULL. */
-static struct ml_slot *lookup(struct ml_slot *table, size_t len, uint32_t tgid, uint64_t key)
-{
-	uint32_t start = (uint32_t)ml_slot_hash(tgid, ML_LAYER_RSS, key);
-
-	for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-		struct ml_slot *s = &table[(start + p) & (len - 1)];
-		uint64_t k = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
-
-		if (k == key && s->tgid == tgid && s->layer == ML_LAYER_RSS)
-			return s;
-		if (k == ML_SLOT_EMPTY)
-			break;
-	}
-	return NULL;
-}
-
-int ml_rss_put(struct ml_slot *table, size_t len, const struct ml_slot *rec)
-{
-	struct ml_slot *s = lookup(table, len, rec->tgid, rec->addr);
+	struct ml_slot *s = slots__find(t, rec->tgid, ML_LAYER_RSS, rec->addr);
 
 	if (!rec->size) {
 		if (s)
@@ -165,7 +127,7 @@ int ml_rss_put(struct ml_slot *table, size_t len, const struct ml_slot *rec)
 	}
 	if (s && s->size == rec->size && s->stack_id == rec->stack_id && s->caller == rec->caller)
 		return 0;
-	if (!s && !(s = claim(table, len, rec->tgid, rec->addr)))
+	if (!s && !(s = slots__claim(t, rec->tgid, ML_LAYER_RSS, rec->addr)))
 		return -ENOSPC;
 	__atomic_store_n(&s->ts_ns, 0, __ATOMIC_RELEASE); /* a report reading it meanwhile skips it */
 	s->size = rec->size;
@@ -179,86 +141,87 @@ int ml_rss_put(struct ml_slot *table, size_t len, const struct ml_slot *rec)
 	return 0;
 }
 
-uint64_t ml_rss_range(struct ml_slot *table, size_t len, uint32_t shift, uint32_t tgid, uint64_t lo, uint64_t hi,
-		      uint64_t to, uint64_t before_ns, uint64_t *lost)
+/* One record of ml_rss_range's: dropped, or moved to its page's place from to on. 1 if it was taken. */
+static uint64_t range_one(struct slots *t, struct ml_slot *s, uint32_t shift, uint32_t tgid, uint64_t lo, uint64_t hi,
+			  uint64_t to, uint64_t before_ns, uint64_t *lost)
+{
+	uint64_t key = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE), page = key & ~ML_RSS_COPY, nkey;
+	struct ml_slot v, *d;
+
+	if (key == ML_SLOT_EMPTY || key == ML_SLOT_TOMB || s->layer != ML_LAYER_RSS || s->tgid != tgid || page < lo ||
+	    page >= hi)
+		return 0;
+	v = *s;
+	if (!v.ts_ns || v.ts_ns >= before_ns || !cas_tomb(s, key))
+		return 0;
+	if (!to)
+		return 1;
+	nkey = page - lo + to + (key & ML_RSS_COPY);
+	if (!ml_rss_sampled(nkey & ~ML_RSS_COPY, shift) || !(d = slots__claim(t, tgid, ML_LAYER_RSS, nkey))) {
+		if (lost)
+			(*lost)++;
+		return 1;
+	}
+	__atomic_store_n(&d->ts_ns, 0, __ATOMIC_RELEASE);
+	d->size = v.size;
+	d->caller = v.caller;
+	d->stack_id = v.stack_id;
+	d->tgid = tgid;
+	d->layer = ML_LAYER_RSS;
+	d->spec = v.spec;
+	d->device = -1;
+	__atomic_store_n(&d->ts_ns, v.ts_ns, __ATOMIC_RELEASE);
+	return 1;
+}
+
+uint64_t ml_rss_range(struct slots *t, uint32_t shift, uint32_t tgid, uint64_t lo, uint64_t hi, uint64_t to,
+		      uint64_t before_ns, uint64_t *lost)
 {
 	uint64_t n = 0;
 
-	for (size_t i = 0; i < len; i++) {
-		struct ml_slot *s = &table[i], v;
-		uint64_t key = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE), page = key & ~ML_RSS_COPY, nkey;
-		struct ml_slot *d;
-
-		if (key == ML_SLOT_EMPTY || key == ML_SLOT_TOMB || s->layer != ML_LAYER_RSS || s->tgid != tgid ||
-		    page < lo || page >= hi)
-			continue;
-		v = *s;
-		if (!v.ts_ns || v.ts_ns >= before_ns || !cas_tomb(s, key))
-			continue;
-		n++;
-		if (!to)
-			continue;
-		nkey = page - lo + to + (key & ML_RSS_COPY);
-		if (!ml_rss_sampled(nkey & ~ML_RSS_COPY, shift) || !(d = claim(table, len, tgid, nkey))) {
-			if (lost)
-				(*lost)++;
-			continue;
-		}
-		__atomic_store_n(&d->ts_ns, 0, __ATOMIC_RELEASE);
-		d->size = v.size;
-		d->caller = v.caller;
-		d->stack_id = v.stack_id;
-		d->tgid = tgid;
-		d->layer = ML_LAYER_RSS;
-		d->spec = v.spec;
-		d->device = -1;
-		__atomic_store_n(&d->ts_ns, v.ts_ns, __ATOMIC_RELEASE);
-	}
+	for (unsigned int k = 0, nl = t->n; k < nl; k++)
+		for (size_t i = 0; i < t->lv[k].len; i++)
+			n += range_one(t, &t->lv[k].v[i], shift, tgid, lo, hi, to, before_ns, lost);
 	return n;
 }
 
 void rsspages__event(struct rsspages *r, const struct ml_rss_event *e)
 {
-	size_t len;
-	struct ml_slot *t = ledger__table(r->ledger, &len);
 	uint64_t lost = 0;
 
 	if (e->hi <= e->lo || e->hi > ML_USER_TOP)
 		return;
-	ml_rss_range(t, len, r->shift, e->hdr.tgid, e->lo, e->hi, e->hdr.type == ML_PROC_RSS_MOVE ? e->to : 0,
-		     e->hdr.ts_ns, &lost);
+	ml_rss_range(ledger__slots(r->ledger), r->shift, e->hdr.tgid, e->lo, e->hi,
+		     e->hdr.type == ML_PROC_RSS_MOVE ? e->to : 0, e->hdr.ts_ns, &lost);
 	r->dropped += lost;
 }
 
 /* Drop the records the test for shift rejects. */
-static uint64_t resample(struct ml_slot *table, size_t len, uint32_t shift)
+static uint64_t resample(const struct slots *t, uint32_t shift)
 {
 	uint64_t n = 0;
 
-	for (size_t i = 0; i < len; i++) {
-		struct ml_slot *s = &table[i];
-		uint64_t key = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
+	for (unsigned int k = 0; k < t->n; k++)
+		for (size_t i = 0; i < t->lv[k].len; i++) {
+			struct ml_slot *s = &t->lv[k].v[i];
+			uint64_t key = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
 
-		if (key == ML_SLOT_EMPTY || key == ML_SLOT_TOMB || s->layer != ML_LAYER_RSS ||
-		    s->spec == ML_SPEC_COPY_SCAN || ml_rss_sampled(key & ~ML_RSS_COPY, shift))
-			continue;
-		n += cas_tomb(s, key);
-	}
+			if (key == ML_SLOT_EMPTY || key == ML_SLOT_TOMB || s->layer != ML_LAYER_RSS ||
+			    s->spec == ML_SPEC_COPY_SCAN || ml_rss_sampled(key & ~ML_RSS_COPY, shift))
+				continue;
+			n += cas_tomb(s, key);
+		}
 	return n;
 }
 
 /* The sampling interval doubles now: the next test is the one for shift + 1. */
 static void set_shift(struct rsspages *r, uint32_t shift)
 {
-	size_t len;
-	struct ml_slot *t;
-
 	/* The BPF side tests with the new shift first: no record the sweep leaves can be one it rejects. */
 	r->skel->bss->rss_shift = shift;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	ledger__set_rss_shift(r->ledger, shift);
-	t = ledger__table(r->ledger, &len);
-	r->dropped += resample(t, len, shift);
+	r->dropped += resample(ledger__slots(r->ledger), shift);
 	r->shift = shift;
 }
 

@@ -8,6 +8,7 @@
 #include "memleak.h"
 
 struct memleak_bpf;
+struct slots;
 struct rsspages;
 
 struct rsspages_opts {
@@ -44,14 +45,14 @@ uint32_t rsspages__shift(const struct rsspages *r);
 bool rsspages__faults_traced(const struct rsspages *r);
 uint64_t rsspages__dropped(const struct rsspages *r); /* records dropped by doublings since attach */
 
-/* Drop (to == 0) or move the records of tgid in [lo, hi) made before before_ns, in a mapped table. */
-uint64_t ml_rss_range(struct ml_slot *table, size_t len, uint32_t shift, uint32_t tgid, uint64_t lo, uint64_t hi,
-		      uint64_t to, uint64_t before_ns, uint64_t *lost);
+/* Drop (to == 0) or move the records of tgid in [lo, hi) made before before_ns, in the mapped table. */
+uint64_t ml_rss_range(struct slots *t, uint32_t shift, uint32_t tgid, uint64_t lo, uint64_t hi, uint64_t to,
+		      uint64_t before_ns, uint64_t *lost);
 
 /*
- * Write rec (tgid, addr as the key, size, stack_id, caller, spec, ts_ns) as an rss record into a mapped table:
+ * Write rec (tgid, addr as the key, size, stack_id, caller, spec, ts_ns) as an rss record into the mapped table:
  * the one at its key is replaced; size 0 drops it. 0, or -ENOSPC when its probe chain is full.
  */
-int ml_rss_put(struct ml_slot *table, size_t len, const struct ml_slot *rec);
+int ml_rss_put(struct slots *t, const struct ml_slot *rec);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "attach/allocators.h"
 #include "collect/heaplive.h"
+#include "collect/slots.h"
 #include "lib/grow.h"
 #include "lib/log.h"
 
@@ -117,7 +118,6 @@ static int add_weight(struct sizeweights *w, const struct sizeweights_proc *p, u
 static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len, const struct sizeweights_proc *procs,
 		  size_t n)
 {
-	w->nsizes = 0;
 	for (size_t i = 0; i < len; i++) {
 		struct ml_slot s = table[i]; /* the kernel writes the table meanwhile: one copy, then its fields */
 		const struct sizeweights_proc *p = weighable(&s) ? proc_of(procs, n, s.tgid) : NULL;
@@ -129,26 +129,25 @@ static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len
 			return -ENOMEM;
 		w->sizes[w->nsizes++] = key_of(s.tgid, c);
 	}
-	if (w->nsizes) /* qsort's array may not be NULL, even empty */
-		qsort(w->sizes, w->nsizes, sizeof(*w->sizes), cmp_u64);
 	return 0;
 }
 
 /* A process weighed whole: its anonymous memory's growth over its live records' bytes, as chunk size 0. */
-static int add_whole(struct sizeweights *w, const struct ml_slot *table, size_t len, const struct sizeweights_proc *p)
+static int add_whole(struct sizeweights *w, const struct slots *t, const struct sizeweights_proc *p)
 {
 	uint64_t bytes = 0;
 	size_t k = 0;
 	int64_t g;
 
-	for (size_t i = 0; i < len; i++) {
-		struct ml_slot s = table[i];
+	for (unsigned int lv = 0; lv < t->n; lv++)
+		for (size_t i = 0; i < t->lv[lv].len; i++) {
+			struct ml_slot s = t->lv[lv].v[i];
 
-		if (weighable(&s) && s.tgid == (uint32_t)p->tgid && s.ts_ns >= p->since_ns) {
-			bytes += s.size;
-			k++;
+			if (weighable(&s) && s.tgid == (uint32_t)p->tgid && s.ts_ns >= p->since_ns) {
+				bytes += s.size;
+				k++;
+			}
 		}
-	}
 	if (k < SIZEWEIGHT_MIN_RECORDS || !bytes || !p->growth(p->ctx, 0, &g))
 		return 0;
 	if (push_weight(w, p, 0, g, bytes))
@@ -159,14 +158,17 @@ static int add_whole(struct sizeweights *w, const struct ml_slot *table, size_t 
 	return 0;
 }
 
-int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len,
-		       const struct sizeweights_proc *procs, size_t n)
+int sizeweights__weigh(struct sizeweights *w, const struct slots *t, const struct sizeweights_proc *procs, size_t n)
 {
-	int err;
+	int err = 0;
 
 	for (size_t i = 0; i < n; i++)
 		sizeweights__drop(w, procs[i].tgid);
-	err = gather(w, table, len, procs, n);
+	w->nsizes = 0;
+	for (unsigned int lv = 0; lv < t->n && !err; lv++)
+		err = gather(w, t->lv[lv].v, t->lv[lv].len, procs, n);
+	if (w->nsizes) /* qsort's array may not be NULL, even empty */
+		qsort(w->sizes, w->nsizes, sizeof(*w->sizes), cmp_u64);
 	for (size_t i = 0, j; i < w->nsizes && !err; i = j) {
 		for (j = i; j < w->nsizes && w->sizes[j] == w->sizes[i];)
 			j++;
@@ -175,7 +177,7 @@ int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_
 	}
 	for (size_t i = 0; i < n && !err; i++)
 		if (procs[i].whole)
-			err = add_whole(w, table, len, &procs[i]);
+			err = add_whole(w, t, &procs[i]);
 	for (size_t i = 0; err && i < n; i++)
 		sizeweights__drop(w, procs[i].tgid);
 	if (w->n)

@@ -43,11 +43,11 @@ struct sizeweights_proc {
 };
 
 /*
- * The weights of these processes again, from the live C heap records of table[0 .. len - 1] (one pass for all:
- * the table has 2M slots at the default --max-allocs). 0 or -ENOMEM (their weights are dropped then).
+ * The weights of these processes again, from the live C heap records of the table's levels (one pass for all:
+ * up to millions of slots at the default --max-allocs). 0 or -ENOMEM (their weights are dropped then).
  */
-int sizeweights__weigh(struct sizeweights *w, const struct ml_slot *table, size_t len,
-		       const struct sizeweights_proc *procs, size_t n);
+struct slots;
+int sizeweights__weigh(struct sizeweights *w, const struct slots *t, const struct sizeweights_proc *procs, size_t n);
 void sizeweights__drop(struct sizeweights *w, int tgid); /* its records weigh as the windows say again */
 /* What a record stands for by its size (or its process's, weighed whole): its weight, or 0 when it has none
  * (another layer, older, a size not weighed). */

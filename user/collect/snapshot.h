@@ -87,9 +87,13 @@ struct ml_snapshot {
 	uint64_t stats[ML_STAT_SLOTS];	     /* cumulative since attach */
 	uint64_t stats_delta[ML_STAT_SLOTS]; /* since the previous snapshot */
 	struct stackstore_stats stacks;	     /* the stack dictionary after this pass */
-	uint64_t stopped_merged;	     /* rows of walks that stopped early, merged into their complete stack */
-	uint64_t forgotten;   /* records dropped with their process's exit, exec or a mode switch, since attach */
-	uint64_t rss_records; /* rss records counted in this pass (each weighs 2^rss_shift pages) */
+	struct {
+		uint32_t levels;       /* the allocation table's levels made so far */
+		uint64_t slots, bytes; /* their slots, and the memory they take (mapped in memleak-ai) */
+	} table;
+	uint64_t stopped_merged; /* rows of walks that stopped early, merged into their complete stack */
+	uint64_t forgotten;	 /* records dropped with their process's exit, exec or a mode switch, since attach */
+	uint64_t rss_records;	 /* rss records counted in this pass (each weighs 2^rss_shift pages) */
 	uint32_t rss_shift;
 	/* [0] collects memory whose device is not known; [d + 1] is device d */
 	struct ml_device_total devices[ML_MAX_DEVICES + 1];

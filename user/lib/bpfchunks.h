@@ -18,7 +18,7 @@ struct bpfchunks_opts {
 };
 
 int bpfchunks__new(const struct bpfchunks_opts *o, struct bpfchunks **out); /* 0 or -ENOMEM */
-void bpfchunks__free(struct bpfchunks *c);				     /* NULL-safe */
+void bpfchunks__free(struct bpfchunks *c);				    /* NULL-safe */
 
 /* Copies n elements from src to [start, start + n), creating the chunks it reaches. 0, -ENOSPC, -errno. */
 int bpfchunks__write(struct bpfchunks *c, uint64_t start, const void *src, uint64_t n);

@@ -234,6 +234,11 @@ void ml_json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown, 
 	jw_u64(w, "malformed", s->stacks.malformed);
 	jw_u64(w, "stopped_walks_merged", s->stopped_merged);
 	jw_obj_end(w);
+	jw_obj_begin(w, "table");
+	jw_u64(w, "levels", s->table.levels);
+	jw_u64(w, "slots", s->table.slots);
+	jw_u64(w, "bytes", s->table.bytes);
+	jw_obj_end(w);
 	jw_u64(w, "stacks_total", s->nrows);
 	jw_u64(w, "stacks_shown", shown);
 	jw_obj_end(w);

@@ -4,7 +4,6 @@
 #include <string.h>
 #include "attach/allocators.h"
 #include "attach/uprobe_multi.h"
-#include "collect/ledger.h"
 #include "lib/log.h"
 #include "session/session.h"
 #include "memleak.skel.h"
@@ -15,8 +14,6 @@ void session__configure_bpf(struct memleak_bpf *skel, const struct ml_opts *o, b
 		memcpy((void *)&skel->rodata->specs[i], &ml_allocators[i].spec, sizeof(struct ml_spec));
 	skel->rodata->min_size = o->min_size;
 	skel->rodata->max_size = o->max_size;
-	skel->rodata->table_mask = ledger_table_slots(o->max_allocs) - 1;
-	bpf_map__set_max_entries(skel->maps.table, ledger_table_slots(o->max_allocs));
 	bpf_map__set_max_entries(skel->maps.stacks_sent, o->max_stacks);
 	/* The ring is mapped whole into this process: its size is most of the tool's RSS on a small target. */
 	bpf_map__set_max_entries(skel->maps.stack_events,

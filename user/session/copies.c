@@ -127,8 +127,7 @@ static uint32_t owner_of(void *ctx, int parent, uint64_t addr)
 
 struct put_ctx {
 	struct copies *c;
-	struct ml_slot *table;
-	size_t len;
+	struct slots *slots;
 	uint64_t lost;
 };
 
@@ -145,7 +144,7 @@ static void put(void *ctx, int child, uint32_t owner, uint64_t bytes, uint64_t f
 			      .tgid = (uint32_t)child,
 			      .spec = ML_SPEC_COPY_SCAN};
 
-	p->lost += ml_rss_put(p->table, p->len, &rec) != 0;
+	p->lost += ml_rss_put(p->slots, &rec) != 0;
 }
 
 static int sync_children(struct copies *c, const int *children, const int *parents, size_t n)
@@ -198,7 +197,7 @@ int copies__pass(struct copies *c, const int *children, const int *parents, size
 		c->said = true;
 		return (int)done;
 	}
-	p.table = ledger__table(c->l, &p.len);
+	p.slots = ledger__slots(c->l);
 	cowscan__totals(c->scan, put, &p);
 	if (p.lost && !c->said) {
 		ml_notice("the allocation table is full: %llu owners' copies are not counted",

@@ -59,17 +59,15 @@ static struct tracee **all_of(struct fleet_procs p, size_t *n)
 
 void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweights *sw, uint64_t since_ns)
 {
-	size_t n = 0, due = 0, len;
+	size_t n = 0, due = 0;
 	struct tracee **v = all_of(p, &n);
 	struct sizeweights_proc *procs = v ? calloc(n + 1, sizeof(*procs)) : NULL;
-	struct ml_slot *table;
 
 	for (size_t i = 0; procs && i < n; i++) {
 		tracee__size_base(v[i], l, since_ns);
 		due += tracee__size_due(v[i], sw, since_ns, &procs[due]);
 	}
-	table = ledger__table(l, &len);
-	if (due && sizeweights__weigh(sw, table, len, procs, due))
+	if (due && sizeweights__weigh(sw, ledger__slots(l), procs, due))
 		ml_info("cannot weigh the C heap's records by size: %s", strerror(ENOMEM));
 	free(procs);
 	free(v);

@@ -27,6 +27,7 @@
 #include "collect/ledger.h"
 #include "collect/rsspages.h"
 #include "collect/sizeweights.h"
+#include "collect/slots.h"
 #include "collect/stackstore.h"
 #include "judge/findings.h"
 #include "judge/verdict.h"
@@ -387,7 +388,8 @@ static int open_collectors(struct session *ss)
 				  &(struct ledger_opts){.tgid = ss->root.pid,
 							.min_age_ns = (uint64_t)(o->min_age_s * 1e9),
 							.stacks = ss->stacks,
-							.sizes = ss->sizes},
+							.sizes = ss->sizes,
+							.slots = ss->slots},
 				  &ss->ledger);
 	if (err) {
 		what = "cannot map the allocation table";
@@ -609,6 +611,10 @@ static int session_open(struct session *ss)
 	 * the budget's first decision. */
 	n = overhead__calibrate_start(ss->ov, ss->multi);
 	err = session__load_bpf(o, ss->multi, &ss->skel);
+	/* The table's first level before any probe: a record with nowhere to go would be dropped. */
+	if (!err && ((err = slots__new(ss->skel, ledger_table_slots(o->max_allocs), &ss->slots)) ||
+		     (err = slots__watch(ss->slots))))
+		ml_err("cannot make the allocation table: %s", strerror(-err));
 	err = err ? err : start_budget(ss, n);
 	if (err)
 		return err;
@@ -823,6 +829,7 @@ static int session_close(struct session *ss, bool ok)
 	victims__clear(&ss->victims);
 	html_timeline__free(ss->timeline);
 	ledger__free(ss->ledger);
+	slots__free(ss->slots);
 	sizeweights__free(ss->sizes);
 	stackstore__free(ss->stacks); /* its reader thread first: it may be learning with the first process's decoder */
 	tracee__release(&ss->root, &ss->env);

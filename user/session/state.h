@@ -52,6 +52,7 @@ struct session {
 	bool root_exec;			/* the first process ran exec (once or more) since the events were last read */
 	struct stackstore *stacks;
 	struct ledger *ledger;
+	struct slots *slots;	   /* the allocation table's levels, made right after the BPF object loads */
 	struct sizeweights *sizes; /* the sampled C heap's weights by chunk size (budget__heap_by_size) */
 	struct verdicts *verdicts;
 	struct findings *findings;  /* what the run found while its processes lived: last live report, peaks */

@@ -1,0 +1,251 @@
+/* The allocation table's levels: made, mapped, published to the BPF side, searched (see slots.h). */
+#include "collect/slots.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "lib/bpfstats.h"
+#include "lib/log.h"
+#include "lib/thread.h"
+#include "memleak.skel.h"
+
+struct slots_watch {
+	pthread_t thread;
+	int stop_fd; /* an eventfd: written to stop the thread */
+	int ncpu;
+	uint64_t *pcpu, full_seen; /* the per-CPU counters read, and the drops for a full chain seen last */
+	bool said;
+};
+
+#define SAMPLE 4096 /* slots read to judge the newest level's fill: a percent's precision, 192 KiB read */
+
+static size_t level_bytes(size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (len * sizeof(struct ml_slot) + page - 1) / page * page;
+}
+
+/* Level k of len slots made, mapped and published: the mask before the map, the map before the top. */
+static int add_level(struct slots *t, size_t len)
+{
+	/* The flags of the template in maps.bpf.h: BPF_F_INNER_MAP lets each level have a size of its own. */
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	unsigned int k = t->n;
+	void *p;
+	int fd, err = 0;
+
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ml_table", 4, sizeof(struct ml_slot), (uint32_t)len, &mo);
+	if (fd < 0)
+		return -errno;
+	p = mmap(NULL, level_bytes(len), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		goto out;
+	}
+	t->skel->bss->table_masks[k] = (uint32_t)len - 1;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.table), &k, &fd, BPF_ANY)) {
+		err = -errno;
+		munmap(p, level_bytes(len));
+		goto out;
+	}
+	t->lv[k] = (struct slots_level){p, len};
+	__atomic_store_n(&t->n, k + 1, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	t->skel->bss->table_top = k;
+out:
+	close(fd);
+	return err;
+}
+
+int slots__new(struct memleak_bpf *skel, uint64_t max_slots, struct slots **out)
+{
+	struct slots *t = calloc(1, sizeof(*t));
+	int err;
+
+	*out = NULL;
+	if (!t)
+		return -ENOMEM;
+	t->skel = skel;
+	t->max_slots = max_slots;
+	err = add_level(t, max_slots < ML_TABLE_FIRST_SLOTS ? max_slots : ML_TABLE_FIRST_SLOTS);
+	if (err) {
+		free(t);
+		return err;
+	}
+	*out = t;
+	return 0;
+}
+
+static void watch_stop(struct slots *t)
+{
+	struct slots_watch *w = t->watch;
+
+	if (!w)
+		return;
+	if (write(w->stop_fd, &(uint64_t){1}, sizeof(uint64_t)) == sizeof(uint64_t))
+		pthread_join(w->thread, NULL);
+	close(w->stop_fd);
+	free(w->pcpu);
+	free(w);
+	t->watch = NULL;
+}
+
+void slots__free(struct slots *t)
+{
+	if (!t)
+		return;
+	watch_stop(t);
+	for (unsigned int k = 0; k < t->n; k++)
+		munmap(t->lv[k].v, level_bytes(t->lv[k].len));
+	free(t);
+}
+
+uint64_t slots__capacity(const struct slots *t)
+{
+	uint64_t n = 0;
+
+	for (unsigned int k = 0; k < t->n; k++)
+		n += t->lv[k].len;
+	return n;
+}
+
+uint64_t slots__bytes(const struct slots *t)
+{
+	uint64_t n = 0;
+
+	for (unsigned int k = 0; k < t->n; k++)
+		n += level_bytes(t->lv[k].len);
+	return n;
+}
+
+bool slots__crowded(struct slots *t)
+{
+	const struct slots_level *top = &t->lv[t->n - 1];
+	size_t n = top->len < SAMPLE ? top->len : SAMPLE, live = 0;
+
+	for (size_t j = 0; j < n; j++) {
+		uint64_t a = __atomic_load_n(&top->v[(t->sample_at + j) & (top->len - 1)].addr, __ATOMIC_RELAXED);
+
+		live += a != ML_SLOT_EMPTY && a != ML_SLOT_TOMB;
+	}
+	t->sample_at += n;
+	return live * 100 > n * ML_TABLE_FILL;
+}
+
+int slots__grow(struct slots *t)
+{
+	uint64_t have = slots__capacity(t), len = t->lv[t->n - 1].len * 4;
+
+	if (have >= t->max_slots || t->n >= ML_TABLE_LEVELS)
+		return -ENOSPC;
+	if (len > t->max_slots)
+		len = t->max_slots;
+	return add_level(t, len);
+}
+
+struct ml_slot *slots__find(struct slots *t, uint32_t tgid, uint8_t layer, uint64_t key)
+{
+	uint32_t start = (uint32_t)ml_slot_hash(tgid, layer, key);
+
+	for (unsigned int k = t->n; k-- > 0;) {
+		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
+			struct ml_slot *s = &t->lv[k].v[(start + p) & (t->lv[k].len - 1)];
+			uint64_t a = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
+
+			if (a == key && s->tgid == tgid && s->layer == layer)
+				return s;
+			if (a == ML_SLOT_EMPTY)
+				break;
+		}
+	}
+	return NULL;
+}
+
+struct ml_slot *slots__claim(struct slots *t, uint32_t tgid, uint8_t layer, uint64_t key)
+{
+	const struct slots_level *top = &t->lv[t->n - 1];
+	uint32_t start = (uint32_t)ml_slot_hash(tgid, layer, key);
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
+			struct ml_slot *s = &top->v[(start + p) & (top->len - 1)];
+			uint64_t a = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
+
+			if (a == key && s->tgid == tgid && s->layer == layer)
+				return s;
+			if ((a == ML_SLOT_EMPTY || a == ML_SLOT_TOMB) &&
+			    __atomic_compare_exchange_n(&s->addr, &a, key, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+				return s;
+			if (a == ML_SLOT_EMPTY)
+				break;
+		}
+	}
+	return NULL;
+}
+
+/* One look: a level added when the newest is crowded or a record found no slot since the last. */
+static void watch_once(struct slots *t, struct slots_watch *w)
+{
+	uint64_t sum[ML_STAT_SLOTS], full = w->full_seen;
+	int err;
+
+	if (!ml_stats_sum(bpf_map__fd(t->skel->maps.stats), w->ncpu, w->pcpu, sum))
+		full = sum[ML_STAT_DROP_ALLOCS_FULL];
+	if (full == w->full_seen && !slots__crowded(t))
+		return;
+	w->full_seen = full;
+	err = slots__grow(t);
+	if (!err)
+		ml_info("allocation table: a level of %zu slots added, %llu slots in all (%llu MiB)",
+			t->lv[t->n - 1].len, (unsigned long long)slots__capacity(t),
+			(unsigned long long)(slots__bytes(t) >> 20));
+	else if (err != -ENOSPC && !w->said)
+		ml_notice("cannot add a level to the allocation table: %s", strerror(-err));
+	w->said |= err && err != -ENOSPC;
+}
+
+static void *watch_main(void *arg)
+{
+	struct slots *t = arg;
+	struct pollfd p = {.fd = t->watch->stop_fd, .events = POLLIN};
+
+	while (poll(&p, 1, SLOTS_WATCH_MS) == 0)
+		watch_once(t, t->watch);
+	return NULL;
+}
+
+int slots__watch(struct slots *t)
+{
+	struct slots_watch *w = calloc(1, sizeof(*w));
+	int err = -ENOMEM;
+
+	if (!w)
+		return -ENOMEM;
+	w->stop_fd = -1;
+	w->ncpu = libbpf_num_possible_cpus();
+	if (w->ncpu <= 0 || !(w->pcpu = calloc((size_t)w->ncpu * ML_STAT_SLOTS, sizeof(uint64_t))))
+		goto fail;
+	w->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (w->stop_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	t->watch = w;
+	err = ml_thread_start(&w->thread, watch_main, t);
+	if (!err)
+		return 0;
+	t->watch = NULL;
+fail:
+	if (w->stop_fd >= 0)
+		close(w->stop_fd);
+	free(w->pcpu);
+	free(w);
+	return err;
+}
