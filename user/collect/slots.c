@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "lib/bpfchunks.h"
 #include "lib/bpfstats.h"
 #include "lib/log.h"
 #include "lib/thread.h"
@@ -34,34 +35,22 @@ static size_t level_bytes(size_t len)
 /* Level k of len slots made, mapped and published: the mask before the map, the map before the top. */
 static int add_level(struct slots *t, size_t len)
 {
-	/* The flags of the template in maps.bpf.h: BPF_F_INNER_MAP lets each level have a size of its own. */
-	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_MMAPABLE | BPF_F_INNER_MAP);
 	unsigned int k = t->n;
+	size_t bytes;
 	void *p;
-	int fd, err = 0;
 
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ml_table", 4, sizeof(struct ml_slot), (uint32_t)len, &mo);
-	if (fd < 0)
-		return -errno;
-	p = mmap(NULL, level_bytes(len), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		err = -errno;
-		goto out;
-	}
 	t->skel->bss->table_masks[k] = (uint32_t)len - 1;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.table), &k, &fd, BPF_ANY)) {
-		err = -errno;
-		munmap(p, level_bytes(len));
-		goto out;
-	}
+	/* The flags of the template in maps.bpf.h: BPF_F_INNER_MAP lets each level have a size of its own. */
+	p = ml_bpf_inner_array(bpf_map__fd(t->skel->maps.table), k, sizeof(struct ml_slot), (uint32_t)len,
+			       BPF_F_INNER_MAP, &bytes);
+	if (!p)
+		return -errno;
 	t->lv[k] = (struct slots_level){p, len};
 	__atomic_store_n(&t->n, k + 1, __ATOMIC_RELEASE);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	t->skel->bss->table_top = k;
-out:
-	close(fd);
-	return err;
+	return 0;
 }
 
 int slots__new(struct memleak_bpf *skel, uint64_t max_slots, struct slots **out)

@@ -44,28 +44,41 @@ void bpfchunks__free(struct bpfchunks *c)
 	free(c);
 }
 
-/* Chunk k created, mapped and put in the outer map; the mapping keeps the map alive, the fd is closed. */
-static int create(struct bpfchunks *c, uint32_t k)
+void *ml_bpf_inner_array(int outer_fd, uint32_t k, uint32_t value_size, uint32_t entries, uint32_t flags, size_t *bytes)
 {
-	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_MMAPABLE);
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_MMAPABLE | flags);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *p;
 	int fd, err = 0;
 
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ml_chunk", 4, c->o.value_size, 1U << c->o.chunk_bits, &mo);
+	*bytes = ((size_t)((value_size + 7) & ~7u) * entries + page - 1) / page * page;
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ml_inner", 4, value_size, entries, &mo);
 	if (fd < 0)
-		return -errno;
-	p = mmap(NULL, c->chunk_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		return NULL;
+	p = mmap(NULL, *bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
-		err = -errno;
-	} else if (bpf_map_update_elem(c->o.outer_fd, &k, &fd, BPF_ANY)) {
-		err = -errno;
-		munmap(p, c->chunk_bytes);
-	} else {
-		c->at[k] = p;
-		c->created++;
+		err = errno;
+		p = NULL;
+	} else if (bpf_map_update_elem(outer_fd, &k, &fd, BPF_ANY)) {
+		err = errno;
+		munmap(p, *bytes);
+		p = NULL;
 	}
 	close(fd);
-	return err;
+	errno = err;
+	return p;
+}
+
+/* Chunk k created, mapped and put in the outer map. */
+static int create(struct bpfchunks *c, uint32_t k)
+{
+	size_t bytes;
+
+	c->at[k] = ml_bpf_inner_array(c->o.outer_fd, k, c->o.value_size, 1U << c->o.chunk_bits, 0, &bytes);
+	if (!c->at[k])
+		return -errno;
+	c->created++;
+	return 0;
 }
 
 int bpfchunks__write(struct bpfchunks *c, uint64_t start, const void *src, uint64_t n)

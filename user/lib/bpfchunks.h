@@ -6,6 +6,7 @@
 #ifndef ML_BPFCHUNKS_H
 #define ML_BPFCHUNKS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct bpfchunks;
@@ -28,5 +29,13 @@ const void *bpfchunks__at(const struct bpfchunks *c, uint64_t i);
 
 /* Bytes of kernel memory the chunks created so far hold (each one mapped once in this process). */
 uint64_t bpfchunks__bytes(const struct bpfchunks *c);
+
+/*
+ * One inner map: an array of entries elements of value_size bytes (BPF_F_MMAPABLE | flags, the flags of the
+ * outer map's template), mapped here read-write (*bytes long, whole pages) and put at slot k of the array of
+ * maps outer_fd. The mapping keeps the map alive: its fd is closed. The mapping, or NULL with errno set.
+ */
+void *ml_bpf_inner_array(int outer_fd, uint32_t k, uint32_t value_size, uint32_t entries, uint32_t flags,
+			 size_t *bytes);
 
 #endif
