@@ -91,3 +91,30 @@ for s in st[-1:]:
     print([(f["file"].rsplit("/", 1)[-1], f["func"], f["line"]) for f in s["frames"] if f["kind"] == "python"])
 print("python stats:", reps[-1]["stats"]["python"])
 PYEOF
+echo "== the tool's own cost on a CUDA rank: attach time and memory (issue 36)"
+# A CUDA loop that keeps its losses, paused before its loop: from the command to 'attached to pid' (median of 3),
+# then the tool's VmHWM after 15 s of the running loop at default settings.
+$PY - ./memleak-ai <<'PYEOF'
+import os, signal, statistics, subprocess, sys, threading, time
+tool_bin, times, hwm = sys.argv[1], [], 0
+for i in range(3):
+    loop = subprocess.Popen([sys.executable, "tests/fixtures/torch_loop.py", "keep", "cuda", "100000"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    loop.stdout.readline()
+    t0 = time.time()
+    tool = subprocess.Popen([tool_bin, "-p", str(loop.pid), "-o", "/dev/null", "5"], stderr=subprocess.PIPE, text=True)
+    for line in tool.stderr:
+        if "attached to pid" in line:
+            times.append(time.time() - t0)
+            print("  ", line.strip(), f"after {times[-1]:.2f} s")
+            break
+    threading.Thread(target=lambda: tool.stderr.read(), daemon=True).start()
+    if i == 2:
+        loop.stdin.write(b"g"); loop.stdin.flush()
+        time.sleep(15)
+        hwm = next(int(l.split()[1]) for l in open(f"/proc/{tool.pid}/status") if l.startswith("VmHWM:"))
+    tool.send_signal(signal.SIGINT); tool.wait(60)
+    loop.kill(); loop.wait()
+print(f"   attach: {' '.join(f'{t:.2f}' for t in times)} s (median {statistics.median(times):.2f} s); "
+      f"VmHWM after 15 s of the loop: {hwm / 1024:.1f} MiB; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+PYEOF
