@@ -501,5 +501,31 @@ int main(void)
 		CHECK(!f.err && f.j[0].verdict == ML_V_GROWING, "tensors kept, traced whole then sampled: growing");
 		verdicts__free(f.v);
 	}
+	/*
+	 * The same tensors and a C heap window row, both sampled, with no heap window in any report after the first
+	 * (verdicts__hold_sampled): the C heap row's sample is restated, the tensors' rows are judged each report, as
+	 * tensor sampling takes records every second.
+	 */
+	{
+		struct feed f = {0};
+		struct ml_row rows[2] = {{.key = {.tgid = 1, .layer = ML_LAYER_TORCH_CPU, .stack_id = 1}},
+					 {.key = {.tgid = 1, .layer = ML_LAYER_LIBC, .stack_id = 2}}};
+
+		f.err = verdicts__new(&f.v);
+		for (int i = 0; i < 4; i++) {
+			verdicts__hold_sampled(f.v, i > 0);
+			for (int k = 0; k < 2; k++) {
+				rows[k].records += 4, rows[k].raw_bytes += 4 * 16384;
+				rows[k].bytes += 16 * 4 * 16384, rows[k].count += 64;
+				rows[k].traits = ML_ROW_SAMPLED | ML_ROW_WEIGHED;
+			}
+			feed_report(&f, rows, 2, i);
+		}
+		CHECK(!f.err && f.j[0].verdict == ML_V_GROWING && f.j[0].intervals == 3,
+		      "tensor sampling's row, no heap window since the first report: four samples, growing");
+		CHECK(!f.err && f.j[1].verdict == ML_V_NEW && f.j[1].intervals == 0,
+		      "the C heap window's row in the same reports: its first sample restated, new");
+		verdicts__free(f.v);
+	}
 	return SUMMARY("verdict");
 }

@@ -472,8 +472,12 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		struct hist *old = v->n ? bsearch(&r->key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
 		double age = r->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - r->oldest_ts_ns) / 1e9 : 0;
 
-		/* Sampled records change only in windows: with none since, the last sample is restated. */
-		if (v->hold_sampled && (r->traits & ML_ROW_SAMPLED) && !merge)
+		/*
+		 * The C heap's sampled records change only in its windows: with none since, the last sample is
+		 * restated. Tensor sampling's are taken every second (on for 1/2^n of it): held with the C heap's,
+		 * models_list.py's kept models had a sample every other report and were judged new to the end.
+		 */
+		if (v->hold_sampled && (r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC && !merge)
 			j[i] = judge_row(&nh[i], old, r, now, true, age, interval);
 		else
 			j[i] = judge_row(&nh[i], old, r, now, merge, age, interval);
