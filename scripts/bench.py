@@ -14,6 +14,9 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   start     the same loop's first 200 steps from 'attached': what the full-cost start and the switch cost it
   fleet     16 steady PyTorch ranks under one memleak-ai --match at default settings: the tool's own CPU and memory
   memory    the tool's own VmHWM and RSS by kind: -p on a small C program, on one PyTorch rank, --match on eight
+  attach    -p on a running torch job: to attached, to its first tagged block recorded with its stack, to every
+            unwinding table loaded
+  import    `import torch` under -c at default settings against bare, timed inside the target, in pairs
   findings  -c on the losses loop ending by itself (PyPI's torch): the run's time against none, what decoding code
             objects as their stacks come and keeping the findings cost, and whether the final report after the
             exit still names the leak
@@ -25,7 +28,8 @@ BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and 
 BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-separated: 2500,10000),
 BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
 BENCH_PEERS_SECONDS (10), BENCH_PEERS_ROUNDS (3), BENCH_PEERS_PYTHON (build/venv/3.12/bin/python),
-BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary built from its source; unset: not run), BENCH_MEMORY_SECONDS (15).
+BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary built from its source; unset: not run), BENCH_MEMORY_SECONDS (15),
+BENCH_ATTACH_ROUNDS (3), BENCH_IMPORT_ROUNDS (5).
 """
 import json
 import os
@@ -34,6 +38,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -1522,10 +1527,94 @@ def memory_bench():
             p.wait()
 
 
+def import_bench():
+    """Start-up: `import torch` timed inside the target (tests/bench/import_torch.py on BENCH_PEERS_PYTHON, PyPI's
+    torch), bare and under `memleak-ai -c` at default settings, BENCH_IMPORT_ROUNDS (5) pairs interleaved: the
+    median of the pairs' ratios, each pair's, and the load average."""
+    py = os.environ.get("BENCH_PEERS_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
+    rounds = int(os.environ.get("BENCH_IMPORT_ROUNDS", "5"))
+    script = os.path.join(ROOT, "tests", "bench", "import_torch.py")
+
+    def timed(argv):
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=600).stdout
+        return next(float(l.split()[1]) for l in out.splitlines() if l.startswith("import "))
+    pairs = []
+    for _ in range(rounds):
+        bare = timed([py, script])
+        traced = timed([TOOL, "-o", "/dev/null", "-c", f"{py} {script}", "5"])
+        pairs.append((bare, traced, os.getloadavg()[0]))
+    ratios = [t / b for b, t, _ in pairs]
+    print(f"Import: `import torch` under -c at default settings against bare ({os.path.basename(py)}), "
+          f"{rounds} pairs: x{statistics.median(ratios):.2f} (median of the pairs)")
+    for b, t, load in pairs:
+        print(f"  bare {b:.2f} s, memleak-ai -c {t:.2f} s: x{t / b:.2f}; load {load:.2f}")
+
+
+def attach_bench():
+    """Attach to a running PyTorch job (tests/bench/tagged_job.py on BENCH_PEERS_PYTHON, torch 2.15 by default):
+    from the `memleak-ai -p` command to `attached to pid`, and to the first tagged block recorded with its stack
+    (the report's time less its row's oldest record's age), then when every unwinding table was loaded, at
+    default settings, BENCH_ATTACH_ROUNDS fresh tool runs on one job. Also the first tagged row's native and
+    Python frames, and the walks cut short that were merged into their stacks."""
+    py = os.environ.get("BENCH_PEERS_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
+    rounds = int(os.environ.get("BENCH_ATTACH_ROUNDS", "3"))
+    script = os.path.join(ROOT, "tests", "bench", "tagged_job.py")
+    line = next(i for i, l in enumerate(open(script), 1) if "# at: tagged" in l)
+    job = subprocess.Popen([py, script], stdout=subprocess.PIPE)
+    print(f"Attach: -p on a running torch job ({os.path.basename(py)}), a tagged block every 10 ms, default "
+          f"settings, 1 s reports (load {os.getloadavg()[0]:.2f}):")
+    try:
+        read_line(job.stdout, 300, "tagged job ready")
+        time.sleep(2)
+        for r in range(rounds):
+            print("  " + attach_round(job.pid, script, line))
+    finally:
+        job.kill()
+        job.wait()
+
+
+def attach_round(pid, script, line):
+    """One fresh memleak-ai on the job: its attach figures as one line."""
+    out = tempfile.NamedTemporaryFile(prefix="attach", suffix=".json", delete=False).name
+    t0 = time.time()
+    tool = subprocess.Popen([TOOL, "-p", str(pid), "-f", "json", "-o", out, "1"], stderr=subprocess.PIPE, text=True)
+    attached, first, frames, loaded, tables = None, None, None, None, {}
+    try:
+        while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+            pass
+        attached = time.time() - t0
+        threading.Thread(target=tool.stderr.read, daemon=True).start()
+        while time.time() - t0 < 30 and (first is None or loaded is None):
+            time.sleep(0.2)
+            for rep in (json.loads(l) for l in open(out) if l.startswith("{") and l.endswith("\n")):
+                tables = rep["stats"].get("unwind_tables") or {}
+                if loaded is None and tables.get("queued") and not tables.get("pending"):
+                    loaded = rep["time_unix"] - t0
+                if "unwind_tables" not in rep["stats"]:  # a tool that builds them all before it attaches
+                    loaded = attached
+                for s in rep["stacks"]:
+                    py = [f for f in s["frames"] if f.get("kind") == "python" and (f.get("file") or "").endswith(
+                        os.path.basename(script)) and f.get("line") == line]
+                    if first is None and py and s["layer"] == "torch_cpu":
+                        first = rep["time_unix"] - s["oldest_age_s"] - t0
+                        frames = (sum(f.get("kind") == "native" for f in s["frames"]),
+                                  sum(f.get("kind") == "python" for f in s["frames"]))
+    finally:
+        tool.send_signal(signal.SIGINT)
+        tool.wait(60)
+        os.unlink(out)
+    fmt = (lambda v: f"{v:.2f} s" if v is not None else "never")
+    return (f"attached {fmt(attached)}; first tagged block recorded {fmt(first)} after the command "
+            f"(frames native/python {frames}); every table loaded {fmt(loaded)} "
+            f"({tables.get('queued', 0)} files, {tables.get('background', 0)} in the background, "
+            f"{tables.get('all_loaded_s', 0) or 0:.2f} s from the first queued)")
+
+
 def main(argv):
     benches = {"estimate": estimate_bench, "default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench, "findings": findings_bench,
-               "memory": memory_bench}
+               "memory": memory_bench, "attach": attach_bench,
+               "import": import_bench}
     peers = {"peers": peers_bench}  # not part of the default run (about 10 minutes): `make bench BENCH=peers`
     names = argv or list(benches)
     benches.update(peers)
