@@ -1495,7 +1495,7 @@ def memory_bench():
     attached with -p to a small C program (three_leaks), to one steady PyTorch rank, and with --match beside eight
     ranks, as a node agent. The BPF maps it maps (allocation table, stack ring, unwinding chunks) count in its RSS."""
     secs = float(os.environ.get("BENCH_MEMORY_SECONDS", "15"))
-    py = os.environ.get("BENCH_PEERS_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
+    py = os.environ.get("BENCH_PEERS_PYTHON", VENV_PY)
     tag = f"memory{os.getpid()}"
     print(f"Memory: memleak-ai's VmHWM and RSS by kind, default settings, after {secs:.0f} s (load "
           f"{os.getloadavg()[0]:.2f}):")
@@ -1531,7 +1531,7 @@ def import_bench():
     """Start-up: `import torch` timed inside the target (tests/bench/import_torch.py on BENCH_PEERS_PYTHON, PyPI's
     torch), bare and under `memleak-ai -c` at default settings, BENCH_IMPORT_ROUNDS (5) pairs interleaved: the
     median of the pairs' ratios, each pair's, and the load average."""
-    py = os.environ.get("BENCH_PEERS_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
+    py = os.environ.get("BENCH_PEERS_PYTHON", VENV_PY)
     rounds = int(os.environ.get("BENCH_IMPORT_ROUNDS", "5"))
     script = os.path.join(ROOT, "tests", "bench", "import_torch.py")
 
@@ -1555,8 +1555,8 @@ def attach_bench():
     from the `memleak-ai -p` command to `attached to pid`, and to the first tagged block recorded with its stack
     (the report's time less its row's oldest record's age), then when every unwinding table was loaded, at
     default settings, BENCH_ATTACH_ROUNDS fresh tool runs on one job. Also the first tagged row's native and
-    Python frames, and the walks cut short that were merged into their stacks."""
-    py = os.environ.get("BENCH_PEERS_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
+    Python frames."""
+    py = os.environ.get("BENCH_PEERS_PYTHON", VENV_PY)
     rounds = int(os.environ.get("BENCH_ATTACH_ROUNDS", "3"))
     script = os.path.join(ROOT, "tests", "bench", "tagged_job.py")
     line = next(i for i, l in enumerate(open(script), 1) if "# at: tagged" in l)

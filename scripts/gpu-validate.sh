@@ -108,7 +108,7 @@ for i in range(3):
             times.append(time.time() - t0)
             print("  ", line.strip(), f"after {times[-1]:.2f} s")
             break
-    threading.Thread(target=lambda: tool.stderr.read(), daemon=True).start()
+    threading.Thread(target=tool.stderr.read, daemon=True).start()
     if i == 2:
         loop.stdin.write(b"g"); loop.stdin.flush()
         time.sleep(15)

@@ -314,6 +314,12 @@ static struct ml_judgement by_records(const struct ml_row *r, const struct ml_ju
 	return jr;
 }
 
+/* A row of the C heap's sampling windows: its records change only while a window is open. */
+static bool heap_window_row(const struct ml_row *r)
+{
+	return (r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC;
+}
+
 /* A row's judgement, its history (old, or none for a new stack) carried into *h with the sample of now. */
 static struct ml_judgement judge_row(struct hist *h, const struct hist *old, const struct ml_row *r, double now,
 				     bool merge, double age, double interval)
@@ -336,7 +342,7 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 	j = ml_judge(t, b, c, n, age, interval, step);
 	if (merge && old)
 		j.count_growth = (int64_t)((double)r->count - prev); /* since the last report still */
-	if ((r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC && r->raw_bytes && r->records)
+	if (heap_window_row(r) && r->raw_bytes && r->records)
 		j = by_records(r, &j, t, rb, rc, n, age, interval, step);
 	return j;
 }
@@ -471,16 +477,14 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		const struct ml_row *r = &s->rows[i];
 		struct hist *old = v->n ? bsearch(&r->key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
 		double age = r->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - r->oldest_ts_ns) / 1e9 : 0;
-
 		/*
-		 * The C heap's sampled records change only in its windows: with none since, the last sample is
-		 * restated. Tensor sampling's are taken every second (on for 1/2^n of it): held with the C heap's,
-		 * models_list.py's kept models had a sample every other report and were judged new to the end.
+		 * With no C heap window since the last report, its rows' last sample is restated. Tensor sampling's
+		 * rows are not held: their records come every second (on for 1/2^n of it), and held with the C
+		 * heap's, models_list.py's kept models had a sample every other report and were judged new to the end.
 		 */
-		if (v->hold_sampled && (r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC && !merge)
-			j[i] = judge_row(&nh[i], old, r, now, true, age, interval);
-		else
-			j[i] = judge_row(&nh[i], old, r, now, merge, age, interval);
+		bool held = v->hold_sampled && heap_window_row(r);
+
+		j[i] = judge_row(&nh[i], old, r, now, merge || held, age, interval);
 		j[i] = by_traits(r, j[i], old, merge);
 		nh[i].last = j[i];
 		ord[i] = i;
