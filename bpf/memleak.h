@@ -439,6 +439,17 @@ enum ml_stat {
 #define ML_STAT_RET_HITS(layer) (ML_STAT_HIT_BASE + 2 * (layer) + 1)
 
 /*
+ * Tensor sampling's measure of the work done while PyTorch's CPU allocation probes were on (user/session/budget.c):
+ * the torch_cpu releases counted so far (frees), and their count at the first and last allocation that the on
+ * phase saw return (first, last; calls, how many). The span between those, not the time the toggles took, is
+ * what the phase sampled.
+ */
+struct ml_ts_phase {
+	__u64 frees;
+	__u64 first, last, calls;
+};
+
+/*
  * Why each walk ended, one counter per reason: every stack the table unwinder walks (ML_STAT_UW_STACKS) counts
  * one enum ml_uw_end, every Python frame walk (ML_STAT_PY_FRAMES + ML_STAT_PY_NO_THREAD) one enum ml_py_end.
  */

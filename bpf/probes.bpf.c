@@ -15,6 +15,8 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile struct ml_spec specs[ML_MAX_SPECS] = {};
 /* Tensor sampling is on (user space sets it): a wrapped call is taken only with its wrapper's entry seen. */
 __u32 wrap_sampled = 0;
+/* Tensor sampling's on phases (user space clears first..calls before each one). */
+struct ml_ts_phase ts_phase = {};
 
 /* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the
  * context. */
@@ -275,6 +277,16 @@ static __always_inline void cuda_failed(__u32 tgid, __u32 spec, __u64 size, __s3
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* A torch_cpu allocation whose entry was seen returns: where the on phase's span reaches, in releases. */
+static __always_inline void ts_mark(void)
+{
+	__u64 f = READ_ONCE(ts_phase.frees);
+
+	if (!__sync_fetch_and_add(&ts_phase.calls, 1))
+		ts_phase.first = f;
+	ts_phase.last = f;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_exit)
 {
@@ -296,6 +308,8 @@ int BPF_KRETPROBE(alloc_exit)
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
 	c = counters();
 	size = t->size;
+	if (s->layer == ML_LAYER_TORCH_CPU)
+		ts_mark();
 
 	if (s->ret == ML_RET_ERR0) {
 		ok = (__s32)ret == 0;
@@ -351,6 +365,7 @@ int BPF_KPROBE(free_enter)
 	__u32 idx = bpf_get_attach_cookie(ctx);
 	const volatile struct ml_spec *s;
 	struct ml_args args;
+	__u64 ptr;
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
@@ -381,7 +396,10 @@ int BPF_KPROBE(free_enter)
 			t->spec = idx;
 		}
 	}
-	return release(counters(), s->layer, arg_n(&args, s->free_arg));
+	ptr = arg_n(&args, s->free_arg);
+	if (ptr && s->layer == ML_LAYER_TORCH_CPU)
+		__sync_fetch_and_add(&ts_phase.frees, 1);
+	return release(counters(), s->layer, ptr);
 }
 
 SEC("uretprobe")

@@ -8,8 +8,8 @@
  * Tensor sampling: the allocation side of the torch_cpu layer (c10::alloc_cpu, the posix_memalign it makes and
  * that call's return) is attached for 1/2^n of every OVERHEAD_TENSOR_PERIOD_S and closed for the rest, in every traced
  * process at once; free_cpu stays on, so a recorded tensor is still released whenever it goes. The records made
- * from then on weigh 2^n (ledger__set_weight), then, once the releases counted in and out of the on phase say
- * it, their ratio (ledger__add_scale): bytes, counts and the verdicts' series estimate the whole.
+ * from then on weigh 2^n (ledger__set_weight), then, once the on phases spanned enough tensor releases, all the
+ * releases over those (ledger__add_scale): bytes, counts and the verdicts' series estimate the whole.
  *
  * Heap windows: in heap-growth mode, a process's C heap probes (releases too) are attached for 1/2^n of
  * every HEAP_WINDOW_PERIOD_S, 2^n the smallest power of two that brings their measured full cost under the
@@ -49,8 +49,9 @@ struct budget {
 	bool ts_on;			   /* ... and on now */
 	uint64_t ts_toggles, ts_toggle_ns; /* toggles made, and the time they took (closing a link waits) */
 	uint64_t ts_since_ns;		   /* the last halving: its records weigh by the releases since */
-	uint64_t ts_tick_at;		   /* PyTorch's CPU tensor releases counted at the last toggle */
-	uint64_t ts_tick_on, ts_tick_off;  /* ... while the allocation side was on, and off, since ts_since_ns */
+	uint64_t ts_frees_at;		   /* PyTorch's CPU tensor releases counted (ts_phase.frees) then */
+	uint64_t ts_span, ts_gaps;	   /* its on phases: releases from their first to last allocation, ... */
+	uint64_t ts_calls;		   /* ... the allocations each saw (gaps: one fewer a phase) */
 	int hw_fd;			   /* the C heap's sampling windows: the next toggle */
 	unsigned int hw_shift;		   /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
 	bool hw_unchecked;		   /* not glibc: records go by the releases windows see, never swept */
@@ -278,30 +279,51 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 	return 0;
 }
 
-/* The tensor layers' allocation side on or off in every traced process; the timer set for the next toggle. */
 /*
- * The phase that ends now adds its tensor releases (free_cpu stays probed) to its side. Records weigh the
- * work of the whole cycle over the work done while they were taken, the releases counting work: the probes
- * slow the work while on, so more of it falls in the off phase than its share of the time says (2^shift).
+ * Records weigh the work of the whole cycle over the work the on phases sampled, releases counting work: the
+ * probes slow the work while on, so more of it falls in the off phase than its share of the time says (2^shift).
+ * A phase's sample is what the BPF side saw between its first and last allocation (struct ml_ts_phase), plus one
+ * mean gap an allocation: the toggles themselves take tens of milliseconds, longer on a loaded machine, and are
+ * neither side's.
  */
-static void tensor_ticks(struct budget *b, const struct budget_env *e, bool on)
+static void tensor_phase_begin(struct budget *b)
 {
-	uint64_t t = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
+	struct ml_ts_phase *p = &b->skel->bss->ts_phase;
+
+	p->first = p->last = 0;
+	__atomic_store_n(&p->calls, 0, __ATOMIC_SEQ_CST);
+}
+
+static void tensor_phase_end(struct budget *b)
+{
+	const struct ml_ts_phase *p = &b->skel->bss->ts_phase;
+	uint64_t calls = __atomic_load_n(&p->calls, __ATOMIC_SEQ_CST);
+
+	b->ts_calls += calls;
+	if (calls >= 2 && p->last >= p->first) {
+		b->ts_span += p->last - p->first;
+		b->ts_gaps += calls - 1;
+	}
+}
+
+static void tensor_weigh(struct budget *b, const struct budget_env *e)
+{
+	uint64_t total = __atomic_load_n(&b->skel->bss->ts_phase.frees, __ATOMIC_SEQ_CST) - b->ts_frees_at;
+	double w;
 	int err;
 
-	if (t > b->ts_tick_at)
-		*(on ? &b->ts_tick_on : &b->ts_tick_off) += t - b->ts_tick_at;
-	b->ts_tick_at = t;
-	if (b->ts_tick_on < HEAP_WINDOW_MIN_TICKS || !b->ts_tick_off)
+	if (b->ts_span < HEAP_WINDOW_MIN_TICKS || !b->ts_gaps)
 		return; /* too few: the time share (2^shift) stands */
-	ml_dbg("tensor sampling: 1/%u on, releases %" PRIu64 " on, %" PRIu64 " off: weight %.2f", 1U << b->ts_shift,
-	       b->ts_tick_on, b->ts_tick_off, (double)(b->ts_tick_on + b->ts_tick_off) / (double)b->ts_tick_on);
-	err = ledger__add_scale(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns,
-				(double)(b->ts_tick_on + b->ts_tick_off) / (double)b->ts_tick_on);
+	w = (double)total * (double)b->ts_gaps / ((double)b->ts_span * (double)b->ts_calls);
+	ml_dbg("tensor sampling: 1/%u on, releases %" PRIu64 " in all, %" PRIu64 " spanned by %" PRIu64
+	       " allocations of %" PRIu64 ": weight %.2f",
+	       1U << b->ts_shift, total, b->ts_span, b->ts_gaps, b->ts_calls, w);
+	err = ledger__add_scale(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, w < 1 ? 1 : w);
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
 }
 
+/* The tensor layers' allocation side on or off in every traced process; the timer set for the next toggle. */
 static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 {
 	double period = OVERHEAD_TENSOR_PERIOD_S, on_s = period / (1U << b->ts_shift);
@@ -309,12 +331,15 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	int err = 0;
 
-	tensor_ticks(b, e, b->ts_on);
+	if (on)
+		tensor_phase_begin(b);
 	if (e->root)
 		err = probes__pause(e->root, TENSOR_LAYERS, !on);
 	if (e->followers)
 		followers__pause(e->followers, TENSOR_LAYERS, !on);
-	tensor_ticks(b, e, false); /* the toggle itself (attaching waits): probes not all on, the off side's */
+	if (!on && b->ts_on)
+		tensor_phase_end(b); /* closed: no allocation returns in view any more */
+	tensor_weigh(b, e);
 	if (err && err != -ESRCH)
 		ml_notice("tensor sampling: cannot attach the allocation probes again: %s", strerror(-err));
 	b->ts_on = on;
@@ -514,8 +539,10 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 	b->ts_shift += k;
 	b->skel->bss->wrap_sampled = 1;
 	b->ts_since_ns = ml_clock_ns(CLOCK_MONOTONIC);
-	b->ts_tick_at = overhead__counter(e->ov, ML_STAT_LAYER_FREES(ML_LAYER_TORCH_CPU));
-	b->ts_tick_on = b->ts_tick_off = 0;
+	b->ts_frees_at = __atomic_load_n(&b->skel->bss->ts_phase.frees, __ATOMIC_SEQ_CST);
+	b->ts_span = b->ts_gaps = b->ts_calls = 0;
+	if (b->ts_on)
+		tensor_phase_begin(b); /* a phase under way counts from here */
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, b->ts_shift);
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
