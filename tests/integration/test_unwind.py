@@ -5,9 +5,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import test_no_asan, FIX, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test, torch_kept_losses  # noqa: E402
+from harness import test_no_asan, FIX, TORCH_SCRIPT, Fail, attached_run, check, eq, main, read_line, test, torch_kept_losses, torch_py  # noqa: E402
 
 UNWIND = os.path.join(FIX, "unwind")  # g++ -O2 -fomit-frame-pointer, with libunwind_fix.so beside it
 UNWIND_DF = os.path.join(FIX, "unwind-df", "unwind")  # its library described by .debug_frame only
@@ -244,6 +245,40 @@ def libtorch_allocation_reaches_the_python_frames():
     _, growing_fp, _ = torch_kept_losses("--unwind", "fp")
     fp_at = max(sum(1 for f in s["frames"] if (f["func"] or "").startswith("at::")) for s in growing_fp)
     check(fp_at < len(at), f"frame pointers alone see fewer at:: frames ({fp_at} vs {len(at)})")
+
+
+@test_no_asan
+def tables_load_behind_the_attach():
+    """Issue 36: attaching to a torch job does not wait for the unwinding tables of its ~90 libraries: those of
+    libc, the interpreter and libc10 are built at once, the rest by a thread. Meanwhile every tensor the loop
+    allocates keeps its caller in libc10 and its Python line; once every table is in (the -v line says so), the
+    loop's stacks go on to _start, and the report's stats.unwind_tables say all were loaded, some by the thread."""
+    line = next(i for i, l in enumerate(open(TORCH_SCRIPT), 1) if "# at: forward" in l)
+
+    def wait_loaded(fx, tool):
+        end = time.time() + 90
+        while time.time() < end:
+            tool.stderr_lines.append(read_line(tool.p.stderr, end - time.time(), "the tables loaded"))
+            if "unwinding tables: all loaded" in tool.stderr_lines[-1]:
+                return
+        raise Fail("the unwinding tables did not all load")
+
+    tool, _ = attached_run([torch_py(), TORCH_SCRIPT, "keep", "cpu", "1500"], "-v", "-f", "json", "--layers",
+                           "torch_cpu", "--top", "50", "0.5", after_go=wait_loaded, done_timeout=180)
+    reps = tool.reports()
+    at_line = [(r["seq"], s) for r in reps for s in r["stacks"]
+               if any(f["kind"] == "python" and f["file"] == TORCH_SCRIPT and f["line"] == line for f in s["frames"])]
+    check(at_line, "tensors allocated at the forward line")
+    callers = {os.path.basename(s["frames"][0].get("module") or "?") for _, s in at_line}
+    eq(callers, {"libc10.so"}, "every row at the forward line keeps c10::alloc_cpu's caller, in libc10")
+    tables = reps[-1]["stats"]["unwind_tables"]
+    print(f"# first report: {reps[0]['stats']['unwind_tables']}; last: {tables}; cut walks merged: "
+          f"{reps[-1]['stats']['stack_store']['stopped_walks_merged']}", flush=True)
+    check(tables["pending"] == 0 and tables["queued"] >= 50 and tables["background"] >= 1 and
+          tables["all_loaded_s"] > 0, f"every table loaded, some by the thread: {tables}")
+    full = [s for s in reps[-1]["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
+    check(full and max(full, key=lambda s: s["bytes"])["frames"][-1]["func"] == "_start",
+          "once loaded, the kept tensors' stack goes on to _start")
 
 
 if __name__ == "__main__":

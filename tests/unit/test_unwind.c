@@ -302,6 +302,64 @@ static void test_no_room(void)
 	memleak_bpf__destroy(skel);
 }
 
+/* The umaps entry of pid: its mapping count and gen; -1 when it has none. */
+static int umaps_of(struct memleak_bpf *skel, int pid, __u32 *gen)
+{
+	struct ml_umaps *um = calloc(1, sizeof(*um));
+	__u32 key = (__u32)pid;
+	int n = -1;
+
+	if (um && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.umaps), &key, um)) {
+		n = (int)um->n;
+		*gen = um->gen;
+	}
+	free(um);
+	return n;
+}
+
+/*
+ * Tables in the background, with no time for a sync beyond the first rank: the sync lists libc's mappings
+ * (built at once) but not the test's own, which the thread builds; its list is then published again, whole.
+ */
+static void test_background(void)
+{
+	struct memleak_bpf *skel = load();
+	struct ml_maps maps = {};
+	struct unwinder *u = NULL, *whole = NULL;
+	struct unwind_loading ld;
+	__u32 gen0 = 0, gen1 = 0;
+	int n0, n1, nwhole;
+
+	if (!skel)
+		return;
+	ml_maps__read(getpid(), &maps);
+	CHECK_EQ_INT(unwinder__new(skel, &(struct unwind_opts){.mem = 64ULL << 20}, &whole), 0, "unwinder made");
+	nwhole = whole ? unwinder__sync(whole, getpid(), &maps) : -1;
+	unwinder__free(whole);
+	CHECK_EQ_INT(unwinder__new(skel, &(struct unwind_opts){.mem = 64ULL << 20, .background = true}, &u), 0,
+		     "unwinder with a builder thread made");
+	if (!u)
+		goto out;
+	n0 = unwinder__sync(u, getpid(), &maps);
+	/* The thread may publish a longer list as soon as the sync lets go of the lock. */
+	CHECK(n0 >= 1 && n0 < nwhole && umaps_of(skel, getpid(), &gen0) >= n0,
+	      "the sync lists libc's mappings at once, not the test's own (built in the background)");
+	unwinder__wait(u);
+	unwinder__loading(u, &ld);
+	n1 = umaps_of(skel, getpid(), &gen1);
+	printf("# %d mappings listed at once, %d once loaded (%d without a thread); %llu queued, %u built in the "
+	       "background, all loaded after %.3f s\n",
+	       n0, n1, nwhole, (unsigned long long)ld.queued, ld.pending ? 0 : ld.background, ld.all_loaded_s);
+	CHECK(n1 == nwhole, "once loaded, the list is published again with every mapping");
+	CHECK(ld.pending == 0 && ld.background >= 1 && ld.queued > ld.background && ld.all_loaded_s >= 0,
+	      "the loading counts: nothing pending, the thread's tables, when the last came");
+	CHECK_EQ_INT(unwinder__sync(u, getpid(), &maps), nwhole, "a sync after: every mapping, nothing queued");
+out:
+	ml_maps__clear(&maps);
+	unwinder__free(u);
+	memleak_bpf__destroy(skel);
+}
+
 /* A .debug_frame with one CIE (DWARF 4) and one FDE: push rbp at +1, CFA rsp+16, rbp at CFA-16. */
 static void test_debug_frame(void)
 {
@@ -433,6 +491,7 @@ int main(void)
 	if (geteuid() == 0) {
 		test_tables();
 		test_no_room();
+		test_background();
 	} else {
 		CHECK(0, "BPF table tests need root");
 	}

@@ -35,6 +35,7 @@ struct reporter {
 	/* The report being written: its input's parts (struct report_in), while reporter__emit runs. */
 	uint64_t duration_ns;
 	const struct ml_overhead *ov;
+	const struct unwind_loading *tables;
 	const int *traced;
 	size_t ntraced;
 	const struct ml_victim *victims;
@@ -500,7 +501,7 @@ static int emit_text(struct reporter *r, const struct ml_snapshot *s, const stru
 	text_findings_cost(r->out, py, r->findings);
 	multi = text_procs(r, s);
 	ml_text_devices(r->out, s, order);
-	ml_text_counters(r->out, s);
+	ml_text_counters(r->out, s, r->tables);
 	text_unresolved(r->out, py);
 	text_rows(r, s, jv, order, multi);
 	fputc('\n', r->out);
@@ -646,7 +647,7 @@ static int emit_json(struct reporter *r, const struct ml_snapshot *s, const stru
 		ml_json_overhead(&w, r->ov);
 	}
 	json_processes(&w, r, s);
-	ml_json_all_stats(&w, s, shown, python_tally(r, s, order, shown));
+	ml_json_all_stats(&w, s, shown, python_tally(r, s, order, shown), r->tables);
 	jw_arr_begin(&w, "stacks");
 	for (size_t i = 0; i < shown; i++)
 		json_row(&w, r, s, &s->rows[order[i]], &jv[order[i]], order);
@@ -726,6 +727,7 @@ int reporter__emit(struct reporter *r, const struct report_in *in)
 	r->victims = in->victims;
 	r->nvictims = in->nvictims;
 	r->cuda_oom = in->cuda_oom;
+	r->tables = in->tables;
 	r->findings = in->findings;
 	r->exited = in->exited;
 	err = formats[r->o.format].emit(r, in->snap, in->judged, in->order, in->seq, in->final);

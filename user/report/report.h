@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include "collect/ledger.h"
 #include "judge/victims.h"
+#include "unwind/unwind.h"
 
 enum ml_format { ML_FMT_TEXT, ML_FMT_JSON, ML_FMT_FOLDED, ML_FMT_PPROF };
 /* A format's name, as -f takes it (report.c's one table of formats); NULL past the last. */
@@ -47,9 +48,10 @@ struct report_in {
 	size_t ntraced;
 	const struct ml_victim *victims; /* this report's victims of fragmentation (judge/victims.h), by key */
 	size_t nvictims;
-	const struct findings *findings;    /* the run's findings (judge/findings.h), for the peaks */
-	const struct ml_exit_view *exited;  /* the final report after the target's exit: its last live rows */
-	const struct ml_cuda_oom *cuda_oom; /* the CUDA out-of-memory burst this report is written at, or NULL */
+	const struct findings *findings;     /* the run's findings (judge/findings.h), for the peaks */
+	const struct ml_exit_view *exited;   /* the final report after the target's exit: its last live rows */
+	const struct ml_cuda_oom *cuda_oom;  /* the CUDA out-of-memory burst this report is written at, or NULL */
+	const struct unwind_loading *tables; /* the unwinding tables' background building, or NULL */
 };
 
 /* Write one report in the reporter's format; 0 or a negative errno (the output could not be written). */

@@ -109,8 +109,28 @@ static void text_stats(FILE *f, const char *label, const struct stat_name *tab, 
 }
 
 /* Text without --native: a run of these in a Python stack is folded into one line. */
+/*
+ * The unwinding tables built in the background: how many are still loading, whose frames meanwhile follow frame
+ * pointers (walks cut short there are merged into their stacks once complete), then when the last came.
+ */
+static void text_tables(FILE *f, const struct ml_snapshot *s, const struct unwind_loading *t)
+{
+	if (!t || !t->queued)
+		return;
+	if (t->pending)
+		fprintf(f,
+			"unwinding tables: %u of %" PRIu64 " still loading (their frames by frame pointer meanwhile; "
+			"%" PRIu64 " walks stopped in a file without one)\n",
+			t->pending, t->queued, s->stats[ML_STAT_UW_END(ML_UW_END_NO_TABLE)]);
+	else if (t->background)
+		fprintf(f,
+			"unwinding tables: all %" PRIu64 " loaded, %.1f s after they were asked for (%u in the "
+			"background); %" PRIu64 " cut walks merged into their stacks\n",
+			t->queued, t->all_loaded_s, t->background, s->stopped_merged);
+}
+
 /* The counters since attach: events, drops, and those of Python, unwinding and the rss layer once in use. */
-void ml_text_counters(FILE *f, const struct ml_snapshot *s)
+void ml_text_counters(FILE *f, const struct ml_snapshot *s, const struct unwind_loading *tables)
 {
 	bool any_drop = false;
 
@@ -140,6 +160,7 @@ void ml_text_counters(FILE *f, const struct ml_snapshot *s)
 		if (ml_log_level >= 1)
 			text_stats(f, "unwind walks ended", unwind_ends, ARRAY_LEN(unwind_ends), s->stats);
 	}
+	text_tables(f, s, tables);
 	if (s->stats[ML_STAT_RSS_FAULTS]) {
 		text_stats(f, "rss", rss_stats, ARRAY_LEN(rss_stats), s->stats);
 		if (s->rss_shift)
@@ -210,7 +231,24 @@ static void json_python(struct jw *w, const struct ml_snapshot *s, struct ml_py_
 	jw_obj_end(w);
 }
 
-void ml_json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown, struct ml_py_tally py)
+/* stats.unwind_tables: files queued, still pending, built in the background, and when the last came (or null). */
+static void json_tables(struct jw *w, const struct unwind_loading *t)
+{
+	if (!t)
+		return;
+	jw_obj_begin(w, "unwind_tables");
+	jw_u64(w, "queued", t->queued);
+	jw_u64(w, "pending", t->pending);
+	jw_u64(w, "background", t->background);
+	if (t->queued && !t->pending)
+		jw_double(w, "all_loaded_s", t->all_loaded_s);
+	else
+		jw_null(w, "all_loaded_s");
+	jw_obj_end(w);
+}
+
+void ml_json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown, struct ml_py_tally py,
+		       const struct unwind_loading *tables)
 {
 	jw_obj_begin(w, "stats");
 	jw_obj_begin(w, "events");
@@ -221,6 +259,7 @@ void ml_json_all_stats(struct jw *w, const struct ml_snapshot *s, size_t shown, 
 	json_stats(w, "dropped", drop_stats, ARRAY_LEN(drop_stats), NULL, 0, s->stats);
 	json_python(w, s, py);
 	json_stats(w, "unwind", unwind_stats, ARRAY_LEN(unwind_stats), unwind_ends, ARRAY_LEN(unwind_ends), s->stats);
+	json_tables(w, tables);
 	json_stats(w, "rss", rss_stats, ARRAY_LEN(rss_stats), NULL, 0, s->stats);
 	jw_u64(w, "rss_sample_every", 1ULL << s->rss_shift);
 	json_hits(w, s);

@@ -269,6 +269,7 @@ static int session_report(struct session *ss, bool *final)
 	const size_t *order = NULL;
 	struct ml_exit_view xv;
 	struct report_in in;
+	struct unwind_loading tables;
 	int *traced = NULL, err;
 	size_t ntraced;
 	bool exited;
@@ -304,6 +305,8 @@ static int session_report(struct session *ss, bool *final)
 		followers__trim(ss->followers);
 	if (exited)
 		snap = &xv.s; /* the last live report's rows, shown after the exit */
+	if (ss->env.uw)
+		unwinder__loading(ss->env.uw, &tables);
 	in = (struct report_in){.snap = snap,
 				.judged = exited ? xv.j : judged,
 				.order = exited ? xv.order : order,
@@ -317,7 +320,8 @@ static int session_report(struct session *ss, bool *final)
 				.nvictims = ss->victims.n,
 				.findings = ss->findings,
 				.exited = exited ? &xv : NULL,
-				.cuda_oom = ss->cuda_oom_due ? &ss->cuda_oom : NULL};
+				.cuda_oom = ss->cuda_oom_due ? &ss->cuda_oom : NULL,
+				.tables = ss->env.uw ? &tables : NULL};
 	err = write_outputs(ss, &in);
 	free(traced);
 	return err;

@@ -620,8 +620,11 @@ static int session_open(struct session *ss)
 		return err;
 	ss->env = (struct tracee_env){.skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir};
 	if (o->unwind_tables) {
-		err = unwinder__new(ss->skel, &(struct unwind_opts){.debug_dir = o->debug_dir, .mem = o->unwind_mem},
-				    &ss->env.uw);
+		err = unwinder__new(
+		    ss->skel,
+		    &(struct unwind_opts){
+			.debug_dir = o->debug_dir, .mem = o->unwind_mem, .background = true, .sync_ms = UNWIND_SYNC_MS},
+		    &ss->env.uw);
 		if (err) {
 			ml_err("cannot map the unwinding tables: %s", strerror(-err));
 			return err;

@@ -15,9 +15,22 @@
 struct memleak_bpf;
 struct unwinder;
 
+/* What a sync may spend building tables beyond those that come first, before a thread takes the rest. */
+#define UNWIND_SYNC_MS 200
+
 struct unwind_opts {
 	const char *debug_dir; /* where separate debug files are looked for; NULL: the default */
 	uint64_t mem;	       /* the most the row and index arrays may hold (--unwind-mem) */
+	bool background;       /* build what a sync has no time for in a thread; false: every table at once */
+	uint32_t sync_ms;      /* with background: the time a sync may spend beyond the first rank's files */
+};
+
+/* The tables built in the background so far. */
+struct unwind_loading {
+	uint32_t pending;    /* files whose table is not built yet */
+	uint32_t background; /* tables the thread built */
+	uint64_t queued;     /* files ever queued */
+	double all_loaded_s; /* the last time the queue ran empty: seconds from the first file queued then; <0: never */
 };
 
 /* Row and index capacity for a memory budget. */
@@ -28,12 +41,16 @@ int unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o, struct 
 void unwinder__free(struct unwinder *u); /* NULL-safe */
 
 /*
- * Bring the tables of pid's executable file mappings in (building those of files not seen before) and
- * publish its mapping list to BPF. Files whose table cannot be built (no .eh_frame, not x86-64, no room)
- * are left out of the list: their frames fall back to frame pointers. Returns the number of mappings with
- * a table, -ENOMEM, or -errno from the map update.
+ * Bring the tables of pid's executable file mappings in (building those of files not seen before, or queueing
+ * them: see unwind.c) and publish its mapping list to BPF. Files whose table cannot be built (no .eh_frame, not
+ * x86-64, no room) or is not built yet are left out of the list: their frames fall back to frame pointers.
+ * Returns the number of mappings with a table now, -ENOMEM, or -errno from the map update.
  */
 int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps);
+
+/* Where background building stands; unwinder__wait returns once nothing is pending. */
+void unwinder__loading(struct unwinder *u, struct unwind_loading *out);
+void unwinder__wait(struct unwinder *u);
 
 /* pid is gone or ran exec: its list goes, and tables no other process maps are evicted. */
 void unwinder__forget(struct unwinder *u, int pid);
@@ -48,11 +65,11 @@ struct unwind_file_info {
 	bool debug_file;      /* a separate debug file was found (and searched for .debug_frame) */
 };
 
-size_t unwinder__n_files(const struct unwinder *u);
-int unwinder__file(const struct unwinder *u, size_t i, struct unwind_file_info *out); /* 0 or -ENOENT */
+size_t unwinder__n_files(struct unwinder *u);
+int unwinder__file(struct unwinder *u, size_t i, struct unwind_file_info *out); /* 0 or -ENOENT */
 
 /* Totals: rows in use and capacity, files left without a table for want of room. */
-void unwinder__usage(const struct unwinder *u, uint64_t *rows_used, uint64_t *rows_cap, uint64_t *no_room);
+void unwinder__usage(struct unwinder *u, uint64_t *rows_used, uint64_t *rows_cap, uint64_t *no_room);
 
 /* Kernel memory the row and index chunks created so far hold (mapped once in this process). */
 uint64_t unwinder__memory(const struct unwinder *u);
