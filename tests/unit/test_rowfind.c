@@ -118,6 +118,24 @@ static void test_rowcache(int fd, const struct elf_syms *syms)
 	CHECK(rowcache__get(&c, &k) == NULL, "rowcache: empty once cleared");
 }
 
+/* Names found in one pass as each alone; one missing leaves the others found; lookups need a sorted table. */
+static void test_find_each(const struct elf_syms *syms)
+{
+	struct elf_sym_want w[] = {{.name = "_ZN3c108free_cpuEPv"},
+				   {.name = "no_such_function_here"},
+				   {.name = "_ZN3c109alloc_cpuEm"},
+				   {.name = "main"}};
+	uint64_t v = 0, off;
+
+	CHECK_EQ_INT(elf_syms__find_each(syms, w, 4), 0, "find_each: one pass");
+	CHECK(w[0].found && !elf_syms__find(syms, w[0].name, &v, NULL) && v == w[0].vaddr, "find_each: free_cpu");
+	CHECK(!w[1].found && w[1].vaddr == 0, "find_each: a missing name is not found");
+	CHECK(w[2].found && !elf_syms__find(syms, w[2].name, &v, NULL) && v == w[2].vaddr, "find_each: alloc_cpu");
+	CHECK(w[3].found && !elf_syms__find(syms, "main", &v, NULL) && v == w[3].vaddr && v != w[2].vaddr,
+	      "find_each: main");
+	CHECK(elf_syms__lookup(syms, w[2].vaddr, &off) == NULL, "find_each: no address lookup in an unsorted table");
+}
+
 int main(void)
 {
 	struct elf_syms *syms = NULL;
@@ -130,6 +148,14 @@ int main(void)
 	if (syms) {
 		test_demangled_rows(syms);
 		test_rowcache(fd, syms);
+	}
+	elf_syms__free(syms);
+	/* As probing plans them: unsorted, .symtab's repeats of .dynsym kept; the same rows. */
+	syms = NULL;
+	CHECK_EQ_INT(elf_syms__open_as(fd, ELF_SYMS_FUNCS, &syms), 0, "this test's symbols, unsorted");
+	if (syms) {
+		test_demangled_rows(syms);
+		test_find_each(syms);
 	}
 	elf_syms__free(syms);
 	close(fd);

@@ -351,7 +351,7 @@ static int plan_object(const struct probes *p, const struct ml_mapping *m, bool 
 	err = rowkey__of(fd, &fo, &key);
 	if (!err && (*plan = rowcache__get(p->o.rows, &key)))
 		goto out;
-	err = err ? err : !(*fresh = rowplan__new(&key)) ? -ENOMEM : elf_syms__open(fd, syms);
+	err = err ? err : !(*fresh = rowplan__new(&key)) ? -ENOMEM : elf_syms__open_as(fd, ELF_SYMS_FUNCS, syms);
 	if (err == -ENOEXEC && *fresh)
 		(*fresh)->err = err, err = 0;
 	else if (!err)

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "attach/rowfind.h"
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "attach/allocators.h"
@@ -14,17 +15,20 @@ static bool wanted(const struct rowfind_opts *o, const struct ml_allocator *a)
 	return o->layers & (1U << a->spec.layer);
 }
 
-/* A demangled row still looked for, and the identifier its mangled name must spell. */
+/* A demangled row still looked for, and the identifier its mangled name must spell: <len><tok>. */
 struct pending {
 	unsigned int row;
 	const char *tok;
 	size_t len;
+	char dec[24]; /* len in decimal */
+	size_t ndec;
 };
 
 struct demangle_ctx {
 	struct found *found;
 	struct pending *want;
-	size_t nwant, maxlen; /* maxlen: the longest identifier looked for */
+	size_t nwant;
+	bool pair[10][256]; /* a length's last digit, then its identifier's first character: where one may start */
 };
 
 /*
@@ -73,9 +77,28 @@ static int try_rows(struct demangle_ctx *ctx, const char *raw, uint64_t vaddr, c
 }
 
 /*
- * One symbol against the rows still looked for, in one scan of its mangled name: a row is a candidate
- * when the name spells its identifier as a source name, <length><identifier>, and only candidates are
- * demangled. Every digit may start a length: an identifier can end in digits ("3c109alloc_cpu").
+ * At c, a digit: the rows whose <len><identifier> has its length end here. Any digit may start a length
+ * ("3c109alloc_cpu" spells 9alloc_cpu: an identifier can end in digits), so the decimal need only end at c.
+ */
+static int try_at(struct demangle_ctx *ctx, const char *raw, uint64_t vaddr, const char *c, char **dm)
+{
+	for (size_t i = 0; i < ctx->nwant; i++) {
+		const struct pending *w = &ctx->want[i];
+
+		if (w->dec[w->ndec - 1] != c[0] || w->tok[0] != c[1] || (size_t)(c - raw) + 1 < w->ndec ||
+		    memcmp(c + 1 - w->ndec, w->dec, w->ndec))
+			continue;
+		if (try_rows(ctx, raw, vaddr, c + 1, w->len, dm))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * One symbol against the rows still looked for, in one scan of its mangled name: a row is a candidate when
+ * the name spells its identifier as a source name, <length><identifier>, and only candidates are demangled.
+ * A table of (a length's last digit, its identifier's first character) passes over the rest of the name at a
+ * compare a character: libtorch's names are 78 MB.
  */
 static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void *vctx)
 {
@@ -85,13 +108,10 @@ static int match_demangled(const char *raw, uint64_t vaddr, uint64_t size, void 
 	(void)size;
 	if (raw[0] != '_' || raw[1] != 'Z')
 		return 0;
-	for (const char *c = raw + 2; *c; c++) {
-		const char *id = c;
-		size_t n = 0;
+	for (const char *c = raw + 2; c[0] && c[1]; c++) {
+		unsigned int d = (unsigned int)((unsigned char)c[0] - '0');
 
-		while (*id >= '0' && *id <= '9' && n <= ctx->maxlen)
-			n = n * 10 + (size_t)(*id++ - '0');
-		if (n && n <= ctx->maxlen && try_rows(ctx, raw, vaddr, id, n, &dm))
+		if (d <= 9 && ctx->pair[d][(unsigned char)c[1]] && try_at(ctx, raw, vaddr, c, &dm))
 			break;
 	}
 	free(dm);
@@ -110,34 +130,50 @@ static int pending_rows(const struct rowfind_opts *o, const struct found *found,
 		if (ml_allocators[row].match == ML_MATCH_DEMANGLED && !found[row].ok &&
 		    wanted(o, &ml_allocators[row]) && name_token(ml_allocators[row].func, &w->tok, &w->len)) {
 			w->row = row;
+			w->ndec = (size_t)snprintf(w->dec, sizeof(w->dec), "%zu", w->len);
+			ctx->pair[w->dec[w->ndec - 1] - '0'][(unsigned char)w->tok[0]] = true;
 			ctx->nwant++;
-			if (w->len > ctx->maxlen)
-				ctx->maxlen = w->len;
 		}
 	}
 	return 0;
 }
 
-/* The rows found by their symbol's name; a C library's required ones must be there. 0 or -ENOENT. */
+/* Whether a row is found by its symbol's name in this pass (the PLT rows wait for the demangled pass). */
+static bool by_symbol(const struct rowfind_opts *o, const struct ml_allocator *a)
+{
+	return wanted(o, a) && (a->lib == ML_LIB_LIBC) == o->as_libc && a->match != ML_MATCH_DEMANGLED &&
+	       a->lib != ML_LIB_PLT;
+}
+
+/* The rows found by their symbol's name, in one pass; a C library's required ones must be there. 0 or -errno. */
 static int find_symbols(const struct elf_syms *syms, const struct rowfind_opts *o, struct found *found,
 			bool *any_demangled)
 {
+	struct elf_sym_want *w = calloc(ml_allocators_n, sizeof(*w));
+	size_t n = 0;
+	int err;
+
+	if (!w)
+		return -ENOMEM;
 	for (unsigned int row = 0; row < ml_allocators_n; row++) {
 		const struct ml_allocator *a = &ml_allocators[row];
-		uint64_t size;
 
-		if (!wanted(o, a) || (a->lib == ML_LIB_LIBC) != o->as_libc)
-			continue;
-		if (a->match == ML_MATCH_DEMANGLED)
+		if (wanted(o, a) && (a->lib == ML_LIB_LIBC) == o->as_libc && a->match == ML_MATCH_DEMANGLED)
 			*any_demangled = true;
-		else if (a->lib == ML_LIB_PLT)
-			continue; /* after the demangled pass has found the host */
-		else if (elf_syms__find(syms, a->func, &found[row].vaddr, &size) == 0)
-			found[row].ok = true;
-		else if (a->required)
-			return -ENOENT;
+		if (by_symbol(o, a))
+			w[n++].name = a->func;
 	}
-	return 0;
+	err = elf_syms__find_each(syms, w, n);
+	for (unsigned int row = 0, k = 0; row < ml_allocators_n && !err; row++) {
+		if (!by_symbol(o, &ml_allocators[row]))
+			continue;
+		found[row].ok = w[k].found;
+		found[row].vaddr = w[k++].vaddr;
+		if (!found[row].ok && ml_allocators[row].required)
+			err = -ENOENT;
+	}
+	free(w);
+	return err;
 }
 
 /* Aliases (tcmalloc's free is its operator delete): one probe per function, its first row's. */

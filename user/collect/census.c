@@ -209,7 +209,7 @@ static int read_object(struct census *c, const struct ml_mapping *m)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
-	err = elf_syms__open_as(fd, false, &s);
+	err = elf_syms__open_as(fd, ELF_SYMS_DATA, &s);
 	close(fd);
 	if (err)
 		return err == -ENOMEM ? err : 0; /* not an ELF object: nothing to type by */

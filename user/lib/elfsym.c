@@ -35,7 +35,8 @@ struct elf_syms {
 	int fd;
 	Elf *elf;
 	bool dyn;
-	struct ml_sym *syms; /* sorted by value, then preference */
+	struct ml_sym *syms; /* sorted by value, then preference (ELF_SYMS_SORTED), else as the file lists them */
+	bool sorted;
 	size_t nsyms, capsyms;
 	struct ml_load *loads;
 	size_t nloads;
@@ -246,7 +247,7 @@ static int load_symtab(struct elf_syms *s, Elf_Scn *scn, const GElf_Shdr *sh)
 	return 0;
 }
 
-static int load_symbols(struct elf_syms *s)
+static int load_symbols(struct elf_syms *s, bool sorted)
 {
 	Elf_Scn *scn = NULL;
 	size_t i, j;
@@ -260,11 +261,11 @@ static int load_symbols(struct elf_syms *s)
 		if (err)
 			return err;
 	}
-	if (!s->nsyms)
-		return 0;
+	s->sorted = sorted;
+	if (!s->nsyms || !sorted)
+		return 0; /* a name's lookups and passes take a repeat as it comes: the first found row wins */
 	/* .symtab repeats what .dynsym has; keep one entry per address and base name. */
-	if (s->nsyms)
-		qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_dedup);
+	qsort(s->syms, s->nsyms, sizeof(*s->syms), cmp_dedup);
 	for (i = 1, j = 1; i < s->nsyms; i++) {
 		if (s->syms[i].value == s->syms[j - 1].value && !cmp_base(s->syms[i].name, s->syms[j - 1].name))
 			continue;
@@ -278,10 +279,10 @@ static int load_symbols(struct elf_syms *s)
 
 int elf_syms__open(int fd, struct elf_syms **out)
 {
-	return elf_syms__open_as(fd, true, out);
+	return elf_syms__open_as(fd, ELF_SYMS_SORTED, out);
 }
 
-int elf_syms__open_as(int fd, bool funcs, struct elf_syms **out)
+int elf_syms__open_as(int fd, enum elf_syms_read what, struct elf_syms **out)
 {
 	struct elf_syms *s;
 	GElf_Ehdr eh;
@@ -316,7 +317,7 @@ int elf_syms__open_as(int fd, bool funcs, struct elf_syms **out)
 	err = load_sections(s);
 	if (err)
 		goto fail;
-	err = funcs ? load_symbols(s) : 0;
+	err = what == ELF_SYMS_DATA ? 0 : load_symbols(s, what == ELF_SYMS_SORTED);
 	if (err)
 		goto fail;
 	*out = s;
@@ -407,35 +408,70 @@ int elf_syms__find_object(const struct elf_syms *s, const char *name, uint64_t *
 	return 0;
 }
 
-int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size)
+/* One symbol against one name: whether it is the name (or the name under a version) and better than *best. */
+static void find_step(const struct ml_sym *sym, const char *name, size_t len, const struct ml_sym **best,
+		      bool *best_exact)
 {
-	const struct ml_sym *best = NULL;
-	size_t len = strlen(name), i;
-	bool exact, best_exact = false;
+	bool exact;
 
-	for (i = 0; i < s->nsyms; i++) {
+	/* The first two characters first: libtorch has a million symbols, and a probe set has 40 names. */
+	if (sym->name[0] != name[0] || (name[0] && name[1] && sym->name[1] != name[1]))
+		return;
+	/* A caller asking for "malloc@GLIBC_2.2.5" wants exactly that. */
+	if (!name_matches(sym->name, name, len) && strcmp(sym->name, name))
+		return;
+	exact = !strcmp(sym->name, name);
+	if (!*best || (exact && !*best_exact) || (exact == *best_exact && sym->score > (*best)->score)) {
+		*best = sym;
+		*best_exact = exact;
+	}
+}
+
+int elf_syms__find_each(const struct elf_syms *s, struct elf_sym_want *w, size_t n)
+{
+	const struct ml_sym **best = calloc(n ? n : 1, sizeof(*best));
+	bool *exact = calloc(n ? n : 1, sizeof(*exact)), first[256] = {false};
+	size_t *len = calloc(n ? n : 1, sizeof(*len));
+
+	if (!best || !exact || !len) {
+		free(best), free(exact), free(len);
+		return -ENOMEM;
+	}
+	for (size_t j = 0; j < n; j++) {
+		len[j] = strlen(w[j].name);
+		first[(unsigned char)w[j].name[0]] = true;
+	}
+	/* One pass whatever n: the names' first characters sort out nearly every symbol at once. */
+	for (size_t i = 0; i < s->nsyms; i++) {
 		const struct ml_sym *sym = &s->syms[i];
 
-		/* The first two characters first: libtorch has a million symbols, and a probe set has 40 names. */
-		if (sym->name[0] != name[0] || (name[0] && name[1] && sym->name[1] != name[1]))
+		if (!first[(unsigned char)sym->name[0]])
 			continue;
-		if (!name_matches(sym->name, name, len)) {
-			/* A caller asking for "malloc@GLIBC_2.2.5" wants exactly that. */
-			if (strcmp(sym->name, name))
-				continue;
-		}
-		exact = !strcmp(sym->name, name);
-		if (!best || (exact && !best_exact) || (exact == best_exact && sym->score > best->score)) {
-			best = sym;
-			best_exact = exact;
-		}
+		for (size_t j = 0; j < n; j++)
+			find_step(sym, w[j].name, len[j], &best[j], &exact[j]);
 	}
-	if (!best)
+	for (size_t j = 0; j < n; j++) {
+		w[j].found = best[j] != NULL;
+		w[j].vaddr = best[j] ? best[j]->value : 0;
+		w[j].size = best[j] ? best[j]->size : 0;
+	}
+	free(best), free(exact), free(len);
+	return 0;
+}
+
+int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+	struct elf_sym_want w = {.name = name};
+	int err = elf_syms__find_each(s, &w, 1);
+
+	if (err)
+		return err;
+	if (!w.found)
 		return -ENOENT;
 	if (vaddr)
-		*vaddr = best->value;
+		*vaddr = w.vaddr;
 	if (size)
-		*size = best->size;
+		*size = w.size;
 	return 0;
 }
 
@@ -519,6 +555,8 @@ const char *elf_syms__lookup(const struct elf_syms *s, uint64_t vaddr, uint64_t 
 	const struct ml_sym *sym = NULL;
 	int group;
 
+	if (!s->sorted)
+		return NULL;
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
 		if (s->syms[mid].value <= vaddr)
