@@ -443,8 +443,9 @@ int main(void)
 			const struct ml_row *x = &s->rows[i];
 
 			if (x->key.stack_id == 200 && x->key.caller == 0xa0)
-				CHECK(x->bytes == 1030 && x->count == 2,
-				      "the cut walk's block joins its complete stack");
+				CHECK(x->bytes == 1030 && x->count == 2 && x->cut_count == 1 &&
+					  x->cut_key.stack_id == 202,
+				      "the cut walk's block joins its complete stack, which names it for its history");
 			if (x->key.stack_id == 203)
 				CHECK(x->bytes == 40, "a prefix two stacks extend stays apart");
 			if (x->key.stack_id == 204)

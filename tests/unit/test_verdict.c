@@ -392,6 +392,37 @@ int main(void)
 		verdicts__free(v);
 	}
 	/*
+	 * A leak whose walks were cut short (its table not loaded yet) for four reports, then complete: the merged
+	 * row, under its complete stack's key, goes on with the cut row's history and stays growing. Without the
+	 * cut key it starts afresh, new.
+	 */
+	for (int named = 0; named < 2; named++) {
+		struct verdicts *v;
+		struct ml_row row = {.key = {.tgid = 1, .stack_id = 5}};
+		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
+		const struct ml_judgement *jv = NULL;
+		const size_t *order = NULL;
+		int err = verdicts__new(&v);
+
+		for (int i = 0; i < 6 && !err; i++) {
+			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
+			row.bytes += 4096, row.count += 16;
+			if (i == 4) { /* the table came: the complete stack's row, the cut row merged in */
+				row.key.stack_id = 9;
+				row.cut_key = (struct ml_agg_key){.tgid = 1, .stack_id = named ? 5 : 6};
+				row.cut_count = row.count - 16;
+			}
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
+			s.elapsed_s = 1;
+		}
+		if (named)
+			CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 5 && jv[0].count_growth == 16,
+			      "cut walks completed: the row goes on growing, six samples");
+		else
+			CHECK(!err && jv[0].verdict == ML_V_NEW && jv[0].intervals == 1, "another row's key: afresh");
+		verdicts__free(v);
+	}
+	/*
 	 * `-p PID 2 4`: the fourth report is the final one, on its timer tick, 0.25 ms early (as `make demo` printed
 	 * it one run in three). A whole interval: a fourth sample, and the leak growing; restated, it had three
 	 * and was new.

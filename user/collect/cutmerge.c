@@ -132,6 +132,10 @@ int cutmerge__run(struct ml_snapshot *s, struct stackstore *stacks, struct ml_st
 		if (!v || v == PREFIX_AMBIGUOUS || v == PREFIX_WANTED)
 			continue;
 		into = &s->rows[(uintptr_t)v - 1];
+		if (r->count > into->cut_count) {
+			into->cut_key = r->key;
+			into->cut_count = r->count;
+		}
 		into->bytes += r->bytes;
 		into->cow_bytes += r->cow_bytes;
 		into->count += r->count;

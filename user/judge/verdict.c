@@ -476,6 +476,9 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	for (size_t i = 0; i < s->nrows; i++) {
 		const struct ml_row *r = &s->rows[i];
 		struct hist *old = v->n ? bsearch(&r->key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
+		/* A stack whose walks were cut short until its table came goes on with the cut row's history. */
+		if (!old && r->cut_count && v->n)
+			old = bsearch(&r->cut_key, v->h, v->n, sizeof(*v->h), cmp_key);
 		double age = r->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - r->oldest_ts_ns) / 1e9 : 0;
 		/*
 		 * With no C heap window since the last report, its rows' last sample is restated. Tensor sampling's
