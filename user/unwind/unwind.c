@@ -90,7 +90,8 @@ struct unwinder {
 	pthread_cond_t idle;  /* unwinder__wait's: nothing pending */
 	pthread_t thread;
 	bool running, stop, background;
-	uint64_t sync_ns; /* what a sync may spend building beyond the first rank's files */
+	bool builder_idle; /* the builder runs at SCHED_IDLE when it holds no lock */
+	uint64_t sync_ns;  /* what a sync may spend building beyond the first rank's files */
 	uint32_t jobs;
 	struct unwind_loading loading;
 	uint64_t queued_ns; /* when the first of the files pending now was queued */
@@ -671,6 +672,28 @@ static void builder_place(struct unwinder *u, int slot, uint32_t job, struct uw_
 }
 
 /*
+ * The builder takes the lock at normal priority and parses at idle priority: the report loop waits on the
+ * lock, and an idle thread holding it on a busy machine stalled the reports for 2.3 s (priority inversion).
+ */
+static void builder_lock(struct unwinder *u)
+{
+	struct sched_param sp = {0};
+
+	if (u->builder_idle)
+		pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+	pthread_mutex_lock(&u->lock);
+}
+
+static void builder_unlock(struct unwinder *u)
+{
+	struct sched_param sp = {0};
+
+	pthread_mutex_unlock(&u->lock);
+	if (u->builder_idle)
+		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+}
+
+/*
  * The builder thread: parses outside the lock, places under it. At idle priority: on 2 vCPUs its seconds of
  * parsing at full weight delayed the first reports' census and heap walks, and three verdict tests failed.
  */
@@ -679,9 +702,10 @@ static void *builder(void *arg)
 	struct unwinder *u = arg;
 	struct sched_param idle = {0};
 
-	if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle))
+	u->builder_idle = !pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+	if (!u->builder_idle)
 		ml_info("unwinding tables: the builder thread keeps normal priority");
-	pthread_mutex_lock(&u->lock);
+	builder_lock(u);
 	while (!u->stop) {
 		int slot = next_pending(u), fd, pid, err;
 		struct uw_parsed p;
@@ -695,11 +719,11 @@ static void *builder(void *arg)
 		fd = u->files[slot].fd, pid = u->files[slot].pid, job = u->files[slot].job;
 		path = strdup(u->files[slot].path);
 		u->files[slot].fd = -1; /* taken */
-		pthread_mutex_unlock(&u->lock);
+		builder_unlock(u);
 		err = path ? uw_parse(u->debug_dir, pid, fd, path, &p) : -ENOMEM;
 		close(fd);
 		free(path);
-		pthread_mutex_lock(&u->lock);
+		builder_lock(u);
 		if (!err) {
 			builder_place(u, slot, job, &p);
 			free(p.conv);
@@ -708,7 +732,7 @@ static void *builder(void *arg)
 			done_pending(u, &u->files[slot]);
 		}
 	}
-	pthread_mutex_unlock(&u->lock);
+	builder_unlock(u);
 	return NULL;
 }
 
