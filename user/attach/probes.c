@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "attach/planahead.h"
 #include "attach/rowcache.h"
 #include "attach/rowfind.h"
 #include "attach/uprobe_multi.h"
@@ -81,16 +82,6 @@ void probes__free(struct probes *p)
 	free(p->link_layers);
 	free(p->objs);
 	free(p);
-}
-
-/* Whether pid has exited (or is a zombie): its maps cannot be read, or list nothing. */
-static bool process_gone(int pid)
-{
-	struct ml_maps maps = {};
-	bool gone = ml_maps__read(pid, &maps) != 0 || maps.n == 0;
-
-	ml_maps__clear(&maps);
-	return gone;
 }
 
 /* A C library, or a heap allocator that replaces its malloc family: its malloc/free rows are probed. */
@@ -310,60 +301,11 @@ static int attach_usdts(struct probes *p, const char *path, const struct ml_mapp
 			elf_syms__for_each_sdt(syms, say_sdt, &c);
 			ml_info("USDT %s:%s attached in %s: %u locations", u->provider, u->name, m->path, c.n);
 		} else {
-			ml_info("USDT %s:%s attached in %s (its notes as read for an earlier process)", u->provider,
-				u->name, m->path);
+			ml_info("USDT %s:%s attached in %s (its notes as read when the object was planned)",
+				u->provider, u->name, m->path);
 		}
 	}
 	return n;
-}
-
-/* The object's file as the process has mapped it. An fd, or a negative errno. */
-static int open_object(const struct probes *p, const struct ml_mapping *m)
-{
-	int fd = ml_maps__open_file(p->o.pid, m);
-
-	/*
-	 * -ENOENT here is the mapping gone, not a missing symbol: when the process went with it (an exit leaves
-	 * no mappings), say so, so that it is not taken for a C library without malloc/free. A living process
-	 * changed that mapping since its maps were read (the dynamic loader maps a library in several steps,
-	 * and a scan its report woke can land between them): -EAGAIN, try again later.
-	 */
-	if (fd == -ENOENT)
-		return process_gone(p->o.pid) ? -ESRCH : -EAGAIN;
-	return fd;
-}
-
-/*
- * The object's plan: the rowcache's when a process mapped the same file before, else read from its
- * symbols (*syms, for -v's listing, and *fresh, for the caller to put in the cache once used). 0 or a
- * negative errno; a plan's own err is what the object is (-ENOENT, -ENOEXEC), kept like any plan.
- */
-static int plan_object(const struct probes *p, const struct ml_mapping *m, bool as_libc, const struct rowplan **plan,
-		       struct rowplan **fresh, struct elf_syms **syms)
-{
-	struct rowfind_opts fo = {
-	    .path = m->path, .layers = p->o.layers, .as_libc = as_libc, .torch_raw = p->o.torch_raw};
-	struct rowkey key;
-	int fd = open_object(p, m), err;
-
-	if (fd < 0)
-		return fd;
-	err = rowkey__of(fd, &fo, &key);
-	if (!err && (*plan = rowcache__get(p->o.rows, &key)))
-		goto out;
-	err = err ? err : !(*fresh = rowplan__new(&key)) ? -ENOMEM : elf_syms__open_as(fd, ELF_SYMS_FUNCS, syms);
-	if (err == -ENOEXEC && *fresh)
-		(*fresh)->err = err, err = 0;
-	else if (!err)
-		err = rowplan__read(*syms, &fo, *fresh);
-	if (err) {
-		free(*fresh);
-		*fresh = NULL;
-	}
-	*plan = *fresh;
-out:
-	close(fd);
-	return err;
 }
 
 /* Whether a row's probe says its layer is traced in the object: an error's constructor does not. */
@@ -418,9 +360,18 @@ static int attach_rows(struct probes *p, const char *path, const struct rowat *r
 static int attach_torch_usdts(struct probes *p, const char *path, const struct ml_mapping *m,
 			      const struct elf_syms *syms, const struct rowat *rows, unsigned int *layers)
 {
-	int u = attach_usdts(p, path, m, syms, layers);
+	struct elf_syms *notes = NULL;
 	bool raw = false;
+	int u, fd;
 
+	/* -v lists the notes; a plan made before (ahead of the attach, or for another process) read them then. */
+	if (!syms && ml_log_level >= 1 && (fd = ml_maps__open_file(p->o.pid, m)) >= 0) {
+		if (elf_syms__open_as(fd, ELF_SYMS_DATA, &notes))
+			notes = NULL;
+		close(fd);
+	}
+	u = attach_usdts(p, path, m, syms ? syms : notes, layers);
+	elf_syms__free(notes);
 	if (u <= 0)
 		return u;
 	for (unsigned int row = 0; row < ml_allocators_n; row++)
@@ -459,7 +410,8 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 	int err, u = 0;
 
 	*layers = 0;
-	err = plan_object(p, m, as_libc, &plan, &fresh, &syms);
+	err = planahead__plan(&(struct plan_opts){p->o.pid, p->o.rows, p->o.layers, p->o.torch_raw}, m, as_libc, &plan,
+			      &fresh, &syms);
 	if (!err)
 		err = plan->err;
 	if (!err)

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "attach/planahead.h"
 #include "attach/probes.h"
 #include "attach/uprobe_multi.h"
 #include "collect/ledger.h"
@@ -586,10 +587,30 @@ static int start_budget(struct session *ss, int calib)
 	return 0;
 }
 
+/* The unwinding tables' maps and their builder (--unwind tables). */
+static int open_unwinder(struct session *ss)
+{
+	const struct ml_opts *o = ss->o;
+	int err;
+
+	ss->env = (struct tracee_env){.skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir};
+	if (!o->unwind_tables)
+		return 0;
+	err = unwinder__new(
+	    ss->skel,
+	    &(struct unwind_opts){
+		.debug_dir = o->debug_dir, .mem = o->unwind_mem, .background = true, .sync_ms = UNWIND_SYNC_MS},
+	    &ss->env.uw);
+	if (err)
+		ml_err("cannot map the unwinding tables: %s", strerror(-err));
+	return err;
+}
+
 /* Everything up to the target's release: BPF object, the first process, collectors, outputs, calibration. */
 static int session_open(struct session *ss)
 {
 	const struct ml_opts *o = ss->o;
+	struct planahead *ahead = NULL;
 	int err, n;
 
 	err = open_target(ss);
@@ -610,26 +631,19 @@ static int session_open(struct session *ss)
 	/* In the background, while the BPF object is verified and the probes attached: nothing waits for it but
 	 * the budget's first decision. */
 	n = overhead__calibrate_start(ss->ov, ss->multi);
+	/* -p: the running process's objects planned meanwhile (a failure only leaves them to the attach). */
+	if (o->pid && planahead__start(&(struct plan_opts){ss->root.pid, &ss->rows, ss->layers, o->torch_raw}, &ahead))
+		ahead = NULL;
 	err = session__load_bpf(o, ss->multi, &ss->skel);
 	/* The table's first level before any probe: a record with nowhere to go would be dropped. */
 	if (!err && ((err = slots__new(ss->skel, ledger_table_slots(o->max_allocs), &ss->slots)) ||
 		     (err = slots__watch(ss->slots))))
 		ml_err("cannot make the allocation table: %s", strerror(-err));
 	err = err ? err : start_budget(ss, n);
+	err = err ? err : open_unwinder(ss);
+	planahead__join(ahead);
 	if (err)
 		return err;
-	ss->env = (struct tracee_env){.skel = ss->skel, .python = o->python, .debug_dir = o->debug_dir};
-	if (o->unwind_tables) {
-		err = unwinder__new(
-		    ss->skel,
-		    &(struct unwind_opts){
-			.debug_dir = o->debug_dir, .mem = o->unwind_mem, .background = true, .sync_ms = UNWIND_SYNC_MS},
-		    &ss->env.uw);
-		if (err) {
-			ml_err("cannot map the unwinding tables: %s", strerror(-err));
-			return err;
-		}
-	}
 	err = ss->root.pid ? attach_root(ss) : 0;
 	session__learn_with(ss, ss->root.py);
 	err = err ? err : open_outputs(ss);
