@@ -135,7 +135,7 @@ fuzz() {
 		*) echo "user/lib/elfsym.c -lelf" ;; esac) \
 		-o $B/fuzz_$f 2>&1
 	scratch=$(mktemp -d)
-	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-5} -max_len=65536 -print_final_stats=1 "$scratch" \
+	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-5} -max_len=65536 -print_final_stats=1 -artifact_prefix="$scratch/" "$scratch" \
 		tests/fuzz/corpus/$f >"$scratch.log" 2>&1; then
 		echo "ok - fuzz_$f: $(grep -o 'Done [0-9]* runs' "$scratch.log")"
 		echo "fuzz $f: 1 passed, 0 failed"
