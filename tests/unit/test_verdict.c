@@ -397,6 +397,7 @@ int main(void)
 	 * cut key it starts afresh, new.
 	 */
 	for (int named = 0; named < 2; named++) {
+		double t[16], b[16];
 		struct verdicts *v;
 		struct ml_row row = {.key = {.tgid = 1, .stack_id = 5}};
 		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
@@ -416,8 +417,10 @@ int main(void)
 			s.elapsed_s = 1;
 		}
 		if (named)
-			CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 5 && jv[0].count_growth == 16,
-			      "cut walks completed: the row goes on growing, six samples");
+			CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 5 &&
+				  jv[0].count_growth == 16 && verdicts__series(v, &row.key, t, b, 16) == 6 &&
+				  b[5] == 6 * 4096,
+			      "cut walks completed: the row goes on growing, its six samples under its own key");
 		else
 			CHECK(!err && jv[0].verdict == ML_V_NEW && jv[0].intervals == 1, "another row's key: afresh");
 		verdicts__free(v);

@@ -442,6 +442,25 @@ def stack_key(s):
     return s["pid"], s["layer"], tuple((f.get("func"), f.get("file"), f.get("line"), f.get("addr")) for f in s["frames"])
 
 
+def row_before(rows, s):
+    """s's row in an earlier report (rows: its rows by stack_key): under its own key, or, where s's walks were
+    cut short then (its file's unwinding table not built yet), the cut row it goes on from: same process and
+    layer, the same Python frames, native frames that begin s's. cutmerge folds that row into the complete
+    stack once one is recorded, and the verdicts keep its history; the largest such row, as they take it."""
+    if stack_key(s) in rows:
+        return rows[stack_key(s)]
+
+    def split(x):
+        fr = [(f.get("func"), f.get("file"), f.get("line"), f.get("addr"), f.get("kind")) for f in x["frames"]]
+        return [f for f in fr if f[4] != "python"], [f for f in fr if f[4] == "python"]
+
+    nat, py = split(s)
+    cut = [r for r in rows.values() if r["pid"] == s["pid"] and r["layer"] == s["layer"] and split(r)[1] == py
+           and len(split(r)[0]) < len(nat) and nat[:len(split(r)[0])] == split(r)[0]]
+    check(cut, f"the row in the report before, or the cut row it goes on from: {stack_key(s)}")
+    return max(cut, key=lambda r: r["count"])
+
+
 def retention(stack, script):
     """Whether a stack carries the loop's forward or loss line: the workload's line marked '# LEAK' (the loss
     and the model's call), or a module's forward."""
@@ -478,14 +497,15 @@ def losses_loop_default_settings_2s():
           f"the count rises, a new high in three of four reports at least: {ev}")
     # The same stack in the reports before: the count growth and the retained count are differences of counts.
     hist = {r["seq"]: {stack_key(s): s for s in r["stacks"]} for r in reps}
-    k, seq = stack_key(leak), rep["seq"]
-    eq(leak["count_growth"], leak["count"] - hist[seq - 1][k]["count"], "count growth since the last report")
+    seq = rep["seq"]
+    eq(leak["count_growth"], leak["count"] - row_before(hist[seq - 1], leak)["count"],
+       "count growth since the last report")
     # The judged reports begin window_s before this one: ev["intervals"] back unless a report came too soon
     # after the one before it and took its place (a loaded machine), so the first is found by its time.
     first = min((r for r in reps if r["seq"] <= seq), key=lambda r: abs(rep["time_unix"] - ev["window_s"] - r["time_unix"]))
     check(abs(rep["time_unix"] - ev["window_s"] - first["time_unix"]) < 0.5,
           f"a report where the judged ones begin: {ev['window_s']} s before report {seq}: {[(r['seq'], round(rep['time_unix'] - r['time_unix'], 2), r['interval_s']) for r in reps]} {ev}")
-    eq(ev["count"]["retained"], leak["count"] - hist[first["seq"]][k]["count"],
+    eq(ev["count"]["retained"], leak["count"] - row_before(hist[first["seq"]], leak)["count"],
        f"retained count over the {ev['intervals']} judged reports, from report {first['seq']}")
     check(leak["count_growth"] > 0 and leak["leak_score"] > 0, f"growing and scored: {leak['leak_score']}")
     # The backward pass only reaches the fresh heap the kept graphs push it into: never a candidate.

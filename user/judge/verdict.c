@@ -334,6 +334,7 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 	size_t n;
 
 	*h = old ? *old : (struct hist){.key = r->key};
+	h->key = r->key; /* a cut row's history goes on under the complete stack's key */
 	if (merge && old)
 		restate(h, &s);
 	else
