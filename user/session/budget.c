@@ -337,9 +337,12 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 		err = probes__pause(e->root, TENSOR_LAYERS, !on);
 	if (e->followers)
 		followers__pause(e->followers, TENSOR_LAYERS, !on);
-	if (!on && b->ts_on)
-		tensor_phase_end(b); /* closed: no allocation returns in view any more */
-	tensor_weigh(b, e);
+	/* Weighed as an on phase closes (no allocation returns in view any more): whole cycles only, so that
+	 * the weight does not swing with the phase a report falls in. */
+	if (!on && b->ts_on) {
+		tensor_phase_end(b);
+		tensor_weigh(b, e);
+	}
 	if (err && err != -ESRCH)
 		ml_notice("tensor sampling: cannot attach the allocation probes again: %s", strerror(-err));
 	b->ts_on = on;
