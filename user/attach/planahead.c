@@ -35,6 +35,11 @@ struct planahead {
 	struct planner w[PLANAHEAD_THREADS];
 };
 
+bool planahead__as_libc(const char *path)
+{
+	return ml_heap_lib(path, NULL) != NULL;
+}
+
 /* Whether pid has exited (or is a zombie): its maps cannot be read, or list nothing. */
 static bool process_gone(int pid)
 {
@@ -101,7 +106,7 @@ static void *plan_files(void *arg)
 		struct elf_syms *syms = NULL;
 
 		/* As probes__sync takes it; a static executable's plan as a C library is left to the attach. */
-		if (!planahead__plan(&pa->o, m, ml_heap_lib(m->path, NULL) != NULL, &plan, &fresh, &syms) && fresh) {
+		if (!planahead__plan(&pa->o, m, planahead__as_libc(m->path), &plan, &fresh, &syms) && fresh) {
 			if (ml_grow(&w->fresh, &w->cap, w->n + 1, sizeof(*w->fresh)))
 				free(fresh);
 			else

@@ -21,6 +21,9 @@ struct plan_opts {
 	bool torch_raw;	       /* the optin rows too */
 };
 
+/* A C library, or a heap allocator that replaces its malloc family: its malloc/free rows are looked for. */
+bool planahead__as_libc(const char *path);
+
 /*
  * m's plan as o looks for it: the cache's (o->rows) when a process mapped the same file before, else read
  * from its symbols (*syms, for -v's listing, and *fresh, for the caller to put in the cache once used). 0 or a

@@ -84,12 +84,6 @@ void probes__free(struct probes *p)
 	free(p);
 }
 
-/* A C library, or a heap allocator that replaces its malloc family: its malloc/free rows are probed. */
-static bool is_libc_name(const char *path)
-{
-	return ml_heap_lib(path, NULL) != NULL;
-}
-
 static bool layer_on(const struct probes *p, unsigned int layer)
 {
 	return p->o.layers & (1U << layer);
@@ -593,7 +587,7 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 			continue;
 		if (!exe)
 			exe = m; /* the kernel maps the executable first */
-		libc = is_libc_name(m->path);
+		libc = planahead__as_libc(m->path);
 		any_libc |= libc;
 		if (lookup(p, m))
 			continue;
@@ -667,7 +661,7 @@ bool probes__libc_missing(const struct probes *p, const struct ml_maps *maps)
 			exe = &maps->v[i];
 		base = ml_base_name(path);
 		/* A C library, or a dynamic loader that will map one: not (yet) a reason to give up. */
-		if (is_libc_name(path) || !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-musl", 7))
+		if (planahead__as_libc(path) || !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld-musl", 7))
 			return false;
 	}
 	o = exe ? lookup(p, exe) : NULL;

@@ -461,17 +461,18 @@ int elf_syms__find_each(const struct elf_syms *s, struct elf_sym_want *w, size_t
 
 int elf_syms__find(const struct elf_syms *s, const char *name, uint64_t *vaddr, uint64_t *size)
 {
-	struct elf_sym_want w = {.name = name};
-	int err = elf_syms__find_each(s, &w, 1);
+	const struct ml_sym *best = NULL;
+	size_t len = strlen(name);
+	bool exact = false;
 
-	if (err)
-		return err;
-	if (!w.found)
+	for (size_t i = 0; i < s->nsyms; i++)
+		find_step(&s->syms[i], name, len, &best, &exact);
+	if (!best)
 		return -ENOENT;
 	if (vaddr)
-		*vaddr = w.vaddr;
+		*vaddr = best->value;
 	if (size)
-		*size = w.size;
+		*size = best->size;
 	return 0;
 }
 
