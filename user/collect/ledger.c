@@ -600,8 +600,11 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	w = scaled(l, sl, sl->layer, sl->spec, ts);
 	r->records++;
 	r->raw_bytes += size;
-	if (w > 0 || shift)
+	if (w > 0 || shift) {
 		r->traits |= ML_ROW_WEIGHED;
+		r->weighed_records++;
+		r->weighed_raw_bytes += size;
+	}
 	if (w > 0) {
 		r->traits |= ML_ROW_SAMPLED;
 		r->bytes += (uint64_t)((double)size * w + 0.5);

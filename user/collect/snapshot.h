@@ -29,6 +29,8 @@ struct ml_row {
 	uint64_t bytes, count;
 	uint64_t records;   /* the records counted (count weighs sampled ones) */
 	uint64_t raw_bytes; /* their own bytes (bytes weighs sampled ones) */
+	/* Of those, the ones that stand for more (ML_ROW_WEIGHED); the rest weigh 1, as before sampling began. */
+	uint64_t weighed_records, weighed_raw_bytes;
 	uint64_t cow_bytes; /* rss layer: the part of bytes that are pages copied on write */
 	uint64_t oldest_ts_ns;
 	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */

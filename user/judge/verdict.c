@@ -11,7 +11,8 @@
 /* A stack at one report: its bytes and count as reported, and its records' own bytes and number. */
 struct sample {
 	double t, b, c;
-	float rb, rc; /* what C heap window rows are judged on (judge_row) */
+	float rb, rc; /* what weighed rows are judged on (by_records) */
+	float wb, wc; /* of those, the weighed records' bytes and number */
 };
 
 /* The history of one stack: recent samples, and older ones folded (the last sample of each fold kept). */
@@ -251,8 +252,8 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, const double 
 	return j;
 }
 
-/* The history of a stack as one series, oldest first: folded samples, then the recent ones (rb, rc: or none). */
-static size_t series(const struct hist *h, double *t, double *b, double *c, double *rb, double *rc)
+/* The history of a stack as one series, oldest first: folded samples, then the recent ones. */
+static size_t series(const struct hist *h, double *t, double *b, double *c)
 {
 	size_t n = 0;
 
@@ -260,12 +261,21 @@ static size_t series(const struct hist *h, double *t, double *b, double *c, doub
 		t[n] = h->old[i].t, b[n] = h->old[i].b, c[n] = h->old[i].c;
 	for (uint32_t i = 0; i < h->n_short; i++, n++)
 		t[n] = h->recent[i].t, b[n] = h->recent[i].b, c[n] = h->recent[i].c;
-	for (size_t i = 0; rb && i < n; i++) {
+	return n;
+}
+
+/*
+ * The history's records at today's weights (rb bytes, rc allocations): those that weigh 1 as they are, the
+ * weighed ones at what the row's weighed records stand for now (fb bytes a byte, fc allocations a record).
+ */
+static void reweighed(const struct hist *h, double fb, double fc, double *rb, double *rc)
+{
+	for (uint32_t i = 0; i < h->n_long + h->n_short; i++) {
 		const struct sample *s = i < h->n_long ? &h->old[i] : &h->recent[i - h->n_long];
 
-		rb[i] = s->rb, rc[i] = s->rc;
+		rb[i] = (double)(s->rb - s->wb) + (double)s->wb * fb;
+		rc[i] = (double)(s->rc - s->wc) + (double)s->wc * fc;
 	}
-	return n;
 }
 
 static void push(struct hist *h, const struct sample *s)
@@ -292,21 +302,24 @@ static void restate(struct hist *h, const struct sample *s)
 }
 
 /*
- * A C heap window's record weighs what its size weighs now, and that weight moves each time it is measured again:
- * such a row is judged on its records seen at today's weight, else a weight measured higher reads as growth of a
- * row whose records stay the same (five of them, "growing" from 9.7 to 18.7 KB). What it retained and its count
- * growth stay differences of the counts reported (j), as usage.md defines them. Not a tensor sampling row: its
- * records before sampling began weigh 1, after it 16, and in records a leak slows sixteenfold (models_list.py's
- * kept models read stable from the report sampling began).
+ * A sampled record weighs what its layer's weight is now, and that weight moves each time it is measured again:
+ * a C heap window's with its size's weight, a sampled tensor's with the releases its layer's on phases spanned.
+ * Such a row is judged on its records seen at today's weights, else a weight measured higher reads as growth of
+ * a row whose records stay the same (five of them, "growing" from 9.7 to 18.7 KB), and one measured lower as a
+ * fall (models_list.py's kept models, 4.1 MB then 2.5 MB, read stable for five reports). Records that weigh 1
+ * (made before sampling began) stay at 1: weighed too, a leak's rate would slow 2^shift-fold from then on. What
+ * it retained and its count growth stay differences of the counts reported (j), as usage.md defines them.
  */
-static struct ml_judgement by_records(const struct ml_row *r, const struct ml_judgement *j, const double *t, double *rb,
-				      double *rc, size_t n, double age, double interval, double step)
+static struct ml_judgement by_records(const struct ml_row *r, const struct hist *h, const struct ml_judgement *j,
+				      const double *t, size_t n, double age, double interval, double step)
 {
-	double fb = (double)r->bytes / (double)r->raw_bytes, fc = (double)r->count / (double)r->records;
+	double rb[ML_HIST_SHORT + ML_HIST_LONG], rc[ML_HIST_SHORT + ML_HIST_LONG];
+	double unit_b = (double)(r->raw_bytes - r->weighed_raw_bytes),
+	       unit_c = (double)(r->records - r->weighed_records);
 	struct ml_judgement jr;
 
-	for (size_t i = 0; i < n; i++)
-		rb[i] *= fb, rc[i] *= fc;
+	reweighed(h, ((double)r->bytes - unit_b) / (double)r->weighed_raw_bytes,
+		  ((double)r->count - unit_c) / (double)r->weighed_records, rb, rc);
 	jr = ml_judge(t, rb, rc, n, age, interval, step);
 	jr.count_growth = j->count_growth;
 	jr.bytes.net = j->bytes.net;
@@ -320,16 +333,29 @@ static bool heap_window_row(const struct ml_row *r)
 	return (r->traits & ML_ROW_SAMPLED) && r->key.layer == ML_LAYER_LIBC;
 }
 
+/* A row judged on its records at today's weights (by_records): a C heap window's, or a sampled tensor layer's. */
+static bool reweighed_row(const struct ml_row *r)
+{
+	bool tensors = r->key.layer == ML_LAYER_TORCH_CPU && (r->traits & ML_ROW_WEIGHED);
+
+	return (heap_window_row(r) || tensors) && r->weighed_records && r->weighed_raw_bytes &&
+	       r->weighed_raw_bytes <= r->raw_bytes && r->weighed_records <= r->records;
+}
+
 /* A row's judgement, its history (old, or none for a new stack) carried into *h with the sample of now. */
 static struct ml_judgement judge_row(struct hist *h, const struct hist *old, const struct ml_row *r, double now,
 				     bool merge, double age, double interval)
 {
 	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG];
-	double rb[ML_HIST_SHORT + ML_HIST_LONG], rc[ML_HIST_SHORT + ML_HIST_LONG];
 	double prev = old && old->n_short ? old->recent[old->n_short - 1].c : 0;
 	double step = (r->traits & ML_ROW_WEIGHED) && r->records ? (double)r->bytes / (double)r->records : 0;
-	struct sample s = {
-	    .t = now, .b = (double)r->bytes, .c = (double)r->count, .rb = (float)r->raw_bytes, .rc = (float)r->records};
+	struct sample s = {.t = now,
+			   .b = (double)r->bytes,
+			   .c = (double)r->count,
+			   .rb = (float)r->raw_bytes,
+			   .rc = (float)r->records,
+			   .wb = (float)r->weighed_raw_bytes,
+			   .wc = (float)r->weighed_records};
 	struct ml_judgement j;
 	size_t n;
 
@@ -339,12 +365,12 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 		restate(h, &s);
 	else
 		push(h, &s);
-	n = series(h, t, b, c, rb, rc);
+	n = series(h, t, b, c);
 	j = ml_judge(t, b, c, n, age, interval, step);
 	if (merge && old)
 		j.count_growth = (int64_t)((double)r->count - prev); /* since the last report still */
-	if (heap_window_row(r) && r->raw_bytes && r->records)
-		j = by_records(r, &j, t, rb, rc, n, age, interval, step);
+	if (reweighed_row(r))
+		j = by_records(r, h, &j, t, n, age, interval, step);
 	return j;
 }
 
@@ -547,7 +573,7 @@ size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, 
 
 	if (!h)
 		return 0;
-	n = series(h, tt, bb, cc, NULL, NULL);
+	n = series(h, tt, bb, cc);
 	if (n > max)
 		n = max;
 	memcpy(t, tt, n * sizeof(*t));
