@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 #include "collect/heaplive.h"
 #include "collect/ledger.h"
@@ -29,6 +30,7 @@
 #include "session/fleet.h"
 #include "session/follow.h"
 #include "session/overhead.h"
+#include "session/procevents.h"
 #include "session/select.h"
 #include "session/state.h"
 #include "memleak.skel.h"
@@ -50,7 +52,7 @@ static void weigh_sizes(struct session *ss)
 {
 	uint64_t since = 0;
 
-	fleet__weigh_sizes(session__fleet_of(ss), ss->ledger, ss->sizes,
+	fleet__weigh_sizes(procevents__fleet_of(ss), ss->ledger, ss->sizes,
 			   budget__heap_by_size(ss->budget, &since) ? since : 0);
 }
 
@@ -68,14 +70,14 @@ static void session_scan(struct session *ss)
 		session__arm_timer(ss->scan_fd, 1.0);
 	full = ss->scans == 1 || ss->scans % FULL_SCAN_EVERY == 0;
 	if (ss->sel) { /* new matches first: they are followers from here on */
-		n = selector__scan(ss->sel, session__node_add, ss);
+		n = selector__scan(ss->sel, procevents__node_add, ss);
 		if (n < 0)
 			ml_notice("cannot look for new processes to trace: %s", strerror(-n));
 	}
 	if (ss->followers)
-		followers__sync(ss->followers, full, session__follower_gone, ss);
+		followers__sync(ss->followers, full, procevents__follower_gone, ss);
 	rsspages__tick(ss->rss, ml_clock_ns(CLOCK_MONOTONIC));
-	np = session__traced_pids(ss);
+	np = procevents__traced_pids(ss);
 	if (np)
 		budget__act(ss->budget, budget_env_of(ss), overhead__sample(ss->ov, ss->pids, np), ss->seq + 1);
 	weigh_sizes(ss);
@@ -191,10 +193,10 @@ static int write_outputs(struct session *ss, const struct report_in *in)
 	}
 	ss->cuda_oom_due = false;
 	if (ss->metrics)
-		fleet__publish_metrics(ss->metrics, session__fleet_of(ss), in->snap, in->judged, ss->layers,
+		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), in->snap, in->judged, ss->layers,
 				       overhead__info(ss->ov), ss->seq);
 	if (ss->push)
-		fleet__push(ss->push, session__fleet_of(ss), in->snap, in->judged, ss->sv, ss->seq);
+		fleet__push(ss->push, procevents__fleet_of(ss), in->snap, in->judged, ss->sv, ss->seq);
 	if (in->final && o->html) {
 		struct html_opts ho = {.pid = ss->root.pid,
 				       .top = o->top,
@@ -229,7 +231,7 @@ static bool exited_view(struct session *ss, bool final, const struct ml_snapshot
 static void keep_findings(struct session *ss, const struct ml_snapshot *snap, const struct ml_judgement *judged,
 			  const size_t *order)
 {
-	size_t n = session__traced_pids(ss);
+	size_t n = procevents__traced_pids(ss);
 	int err = ss->py_teardown ? 0 : findings__keep(ss->findings, snap, judged, order, ss->seq);
 
 	if (err)
@@ -279,7 +281,7 @@ static int session_report(struct session *ss, bool *final)
 	if (o->count && ss->seq + 1 >= o->count)
 		*final = true;
 	/* The memory and heap walks before the records are counted: the C heap's size weights hold for them. */
-	ntraced = fleet__sample_memory(session__fleet_of(ss), ss->ledger, 200.0 / o->max_overhead,
+	ntraced = fleet__sample_memory(procevents__fleet_of(ss), ss->ledger, 200.0 / o->max_overhead,
 				       *final || ss->walk_soon, &traced);
 	weigh_sizes(ss);
 	err = ledger__collect(ss->ledger, &snap);
@@ -346,7 +348,7 @@ static int on_signal(struct session *ss, bool ready, bool *final)
 	if (read(ss->sfd, &si, sizeof(si)) != sizeof(si)) {
 		*final = true;
 	} else if (si.ssi_signo == SIGCHLD) {
-		session__loader_stopped(ss);
+		procevents__loader_stopped(ss);
 	} else {
 		ml_info("signal %u: final report", si.ssi_signo);
 		*final = true;
@@ -422,7 +424,7 @@ static int on_proc_events(struct session *ss, bool ready, bool *final)
 		return 0;
 	ring_buffer__consume(ss->proc_rb);
 	if (ss->root_exec) {
-		session__root_exec(ss);
+		procevents__root_exec(ss);
 		ss->root_exec = false;
 	}
 	if (ss->py_exit_due) /* the interpreter's teardown begins: what it is about to free is the findings */
@@ -519,6 +521,15 @@ static void loop_sources(struct session *ss, struct loop_source src[LOOP_SOURCES
 	};
 
 	memcpy(src, all, sizeof(all));
+}
+
+int session__arm_timer(int fd, double secs)
+{
+	struct itimerspec its = {};
+
+	ml_timespec(&its.it_value, secs);
+	its.it_interval = its.it_value;
+	return timerfd_settime(fd, 0, &its, NULL) ? -errno : 0;
 }
 
 int session__loop(struct session *ss)

@@ -1,6 +1,6 @@
 /*
- * The state of a run, shared by its set-up and tear-down (session.c) and its event loop (loop.c), and what
- * each of them calls in the other. Private to session/.
+ * The state of a run, shared by its set-up and tear-down (session.c), its event loop (loop.c) and the process
+ * events both of them hand on (procevents.c); and the loop's entry, which set-up calls. Private to session/.
  */
 #ifndef ML_SESSION_STATE_H
 #define ML_SESSION_STATE_H
@@ -94,16 +94,10 @@ struct session {
 void session__learn_stack(void *ctx, const struct ml_stack *st);
 void session__learn_with(struct session *ss, struct pyframes *py);
 
-/* Called by the event loop; defined in session.c. */
-void session__root_exec(struct session *ss);
-void session__loader_stopped(struct session *ss);
-void session__follower_gone(void *ctx, int pid);
-int session__node_add(void *ctx, int pid);
-struct fleet_procs session__fleet_of(struct session *ss);
-size_t session__traced_pids(struct session *ss);
-int session__arm_timer(int fd, double secs);
-
 /* The event loop, until the final report. 0 or a negative errno, its one line printed (a step of session/). */
 int session__loop(struct session *ss);
+
+/* Arm a timerfd of the loop to fire every secs. 0 or a negative errno. */
+int session__arm_timer(int fd, double secs);
 
 #endif
