@@ -10,7 +10,7 @@
  * waits is slowed by what tracing adds to its work, not in proportion to its little CPU). That is the figure
  * 1 - T(without)/T(with) measures, and it cannot exceed 100 %: a cost estimate above T(with) is capped there.
  *
- * The calibration runs in a thread after the BPF object is loaded, while the probes are attached: nothing
+ * The calibration (calib.c) runs in a thread while the BPF object is loaded and the probes attached: nothing
  * waits for it but the first decision on the C heap, taken from the first DECIDE_NS of hits after attach.
  * When the C heap's probes (by far the most frequent) push the share over the budget, the C heap is followed
  * through the system calls that grow the address space instead (heap-growth mode, bpf/proc.bpf.c:
@@ -21,34 +21,22 @@
 #include "session/overhead.h"
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "attach/allocators.h"
-#include "attach/uprobe_multi.h"
 #include "lib/bpfstats.h"
 #include "lib/clock.h"
-#include "lib/elfsym.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
-#include "lib/thread.h"
 #include "memleak.h"
+#include "session/calib.h"
 #include "session/shed.h"
 #include "memleak.skel.h"
 
-#define CALIB_CALLS 2000       /* malloc + free pairs a timing (about 20 ms with probes) */
-#define CALIB_REPS 3	       /* timings of each setup, the fastest kept: a preempted run only ever adds */
 #define DECIDE_NS 150000000ULL /* the first decision (and each after a change) from this much of hits */
 #define EARLY_NS 50000000ULL   /* ... or from this much, when the traps alone cost EARLY_FACTOR budgets */
 #define EARLY_FACTOR 5.0
@@ -56,8 +44,6 @@
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL	    /* and 20 ms of the traced processes' CPU time to say anything */
 #define EXTRA_PROGS 3		    /* heap_exit, torch_malloc, torch_free */
-
-enum calib_state { CALIB_IDLE, CALIB_RUNNING, CALIB_DONE };
 
 struct overhead {
 	struct memleak_bpf *skel;
@@ -83,16 +69,7 @@ struct overhead {
 		bool probe;
 	} extra[EXTRA_PROGS]; /* programs of other instances of the object (heap_exit, PyTorch's USDT) */
 	size_t nextra;
-	pthread_t calib;
-	int calib_prog; /* uprobe_multi kernels: a do-nothing program of its own, loaded before the object */
-	_Atomic int calib_state;
-	int calib_err;
-	double calib_hit, calib_ret, calib_base;
-	pid_t calib_child; /* the calibration's child (calib_fork), and its two pipes */
-	int calib_cmd, calib_res;
-	int calib_stop;	  /* an eventfd: exit's word to stop waiting for the child (-1: none, it waits it out) */
-	char *calib_path; /* where its malloc and free are */
-	uint64_t calib_off[3];
+	struct calib *calib; /* the probe-cost calibration (calib.c): a hit counts 1 us until it is in */
 };
 
 int overhead__new(double budget_pct, struct overhead **out)
@@ -113,9 +90,10 @@ int overhead__new(double budget_pct, struct overhead **out)
 	}
 	/* Without this the kernel keeps no run time for BPF programs; it stops when memleak-ai exits. */
 	o->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	o->calib_prog = -1;
-	o->calib_cmd = o->calib_res = -1;
-	o->calib_stop = eventfd(0, EFD_CLOEXEC);
+	if (calib__new(&o->calib)) {
+		overhead__free(o);
+		return -ENOMEM;
+	}
 	*out = o;
 	return 0;
 }
@@ -124,292 +102,41 @@ void overhead__free(struct overhead *o)
 {
 	if (!o)
 		return;
-	if (atomic_load(&o->calib_state) != CALIB_IDLE) {
-		if (o->calib_stop >= 0 && eventfd_write(o->calib_stop, 1))
-			ml_dbg("cannot stop the probe-cost calibration: %s", strerror(errno));
-		pthread_join(o->calib, NULL);
-	}
-	if (o->calib_stop >= 0)
-		close(o->calib_stop);
+	calib__free(o->calib); /* first: its thread may be timing the object's program */
 	if (o->stats_fd >= 0)
 		close(o->stats_fd);
-	if (o->calib_prog >= 0)
-		close(o->calib_prog);
 	free(o->pcpu);
 	free(o);
 }
 
-/*
- * Work between the pairs: a target does some between its allocator calls, which leaves the trap's code and
- * data colder than a tight loop of calls would (the floor a target paid in `make bench` rose by a sixth with
- * work between its pairs). Reading this much memory a line at a time evicts the first-level caches.
- */
-#define CALIB_COOL_BYTES (256 * 1024)
-
-/* CPU ns a malloc + free pair and the work after it (CPU time, not wall time: other load must not count). */
-static double time_calls(const volatile unsigned char *cool)
-{
-	uint64_t t0 = ml_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-	unsigned int sum = 0;
-
-	for (int i = 0; i < CALIB_CALLS; i++) {
-		void *p = malloc(64);
-
-		asm volatile("" : : "r"(p) : "memory");
-		free(p);
-		for (size_t b = 0; cool && b < CALIB_COOL_BYTES; b += 64)
-			sum += cool[b];
-	}
-	asm volatile("" : : "r"(sum));
-	return (double)(ml_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / CALIB_CALLS;
-}
-
-/*
- * The calibration probes the C library's own malloc and free (the functions whose probes cost the most),
- * in a child of memleak-ai, as the probes run in the traced processes. How a hit is handled depends on
- * the probed instruction (one the kernel emulates, or one stepped out of line), so no stand-in would do.
- * The child answers each 'm' on cmd with the ns a malloc + free pair and the work after it take: the fastest
- * of CALIB_REPS timings after a warm-up (which also sets up the out-of-line area of a new probe). The same
- * work in every timing, the differences are the traps'.
- */
-static void calib_child(int cmd, int res)
-{
-	unsigned char *cool = calloc(1, CALIB_COOL_BYTES); /* NULL: timed without the work, a tight loop */
-	char c;
-
-	while (read(cmd, &c, 1) == 1 && c == 'm') {
-		double v, best;
-
-		time_calls(cool);
-		best = time_calls(cool);
-		for (int i = 1; i < CALIB_REPS; i++)
-			if ((v = time_calls(cool)) < best)
-				best = v;
-		if (write(res, &best, sizeof(best)) != sizeof(best))
-			break;
-	}
-	_exit(0);
-}
-
-/*
- * One timing from the child, waited for CALIB_ANSWER_MS at most, or until exit says stop: a child forked while
- * another thread held the allocator's lock (curl's threads under AddressSanitizer, with --push) never answers,
- * and calibration then fails (1 us a hit) instead of holding memleak-ai's exit up.
- */
-#define CALIB_ANSWER_MS 10000
-
-static int ask(const struct overhead *o, double *out)
-{
-	struct pollfd p[2] = {{.fd = o->calib_res, .events = POLLIN}, {.fd = o->calib_stop, .events = POLLIN}};
-
-	if (write(o->calib_cmd, "m", 1) != 1)
-		return -EIO;
-	if (poll(p, 2, CALIB_ANSWER_MS) < 1)
-		return -ETIMEDOUT;
-	if (p[1].revents)
-		return -ECANCELED;
-	return read(o->calib_res, out, sizeof(*out)) == sizeof(*out) ? 0 : -EIO;
-}
-
-/* Where malloc and free of this process live: file and offsets, for a probe. */
-static int find_allocator(char **path, uint64_t *off_malloc, uint64_t *off_free)
-{
-	struct elf_syms *es = NULL;
-	uint64_t vm, vf;
-	Dl_info info;
-	int fd, err;
-
-	if (!dladdr(dlsym(RTLD_DEFAULT, "malloc"), &info) || !info.dli_fname)
-		return -ENOENT;
-	fd = open(info.dli_fname, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	err = elf_syms__open(fd, &es);
-	close(fd);
-	if (err)
-		return err;
-	err = elf_syms__find(es, "malloc", &vm, NULL);
-	if (!err)
-		err = elf_syms__find(es, "free", &vf, NULL);
-	if (!err)
-		err = elf_syms__vaddr_to_offset(es, vm, off_malloc);
-	if (!err)
-		err = elf_syms__vaddr_to_offset(es, vf, off_free);
-	elf_syms__free(es);
-	if (err)
-		return err;
-	*path = strdup(info.dli_fname);
-	return *path ? 0 : -ENOMEM;
-}
-
-/* Probe 0: malloc, 1: free, 2: malloc's return, in the child, as the traced processes' probes are made. */
-static int calib_attach(struct overhead *o, int i, pid_t child, const char *path, uint64_t off, struct bpf_link **l,
-			int *lfd)
-{
-	uint64_t cookie = 0;
-
-	if (o->calib_prog >= 0) {
-		*lfd = ml_uprobe_multi_attach(o->calib_prog, path, &off, &cookie, 1, i == 2, child);
-		return *lfd < 0 ? *lfd : 0;
-	}
-	*l = bpf_program__attach_uprobe(o->skel->progs.calib, i == 2, child, path, off);
-	return *l ? 0 : -errno;
-}
-
-/*
- * The calibration's child, forked by the thread that starts the calibration, before the thread that times it
- * exists: a child forked while another thread of memleak-ai held the allocator's lock (the BPF object being
- * loaded meanwhile) could block in its first malloc for good (seen with AddressSanitizer's allocator).
- */
-static int calib_fork(struct overhead *o)
-{
-	int cmd[2], res[2], err;
-
-	err = find_allocator(&o->calib_path, &o->calib_off[0], &o->calib_off[1]);
-	if (err)
-		return err;
-	o->calib_off[2] = o->calib_off[0];
-	if (pipe2(cmd, O_CLOEXEC))
-		return -errno;
-	if (pipe2(res, O_CLOEXEC)) {
-		err = -errno;
-		close(cmd[0]);
-		close(cmd[1]);
-		return err;
-	}
-	o->calib_child = fork();
-	if (o->calib_child == 0) {
-		close(cmd[1]);
-		close(res[0]);
-		calib_child(cmd[0], res[1]);
-	}
-	err = o->calib_child < 0 ? -errno : 0;
-	close(cmd[0]);
-	close(res[1]);
-	o->calib_cmd = cmd[1];
-	o->calib_res = res[0];
-	return err;
-}
-
-/* ns a malloc + free pair in the child: without probes, with entry probes on both, and a return probe too. */
-static int time_probes(struct overhead *o, double *base, double *entry, double *ret)
-{
-	struct bpf_link *l[3] = {};
-	int lfd[3] = {-1, -1, -1};
-	int err = ask(o, base);
-
-	for (int i = 0; i < 3 && !err; i++) {
-		err = calib_attach(o, i, o->calib_child, o->calib_path, o->calib_off[i], &l[i], &lfd[i]);
-		if (!err && i >= 1)
-			err = ask(o, i == 1 ? entry : ret);
-	}
-	for (int i = 0; i < 3; i++) {
-		bpf_link__destroy(l[i]);
-		if (lfd[i] >= 0)
-			close(lfd[i]);
-	}
-	return err;
-}
-
-/* The child ends (its command pipe closed; killed too, in case it hangs where it was forked) and is reaped. */
-static void calib_end(struct overhead *o)
-{
-	if (o->calib_cmd >= 0)
-		close(o->calib_cmd);
-	if (o->calib_res >= 0)
-		close(o->calib_res);
-	if (o->calib_child > 0) {
-		kill(o->calib_child, SIGKILL); /* not reaped yet: the pid is still its */
-		waitpid(o->calib_child, NULL, 0);
-	}
-	o->calib_cmd = o->calib_res = -1;
-	o->calib_child = 0;
-	free(o->calib_path);
-	o->calib_path = NULL;
-}
-
-static void *calib_thread(void *arg)
-{
-	struct overhead *o = arg;
-	double base = 0, entry = 0, ret = 0;
-
-	o->calib_err = time_probes(o, &base, &entry, &ret);
-	calib_end(o);
-	if (!o->calib_err) {
-		/* Two entry traps a pair; a return probe traps at entry too (the same breakpoint), its own
-		 * trap is the difference. */
-		o->calib_base = base;
-		o->calib_hit = entry > base ? (entry - base) / 2 : 0;
-		o->calib_ret = ret > entry ? ret - entry : 0;
-	}
-	atomic_store(&o->calib_state, CALIB_DONE);
-	return NULL;
-}
-
-static int calibrate_start(struct overhead *o)
-{
-	int err;
-
-	err = calib_fork(o);
-	if (err) {
-		calib_end(o);
-		return err;
-	}
-	atomic_store(&o->calib_state, CALIB_RUNNING);
-	err = ml_thread_start(&o->calib, calib_thread, o);
-	if (err) {
-		atomic_store(&o->calib_state, CALIB_IDLE);
-		calib_end(o);
-		return err;
-	}
-	return 0;
-}
-
 int overhead__calibrate_start(struct overhead *o, bool multi)
 {
-	struct bpf_insn insns[] = {
-	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
-	    {.code = BPF_JMP | BPF_EXIT},
-	};
-	LIBBPF_OPTS(bpf_prog_load_opts, lo, .expected_attach_type = ML_BPF_TRACE_UPROBE_MULTI);
-
-	if (!multi)
-		return 0; /* overhead__bind starts it, with the object's own do-nothing program */
-	o->calib_prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ml_calib", "GPL", insns, 2, &lo);
-	if (o->calib_prog < 0)
-		return o->calib_prog;
-	return calibrate_start(o);
+	return multi ? calib__start_multi(o->calib) : 0; /* else overhead__bind starts it, with the object's program */
 }
 
 int overhead__bind(struct overhead *o, struct memleak_bpf *skel)
 {
 	o->skel = skel;
-	if (o->calib_prog >= 0 || atomic_load(&o->calib_state) != CALIB_IDLE)
-		return 0;
-	return calibrate_start(o);
+	return calib__start(o->calib, skel->progs.calib);
 }
 
-/* The calibration's figures, once it is done (the thread joined here, once). False while it runs. */
+/* The calibration's figures, once it is done (taken here, once). False while it runs. */
 static bool calibration_in(struct overhead *o)
 {
-	int st = atomic_load(&o->calib_state);
+	struct calib_figures f;
+	int n = calib__take(o->calib, &f);
 
-	if (st == CALIB_RUNNING)
+	if (n == -EAGAIN)
 		return false;
-	if (st == CALIB_DONE) {
-		pthread_join(o->calib, NULL);
-		atomic_store(&o->calib_state, CALIB_IDLE);
-		if (o->calib_err) {
-			ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-o->calib_err));
-		} else if (o->calib_hit > 0) {
-			o->info.hit_ns = o->calib_hit;
-			o->info.ret_ns = o->calib_ret;
-			o->info.calibrated = true;
-			ml_info(
-			    "one probe hit costs %.0f ns here (an empty program's trap), a return probe %.0f ns more "
-			    "(a malloc + free pair and the work after it take %.0f ns without probes)",
-			    o->calib_hit, o->calib_ret, o->calib_base);
-		}
+	if (n == 1 && f.err) {
+		ml_info("cannot time a probe hit (%s): counting 1 us a hit", strerror(-f.err));
+	} else if (n == 1 && f.hit_ns > 0) {
+		o->info.hit_ns = f.hit_ns;
+		o->info.ret_ns = f.ret_ns;
+		o->info.calibrated = true;
+		ml_info("one probe hit costs %.0f ns here (an empty program's trap), a return probe %.0f ns more "
+			"(a malloc + free pair and the work after it take %.0f ns without probes)",
+			f.hit_ns, f.ret_ns, f.base_ns);
 	}
 	return true;
 }
