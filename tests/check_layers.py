@@ -1,9 +1,11 @@
 """The architecture as a test: each folder of user/ includes only from lib/, the BPF contract and the stages
 before it in the pipeline, so the tree keeps telling how data flows (attach -> collect -> judge -> report);
-no cycle of modules (a module is X.c + X.h; a cycle hides which one is the lower), no BPF unit over 700 lines (at
-least three), no C file over 900, main() under 150 lines, no C function over 80 lines but those on LONG, each with its
-reason, and ml_err() only in session/ and main.c: a lower layer returns its error, and the one that decides
-what the run does says it, once."""
+no cycle of modules (a module is X.c + X.h; a cycle hides which one is the lower; a shared header that declares
+functions of other .c files, like session/state.h, ties each file that calls one of them to the file that
+defines it), no BPF unit over 700 lines (at least three), no C file over 700 but those on BIG, main() under 150
+lines, no C function over 80 lines but those on LONG (each entry of BIG and LONG with its reason), and ml_err()
+only in session/ and main.c: a lower layer returns its error, and the one that decides what the run does says
+it, once."""
 import os
 import re
 import sys
@@ -18,6 +20,20 @@ FUNC_MAX = 80
 # function is gone or back within FUNC_MAX fails too, so it only ever shrinks to the truth.
 LONG = {
     "bpf/stack.bpf.c uw_one": "BPF: sets the frames per bpf_loop call (uw_step2); as its own function +1.85k insns (measured)",
+}
+FILE_MAX = 700
+# The C files of user/ allowed over FILE_MAX lines, each with why. Counted like LONG: an entry whose file is gone or
+# back within FILE_MAX fails, so the table only shrinks. A file is one thing: split it at a seam, never squeeze it.
+BIG = {
+    "user/attach/probes.c": "split in progress (issue 38)",
+    "user/collect/ledger.c": "split in progress (issue 38)",
+    "user/unwind/ehframe.c": "split in progress (issue 38)",
+    "user/collect/heapfrag.c": "not split yet (issue 38): walking a live heap apart from charging its free runs",
+    "user/lib/elfsym.c": "not split yet (issue 38): SDT notes and PLT stubs apart from the symbol table",
+    "user/python/pyframes.c": "not split yet (issue 38): decoding code objects apart from finding the interpreter",
+    "user/report/report.c": "not split yet (issue 38): each format its own file, with the table of formats",
+    "user/symbolize/symbolizer.c": "not split yet (issue 38): DWARF lines and inlines apart from the mapped files",
+    "user/unwind/unwind.c": "not split yet (issue 38): the background builder thread, with its own state",
 }
 # Macros that define a BPF program: the program's name is their first argument.
 BPF_PROG_MACROS = {"BPF_PROG", "BPF_KPROBE", "BPF_KRETPROBE", "BPF_UPROBE", "BPF_URETPROBE", "BPF_USDT"}
@@ -103,6 +119,71 @@ def functions(path):
     return out
 
 
+def declared(path):
+    """The functions a header declares (prototypes at its top level; not a static inline it defines, a typedef or
+    a member of a struct)."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", open(path).read(), flags=re.S)
+    text = re.sub(r"^\s*#(?:[^\n]*\\\n)*[^\n]*", " ", text, flags=re.M)
+    flat, depth = [], 0  # the text outside braces, each body left as "{}"
+    for c in text:
+        if c == "{":
+            depth += 1
+            if depth == 1:
+                flat.append("{}")
+        elif c == "}":
+            depth -= 1
+        elif depth == 0:
+            flat.append(c)
+    names = set()
+    # A chunk ended by ";" declares; one ended by a body defines (a function, a struct, an enum).
+    for chunk, end in re.findall(r"([^;{}]*)(;|\{\})", "".join(flat)):
+        chunk = chunk.strip()
+        if end != ";" or chunk.startswith("typedef"):
+            continue
+        m = next((m for m in re.finditer(r"(\w+)\s*\(", chunk) if m.group(1) not in NOT_NAMES), None)
+        if m and not chunk[:m.start()].rstrip().endswith("("):  # "(*f)(...)": a pointer, not a function
+            names.add(m.group(1))
+    return names
+
+
+def shared_headers(user):
+    """The headers that declare functions defined in another module's .c file, such as session/state.h (the state
+    of a run and what its parts call in each other): {"stage/x.h": {function: {modules that define it}}}."""
+    defined, shared = {}, {}
+    for stage in sorted(LEVEL):
+        d = os.path.join(user, stage)
+        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if f.endswith(".c"):
+                for name, _, _ in functions(os.path.join(d, f)):
+                    defined.setdefault(name, set()).add(f"{stage}/{f[:-2]}")
+    for stage in sorted(LEVEL):
+        d = os.path.join(user, stage)
+        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if f.endswith(".h"):
+                decl = {n: defined[n] for n in declared(os.path.join(d, f)) if n in defined}
+                if any(owners - {f"{stage}/{f[:-2]}"} for owners in decl.values()):
+                    shared[f"{stage}/{f}"] = decl
+    return shared
+
+
+def include_edges(mod, path, n, inc, shared):
+    """{module: why} that "#include inc" at line n of path makes mod depend on. A shared header counts against
+    the modules that define the functions the file names from it, and against itself only where it has no .c
+    (its types, and what it includes for them); a file that names none of its functions uses its types."""
+    where, own = os.path.relpath(path, ROOT), inc.rsplit(".", 1)[0]
+    plain = {own: f"{where}:{n} includes {inc}"}
+    if inc not in shared or not path.endswith(".c"):
+        return plain
+    lines = open(path).read().splitlines()
+    named = {name: k for name in sorted(shared[inc])
+             if (k := next((i for i, l in enumerate(lines, 1) if re.search(rf"\b{name}\b", l)), None))}
+    out = {owner: f"{where}:{k} calls {name}() (declared in {inc}, defined in {owner}.c)"
+           for name, k in reversed(named.items()) for owner in shared[inc][name] - {mod}}
+    if named and os.path.exists(os.path.join(ROOT, "user", own + ".c")):
+        return out
+    return {**plain, **out}
+
+
 def long_functions():
     """{"path name": lines} of every function of user/ and bpf/ over FUNC_MAX lines."""
     found = {}
@@ -119,8 +200,9 @@ def long_functions():
 
 def main():
     bad, files = [], 0
-    edges = {}  # module ("stage/name") -> {module it includes: "file:line" of the first such include}
+    edges = {}  # module ("stage/name") -> {module it depends on: where, the first such include or call}
     user = os.path.join(ROOT, "user")
+    shared = shared_headers(user)
     for stage in sorted(os.listdir(user)):
         d = os.path.join(user, stage)
         if not os.path.isdir(d):
@@ -142,9 +224,10 @@ def main():
                     bad.append(f"user/{stage}/{f}:{n}: include \"{inc}\" names no stage folder")
                 elif dep != stage and LEVEL[dep] >= LEVEL[stage]:
                     bad.append(f"user/{stage}/{f}:{n}: {stage} may not include {inc} (same or later stage)")
-                mod, to = f"{stage}/{f.rsplit('.', 1)[0]}", inc.rsplit(".", 1)[0]
-                if dep in LEVEL and to != mod:
-                    edges.setdefault(mod, {}).setdefault(to, f"user/{stage}/{f}:{n}")
+                mod = f"{stage}/{f.rsplit('.', 1)[0]}"
+                for to, why in include_edges(mod, os.path.join(d, f), n, inc, shared).items() if dep in LEVEL else ():
+                    if to != mod:
+                        edges.setdefault(mod, {}).setdefault(to, why)
             if stage != "session" and f"{stage}/{f}" not in ("lib/log.c", "lib/log.h"):
                 for n, line in enumerate(open(os.path.join(d, f)), 1):
                     if re.search(r"\bml_err\(", line):
@@ -152,7 +235,7 @@ def main():
             if stage == "lib" and "memleak.skel.h" in open(os.path.join(d, f)).read():
                 bad.append(f"user/lib/{f}: lib/ must not see the BPF skeleton")
     for cyc in module_cycles(edges):
-        hops = ", ".join(f"{edges[a][b]} includes {b}.h" for a, b in zip(cyc, cyc[1:]))
+        hops = ", ".join(edges[a][b] for a, b in zip(cyc, cyc[1:]))
         bad.append(f"module cycle {' -> '.join(cyc)} ({hops})")
     # The sizes that keep the tree readable: BPF units, C files, main().
     units = [f for f in os.listdir(os.path.join(ROOT, "bpf")) if f.endswith(".bpf.c")]
@@ -162,12 +245,19 @@ def main():
         n = sum(1 for _ in open(os.path.join(ROOT, "bpf", f)))
         if n > 700:
             bad.append(f"bpf/{f}: {n} lines, over 700")
+    big = {}
     for root, _, names in os.walk(user):
         for f in names:
             if f.endswith(".c"):
                 n = sum(1 for _ in open(os.path.join(root, f)))
-                if n > 900:
-                    bad.append(f"{os.path.relpath(os.path.join(root, f), ROOT)}: {n} lines, over 900")
+                if n > FILE_MAX:
+                    big[os.path.relpath(os.path.join(root, f), ROOT)] = n
+    for f in sorted(set(big) - set(BIG)):
+        bad.append(f"{f}: {big[f]} lines, over {FILE_MAX} (split it at a seam, or add it to BIG with why)")
+    for f in sorted(set(BIG) - set(big)):
+        bad.append(f"{f}: on BIG but gone or within {FILE_MAX} lines: take it off")
+    for f in sorted(f for f in BIG if not BIG[f].strip()):
+        bad.append(f"{f}: on BIG without a reason")
     found = long_functions()
     for fn in sorted(set(found) - set(LONG)):
         bad.append(f"{fn}: {found[fn]} lines, over {FUNC_MAX} (split it, or add it to LONG with why)")
@@ -184,7 +274,8 @@ def main():
     for b in bad:
         print(f"not ok - {b}")
     print(f"ok - {files} files follow the stage order with no cycle of modules; BPF units, C files, main() and "
-          f"functions within their sizes ({len(LONG)} over {FUNC_MAX} lines allowed by name)"
+          f"functions within their sizes ({len(BIG)} files over {FILE_MAX} and {len(LONG)} functions over {FUNC_MAX} "
+          f"lines allowed by name)"
           if not bad else f"# {len(bad)} architecture errors")
     print(f"layers: {0 if bad else 1} passed, {1 if bad else 0} failed")
     return 1 if bad else 0
