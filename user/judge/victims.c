@@ -15,17 +15,15 @@
 #define OWN_DEPTH 12 /* a block is the row's own when its first native frames are all on the row's stack */
 
 struct acc {
-	struct ml_victim v;
+	struct ml_victim v;	   /* its key; the rest filled in once it is judged a victim */
+	struct ml_victim_sample s; /* what it is judged on */
 	struct {
 		struct ml_agg_key key;
 		uint64_t charged;
 		bool own; /* the row's own blocks (own_blocks) */
 	} pin[PINNERS];
 	unsigned int npin;
-	uint64_t range;		     /* its records' bytes (unweighted: sampled rss pages count once) */
-	uint64_t unknown;	     /* charged to chunks with no record */
-	double own_pin, other_pin;   /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
-	double own_fill, other_fill; /* bytes recorded blocks in its ranges hold, weighted: its own, others' */
+	uint64_t unknown; /* charged to chunks with no record */
 	struct {
 		struct ml_agg_key key;
 		double bytes;
@@ -34,7 +32,6 @@ struct acc {
 	double fill_rest;		 /* ... past FILLERS rows */
 	uint64_t own[ML_MAX_FRAMES + 1]; /* its native stack: a block allocated by a call on it is its own */
 	size_t nown;
-	bool growing; /* judged growing: a leak candidate unless it is a victim */
 };
 
 /* A record of fresh heap, by process and address, and the row it counts under: where blocks may fill it. */
@@ -194,13 +191,13 @@ static bool pin(struct find *fd, struct acc *a, const struct ml_agg_key *k, uint
 /* Its fill, its own blocks' and other rows'. */
 static void fill_split(struct find *fd, struct acc *a)
 {
-	a->other_fill = a->fill_rest;
+	a->s.other_fill = a->fill_rest;
 	for (unsigned int i = 0; i < a->nfill; i++) {
 		if (fd->raw && own_blocks(fd, a, &a->fill[i].key)) {
-			a->own_fill += a->fill[i].bytes;
+			a->s.own_fill += a->fill[i].bytes;
 			a->fill[i].bytes = 0; /* never named as another row */
 		} else {
-			a->other_fill += a->fill[i].bytes;
+			a->s.other_fill += a->fill[i].bytes;
 		}
 	}
 }
@@ -224,9 +221,9 @@ static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
 		fd->nomem = true;
 	else
 		fd->sp[fd->nsp++] = (struct span){.tgid = k->tgid, .addr = addr, .len = len, .a = a};
-	a->range += len;
-	a->v.walked_bytes += walked;
-	a->v.free_bytes += free;
+	a->s.range += len;
+	a->s.walked += walked;
+	a->s.free += free;
 	h = heapfrag__holders_in(f, addr, addr + len, &nh);
 	for (size_t i = 0; i < nh; i++) {
 		struct ml_agg_key hk;
@@ -237,9 +234,9 @@ static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
 			continue;
 		}
 		if (pin(fd, a, &hk, h[i].charged))
-			a->own_pin += (double)h[i].charged * w;
+			a->s.own_pin += (double)h[i].charged * w;
 		else
-			a->other_pin += (double)h[i].charged * w;
+			a->s.other_pin += (double)h[i].charged * w;
 	}
 }
 
@@ -262,41 +259,47 @@ static void own_stacks(struct find *fd)
  * is the heap's keeps it in use, or pins its free space with its own blocks. Pages mostly in a heap the walk
  * covered are the heap's whatever they hold: its rows (blocks, growth) count what is in them. Where the walk
  * covered under half of its ranges (they grew since), the row stays what it was at the last report. Mostly in
- * use, it is a victim when other rows' recorded blocks (weighted) fill half of that and more than its own do;
- * a victim at the last report stays one while they fill more than its own: sampled fills vary by report.
+ * use, it is a victim when other rows' recorded blocks (weighted) fill half of that and more than its own do; a
+ * victim at the last report stays one while they fill more than its own: sampled fills vary by report.
  */
-static bool is_victim(const struct acc *a, const struct ml_victim *was)
+enum ml_victim_call victims__judge(const struct ml_victim_sample *s, bool was, bool was_held)
 {
-	uint64_t w = a->v.walked_bytes, fr = a->v.free_bytes;
+	uint64_t w = s->walked, fr = s->free;
+	bool filled = fr * 8 < w;
 
-	if (w * 2 < a->range)
-		return was != NULL;
-	if (a->v.key.layer == ML_LAYER_RSS)
-		return true;
-	if (fr * 8 < w)
-		return (was || a->other_fill * 2 >= (double)(w - fr)) && a->other_fill > a->own_fill;
-	if (a->own_pin > 0 || a->other_pin > 0)
-		return a->other_pin > a->own_pin;
-	return fr * 4 >= w;
+	if (w * 2 < s->range) /* held once: the walk came and could not cover it (a heap past its read budget) */
+		return was ? ML_VICTIM_KEPT : s->growing && !was_held ? ML_VICTIM_HELD : ML_VICTIM_NOT;
+	if (s->rss)
+		return filled ? ML_VICTIM_FILLED : ML_VICTIM_FREED;
+	if (filled) {
+		bool half = was || s->other_fill * 2 >= (double)(w - fr); /* others fill half of what is in use */
+
+		return half && s->other_fill > s->own_fill ? ML_VICTIM_FILLED : ML_VICTIM_NOT;
+	}
+	if (s->own_pin > 0 || s->other_pin > 0)
+		return s->other_pin > s->own_pin ? ML_VICTIM_FREED : ML_VICTIM_NOT;
+	return fr * 4 >= w ? ML_VICTIM_FREED : ML_VICTIM_NOT;
 }
 
 /*
  * The recorded row pinning the most of a victim's free space: recorded holders are a sample of all of them
  * when the C heap is sampled, so it speaks for the unrecorded ones too. Layer ML_LAYER_MAX when none is.
  */
-static void name_pinner(struct acc *a)
+static void name_pinner(struct acc *a, bool filled)
 {
 	uint64_t best = 0;
 	double most = 0;
 
-	if (a->v.free_bytes * 8 < a->v.walked_bytes) { /* filled, not freed: the row whose blocks fill the most */
+	a->v.walked_bytes = a->s.walked;
+	a->v.free_bytes = a->s.free;
+	if (filled) { /* the row whose blocks fill the most */
 		a->v.pinner = (struct ml_agg_key){.layer = ML_LAYER_MAX};
 		for (unsigned int i = 0; i < a->nfill; i++)
 			if (a->fill[i].bytes > most) {
 				most = a->fill[i].bytes;
 				a->v.pinner = a->fill[i].key;
 			}
-		a->v.filled_bytes = (uint64_t)(a->other_fill + 0.5);
+		a->v.filled_bytes = (uint64_t)(a->s.other_fill + 0.5);
 		return;
 	}
 
@@ -312,8 +315,7 @@ static void name_pinner(struct acc *a)
 /* Whether a growing row's fresh heap is covered by the walk and mostly in use: only then do fills matter. */
 static bool needs_fill(const struct acc *a)
 {
-	return a->growing && a->v.key.layer == ML_LAYER_LIBC && a->v.walked_bytes * 2 >= a->range &&
-	       a->v.free_bytes * 8 < a->v.walked_bytes;
+	return a->s.growing && !a->s.rss && a->s.walked * 2 >= a->s.range && a->s.free * 8 < a->s.walked;
 }
 
 /* The recorded blocks in the fresh heap of rows that need them: a pass over the table when one does. */
@@ -327,6 +329,15 @@ static void fill_blocks(struct find *fd)
 		return; /* no fill figures: only freed space makes victims */
 	qsort(fd->sp, fd->nsp, sizeof(*fd->sp), cmp_span);
 	ledger__blocks(fd->l, in_span, on_block, fd);
+}
+
+static void log_sample(const struct acc *a)
+{
+	ml_dbg("fresh heap of pid %u layer %u: %" PRIu64 " bytes, %" PRIu64 " walked, %" PRIu64
+	       " free, pinned %.0f by its own blocks, %.0f by others', %" PRIu64
+	       " by unrecorded ones; filled %.0f by its own, %.0f by others'",
+	       a->v.key.tgid, a->v.key.layer, a->s.range, a->s.walked, a->s.free, a->s.own_pin, a->s.other_pin,
+	       a->unknown, a->s.own_fill, a->s.other_fill);
 }
 
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
@@ -346,7 +357,9 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 			free(fd.a);
 			return -ENOMEM;
 		}
-		fd.a[fd.n++] = (struct acc){.v.key = s->rows[i].key, .growing = j[i].verdict == ML_V_GROWING};
+		fd.a[fd.n++] = (struct acc){.v.key = s->rows[i].key,
+					    .s.rss = s->rows[i].key.layer == ML_LAYER_RSS,
+					    .s.growing = j[i].verdict == ML_V_GROWING};
 	}
 	if (!fd.n)
 		return 0;
@@ -369,24 +382,19 @@ int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, str
 	}
 	for (size_t i = 0; i < fd.n; i++) {
 		struct acc *a = &fd.a[i];
+		enum ml_victim_call call;
 
-		ml_dbg("fresh heap of pid %u layer %u: %" PRIu64 " bytes, %" PRIu64 " walked, %" PRIu64
-		       " free, pinned %.0f by its own blocks, %.0f by others', %" PRIu64
-		       " by unrecorded ones; filled %.0f by its own, %.0f by others'",
-		       a->v.key.tgid, a->v.key.layer, a->range, a->v.walked_bytes, a->v.free_bytes, a->own_pin,
-		       a->other_pin, a->unknown, a->own_fill, a->other_fill);
+		log_sample(a);
 		was = victims__of(prev->v, prev->n, &a->v.key);
-		/* Held once: the walk came and could not cover it (a heap past its read budget); judged as it grows. */
-		if (a->growing && a->v.walked_bytes * 2 < a->range && !was &&
-		    !victims__held(prev->held, prev->nheld, &a->v.key))
+		call = victims__judge(&a->s, was, victims__held(prev->held, prev->nheld, &a->v.key));
+		if (call == ML_VICTIM_HELD)
 			h[nh++] = a->v.key; /* in key order, as fd.a */
-		if (!is_victim(a, was))
+		if (call == ML_VICTIM_KEPT)
+			v[kept++] = *was; /* the last walk's figures */
+		if (call < ML_VICTIM_FREED)
 			continue;
-		name_pinner(a);
-		v[kept] = a->v; /* still by key */
-		if (a->v.walked_bytes * 2 < a->range)
-			v[kept] = *was; /* the last walk's figures */
-		kept++;
+		name_pinner(a, call == ML_VICTIM_FILLED);
+		v[kept++] = a->v; /* still by key */
 	}
 	free(fd.a);
 	if (nh)

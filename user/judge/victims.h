@@ -28,6 +28,31 @@ struct ml_victim {
 	struct ml_agg_key pinner; /* that row, or the one filling the most (layer ML_LAYER_MAX: no record) */
 };
 
+/* What one row of fresh heap came to in the last walk: all that its judgement rests on (victims__judge). */
+struct ml_victim_sample {
+	bool rss;		     /* pages the rss layer saw touched first, not the C heap's growth */
+	bool growing;		     /* judged growing: a leak candidate unless it is a victim */
+	uint64_t range;		     /* its records' bytes (unweighted: sampled rss pages count once) */
+	uint64_t walked, free;	     /* of its ranges, what the walk covered, and found free again */
+	double own_pin, other_pin;   /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
+	double own_fill, other_fill; /* bytes recorded blocks in its ranges hold, weighted: its own, others' */
+};
+
+/* What a row of fresh heap is, by victims__judge. */
+enum ml_victim_call {
+	ML_VICTIM_NOT,	  /* no victim: a leak candidate when growing */
+	ML_VICTIM_HELD,	  /* grew past the walk, not held before: new until the next walk tells */
+	ML_VICTIM_KEPT,	  /* the walk did not cover it since: the victim it was, with the last walk's figures */
+	ML_VICTIM_FREED,  /* mostly free again, pinned more by other rows than by its own blocks */
+	ML_VICTIM_FILLED, /* mostly in use, filled more by other rows' blocks than by its own */
+};
+
+/*
+ * The judgement of one row of fresh heap from its sample alone: was, whether it was a victim at the last report;
+ * was_held, whether it was held then. Pure, so that its thresholds are tested apart from the walks.
+ */
+enum ml_victim_call victims__judge(const struct ml_victim_sample *s, bool was, bool was_held);
+
 /* The last heap walk of process tgid (NULL: none). */
 typedef const struct ml_heapfrag *(*victims_frag_fn)(void *ctx, int tgid);
 
