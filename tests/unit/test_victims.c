@@ -51,7 +51,8 @@ static void filled(void)
 	CHECK_EQ_INT(victims__judge(&s, true, false), ML_VICTIM_NOT, "its own fill as much as others': no more");
 	s.own_fill = 0, s.other_fill = 1000, s.own_pin = 0, s.other_pin = 1000;
 	s.free = 0;
-	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_FILLED, "none free, filled by others: pins do not count");
+	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_FILLED,
+		     "none free, filled by others: pins do not count");
 	s.other_fill = 0;
 	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_NOT, "none free, no fill recorded: a leak candidate");
 }
@@ -64,7 +65,8 @@ static void rss_pages(void)
 	s.rss = true, s.own_fill = 1000;
 	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_FILLED, "rss pages in use in the heap: filled");
 	s.free = 125, s.own_pin = 1000;
-	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_FREED, "rss pages an eighth free: freed, own pins aside");
+	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_FREED,
+		     "rss pages an eighth free: freed, own pins aside");
 	s.range = 2001;
 	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_HELD, "rss pages past the walk: held like any row");
 }
@@ -83,6 +85,19 @@ static void uncovered(void)
 	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_NOT, "not growing: nothing to hold");
 	s.growing = true, s.range = 2000;
 	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_FREED, "1,000 walked of 2,000 is half: judged now");
+}
+
+/* A row of no bytes, or none walked: nothing says it is a victim. */
+static void zero_bytes(void)
+{
+	struct ml_victim_sample s = {.growing = true};
+
+	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_NOT, "no range and no walk: no victim");
+	CHECK_EQ_INT(victims__judge(&s, true, false), ML_VICTIM_KEPT, "... a victim before stays one");
+	s.rss = true;
+	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_NOT, "rss pages, none walked: no victim");
+	s = (struct ml_victim_sample){.growing = true, .range = 1};
+	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_HELD, "one byte, none walked: held");
 }
 
 static struct ml_agg_key key(uint32_t tgid, uint64_t caller)
@@ -133,6 +148,7 @@ int main(void)
 	filled();
 	rss_pages();
 	uncovered();
+	zero_bytes();
 	lookups();
 	none();
 	return SUMMARY("victims");

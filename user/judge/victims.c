@@ -258,9 +258,10 @@ static void own_stacks(struct find *fd)
  * than by its own (recorded holders, weighted; with none recorded, a quarter must be free). A leak whose growth
  * is the heap's keeps it in use, or pins its free space with its own blocks. Pages mostly in a heap the walk
  * covered are the heap's whatever they hold: its rows (blocks, growth) count what is in them. Where the walk
- * covered under half of its ranges (they grew since), the row stays what it was at the last report. Mostly in
- * use, it is a victim when other rows' recorded blocks (weighted) fill half of that and more than its own do; a
- * victim at the last report stays one while they fill more than its own: sampled fills vary by report.
+ * covered under half of its ranges (they grew since), or none of them, the row stays what it was at the last
+ * report. Mostly in use, it is a victim when other rows' recorded blocks (weighted) fill half of that and more
+ * than its own do; a victim at the last report stays one while they fill more than its own: sampled fills vary
+ * by report.
  */
 enum ml_victim_call victims__judge(const struct ml_victim_sample *s, bool was, bool was_held)
 {
@@ -269,6 +270,8 @@ enum ml_victim_call victims__judge(const struct ml_victim_sample *s, bool was, b
 
 	if (w * 2 < s->range) /* held once: the walk came and could not cover it (a heap past its read budget) */
 		return was ? ML_VICTIM_KEPT : s->growing && !was_held ? ML_VICTIM_HELD : ML_VICTIM_NOT;
+	if (!w) /* no walk of its process (none yet, or it failed): nothing says it is free or filled */
+		return was ? ML_VICTIM_KEPT : ML_VICTIM_NOT;
 	if (s->rss)
 		return filled ? ML_VICTIM_FILLED : ML_VICTIM_FREED;
 	if (filled) {
