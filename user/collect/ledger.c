@@ -11,9 +11,9 @@
 #include "attach/allocators.h"
 #include "collect/cutmerge.h"
 #include "collect/devsplit.h"
-#include "collect/sizeweights.h"
 #include "collect/slots.h"
 #include "collect/stackstore.h"
+#include "collect/weights.h"
 #include "lib/bpfstats.h"
 #include "lib/clock.h"
 #include "lib/grow.h"
@@ -54,31 +54,8 @@ struct ledger {
 	struct u64map canon_ids; /* mix(tgid, stack id) -> struct canon_ent, for the stacks of the last pass */
 	struct u64map shown;	 /* mix(tgid, how it reads) -> struct shown_ent: the stack rows read that way use */
 	uint32_t pass;		 /* passes so far: an entry not seen in one is dropped */
-	uint32_t rss_shift;	 /* the rss layer's sampling shift: its records weigh 2^shift pages */
-	/* Time-sampled layers (ledger__set_weight): from since_ns on, a record made weighs 2^shift. */
-	struct {
-		uint64_t since_ns;
-		uint32_t shift;
-	} epochs[ML_LAYER_MAX][LEDGER_EPOCHS];
-	unsigned int nepochs[ML_LAYER_MAX];
-	/* Scaled layers (ledger__add_scale): a row's record stands for the w of the last epoch begun before it. */
-	struct scale_list {
-		struct scale_epoch {
-			uint64_t since_ns;
-			double w;
-		} * v;
-		size_t n, cap;
-	} scales[ML_LAYER_MAX];
+	struct weights *w;	 /* what a sampled record stands for */
 };
-
-/* The weight (as a shift) of a record of this layer made at ts. */
-static uint32_t record_shift(const struct ledger *l, unsigned int layer, uint64_t ts)
-{
-	for (unsigned int i = layer < ML_LAYER_MAX ? l->nepochs[layer] : 0; i-- > 0;)
-		if (ts >= l->epochs[layer][i].since_ns)
-			return l->epochs[layer][i].shift;
-	return 0;
-}
 
 uint32_t ledger_table_slots(uint32_t max_allocs)
 {
@@ -105,7 +82,7 @@ int ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o, struct le
 		goto fail;
 	}
 	l->pcpu = calloc((size_t)l->ncpu * ML_STAT_SLOTS, sizeof(uint64_t));
-	if (!l->pcpu || devsplit__new(&l->gpu)) {
+	if (!l->pcpu || devsplit__new(&l->gpu) || weights__new(o->sizes, &l->w)) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -137,8 +114,7 @@ void ledger__free(struct ledger *l)
 	free(l->prev);
 	free(l->pcpu);
 	devsplit__free(l->gpu);
-	for (unsigned int i = 0; i < ML_LAYER_MAX; i++)
-		free(l->scales[i].v);
+	weights__free(l->w);
 	free(l);
 }
 
@@ -486,70 +462,11 @@ static int collect_begin(struct ledger *l, uint64_t *now)
 	l->pass++;
 	s->nrows = 0;
 	s->rss_records = 0;
-	s->rss_shift = l->rss_shift;
+	s->rss_shift = weights__rss_shift(l->w);
 	memset(s->layers, 0, sizeof(s->layers));
 	devsplit__reset(l->gpu);
 	if (index_reset(&l->idx, l->nprev + 16))
 		return -ENOMEM;
-	return 0;
-}
-
-/* What a record of a scaled layer made at ts by an allocator row stands for; 0 when it is not scaled. */
-static double scale_of(const struct ledger *l, uint8_t layer, uint8_t spec, uint64_t ts)
-{
-	const struct scale_list *s = layer < ML_LAYER_MAX ? &l->scales[layer] : NULL;
-	size_t lo = 0, hi = s ? s->n : 0;
-
-	if (!hi || spec >= ml_allocators_n || ts < s->v[0].since_ns)
-		return 0;
-	while (hi - lo > 1) { /* the last epoch begun at or before ts */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (s->v[mid].since_ns <= ts)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return s->v[lo].w;
-}
-
-/* What a sampled record stands for: its size's weight, else its layer's scale at ts; 0 when not scaled. */
-static double scaled(const struct ledger *l, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
-		     uint64_t ts)
-{
-	double w = sizeweights__of(l->o.sizes, sl);
-
-	return w > 0 ? w : scale_of(l, layer, spec, ts);
-}
-
-/* What a record stands for: as scaled, else 2^shift of its record-time weight. */
-static double record_weight(const struct ledger *l, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
-			    uint64_t ts)
-{
-	double w = scaled(l, sl, layer, spec, ts);
-
-	return w > 0 ? w : (double)(1ULL << record_shift(l, layer, ts));
-}
-
-void ledger__clear_scale(struct ledger *l, unsigned int layer)
-{
-	if (layer < ML_LAYER_MAX)
-		l->scales[layer].n = 0;
-}
-
-int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w)
-{
-	struct scale_list *s = layer < ML_LAYER_MAX ? &l->scales[layer] : NULL;
-
-	if (!s || w <= 0 || (s->n && since_ns < s->v[s->n - 1].since_ns))
-		return -EINVAL;
-	if (s->n && since_ns == s->v[s->n - 1].since_ns) { /* the epoch's weight measured again */
-		s->v[s->n - 1].w = w;
-		return 0;
-	}
-	if (ml_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
-		return -ENOMEM;
-	s->v[s->n++] = (struct scale_epoch){.since_ns = since_ns, .w = w};
 	return 0;
 }
 
@@ -569,15 +486,15 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 		return 0;
 	size = sl->size;
 	cow = 0;
-	shift = record_shift(l, sl->layer, ts);
+	shift = weights__record_shift(l->w, sl->layer, ts);
 	if (sl->layer == ML_LAYER_RSS && sl->spec == ML_SPEC_COPY_SCAN) {
 		cow = size; /* the copy scan's: exact, many pages */
 	} else if (sl->layer == ML_LAYER_RSS) {
 		/* A record the sampling test now rejects is on its way out (see rsspages.c); the others weigh
 		 * 2^shift. */
-		if (!ml_rss_sampled(addr & ~ML_RSS_COPY, l->rss_shift))
+		shift = weights__rss_shift(l->w);
+		if (!ml_rss_sampled(addr & ~ML_RSS_COPY, shift))
 			return 0;
-		shift = l->rss_shift;
 		cow = addr & ML_RSS_COPY ? size << shift : 0;
 		l->snap.rss_records++;
 	}
@@ -597,7 +514,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	if (ts > newest)
 		return 0;
 	/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
-	w = scaled(l, sl, sl->layer, sl->spec, ts);
+	w = weights__scaled(l->w, sl, sl->layer, sl->spec, ts);
 	r->records++;
 	r->raw_bytes += size;
 	if (w > 0 || shift) {
@@ -723,23 +640,27 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 
 int ledger__set_weight(struct ledger *l, unsigned int layer, uint64_t since_ns, uint32_t shift)
 {
-	if (layer >= ML_LAYER_MAX || shift > 32)
-		return -EINVAL;
-	if (l->nepochs[layer] >= LEDGER_EPOCHS)
-		return -ENOSPC;
-	l->epochs[layer][l->nepochs[layer]].since_ns = since_ns;
-	l->epochs[layer][l->nepochs[layer]++].shift = shift;
-	return 0;
+	return weights__set_epoch(l->w, layer, since_ns, shift);
 }
 
 uint32_t ledger__weight_shift(const struct ledger *l, unsigned int layer)
 {
-	return layer < ML_LAYER_MAX && l->nepochs[layer] ? l->epochs[layer][l->nepochs[layer] - 1].shift : 0;
+	return weights__shift(l->w, layer);
+}
+
+int ledger__add_scale(struct ledger *l, unsigned int layer, uint64_t since_ns, double w)
+{
+	return weights__add_scale(l->w, layer, since_ns, w);
+}
+
+void ledger__clear_scale(struct ledger *l, unsigned int layer)
+{
+	weights__clear_scale(l->w, layer);
 }
 
 void ledger__set_rss_shift(struct ledger *l, uint32_t shift)
 {
-	l->rss_shift = shift;
+	weights__set_rss_shift(l->w, shift);
 }
 
 struct slots *ledger__slots(struct ledger *l)
@@ -768,7 +689,7 @@ int ledger__find_weighted(struct ledger *l, int tgid, uint64_t addr, struct ml_a
 			continue; /* being written, released meanwhile, or a heap-growth range */
 		*out = (struct ml_agg_key){.tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller};
 		out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
-		*w = record_weight(l, (const struct ml_slot *)sl, layers[li], spec, ts);
+		*w = weights__of(l->w, (const struct ml_slot *)sl, layers[li], spec, ts);
 		return 0;
 	}
 	return -ENOENT;
@@ -792,7 +713,7 @@ void ledger__fresh_heap(struct ledger *l, ledger_range_fn fn, void *ctx)
 			continue;
 		if (!(v.layer == ML_LAYER_LIBC && (v.spec == ML_SPEC_BRK || v.spec == ML_SPEC_HEAP)) &&
 		    !(v.layer == ML_LAYER_RSS && (v.spec == ML_SPEC_RSS_HEAP || v.spec == ML_SPEC_RSS) &&
-		      ml_rss_sampled(v.addr, l->rss_shift)))
+		      ml_rss_sampled(v.addr, weights__rss_shift(l->w))))
 			continue;
 		k.stack_id = canonical(l, v.tgid, v.stack_id, &traits);
 		fn(ctx, &k, v.addr, v.size);
@@ -811,7 +732,7 @@ void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, v
 		    v.spec == ML_SPEC_HEAP || !want(ctx, v.tgid, v.addr))
 			continue;
 		k.stack_id = canonical(l, v.tgid, v.stack_id, &traits);
-		fn(ctx, &k, v.addr, v.size, record_weight(l, &v, v.layer, v.spec, v.ts_ns));
+		fn(ctx, &k, v.addr, v.size, weights__of(l->w, &v, v.layer, v.spec, v.ts_ns));
 	}
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "collect/snapshot.h"
 #include "collect/stackstore.h"
+#include "collect/weights.h"
 #include "lib/frames.h"
 #include "memleak.h"
 
@@ -53,9 +54,10 @@ uint64_t ledger__forget_layer(struct ledger *l, unsigned int layer);
 
 /*
  * A time-sampled layer (the budget's tensor sampling): a record of it made from since_ns on weighs 2^shift in
- * bytes and count. Epochs only follow one another (at most LEDGER_EPOCHS). 0, -EINVAL or -ENOSPC.
+ * bytes and count (weights.c holds this and the other weighting schemes). Epochs only follow one another (at most
+ * LEDGER_EPOCHS). 0, -EINVAL or -ENOSPC.
  */
-#define LEDGER_EPOCHS 8
+#define LEDGER_EPOCHS WEIGHTS_EPOCHS
 int ledger__set_weight(struct ledger *l, unsigned int layer, uint64_t since_ns, uint32_t shift);
 /*
  * The C heap's sampling windows, tensor sampling: a record of layer made by an allocator row from since_ns on
