@@ -8,12 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "attach/links.h"
 #include "attach/planahead.h"
 #include "attach/rowcache.h"
 #include "attach/rowfind.h"
-#include "attach/uprobe_multi.h"
 #include "lib/clock.h"
-#include "lib/closeall.h"
 #include "lib/elfsym.h"
 #include "lib/grow.h"
 #include "lib/log.h"
@@ -30,19 +29,10 @@ struct object {
 	unsigned int layers;
 };
 
-/* Which program a row goes to, as a batch: 0 alloc return, 1 free return, 2 free entry, 3 alloc entry. */
-enum { B_ALLOC_RET, B_FREE_RET, B_FREE, B_ALLOC, B_N };
-
 struct probes {
 	struct memleak_bpf *skel;
 	struct probes_opts o;
-	struct bpf_link **links;
-	unsigned char *link_layers; /* per link: the layers of its object's rows (probes__drop_layers) */
-	size_t nlinks, caplinks;
-	struct ml_mlink *mfds; /* uprobe_multi links */
-	size_t nmfds, capmfds;
-	unsigned int paused; /* layers whose allocation-side links are closed for now (probes__pause) */
-	unsigned int closed; /* layers whose links are all closed for now (probes__window) */
+	struct links *links; /* every link attached, by the layers of its object's rows */
 	struct object *objs;
 	size_t nobjs, capobjs;
 	unsigned int active;
@@ -60,8 +50,11 @@ int probes__new(struct memleak_bpf *skel, const struct probes_opts *o, struct pr
 	struct probes *p = calloc(1, sizeof(*p));
 
 	*out = p;
-	if (!p)
+	if (!p || links__new(skel, o->pid, &p->links)) {
+		free(p);
+		*out = NULL;
 		return -ENOMEM;
+	}
 	p->skel = skel;
 	p->o = *o;
 	return 0;
@@ -71,15 +64,9 @@ void probes__free(struct probes *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->nmfds; i++)
-		ml_mlink_clear(&p->mfds[i]);
-	for (size_t i = 0; i < p->nlinks; i++)
-		bpf_link__destroy(p->links[i]);
+	links__free(p->links);
 	for (size_t i = 0; i < p->nobjs; i++)
 		free(p->objs[i].path);
-	free(p->mfds);
-	free(p->links);
-	free(p->link_layers);
 	free(p->objs);
 	free(p);
 }
@@ -112,56 +99,12 @@ static struct object *add_object(struct probes *p, const struct ml_mapping *m)
 	return o;
 }
 
-/* Room for one more in two arrays kept side by side (a handle and its layers). 0 or -ENOMEM. */
-static int grow_pair(void *a, size_t a_elem, unsigned char **libc, size_t n, size_t *cap)
-{
-	size_t c1 = *cap, c2 = *cap;
-
-	if (ml_grow(a, &c1, n + 1, a_elem) || ml_grow(libc, &c2, n + 1, sizeof(**libc)))
-		return -ENOMEM;
-	*cap = c1 < c2 ? c1 : c2;
-	return 0;
-}
-
-static int push_link(struct probes *p, struct bpf_link *l)
-{
-	if (grow_pair(&p->links, sizeof(*p->links), &p->link_layers, p->nlinks, &p->caplinks))
-		return -ENOMEM;
-	p->link_layers[p->nlinks] = 0;
-	p->links[p->nlinks++] = l;
-	return 0;
-}
-
-/* The link just made (fd) of a batch, with its recipe. 0 or -ENOMEM (fd not kept). */
-static int push_mfd(struct probes *p, int fd, int batch, const char *path, const uint64_t *offs,
-		    const uint64_t *cookies, uint32_t cnt)
-{
-	struct ml_mlink m;
-
-	if (ml_mlink_init(&m, fd, batch, path, offs, cookies, cnt) ||
-	    ml_grow(&p->mfds, &p->capmfds, p->nmfds + 1, sizeof(*p->mfds))) {
-		m.fd = -1; /* the caller closes it */
-		ml_mlink_clear(&m);
-		return -ENOMEM;
-	}
-	p->mfds[p->nmfds++] = m;
-	return 0;
-}
-
 /* Whether a row's function gets a return probe as well as its entry probe. */
 static bool needs_return_probe(const struct ml_spec *sp)
 {
 	if (sp->kind == ML_KIND_FREE)
 		return sp->track_free;
 	return sp->kind != ML_KIND_WRAP && sp->kind != ML_KIND_RAISE;
-}
-
-static int batch_prog_fd(const struct probes *p, int b)
-{
-	struct bpf_program *progs[B_N] = {p->skel->progs.alloc_exit, p->skel->progs.free_exit,
-					  p->skel->progs.free_enter, p->skel->progs.alloc_enter};
-
-	return bpf_program__fd(progs[b]);
 }
 
 /*
@@ -171,8 +114,8 @@ static int batch_prog_fd(const struct probes *p, int b)
  */
 static int attach_batched(struct probes *p, const char *path, const struct rowat *rows)
 {
-	uint64_t offs[B_N][ML_MAX_SPECS], cookies[B_N][ML_MAX_SPECS];
-	uint32_t cnt[B_N] = {};
+	uint64_t offs[LINKS_NBATCH][ML_MAX_SPECS], cookies[LINKS_NBATCH][ML_MAX_SPECS];
+	uint32_t cnt[LINKS_NBATCH] = {};
 
 	for (unsigned int row = 0; row < ml_allocators_n; row++) {
 		const struct ml_spec *sp = &ml_allocators[row].spec;
@@ -180,31 +123,18 @@ static int attach_batched(struct probes *p, const char *path, const struct rowat
 
 		if (!rows[row].ok)
 			continue;
-		int entry = sp->kind == ML_KIND_FREE ? B_FREE : B_ALLOC;
-		int ret = sp->kind == ML_KIND_FREE ? B_FREE_RET : B_ALLOC_RET;
+		int entry = sp->kind == ML_KIND_FREE ? LINKS_FREE : LINKS_ALLOC;
+		int ret = sp->kind == ML_KIND_FREE ? LINKS_FREE_RET : LINKS_ALLOC_RET;
 
 		if (needs_return_probe(sp))
 			offs[ret][cnt[ret]] = off, cookies[ret][cnt[ret]++] = row;
 		offs[entry][cnt[entry]] = off, cookies[entry][cnt[entry]++] = row;
 	}
-	for (int b = 0; b < B_N; b++) {
-		int fd, err;
+	for (int b = 0; b < LINKS_NBATCH; b++) {
+		int err = cnt[b] ? links__add_multi(p->links, b, path, offs[b], cookies[b], cnt[b]) : 0;
 
-		if (!cnt[b])
-			continue;
-		fd = ml_uprobe_multi_attach(batch_prog_fd(p, b), path, offs[b], cookies[b], cnt[b],
-					    b == B_ALLOC_RET || b == B_FREE_RET, p->o.pid);
-		if (fd < 0) {
-			/* The caller says the object is not probed, once (tolerate); the detail is -v's. */
-			if (fd != -ESRCH)
-				ml_info("cannot attach uprobes in %s: %s", path, strerror(-fd));
-			return fd;
-		}
-		err = push_mfd(p, fd, b, path, offs[b], cookies[b], cnt[b]);
-		if (err) {
-			close(fd);
+		if (err)
 			return err;
-		}
 	}
 	return 0;
 }
@@ -228,7 +158,7 @@ static int attach_one(struct probes *p, const char *path, uint64_t off, unsigned
 			strerror(-err));
 		return err;
 	}
-	err = push_link(p, l);
+	err = links__add(p->links, l);
 	if (err)
 		bpf_link__destroy(l);
 	return err;
@@ -283,7 +213,7 @@ static int attach_usdts(struct probes *p, const char *path, const struct ml_mapp
 					  strerror(e));
 			continue;
 		}
-		if (push_link(p, l)) {
+		if (links__add(p->links, l)) {
 			bpf_link__destroy(l);
 			return -ENOMEM;
 		}
@@ -396,7 +326,7 @@ static void say_probed(const struct ml_mapping *m, const struct rowat *rows)
  */
 static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_libc, unsigned int *layers)
 {
-	size_t first_link = p->nlinks, first_mfd = p->nmfds;
+	struct links_mark mark = links__mark(p->links);
 	const struct rowplan *plan = NULL;
 	struct rowplan *fresh = NULL;
 	struct elf_syms *syms = NULL;
@@ -417,21 +347,10 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 	if (err >= 0 && u >= 0) {
 		say_probed(m, plan->rows);
 		err += u;
-		for (size_t i = first_link; i < p->nlinks; i++)
-			p->link_layers[i] = (unsigned char)*layers;
-		for (size_t i = first_mfd; i < p->nmfds; i++)
-			p->mfds[i].layers = (unsigned char)*layers;
-		/* sampling is off-phase now: a library found meanwhile waits for the next on-phase */
-		if (p->paused)
-			probes__pause(p, p->paused, true);
-		if (p->closed)
-			probes__window(p, p->closed, false);
+		links__commit(p->links, mark, *layers);
 	} else {
 		err = err < 0 ? err : u;
-		while (p->nlinks > first_link)
-			bpf_link__destroy(p->links[--p->nlinks]);
-		while (p->nmfds > first_mfd)
-			ml_mlink_clear(&p->mfds[--p->nmfds]);
+		links__rollback(p->links, mark);
 	}
 	/*
 	 * What the file holds does not change with one process's attach failing: kept even then. A plan the
@@ -673,155 +592,28 @@ void probes__started(struct probes *p)
 	p->started = true;
 }
 
-/* A link goes when every layer of its object's rows is in the mask (a library mixing layers keeps its links). */
-static bool drops(unsigned char layers, unsigned int mask)
-{
-	return layers && !(layers & ~mask);
-}
-
 void probes__drop_layers(struct probes *p, unsigned int mask)
 {
-	int *fds = calloc(p->nmfds ? p->nmfds : 1, sizeof(*fds));
-	size_t j = 0, nfds = 0;
-
-	for (size_t i = 0; i < p->nmfds; i++) {
-		if (drops(p->mfds[i].layers, mask)) {
-			/* Closed together below (or here, in turn, without memory for the list). */
-			if (fds) {
-				fds[nfds++] = p->mfds[i].fd;
-				p->mfds[i].fd = -1;
-			}
-			ml_mlink_clear(&p->mfds[i]);
-			continue;
-		}
-		p->mfds[j++] = p->mfds[i];
-	}
-	p->nmfds = j;
-	ml_close_all(fds, nfds);
-	free(fds);
-	j = 0;
-	for (size_t i = 0; i < p->nlinks; i++) {
-		if (drops(p->link_layers[i], mask)) {
-			bpf_link__destroy(p->links[i]);
-			continue;
-		}
-		p->link_layers[j] = p->link_layers[i];
-		p->links[j++] = p->links[i];
-	}
-	p->nlinks = j;
+	links__drop(p->links, mask);
 	p->o.layers &= ~mask;
 	p->active &= ~mask;
 	for (size_t i = 0; i < p->nobjs; i++)
 		p->objs[i].layers &= ~mask;
 }
 
-/* An allocation-side link of objects whose rows are all of the layers in mask. */
-static bool pausable(const struct ml_mlink *m, unsigned int mask)
-{
-	return m->path && m->layers && !(m->layers & ~mask);
-}
-
 bool probes__pausable(const struct probes *p, unsigned int mask)
 {
-	for (size_t i = 0; i < p->nmfds; i++)
-		if (pausable(&p->mfds[i], mask))
-			return true;
-	return false;
-}
-
-/*
- * Close the pausable links of mask's layers whose batch is in order[], all at once (their breakpoints go at
- * the start of each close, the waits overlap); or reopen them, in that order.
- */
-static int toggle(struct probes *p, unsigned int mask, bool pause, const int *order, int n)
-{
-	int fds[B_N * 64], err = 0;
-	size_t nfds = 0;
-
-	for (int k = 0; k < n && !(err && !pause); k++) {
-		for (size_t i = 0; i < p->nmfds; i++) {
-			struct ml_mlink *m = &p->mfds[i];
-			int fd;
-
-			if (m->batch != order[k] || !pausable(m, mask) || (m->fd >= 0) != pause)
-				continue;
-			if (pause) {
-				if (nfds == sizeof(fds) / sizeof(fds[0])) {
-					ml_close_all(fds, nfds);
-					nfds = 0;
-				}
-				fds[nfds++] = m->fd;
-				m->fd = -1;
-				continue;
-			}
-			fd = ml_mlink_attach(m, batch_prog_fd(p, m->batch),
-					     m->batch == B_ALLOC_RET || m->batch == B_FREE_RET, p->o.pid);
-			if (fd < 0)
-				err = fd; /* no entry goes on without its return: the next resume tries again */
-			else
-				m->fd = fd;
-		}
-	}
-	ml_close_all(fds, nfds);
-	return err;
+	return links__pausable(p->links, mask);
 }
 
 int probes__pause(struct probes *p, unsigned int mask, bool pause)
 {
-	/* Entries go first and come back last: a call entered always finds its return probe on. */
-	static const int off[] = {B_ALLOC, B_ALLOC_RET}, on[] = {B_ALLOC_RET, B_ALLOC};
-	int err = toggle(p, mask, pause, pause ? off : on, 2);
-
-	if (pause)
-		p->paused |= mask;
-	else if (!err)
-		p->paused &= ~mask;
-	return err;
-}
-
-/*
- * Closing a window: the allocation links at once, the release links PROBES_GRACE_US later, so that a block
- * recorded just before the window closed is still seen released when it lives that long (the sweep finds
- * the others, except one whose address and size are handed out again meanwhile).
- */
-#define PROBES_GRACE_US 20000
-
-static void close_staggered(struct probes *p, unsigned int mask)
-{
-	int fds[2][64];
-	size_t n[2] = {0, 0};
-
-	for (size_t i = 0; i < p->nmfds; i++) {
-		struct ml_mlink *m = &p->mfds[i];
-		int side = m->batch == B_FREE || m->batch == B_FREE_RET;
-
-		if (!pausable(m, mask) || m->fd < 0)
-			continue;
-		if (n[side] == 64) {
-			ml_close_all(fds[side], n[side]);
-			n[side] = 0;
-		}
-		fds[side][n[side]++] = m->fd;
-		m->fd = -1;
-	}
-	ml_close_staggered(fds[0], n[0], PROBES_GRACE_US, fds[1], n[1]);
+	return links__pause(p->links, mask, pause);
 }
 
 int probes__window(struct probes *p, unsigned int mask, bool open)
 {
-	/* Releases before allocations, returns before entries: a block recorded is released in view. */
-	static const int on[] = {B_FREE_RET, B_FREE, B_ALLOC_RET, B_ALLOC};
-	int err;
-
-	if (!open) {
-		close_staggered(p, mask);
-		p->closed |= mask;
-		return 0;
-	}
-	err = toggle(p, mask, false, on, B_N);
-	if (!err)
-		p->closed &= ~mask;
-	return err;
+	return links__window(p->links, mask, open);
 }
 
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs)

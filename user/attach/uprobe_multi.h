@@ -16,12 +16,12 @@ int ml_uprobe_multi_attach(int prog_fd, const char *path, const uint64_t *offset
 
 /*
  * A uprobe_multi link: one program at several offsets of one file. It keeps what attaching it again takes,
- * for probes__pause (the allocation side) and probes__window (both sides).
+ * for links__pause (the allocation side) and links__window (both sides).
  */
 struct ml_mlink {
 	int fd;		      /* -1 while closed */
-	unsigned char layers; /* the layers of its object's rows (probes__drop_layers) */
-	unsigned char batch;  /* which program (probes.c's B_*) */
+	unsigned char layers; /* the layers of its object's rows (links__drop) */
+	unsigned char batch;  /* which program (enum links_batch) */
 	char *path;	      /* the file, offsets and cookies it was attached with */
 	uint64_t ino;	      /* the file's identity, to find it again in the maps */
 	uint32_t major, minor;
