@@ -125,7 +125,7 @@ fixtures() {
 fuzz() {
 	f=$1
 	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser -Ibpf -Ibuild tests/fuzz/fuzz_$f.c \
-		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/lib/elfsym.c -lelf" ;;
+		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/unwind/cfi.c user/lib/elfsym.c -lelf" ;;
 		heapfrag) echo "user/collect/heapfrag.c user/collect/census.c user/collect/pyheap.c user/lib/procmaps.c" \
 			"user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
 		pyheap) echo "user/collect/pyheap.c user/collect/census.c user/lib/procmaps.c user/lib/procmem.c" \

@@ -102,6 +102,17 @@ static inline int rd_sleb(struct rd *r, int64_t *out)
 	return err;
 }
 
+/* Skip a block of bytes led by its ULEB128 length (DWARF expressions, augmentation data). */
+static inline int rd_skip_block(struct rd *r)
+{
+	uint64_t n;
+
+	if (rd_uleb(r, &n) || n > rd_left(r))
+		return -EINVAL;
+	r->p += n;
+	return 0;
+}
+
 /* Whether the low nibble of a pointer encoding is a format we can read. */
 static inline bool pe_format_ok(uint8_t enc)
 {

@@ -8,70 +8,18 @@
 
 #include "lib/elfsym.h"
 #include "lib/grow.h"
+#include "unwind/cfi.h"
 #include "unwind/cfi_reader.h"
 #include "unwind/ehframe.h"
 
-/* DWARF register numbers on x86-64. */
-#define REG_RBP 6
-#define REG_RSP 7
-#define REG_RA 16
-
-/* Call frame instructions. */
-#define CFA_advance_loc 0x40
-#define CFA_offset 0x80
-#define CFA_restore 0xc0
-#define CFA_nop 0x00
-#define CFA_set_loc 0x01
-#define CFA_advance_loc1 0x02
-#define CFA_advance_loc2 0x03
-#define CFA_advance_loc4 0x04
-#define CFA_offset_extended 0x05
-#define CFA_restore_extended 0x06
-#define CFA_undefined 0x07
-#define CFA_same_value 0x08
-#define CFA_register 0x09
-#define CFA_remember_state 0x0a
-#define CFA_restore_state 0x0b
-#define CFA_def_cfa 0x0c
-#define CFA_def_cfa_register 0x0d
-#define CFA_def_cfa_offset 0x0e
-#define CFA_def_cfa_expression 0x0f
-#define CFA_expression 0x10
-#define CFA_offset_extended_sf 0x11
-#define CFA_def_cfa_sf 0x12
-#define CFA_def_cfa_offset_sf 0x13
-#define CFA_val_offset 0x14
-#define CFA_val_offset_sf 0x15
-#define CFA_val_expression 0x16
-#define CFA_GNU_args_size 0x2e
-#define CFA_GNU_negative_offset_extended 0x2f
-
-/* Rule for one register: only rbp and the return address matter here. */
-enum rule {
-	RULE_SAME, /* no rule yet, or DW_CFA_same_value */
-	RULE_UNDEF,
-	RULE_OFFSET, /* saved at CFA + off */
-	RULE_OTHER,  /* register, expression, val_offset, val_expression */
-};
-
-struct cfi_state {
-	uint64_t cfa_reg;
-	int64_t cfa_off;
-	bool cfa_expr;
-	bool cfa_set;
-	uint8_t rbp_rule, ra_rule;
-	int64_t rbp_off, ra_off;
-	bool signal; /* the CIE has the 'S' augmentation */
-};
+_Static_assert(ML_EHFRAME_MAX_STATE_DEPTH == CFI_MAX_STATE_DEPTH, "one nesting limit, as ehframe.h states it");
 
 struct cie {
 	size_t off; /* of the entry's first byte in the section */
 	bool ok;
-	uint64_t caf; /* code alignment factor */
-	int64_t daf;  /* data alignment factor */
 	uint8_t fde_enc;
 	bool has_z;
-	struct cfi_state init; /* after the initial instructions */
+	struct cfi_cie cfi; /* what its instructions and its FDEs' take from it */
 };
 
 /* Collected rows before sorting: a real row beats an FDE-end marker at the same pc, then file order. */
@@ -96,20 +44,21 @@ static int grow(void *arr, size_t *cap, size_t need, size_t elem, size_t limit)
 	return need > limit ? -E2BIG : ml_grow(arr, cap, need, elem);
 }
 
+/* The row the rules give from pc on: a frame the BPF unwinder can walk, or the reason it cannot. */
 static void state_to_row(const struct cfi_state *st, uint64_t pc, struct ml_unwind_row *row)
 {
 	memset(row, 0, sizeof(*row));
 	row->pc = pc;
 	row->cfa_reg = st->signal ? ML_CFA_SIGNAL : ML_CFA_UNSUPPORTED;
-	if (st->signal || !st->cfa_set || st->cfa_expr || (st->cfa_reg != REG_RSP && st->cfa_reg != REG_RBP))
+	if (st->signal || !st->cfa_set || st->cfa_expr || (st->cfa_reg != CFI_REG_RSP && st->cfa_reg != CFI_REG_RBP))
 		return;
 	if (st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
 		return;
-	if (st->ra_rule != RULE_OFFSET || st->ra_off != -8)
+	if (st->ra_rule != CFI_RULE_OFFSET || st->ra_off != -8)
 		return;
 	switch (st->rbp_rule) {
-	case RULE_SAME: row->rbp_saved = ML_RBP_SAME; break;
-	case RULE_OFFSET:
+	case CFI_RULE_SAME: row->rbp_saved = ML_RBP_SAME; break;
+	case CFI_RULE_OFFSET:
 		if (st->rbp_off < INT32_MIN || st->rbp_off > INT32_MAX)
 			return;
 		row->rbp_saved = ML_RBP_AT_CFA;
@@ -117,7 +66,7 @@ static void state_to_row(const struct cfi_state *st, uint64_t pc, struct ml_unwi
 		break;
 	default: row->rbp_saved = ML_RBP_LOST; break;
 	}
-	row->cfa_reg = st->cfa_reg == REG_RSP ? ML_CFA_RSP : ML_CFA_RBP;
+	row->cfa_reg = st->cfa_reg == CFI_REG_RSP ? ML_CFA_RSP : ML_CFA_RBP;
 	row->cfa_off = (int32_t)st->cfa_off;
 }
 
@@ -147,313 +96,6 @@ static int emit(struct builder *b, size_t first, const struct ml_unwind_row *row
 	b->tmp[b->ntmp].seq = (uint32_t)b->ntmp;
 	b->tmp[b->ntmp].real = real;
 	b->ntmp++;
-	return 0;
-}
-
-/* Where a rule is stored for the two registers we track; NULL for any other register. */
-static bool track(struct cfi_state *st, uint64_t reg, uint8_t **rule, int64_t **off)
-{
-	if (reg == REG_RBP) {
-		*rule = &st->rbp_rule;
-		*off = &st->rbp_off;
-		return true;
-	}
-	if (reg == REG_RA) {
-		*rule = &st->ra_rule;
-		*off = &st->ra_off;
-		return true;
-	}
-	return false;
-}
-
-static void set_rule(struct cfi_state *st, uint64_t reg, uint8_t rule, int64_t off)
-{
-	uint8_t *r;
-	int64_t *o;
-
-	if (track(st, reg, &r, &o)) {
-		*r = rule;
-		*o = off;
-	}
-}
-
-/* DW_CFA_restore: back to the rule the CIE's initial instructions left. */
-static void restore_rule(struct cfi_state *st, const struct cfi_state *init, uint64_t reg)
-{
-	if (reg == REG_RBP) {
-		st->rbp_rule = init->rbp_rule;
-		st->rbp_off = init->rbp_off;
-	} else if (reg == REG_RA) {
-		st->ra_rule = init->ra_rule;
-		st->ra_off = init->ra_off;
-	}
-}
-
-static int factored(uint64_t v, int64_t daf, int64_t *out)
-{
-	int64_t s;
-
-	if (v > INT64_MAX)
-		return -EINVAL;
-	return __builtin_mul_overflow((int64_t)v, daf, &s) ? -EINVAL : (*out = s, 0);
-}
-
-static int factored_s(int64_t v, int64_t daf, int64_t *out)
-{
-	return __builtin_mul_overflow(v, daf, out) ? -EINVAL : 0;
-}
-
-static int skip_block(struct rd *r)
-{
-	uint64_t n;
-
-	if (rd_uleb(r, &n) || n > rd_left(r))
-		return -EINVAL;
-	r->p += n;
-	return 0;
-}
-
-/* The FDE being interpreted; NULL while running a CIE's initial instructions. */
-struct fde_ctx {
-	struct builder *b;
-	size_t first; /* its first row in b->tmp */
-	uint64_t loc, end;
-	uint8_t enc;
-	bool done; /* advanced past the range */
-};
-
-static int advance(struct fde_ctx *f, const struct cie *c, const struct cfi_state *st, uint64_t delta)
-{
-	struct ml_unwind_row row;
-	uint64_t d;
-	int err;
-
-	if (!f)
-		return -EINVAL; /* no rows in a CIE */
-	if (__builtin_mul_overflow(delta, c->caf, &d))
-		d = UINT64_MAX;
-	if (!d)
-		return 0;
-	state_to_row(st, f->loc, &row);
-	err = emit(f->b, f->first, &row, true);
-	if (err)
-		return err;
-	if (d >= f->end - f->loc)
-		f->done = true;
-	else
-		f->loc += d;
-	return 0;
-}
-
-/* A run of call frame instructions: where it reads, the state it changes, DW_CFA_remember_state's stack. */
-struct cfi_run {
-	struct rd *r;
-	const struct cie *c;
-	struct cfi_state *st;
-	struct fde_ctx *f; /* NULL while running a CIE's initial instructions */
-	struct cfi_state stack[ML_EHFRAME_MAX_STATE_DEPTH];
-	unsigned int depth;
-};
-
-#define CFI_NOT_MINE 1 /* an op handler's answer for an op of another group */
-
-/* Ops that set a register's rule (only RBP's and the return address's are kept). */
-static int cfi_rule_op(struct cfi_run *x, uint8_t op)
-{
-	uint64_t reg, reg2, u;
-	int64_t s;
-
-	switch (op) {
-	case CFA_offset_extended:
-		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &u) || factored(u, x->c->daf, &s))
-			return -EINVAL;
-		set_rule(x->st, reg, RULE_OFFSET, s);
-		return 0;
-	case CFA_offset_extended_sf:
-		if (rd_uleb(x->r, &reg) || rd_sleb(x->r, &s) || factored_s(s, x->c->daf, &s))
-			return -EINVAL;
-		set_rule(x->st, reg, RULE_OFFSET, s);
-		return 0;
-	case CFA_GNU_negative_offset_extended:
-		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &u) || factored(u, x->c->daf, &s) || s == INT64_MIN)
-			return -EINVAL;
-		set_rule(x->st, reg, RULE_OFFSET, -s);
-		return 0;
-	case CFA_restore_extended:
-		if (!x->f || rd_uleb(x->r, &reg))
-			return -EINVAL;
-		restore_rule(x->st, &x->c->init, reg);
-		return 0;
-	case CFA_undefined:
-	case CFA_same_value:
-		if (rd_uleb(x->r, &reg))
-			return -EINVAL;
-		set_rule(x->st, reg, op == CFA_undefined ? RULE_UNDEF : RULE_SAME, 0);
-		return 0;
-	case CFA_register:
-		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &reg2))
-			return -EINVAL;
-		set_rule(x->st, reg, RULE_OTHER, 0);
-		return 0;
-	case CFA_val_offset:
-		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &u) || factored(u, x->c->daf, &s))
-			return -EINVAL;
-		set_rule(x->st, reg, RULE_OTHER, 0);
-		return 0;
-	case CFA_val_offset_sf:
-		if (rd_uleb(x->r, &reg) || rd_sleb(x->r, &s) || factored_s(s, x->c->daf, &s))
-			return -EINVAL;
-		set_rule(x->st, reg, RULE_OTHER, 0);
-		return 0;
-	case CFA_expression:
-	case CFA_val_expression:
-		if (rd_uleb(x->r, &reg) || skip_block(x->r))
-			return -EINVAL;
-		set_rule(x->st, reg, RULE_OTHER, 0);
-		return 0;
-	}
-	return CFI_NOT_MINE;
-}
-
-/* Ops that define the CFA. */
-static int cfi_cfa_op(struct cfi_run *x, uint8_t op)
-{
-	struct cfi_state *st = x->st;
-	uint64_t reg, u;
-	int64_t s;
-
-	switch (op) {
-	case CFA_def_cfa:
-		if (rd_uleb(x->r, &reg) || rd_uleb(x->r, &u) || u > INT64_MAX)
-			return -EINVAL;
-		st->cfa_reg = reg;
-		st->cfa_off = (int64_t)u;
-		st->cfa_expr = false;
-		st->cfa_set = true;
-		return 0;
-	case CFA_def_cfa_sf:
-		if (rd_uleb(x->r, &reg) || rd_sleb(x->r, &s) || factored_s(s, x->c->daf, &s))
-			return -EINVAL;
-		st->cfa_reg = reg;
-		st->cfa_off = s;
-		st->cfa_expr = false;
-		st->cfa_set = true;
-		return 0;
-	case CFA_def_cfa_register:
-		/* Only meaningful on a register rule; on an expression the CFA stays unsupported. */
-		if (rd_uleb(x->r, &reg))
-			return -EINVAL;
-		st->cfa_reg = reg;
-		return 0;
-	case CFA_def_cfa_offset:
-		if (rd_uleb(x->r, &u) || u > INT64_MAX)
-			return -EINVAL;
-		st->cfa_off = (int64_t)u;
-		return 0;
-	case CFA_def_cfa_offset_sf:
-		if (rd_sleb(x->r, &s) || factored_s(s, x->c->daf, &s))
-			return -EINVAL;
-		st->cfa_off = s;
-		return 0;
-	case CFA_def_cfa_expression:
-		if (skip_block(x->r))
-			return -EINVAL;
-		st->cfa_expr = true;
-		st->cfa_set = true;
-		return 0;
-	}
-	return CFI_NOT_MINE;
-}
-
-/* The other extended ops: moving the location, saving and restoring the state, ops without effect. */
-static int cfi_flow_op(struct cfi_run *x, uint8_t op)
-{
-	struct fde_ctx *f = x->f;
-	uint64_t u;
-
-	switch (op) {
-	case CFA_nop: return 0;
-	case CFA_set_loc: {
-		struct cie one = *x->c; /* advance by u - loc with a code alignment of 1 */
-
-		if (!f || rd_encoded(x->r, f->enc, true, f->b->sect, f->b->sect_addr, &u))
-			return -EINVAL;
-		if (u < f->loc)
-			return -EINVAL;
-		one.caf = 1;
-		return advance(f, &one, x->st, u - f->loc);
-	}
-	case CFA_advance_loc1:
-	case CFA_advance_loc2:
-	case CFA_advance_loc4:
-		if (rd_bytes(x->r, op == CFA_advance_loc1 ? 1 : op == CFA_advance_loc2 ? 2 : 4, &u, false))
-			return -EINVAL;
-		return advance(f, x->c, x->st, u);
-	case CFA_remember_state:
-		if (!f || x->depth >= ML_EHFRAME_MAX_STATE_DEPTH)
-			return -EINVAL;
-		x->stack[x->depth++] = *x->st;
-		return 0;
-	case CFA_restore_state:
-		if (!f || !x->depth)
-			return -EINVAL;
-		*x->st = x->stack[--x->depth];
-		return 0;
-	case CFA_GNU_args_size: return rd_uleb(x->r, &u) ? -EINVAL : 0;
-	}
-	return -EINVAL;
-}
-
-/* One op whose low six bits are an operand (advance_loc, offset, restore), or an extended one. */
-static int cfi_op(struct cfi_run *x, uint8_t op)
-{
-	uint64_t u;
-	int64_t s;
-	int err;
-
-	switch (op & 0xc0) {
-	case CFA_advance_loc: return advance(x->f, x->c, x->st, op & 0x3f);
-	case CFA_offset:
-		if (rd_uleb(x->r, &u) || factored(u, x->c->daf, &s))
-			return -EINVAL;
-		set_rule(x->st, op & 0x3f, RULE_OFFSET, s);
-		return 0;
-	case CFA_restore:
-		if (!x->f)
-			return -EINVAL;
-		restore_rule(x->st, &x->c->init, op & 0x3f);
-		return 0;
-	}
-	err = cfi_rule_op(x, op);
-	if (err == CFI_NOT_MINE)
-		err = cfi_cfa_op(x, op);
-	if (err == CFI_NOT_MINE)
-		err = cfi_flow_op(x, op);
-	return err;
-}
-
-/*
- * Run call frame instructions. With f NULL they are a CIE's initial instructions (c->init is being
- * built, nothing to restore to, no rows); else an FDE's, starting from c->init. -EINVAL on anything
- * malformed, -E2BIG/-ENOMEM from the row store.
- */
-static int run_cfi(struct rd *r, const struct cie *c, struct cfi_state *st, struct fde_ctx *f)
-{
-	struct cfi_run x; /* not zeroed: the state stack is written before it is read */
-	uint8_t op;
-	int err;
-
-	x.r = r;
-	x.c = c;
-	x.st = st;
-	x.f = f;
-	x.depth = 0;
-	while (rd_left(r) && !(f && f->done)) {
-		rd_u8(r, &op);
-		err = cfi_op(&x, op);
-		if (err)
-			return err;
-	}
 	return 0;
 }
 
@@ -489,7 +131,7 @@ static int cie_factors(struct rd *r, struct cie *c, uint8_t version)
 		if (rd_u8(r, &asz) || rd_u8(r, &ssz) || asz != 8 || ssz != 0)
 			return -EINVAL;
 	}
-	if (rd_uleb(r, &c->caf) || rd_sleb(r, &c->daf))
+	if (rd_uleb(r, &c->cfi.caf) || rd_sleb(r, &c->cfi.daf))
 		return -EINVAL;
 	if (version == 1) {
 		uint8_t b8;
@@ -500,7 +142,7 @@ static int cie_factors(struct rd *r, struct cie *c, uint8_t version)
 	} else if (rd_uleb(r, &ra)) {
 		return -EINVAL;
 	}
-	return ra == REG_RA ? 0 : -EINVAL;
+	return ra == CFI_REG_RA ? 0 : -EINVAL;
 }
 
 /* The augmentation data aug announces: the FDEs' pointer encoding kept, the personality's and LSDA's checked. */
@@ -567,10 +209,10 @@ static int parse_cie(struct builder *b, struct rd *r, struct cie *c, bool debug)
 		return -EINVAL;
 	if (cie_factors(r, c, version) || cie_aug_data(b, r, c, aug))
 		return -EINVAL;
-	c->init.rbp_rule = RULE_SAME;
-	c->init.ra_rule = RULE_SAME;
-	c->init.signal = strchr(aug, 'S') != NULL;
-	err = run_cfi(r, c, &c->init, NULL);
+	c->cfi.init.rbp_rule = CFI_RULE_SAME;
+	c->cfi.init.ra_rule = CFI_RULE_SAME;
+	c->cfi.init.signal = strchr(aug, 'S') != NULL;
+	err = cfi__run(r, &c->cfi, &c->cfi.init, NULL);
 	if (err == -E2BIG || err == -ENOMEM)
 		return err;
 	if (err)
@@ -596,13 +238,29 @@ static const struct cie *find_cie(const struct builder *b, size_t off)
 	return NULL;
 }
 
+/* Where an FDE's rows go: b->tmp, where its rows from index first on are its own. */
+struct fde_sink {
+	struct builder *b;
+	size_t first;
+};
+
+static int emit_real(void *ctx, const struct cfi_state *st, uint64_t pc)
+{
+	struct fde_sink *k = ctx;
+	struct ml_unwind_row row;
+
+	state_to_row(st, pc, &row);
+	return emit(k->b, k->first, &row, true);
+}
+
 /*
  * Interpret one FDE; r covers its body after the CIE pointer. -EINVAL: skip it (the caller drops its
  * rows); -E2BIG, -ENOMEM: give up.
  */
 static int parse_fde(struct builder *b, struct rd *r, const struct cie *c)
 {
-	struct fde_ctx f = {.b = b, .first = b->ntmp, .enc = c->fde_enc};
+	struct fde_sink k = {.b = b, .first = b->ntmp};
+	struct cfi_fde f = {.enc = c->fde_enc, .sect = b->sect, .sect_addr = b->sect_addr, .row = emit_real, .ctx = &k};
 	struct ml_unwind_row row;
 	struct cfi_state st;
 	uint64_t begin, range;
@@ -616,26 +274,26 @@ static int parse_fde(struct builder *b, struct rd *r, const struct cie *c)
 		return -EINVAL;
 	if (begin + range < begin)
 		return -EINVAL;
-	if (c->has_z && skip_block(r))
+	if (c->has_z && rd_skip_block(r))
 		return -EINVAL;
 	if (!range) /* covers nothing */
 		return 0;
 	f.loc = begin;
 	f.end = begin + range;
-	st = c->init;
-	err = run_cfi(r, c, &st, &f);
+	st = c->cfi.init;
+	err = cfi__run(r, &c->cfi, &st, &f);
 	if (err)
 		return err;
 	if (!f.done) {
 		state_to_row(&st, f.loc, &row);
-		err = emit(b, f.first, &row, true);
+		err = emit(b, k.first, &row, true);
 		if (err)
 			return err;
 	}
 	memset(&row, 0, sizeof(row));
 	row.pc = f.end;
 	row.cfa_reg = ML_CFA_NONE;
-	return emit(b, f.first, &row, false);
+	return emit(b, k.first, &row, false);
 }
 
 static int cmp_tmp(const void *pa, const void *pb)
