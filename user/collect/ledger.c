@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "attach/allocators.h"
+#include "collect/canon.h"
 #include "collect/cutmerge.h"
 #include "collect/devsplit.h"
 #include "collect/slots.h"
@@ -19,7 +20,6 @@
 #include "lib/grow.h"
 #include "lib/hash.h"
 #include "lib/log.h"
-#include "lib/u64map.h"
 #include "memleak.skel.h"
 
 /* Rows indexed by key through an open-addressing table of row numbers (+1; 0 = empty). */
@@ -49,12 +49,8 @@ struct ledger {
 	uint64_t *pcpu;
 	struct devsplit *gpu;	   /* this pass's cuda and torch_cuda allocations, per device */
 	struct ml_stack stack_buf; /* one stack-table value, read by ledger__stack */
-	ledger_canon_fn canon;
-	void *canon_ctx;
-	struct u64map canon_ids; /* mix(tgid, stack id) -> struct canon_ent, for the stacks of the last pass */
-	struct u64map shown;	 /* mix(tgid, how it reads) -> struct shown_ent: the stack rows read that way use */
-	uint32_t pass;		 /* passes so far: an entry not seen in one is dropped */
-	struct weights *w;	 /* what a sampled record stands for */
+	struct canon *canon;	   /* the stack ids rows are keyed by */
+	struct weights *w;	   /* what a sampled record stands for */
 };
 
 uint32_t ledger_table_slots(uint32_t max_allocs)
@@ -82,7 +78,7 @@ int ledger__new(struct memleak_bpf *skel, const struct ledger_opts *o, struct le
 		goto fail;
 	}
 	l->pcpu = calloc((size_t)l->ncpu * ML_STAT_SLOTS, sizeof(uint64_t));
-	if (!l->pcpu || devsplit__new(&l->gpu) || weights__new(o->sizes, &l->w)) {
+	if (!l->pcpu || devsplit__new(&l->gpu) || weights__new(o->sizes, &l->w) || canon__new(&l->canon)) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -108,8 +104,7 @@ void ledger__free(struct ledger *l)
 		slots__free(l->slots);
 	free(l->snap.rows);
 	free(l->snap.procs);
-	u64map__free_values(&l->canon_ids);
-	u64map__free_values(&l->shown);
+	canon__free(l->canon);
 	free(l->idx.slot);
 	free(l->prev);
 	free(l->pcpu);
@@ -204,121 +199,9 @@ static void read_stats(struct ledger *l)
 	}
 }
 
-struct canon_ent {
-	uint32_t tgid, pass;
-	uint64_t raw, how, canon;
-	unsigned int traits;
-};
-
-struct shown_ent {
-	uint32_t tgid;
-	uint64_t how, first;
-};
-
 void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx)
 {
-	l->canon = fn;
-	l->canon_ctx = ctx;
-}
-
-static uint64_t canon_key(uint32_t tgid, uint64_t id)
-{
-	uint64_t h = ml_hash_add(id, tgid);
-
-	return h ? h : 1;
-}
-
-/* The stack rows show a captured one as: the first one in use that reads the same. */
-static uint64_t shown_as(struct ledger *l, uint32_t tgid, uint64_t id, uint64_t how)
-{
-	uint64_t key = canon_key(tgid, how);
-	struct shown_ent *e = u64map__get(&l->shown, key);
-
-	if (e && (e->tgid != tgid || e->how != how))
-		return id; /* a colliding key: shown as itself */
-	if (e)
-		return e->first;
-	e = malloc(sizeof(*e));
-	if (!e || u64map__put(&l->shown, key, e)) {
-		free(e);
-		return id;
-	}
-	*e = (struct shown_ent){.tgid = tgid, .how = how, .first = id};
-	return id;
-}
-
-/*
- * The stack a captured one is shown as, and its traits, computed once per stack and kept while allocations
- * refer to it.
- */
-static uint64_t canonical(struct ledger *l, uint32_t tgid, uint64_t id, unsigned int *traits)
-{
-	uint64_t key = canon_key(tgid, id);
-	struct canon_ent *e;
-
-	*traits = 0;
-	if (!l->canon || id == ML_STACK_NONE)
-		return id;
-	e = u64map__get(&l->canon_ids, key);
-	if (e && (e->tgid != tgid || e->raw != id))
-		return id; /* a colliding key: shown as itself */
-	if (!e) {
-		unsigned int t = 0;
-		uint64_t how = l->canon(l->canon_ctx, tgid, id, &t);
-
-		e = malloc(sizeof(*e));
-		if (!e || u64map__put(&l->canon_ids, key, e)) {
-			free(e);
-			*traits = t;
-			return id;
-		}
-		*e = (struct canon_ent){
-		    .tgid = tgid, .raw = id, .how = how, .canon = how ? shown_as(l, tgid, id, how) : id, .traits = t};
-	}
-	e->pass = l->pass;
-	*traits = e->traits;
-	return e->canon;
-}
-
-/*
- * After a pass: forget the stacks no allocation refers to any more, and the ways of reading no live stack
- * is shown by (the next stack read that way is shown as itself).
- */
-static void canon_sweep(struct ledger *l)
-{
-	struct u64map keep = {}, shown = {};
-
-	if (!l->canon_ids.n)
-		return;
-	for (size_t i = 0; i < l->canon_ids.cap; i++) {
-		struct canon_ent *e = l->canon_ids.slots[i].val;
-
-		if (!e)
-			continue;
-		if (e->pass != l->pass || u64map__put(&keep, l->canon_ids.slots[i].key, e)) {
-			free(e);
-			continue;
-		}
-		if (e->how) {
-			uint64_t k = canon_key(e->tgid, e->how);
-			struct shown_ent *se = u64map__get(&l->shown, k);
-
-			/* Kept while a live stack is shown by it (a failed put only makes it be learnt again). */
-			if (se && se->first == e->canon && !u64map__get(&shown, k))
-				u64map__put(&shown, k, se);
-		}
-	}
-	free(l->canon_ids.slots);
-	l->canon_ids = keep;
-	/* The ways of reading still in use moved to the new map; free the rest. */
-	for (size_t i = 0; i < l->shown.cap; i++) {
-		struct shown_ent *se = l->shown.slots[i].val;
-
-		if (se && u64map__get(&shown, l->shown.slots[i].key) != se)
-			free(se);
-	}
-	free(l->shown.slots);
-	l->shown = shown;
+	canon__set(l->canon, fn, ctx);
 }
 
 static struct ml_proc_total *proc_slot(struct ledger *l, int tgid)
@@ -459,7 +342,7 @@ static int collect_begin(struct ledger *l, uint64_t *now)
 	if (err)
 		return err;
 	*now = ml_clock_ns(CLOCK_MONOTONIC);
-	l->pass++;
+	canon__begin(l->canon);
 	s->nrows = 0;
 	s->rss_records = 0;
 	s->rss_shift = weights__rss_shift(l->w);
@@ -500,7 +383,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, uint6
 	}
 	k.tgid = sl->tgid;
 	k.layer = sl->layer;
-	k.stack_id = canonical(l, sl->tgid, sl->stack_id, &traits);
+	k.stack_id = canon__of(l->canon, sl->tgid, sl->stack_id, &traits);
 	k.caller = sl->caller;
 	if (sl->addr != addr || sl->ts_ns != ts)
 		return 0; /* reused while we read it */
@@ -629,7 +512,7 @@ int ledger__collect(struct ledger *l, const struct ml_snapshot **out)
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++)
 		s->layers[layer].active = s->layers[layer].count || s->stats[ML_STAT_LAYER_ALLOCS(layer)] ||
 					  s->stats[ML_STAT_LAYER_FREES(layer)];
-	canon_sweep(l);
+	canon__sweep(l->canon);
 	stackstore__stats(l->o.stacks, &s->stacks);
 	s->table.levels = l->slots->n;
 	s->table.slots = slots__capacity(l->slots);
@@ -688,7 +571,7 @@ int ledger__find_weighted(struct ledger *l, int tgid, uint64_t addr, struct ml_a
 		if (!ts || spec == ML_SPEC_HEAP || spec == ML_SPEC_BRK || sl->addr != addr || sl->ts_ns != ts)
 			continue; /* being written, released meanwhile, or a heap-growth range */
 		*out = (struct ml_agg_key){.tgid = (uint32_t)tgid, .layer = layers[li], .caller = caller};
-		out->stack_id = canonical(l, (uint32_t)tgid, stack_id, &traits);
+		out->stack_id = canon__of(l->canon, (uint32_t)tgid, stack_id, &traits);
 		*w = weights__of(l->w, (const struct ml_slot *)sl, layers[li], spec, ts);
 		return 0;
 	}
@@ -715,7 +598,7 @@ void ledger__fresh_heap(struct ledger *l, ledger_range_fn fn, void *ctx)
 		    !(v.layer == ML_LAYER_RSS && (v.spec == ML_SPEC_RSS_HEAP || v.spec == ML_SPEC_RSS) &&
 		      ml_rss_sampled(v.addr, weights__rss_shift(l->w))))
 			continue;
-		k.stack_id = canonical(l, v.tgid, v.stack_id, &traits);
+		k.stack_id = canon__of(l->canon, v.tgid, v.stack_id, &traits);
 		fn(ctx, &k, v.addr, v.size);
 	}
 }
@@ -731,7 +614,7 @@ void ledger__blocks(struct ledger *l, ledger_want_fn want, ledger_block_fn fn, v
 		    (v.layer != ML_LAYER_LIBC && v.layer != ML_LAYER_TORCH_CPU) || v.spec == ML_SPEC_BRK ||
 		    v.spec == ML_SPEC_HEAP || !want(ctx, v.tgid, v.addr))
 			continue;
-		k.stack_id = canonical(l, v.tgid, v.stack_id, &traits);
+		k.stack_id = canon__of(l->canon, v.tgid, v.stack_id, &traits);
 		fn(ctx, &k, v.addr, v.size, weights__of(l->w, &v, v.layer, v.spec, v.ts_ns));
 	}
 }
