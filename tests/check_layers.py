@@ -25,9 +25,6 @@ FILE_MAX = 700
 # The C files of user/ allowed over FILE_MAX lines, each with why. Counted like LONG: an entry whose file is gone or
 # back within FILE_MAX fails, so the table only shrinks. A file is one thing: split it at a seam, never squeeze it.
 BIG = {
-    "user/attach/probes.c": "split in progress (issue 38)",
-    "user/collect/ledger.c": "split in progress (issue 38)",
-    "user/unwind/ehframe.c": "split in progress (issue 38)",
     "user/collect/heapfrag.c": "not split yet (issue 38): walking a live heap apart from charging its free runs",
     "user/lib/elfsym.c": "not split yet (issue 38): SDT notes and PLT stubs apart from the symbol table",
     "user/python/pyframes.c": "not split yet (issue 38): decoding code objects apart from finding the interpreter",
