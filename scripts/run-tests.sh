@@ -132,7 +132,7 @@ fuzz() {
 			"user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
 		pyframes) echo "user/python/pyframes.c user/python/pyoffsets.c user/python/pyline.c user/report/format.c" \
 			"user/lib/procmaps.c user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lbpf -lelf -lstdc++" ;;
-		*) echo "user/lib/elfsym.c -lelf" ;; esac) \
+		*) echo "user/lib/elfsym.c user/lib/elfsites.c -lelf" ;; esac) \
 		-o $B/fuzz_$f 2>&1
 	scratch=$(mktemp -d)
 	if $B/fuzz_$f -max_total_time=${FUZZ_SECONDS:-5} -max_len=65536 -print_final_stats=1 -artifact_prefix="$scratch/" "$scratch" \

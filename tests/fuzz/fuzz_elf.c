@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "lib/elfsites.h"
 #include "lib/elfsym.h"
 
 static int visit(const char *name, uint64_t vaddr, uint64_t size, void *ctx)

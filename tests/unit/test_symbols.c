@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "lib/demangle.h"
+#include "lib/elfsites.h"
 #include "lib/elfsym.h"
 #include "lib/procmaps.h"
 #include "symbolize/symbolizer.h"

@@ -13,6 +13,7 @@
 #include "attach/rowcache.h"
 #include "attach/rowfind.h"
 #include "lib/clock.h"
+#include "lib/elfsites.h"
 #include "lib/elfsym.h"
 #include "lib/grow.h"
 #include "lib/log.h"

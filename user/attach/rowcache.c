@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "attach/allocators.h"
+#include "lib/elfsites.h"
 #include "lib/elfsym.h"
 #include "lib/hash.h"
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "attach/allocators.h"
 #include "lib/demangle.h"
+#include "lib/elfsites.h"
 #include "lib/elfsym.h"
 #include "lib/log.h"
 

@@ -63,26 +63,11 @@ int elf_syms__offset_to_vaddr(const struct elf_syms *s, uint64_t off, uint64_t *
  */
 const char *elf_syms__lookup(const struct elf_syms *s, uint64_t vaddr, uint64_t *sym_off);
 
-/* Whether its SystemTap SDT notes (.note.stapsdt; 64-bit objects) have a probe of this provider ("pytorch"). */
-bool elf_syms__has_sdt_provider(const struct elf_syms *s, const char *provider);
-
-/* One SystemTap SDT note: its probe's address, .stapsdt.base and semaphore as linked, and its strings. */
-struct elf_sdt_note {
-	uint64_t pc, base, semaphore;	    /* semaphore 0: none */
-	const char *provider, *name, *args; /* args: "-8@%rdi -4@8(%rsp)", "" for none */
-};
-
-/* Call cb for each SDT note (64-bit objects); cb returns non-zero to stop, and that value is returned, else 0. */
-int elf_syms__for_each_sdt(const struct elf_syms *s, int (*cb)(const struct elf_sdt_note *n, void *ctx), void *ctx);
-
 /*
  * The first section called want, or NULL; *out gets its header. With skip_nobits, the first of that name
  * with contents in the file (a debug file keeps some sections as NOBITS placeholders).
  */
 Elf_Scn *ml_elf_section(Elf *elf, const char *want, bool skip_nobits, GElf_Shdr *out);
-
-/* The address of this object's PLT stub for calls to `name` (version suffix ignored). 0 or -ENOENT. */
-int elf_syms__plt_stub(const struct elf_syms *s, const char *name, uint64_t *vaddr);
 
 Elf *elf_syms__elf(const struct elf_syms *s);	/* for libdw; owned by s */
 int elf_syms__is_dyn(const struct elf_syms *s); /* ET_DYN */
