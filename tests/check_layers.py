@@ -25,7 +25,6 @@ FILE_MAX = 700
 # The C files of user/ allowed over FILE_MAX lines, each with why. Counted like LONG: an entry whose file is gone or
 # back within FILE_MAX fails, so the table only shrinks. A file is one thing: split it at a seam, never squeeze it.
 BIG = {
-    "user/collect/heapfrag.c": "not split yet (issue 38): walking a live heap apart from charging its free runs",
     "user/python/pyframes.c": "not split yet (issue 38): decoding code objects apart from finding the interpreter",
     "user/report/report.c": "not split yet (issue 38): each format its own file, with the table of formats",
     "user/symbolize/symbolizer.c": "not split yet (issue 38): DWARF lines and inlines apart from the mapped files",

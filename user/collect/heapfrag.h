@@ -2,8 +2,8 @@
  * Fragmentation of a glibc C heap, read from glibc's own chunk headers: how much of the heap is free but
  * still resident, and which in-use chunks keep it so. A free run below the top chunk cannot be trimmed
  * while the in-use chunk just above it lives: that chunk is its holder, charged with the run's resident
- * bytes. The walk reads [heap] and the thread arenas of a live process through /proc/PID/mem, only over
- * resident pages (pagemap), or a memory image handed to it (the tests).
+ * bytes. A walk reads one heap through a source: a live process's memory, only over resident pages
+ * (heapscan.h finds its [heap] and thread arenas), or a memory image handed to it (the tests).
  */
 #ifndef ML_HEAPFRAG_H
 #define ML_HEAPFRAG_H
@@ -98,6 +98,11 @@ struct heapfrag_src {
 	bool main_arena; /* the heap walked is the main arena's ([heap]): its top is trimmable */
 };
 
+/* glibc's chunk layout on 64-bit, read by the walk (heapfrag.c) and by the search for heaps (heapscan.c). */
+#define HEAP_CHUNK_HDR 16ULL /* prev_size and size: also the size of an arena heap's fencepost */
+#define HEAP_CHUNK_MIN 32ULL
+#define HEAP_PREV_INUSE 1ULL
+
 /* What one report may spend on a process's heaps. */
 struct heapfrag_budget {
 	uint64_t read_bytes; /* left to read */
@@ -125,15 +130,6 @@ int heapfrag__walk(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64
  */
 int heapfrag__walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, uint64_t first, uint64_t end,
 			struct heapfrag_budget *b, uint64_t arena);
-
-/*
- * Walk a live process's [heap] and its thread arenas (anonymous mappings starting on a 64 MiB boundary with
- * a valid heap_info), into f (reset first). 0, -ESRCH when it is gone, -errno when its maps, pagemap or
- * memory cannot be read; walks that stopped are counted in f->broken (the walk goes on with the next heap),
- * and f->capped says the budget ran out.
- * With a census, the in-use chunks are typed too (its vtables read first from the objects mapped since).
- */
-int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census);
 
 /* Of [lo, hi): the bytes in heaps the last scan walked to their end, and of them those free. */
 void heapfrag__free_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, uint64_t *walked, uint64_t *free);

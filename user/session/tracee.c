@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "collect/census.h"
+#include "collect/heapscan.h"
 #include "collect/rsspages.h"
 #include "collect/sizeweights.h"
 #include "lib/clock.h"
