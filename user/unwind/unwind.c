@@ -1,12 +1,10 @@
 /*
  * Unwinding tables in BPF maps. A file's rows are converted to the 8-byte wire rows (struct ml_urow) and
- * copied into a range of the shared row array (mmap'ed: one copy, no syscall per row); a page index in
- * another array says where the search for a pc starts. Files are known by device and inode, so processes
- * that map the same library share its table; ranges are handed out first-fit and given back when the last
- * process mapping the file forgets it. A sync builds the tables that allocations come from at once, and what
- * else fits in UNWIND_SYNC_MS; a thread builds the rest, and each process's list is published again as
- * they arrive. Meanwhile their frames are followed by frame pointer, and walks cut short there are merged
- * into their complete stacks once these come (collect/cutmerge.c).
+ * placed in the shared arrays (uwstore.c). Files are known by device and inode, so processes that map the
+ * same library share its table, given back when the last process mapping the file forgets it. A sync builds the tables
+ * that allocations come from at once, and what else fits in UNWIND_SYNC_MS; a thread builds the rest, and each
+ * process's list is published again as they arrive. Meanwhile their frames are followed by frame pointer, and walks cut
+ * short there are merged into their complete stacks once these come (collect/cutmerge.c).
  */
 #define _GNU_SOURCE
 #include "unwind/unwind.h"
@@ -20,24 +18,14 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "lib/bpfchunks.h"
 #include "lib/clock.h"
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "lib/thread.h"
 #include "memleak.h"
 #include "unwind/uwparse.h"
+#include "unwind/uwstore.h"
 #include "memleak.skel.h"
-
-#define IDX_STRIDE 8 /* array map elements are 8-byte aligned: a __u32 index entry takes 8 bytes */
-
-/* Free ranges of one array, sorted by start. */
-struct extents {
-	struct ext {
-		uint32_t start, len;
-	} * v;
-	size_t n, cap;
-};
 
 struct uw_file {
 	bool ok;      /* has a table in the maps; a file without one stays known so it is not parsed again */
@@ -48,9 +36,9 @@ struct uw_file {
 	uint32_t job; /* pending: which queueing, so that a table built for an evicted file is not placed */
 	uint64_t size; /* the file's size: the smaller first within a rank */
 	uint64_t dev, ino;
-	char *path; /* NULL: the slot is free */
-	uint32_t row_base, n_rows, idx_base, n_idx, shift;
-	uint64_t lo; /* ELF address of table offset 0 */
+	char *path;	    /* NULL: the slot is free */
+	struct uw_place at; /* ok: where its table is */
+	uint64_t lo;	    /* ELF address of table offset 0 */
 	uint64_t build_ns;
 	uint32_t users;
 	struct uw_seg segs[UW_MAX_SEGS];
@@ -75,9 +63,8 @@ struct uw_proc {
 
 struct unwinder {
 	int umaps_fd;
-	struct bpfchunks *rows, *index; /* created as the ranges in use reach them */
-	uint32_t rows_cap, index_cap;	/* the most --unwind-mem allows */
-	struct extents free_rows, free_index;
+	struct uwstore *store;
+	uint32_t rows_cap; /* the most --unwind-mem allows */
 	struct uw_file files[ML_UW_FILES];
 	struct uw_proc *procs;
 	size_t nprocs, capprocs;
@@ -99,58 +86,10 @@ struct unwinder {
 
 void unwind_capacity(uint64_t mem, uint32_t *rows, uint32_t *index)
 {
-	uint64_t r = mem / 5 * 4 / sizeof(struct ml_urow), i = mem / 5 / IDX_STRIDE;
+	uint64_t r = mem / 5 * 4 / sizeof(struct ml_urow), i = mem / 5 / UW_IDX_STRIDE;
 
 	*rows = r > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)(r ? r : 1);
 	*index = i > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)(i ? i : 1);
-}
-
-static int ext_put(struct extents *e, uint32_t start, uint32_t len)
-{
-	size_t i = 0;
-
-	while (i < e->n && e->v[i].start < start)
-		i++;
-	/* merge with the range before and after */
-	if (i > 0 && e->v[i - 1].start + e->v[i - 1].len == start) {
-		e->v[i - 1].len += len;
-		if (i < e->n && start + len == e->v[i].start) {
-			e->v[i - 1].len += e->v[i].len;
-			memmove(&e->v[i], &e->v[i + 1], (e->n - i - 1) * sizeof(*e->v));
-			e->n--;
-		}
-		return 0;
-	}
-	if (i < e->n && start + len == e->v[i].start) {
-		e->v[i].start = start;
-		e->v[i].len += len;
-		return 0;
-	}
-	if (ml_grow(&e->v, &e->cap, e->n + 1, sizeof(*e->v)))
-		return -ENOMEM;
-	memmove(&e->v[i + 1], &e->v[i], (e->n - i) * sizeof(*e->v));
-	e->v[i].start = start;
-	e->v[i].len = len;
-	e->n++;
-	return 0;
-}
-
-/* First fit; -ENOSPC when no free range is long enough. */
-static int ext_take(struct extents *e, uint32_t len, uint32_t *start)
-{
-	for (size_t i = 0; i < e->n; i++) {
-		if (e->v[i].len < len)
-			continue;
-		*start = e->v[i].start;
-		e->v[i].start += len;
-		e->v[i].len -= len;
-		if (!e->v[i].len) {
-			memmove(&e->v[i], &e->v[i + 1], (e->n - i - 1) * sizeof(*e->v));
-			e->n--;
-		}
-		return 0;
-	}
-	return -ENOSPC;
 }
 
 static void *builder(void *arg);
@@ -158,22 +97,18 @@ static void *builder(void *arg);
 int unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o, struct unwinder **out)
 {
 	struct unwinder *u = calloc(1, sizeof(*u));
-	struct bpfchunks_opts ro = {bpf_map__fd(skel->maps.urows), sizeof(struct ml_urow), ML_UW_ROW_CHUNK_BITS,
-				    ML_UW_CHUNKS};
-	struct bpfchunks_opts io = {bpf_map__fd(skel->maps.uindex), sizeof(uint32_t), ML_UW_IDX_CHUNK_BITS,
-				    ML_UW_CHUNKS};
+	uint32_t index_cap;
 	int err = -ENOMEM;
 
 	*out = NULL;
 	if (!u)
 		goto fail;
 	u->umaps_fd = bpf_map__fd(skel->maps.umaps);
-	unwind_capacity(o->mem, &u->rows_cap, &u->index_cap);
+	unwind_capacity(o->mem, &u->rows_cap, &index_cap);
 	if (o->debug_dir && !(u->debug_dir = strdup(o->debug_dir)))
 		goto fail;
-	if (bpfchunks__new(&ro, &u->rows) || bpfchunks__new(&io, &u->index))
-		goto fail;
-	if (ext_put(&u->free_rows, 0, u->rows_cap) || ext_put(&u->free_index, 0, u->index_cap))
+	if (uwstore__new(bpf_map__fd(skel->maps.urows), bpf_map__fd(skel->maps.uindex), u->rows_cap, index_cap,
+			 &u->store))
 		goto fail;
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->wake, NULL);
@@ -204,8 +139,7 @@ void unwinder__free(struct unwinder *u)
 		pthread_mutex_unlock(&u->lock);
 		pthread_join(u->thread, NULL);
 	}
-	bpfchunks__free(u->rows);
-	bpfchunks__free(u->index);
+	uwstore__free(u->store);
 	for (size_t i = 0; i < ML_UW_FILES; i++) {
 		free(u->files[i].path);
 		if (u->files[i].pending && u->files[i].fd >= 0)
@@ -217,50 +151,8 @@ void unwinder__free(struct unwinder *u)
 		free(u->procs[i].written);
 	}
 	free(u->procs);
-	free(u->free_rows.v);
-	free(u->free_index.v);
 	free(u->debug_dir);
 	free(u);
-}
-
-static int put_index(struct unwinder *u, uint32_t at, uint32_t v)
-{
-	return bpfchunks__write(u->index, at, &v, 1);
-}
-
-/*
- * Copies nrows rows and an index of npages + 1 entries into ranges taken for f. 0, or -ENOSPC when the ranges
- * or the kernel memory for a new chunk could not be had.
- */
-static int place(struct unwinder *u, struct uw_file *f, const struct ml_urow *conv, uint32_t nrows, uint32_t shift,
-		 uint32_t npages)
-{
-	int err = 0;
-
-	if (ext_take(&u->free_rows, nrows, &f->row_base))
-		return -ENOSPC;
-	if (ext_take(&u->free_index, npages + 1, &f->idx_base)) {
-		ext_put(&u->free_rows, f->row_base, nrows);
-		return -ENOSPC;
-	}
-	err = bpfchunks__write(u->rows, f->row_base, conv, nrows);
-	/* index[p]: the last row at or before the start of slot p (0 when none is) */
-	for (uint32_t p = 0, r = 0; !err && p <= npages; p++) {
-		uint64_t at = (uint64_t)p << shift;
-
-		while (r + 1 < nrows && conv[r + 1].pc <= at)
-			r++;
-		err = put_index(u, f->idx_base + p, p == npages ? nrows - 1 : r);
-	}
-	if (err) {
-		ext_put(&u->free_rows, f->row_base, nrows);
-		ext_put(&u->free_index, f->idx_base, npages + 1);
-		return -ENOSPC;
-	}
-	f->n_rows = nrows;
-	f->n_idx = npages + 1;
-	f->shift = shift;
-	return 0;
 }
 
 /* A table that found no room: counted, said once, and its file unwound by frame pointers. */
@@ -283,17 +175,14 @@ static void install(struct unwinder *u, struct uw_file *f, struct uw_parsed *p)
 	f->nsegs = p->nsegs;
 	f->build_ns = p->build_ns;
 	f->debug_file = p->debug_file;
-	if (p->conv && place(u, f, p->conv, nrows, p->shift, npages))
+	if (p->conv && uwstore__place(u->store, p->conv, nrows, p->shift, npages, &f->at))
 		no_room(u, f->path, p->n_src);
 	else if (p->conv)
 		f->ok = true;
 	if (f->ok)
-		ml_info(
-		    "unwinding table for %s: %u rows, %u index entries, %llu KiB, built in %.1f ms%s", f->path, nrows,
-		    npages + 1,
-		    (unsigned long long)(((uint64_t)nrows * sizeof(struct ml_urow) + (npages + 1ULL) * IDX_STRIDE) >>
-					 10),
-		    p->build_ns / 1e6, f->debug_file ? " (with a separate debug file)" : "");
+		ml_info("unwinding table for %s: %u rows, %u index entries, %llu KiB, built in %.1f ms%s", f->path,
+			nrows, npages + 1, (unsigned long long)(uwstore__bytes(nrows, npages + 1) >> 10),
+			p->build_ns / 1e6, f->debug_file ? " (with a separate debug file)" : "");
 	f->lo = p->lo;
 	free(p->conv);
 	p->conv = NULL;
@@ -330,8 +219,7 @@ static void evict(struct unwinder *u, uint32_t slot)
 
 	if (f->ok) {
 		ml_info("unwinding table for %s evicted: no traced process maps it", f->path);
-		ext_put(&u->free_rows, f->row_base, f->n_rows);
-		ext_put(&u->free_index, f->idx_base, f->n_idx);
+		uwstore__release(u->store, &f->at);
 	}
 	if (f->pending)
 		done_pending(u, f);
@@ -484,11 +372,11 @@ static int publish(struct unwinder *u, struct uw_proc *p)
 		um->m[um->n++] = (struct ml_umap){.start = p->maps[i].start,
 						  .end = p->maps[i].end,
 						  .adj = adj,
-						  .row_base = f->row_base,
-						  .n_rows = f->n_rows,
-						  .idx_base = f->idx_base,
-						  .n_slots = f->n_idx - 1,
-						  .shift = f->shift};
+						  .row_base = f->at.row_base,
+						  .n_rows = f->at.n_rows,
+						  .idx_base = f->at.idx_base,
+						  .n_slots = f->at.n_idx - 1,
+						  .shift = f->at.shift};
 	}
 	if (p->written && um->n == p->n_written && !(um->n && memcmp(um->m, p->written, um->n * sizeof(um->m[0]))))
 		goto out;
@@ -793,10 +681,9 @@ int unwinder__file(struct unwinder *u, size_t want, struct unwind_file_info *out
 		if (!f->ok || n++ != want)
 			continue;
 		*out = (struct unwind_file_info){.path = f->path,
-						 .rows = f->n_rows,
-						 .pages = f->n_idx,
-						 .bytes = (uint64_t)f->n_rows * sizeof(struct ml_urow) +
-							  (uint64_t)f->n_idx * IDX_STRIDE,
+						 .rows = f->at.n_rows,
+						 .pages = f->at.n_idx,
+						 .bytes = uwstore__bytes(f->at.n_rows, f->at.n_idx),
 						 .build_ns = f->build_ns,
 						 .users = f->users,
 						 .debug_file = f->debug_file};
@@ -813,7 +700,7 @@ void unwinder__usage(struct unwinder *u, uint64_t *rows_used, uint64_t *rows_cap
 	pthread_mutex_lock(&u->lock);
 	for (size_t i = 0; i < ML_UW_FILES; i++)
 		if (u->files[i].ok)
-			used += u->files[i].n_rows;
+			used += u->files[i].at.n_rows;
 	pthread_mutex_unlock(&u->lock);
 	*rows_used = used;
 	*rows_cap = u->rows_cap;
@@ -822,15 +709,15 @@ void unwinder__usage(struct unwinder *u, uint64_t *rows_used, uint64_t *rows_cap
 
 uint64_t unwinder__memory(const struct unwinder *u)
 {
-	return bpfchunks__bytes(u->rows) + bpfchunks__bytes(u->index);
+	return uwstore__memory(u->store);
 }
 
 const struct ml_urow *unwinder__row(const struct unwinder *u, uint32_t i)
 {
-	return bpfchunks__at(u->rows, i);
+	return uwstore__row(u->store, i);
 }
 
 const uint32_t *unwinder__index(const struct unwinder *u, uint32_t i)
 {
-	return bpfchunks__at(u->index, i);
+	return uwstore__index(u->store, i);
 }
