@@ -28,7 +28,6 @@ BIG = {
     "user/python/pyframes.c": "not split yet (issue 38): decoding code objects apart from finding the interpreter",
     "user/report/report.c": "not split yet (issue 38): each format its own file, with the table of formats",
     "user/symbolize/symbolizer.c": "not split yet (issue 38): DWARF lines and inlines apart from the mapped files",
-    "user/unwind/unwind.c": "issue 38, half done: its BPF arrays went to uwstore.c; the builder thread is next",
 }
 # Macros that define a BPF program: the program's name is their first argument.
 BPF_PROG_MACROS = {"BPF_PROG", "BPF_KPROBE", "BPF_KRETPROBE", "BPF_UPROBE", "BPF_URETPROBE", "BPF_USDT"}

@@ -12,7 +12,6 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,8 +20,8 @@
 #include "lib/clock.h"
 #include "lib/grow.h"
 #include "lib/log.h"
-#include "lib/thread.h"
 #include "memleak.h"
+#include "unwind/uwbuild.h"
 #include "unwind/uwparse.h"
 #include "unwind/uwstore.h"
 #include "memleak.skel.h"
@@ -72,13 +71,11 @@ struct unwinder {
 	uint64_t no_room;
 	bool warned_room, warned_maps;
 	char *debug_dir;
-	pthread_mutex_t lock; /* the whole state: syncs and reports on the main thread, the builder beside them */
-	pthread_cond_t wake;  /* the builder's: a file queued, or stop */
-	pthread_cond_t idle;  /* unwinder__wait's: nothing pending */
-	pthread_t thread;
-	bool running, stop, background;
-	bool builder_idle; /* the builder runs at SCHED_IDLE when it holds no lock */
-	uint64_t sync_ns;  /* what a sync may spend building beyond the first rank's files */
+	pthread_mutex_t lock;	 /* the whole state: syncs and reports on the main thread, the builder beside them */
+	pthread_cond_t idle;	 /* unwinder__wait's: nothing pending */
+	struct uwbuild *builder; /* NULL: every table built at once */
+	bool background;
+	uint64_t sync_ns; /* what a sync may spend building beyond the first rank's files */
 	uint32_t jobs;
 	struct unwind_loading loading;
 	uint64_t queued_ns; /* when the first of the files pending now was queued */
@@ -92,7 +89,8 @@ void unwind_capacity(uint64_t mem, uint32_t *rows, uint32_t *index)
 	*index = i > UINT32_MAX - 1 ? UINT32_MAX - 1 : (uint32_t)(i ? i : 1);
 }
 
-static void *builder(void *arg);
+static bool builder_take(void *ctx, struct uwbuild_job *j);
+static void builder_built(void *ctx, const struct uwbuild_job *j, int err, struct uw_parsed *p);
 
 int unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o, struct unwinder **out)
 {
@@ -111,15 +109,16 @@ int unwinder__new(struct memleak_bpf *skel, const struct unwind_opts *o, struct 
 			 &u->store))
 		goto fail;
 	pthread_mutex_init(&u->lock, NULL);
-	pthread_cond_init(&u->wake, NULL);
 	pthread_cond_init(&u->idle, NULL);
 	u->loading.all_loaded_s = -1;
 	u->sync_ns = (uint64_t)o->sync_ms * 1000000;
 	if (o->background) {
-		err = -ml_thread_start(&u->thread, builder, u);
+		struct uwbuild_ops ops = {builder_take, builder_built, u};
+
+		err = uwbuild__new(&u->lock, u->debug_dir, &ops, &u->builder);
 		if (err)
 			goto fail;
-		u->running = u->background = true;
+		u->background = true;
 	}
 	*out = u;
 	return 0;
@@ -132,13 +131,7 @@ void unwinder__free(struct unwinder *u)
 {
 	if (!u)
 		return;
-	if (u->running) {
-		pthread_mutex_lock(&u->lock);
-		u->stop = true;
-		pthread_cond_signal(&u->wake);
-		pthread_mutex_unlock(&u->lock);
-		pthread_join(u->thread, NULL);
-	}
+	uwbuild__free(u->builder);
 	uwstore__free(u->store);
 	for (size_t i = 0; i < ML_UW_FILES; i++) {
 		free(u->files[i].path);
@@ -437,7 +430,7 @@ static int build_fresh(struct unwinder *u, uint32_t *fresh, size_t n)
 		done_pending(u, f);
 	}
 	if (queued)
-		pthread_cond_signal(&u->wake);
+		uwbuild__kick(u->builder);
 	return err;
 }
 
@@ -559,69 +552,34 @@ static void builder_place(struct unwinder *u, int slot, uint32_t job, struct uw_
 			}
 }
 
-/*
- * The builder takes the lock at normal priority and parses at idle priority: the report loop waits on the
- * lock, and an idle thread holding it on a busy machine stalled the reports for 2.3 s (priority inversion).
- */
-static void builder_lock(struct unwinder *u)
+/* The builder's next file: taken, its fd handed over. */
+static bool builder_take(void *ctx, struct uwbuild_job *j)
 {
-	struct sched_param sp = {0};
+	struct unwinder *u = ctx;
+	int slot = next_pending(u);
 
-	if (u->builder_idle)
-		pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
-	pthread_mutex_lock(&u->lock);
+	if (slot < 0)
+		return false;
+	*j = (struct uwbuild_job){.slot = slot,
+				  .fd = u->files[slot].fd,
+				  .pid = u->files[slot].pid,
+				  .job = u->files[slot].job,
+				  .path = strdup(u->files[slot].path)};
+	u->files[slot].fd = -1; /* taken */
+	return true;
 }
 
-static void builder_unlock(struct unwinder *u)
+static void builder_built(void *ctx, const struct uwbuild_job *j, int err, struct uw_parsed *p)
 {
-	struct sched_param sp = {0};
+	struct unwinder *u = ctx;
+	struct uw_file *f = &u->files[j->slot];
 
-	pthread_mutex_unlock(&u->lock);
-	if (u->builder_idle)
-		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-}
-
-/*
- * The builder thread: parses outside the lock, places under it. At idle priority: on 2 vCPUs its seconds of
- * parsing at full weight delayed the first reports' census and heap walks, and three verdict tests failed.
- */
-static void *builder(void *arg)
-{
-	struct unwinder *u = arg;
-	struct sched_param idle = {0};
-
-	u->builder_idle = !pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
-	if (!u->builder_idle)
-		ml_info("unwinding tables: the builder thread keeps normal priority");
-	builder_lock(u);
-	while (!u->stop) {
-		int slot = next_pending(u), fd, pid, err;
-		struct uw_parsed p;
-		uint32_t job;
-		char *path;
-
-		if (slot < 0) {
-			pthread_cond_wait(&u->wake, &u->lock);
-			continue;
-		}
-		fd = u->files[slot].fd, pid = u->files[slot].pid, job = u->files[slot].job;
-		path = strdup(u->files[slot].path);
-		u->files[slot].fd = -1; /* taken */
-		builder_unlock(u);
-		err = path ? uw_parse(u->debug_dir, pid, fd, path, &p) : -ENOMEM;
-		close(fd);
-		free(path);
-		builder_lock(u);
-		if (!err) {
-			builder_place(u, slot, job, &p);
-			free(p.conv);
-		} else if (u->files[slot].pending && u->files[slot].job == job) {
-			ml_notice("out of memory building the unwinding table of %s", u->files[slot].path);
-			done_pending(u, &u->files[slot]);
-		}
+	if (!err) {
+		builder_place(u, j->slot, j->job, p);
+	} else if (f->pending && f->job == j->job) {
+		ml_notice("out of memory building the unwinding table of %s", f->path);
+		done_pending(u, f);
 	}
-	builder_unlock(u);
-	return NULL;
 }
 
 void unwinder__loading(struct unwinder *u, struct unwind_loading *out)
@@ -634,7 +592,7 @@ void unwinder__loading(struct unwinder *u, struct unwind_loading *out)
 void unwinder__wait(struct unwinder *u)
 {
 	pthread_mutex_lock(&u->lock);
-	while (u->loading.pending && u->running)
+	while (u->loading.pending && u->builder)
 		pthread_cond_wait(&u->idle, &u->lock);
 	pthread_mutex_unlock(&u->lock);
 }
