@@ -12,6 +12,7 @@
 #include "lib/grow.h"
 #include "lib/hash.h"
 #include "profile.pb-c.h"
+#include "report/emit.h"
 #include "report/format.h"
 #include "report/stackview.h"
 
@@ -401,4 +402,11 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 	free(samples);
 	builder_free(&b);
 	return err;
+}
+
+/* The final report as a profile.proto, gzipped; the others write nothing in this format. */
+int ml_emit_pprof(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv, const size_t *order,
+		  uint64_t seq, bool final)
+{
+	return final ? ml_pprof_write(r->out, s, jv, r->sv, r->findings, r->duration_ns, 0) : 0;
 }

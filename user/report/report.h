@@ -7,22 +7,15 @@
 #include <stdio.h>
 #include "collect/ledger.h"
 #include "judge/victims.h"
+#include "report/reportopts.h"
 #include "unwind/unwind.h"
 
-enum ml_format { ML_FMT_TEXT, ML_FMT_JSON, ML_FMT_FOLDED, ML_FMT_PPROF };
 /* A format's name, as -f takes it (report.c's one table of formats); NULL past the last. */
 const char *ml_format_name(unsigned int format);
 
 struct stackview;
 struct reporter;
 struct ml_overhead;
-
-struct report_opts {
-	enum ml_format format;
-	uint32_t top;
-	int pid;
-	bool native; /* text: every native frame, not only those outside the interpreter */
-};
 
 int reporter__new(FILE *out, const struct report_opts *o, struct stackview *sv, struct reporter **res);
 void reporter__free(struct reporter *r);
