@@ -26,7 +26,6 @@ FILE_MAX = 700
 # back within FILE_MAX fails, so the table only shrinks. A file is one thing: split it at a seam, never squeeze it.
 BIG = {
     "user/python/pyframes.c": "not split yet (issue 38): decoding code objects apart from finding the interpreter",
-    "user/symbolize/symbolizer.c": "not split yet (issue 38): DWARF lines and inlines apart from the mapped files",
 }
 # Macros that define a BPF program: the program's name is their first argument.
 BPF_PROG_MACROS = {"BPF_PROG", "BPF_KPROBE", "BPF_KRETPROBE", "BPF_UPROBE", "BPF_URETPROBE", "BPF_USDT"}

@@ -1,7 +1,8 @@
-/* Turns runtime code addresses of one target process into functions, modules and source lines. */
+/*
+ * Turns runtime code addresses of one target process into functions, modules and source lines: its mapped
+ * files, shared across processes, and their ELF symbols here; their DWARF lines and inlines in dwlines.c.
+ */
 #define _GNU_SOURCE
-#include <dwarf.h>
-#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -13,24 +14,17 @@
 
 #include "lib/clock.h"
 #include "lib/debuginfo.h"
-#include "lib/demangle.h"
 #include "lib/elfsym.h"
 #include "lib/grow.h"
 #include "lib/log.h"
 #include "lib/procmaps.h"
 #include "lib/u64map.h"
 #include "memleak.h"
+#include "symbolize/dwlines.h"
 #include "symbolize/symbolizer.h"
-
-/* From libstdc++ (C linkage); the binary links with -lstdc++. */
 
 /* An unknown address re-reads the maps at most this often: garbage addresses must stay cheap. */
 #define REFRESH_INTERVAL_NS (100 * 1000 * 1000ULL)
-
-struct cu_range {
-	uint64_t start, end;
-	Dwarf_Die die;
-};
 
 /* One file behind executable mappings, shared by all its regions. */
 struct sym_file {
@@ -41,12 +35,8 @@ struct sym_file {
 	bool tried; /* ELF and DWARF opening attempted */
 	struct elf_syms *syms;
 	struct elf_syms *dsyms; /* the separate debug file's, when one was found: its .symtab comes first */
-	Dwarf *dw;
-	/* Units by address, built only when dwarf_addrdie fails (no .debug_aranges, as with clang). */
-	struct cu_range *cus;
-	size_t ncus;
-	bool cus_built;
-	unsigned int refs; /* symbolizers holding it (see shared) */
+	struct dwlines *dw;	/* NULL: no DWARF */
+	unsigned int refs;	/* symbolizers holding it (see shared) */
 };
 
 /*
@@ -85,8 +75,7 @@ struct symbolizer {
 	uint64_t gen; /* bumped whenever the region set changes */
 	uint64_t last_refresh_ns;
 	struct u64map frames; /* address -> struct frame_ent */
-	struct u64map names;  /* raw symbol name pointer -> display name */
-	struct u64map srcs;   /* libdw file name pointer -> our copy */
+	struct symnames nm;   /* display names and source file names */
 };
 
 static bool is_code_mapping(const struct ml_mapping *mp)
@@ -175,13 +164,11 @@ static void file_free(struct sym_file *f)
 		shared = NULL;
 		capshared = 0;
 	}
-	if (f->dw)
-		dwarf_end(f->dw);
+	dwlines__free(f->dw);
 	elf_syms__free(f->syms);
 	elf_syms__free(f->dsyms);
 	if (f->fd >= 0)
 		close(f->fd);
-	free(f->cus);
 	free(f->path);
 	free(f);
 }
@@ -358,8 +345,7 @@ void symbolizer__free(struct symbolizer *s)
 		s->frames.slots[i].val = NULL;
 	}
 	u64map__free_values(&s->frames);
-	u64map__free_values(&s->names);
-	u64map__free_values(&s->srcs);
+	symnames__clear(&s->nm);
 	for (i = 0; i < s->nfiles; i++)
 		file_free(s->files[i]);
 	free(s->files);
@@ -396,233 +382,7 @@ static int file_open(struct symbolizer *s, struct sym_file *f)
 		if (err == -ENOMEM)
 			return err;
 	}
-	/* NULL when there is no DWARF: then there are no lines, which is fine. */
-	if (f->dsyms)
-		f->dw = dwarf_begin_elf(elf_syms__elf(f->dsyms), DWARF_C_READ, NULL);
-	if (!f->dw)
-		f->dw = dwarf_begin_elf(elf_syms__elf(f->syms), DWARF_C_READ, NULL);
-	return 0;
-}
-
-static int cmp_cu(const void *a, const void *b)
-{
-	const struct cu_range *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-static int build_cu_ranges(struct sym_file *f)
-{
-	Dwarf_Addr base, start, end;
-	Dwarf_CU *cu = NULL, *next;
-	struct cu_range *n;
-	size_t cap = 0;
-	Dwarf_Half version;
-	uint8_t unit_type;
-	Dwarf_Die cudie;
-	ptrdiff_t off;
-
-	while (dwarf_get_units(f->dw, cu, &next, &version, &unit_type, &cudie, NULL) == 0) {
-		cu = next;
-		if (unit_type != DW_UT_compile && unit_type != DW_UT_partial)
-			continue;
-		off = 0;
-		while ((off = dwarf_ranges(&cudie, off, &base, &start, &end)) > 0) {
-			if (start >= end)
-				continue;
-			if (f->ncus == cap) {
-				cap = cap ? cap * 2 : 64;
-				if (cap > SIZE_MAX / sizeof(*n))
-					return -ENOMEM;
-				n = realloc(f->cus, cap * sizeof(*n));
-				if (!n)
-					return -ENOMEM;
-				f->cus = n;
-			}
-			f->cus[f->ncus].start = start;
-			f->cus[f->ncus].end = end;
-			f->cus[f->ncus].die = cudie;
-			f->ncus++;
-		}
-	}
-	if (f->ncus)
-		qsort(f->cus, f->ncus, sizeof(*f->cus), cmp_cu);
-	f->cus_built = true;
-	return 0;
-}
-
-/* How many units starting below an address are checked for containing it (ranges may nest). */
-#define CU_LOOKUP_BACK 8
-
-static int cu_by_ranges(struct sym_file *f, uint64_t vaddr, Dwarf_Die *out)
-{
-	size_t lo = 0, hi, mid;
-	int err, k;
-
-	if (!f->cus_built) {
-		err = build_cu_ranges(f);
-		if (err)
-			return err;
-	}
-	hi = f->ncus;
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (f->cus[mid].start <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (k = 0; lo && k < CU_LOOKUP_BACK; k++, lo--) {
-		if (vaddr < f->cus[lo - 1].end) {
-			*out = f->cus[lo - 1].die;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-/* Our copy of a libdw source file name (libdw's lives as long as the Dwarf; ours as long as s). */
-static int src_copy(struct symbolizer *s, const char *src, char **out)
-{
-	char *copy = u64map__get(&s->srcs, (uintptr_t)src);
-
-	if (!copy) {
-		copy = strdup(src);
-		if (!copy)
-			return -ENOMEM;
-		if (u64map__put(&s->srcs, (uintptr_t)src, copy)) {
-			free(copy);
-			return -ENOMEM;
-		}
-	}
-	*out = copy;
-	return 0;
-}
-
-/* The compile unit holding vaddr: 0, -ENOENT, -ENOMEM. */
-static int find_cu(struct sym_file *f, uint64_t vaddr, Dwarf_Die *cu)
-{
-	if (dwarf_addrdie(f->dw, vaddr, cu))
-		return 0;
-	return cu_by_ranges(f, vaddr, cu);
-}
-
-static int find_line(struct symbolizer *s, Dwarf_Die *cu, uint64_t vaddr, struct ml_frame *fr)
-{
-	Dwarf_Line *line;
-	const char *src;
-	int lineno;
-
-	line = dwarf_getsrc_die(cu, vaddr);
-	if (!line || dwarf_lineno(line, &lineno) || lineno <= 0)
-		return 0;
-	src = dwarf_linesrc(line, NULL, NULL);
-	if (!src)
-		return 0;
-	fr->line = lineno;
-	return src_copy(s, src, &fr->file);
-}
-
-static int display_name(struct symbolizer *s, const char *raw, char **out);
-
-/* An inlined subroutine's name: its linkage name demangled, else its plain name (through its origin). */
-static int inline_name(struct symbolizer *s, Dwarf_Die *die, char **out)
-{
-	Dwarf_Attribute a;
-	const char *raw = NULL;
-
-	*out = NULL;
-	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) || dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
-		raw = dwarf_formstring(&a);
-	if (!raw && dwarf_attr_integrate(die, DW_AT_name, &a))
-		raw = dwarf_formstring(&a);
-	return raw ? display_name(s, raw, out) : 0;
-}
-
-/*
- * Functions inlined at vaddr become frames of their own, innermost first, as debuggers show them: the
- * innermost at the address's line, each outer one (and at last the real function, e->f) at the line of
- * the call that was inlined.
- */
-static int add_inlines(struct symbolizer *s, Dwarf_Die *cu, uint64_t vaddr, struct frame_ent *e)
-{
-	Dwarf_Die *scopes = NULL;
-	Dwarf_Files *files = NULL;
-	size_t nfiles = 0, k = 0;
-	int n, err = 0;
-
-	n = dwarf_getscopes(cu, vaddr, &scopes);
-	if (n <= 0)
-		return 0;
-	for (int i = 0; i < n; i++)
-		e->ninl += dwarf_tag(&scopes[i]) == DW_TAG_inlined_subroutine;
-	if (!e->ninl)
-		goto out;
-	e->inl = calloc(e->ninl, sizeof(*e->inl));
-	if (!e->inl) {
-		e->ninl = 0;
-		err = -ENOMEM;
-		goto out;
-	}
-	dwarf_getsrcfiles(cu, &files, &nfiles);
-	/* the innermost inlined function takes the address's own line */
-	e->inl[0] = e->f;
-	e->f.file = NULL;
-	e->f.line = 0;
-	for (int i = 0; i < n && k < e->ninl; i++) {
-		struct ml_frame *fr = &e->inl[k], *outer = k + 1 < e->ninl ? &e->inl[k + 1] : &e->f;
-		Dwarf_Attribute a;
-		Dwarf_Word v;
-
-		if (dwarf_tag(&scopes[i]) != DW_TAG_inlined_subroutine)
-			continue;
-		err = inline_name(s, &scopes[i], &fr->func);
-		if (err)
-			goto out;
-		fr->inlined = true;
-		fr->outer = outer;
-		if (k + 1 < e->ninl)
-			*outer = (struct ml_frame){
-			    .kind = ML_FRAME_NATIVE, .addr = e->f.addr, .module = e->f.module, .offset = e->f.offset};
-		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && !dwarf_formudata(&a, &v) && v > 0 && v <= INT32_MAX)
-			outer->line = (int)v;
-		if (files && dwarf_attr(&scopes[i], DW_AT_call_file, &a) && !dwarf_formudata(&a, &v) && v < nfiles) {
-			const char *src = dwarf_filesrc(files, v, NULL, NULL);
-
-			if (src && (err = src_copy(s, src, &outer->file)))
-				goto out;
-		}
-		k++;
-	}
-out:
-	free(scopes);
-	return err;
-}
-
-static int display_name(struct symbolizer *s, const char *raw, char **out)
-{
-	char *d = u64map__get(&s->names, (uintptr_t)raw);
-	size_t len;
-
-	if (d) {
-		*out = d;
-		return 0;
-	}
-	d = ml_demangle(raw);
-	if (!d) {
-		if (errno == ENOMEM)
-			return -ENOMEM;
-		len = strcspn(raw, "@");
-		d = strndup(raw, len ? len : strlen(raw));
-		if (!d)
-			return -ENOMEM;
-	}
-	if (u64map__put(&s->names, (uintptr_t)raw, d)) {
-		free(d);
-		return -ENOMEM;
-	}
-	*out = d;
-	return 0;
+	return dwlines__new(f->dsyms ? elf_syms__elf(f->dsyms) : NULL, elf_syms__elf(f->syms), &f->dw);
 }
 
 static bool refresh_due(const struct symbolizer *s)
@@ -683,21 +443,13 @@ static int build_frame(struct symbolizer *s, uint64_t word, bool may_refresh, st
 	if (!raw)
 		raw = elf_syms__lookup(f->syms, vpc, &sym_off);
 	if (raw) {
-		err = display_name(s, raw, &e->f.func);
+		err = symnames__display(&s->nm, raw, &e->f.func);
 		if (err)
 			goto fail;
 		e->f.offset = sym_off + (addr - pc);
 	}
 	if (f->dw) {
-		Dwarf_Die cu;
-
-		err = find_cu(f, vpc, &cu);
-		if (err == -ENOENT)
-			return 0;
-		if (!err)
-			err = find_line(s, &cu, vpc, &e->f);
-		if (!err)
-			err = add_inlines(s, &cu, vpc, e);
+		err = dwlines__lookup(f->dw, &s->nm, vpc, &e->f, &e->inl, &e->ninl);
 		if (err)
 			goto fail;
 	}
