@@ -130,7 +130,7 @@ fuzz() {
 			"user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
 		pyheap) echo "user/collect/pyheap.c user/collect/census.c user/lib/procmaps.c user/lib/procmem.c" \
 			"user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
-		pyframes) echo "user/python/pyframes.c user/python/pyoffsets.c user/python/pyline.c user/report/format.c" \
+		pyframes) echo "user/python/pyframes.c user/python/pycode.c user/python/pyoffsets.c user/python/pyline.c user/report/format.c" \
 			"user/lib/procmaps.c user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lbpf -lelf -lstdc++" ;;
 		*) echo "user/lib/elfsym.c user/lib/elfsites.c -lelf" ;; esac) \
 		-o $B/fuzz_$f 2>&1

@@ -5,10 +5,8 @@
  * allocation (bpf/python.bpf.c) and records code object, instruction index and the code object's line
  * table pointer as a check.
  *
- * Decoding reads the target's memory through /proc/PID/mem: the code object must still have that line
- * table, and every object must have the type it should (the type objects' addresses come from the
- * runtime's symbols), so a freed and reused address decodes to "unknown", never to another function.
- * Everything read is untrusted: lengths are bounded, strings converted and checked.
+ * A captured frame becomes its function, file and line from its code object, decoded by pycode.c (which
+ * checks that it still is the one the frame ran), and the frame is cached until the next trim.
  */
 #define _GNU_SOURCE
 #include "python/pyframes.h"
@@ -30,29 +28,13 @@
 #include "lib/path.h"
 #include "lib/procmaps.h"
 #include "lib/u64map.h"
+#include "python/pycode.h"
 #include "python/pyline.h"
 #include "python/pyoffsets.h"
 #include "memleak.skel.h"
 
-#define STR_MAX 4096		  /* longest file or function name taken from the target */
-#define LINETABLE_MAX (1 << 20)	  /* longest co_linetable */
 #define CACHE_MAX 65536		  /* decoded frames kept between reports (made again from their code objects) */
 #define CODES_MAX (4 * CACHE_MAX) /* decoded code objects: what outlives the process, so dropped only past this */
-
-/* A code object, known by its address and its line table's (the check the BPF side recorded). */
-struct py_code {
-	uint64_t code, check;
-	uint64_t ident;	 /* the objects the code object refers to, as read: a replaced code object differs */
-	uint32_t epoch;	 /* report in which ident was last checked */
-	uint32_t gen;	 /* bumped when the address turned out to hold another code object */
-	bool ok;	 /* false: could not be decoded (gone, replaced, or not a code object) */
-	const char *why; /* when not ok: what stopped the decoding */
-	char *filename, *qualname;
-	int firstlineno;
-	uint32_t firsttraceable; /* instructions before this one belong to no line: frame setup */
-	uint8_t *linetable;
-	size_t linetable_len;
-};
 
 struct py_frame {
 	uint64_t code, check;
@@ -68,15 +50,11 @@ struct seen_obj {
 struct pyframes {
 	struct memleak_bpf *skel;
 	int pid;
-	int mem; /* its /proc/PID/mem, opened at the first read; -1 until then */
 	bool configured, refused;
-	uint32_t epoch; /* reports so far: cached code objects are checked again once per report */
 	char version[32];
-	const struct ml_py_layout *lay;
-	uint64_t type_code, type_str, type_bytes; /* runtime addresses of the type objects */
 	struct seen_obj *seen;
 	size_t nseen, capseen;
-	struct u64map codes;	 /* hash(code, check) -> struct py_code */
+	struct pycodes *codes;	 /* decoded code objects; the layout, once found */
 	struct u64map frames;	 /* hash(code, check, instr, generation) -> struct py_frame */
 	struct py_frame **spill; /* frames whose key collided with a cached one: kept until the next trim */
 	size_t nspill, capspill;
@@ -95,23 +73,21 @@ int pyframes__new(struct memleak_bpf *skel, int pid, struct pyframes **out)
 {
 	struct pyframes *p = calloc(1, sizeof(*p));
 
-	*out = p;
+	int err;
+
+	*out = NULL;
 	if (!p)
 		return -ENOMEM;
+	err = pycodes__new(pid, &p->codes);
+	if (err) {
+		free(p);
+		return err;
+	}
 	p->skel = skel;
 	p->pid = pid;
-	p->mem = -1;
 	pthread_mutex_init(&p->lock, NULL);
+	*out = p;
 	return 0;
-}
-
-static void code_free(struct py_code *c)
-{
-	if (!c)
-		return;
-	free(c->filename);
-	free(c->qualname);
-	free(c->linetable);
 }
 
 static void frame_free(struct py_frame *f)
@@ -144,9 +120,7 @@ static void frames_clear(struct pyframes *p)
 
 static void caches_clear(struct pyframes *p)
 {
-	for (size_t i = 0; i < p->codes.cap; i++)
-		code_free(p->codes.slots[i].val);
-	u64map__free_values(&p->codes);
+	pycodes__clear(p->codes);
 	frames_clear(p);
 }
 
@@ -160,9 +134,8 @@ void pyframes__free(struct pyframes *p)
 		bpf_map_delete_elem(bpf_map__fd(p->skel->maps.pyprocs), &key);
 	}
 	bpf_link__destroy(p->exit_link);
-	caches_clear(p);
-	if (p->mem >= 0)
-		close(p->mem);
+	frames_clear(p);
+	pycodes__free(p->codes);
 	pthread_mutex_destroy(&p->lock);
 	free(p->seen);
 	free(p);
@@ -173,8 +146,8 @@ void pyframes__trim(struct pyframes *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->lock);
-	p->epoch++;
-	if (p->codes.n > CODES_MAX)
+	pycodes__next_report(p->codes);
+	if (pycodes__count(p->codes) > CODES_MAX)
 		caches_clear(p);
 	else if (p->frames.n > CACHE_MAX || p->nspill > 1024)
 		frames_clear(p);
@@ -183,46 +156,7 @@ void pyframes__trim(struct pyframes *p)
 
 void pyframes__use_layout(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[3])
 {
-	p->lay = lay;
-	p->type_code = types[0];
-	p->type_str = types[1];
-	p->type_bytes = types[2];
-}
-
-/*
- * Exactly len bytes of the target's memory at addr, through /proc/PID/mem: process_vm_readv pins pages, and
- * pinning a code object's page that a fork still shares would copy it into a DataLoader worker. 0 or a
- * negative errno.
- */
-static int peek(const struct pyframes *p, uint64_t addr, void *buf, size_t len)
-{
-	struct pyframes *w = (struct pyframes *)p; /* the fd is a cache, opened once */
-	ssize_t n;
-	int fd;
-
-	if (!addr)
-		return -EFAULT;
-	if (w->mem < 0) {
-		fd = ml_proc_open(p->pid, "mem");
-		if (fd < 0)
-			return fd == -ENOENT ? -ESRCH : fd;
-		w->mem = fd;
-	}
-	n = pread(p->mem, buf, len, (off_t)addr);
-	if (n < 0)
-		return errno == EIO ? -EFAULT : -errno;
-	/* An unmapped address fails with EIO; a read of nothing at all means the address space is gone. */
-	if (n == 0 && len)
-		return -ESRCH;
-	return (size_t)n == len ? 0 : -EFAULT;
-}
-
-static uint64_t get_u64(const uint8_t *buf, uint16_t off)
-{
-	uint64_t v;
-
-	memcpy(&v, buf + off, sizeof(v));
-	return v;
+	pycodes__use_layout(p->codes, lay, types);
 }
 
 static bool seen_before(struct pyframes *p, const struct ml_mapping *m)
@@ -288,7 +222,7 @@ static const struct ml_py_layout *runtime_layout(struct pyframes *p, const struc
 	char why[128] = "";
 
 	if (elf_syms__find_object(es, "Py_Version", &ver_addr, NULL) ||
-	    peek(p, ver_addr + bias, &version, sizeof(version))) {
+	    pycodes__peek(p->codes, ver_addr + bias, &version, sizeof(version))) {
 		ml_notice("pid %d: the CPython runtime in %s is older than 3.11 (no Py_Version): Python frames need "
 			  "CPython 3.11 to 3.13; native stacks only",
 			  p->pid, m->path);
@@ -303,8 +237,8 @@ static const struct ml_py_layout *runtime_layout(struct pyframes *p, const struc
 		return NULL;
 	}
 	/* The interpreter describes itself from 3.13 on: any disagreement means a build we do not know. */
-	if (lay->version >= 0x030d0000 &&
-	    (peek(p, rt, dbg, sizeof(dbg)) || ml_py_layout_check_debug(lay, dbg, sizeof(dbg), why, sizeof(why)))) {
+	if (lay->version >= 0x030d0000 && (pycodes__peek(p->codes, rt, dbg, sizeof(dbg)) ||
+					   ml_py_layout_check_debug(lay, dbg, sizeof(dbg), why, sizeof(why)))) {
 		ml_notice("pid %d: CPython %s (%s) does not match the known %s layout (%s); native stacks only", p->pid,
 			  p->version, m->path, lay->name, why[0] ? why : "no _Py_DebugOffsets");
 		return NULL;
@@ -313,13 +247,14 @@ static const struct ml_py_layout *runtime_layout(struct pyframes *p, const struc
 }
 
 /* The runtime addresses of the types a frame's objects are checked against. 0, or -ENOENT said why. */
-static int find_types(struct pyframes *p, const struct elf_syms *es, const struct ml_mapping *m, uint64_t bias)
+static int find_types(struct pyframes *p, const struct elf_syms *es, const struct ml_mapping *m, uint64_t bias,
+		      uint64_t types[3])
 {
 	uint64_t sym;
 
-	if (elf_syms__find_object(es, "PyCode_Type", &sym, NULL) || !(p->type_code = sym + bias) ||
-	    elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) || !(p->type_str = sym + bias) ||
-	    elf_syms__find_object(es, "PyBytes_Type", &sym, NULL) || !(p->type_bytes = sym + bias)) {
+	if (elf_syms__find_object(es, "PyCode_Type", &sym, NULL) || !(types[0] = sym + bias) ||
+	    elf_syms__find_object(es, "PyUnicode_Type", &sym, NULL) || !(types[1] = sym + bias) ||
+	    elf_syms__find_object(es, "PyBytes_Type", &sym, NULL) || !(types[2] = sym + bias)) {
 		ml_notice("pid %d: CPython %s (%s) lacks its type symbols; native stacks only", p->pid, p->version,
 			  m->path);
 		return -ENOENT;
@@ -358,7 +293,8 @@ static void fill_pyproc(struct ml_pyproc *pp, const struct ml_py_layout *lay, ui
 }
 
 /* Hands the layout to the BPF walker: 1 once it has it, 0 when refused (said why). */
-static int enable(struct pyframes *p, const struct ml_py_layout *lay, uint64_t rt, const struct ml_mapping *m)
+static int enable(struct pyframes *p, const struct ml_py_layout *lay, const uint64_t types[3], uint64_t rt,
+		  const struct ml_mapping *m)
 {
 	struct ml_pyproc pp = {};
 	__u32 key = (__u32)p->pid;
@@ -376,7 +312,7 @@ static int enable(struct pyframes *p, const struct ml_py_layout *lay, uint64_t r
 		return 0;
 	}
 	pthread_mutex_lock(&p->lock); /* the reader thread's pyframes__learn starts with it */
-	p->lay = lay;
+	pycodes__use_layout(p->codes, lay, types);
 	p->configured = true;
 	pthread_mutex_unlock(&p->lock);
 	ml_notice("Python frames: CPython %s in %s (pid %d)", p->version, m->path, p->pid);
@@ -407,19 +343,19 @@ static int probe_runtime(struct pyframes *p, const struct ml_maps *maps, const s
 {
 	const struct ml_py_layout *lay;
 	struct elf_syms *es = NULL;
-	uint64_t rt, bias;
+	uint64_t rt, bias, types[3];
 
 	if (open_runtime(p, maps, m, &es, &rt, &bias))
 		return 0;
 	lay = runtime_layout(p, es, m, rt, bias);
-	if (lay && find_types(p, es, m, bias))
+	if (lay && find_types(p, es, m, bias, types))
 		lay = NULL;
 	if (!lay) {
 		elf_syms__free(es);
 		p->refused = true;
 		return 0;
 	}
-	if (enable(p, lay, rt, m))
+	if (enable(p, lay, types, rt, m))
 		watch_exit(p, es, maps, m);
 	elf_syms__free(es);
 	return p->configured;
@@ -442,218 +378,6 @@ int pyframes__sync(struct pyframes *p, const struct ml_maps *maps)
 	return p->configured;
 }
 
-/*
- * A str object as UTF-8: compact strings only (code object names and file names always are). Characters
- * outside Unicode, and surrogates, become U+FFFD.
- */
-static int read_str(const struct pyframes *p, uint64_t addr, char **out)
-{
-	const struct ml_py_layout *l = p->lay;
-	uint8_t hdr[256];
-	uint64_t len, data;
-	uint32_t state, kind;
-	uint8_t *raw = NULL;
-	char *s, *o;
-
-	if (l->unicode_compact_size > sizeof(hdr) || peek(p, addr, hdr, l->unicode_compact_size))
-		return -EFAULT;
-	if (get_u64(hdr, l->ob_type) != p->type_str)
-		return -EINVAL;
-	len = get_u64(hdr, l->unicode_length);
-	memcpy(&state, hdr + l->unicode_state, sizeof(state));
-	kind = ML_PY_STATE_KIND(state);
-	if (!ML_PY_STATE_COMPACT(state) || (kind != 1 && kind != 2 && kind != 4) || len > STR_MAX)
-		return -EINVAL;
-	data = addr + (ML_PY_STATE_ASCII(state) ? l->unicode_ascii_size : l->unicode_compact_size);
-	raw = malloc(len * kind + 1);
-	s = malloc(len * 4 + 1);
-	if (!raw || !s) {
-		free(raw);
-		free(s);
-		return -ENOMEM;
-	}
-	if (len && peek(p, data, raw, len * kind)) {
-		free(raw);
-		free(s);
-		return -EFAULT;
-	}
-	o = s;
-	for (uint64_t i = 0; i < len; i++) {
-		uint32_t c;
-
-		if (kind == 1) {
-			c = raw[i];
-		} else if (kind == 2) {
-			uint16_t v;
-
-			memcpy(&v, raw + 2 * i, 2);
-			c = v;
-		} else {
-			memcpy(&c, raw + 4 * i, 4);
-		}
-		if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-			c = 0xfffd;
-		if (c < 0x80) {
-			*o++ = (char)(c ? c : '?');
-		} else if (c < 0x800) {
-			*o++ = (char)(0xc0 | (c >> 6));
-			*o++ = (char)(0x80 | (c & 0x3f));
-		} else if (c < 0x10000) {
-			*o++ = (char)(0xe0 | (c >> 12));
-			*o++ = (char)(0x80 | ((c >> 6) & 0x3f));
-			*o++ = (char)(0x80 | (c & 0x3f));
-		} else {
-			*o++ = (char)(0xf0 | (c >> 18));
-			*o++ = (char)(0x80 | ((c >> 12) & 0x3f));
-			*o++ = (char)(0x80 | ((c >> 6) & 0x3f));
-			*o++ = (char)(0x80 | (c & 0x3f));
-		}
-	}
-	*o = '\0';
-	free(raw);
-	*out = s;
-	return 0;
-}
-
-static int read_bytes(const struct pyframes *p, uint64_t addr, uint8_t **out, size_t *outlen)
-{
-	const struct ml_py_layout *l = p->lay;
-	uint8_t hdr[64];
-	uint64_t len;
-	uint8_t *b;
-
-	if (l->bytes_sval > sizeof(hdr) || peek(p, addr, hdr, l->bytes_sval))
-		return -EFAULT;
-	if (get_u64(hdr, l->ob_type) != p->type_bytes)
-		return -EINVAL;
-	len = get_u64(hdr, l->bytes_size);
-	if (len > LINETABLE_MAX)
-		return -EINVAL;
-	b = malloc(len ? len : 1);
-	if (!b)
-		return -ENOMEM;
-	if (len && peek(p, addr + l->bytes_sval, b, len)) {
-		free(b);
-		return -EFAULT;
-	}
-	*out = b;
-	*outlen = len;
-	return 0;
-}
-
-/*
- * The header of the code object at code, if it still is the one the frame ran: a code object whose line
- * table is the one recorded then. 0; -EINVAL when that no longer holds; -ESRCH when the process is gone
- * (nothing can be checked any more); another negative errno from the read.
- */
-static int code_header(const struct pyframes *p, uint64_t code, uint64_t check, uint8_t *co, size_t cap,
-		       uint64_t *ident)
-{
-	const struct ml_py_layout *l = p->lay;
-	uint16_t need = 0;
-	int err;
-
-	const uint16_t fields[] = {l->code_filename,	l->code_qualname,	l->code_linetable,
-				   l->code_firstlineno, l->code_firsttraceable, l->ob_type};
-	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-		if (fields[i] + 8 > need)
-			need = fields[i] + 8;
-	if (need > cap)
-		return -EINVAL;
-	err = peek(p, code, co, need);
-	/* check 0: a frame the walker did not check (beyond the innermost few): the type must do. */
-	if (!err && (get_u64(co, l->ob_type) != p->type_code || (check && get_u64(co, l->code_linetable) != check)))
-		err = -EINVAL;
-	if (err)
-		return err;
-	*ident = mix(mix(mix(mix(3, get_u64(co, l->code_filename)), get_u64(co, l->code_qualname)),
-			 get_u64(co, l->code_linetable)),
-		     get_u64(co, l->code_firstlineno));
-	return 0;
-}
-
-/* Read a code object. -ENOMEM, or 0 with c->ok telling whether it decoded. */
-static int decode_code(const struct pyframes *p, struct py_code *c)
-{
-	const struct ml_py_layout *l = p->lay;
-	uint8_t co[256];
-	int32_t first;
-	int err;
-
-	c->ok = false;
-	c->epoch = p->epoch;
-	err = code_header(p, c->code, c->check, co, sizeof(co), &c->ident);
-	c->why = err == -ESRCH ? "process exited" : err == -EINVAL ? "code object gone or replaced" : "unreadable";
-	if (err)
-		return 0;
-	memcpy(&first, co + l->code_firstlineno, sizeof(first));
-	c->firstlineno = first;
-	memcpy(&first, co + l->code_firsttraceable, sizeof(first));
-	c->firsttraceable = first > 0 ? (uint32_t)first : 0;
-	err = read_str(p, get_u64(co, l->code_filename), &c->filename);
-	if (!err)
-		err = read_str(p, get_u64(co, l->code_qualname), &c->qualname);
-	if (!err)
-		err = read_bytes(p, get_u64(co, l->code_linetable), &c->linetable, &c->linetable_len);
-	if (err == -ENOMEM)
-		return err;
-	c->ok = !err;
-	c->why = err == -ESRCH ? "process exited" : err ? "names unreadable" : NULL;
-	return 0;
-}
-
-/* The decoded code object, from the cache or read now; NULL only with *err = -ENOMEM. */
-static struct py_code *code_get(struct pyframes *p, uint64_t code, uint64_t check, int *err)
-{
-	uint64_t key = mix(mix(1, code), check);
-	struct py_code *c = u64map__get(&p->codes, key);
-
-	*err = 0;
-	if (c && c->code == code && c->check == check) {
-		uint8_t co[256];
-		uint64_t ident;
-		int rc;
-
-		/*
-		 * Once a report, check that the address still holds the code object decoded then. One freed
-		 * and replaced by another code object (along with its line table, at the same two addresses) is
-		 * decoded again under a new generation, so its frames do not take the old names. One freed and
-		 * not replaced keeps them: a running frame holds its code object, so every stack that names the
-		 * address was taken while the old one lived (a script's main module is freed before its
-		 * interpreter finalizes; the process may have exited).
-		 */
-		if (c->epoch == p->epoch)
-			return c;
-		rc = code_header(p, code, check, co, sizeof(co), &ident);
-		if ((c->ok && (rc || ident == c->ident)) || (!c->ok && rc)) {
-			c->epoch = p->epoch;
-			return c;
-		}
-		{
-			uint32_t gen = c->gen + 1;
-
-			code_free(c);
-			memset(c, 0, sizeof(*c));
-			c->gen = gen;
-		}
-	} else if (c) {
-		/* Another identity with the same key: the newer one takes the place (frames own their strings). */
-		code_free(c);
-		memset(c, 0, sizeof(*c));
-	} else {
-		c = calloc(1, sizeof(*c));
-		if (!c || u64map__put(&p->codes, key, c)) {
-			free(c);
-			*err = -ENOMEM;
-			return NULL;
-		}
-	}
-	c->code = code;
-	c->check = check;
-	*err = decode_code(p, c);
-	return *err ? NULL : c;
-}
-
 int pyframes__learn(struct pyframes *p, const struct ml_pyframe_raw *raw, size_t n)
 {
 	uint64_t t0;
@@ -663,13 +387,10 @@ int pyframes__learn(struct pyframes *p, const struct ml_pyframe_raw *raw, size_t
 		return 0;
 	pthread_mutex_lock(&p->lock);
 	t0 = ml_clock_ns(CLOCK_MONOTONIC);
-	for (size_t i = 0; p->lay && i < n && !err; i++) {
-		uint64_t key = mix(mix(1, raw[i].code), raw[i].check);
-		struct py_code *c = u64map__get(&p->codes, key);
-
-		if (c && c->code == raw[i].code && c->check == raw[i].check)
+	for (size_t i = 0; pycodes__layout(p->codes) && i < n && !err; i++) {
+		if (pycodes__known(p->codes, raw[i].code, raw[i].check))
 			continue; /* known: checked again at the next report that shows it */
-		if (code_get(p, raw[i].code, raw[i].check, &err))
+		if (pycodes__get(p->codes, raw[i].code, raw[i].check, &err))
 			p->learned++;
 	}
 	p->learn_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
@@ -696,8 +417,8 @@ static int resolve_locked(struct pyframes *p, const struct ml_pyframe_raw *raw, 
 	uint64_t key;
 	int err, line = 0;
 
-	if (p->lay) {
-		c = code_get(p, raw->code, raw->check, &err);
+	if (pycodes__layout(p->codes)) {
+		c = pycodes__get(p->codes, raw->code, raw->check, &err);
 		if (!c)
 			return err;
 		gen = c->gen;
