@@ -96,7 +96,11 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
 	t->probes = np;
 	pyframes__free(t->py);
 	t->py = npy;
-	census__free(t->census); /* a new address space: its vtables are read again */
+	/* A new address space: its vtables are read again, and the old heap's walk, which points at the census,
+	 * describes nothing there now (kept, a report after a pyenv shim's exec read the freed census). */
+	heapfrag__clear(&t->frag);
+	t->frag_ok = false;
+	census__free(t->census);
 	t->census = NULL;
 	if (t->ld_watch) /* the new image has a loader of its own (or none) */
 		tracee__watch_loader(t);
