@@ -158,16 +158,21 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 tgid = p->tgid;
+	struct ml_heap_proc *hp;
 	struct ml_rss_proc *rp;
 
 	if (!bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
 	/* The task lives on in the new image: calls in flight in the old one never return. */
 	bpf_task_storage_delete(&threads, p);
-	/* Nor is the old image's program break the new one's. */
+	/* Nor is the old image's program break the new one's: kept, the new image's first brk read as growth
+	 * from the old break to it (449 GB at ld.so's start after a pyenv shim's exec). */
 	rp = bpf_map_lookup_elem(&rss_procs, &tgid);
 	if (rp)
 		WRITE_ONCE(rp->brk, 0);
+	hp = bpf_map_lookup_elem(&heap_procs, &tgid);
+	if (hp)
+		WRITE_ONCE(hp->max_brk, 0);
 	proc_event(ML_PROC_EXEC, tgid, 0);
 	return 0;
 }

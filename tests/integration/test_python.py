@@ -311,6 +311,25 @@ def python_started_by_a_shell_that_execs_it():
 
 
 @test
+def exec_in_heap_growth_mode_starts_from_the_new_break():
+    """-c on a bash loop busy enough to put the C heap in heap-growth mode, that grows its heap by brk and execs
+    itself, four images in all, then an interpreter: each new image's program break is not the old one's. Kept,
+    a new image's first brk (in ld.so's start) read as growth from the old break to it whenever address
+    randomization put the new heap above the old (one exec in two): blocks of 54 to 875 GB. Now no report
+    holds more C heap than the processes could (64 MiB), and the run is in heap-growth mode from report 2."""
+    py = pyenv("3.12") or DEBIAN_PY
+    chain = os.path.join(ROOT, "tests", "fixtures", "exec_chain.sh")
+    rc, out, err = run_tool("--max-overhead", "2", "-f", "json", "-c",
+                            f"bash {chain} 4 {py} -c 'import time; time.sleep(2)'", "1", timeout=120)
+    eq(rc, 0, f"exit status ({err[-300:]})")
+    reps = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    check(len(reps) >= 4, f"reports: {len(reps)}")
+    eq({r["modes"].get("libc") for r in reps[1:]}, {"heap_growth"}, "heap-growth mode from the second report on")
+    eq([(r["seq"], r["totals"]["libc"]["bytes"]) for r in reps if r["totals"]["libc"]["bytes"] > 64 << 20], [],
+       "no report with more C heap than the processes could hold")
+
+
+@test
 def python_attached_script_that_ends_keeps_its_findings():
     """-p on a script that ends by itself: the job is never stopped, so the final report shows the last report
     made before its interpreter's teardown began, its kept blocks (those made since attach) growing at their
