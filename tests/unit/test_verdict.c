@@ -602,5 +602,42 @@ int main(void)
 			printf("# it grew at report %d\n", grew + 1);
 		verdicts__free(f.v);
 	}
+	/*
+	 * Tensor sampling's on phases close once a second (at 1.3 s, 2.3 s, ...), and reports come about as often
+	 * (at 1.26, 2.33, 3.21, 4.03, 5.22 and 6.10 s, as in a models_list.py run): a report sees none, one or two
+	 * phases, and the kept models' row, 0.85 MB more a phase, read 0.85, 1.70, 1.70, 2.55, 3.40 MB, rates uneven:
+	 * stable at the fifth report. Timed at the phases (verdicts__tensor_phase), its samples are even: growing by
+	 * the fifth. With no phase time given, the same reports are not.
+	 */
+	for (int phases = 1; phases >= 0; phases--) {
+		static const double at[] = {1.26, 2.33, 3.21, 4.03, 5.22, 6.10};
+		struct ml_row row = {.key = {.tgid = 1, .layer = ML_LAYER_TORCH_CPU, .stack_id = 1},
+				     .traits = ML_ROW_SAMPLED | ML_ROW_WEIGHED};
+		struct verdicts *v = NULL;
+		const struct ml_judgement *jv = NULL;
+		const size_t *order;
+		int err = verdicts__new(&v), grew = -1;
+
+		for (int i = 0; !err && i < 6; i++) {
+			uint64_t now = (uint64_t)(at[i] * 1e9);
+			int closed = (int)(at[i] - 0.3); /* phases closed by now, at 1.3, 2.3, ... */
+			struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1, .now_ns = now};
+
+			row.records = row.weighed_records = 53 * (uint64_t)(closed + 1);
+			row.raw_bytes = row.weighed_raw_bytes = 16384 * row.records;
+			row.bytes = 16 * row.raw_bytes, row.count = 16 * row.records;
+			verdicts__tensor_phase(v, phases && closed ? (uint64_t)((closed + 0.3) * 1e9) : 0);
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
+			if (!err && grew < 0 && jv[0].verdict == ML_V_GROWING)
+				grew = i;
+		}
+		if (phases)
+			CHECK(!err && grew >= 0 && grew <= 4 && jv[0].verdict == ML_V_GROWING,
+			      "a tensor sampling row timed at its phases: growing by the fifth report");
+		else
+			CHECK(!err && (grew < 0 || grew > 4),
+			      "the same row timed at the reports: not growing by the fifth");
+		verdicts__free(v);
+	}
 	return SUMMARY("verdict");
 }

@@ -71,6 +71,12 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
  */
 void verdicts__hold_sampled(struct verdicts *v, bool hold);
 /*
+ * When tensor sampling's last on phase closed, or sampling began before the first (CLOCK_MONOTONIC ns, as
+ * snapshots' now_ns; 0: not sampling): torch_cpu rows gain records only in on phases, so their samples are timed
+ * there, not at the report.
+ */
+void verdicts__tensor_phase(struct verdicts *v, uint64_t closed_ns);
+/*
  * After the heap walk: each growing row takes the verdict again(ctx, key) gives it (victims, see
  * judge/victims.h, or new while a walk must tell; ML_V_GROWING keeps it), and the order is made again. The
  * same arrays as verdicts__update's, updated in place.

@@ -41,36 +41,37 @@
 #include "memleak.skel.h"
 
 struct budget {
-	struct memleak_bpf *skel;	   /* the session's object */
-	struct bgobj *heap_obj;		   /* its second instance, heap_exit alone, loaded in the background */
-	struct bpf_link *heap_link;	   /* heap_exit attached: heap-growth mode on */
-	int ts_fd;			   /* tensor sampling's timer: the next toggle */
-	unsigned int ts_shift;		   /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
-	bool ts_on;			   /* ... and on now */
-	uint64_t ts_toggles, ts_toggle_ns; /* toggles made, and the time they took (closing a link waits) */
-	uint64_t ts_since_ns;		   /* the last halving: its records weigh by the releases since */
-	uint64_t ts_frees_at;		   /* PyTorch's CPU tensor releases counted (ts_phase.frees) then */
-	uint64_t ts_span, ts_gaps;	   /* its on phases: releases from their first to last allocation, ... */
-	uint64_t ts_calls;		   /* ... the allocations each saw (gaps: one fewer a phase) */
-	int hw_fd;			   /* the C heap's sampling windows: the next toggle */
-	unsigned int hw_shift;		   /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
-	bool hw_unchecked;		   /* not glibc: records go by the releases windows see, never swept */
-	double hw_period;		   /* one window every hw_period seconds */
-	uint64_t hw_adapted_ns;		   /* when the last change to either was made */
-	bool hw_on;			   /* ... and on now */
-	uint64_t hw_since_ns;		   /* records made from then on are the windows' */
-	uint64_t hw_windows, hw_toggle_ns; /* windows opened, and the time toggles took */
-	double hw_trap_share;		   /* the part of a window's CPU time its traps take */
-	double hw_cost_at;		   /* the C heap probes' cost (ns) summed until the windows began */
-	uint64_t hw_cpu_at;		   /* the traced processes' CPU time at the last toggle, ns */
-	uint64_t hw_cpu_on, hw_cpu_off;	   /* ... in windows and between them since they began */
-	uint64_t hw_tick_at;		   /* PyTorch's CPU tensor releases counted at the last toggle */
-	uint64_t hw_tick_on, hw_tick_off;  /* ... in windows and between them */
-	uint64_t hw_mark_ns;		   /* CLOCK_MONOTONIC at the last mark */
-	uint64_t hw_opened_ns;		   /* when the last window opened */
-	uint64_t hw_last_on_ns;		   /* how long it lasted */
-	uint64_t hw_wall_on, hw_wall_off;  /* time in windows and between them */
-	double hw_target;		   /* what the windows may cost, as a fraction: the budget the rest leaves */
+	struct memleak_bpf *skel;	    /* the session's object */
+	struct bgobj *heap_obj;		    /* its second instance, heap_exit alone, loaded in the background */
+	struct bpf_link *heap_link;	    /* heap_exit attached: heap-growth mode on */
+	int ts_fd;			    /* tensor sampling's timer: the next toggle */
+	unsigned int ts_shift;		    /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
+	bool ts_on;			    /* ... and on now */
+	uint64_t ts_toggles, ts_toggle_ns;  /* toggles made, and the time they took (closing a link waits) */
+	uint64_t ts_since_ns;		    /* the last halving: its records weigh by the releases since */
+	uint64_t ts_frees_at;		    /* PyTorch's CPU tensor releases counted (ts_phase.frees) then */
+	uint64_t ts_span, ts_gaps;	    /* its on phases: releases from their first to last allocation, ... */
+	uint64_t ts_calls;		    /* ... the allocations each saw (gaps: one fewer a phase) */
+	uint64_t ts_began_ns, ts_closed_ns; /* when sampling began, and when its last on phase closed (0: none) */
+	int hw_fd;			    /* the C heap's sampling windows: the next toggle */
+	unsigned int hw_shift;		    /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
+	bool hw_unchecked;		    /* not glibc: records go by the releases windows see, never swept */
+	double hw_period;		    /* one window every hw_period seconds */
+	uint64_t hw_adapted_ns;		    /* when the last change to either was made */
+	bool hw_on;			    /* ... and on now */
+	uint64_t hw_since_ns;		    /* records made from then on are the windows' */
+	uint64_t hw_windows, hw_toggle_ns;  /* windows opened, and the time toggles took */
+	double hw_trap_share;		    /* the part of a window's CPU time its traps take */
+	double hw_cost_at;		    /* the C heap probes' cost (ns) summed until the windows began */
+	uint64_t hw_cpu_at;		    /* the traced processes' CPU time at the last toggle, ns */
+	uint64_t hw_cpu_on, hw_cpu_off;	    /* ... in windows and between them since they began */
+	uint64_t hw_tick_at;		    /* PyTorch's CPU tensor releases counted at the last toggle */
+	uint64_t hw_tick_on, hw_tick_off;   /* ... in windows and between them */
+	uint64_t hw_mark_ns;		    /* CLOCK_MONOTONIC at the last mark */
+	uint64_t hw_opened_ns;		    /* when the last window opened */
+	uint64_t hw_last_on_ns;		    /* how long it lasted */
+	uint64_t hw_wall_on, hw_wall_off;   /* time in windows and between them */
+	double hw_target;		    /* what the windows may cost, as a fraction: the budget the rest leaves */
 };
 
 /* Tensor releases in windows before they are the windows' clock: fewer say too little. */
@@ -342,6 +343,7 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 	if (!on && b->ts_on) {
 		tensor_phase_end(b);
 		tensor_weigh(b, e);
+		b->ts_closed_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	}
 	if (err && err != -ESRCH)
 		ml_notice("tensor sampling: cannot attach the allocation probes again: %s", strerror(-err));
@@ -519,6 +521,13 @@ bool budget__heap_by_size(const struct budget *b, uint64_t *since_ns)
 	return true;
 }
 
+uint64_t budget__tensor_phase_ns(const struct budget *b)
+{
+	if (!b || !b->ts_shift)
+		return 0;
+	return b->ts_closed_ns > b->ts_began_ns ? b->ts_closed_ns : b->ts_began_ns;
+}
+
 int budget__timer_fd(const struct budget *b)
 {
 	return b ? b->ts_fd : -1;
@@ -549,6 +558,8 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, b->ts_shift);
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
+	if (first)
+		b->ts_began_ns = b->ts_since_ns;
 	if (first)
 		tensor_toggle(b, e,
 			      false); /* the first period starts with the probes off; later ones keep their phase */

@@ -39,6 +39,9 @@ struct budget_env {
  * Tensor sampling's timer (a timerfd, readable at each toggle of the tensor allocation probes), and what its
  * expiry does: the probes on or off in every traced process.
  */
+/* When tensor sampling's records last changed (CLOCK_MONOTONIC ns): its last on phase's close, or before the
+ * first, when sampling began; 0 when not sampling. */
+uint64_t budget__tensor_phase_ns(const struct budget *b);
 int budget__timer_fd(const struct budget *b);
 void budget__timer(struct budget *b, const struct budget_env *e);
 
