@@ -558,11 +558,11 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, b->ts_shift);
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
-	if (first)
+	if (first) {
 		b->ts_began_ns = b->ts_since_ns;
-	if (first)
 		tensor_toggle(b, e,
 			      false); /* the first period starts with the probes off; later ones keep their phase */
+	}
 }
 
 void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report)

@@ -77,6 +77,15 @@ int tracee__sync(struct tracee *t, const struct tracee_env *e)
 	return t->probes ? sync_image(t->pid, t->probes, t->py, e->uw, t->sym) : 0;
 }
 
+/* The heap walk and the census it points at, both gone: the walk never outlives its census. */
+static void forget_heap(struct tracee *t)
+{
+	heapfrag__clear(&t->frag);
+	t->frag_ok = false;
+	census__free(t->census);
+	t->census = NULL;
+}
+
 int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct probes_opts *po)
 {
 	struct probes *np = NULL;
@@ -98,10 +107,7 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
 	t->py = npy;
 	/* A new address space: its vtables are read again, and the old heap's walk, which points at the census,
 	 * describes nothing there now (kept, a report after a pyenv shim's exec read the freed census). */
-	heapfrag__clear(&t->frag);
-	t->frag_ok = false;
-	census__free(t->census);
-	t->census = NULL;
+	forget_heap(t);
 	if (t->ld_watch) /* the new image has a loader of its own (or none) */
 		tracee__watch_loader(t);
 	tracee__relabel(t); /* a new comm, maybe a new environment; the role stays */
@@ -316,10 +322,7 @@ void tracee__release(struct tracee *t, const struct tracee_env *e)
 	unwinder__forget(e->uw, t->pid);
 	ml_rss_untrack(e->skel, t->pid);
 	ml_labels__clear(&t->labels);
-	heapfrag__clear(&t->frag);
-	census__free(t->census);
-	t->census = NULL;
-	t->frag_ok = false;
+	forget_heap(t);
 	t->probes = NULL;
 	t->py = NULL;
 	t->sym = NULL;
