@@ -32,8 +32,9 @@ static size_t level_bytes(size_t len)
 	return (len * sizeof(struct ml_slot) + page - 1) / page * page;
 }
 
-/* Level k of len slots made, mapped and published: the mask before the map, the map before the top. */
-static int add_level(struct slots *t, size_t len)
+/* The next level, lv[n], of len slots made, mapped and put in the BPF side's array of maps, its mask told: all
+ * of it but the top, which the BPF side reads levels up to, so that publishing it later costs nothing. */
+static int make_level(struct slots *t, size_t len)
 {
 	unsigned int k = t->n;
 	size_t bytes;
@@ -47,10 +48,19 @@ static int add_level(struct slots *t, size_t len)
 	if (!p)
 		return -errno;
 	t->lv[k] = (struct slots_level){p, len};
+	__atomic_store_n(&t->spare, true, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* The level made ahead published: the map before the top. */
+static void publish(struct slots *t)
+{
+	unsigned int k = t->n;
+
+	__atomic_store_n(&t->spare, false, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->n, k + 1, __ATOMIC_RELEASE);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	t->skel->bss->table_top = k;
-	return 0;
 }
 
 int slots__new(struct memleak_bpf *skel, uint64_t max_slots, struct slots **out)
@@ -63,11 +73,12 @@ int slots__new(struct memleak_bpf *skel, uint64_t max_slots, struct slots **out)
 		return -ENOMEM;
 	t->skel = skel;
 	t->max_slots = max_slots;
-	err = add_level(t, max_slots < ML_TABLE_FIRST_SLOTS ? max_slots : ML_TABLE_FIRST_SLOTS);
+	err = make_level(t, max_slots < ML_TABLE_FIRST_SLOTS ? max_slots : ML_TABLE_FIRST_SLOTS);
 	if (err) {
 		free(t);
 		return err;
 	}
+	publish(t);
 	*out = t;
 	return 0;
 }
@@ -91,7 +102,7 @@ void slots__free(struct slots *t)
 	if (!t)
 		return;
 	watch_stop(t);
-	for (unsigned int k = 0; k < t->n; k++)
+	for (unsigned int k = 0; k < t->n + t->spare; k++)
 		munmap(t->lv[k].v, level_bytes(t->lv[k].len));
 	free(t);
 }
@@ -107,14 +118,16 @@ uint64_t slots__capacity(const struct slots *t)
 
 uint64_t slots__bytes(const struct slots *t)
 {
+	unsigned int levels = __atomic_load_n(&t->n, __ATOMIC_ACQUIRE);
 	uint64_t n = 0;
 
-	for (unsigned int k = 0; k < t->n; k++)
+	levels += __atomic_load_n(&t->spare, __ATOMIC_ACQUIRE);
+	for (unsigned int k = 0; k < levels; k++)
 		n += level_bytes(t->lv[k].len);
 	return n;
 }
 
-bool slots__crowded(struct slots *t)
+unsigned int slots__fill(struct slots *t)
 {
 	const struct slots_level *top = &t->lv[t->n - 1];
 	size_t n = top->len < SAMPLE ? top->len : SAMPLE, live = 0;
@@ -125,18 +138,29 @@ bool slots__crowded(struct slots *t)
 		live += a != ML_SLOT_EMPTY && a != ML_SLOT_TOMB;
 	}
 	t->sample_at += n;
-	return live * 100 > n * ML_TABLE_FILL;
+	return (unsigned int)(live * 100 / n);
 }
 
-int slots__grow(struct slots *t)
+int slots__prepare(struct slots *t)
 {
 	uint64_t have = slots__capacity(t), len = t->lv[t->n - 1].len * 4;
 
+	if (t->spare)
+		return 0;
 	if (have >= t->max_slots || t->n >= ML_TABLE_LEVELS)
 		return -ENOSPC;
 	if (len > t->max_slots)
 		len = t->max_slots;
-	return add_level(t, len);
+	return make_level(t, len);
+}
+
+int slots__grow(struct slots *t)
+{
+	int err = slots__prepare(t);
+
+	if (!err)
+		publish(t);
+	return err;
 }
 
 struct ml_slot *slots__find(struct slots *t, uint32_t tgid, uint8_t layer, uint64_t key)
@@ -145,7 +169,7 @@ struct ml_slot *slots__find(struct slots *t, uint32_t tgid, uint8_t layer, uint6
 
 	for (unsigned int k = t->n; k-- > 0;) {
 		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-			struct ml_slot *s = &t->lv[k].v[(start + p) & (t->lv[k].len - 1)];
+			struct ml_slot *s = &t->lv[k].v[ml_slot_probe(start, p, (uint32_t)t->lv[k].len - 1)];
 			uint64_t a = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
 
 			if (a == key && s->tgid == tgid && s->layer == layer)
@@ -164,7 +188,7 @@ struct ml_slot *slots__claim(struct slots *t, uint32_t tgid, uint8_t layer, uint
 
 	for (int attempt = 0; attempt < 3; attempt++) {
 		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-			struct ml_slot *s = &top->v[(start + p) & (top->len - 1)];
+			struct ml_slot *s = &top->v[ml_slot_probe(start, p, (uint32_t)top->len - 1)];
 			uint64_t a = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
 
 			if (a == key && s->tgid == tgid && s->layer == layer)
@@ -179,23 +203,33 @@ struct ml_slot *slots__claim(struct slots *t, uint32_t tgid, uint8_t layer, uint
 	return NULL;
 }
 
-/* One look: a level added when the newest is crowded or a record found no slot since the last. */
+/* One look: the next level made once the newest is ML_TABLE_AHEAD percent live, and published once it is
+ * ML_TABLE_FILL percent live or a record found no slot since the last look. */
 static void watch_once(struct slots *t, struct slots_watch *w)
 {
 	uint64_t sum[ML_STAT_SLOTS], full = w->full_seen;
-	int err;
+	unsigned int fill = slots__fill(t);
+	int err = 0;
 
 	if (!ml_stats_sum(bpf_map__fd(t->skel->maps.stats), w->ncpu, w->pcpu, sum))
 		full = sum[ML_STAT_DROP_ALLOCS_FULL];
-	if (full == w->full_seen && !slots__crowded(t))
+	if (full == w->full_seen && fill < ML_TABLE_AHEAD)
 		return;
-	w->full_seen = full;
-	err = slots__grow(t);
-	if (!err)
-		ml_info("allocation table: a level of %zu slots added, %llu slots in all (%llu MiB)",
-			t->lv[t->n - 1].len, (unsigned long long)slots__capacity(t),
-			(unsigned long long)(slots__bytes(t) >> 20));
-	else if (err != -ENOSPC && !w->said)
+	if (full != w->full_seen || fill >= ML_TABLE_FILL) {
+		w->full_seen = full;
+		err = slots__grow(t);
+		if (!err)
+			ml_info("allocation table: a level of %zu slots added, %llu slots in all (%llu MiB)",
+				t->lv[t->n - 1].len, (unsigned long long)slots__capacity(t),
+				(unsigned long long)(slots__bytes(t) >> 20));
+	} else if (!t->spare) {
+		err = slots__prepare(t);
+		if (!err)
+			ml_info(
+			    "allocation table: a level of %zu slots made ahead, unused until the newest is %d %% live",
+			    t->lv[t->n].len, ML_TABLE_FILL);
+	}
+	if (err && err != -ENOSPC && !w->said)
 		ml_notice("cannot add a level to the allocation table: %s", strerror(-err));
 	w->said |= err && err != -ENOSPC;
 }

@@ -1,9 +1,10 @@
 /*
  * The allocation table as user space holds it: its levels (see memleak.h), each a BPF array mapped here. The
- * first is made at start; the next, four times larger, when the newest fills past ML_TABLE_FILL percent or drops
- * a record, until the levels hold the slots --max-allocs asked for. New records go to the newest level; older
- * ones drain as their records are released. A thread of its own watches the fill: a burst of allocations
- * fills a level in a fraction of a second, whatever the event loop is busy with.
+ * first is made at start; the next, four times larger, is made ahead when the newest is ML_TABLE_AHEAD percent live
+ * and published (the BPF side's top moved to it) at ML_TABLE_FILL percent or a dropped record, until the levels hold
+ * the slots --max-allocs asked for. New records go to the newest level; older ones drain as their records are released.
+ * A thread of its own watches the fill: a burst of allocations fills a level in a fraction of a second, whatever the
+ * event loop is busy with.
  */
 #ifndef ML_SLOTS_H
 #define ML_SLOTS_H
@@ -25,24 +26,27 @@ struct slots {
 	struct slots_watch *watch; /* the watching thread, once started */
 	struct memleak_bpf *skel;
 	uint64_t max_slots; /* the slots the levels may hold in all */
-	uint64_t sample_at; /* where slots__crowded samples next */
+	uint64_t sample_at; /* where slots__fill samples next */
+	bool spare;	    /* lv[n] is made ahead: in the BPF side's array of maps, not yet published */
 };
 
 /* The first level, made and published. 0 or -errno. */
 int slots__new(struct memleak_bpf *skel, uint64_t max_slots, struct slots **out);
 void slots__free(struct slots *t); /* NULL-safe; stops the watching thread first */
 
-/* A thread that adds a level every time the newest is crowded or a record was dropped. 0 or -errno. */
+/* A thread that makes and publishes levels as the newest fills or a record is dropped. 0 or -errno. */
 #define SLOTS_WATCH_MS 20
 int slots__watch(struct slots *t);
 
-/* Whether the newest level is past ML_TABLE_FILL percent live, from a sample of its slots. */
-bool slots__crowded(struct slots *t);
-/* The next level made and published: 0, -ENOSPC when the levels hold max_slots already, or -errno. */
+/* The percent of the newest level's slots live, rounded down, from a sample of its slots. */
+unsigned int slots__fill(struct slots *t);
+/* The next level made ahead, unpublished (at most one): 0, -ENOSPC when the levels hold max_slots, or -errno. */
+int slots__prepare(struct slots *t);
+/* The next level published, made first unless made ahead: 0, -ENOSPC, or -errno. */
 int slots__grow(struct slots *t);
 
 uint64_t slots__capacity(const struct slots *t); /* slots of every level */
-uint64_t slots__bytes(const struct slots *t);	 /* their memory, mapped here */
+uint64_t slots__bytes(const struct slots *t);	 /* their memory and a level made ahead's, mapped here */
 
 /* The slot holding (tgid, layer, key), newest level first, on the probe chains the BPF side uses; or NULL. */
 struct ml_slot *slots__find(struct slots *t, uint32_t tgid, uint8_t layer, uint64_t key);
