@@ -18,8 +18,7 @@ __noinline __s64 table_find_in(__u32 k, __u32 tgid, __u32 layer, __u64 addr)
 	t = bpf_map_lookup_elem(&table, &k);
 	if (!t)
 		return -1;
-	for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
-		__u32 i = ml_slot_probe(start, p, mask);
+	for (__u32 p = 0, i = start & mask; p < ML_MAX_PROBES; i = ml_slot_next(i, p, mask), p++) {
 		struct ml_slot *s = bpf_map_lookup_elem(t, &i);
 		__u64 key;
 
@@ -70,8 +69,7 @@ __noinline __s64 table_claim_in(__u32 k, __u32 tgid, __u32 layer, __u64 addr)
 		__u64 cand_k = 0;
 		__u32 cand_i = 0;
 
-		for (__u32 p = 0; p < ML_MAX_PROBES; p++) {
-			__u32 i = ml_slot_probe(start, p, mask);
+		for (__u32 p = 0, i = start & mask; p < ML_MAX_PROBES; i = ml_slot_next(i, p, mask), p++) {
 			struct ml_slot *s = bpf_map_lookup_elem(t, &i);
 			__u64 key;
 

@@ -168,8 +168,10 @@ struct ml_slot *slots__find(struct slots *t, uint32_t tgid, uint8_t layer, uint6
 	uint32_t start = (uint32_t)ml_slot_hash(tgid, layer, key);
 
 	for (unsigned int k = t->n; k-- > 0;) {
-		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-			struct ml_slot *s = &t->lv[k].v[ml_slot_probe(start, p, (uint32_t)t->lv[k].len - 1)];
+		uint32_t mask = (uint32_t)t->lv[k].len - 1;
+
+		for (uint32_t p = 0, i = start & mask; p < ML_MAX_PROBES; i = ml_slot_next(i, p, mask), p++) {
+			struct ml_slot *s = &t->lv[k].v[i];
 			uint64_t a = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
 
 			if (a == key && s->tgid == tgid && s->layer == layer)
@@ -184,11 +186,11 @@ struct ml_slot *slots__find(struct slots *t, uint32_t tgid, uint8_t layer, uint6
 struct ml_slot *slots__claim(struct slots *t, uint32_t tgid, uint8_t layer, uint64_t key)
 {
 	const struct slots_level *top = &t->lv[t->n - 1];
-	uint32_t start = (uint32_t)ml_slot_hash(tgid, layer, key);
+	uint32_t start = (uint32_t)ml_slot_hash(tgid, layer, key), mask = (uint32_t)top->len - 1;
 
 	for (int attempt = 0; attempt < 3; attempt++) {
-		for (uint32_t p = 0; p < ML_MAX_PROBES; p++) {
-			struct ml_slot *s = &top->v[ml_slot_probe(start, p, (uint32_t)top->len - 1)];
+		for (uint32_t p = 0, i = start & mask; p < ML_MAX_PROBES; i = ml_slot_next(i, p, mask), p++) {
+			struct ml_slot *s = &top->v[i];
 			uint64_t a = __atomic_load_n(&s->addr, __ATOMIC_ACQUIRE);
 
 			if (a == key && s->tgid == tgid && s->layer == layer)
