@@ -446,27 +446,42 @@ def cgroup_path_members_now_and_moved_in_later():
     cgroup_run(True)
 
 
+def memory_cgroup_of(pid):
+    """The v1 memory cgroup /proc/PID/cgroup puts the process in, as a directory of /sys/fs/cgroup/memory."""
+    for line in open(f"/proc/{pid}/cgroup"):
+        _, ctrl, path = line.rstrip("\n").split(":", 2)
+        if "memory" in ctrl.split(","):
+            return "/sys/fs/cgroup/memory" + path.rstrip("/")
+    raise Fail(f"pid {pid} is in no v1 memory cgroup")
+
+
 @test
-@flaky("issue 37: failed in 2 of 4 full runs of the last stop, passed 3 of 3 alone")
 def all_python_picks_up_cpython_as_it_starts():
-    """--all-python --no-follow: a CPython 3.11 process is traced, a C program is not, a new Python process is
-    picked up as it starts, and so is one that a shell turns into Python with exec. (--no-follow: the test's own
-    Python process is selected too, and its children must be found by the selector, not followed from it.)"""
+    """--all-python --cgroup --no-follow: in a cgroup of its own that holds this test's processes, a CPython 3.11
+    process is traced, a C program is not, a new Python process is picked up as it starts, and so is one that a
+    shell turns into Python with exec; a Python process moved out of the cgroup is not, nor is any other Python of
+    the node (the other test file's PyTorch processes: picked up, they had the wait time out). (--no-follow: the
+    test's own Python process is selected too, and its children must be found by the selector, not followed.)"""
+    base = "/sys/fs/cgroup/memory"
+    if not os.path.isdir(base):
+        raise Fail("no v1 memory cgroup hierarchy at /sys/fs/cgroup/memory")
+    home, cg = memory_cgroup_of(os.getpid()), os.path.join(base, "memleak-ai-allpy-" + uuid.uuid4().hex[:8])
+    os.mkdir(cg)
     tag = "allpy-" + uuid.uuid4().hex[:8]
-    c_prog = subprocess.Popen(["sleep", "60"])
-    first = later = viaexec = tool = None
+    c_prog = first = later = viaexec = moved = tool = None
     try:
+        open(os.path.join(cg, "cgroup.procs"), "w").write(str(os.getpid()))  # what this test starts goes in too
+        c_prog = subprocess.Popen(["sleep", "60"])
         first = Rank(tag, 0, False)
-        tool = NodeTool("--all-python", "--no-follow", "1")
-        # Every Python on the node is attached before "watching": with the test files run two at a time that
-        # includes the other file's PyTorch 2.15 processes (89 objects, 78 MiB of unwinding tables each).
-        tool.wait_for(lambda l: "watching the node: " in l, "watching", timeout=120)
-        check(any(f"tracing pid {first.pid} " in l for l in tool.err), f"the Python process is traced: {tool.err}")
-        check(any(f"tracing pid {os.getpid()} " in l for l in tool.err), "the test's own Python too")
+        moved = Rank(tag, 2, False)
+        open(os.path.join(home, "cgroup.procs"), "w").write(str(moved.pid))
+        tool = NodeTool("--all-python", "--cgroup", cg, "--no-follow", "1")
+        tool.wait_for(lambda l: "watching the node: 2 processes traced now (--all-python in --cgroup)" in l,
+                      "watching", timeout=120)
+        check(tool.traced(first.pid), f"the Python process is traced: {tool.err}")
+        check(tool.traced(os.getpid()), "the test's own Python too")
         check(not any("following pid" in l for l in tool.err), f"--no-follow: no child followed: {tool.err}")
-        # Picked up from the exec event, after the processes started before it: on a busy node (the other test
-        # file's PyTorch processes, the ASan build) that queue took over 5 s. The wait bounds a hang; the time
-        # it took is printed.
+        # Picked up from the exec event. The wait bounds a hang; the time it took is printed.
         t0 = time.time()
         later = Rank(tag, 1, False)
         tool.wait_for(lambda l: f"tracing pid {later.pid} " in l, "a new Python process picked up", timeout=60)
@@ -477,18 +492,26 @@ def all_python_picks_up_cpython_as_it_starts():
               "(1.5 s of it its sleep)", flush=True)
         check(not tool.traced(c_prog.pid), "the C program is not traced")
         check(not tool.traced(tool.p.pid), "nor memleak-ai itself")
+        traced = sorted(int(l.split("tracing pid ")[1].split()[0]) for l in tool.err if "tracing pid " in l)
+        eq(traced, sorted([os.getpid(), first.pid, later.pid, viaexec.pid]),
+           f"only the cgroup's Pythons traced, not the one moved out ({moved.pid}) nor any other of the node")
         eq(tool.stop(), 0, "exit status")
     finally:
         if tool:
             tool.kill()
-        for r in (first, later):
+        for r in (first, later, moved):
             if r:
                 r.kill()
-        if viaexec:
-            viaexec.kill()
-            viaexec.wait()
-        c_prog.kill()
-        c_prog.wait()
+        for p in (viaexec, c_prog):
+            if p:
+                p.kill()
+                p.wait()
+        open(os.path.join(home, "cgroup.procs"), "w").write(str(os.getpid()))
+        time.sleep(0.2)
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass
     check(no_bpf_left(), "nothing left attached")
 
 

@@ -30,7 +30,8 @@ static const char usage[] =
     "                         extended regular expression, now and as they start, each with its children\n"
     "      --cgroup PATH      every process in the cgroup and below (a container, a pod; v1 or v2): a\n"
     "                         directory (/sys/fs/cgroup/unified/kubepods/pod1) or a path as\n"
-    "                         /proc/PID/cgroup shows it (/kubepods/pod1), now and later\n"
+    "                         /proc/PID/cgroup shows it (/kubepods/pod1), now and later; beside\n"
+    "                         --match or --all-python, only those of their processes it holds\n"
     "      --all-python       every CPython 3.11-3.13 process on the machine, now and as they start\n"
     "  -T, --top N            stacks per report (default 10)\n"
     "      --min-age SECS     only count allocations at least SECS old (default 0)\n"
@@ -592,11 +593,15 @@ static int parse_positional(int argc, char **argv, struct ml_opts *o)
 /* Options that need or exclude each other. */
 static int check_together(const struct ml_opts *o)
 {
-	if (!!o->pid + !!o->cmd_argv + !!o->match + !!o->cgroup + o->all_python != 1) {
+	/* --cgroup alone selects its members; beside --match or --all-python it narrows them to its members. */
+	int narrows = o->cgroup && (o->match || o->all_python);
+
+	if (!!o->pid + !!o->cmd_argv + !!o->match + !!o->cgroup - narrows + o->all_python != 1) {
 		ml_err(
 		    "%s",
 		    o->pid || o->cmd_argv || o->match || o->cgroup || o->all_python
-			? "give one of -p PID, -c COMMAND, --match, --cgroup or --all-python, not several"
+			? "give one of -p PID, -c COMMAND, --match, --cgroup or --all-python, not several "
+			  "(--cgroup may narrow --match or --all-python)"
 			: "nothing to trace: give -p PID, -c COMMAND, --match, --cgroup or --all-python (see --help)");
 		return -EINVAL;
 	}

@@ -220,16 +220,16 @@ static bool in_cgroup(const char *cg, int pid)
 	return yes;
 }
 
+/* --cgroup alone, or narrowing --match or --all-python to its members (a directory's are the only candidates). */
 static bool matches(struct selector *s, int pid)
 {
 	if (pid == s->o.self)
 		return false;
+	if (s->o.cgroup && !s->cgroup_dir && !in_cgroup(s->o.cgroup, pid))
+		return false;
 	if (s->o.match)
 		return command_matches(s->o.match, pid);
-	if (s->o.all_python)
-		return python_process(pid);
-	/* --cgroup: a directory's members are all there is to check */
-	return s->cgroup_dir || in_cgroup(s->o.cgroup, pid);
+	return !s->o.all_python || python_process(pid);
 }
 
 static int cmp_int(const void *a, const void *b)

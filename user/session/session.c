@@ -502,9 +502,9 @@ static int session_start(struct session *ss)
 		missing = 0;
 		ml_notice("watching the node: %zu processes traced now (%s), more as they start",
 			  followers__count(ss->followers),
-			  o->match    ? "--match"
-			  : o->cgroup ? "--cgroup"
-				      : "--all-python");
+			  o->match	  ? (o->cgroup ? "--match in --cgroup" : "--match")
+			  : o->all_python ? (o->cgroup ? "--all-python in --cgroup" : "--all-python")
+					  : "--cgroup");
 	} else {
 		nobj = probes__n_probed(ss->root.probes, &nf);
 		missing = o->layers & ~probes__active_layers(ss->root.probes) & ((1U << ML_LAYER_MAX) - 1) &
