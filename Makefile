@@ -62,7 +62,7 @@ $(OUTPUT)/memleak.skel.h: $(OUTPUT)/memleak.bpf.o
 
 $(USER_OBJS) $(OUTPUT)/main.o: $(OUTPUT)/memleak.skel.h $(OUTPUT)/profile.pb-c.h
 
-$(OUTPUT)/profile.pb-c.c $(OUTPUT)/profile.pb-c.h: proto/profile.proto | $(OUTPUT)
+$(OUTPUT)/profile.pb-c.c $(OUTPUT)/profile.pb-c.h &: proto/profile.proto | $(OUTPUT)
 	$(call msg,PROTOC-C,$@)
 	$(Q)protoc-c --proto_path=proto --c_out=$(OUTPUT) $<
 
@@ -102,7 +102,7 @@ venv: deps
 	$(Q)scripts/make-venv.sh
 
 test: deps venv
-	$(Q)$(MAKE) --no-print-directory all WERROR=1
+	$(Q)$(MAKE) --no-print-directory -j$$(nproc) all WERROR=1
 	$(Q)scripts/run-tests.sh
 
 unit: all
