@@ -85,6 +85,40 @@ static void feed_report(struct feed *f, struct ml_row *rows, size_t n, int seq)
 		f->err = verdicts__update(f->v, &s, false, 0, &f->j, &f->order);
 }
 
+/* Rows 1-3 are kept at one site (one Python line), 4 and 5 each at their own. */
+static uint64_t site_of(void *ctx, const struct ml_row *r)
+{
+	(void)ctx;
+	return r->key.stack_id < 4 ? 1 : r->key.stack_id;
+}
+
+/* Five rows that grow alike, the faster ranked first: spread, a site's second row comes after every first. */
+static void spread_rows(void)
+{
+	struct feed f = {0};
+	struct ml_row rows[5];
+	size_t before[5];
+
+	for (int k = 0; k < 5; k++)
+		rows[k] = (struct ml_row){.key = {.tgid = 1, .stack_id = (uint64_t)k + 1}, .bytes = 4096, .count = 1};
+	CHECK_EQ_INT(verdicts__new(&f.v), 0, "verdicts: new");
+	for (int i = 0; i < 8; i++) {
+		for (int k = 0; k < 5; k++)
+			rows[k].bytes += (uint64_t)(5 - k) * 4096, rows[k].count += 5 - k;
+		feed_report(&f, rows, 5, i);
+	}
+	for (int k = 0; !f.err && k < 5; k++)
+		before[k] = f.order[k];
+	CHECK(!f.err && before[0] == 0 && before[1] == 1 && before[2] == 2 && before[3] == 3 && before[4] == 4,
+	      "ranked by growth: rows 1 to 5");
+	verdicts__spread(f.v, &(struct ml_snapshot){.rows = rows, .nrows = 5}, true, site_of, NULL);
+	CHECK(!f.err && !memcmp(f.order, before, sizeof(before)), "by bytes (-s bytes): nothing moves");
+	verdicts__spread(f.v, &(struct ml_snapshot){.rows = rows, .nrows = 5}, false, site_of, NULL);
+	CHECK(!f.err && f.order[0] == 0 && f.order[1] == 3 && f.order[2] == 4 && f.order[3] == 1 && f.order[4] == 2,
+	      "spread: row 1 (the first site's best), rows 4 and 5 (their sites' own), then rows 2 and 3");
+	verdicts__free(f.v);
+}
+
 int main(void)
 {
 	struct ml_judgement j;
@@ -117,6 +151,7 @@ int main(void)
 	j = judge(down, 5, 10, 1);
 	CHECK(j.verdict == ML_V_SHRINKING && j.growth_bytes_per_s < 0, "shrinking");
 	weighed_rows();
+	spread_rows();
 	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"),
 	      "names");
 	CHECK_EQ_STR(ml_verdict_name(ML_V_IMPORT), "import", "import's name");

@@ -597,6 +597,39 @@ void verdicts__rejudge(struct verdicts *v, const struct ml_snapshot *s, bool by_
 	cmp_ctx = NULL;
 }
 
+#define SPREAD_MAX 256 /* the growing rows spread: a report shows tens; each is symbolized for its site */
+
+void verdicts__spread(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
+		      uint64_t (*site)(void *ctx, const struct ml_row *r), void *ctx)
+{
+	size_t n = 0, firsts = 0, later = 0, *tail;
+	uint64_t *seen;
+
+	while (!by_bytes && v->order && n < s->nrows && n < SPREAD_MAX && v->j[v->order[n]].verdict == ML_V_GROWING)
+		n++;
+	if (n < 3)
+		return;
+	seen = malloc(n * sizeof(*seen));
+	tail = malloc(n * sizeof(*tail));
+	for (size_t i = 0; seen && tail && i < n; i++) {
+		size_t row = v->order[i], k = 0;
+		uint64_t at = site(ctx, &s->rows[row]);
+
+		while (k < firsts && seen[k] != at)
+			k++;
+		if (k < firsts) {
+			tail[later++] = row;
+		} else {
+			seen[firsts] = at;
+			v->order[firsts++] = row; /* firsts <= i: the slot was read already */
+		}
+	}
+	if (seen && tail)
+		memcpy(v->order + firsts, tail, later * sizeof(*tail));
+	free(seen);
+	free(tail);
+}
+
 size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max)
 {
 	const struct hist *h = v->n ? bsearch(key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;

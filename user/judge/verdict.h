@@ -83,6 +83,13 @@ void verdicts__tensor_phase(struct verdicts *v, uint64_t closed_ns);
  */
 void verdicts__rejudge(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
 		       enum ml_verdict (*again)(void *ctx, const struct ml_agg_key *k), void *ctx);
+/*
+ * After the rejudging: the growing rows' order spread over their sites (site(ctx, row): where a user would fix
+ * it, e.g. its Python stack), each site's first row in rank order, then the other rows of those sites in rank
+ * order. A site's second and third rows no longer hide another site's first. Nothing moves when by_bytes.
+ */
+void verdicts__spread(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes,
+		      uint64_t (*site)(void *ctx, const struct ml_row *r), void *ctx);
 const char *ml_verdict_name(enum ml_verdict v);
 /* Bytes the history holds now: one fixed-size record per stack in the last report. */
 size_t verdicts__memory(const struct verdicts *v);

@@ -20,11 +20,14 @@
 #include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/clock.h"
+#include "lib/frames.h"
+#include "lib/hash.h"
 #include "lib/log.h"
 #include "lib/procmem.h"
 #include "python/pyframes.h"
 #include "report/html.h"
 #include "report/report.h"
+#include "report/stackview.h"
 #include "session/budget.h"
 #include "session/copies.h"
 #include "session/fleet.h"
@@ -244,6 +247,28 @@ static void keep_findings(struct session *ss, const struct ml_snapshot *snap, co
 	}
 }
 
+/*
+ * Where a row's memory is kept, as its user would fix it: its Python stack (files, lines, functions), whatever
+ * native path below it allocated; a row without Python frames is a site of its own. Two Linear layers built on
+ * one line are one site; their gradients, made by the backward call's line, another.
+ */
+static uint64_t row_site(void *ctx, const struct ml_row *r)
+{
+	struct session *ss = ctx;
+	const struct ml_frame *const *f;
+	size_t n = stackview__frames(ss->sv, r, &f, NULL);
+	uint64_t h = 0;
+	bool python = false;
+
+	for (size_t i = 0; i < n; i++) {
+		if (f[i]->kind != ML_FRAME_PYTHON)
+			continue;
+		python = true;
+		h = ml_hash_str(f[i]->func, ml_hash_add(ml_hash_str(f[i]->file, h), (uint64_t)f[i]->line));
+	}
+	return python ? h : ml_key_hash(&r->key);
+}
+
 /* Judge a report made while the processes live; the order and verdicts into *judged and *order. */
 static int judge(struct session *ss, const struct ml_snapshot *snap, bool restate, const struct ml_judgement **judged,
 		 const size_t **order)
@@ -259,6 +284,7 @@ static int judge(struct session *ss, const struct ml_snapshot *snap, bool restat
 		return err;
 	pyframes__trim(ss->root.py);
 	judge_victims(ss, snap, *judged);
+	verdicts__spread(ss->verdicts, snap, ss->o->sort_bytes, row_site, ss);
 	keep_findings(ss, snap, *judged, *order);
 	return 0;
 }
