@@ -690,6 +690,8 @@ def models_kept_by_a_cache_default_settings_5s():
 
 @test
 @alone
+@flaky("issue 37: once in 7 runs a sampled C heap row (detach's TensorImpl, ~8 records at weight 25) rose in its "
+       "first 3 intervals and read growing at score 0.5 in report 5 of the bounded cache")
 def models_in_a_bounded_cache_default_settings_5s():
     """The same loop with lru_cache(maxsize=2): the cache keeps two models, nothing grows in any report."""
     run, reps = model_cache_run("2")
