@@ -652,9 +652,6 @@ def losses_loop_started_default_settings_2s():
 
 @test
 @alone
-@flaky("issue 35: under tensor sampling (1/16) the model line's torch_cpu row gains 2 or 3 records a phase; in "
-       "1 run of 3 it is still stable when a 64-KiB rss row at the line ends the wait, or only the backward "
-       "line's grads grow")
 def models_kept_in_a_list_default_settings():
     leak_run("models_list.py", "p")
 
