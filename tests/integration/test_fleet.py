@@ -396,21 +396,38 @@ def a_process_holding_nothing_is_listed_with_its_memory():
     check(no_bpf_left(), "nothing left attached")
 
 
+MEMCG = "/sys/fs/cgroup/memory"
+
+
+def new_memory_cgroup(name):
+    """A new v1 memory cgroup, memleak-ai-NAME-<random>, as its directory; drop_cgroup() removes it."""
+    if not os.path.isdir(MEMCG):
+        raise Fail(f"no v1 memory cgroup hierarchy at {MEMCG}")
+    cg = os.path.join(MEMCG, f"memleak-ai-{name}-" + uuid.uuid4().hex[:8])
+    os.mkdir(cg)
+    return cg
+
+
+def drop_cgroup(cg):
+    """Remove a cgroup made by new_memory_cgroup once its members are gone (killed just before: a moment)."""
+    time.sleep(0.2)
+    try:
+        os.rmdir(cg)
+    except OSError:
+        pass
+
+
 def cgroup_run(as_path):
     """--cgroup on a v1 memory cgroup, named by its directory or (as_path) as /proc/PID/cgroup shows it: its member
     is traced at start, a process outside is not until it is moved in; no container label (no id in the path)."""
-    base = "/sys/fs/cgroup/memory"
-    if not os.path.isdir(base):
-        raise Fail("no v1 memory cgroup hierarchy at /sys/fs/cgroup/memory")
-    cg = os.path.join(base, "memleak-ai-test-" + uuid.uuid4().hex[:8])
-    os.mkdir(cg)
+    cg = new_memory_cgroup("test")
     tag = "cg-" + uuid.uuid4().hex[:8]
     inside = outside = tool = None
     try:
         inside = Rank(tag, 0, False)
         open(os.path.join(cg, "cgroup.procs"), "w").write(str(inside.pid))
         outside = Rank(tag, 1, True)
-        tool = NodeTool("--cgroup", cg[len(base):] if as_path else cg, "-f", "json", "1")
+        tool = NodeTool("--cgroup", cg[len(MEMCG):] if as_path else cg, "-f", "json", "1")
         tool.wait_for(lambda l: "watching the node: 1 processes traced now (--cgroup)" in l, "watching")
         check(tool.traced(inside.pid), f"the member is traced: {tool.err}")
         time.sleep(1.5)
@@ -428,11 +445,7 @@ def cgroup_run(as_path):
         for r in (inside, outside):
             if r:
                 r.kill()
-        time.sleep(0.2)
-        try:
-            os.rmdir(cg)
-        except OSError:
-            pass
+        drop_cgroup(cg)
     check(no_bpf_left(), "nothing left attached")
 
 
@@ -451,7 +464,7 @@ def memory_cgroup_of(pid):
     for line in open(f"/proc/{pid}/cgroup"):
         _, ctrl, path = line.rstrip("\n").split(":", 2)
         if "memory" in ctrl.split(","):
-            return "/sys/fs/cgroup/memory" + path.rstrip("/")
+            return MEMCG + path.rstrip("/")
     raise Fail(f"pid {pid} is in no v1 memory cgroup")
 
 
@@ -462,11 +475,7 @@ def all_python_picks_up_cpython_as_it_starts():
     shell turns into Python with exec; a Python process moved out of the cgroup is not, nor is any other Python of
     the node (the other test file's PyTorch processes: picked up, they had the wait time out). (--no-follow: the
     test's own Python process is selected too, and its children must be found by the selector, not followed.)"""
-    base = "/sys/fs/cgroup/memory"
-    if not os.path.isdir(base):
-        raise Fail("no v1 memory cgroup hierarchy at /sys/fs/cgroup/memory")
-    home, cg = memory_cgroup_of(os.getpid()), os.path.join(base, "memleak-ai-allpy-" + uuid.uuid4().hex[:8])
-    os.mkdir(cg)
+    home, cg = memory_cgroup_of(os.getpid()), new_memory_cgroup("allpy")
     tag = "allpy-" + uuid.uuid4().hex[:8]
     c_prog = first = later = viaexec = moved = tool = None
     try:
@@ -507,11 +516,7 @@ def all_python_picks_up_cpython_as_it_starts():
                 p.kill()
                 p.wait()
         open(os.path.join(home, "cgroup.procs"), "w").write(str(os.getpid()))
-        time.sleep(0.2)
-        try:
-            os.rmdir(cg)
-        except OSError:
-            pass
+        drop_cgroup(cg)
     check(no_bpf_left(), "nothing left attached")
 
 
