@@ -739,7 +739,7 @@ static void compare_with_readelf(const char *path, const char *label, const char
 	int fd, err;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	err = fd < 0 ? -errno : ml_unwind_from_elf(fd, -1, &t);
+	err = fd < 0 ? -errno : ml_unwind_from_elf(fd, -1, NULL, &t);
 	if (fd >= 0)
 		close(fd);
 	snprintf(name, sizeof(name), "%s: table built from .eh_frame", label);
@@ -874,9 +874,29 @@ static void test_from_elf_errors(void)
 	struct ml_unwind_table t;
 	int fd = open("/dev/null", O_RDONLY);
 
-	CHECK(fd >= 0 && ml_unwind_from_elf(fd, -1, &t) == -ENOEXEC && t.n == 0, "from_elf: not an ELF is -ENOEXEC");
+	CHECK(fd >= 0 && ml_unwind_from_elf(fd, -1, NULL, &t) == -ENOEXEC && t.n == 0,
+	      "from_elf: not an ELF is -ENOEXEC");
 	if (fd >= 0)
 		close(fd);
+}
+
+/* A stop already set ends the parse of a file with over 4,096 entries (libstdc++'s 4,867 FDEs) with nothing kept. */
+static void test_stop(void)
+{
+	const char *path = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+	struct ml_unwind_table t;
+	bool stop = true;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
+
+	err = fd < 0 ? -errno : ml_unwind_from_elf(fd, -1, &stop, &t);
+	CHECK(err == -ECANCELED && t.n == 0 && !t.rows, "from_elf: a stop set ends the parse with -ECANCELED");
+	if (fd >= 0) {
+		stop = false;
+		err = ml_unwind_from_elf(fd, -1, &stop, &t);
+		CHECK(err == 0 && t.n > 4096, "from_elf: a stop not set lets it finish");
+		ml_unwind_table_free(&t);
+		close(fd);
+	}
 }
 
 int main(void)
@@ -889,6 +909,7 @@ int main(void)
 	test_framing();
 	test_row_limit();
 	test_from_elf_errors();
+	test_stop();
 	test_real_objects();
 	return SUMMARY("ehframe");
 }

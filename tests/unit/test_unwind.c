@@ -181,7 +181,7 @@ static void test_tables(void)
 		CHECK(nr * (1ULL << ML_UW_ROW_CHUNK_BITS) * 8 + ni * (1ULL << ML_UW_IDX_CHUNK_BITS) * 8 ==
 			  unwinder__memory(u),
 		      "the kernel's outer maps hold every chunk made");
-		if (m && wr && wi && fd >= 0 && ml_unwind_from_elf(fd, -1, &t) == 0) {
+		if (m && wr && wi && fd >= 0 && ml_unwind_from_elf(fd, -1, NULL, &t) == 0) {
 			/* every 7th byte of libc's table range: same rule as the parser's table */
 			uint64_t lo = t.rows[0].pc, hi = t.rows[t.n - 1].pc;
 

@@ -36,6 +36,7 @@ struct builder {
 	size_t ncies, capcies;
 	struct tmp_row *tmp;
 	size_t ntmp, captmp;
+	const bool *stop; /* NULL, or polled while parsing: a builder thread told to quit */
 };
 
 /* Room for need elements (lib/grow.h), refused past limit: the section's bytes choose need. */
@@ -336,7 +337,7 @@ static int finish(struct builder *b, struct ml_unwind_table *out)
  */
 static int parse_entries(struct builder *b, const uint8_t *data, size_t len, bool debug, size_t *n_skipped)
 {
-	size_t off = 0;
+	size_t off = 0, n = 0;
 	int err = 0;
 
 	b->ncies = 0;
@@ -345,6 +346,9 @@ static int parse_entries(struct builder *b, const uint8_t *data, size_t len, boo
 		uint64_t elen, id, cie_id = 0;
 		size_t body, idw = 4;
 
+		/* libtorch_cpu.so's 17 MB took over 30 s at SCHED_IDLE on a busy machine: a stop may not wait */
+		if (b->stop && ++n % 4096 == 0 && __atomic_load_n(b->stop, __ATOMIC_RELAXED))
+			return -ECANCELED;
 		if (rd_bytes(&r, 4, &elen, false))
 			return -EINVAL;
 		if (elen == 0) /* terminator */
@@ -396,9 +400,9 @@ static int parse_entries(struct builder *b, const uint8_t *data, size_t len, boo
 
 /* Parse sections (NULL data: absent) into out: .debug_frame first, so .eh_frame rows win at equal pcs. */
 static int parse_sections(const uint8_t *eh, size_t eh_len, uint64_t eh_addr, const uint8_t *dbg, size_t dbg_len,
-			  bool dbg_optional, struct ml_unwind_table *out)
+			  bool dbg_optional, const bool *stop, struct ml_unwind_table *out)
 {
-	struct builder b = {};
+	struct builder b = {.stop = stop};
 	size_t skipped = 0;
 	int err = 0;
 
@@ -436,12 +440,12 @@ static int parse_sections(const uint8_t *eh, size_t eh_len, uint64_t eh_addr, co
 /* NULL data with a length is refused by parse_sections; NULL with none is an empty section. */
 int ml_ehframe_parse(const uint8_t *data, size_t len, uint64_t sect_addr, struct ml_unwind_table *out)
 {
-	return parse_sections(data, len, sect_addr, NULL, 0, false, out);
+	return parse_sections(data, len, sect_addr, NULL, 0, false, NULL, out);
 }
 
 int ml_debugframe_parse(const uint8_t *data, size_t len, struct ml_unwind_table *out)
 {
-	return parse_sections(NULL, 0, 0, data, len, false, out);
+	return parse_sections(NULL, 0, 0, data, len, false, NULL, out);
 }
 
 /*
@@ -479,7 +483,7 @@ static Elf *open_elf(int fd)
 	return elf;
 }
 
-int ml_unwind_from_elf(int fd, int debug_fd, struct ml_unwind_table *out)
+int ml_unwind_from_elf(int fd, int debug_fd, const bool *stop, struct ml_unwind_table *out)
 {
 	Elf *elf, *delf = NULL;
 	Elf_Data *eh, *dbg;
@@ -502,7 +506,7 @@ int ml_unwind_from_elf(int fd, int debug_fd, struct ml_unwind_table *out)
 		err = -ENOENT;
 	else
 		err = parse_sections(eh ? eh->d_buf : NULL, eh ? eh->d_size : 0, eh_addr, dbg ? dbg->d_buf : NULL,
-				     dbg ? dbg->d_size : 0, eh != NULL, out);
+				     dbg ? dbg->d_size : 0, eh != NULL, stop, out);
 	elf_end(delf);
 	elf_end(elf);
 	return err;

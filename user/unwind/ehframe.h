@@ -102,9 +102,10 @@ int ml_debugframe_parse(const uint8_t *data, size_t len, struct ml_unwind_table 
  * Rows from the .eh_frame of the ELF file on fd and from a .debug_frame found in it or, when debug_fd is
  * not -1, in that separate debug file (its other sections are not used): a function described by both
  * takes the .eh_frame rules. -ENOEXEC if fd is not a 64-bit x86-64 ELF, -ENOENT if neither section has
- * contents; a bad .debug_frame is ignored when .eh_frame is good, and counted in n_skipped.
+ * contents; a bad .debug_frame is ignored when .eh_frame is good, and counted in n_skipped. A stop that is not
+ * NULL is polled while parsing: once true, the parse ends with -ECANCELED.
  */
-int ml_unwind_from_elf(int fd, int debug_fd, struct ml_unwind_table *out);
+int ml_unwind_from_elf(int fd, int debug_fd, const bool *stop, struct ml_unwind_table *out);
 
 void ml_unwind_table_free(struct ml_unwind_table *t); /* NULL-safe; leaves t empty */
 

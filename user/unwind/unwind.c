@@ -185,7 +185,7 @@ static void install(struct unwinder *u, struct uw_file *f, struct uw_parsed *p)
 static int build_now(struct unwinder *u, struct uw_file *f)
 {
 	struct uw_parsed p;
-	int err = uw_parse(u->debug_dir, f->pid, f->fd, f->path, &p);
+	int err = uw_parse(u->debug_dir, f->pid, f->fd, f->path, NULL, &p);
 
 	if (!err)
 		install(u, f, &p);

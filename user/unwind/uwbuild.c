@@ -67,12 +67,13 @@ static void *builder(void *arg)
 			continue;
 		}
 		builder_unlock(b);
-		err = j.path ? uw_parse(b->debug_dir, j.pid, j.fd, j.path, &p) : -ENOMEM;
+		err = j.path ? uw_parse(b->debug_dir, j.pid, j.fd, j.path, &b->stop, &p) : -ENOMEM;
 		close(j.fd);
 		free(j.path);
 		j.path = NULL;
 		builder_lock(b);
-		b->ops.built(b->ops.ctx, &j, err, &p);
+		if (err != -ECANCELED)
+			b->ops.built(b->ops.ctx, &j, err, &p);
 		if (!err)
 			free(p.conv);
 	}
@@ -105,9 +106,11 @@ void uwbuild__free(struct uwbuild *b)
 	if (!b)
 		return;
 	pthread_mutex_lock(b->lock);
-	b->stop = true;
+	__atomic_store_n(&b->stop, true, __ATOMIC_RELAXED); /* the parse polls it without the lock */
 	pthread_cond_signal(&b->wake);
 	pthread_mutex_unlock(b->lock);
+	if (b->idle) /* what is left to do (a sort, the unwinding) is not starved by a busy machine */
+		pthread_setschedparam(b->thread, SCHED_OTHER, &(struct sched_param){0});
 	pthread_join(b->thread, NULL);
 	pthread_cond_destroy(&b->wake);
 	free(b);

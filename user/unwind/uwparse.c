@@ -79,7 +79,7 @@ static void read_segs(Elf *elf, struct uw_parsed *f)
  * Reads the table of the file open on fd (and of its separate debug file, looked for as pid sees it) into t,
  * its executable segments into f. A file without a table leaves t empty: -ENOMEM only is an error.
  */
-static int read_table(const char *debug_dir, int pid, int fd, const char *path, struct uw_parsed *f,
+static int read_table(const char *debug_dir, int pid, int fd, const char *path, const bool *stop, struct uw_parsed *f,
 		      struct ml_unwind_table *t)
 {
 	int dfd = -1, err = 0;
@@ -94,8 +94,8 @@ static int read_table(const char *debug_dir, int pid, int fd, const char *path, 
 	}
 	elf_end(elf);
 	if (!err && f->nsegs) {
-		err = ml_unwind_from_elf(fd, dfd, t);
-		if (err && err != -ENOMEM) {
+		err = ml_unwind_from_elf(fd, dfd, stop, t);
+		if (err && err != -ENOMEM && err != -ECANCELED) {
 			ml_info("%s: no unwinding table (%s): frame pointers only", path, strerror(-err));
 			err = 0;
 		}
@@ -135,14 +135,14 @@ static uint32_t index_shift(uint64_t span, uint32_t nrows)
 	return shift;
 }
 
-int uw_parse(const char *debug_dir, int pid, int fd, const char *path, struct uw_parsed *p)
+int uw_parse(const char *debug_dir, int pid, int fd, const char *path, const bool *stop, struct uw_parsed *p)
 {
 	struct ml_unwind_table t = {};
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), hi;
 	int err;
 
 	memset(p, 0, sizeof(*p));
-	err = read_table(debug_dir, pid, fd, path, p, &t);
+	err = read_table(debug_dir, pid, fd, path, stop, p, &t);
 	if (err || !t.n)
 		goto out;
 	p->lo = t.rows[0].pc & ~(uint64_t)((1u << ML_UW_MAX_SHIFT) - 1);

@@ -30,8 +30,9 @@ struct uw_parsed {
 
 /*
  * Parse the file open on fd (its separate debug file looked for as pid sees it) into *p; p->conv is the caller's
- * to free. A file without a usable table leaves p->conv NULL: -ENOMEM only is an error.
+ * to free. A file without a usable table leaves p->conv NULL: -ENOMEM only is an error, and -ECANCELED once a
+ * stop that is not NULL reads true (ml_unwind_from_elf).
  */
-int uw_parse(const char *debug_dir, int pid, int fd, const char *path, struct uw_parsed *p);
+int uw_parse(const char *debug_dir, int pid, int fd, const char *path, const bool *stop, struct uw_parsed *p);
 
 #endif
