@@ -17,6 +17,11 @@ const volatile struct ml_spec specs[ML_MAX_SPECS] = {};
 __u32 wrap_sampled = 0;
 /* Tensor sampling's on phases (user space clears first..calls before each one). */
 struct ml_ts_phase ts_phase = {};
+/*
+ * Tensor sampling: when the on phase ends (CLOCK_MONOTONIC ns). A close that comes late (the loop busy with a
+ * report) leaves the probes attached but recording nothing, so the share sampled stays the one chosen.
+ */
+__u64 ts_until_ns = 0;
 
 /* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the
  * context. */
@@ -172,6 +177,8 @@ int BPF_KPROBE(alloc_enter)
 		return 0;
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
 	hit(s->layer, false);
+	if (s->layer == ML_LAYER_TORCH_CPU && READ_ONCE(wrap_sampled) && bpf_ktime_get_ns() > READ_ONCE(ts_until_ns))
+		return 0;
 	load_args(ctx, &args, s->count_arg >= ML_ARG_STACK1 || s->count2_arg >= ML_ARG_STACK1);
 	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!th) {

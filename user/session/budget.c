@@ -324,6 +324,12 @@ static void tensor_weigh(struct budget *b, const struct budget_env *e)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
 }
 
+/* How long an on phase lasts now. */
+static uint64_t tensor_on_ns(const struct budget *b)
+{
+	return (uint64_t)(OVERHEAD_TENSOR_PERIOD_S * 1e9) >> b->ts_shift;
+}
+
 /* The tensor layers' allocation side on or off in every traced process; the timer set for the next toggle. */
 static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 {
@@ -338,6 +344,9 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 		err = probes__pause(e->root, TENSOR_LAYERS, !on);
 	if (e->followers)
 		followers__pause(e->followers, TENSOR_LAYERS, !on);
+	if (on) /* the phase's length counts from when its probes are all on */
+		__atomic_store_n(&b->skel->bss->ts_until_ns, ml_clock_ns(CLOCK_MONOTONIC) + tensor_on_ns(b),
+				 __ATOMIC_SEQ_CST);
 	/* Weighed as an on phase closes (no allocation returns in view any more): whole cycles only, so that
 	 * the weight does not swing with the phase a report falls in. */
 	if (!on && b->ts_on) {
@@ -553,8 +562,10 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 	b->ts_since_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	b->ts_frees_at = __atomic_load_n(&b->skel->bss->ts_phase.frees, __ATOMIC_SEQ_CST);
 	b->ts_span = b->ts_gaps = b->ts_calls = 0;
-	if (b->ts_on)
-		tensor_phase_begin(b); /* a phase under way counts from here */
+	if (b->ts_on) { /* a phase under way counts from here, at the new length */
+		tensor_phase_begin(b);
+		__atomic_store_n(&b->skel->bss->ts_until_ns, b->ts_since_ns + tensor_on_ns(b), __ATOMIC_SEQ_CST);
+	}
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, b->ts_shift);
 	if (err)
 		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
