@@ -83,6 +83,8 @@ def sampled_leak_run(pre=()):
 
 @test
 @alone
+@flaky("issue 37: under ASan in CI the leak_step row read stable (22,714 of 24,000 kept): a row whose first "
+       "window fell at a report's end starts with a few records, and the rates after it vary over 0.5 CV")
 def c_heap_sampled_in_windows_keeps_a_c_leak_at_its_line():
     """A C program whose heap growth is its leak (sampled_leak_run), at default settings: the blocks a window
     records at leak_step are a leak candidate there, weighted by their chunk size's growth to within 25 % of the

@@ -375,14 +375,22 @@ def losses_loop_fragmentation_full_fidelity():
         p = next((p for p in rep["processes"] if p["pid"] == run.pid), {})
         return p.get("fragmentation"), p.get("memory")
 
+    # Blocks from before attach hold free runs too, and their share moves from report to report (3 to 15 % of
+    # 11 to 35 MiB here; 10.1 % of 36.6 MiB in CI's failed report): any report past 32 MiB with 90 % charged to
+    # recorded blocks will do, within the wait.
+    def met(rep, charged=True):
+        fr = frag(rep)[0] or {}
+        return fr.get("free_resident_bytes", 0) > 32 << 20 and (
+            not charged or fr["charged_bytes"] >= 0.9 * fr["free_resident_bytes"])
+
     run = Run(script, "p", *FULL, interval="2", wl_args=("0", "0", "512"), wl_env={"OMP_NUM_THREADS": "1"})
     try:
-        run.wait_for(lambda rs: (frag(rs[-1])[0] or {}).get("free_resident_bytes", 0) > 32 << 20, 100)
+        run.wait_for(lambda rs: met(rs[-1]), 100)
     finally:
         reps = run.stop()
     # The report that met the wait, not the one made at exit: kept blocks filling holes shrink the free space.
-    fr, mem = frag(next((r for r in reversed(reps) if (frag(r)[0] or {}).get("free_resident_bytes", 0) > 32 << 20),
-                        reps[-1]))
+    fr, mem = frag(next((r for r in reversed(reps) if met(r)),
+                        next((r for r in reversed(reps) if met(r, False)), reps[-1])))
     check(fr and fr["heaps"] >= 1 and fr["broken_walks"] == 0, f"the heap walked to its end: {fr and {k: v for k, v in fr.items() if k != 'holders'}}")
     check(fr["free_resident_bytes"] > 32 << 20, f"free but resident: {fr['free_resident_bytes']}")
     check(fr["charged_bytes"] >= 0.9 * fr["free_resident_bytes"],
