@@ -162,6 +162,18 @@ static __always_inline void oom_raised(__u32 spec, __u64 str, const struct ml_ca
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* An exception raised: taken when its message says a CUDA allocation ran out of memory. */
+static __always_inline int raise_enter(struct pt_regs *ctx, struct ml_thread *th, __u32 idx, __u64 msg)
+{
+	struct ml_capture cap = {.sp = PT_REGS_SP(ctx), .bp = PT_REGS_FP(ctx)};
+
+	if (!oom_message(msg))
+		return 0;
+	capture_stack(th, &cap);
+	oom_raised(idx, msg, &cap);
+	return 0;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(alloc_enter)
 {
@@ -194,14 +206,8 @@ int BPF_KPROBE(alloc_enter)
 		stack_id = &th->wrap.stack_id;
 		goto capture;
 	}
-	if (s->kind == ML_KIND_RAISE) {
-		if (!oom_message(arg_n(&args, s->size_arg)))
-			return 0;
-		cap = (struct ml_capture){.sp = sp, .bp = PT_REGS_FP(ctx)};
-		capture_stack(th, &cap);
-		oom_raised(idx, arg_n(&args, s->size_arg), &cap);
-		return 0;
-	}
+	if (s->kind == ML_KIND_RAISE)
+		return raise_enter(ctx, th, idx, arg_n(&args, s->size_arg));
 	t = &th->calls[s->group & (ML_GROUPS - 1)];
 	now = bpf_ktime_get_ns();
 	if (t->sp) {
