@@ -55,7 +55,8 @@ job() {
 	name=$1 kind=$2
 	shift 2
 	n=$(echo "$name" | tr -c 'A-Za-z0-9_.\n-' _)
-	( t0=$(now_ms); "$@" >"$P/$n.log" 2>&1 3>&-; rc=$?; echo "$rc $(($(now_ms) - t0)) $kind $n $name" >&3 ) &
+	# CMD in a subshell of its own: one that exits (build's failure) still has its status reported, not awaited forever.
+	( t0=$(now_ms); ("$@") >"$P/$n.log" 2>&1 3>&-; rc=$?; echo "$rc $(($(now_ms) - t0)) $kind $n $name" >&3 ) &
 	running=$((running + 1))
 }
 reap() {

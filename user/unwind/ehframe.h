@@ -6,6 +6,7 @@
 #ifndef MEMLEAK_AI_EHFRAME_H
 #define MEMLEAK_AI_EHFRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
