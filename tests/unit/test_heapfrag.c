@@ -2,9 +2,12 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "check.h"
 #include "collect/heapfrag.h"
+#include "collect/heapscan.h"
 
 #define BASE 0x100000ULL
 #define IMG (256 * 1024)
@@ -77,6 +80,34 @@ static int walk(struct ml_heapfrag *f, uint64_t first, uint64_t end, uint64_t ch
 
 	heapfrag__reset(f);
 	return heapfrag__walk(f, &src, first, end, &b);
+}
+
+/*
+ * A live heap past the chunk budget (this process's own, HEAPFRAG_CHUNKS_MAX + 65,536 blocks of 24 bytes): the
+ * walk is capped; one budget wider covers it; widen is bounded by HEAPFRAG_WIDEN_MAX.
+ */
+static void widened_walks(void)
+{
+	size_t n = HEAPFRAG_CHUNKS_MAX + 65536;
+	void **v = malloc(n * sizeof(*v));
+	struct ml_heapfrag f = {};
+	size_t i = 0;
+	int err;
+
+	for (; v && i < n && (v[i] = malloc(24)); i++)
+		;
+	CHECK(v && i == n, "4.3 million blocks allocated");
+	err = heapfrag__scan(&f, getpid(), NULL, 0);
+	CHECK(err == 0 && f.capped && f.widened == 0, "the default budget is capped short of them");
+	err = heapfrag__scan(&f, getpid(), NULL, 1);
+	CHECK(err == 0 && !f.capped && f.widened == 1 && f.chunks > HEAPFRAG_CHUNKS_MAX && f.heaps >= 1,
+	      "twice the budget walks the heap to its end");
+	err = heapfrag__scan(&f, getpid(), NULL, 9);
+	CHECK_EQ_INT(f.widened, HEAPFRAG_WIDEN_MAX, "widened no further than HEAPFRAG_WIDEN_MAX");
+	heapfrag__clear(&f);
+	while (v && i)
+		free(v[--i]);
+	free(v);
 }
 
 int main(void)
@@ -260,5 +291,6 @@ int main(void)
 		      "a free run before the fencepost is free but held by no chunk");
 	}
 	heapfrag__clear(&f);
+	widened_walks();
 	return SUMMARY("heapfrag");
 }

@@ -79,6 +79,10 @@ static void uncovered(void)
 	s.range = 2001;
 	CHECK_EQ_INT(victims__judge(&s, false, false), ML_VICTIM_HELD, "1,000 walked of 2,001, all free: held");
 	CHECK_EQ_INT(victims__judge(&s, false, true), ML_VICTIM_NOT, "held at the last report: not held again");
+	s.wider = true;
+	CHECK_EQ_INT(victims__judge(&s, false, true), ML_VICTIM_HELD, "... unless a capped walk reads more next");
+	CHECK_EQ_INT(victims__judge(&s, true, true), ML_VICTIM_KEPT, "... and a victim is kept, widening or not");
+	s.wider = false;
 	CHECK_EQ_INT(victims__judge(&s, true, false), ML_VICTIM_KEPT, "a victim at the last report: kept");
 	CHECK_EQ_INT(victims__judge(&s, true, true), ML_VICTIM_KEPT, "kept, whether held or not");
 	s.growing = false;

@@ -67,6 +67,7 @@ struct ml_heapfrag {
 	uint64_t unwalked_bytes;      /* the bytes of those heaps from where their walks stopped to their end */
 	uint64_t stop_addr;	      /* where the last walk that failed stopped */
 	bool capped;		      /* the read budget ran out: the figures cover part of the heap */
+	unsigned int widened;	      /* its budget doubled so often (heapfrag__scan) */
 	bool census_left_out;	      /* the walk stopped part-way: its census is not kept (census__discard) */
 	struct census *census;	      /* the types of its in-use chunks (heapfrag__scan's), or NULL */
 	struct pyheap_stats py;	      /* the census's Python objects (collect/pyheap.h) */
@@ -111,6 +112,7 @@ struct heapfrag_budget {
 
 #define HEAPFRAG_READ_MAX (256ULL << 20) /* per process and report */
 #define HEAPFRAG_CHUNKS_MAX (4ULL << 20)
+#define HEAPFRAG_WIDEN_MAX 2 /* a walk asked for again after a capped one: up to 4 times the budget */
 
 /*
  * Walk one heap's chunks from the header at first up to end (where the top chunk, or an older arena heap's

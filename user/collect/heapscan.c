@@ -187,17 +187,19 @@ static void sort_by_addr(struct ml_heapfrag *f)
 		qsort(f->holders, f->nholders, sizeof(*f->holders), cmp_holder);
 }
 
-int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census)
+int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census, unsigned int widen)
 {
 	struct live lv = {.pid = pid, .mem = -1, .pagemap = -1};
 	struct heapfrag_src src = {
 	    .read = live_read, .resident = live_resident, .end_now = live_end_now, .ctx = &lv, .census = census};
-	struct heapfrag_budget b = {.read_bytes = HEAPFRAG_READ_MAX, .chunks = HEAPFRAG_CHUNKS_MAX};
+	unsigned int w = widen < HEAPFRAG_WIDEN_MAX ? widen : HEAPFRAG_WIDEN_MAX;
+	struct heapfrag_budget b = {.read_bytes = HEAPFRAG_READ_MAX << w, .chunks = HEAPFRAG_CHUNKS_MAX << w};
 	struct ml_maps maps = {};
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	int err = 0;
 
 	heapfrag__reset(f);
+	f->widened = w;
 	lv.blk[0].base = lv.blk[1].base = ~0ULL;
 	lv.mem = ml_proc_open(pid, "mem");
 	lv.pagemap = ml_proc_open(pid, "pagemap");

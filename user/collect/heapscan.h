@@ -13,9 +13,9 @@ struct census;
  * Walk a live process's [heap] and its thread arenas (anonymous mappings starting on a 64 MiB boundary with
  * a valid heap_info), into f (reset first). 0, -ESRCH when it is gone, -errno when its maps, pagemap or
  * memory cannot be read; walks that stopped are counted in f->broken (the walk goes on with the next heap),
- * and f->capped says the budget ran out.
+ * and f->capped says the budget ran out. widen doubles the budget so many times (HEAPFRAG_WIDEN_MAX at most).
  * With a census, the in-use chunks are typed too (its vtables read first from the objects mapped since).
  */
-int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census);
+int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census, unsigned int widen);
 
 #endif

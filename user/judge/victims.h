@@ -32,6 +32,7 @@ struct ml_victim {
 struct ml_victim_sample {
 	bool rss;		     /* pages the rss layer saw touched first, not the C heap's growth */
 	bool growing;		     /* judged growing: a leak candidate unless it is a victim */
+	bool wider;		     /* its walk was capped, and the next may read more (HEAPFRAG_WIDEN_MAX) */
 	uint64_t range;		     /* its records' bytes (unweighted: sampled rss pages count once) */
 	uint64_t walked, free;	     /* of its ranges, what the walk covered, and found free again */
 	double own_pin, other_pin;   /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
@@ -41,7 +42,7 @@ struct ml_victim_sample {
 /* What a row of fresh heap is, by victims__judge. */
 enum ml_victim_call {
 	ML_VICTIM_NOT,	  /* no victim: a leak candidate when growing */
-	ML_VICTIM_HELD,	  /* grew past the walk, not held before: new until the next walk tells */
+	ML_VICTIM_HELD,	  /* grew past the walk, not held before (or a wider walk comes): new until one tells */
 	ML_VICTIM_KEPT,	  /* the walk did not cover it since: the victim it was, with the last walk's figures */
 	ML_VICTIM_FREED,  /* mostly free again, pinned more by other rows than by its own blocks */
 	ML_VICTIM_FILLED, /* mostly in use, filled more by other rows' blocks than by its own */
@@ -67,7 +68,8 @@ struct ml_victims {
 /*
  * The victims among the rows of fresh heap, growing or not yet (j parallel to s->rows), each with its pinner,
  * and the growing rows held for want of a walk since they grew. prev is the last report's: a row whose ranges
- * the walk has not covered since stays a victim; a row held then is not held again. out's arrays are malloc'd
+ * the walk has not covered since stays a victim; a row held then is not held again, unless its walk was capped
+ * and the next reads more (struct ml_victim_sample's wider). out's arrays are malloc'd
  * (victims__clear). 0 or -ENOMEM.
  */
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
