@@ -30,7 +30,7 @@ static void builder_lock(struct uwbuild *b)
 {
 	struct sched_param sp = {0};
 
-	if (b->idle)
+	if (__atomic_load_n(&b->idle, __ATOMIC_RELAXED))
 		pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
 	pthread_mutex_lock(b->lock);
 }
@@ -40,21 +40,22 @@ static void builder_unlock(struct uwbuild *b)
 	struct sched_param sp = {0};
 
 	pthread_mutex_unlock(b->lock);
-	if (b->idle)
+	if (__atomic_load_n(&b->idle, __ATOMIC_RELAXED))
 		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 }
 
 /*
  * The builder thread: parses outside the lock, places under it. At idle priority: on 2 vCPUs its seconds of
  * parsing at full weight delayed the first reports' census and heap walks, and three verdict tests failed.
+ * Tables that wait 5 s raise it to normal priority (uwbuild__hurry).
  */
 static void *builder(void *arg)
 {
 	struct uwbuild *b = arg;
 	struct sched_param idle = {0};
 
-	b->idle = !pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
-	if (!b->idle)
+	__atomic_store_n(&b->idle, !pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle), __ATOMIC_RELAXED);
+	if (!__atomic_load_n(&b->idle, __ATOMIC_RELAXED))
 		ml_info("unwinding tables: the builder thread keeps normal priority");
 	builder_lock(b);
 	while (!b->stop) {
@@ -109,11 +110,22 @@ void uwbuild__free(struct uwbuild *b)
 	__atomic_store_n(&b->stop, true, __ATOMIC_RELAXED); /* the parse polls it without the lock */
 	pthread_cond_signal(&b->wake);
 	pthread_mutex_unlock(b->lock);
-	if (b->idle) /* what is left to do (a sort, the unwinding) is not starved by a busy machine */
+	if (__atomic_load_n(&b->idle, __ATOMIC_RELAXED)) /* what is left (a sort) is not starved by a busy machine */
 		pthread_setschedparam(b->thread, SCHED_OTHER, &(struct sched_param){0});
 	pthread_join(b->thread, NULL);
 	pthread_cond_destroy(&b->wake);
 	free(b);
+}
+
+void uwbuild__hurry(struct uwbuild *b, uint64_t waited_ns)
+{
+	if (waited_ns < UWBUILD_IDLE_MAX_NS)
+		return;
+	/* Every time, not once: the thread may have set itself idle again just before the first call. */
+	if (__atomic_exchange_n(&b->idle, false, __ATOMIC_RELAXED))
+		ml_info("unwinding tables: still loading after %.1f s: the builder thread runs at normal priority",
+			(double)waited_ns / 1e9);
+	pthread_setschedparam(b->thread, SCHED_OTHER, &(struct sched_param){0});
 }
 
 void uwbuild__kick(struct uwbuild *b)

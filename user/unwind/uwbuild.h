@@ -33,5 +33,12 @@ int uwbuild__new(pthread_mutex_t *lock, const char *debug_dir, const struct uwbu
 void uwbuild__free(struct uwbuild *b);
 /* Under the lock: a file was queued. */
 void uwbuild__kick(struct uwbuild *b);
+/*
+ * Under the lock, while tables wait: once they have waited UWBUILD_IDLE_MAX_NS, the thread runs at normal priority.
+ * At SCHED_IDLE on a machine whose cores are all busy (a training job's loaders), libtorch_cpu.so's table took
+ * 29 s, and the stacks meanwhile stopped in it; by then the first reports, which idling was for, are made.
+ */
+void uwbuild__hurry(struct uwbuild *b, uint64_t waited_ns);
+#define UWBUILD_IDLE_MAX_NS 5000000000ULL
 
 #endif
