@@ -258,9 +258,12 @@ def python_script_that_ends_keeps_its_findings():
     eq(rc, 0, f"exit status ({err[-300:]})")
     reps = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     check(len(reps) >= 4, f"reports: {len(reps)}")
-    final, live = reps[-1], reps[-2]
-    eq((final["final"], live["final"]), (True, False), "the report at teardown, then the final one")
-    eq(final.get("exited", {}).get("live_report"), live["seq"], f"the final shows the teardown's report: {final.get('exited')}")
+    # The teardown's report, then the final one; on a busy machine a periodic report can come between them
+    # (ASan beside two busy loops: teardown report 7, then 8, then the final).
+    final = reps[-1]
+    live = next((r for r in reps if r["seq"] == final.get("exited", {}).get("live_report")), None)
+    check(final["final"] and live is not None and not live["final"] and live["seq"] >= len(reps) - 3,
+          f"the final shows the teardown's report: {final.get('exited')}, reports {[r['seq'] for r in reps]}")
     want = sum(65537 + i for i in range(150))
     keep = [s for s in live["stacks"] if s["layer"] == "libc" and s["bytes"] == want and s["count"] == 150]
     eq(len(keep), 1, f"at teardown, one row holds the 150 kept blocks: {[(s['bytes'], s['count']) for s in live['stacks'][:5]]}")
@@ -350,7 +353,8 @@ def python_attached_script_that_ends_keeps_its_findings():
     check(live is not None and not live["final"], f"the final report names a live one: {final.get('exited')}")
     keep = [s for s in final["stacks"] if (py_frames(s)[:1] or [(0, 0, 0)])[0] == (EXITS, "keep", at["keep"])
             and s["layer"] == "libc" and s["bytes"] > 65536 * s["count"]]  # not the list's own growth
-    eq(len(keep), 1, "the kept blocks' row in the final report")
+    eq(len(keep), 1, f"the kept blocks' row in the final report ({len(reps)} reports; the top rows: "
+       f"{[(s['layer'], s['count'], s['bytes'], py_frames(s)[:1]) for s in final['stacks'][:3]]})")
     check(keep[0]["verdict"] == "growing" and keep[0]["count"] >= 50 and keep[0]["freed_at_exit_bytes"] == keep[0]["bytes"],
           f"growing to the end, all of it freed at exit: {[(s['verdict'], s['count'], s['bytes'], s.get('freed_at_exit_bytes')) for s in keep]}")
     eq(null_python_frames(reps), [], "no null Python frame in any report")
