@@ -734,6 +734,8 @@ def dataloader_workers_cache_full_fidelity():
 
 @test
 @alone
+@flaky("issue 37: beside stress-ng --cpu 1, one worker's copy-on-write row at the line read stable at 5 MiB "
+       "(the other growing) in the final report, in 1 of the 2 fresh-clone runs of this stop that reached it")
 def dataloader_copy_on_write_default_settings():
     """Workers forked over a Dataset holding a large Python list copy its pages as they read it (reference
     counts): at default settings each worker has a growing rss stack at the __getitem__ line whose pages are
