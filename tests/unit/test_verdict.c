@@ -674,5 +674,34 @@ int main(void)
 			      "the same row timed at the reports: not growing by the fifth");
 		verdicts__free(v);
 	}
+	/*
+	 * Reports at 1, 2, 3, 4 and 5 s; tensor sampling's phases close at 0.5 (before the first), then at 2.5, 3.5
+	 * and 4.5 s. The second report saw no phase: it restates the first sample, at its time, with its own counts.
+	 * The window spans 3.5 s of phases, not the reports' 4, and its retained count starts at report 2's.
+	 */
+	{
+		static const double closed[] = {0.5, 0.5, 2.5, 3.5, 4.5};
+		struct ml_row row = {.key = {.tgid = 1, .layer = ML_LAYER_TORCH_CPU, .stack_id = 1},
+				     .traits = ML_ROW_WEIGHED};
+		struct verdicts *v = NULL;
+		const struct ml_judgement *jv = NULL;
+		const size_t *order;
+		int err = verdicts__new(&v);
+
+		for (int i = 0; !err && i < 5; i++) {
+			struct ml_snapshot s = {
+			    .rows = &row, .nrows = 1, .elapsed_s = 1, .now_ns = (uint64_t)(i + 1) * 1000000000};
+
+			row.count = row.records = 100 * (uint64_t)(i + 1) + (uint64_t)(i * i);
+			row.bytes = row.raw_bytes = 256 * row.count;
+			verdicts__tensor_phase(v, (uint64_t)(closed[i] * 1e9));
+			verdicts__report_seq(v, 41 + (uint64_t)i);
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
+		}
+		CHECK(!err && jv[0].intervals == 3 && jv[0].from_report == 42 && fabs(jv[0].window_s - 3.5) < 1e-9 &&
+			  jv[0].count.net == (double)(row.count - 201),
+		      "a window whose first sample was restated: counted from the report whose counts it holds");
+		verdicts__free(v);
+	}
 	return SUMMARY("verdict");
 }

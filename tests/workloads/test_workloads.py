@@ -508,11 +508,16 @@ def losses_loop_default_settings_2s():
     seq = rep["seq"]
     eq(leak["count_growth"], leak["count"] - row_before(hist[seq - 1], leak)["count"],
        "count growth since the last report")
-    # The judged reports begin window_s before this one: ev["intervals"] back unless a report came too soon
-    # after the one before it and took its place (a loaded machine), so the first is found by its time.
-    first = min((r for r in reps if r["seq"] <= seq), key=lambda r: abs(rep["time_unix"] - ev["window_s"] - r["time_unix"]))
-    check(abs(rep["time_unix"] - ev["window_s"] - first["time_unix"]) < 0.5,
-          f"a report where the judged ones begin: {ev['window_s']} s before report {seq}: {[(r['seq'], round(rep['time_unix'] - r['time_unix'], 2), r['interval_s']) for r in reps]} {ev}")
+    # The judged reports begin at from_report: ev["intervals"] back or more, where a report restated the one
+    # before (it came too soon after it, or no sampling phase closed between them).
+    first = next((r for r in reps if r["seq"] == ev["from_report"]), None)
+    check(first and first["seq"] <= seq - ev["intervals"], f"the report the judged ones begin at, before report {seq}: {ev}")
+    # Their span is the reports', but under tensor sampling a torch_cpu row's samples are timed at the phases that
+    # closed before each report (up to a second before it), so there window_s is not measured between reports.
+    phased = leak["layer"] == "torch_cpu" and any(m["step"] == "torch_cpu sampling" for m in rep["modes"]["shed"])
+    print(f"# judged at report {seq} from report {first['seq']}, {ev['window_s']:.2f} s, timed at phases: {phased}", flush=True)
+    check(phased or abs(rep["time_unix"] - ev["window_s"] - first["time_unix"]) < 0.5,
+          f"the judged reports span window_s: {ev['window_s']} s before report {seq}: {[(r['seq'], round(rep['time_unix'] - r['time_unix'], 2), r['interval_s']) for r in reps]} {ev}")
     eq(ev["count"]["retained"], leak["count"] - row_before(hist[first["seq"]], leak)["count"],
        f"retained count over the {ev['intervals']} judged reports, from report {first['seq']}")
     check(leak["count_growth"] > 0 and leak["leak_score"] > 0, f"growing and scored: {leak['leak_score']}")

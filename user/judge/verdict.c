@@ -13,6 +13,7 @@ struct sample {
 	double t, b, c;
 	float rb, rc; /* what weighed rows are judged on (by_records) */
 	float wb, wc; /* of those, the weighed records' bytes and number */
+	uint32_t seq; /* the report whose values these are */
 };
 
 /* The history of one stack: recent samples, and older ones folded (the last sample of each fold kept). */
@@ -40,6 +41,7 @@ struct verdicts {
 	double last_now;       /* the last report's time */
 	bool hold_sampled;     /* no sampling window since the last report (verdicts__hold_sampled) */
 	uint64_t ts_closed_ns; /* tensor sampling's last on phase closed then (verdicts__tensor_phase) */
+	uint64_t seq;	       /* the report being judged (verdicts__report_seq); 0: the update's number */
 };
 
 void verdicts__hold_sampled(struct verdicts *v, bool hold)
@@ -50,6 +52,11 @@ void verdicts__hold_sampled(struct verdicts *v, bool hold)
 void verdicts__tensor_phase(struct verdicts *v, uint64_t closed_ns)
 {
 	v->ts_closed_ns = closed_ns;
+}
+
+void verdicts__report_seq(struct verdicts *v, uint64_t seq)
+{
+	v->seq = seq;
 }
 
 const char *ml_verdict_name(enum ml_verdict v)
@@ -191,6 +198,7 @@ static size_t trends(struct ml_judgement *j, const double *t, const double *byte
 	if (m >= 5 && m < n) { /* spaced samples hold several steps each: their unevenness is the row's own */
 		t = ts, bytes = bs, counts = counts ? cs : NULL;
 		step = 0;
+		j->from_t = ts[0];
 	} else {
 		m = n;
 	}
@@ -210,6 +218,7 @@ struct ml_judgement ml_judge(const double *t, const double *bytes, const double 
 
 	if (counts && n)
 		j.count_growth = (int64_t)(n >= 2 ? counts[n - 1] - counts[n - 2] : counts[0]);
+	j.from_t = n ? t[0] : 0;
 	if (n < 2)
 		return j;
 	for (size_t i = 1; i < n; i++) {
@@ -330,6 +339,7 @@ static struct ml_judgement by_records(const struct ml_row *r, const struct hist 
 	jr.count_growth = j->count_growth;
 	jr.bytes.net = j->bytes.net;
 	jr.count.net = j->count.net;
+	jr.from_t = j->from_t; /* where those differences begin */
 	return jr;
 }
 
@@ -371,9 +381,21 @@ static bool reweighed_row(const struct ml_row *r)
 	       r->weighed_raw_bytes <= r->raw_bytes && r->weighed_records <= r->records;
 }
 
+/* The report whose values the history's sample at time t holds (its trends' first); 0 if none is at t. */
+static uint64_t report_at(const struct hist *h, double t)
+{
+	for (uint32_t i = 0; i < h->n_long + h->n_short; i++) {
+		const struct sample *s = i < h->n_long ? &h->old[i] : &h->recent[i - h->n_long];
+
+		if (s->t == t)
+			return s->seq;
+	}
+	return 0;
+}
+
 /* A row's judgement, its history (old, or none for a new stack) carried into *h with the sample of now. */
 static struct ml_judgement judge_row(struct hist *h, const struct hist *old, const struct ml_row *r, double now,
-				     bool merge, double age, double interval)
+				     uint64_t seq, bool merge, double age, double interval)
 {
 	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG];
 	double prev = old && old->n_short ? old->recent[old->n_short - 1].c : 0;
@@ -384,7 +406,8 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 			   .rb = (float)r->raw_bytes,
 			   .rc = (float)r->records,
 			   .wb = (float)r->weighed_raw_bytes,
-			   .wc = (float)r->weighed_records};
+			   .wc = (float)r->weighed_records,
+			   .seq = (uint32_t)seq};
 	struct ml_judgement j;
 	size_t n;
 
@@ -400,6 +423,7 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 		j.count_growth = (int64_t)((double)r->count - prev); /* since the last report still */
 	if (reweighed_row(r))
 		j = by_records(r, h, &j, t, n, age, interval, step);
+	j.from_report = report_at(h, j.from_t);
 	return j;
 }
 
@@ -420,6 +444,7 @@ static struct ml_judgement keep_growing(const struct hist *old, const struct ml_
 	k.count_growth = j->count_growth;
 	k.bytes.net = j->bytes.net;
 	k.count.net = j->count.net;
+	k.from_t = j->from_t;
 	return k;
 }
 
@@ -546,7 +571,7 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 
 		if (v->ts_closed_ns && r->key.layer == ML_LAYER_TORCH_CPU)
 			held = tensor_time(v, old, s->now_ns, &t) || held;
-		j[i] = judge_row(&nh[i], old, r, t, merge || held, age, interval);
+		j[i] = judge_row(&nh[i], old, r, t, v->seq ? v->seq : v->updates + 1, merge || held, age, interval);
 		j[i] = by_traits(r, j[i], old, merge);
 		nh[i].last = j[i];
 		ord[i] = i;

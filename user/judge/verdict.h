@@ -46,6 +46,8 @@ struct ml_judgement {
 	double growth_per_interval;
 	uint32_t intervals;   /* reports in the judged window */
 	double window_s;      /* seconds the judged window spans */
+	double from_t;	      /* the time of the first sample the trends judged: retained is counted from it */
+	uint64_t from_report; /* the report whose counts that sample holds (0: none judged) */
 	double monotonic;     /* share of report-to-report changes that went the trend's way (bytes) */
 	int64_t count_growth; /* allocations since the previous report (all of them when the stack is new) */
 	struct ml_trend bytes, count;
@@ -76,6 +78,8 @@ void verdicts__hold_sampled(struct verdicts *v, bool hold);
  * there, not at the report.
  */
 void verdicts__tensor_phase(struct verdicts *v, uint64_t closed_ns);
+/* The number of the report the next update judges (its samples carry it, see ml_judgement's from_report). */
+void verdicts__report_seq(struct verdicts *v, uint64_t seq);
 /*
  * After the heap walk: each growing row takes the verdict again(ctx, key) gives it (victims, see
  * judge/victims.h, or new while a walk must tell; ML_V_GROWING keeps it), and the order is made again. The

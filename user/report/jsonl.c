@@ -127,6 +127,7 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 	jw_double(w, "monotonic", j->monotonic);
 	jw_double(w, "oldest_age_s", ml_row_age_s(s, row));
 	jw_double(w, "window_s", j->window_s);
+	jw_u64(w, "from_report", j->from_report);
 	json_trend(w, "bytes", &j->bytes);
 	json_trend(w, "count", &j->count);
 	jw_obj_end(w);

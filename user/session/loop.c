@@ -278,6 +278,7 @@ static int judge(struct session *ss, const struct ml_snapshot *snap, bool restat
 
 	verdicts__hold_sampled(ss->verdicts, windows && windows == ss->windows_seen);
 	verdicts__tensor_phase(ss->verdicts, budget__tensor_phase_ns(ss->budget));
+	verdicts__report_seq(ss->verdicts, ss->seq);
 	ss->windows_seen = windows;
 	err = verdicts__update(ss->verdicts, snap, ss->o->sort_bytes, restate ? ss->o->interval_s : 0, judged, order);
 	if (err)
