@@ -335,8 +335,10 @@ static int session_report(struct session *ss, bool *final)
 		followers__trim(ss->followers);
 	if (exited)
 		snap = &xv.s; /* the last live report's rows, shown after the exit */
-	if (ss->env.uw)
+	if (ss->env.uw) {
+		unwinder__tick(ss->env.uw);
 		unwinder__loading(ss->env.uw, &tables);
+	}
 	in = (struct report_in){.snap = snap,
 				.judged = exited ? xv.j : judged,
 				.order = exited ? xv.order : order,

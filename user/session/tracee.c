@@ -220,8 +220,7 @@ void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool for
 		ml_info("pid %d: no heap census: %s", t->pid, strerror(ENOMEM));
 	/* Rows held for a walk (force) that the last one could not cover, capped: a wider budget each time, or a
 	 * heap past it never has its newest range walked, and a bystander's growth there reads as a leak. */
-	t->frag_widen = force && t->frag.capped ? t->frag_widen + (t->frag_widen < HEAPFRAG_WIDEN_MAX) : 0;
-	err = heapfrag__scan(&t->frag, t->pid, t->census, t->frag_widen);
+	err = heapfrag__scan(&t->frag, t->pid, t->census, force && t->frag.capped ? t->frag.widened + 1 : 0);
 	t->frag_next_ns = now + (uint64_t)((double)t->frag.scan_ns * (pace > 1 ? pace : 1));
 	if (err == -ESRCH)
 		return;

@@ -43,8 +43,7 @@ struct tracee {
 	struct ml_heapfrag frag; /* its glibc heap's fragmentation at the last report */
 	struct census *census;	 /* its heap's chunks by type, made at the first walk */
 	bool frag_ok;
-	unsigned int frag_widen; /* the last walk's budget doubled so often (heapfrag__scan) */
-	uint64_t frag_next_ns;	 /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
+	uint64_t frag_next_ns; /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
 	/* The C heap weighed by size (tracee__size_due): the base walk's time, and the last walk weighed. */
 	uint64_t size_base_ns, size_weighed_ns, size_tried_ns; /* ... and the start a base was taken for */
 	uint64_t mem_ns, size_base_anon; /* when mem was read; its anonymous bytes at the base (not glibc) */

@@ -586,6 +586,12 @@ void unwinder__loading(struct unwinder *u, struct unwind_loading *out)
 {
 	pthread_mutex_lock(&u->lock);
 	*out = u->loading;
+	pthread_mutex_unlock(&u->lock);
+}
+
+void unwinder__tick(struct unwinder *u)
+{
+	pthread_mutex_lock(&u->lock);
 	if (u->builder && u->loading.pending)
 		uwbuild__hurry(u->builder, ml_clock_ns(CLOCK_MONOTONIC) - u->queued_ns);
 	pthread_mutex_unlock(&u->lock);

@@ -48,9 +48,10 @@ void unwinder__free(struct unwinder *u); /* NULL-safe */
  */
 int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps);
 
-/* Where background building stands (tables waiting 5 s raise the builder's priority: uwbuild__hurry);
- * unwinder__wait returns once nothing is pending. */
+/* Where background building stands; unwinder__wait returns once nothing is pending. */
 void unwinder__loading(struct unwinder *u, struct unwind_loading *out);
+/* Once a report: tables that waited 5 s raise the builder to normal priority (uwbuild__hurry). */
+void unwinder__tick(struct unwinder *u);
 void unwinder__wait(struct unwinder *u);
 
 /* pid is gone or ran exec: its list goes, and tables no other process maps are evicted. */

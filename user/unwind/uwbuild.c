@@ -22,26 +22,28 @@ struct uwbuild {
 	bool idle; /* it runs at SCHED_IDLE when it holds no lock */
 };
 
+/* 0, or an errno: the policy (SCHED_IDLE or SCHED_OTHER) thread t runs under from now. */
+static int set_policy(pthread_t t, int policy)
+{
+	return pthread_setschedparam(t, policy, &(struct sched_param){0});
+}
+
 /*
  * The builder takes the lock at normal priority and parses at idle priority: the report loop waits on the
  * lock, and an idle thread holding it on a busy machine stalled the reports for 2.3 s (priority inversion).
  */
 static void builder_lock(struct uwbuild *b)
 {
-	struct sched_param sp = {0};
-
 	if (__atomic_load_n(&b->idle, __ATOMIC_RELAXED))
-		pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+		set_policy(pthread_self(), SCHED_OTHER);
 	pthread_mutex_lock(b->lock);
 }
 
 static void builder_unlock(struct uwbuild *b)
 {
-	struct sched_param sp = {0};
-
 	pthread_mutex_unlock(b->lock);
 	if (__atomic_load_n(&b->idle, __ATOMIC_RELAXED))
-		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+		set_policy(pthread_self(), SCHED_IDLE);
 }
 
 /*
@@ -52,9 +54,8 @@ static void builder_unlock(struct uwbuild *b)
 static void *builder(void *arg)
 {
 	struct uwbuild *b = arg;
-	struct sched_param idle = {0};
 
-	__atomic_store_n(&b->idle, !pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle), __ATOMIC_RELAXED);
+	__atomic_store_n(&b->idle, !set_policy(pthread_self(), SCHED_IDLE), __ATOMIC_RELAXED);
 	if (!__atomic_load_n(&b->idle, __ATOMIC_RELAXED))
 		ml_info("unwinding tables: the builder thread keeps normal priority");
 	builder_lock(b);
@@ -111,7 +112,7 @@ void uwbuild__free(struct uwbuild *b)
 	pthread_cond_signal(&b->wake);
 	pthread_mutex_unlock(b->lock);
 	if (__atomic_load_n(&b->idle, __ATOMIC_RELAXED)) /* what is left (a sort) is not starved by a busy machine */
-		pthread_setschedparam(b->thread, SCHED_OTHER, &(struct sched_param){0});
+		set_policy(b->thread, SCHED_OTHER);
 	pthread_join(b->thread, NULL);
 	pthread_cond_destroy(&b->wake);
 	free(b);
@@ -125,7 +126,7 @@ void uwbuild__hurry(struct uwbuild *b, uint64_t waited_ns)
 	if (__atomic_exchange_n(&b->idle, false, __ATOMIC_RELAXED))
 		ml_info("unwinding tables: still loading after %.1f s: the builder thread runs at normal priority",
 			(double)waited_ns / 1e9);
-	pthread_setschedparam(b->thread, SCHED_OTHER, &(struct sched_param){0});
+	set_policy(b->thread, SCHED_OTHER);
 }
 
 void uwbuild__kick(struct uwbuild *b)
