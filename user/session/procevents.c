@@ -89,7 +89,7 @@ void procevents__loader_stopped(struct session *ss)
 		return;
 	ss->ld_stops_seen = asked;
 	t0 = ml_clock_ns(CLOCK_MONOTONIC);
-	n = tracee__sync(&ss->root, &ss->env);
+	n = tracee__sync_held(&ss->root, &ss->env);
 	if (n < 0 && n != -ESRCH && n != -ENOENT)
 		ml_notice("probing pid %d's new libraries failed: %s", ss->root.pid, strerror(-n));
 	kill(ss->root.pid, SIGCONT);

@@ -30,7 +30,8 @@ int ml_heap_track(struct memleak_bpf *skel, int pid)
 }
 
 /* One image of pid: tables and the Python layout first, so the first event a new probe sees has its whole stack. */
-static int sync_image(int pid, struct probes *pr, struct pyframes *py, struct unwinder *uw, struct symbolizer *sym)
+static int sync_image(int pid, struct probes *pr, struct pyframes *py, struct unwinder *uw, struct symbolizer *sym,
+		      bool held)
 {
 	struct ml_maps maps = {};
 	int n, err;
@@ -38,7 +39,7 @@ static int sync_image(int pid, struct probes *pr, struct pyframes *py, struct un
 	err = ml_maps__read(pid, &maps);
 	if (err)
 		return err;
-	if (uw && unwinder__sync(uw, pid, &maps) == -ENOMEM)
+	if (uw && (held ? unwinder__sync_held : unwinder__sync)(uw, pid, &maps) == -ENOMEM)
 		ml_notice("pid %d: out of memory building unwinding tables", pid);
 	if (py && pyframes__sync(py, &maps) < 0)
 		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
@@ -60,7 +61,7 @@ int tracee__attach(struct tracee *t, const struct tracee_env *e, const struct pr
 	err = probes__new(e->skel, po, &t->probes);
 	if (!err && e->python)
 		err = pyframes__new(e->skel, t->pid, &t->py);
-	return err ? err : sync_image(t->pid, t->probes, t->py, e->uw, NULL);
+	return err ? err : sync_image(t->pid, t->probes, t->py, e->uw, NULL, false);
 }
 
 int tracee__symbolize(struct tracee *t, const struct tracee_env *e)
@@ -74,7 +75,12 @@ int tracee__symbolize(struct tracee *t, const struct tracee_env *e)
 
 int tracee__sync(struct tracee *t, const struct tracee_env *e)
 {
-	return t->probes ? sync_image(t->pid, t->probes, t->py, e->uw, t->sym) : 0;
+	return t->probes ? sync_image(t->pid, t->probes, t->py, e->uw, t->sym, false) : 0;
+}
+
+int tracee__sync_held(struct tracee *t, const struct tracee_env *e)
+{
+	return t->probes ? sync_image(t->pid, t->probes, t->py, e->uw, t->sym, true) : 0;
 }
 
 /* The heap walk and the census it points at, both gone: the walk never outlives its census. */
@@ -100,7 +106,7 @@ int tracee__reprobe(struct tracee *t, const struct tracee_env *e, const struct p
 	if (!n && e->python)
 		n = pyframes__new(e->skel, t->pid, &npy);
 	if (!n)
-		n = sync_image(t->pid, np, npy, e->uw, t->sym);
+		n = sync_image(t->pid, np, npy, e->uw, t->sym, false);
 	if (n < 0) {
 		probes__free(np);
 		pyframes__free(npy);

@@ -76,6 +76,8 @@ int tracee__symbolize(struct tracee *t, const struct tracee_env *e);
  * tables in, refresh the symbolizer. Returns probes__sync's result.
  */
 int tracee__sync(struct tracee *t, const struct tracee_env *e);
+/* The same while it is stopped until this returns (unwinder__sync_held): -c's start and its loader's stops. */
+int tracee__sync_held(struct tracee *t, const struct tracee_env *e);
 /*
  * It ran exec: probes made from po and a new Python decoder, synced on the new image, swapped in only when
  * that worked. The new links go on before the old ones come off: both run the same programs on the same

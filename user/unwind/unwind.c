@@ -407,11 +407,11 @@ static int cmp_order(const void *a, const void *b, void *arg)
 
 /*
  * The files a sync saw first: the first rank's built now, then the others of at most UW_SYNC_MAX_BYTES in order
- * while the sync's time lasts (a larger one can take a second: libtorch_cpu.so's 985 ms); the rest go to the
- * builder thread (all built now without one). -ENOMEM only is an error.
+ * while the sync's time (budget_ns) lasts (a larger one can take a second: libtorch_cpu.so's 985 ms); the rest go
+ * to the builder thread (all built now without one). -ENOMEM only is an error.
  */
 #define UW_SYNC_MAX_BYTES (8ULL << 20)
-static int build_fresh(struct unwinder *u, uint32_t *fresh, size_t n)
+static int build_fresh(struct unwinder *u, uint32_t *fresh, size_t n, uint64_t budget_ns)
 {
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	bool queued = false;
@@ -422,7 +422,7 @@ static int build_fresh(struct unwinder *u, uint32_t *fresh, size_t n)
 		struct uw_file *f = &u->files[fresh[i]];
 
 		if (u->background && f->rank &&
-		    (f->size > UW_SYNC_MAX_BYTES || ml_clock_ns(CLOCK_MONOTONIC) - t0 >= u->sync_ns)) {
+		    (f->size > UW_SYNC_MAX_BYTES || ml_clock_ns(CLOCK_MONOTONIC) - t0 >= budget_ns)) {
 			queued = true;
 			continue;
 		}
@@ -474,7 +474,7 @@ static int scan_maps(struct unwinder *u, struct uw_proc *p, const struct ml_maps
 	return 0;
 }
 
-static int sync_locked(struct unwinder *u, int pid, const struct ml_maps *maps)
+static int sync_locked(struct unwinder *u, int pid, const struct ml_maps *maps, uint64_t budget_ns)
 {
 	uint32_t *files = calloc(maps->n ? maps->n : 1, sizeof(*files));
 	uint32_t *fresh = calloc(maps->n ? maps->n : 1, sizeof(*fresh));
@@ -489,7 +489,7 @@ static int sync_locked(struct unwinder *u, int pid, const struct ml_maps *maps)
 	if (!err) {
 		set_files(u, p, files, nfiles);
 		files = NULL;
-		err = build_fresh(u, fresh, nfresh);
+		err = build_fresh(u, fresh, nfresh, budget_ns);
 	}
 	if (!err)
 		err = publish(u, p);
@@ -499,14 +499,24 @@ out:
 	return err;
 }
 
-int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps)
+static int sync_within(struct unwinder *u, int pid, const struct ml_maps *maps, uint64_t budget_ns)
 {
 	int err;
 
 	pthread_mutex_lock(&u->lock);
-	err = sync_locked(u, pid, maps);
+	err = sync_locked(u, pid, maps, budget_ns);
 	pthread_mutex_unlock(&u->lock);
 	return err;
+}
+
+int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps)
+{
+	return sync_within(u, pid, maps, u->sync_ns);
+}
+
+int unwinder__sync_held(struct unwinder *u, int pid, const struct ml_maps *maps)
+{
+	return sync_within(u, pid, maps, 0);
 }
 
 /* The next file for the builder: pending, not taken, first in build order; -1 when none. */

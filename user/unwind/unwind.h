@@ -47,6 +47,11 @@ void unwinder__free(struct unwinder *u); /* NULL-safe */
  * Returns the number of mappings with a table now, -ENOMEM, or -errno from the map update.
  */
 int unwinder__sync(struct unwinder *u, int pid, const struct ml_maps *maps);
+/*
+ * The same for a process stopped until this returns (-c's stops at its loader's reports): only the tables that
+ * allocations come from are built now, the rest by the builder thread, since every ms here is the target's.
+ */
+int unwinder__sync_held(struct unwinder *u, int pid, const struct ml_maps *maps);
 
 /* Where background building stands; unwinder__wait returns once nothing is pending. */
 void unwinder__loading(struct unwinder *u, struct unwind_loading *out);
