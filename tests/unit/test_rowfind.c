@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include "attach/allocators.h"
+#include "attach/planahead.h"
 #include "attach/rowcache.h"
 #include "attach/rowfind.h"
 #include "check.h"
 #include "lib/elfsym.h"
+#include "lib/procmaps.h"
 
 /*
  * c10::alloc_cpu(unsigned long) and c10::free_cpu(void*), and a decoy whose mangled name holds "alloc_cpu"
@@ -136,6 +138,47 @@ static void test_find_each(const struct elf_syms *syms)
 	CHECK(elf_syms__lookup(syms, w[2].vaddr, &off) == NULL, "find_each: no address lookup in an unsorted table");
 }
 
+/* The plan of the object at path as probing keys it (torch_cpu's rows, as a C library or not), or NULL. */
+static const struct rowplan *planned(const struct rowcache *c, const char *path, bool as_libc)
+{
+	struct rowfind_opts o = {.path = path, .layers = torch_cpu.layers | 1U << ML_LAYER_LIBC, .as_libc = as_libc};
+	struct rowkey k;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = fd < 0 ? -errno : rowkey__of(fd, &o, &k);
+
+	if (fd >= 0)
+		close(fd);
+	return err ? NULL : rowcache__get(c, &k);
+}
+
+/* This process's objects planned side by side (planahead__now, as at -c's loader stops): each one's plan kept. */
+static void test_plan_now(void)
+{
+	struct plan_opts o = {.pid = getpid(), .layers = torch_cpu.layers | 1U << ML_LAYER_LIBC};
+	struct rowcache c = {};
+	struct ml_maps maps = {};
+	const struct rowplan *self, *libc = NULL;
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	o.rows = &c;
+	CHECK(n > 0 && !ml_maps__read(getpid(), &maps), "plan now: this process's maps");
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	CHECK_EQ_INT(planahead__now(&o, &maps), 0, "plan now: planned");
+	self = planned(&c, exe, false);
+	CHECK(self && !self->err && self->rows[row_of("c10::alloc_cpu(unsigned long)")].ok,
+	      "plan now: this test's alloc_cpu found, kept under its file's key");
+	for (size_t i = 0; i < maps.n && !libc; i++)
+		if (maps.v[i].path && planahead__as_libc(maps.v[i].path))
+			libc = planned(&c, maps.v[i].path, true);
+	CHECK(libc && !libc->err && libc->rows[row_of("malloc")].ok, "plan now: the C library's malloc found");
+	CHECK_EQ_INT(planahead__now(&o, &maps), 0, "plan now: again");
+	CHECK(planned(&c, exe, false) == self, "plan now: a file planned before is taken from the cache");
+	ml_maps__clear(&maps);
+	rowcache__clear(&c);
+}
+
 int main(void)
 {
 	struct elf_syms *syms = NULL;
@@ -159,6 +202,7 @@ int main(void)
 	}
 	elf_syms__free(syms);
 	close(fd);
+	test_plan_now();
 	c10_alloc_cpu(1);
 	c10_alloc_cpu2(1);
 	c10_free_cpu(NULL);

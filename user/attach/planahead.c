@@ -33,6 +33,7 @@ struct planahead {
 	size_t ntodo;
 	_Atomic size_t next;
 	struct planner w[PLANAHEAD_THREADS];
+	bool borrowed; /* maps is the caller's (planahead__now) */
 };
 
 bool planahead__as_libc(const char *path)
@@ -154,28 +155,49 @@ static int list_files(struct planahead *pa)
 	return 0;
 }
 
+/* The planners started on pa->maps' files. 0 or a negative errno (-EAGAIN: no thread started). */
+static int start_planners(struct planahead *pa)
+{
+	int err = list_files(pa), started = 0;
+
+	for (int i = 0; i < PLANAHEAD_THREADS && !err; i++) {
+		pa->w[i].pa = pa;
+		pa->w[i].started = !ml_thread_start(&pa->w[i].th, plan_files, &pa->w[i]);
+		started += pa->w[i].started;
+	}
+	return err ? err : started ? 0 : -EAGAIN;
+}
+
 int planahead__start(const struct plan_opts *o, struct planahead **out)
 {
 	struct planahead *pa = calloc(1, sizeof(*pa));
-	int err, started = 0;
+	int err;
 
 	*out = NULL;
 	if (!pa)
 		return -ENOMEM;
 	pa->o = *o;
 	err = ml_maps__read(o->pid, &pa->maps);
-	err = err ? err : list_files(pa);
-	for (int i = 0; i < PLANAHEAD_THREADS && !err; i++) {
-		pa->w[i].pa = pa;
-		pa->w[i].started = !ml_thread_start(&pa->w[i].th, plan_files, &pa->w[i]);
-		started += pa->w[i].started;
-	}
-	if (err || !started) {
+	err = err ? err : start_planners(pa);
+	if (err) {
 		planahead__join(pa);
-		return err ? err : -EAGAIN;
+		return err;
 	}
 	*out = pa;
 	return 0;
+}
+
+int planahead__now(const struct plan_opts *o, const struct ml_maps *maps)
+{
+	struct planahead *pa = calloc(1, sizeof(*pa));
+	int err;
+
+	if (!pa)
+		return -ENOMEM;
+	*pa = (struct planahead){.o = *o, .maps = *maps, .borrowed = true};
+	err = start_planners(pa);
+	planahead__join(pa);
+	return err;
 }
 
 void planahead__join(struct planahead *pa)
@@ -196,6 +218,7 @@ void planahead__join(struct planahead *pa)
 	}
 	ml_dbg("%zu of %zu files planned ahead of the attach", planned, pa->ntodo);
 	free(pa->todo);
-	ml_maps__clear(&pa->maps);
+	if (!pa->borrowed)
+		ml_maps__clear(&pa->maps);
 	free(pa);
 }

@@ -39,5 +39,11 @@ int planahead__plan(const struct plan_opts *o, const struct ml_mapping *m, bool 
  */
 int planahead__start(const struct plan_opts *o, struct planahead **out);
 void planahead__join(struct planahead *pa); /* waits for the thread, and frees; NULL-safe */
+/*
+ * Plan the objects of maps (the caller's) into o->rows now, on the same threads, and wait: a process held at
+ * its loader's report (-c) waits for the symbol scans of what it just mapped (libtorch_cpu's, libtorch_cuda's
+ * and the rest of torch's at one stop). 0 or a negative errno; what is not planned is planned as it is probed.
+ */
+int planahead__now(const struct plan_opts *o, const struct ml_maps *maps);
 
 #endif

@@ -488,6 +488,24 @@ static int sync_static(struct probes *p, const struct ml_mapping *exe)
 	return 1;
 }
 
+/*
+ * Held at its loader's reports (-c), the process waits for the new objects' plans: two or more are planned
+ * side by side first (planahead__now), into the session's cache that sync_object then finds them in.
+ */
+static void plan_new(struct probes *p, const struct ml_maps *maps)
+{
+	struct ml_maps fresh = {.v = calloc(maps->n ? maps->n : 1, sizeof(*maps->v))};
+	int err;
+
+	for (size_t i = 0; fresh.v && i < maps->n; i++)
+		if (maps->v[i].path && maps->v[i].path[0] == '/' && maps->v[i].inode && !lookup(p, &maps->v[i]))
+			fresh.v[fresh.n++] = maps->v[i]; /* borrowed: its path stays the caller's */
+	if (fresh.n > 1 &&
+	    (err = planahead__now(&(struct plan_opts){p->o.pid, p->o.rows, p->o.layers, p->o.torch_raw}, &fresh)))
+		ml_dbg("pid %d: new objects not planned side by side: %s", p->o.pid, strerror(-err));
+	free(fresh.v);
+}
+
 int probes__sync(struct probes *p, const struct ml_maps *maps)
 {
 	const struct ml_mapping *exe = NULL;
@@ -498,7 +516,8 @@ int probes__sync(struct probes *p, const struct ml_maps *maps)
 	p->window_ns = p->last_sync_ns ? now - p->last_sync_ns : 0;
 	p->last_sync_ns = now;
 	p->retry = false;
-
+	if (p->held && p->o.rows)
+		plan_new(p, maps);
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ml_mapping *m = &maps->v[i];
 		bool libc;
