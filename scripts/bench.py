@@ -1536,18 +1536,20 @@ def import_bench():
     script = os.path.join(ROOT, "tests", "bench", "import_torch.py")
 
     def timed(argv):
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=600).stdout
-        return next(float(l.split()[1]) for l in out.splitlines() if l.startswith("import "))
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        held = re.search(r"was held (\d+) ms at (\d+) reports of its dynamic loader", run.stderr)
+        return next(float(l.split()[1]) for l in run.stdout.splitlines() if l.startswith("import ")), held
     pairs = []
     for _ in range(rounds):
-        bare = timed([py, script])
-        traced = timed([TOOL, "-o", "/dev/null", "-c", f"{py} {script}", "5"])
-        pairs.append((bare, traced, os.getloadavg()[0]))
-    ratios = [t / b for b, t, _ in pairs]
+        bare, _ = timed([py, script])
+        traced, held = timed([TOOL, "-v", "-o", "/dev/null", "-c", f"{py} {script}", "5"])
+        pairs.append((bare, traced, held, os.getloadavg()[0]))
+    ratios = [t / b for b, t, _, _ in pairs]
     print(f"Import: `import torch` under -c at default settings against bare ({os.path.basename(py)}), "
           f"{rounds} pairs: x{statistics.median(ratios):.2f} (median of the pairs)")
-    for b, t, load in pairs:
-        print(f"  bare {b:.2f} s, memleak-ai -c {t:.2f} s: x{t / b:.2f}; load {load:.2f}")
+    for b, t, held, load in pairs:
+        stops = f"held {held[1]} ms at {held[2]} loader stops" if held else "no loader stops reported"
+        print(f"  bare {b:.2f} s, memleak-ai -c {t:.2f} s: x{t / b:.2f} ({stops}); load {load:.2f}")
 
 
 def attach_bench():
