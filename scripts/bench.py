@@ -1166,7 +1166,7 @@ def findings_bench():
         traced.append(time.monotonic() - t0)
         final = [json.loads(l) for l in open(out) if l.strip()][-1]
         py_st, peak = final["stats"]["python"], final.get("peak", {})
-        named = any(s["verdict"] == "growing" and any(f.get("file", "").endswith("losses.py") and f.get("line") == leak
+        named = any(s["verdict"] == "growing" and any((f.get("file") or "").endswith("losses.py") and f.get("line") == leak
                                                        for f in s["frames"]) for s in
                     [s for s in final["stacks"] if s["verdict"] == "growing"][:3])
         rows.append((py_st["code_objects_learned"], py_st["learn_ms"], peak.get("keep_ms", 0),
