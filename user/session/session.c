@@ -411,7 +411,7 @@ static int start_command(struct session *ss)
 	/* After -c's own exec (that one is the start, not a new image to probe again), before it runs. */
 	if (o->follow && (err = procevents__follow(ss)))
 		return err;
-	n = tracee__sync_held(&ss->root, &ss->env);
+	n = tracee__sync(&ss->root, &ss->env);
 	if (n >= 0 && ml_maps__read(ss->root.pid, &maps) == 0) {
 		if ((o->layers & (1U << ML_LAYER_LIBC)) && probes__libc_missing(ss->root.probes, &maps)) {
 			ml_err(
@@ -425,10 +425,11 @@ static int start_command(struct session *ss)
 		}
 	}
 	ml_maps__clear(&maps);
+	/* Synced in full, not as held: every stack needs the tables of the image and the libraries it starts with. */
 	for (int stops = 0; hold && n >= 0 && stops < 2; stops++) {
 		if (target__run_until_stop(&ss->tgt, 2000))
 			break;
-		n = tracee__sync_held(&ss->root, &ss->env);
+		n = tracee__sync(&ss->root, &ss->env);
 	}
 	ss->ld_stop = hold;
 	ss->ld_stops_seen = READ_ONCE_U64(ss->skel->bss->ldso_stops);

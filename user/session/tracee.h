@@ -76,7 +76,7 @@ int tracee__symbolize(struct tracee *t, const struct tracee_env *e);
  * tables in, refresh the symbolizer. Returns probes__sync's result.
  */
 int tracee__sync(struct tracee *t, const struct tracee_env *e);
-/* The same while it is stopped until this returns (unwinder__sync_held): -c's start and its loader's stops. */
+/* The same while it is stopped until this returns (unwinder__sync_held): -c's stops at its dlopens. */
 int tracee__sync_held(struct tracee *t, const struct tracee_env *e);
 /*
  * It ran exec: probes made from po and a new Python decoder, synced on the new image, swapped in only when
