@@ -77,6 +77,9 @@ static bool layer_on(const struct probes *p, unsigned int layer)
 	return p->o.layers & (1U << layer);
 }
 
+/* The planners' view of p's options (planahead.h): whose objects, into which cache, for which rows. */
+#define PLAN_OPTS(p) (&(struct plan_opts){(p)->o.pid, (p)->o.rows, (p)->o.layers, (p)->o.torch_raw})
+
 static struct object *lookup(const struct probes *p, const struct ml_mapping *m)
 {
 	for (size_t i = 0; i < p->nobjs; i++)
@@ -335,8 +338,7 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 	int err, u = 0;
 
 	*layers = 0;
-	err = planahead__plan(&(struct plan_opts){p->o.pid, p->o.rows, p->o.layers, p->o.torch_raw}, m, as_libc, &plan,
-			      &fresh, &syms);
+	err = planahead__plan(PLAN_OPTS(p), m, as_libc, &plan, &fresh, &syms);
 	if (!err)
 		err = plan->err;
 	if (!err)
@@ -500,8 +502,7 @@ static void plan_new(struct probes *p, const struct ml_maps *maps)
 	for (size_t i = 0; fresh.v && i < maps->n; i++)
 		if (maps->v[i].path && maps->v[i].path[0] == '/' && maps->v[i].inode && !lookup(p, &maps->v[i]))
 			fresh.v[fresh.n++] = maps->v[i]; /* borrowed: its path stays the caller's */
-	if (fresh.n > 1 &&
-	    (err = planahead__now(&(struct plan_opts){p->o.pid, p->o.rows, p->o.layers, p->o.torch_raw}, &fresh)))
+	if (fresh.n > 1 && (err = planahead__now(PLAN_OPTS(p), &fresh)))
 		ml_dbg("pid %d: new objects not planned side by side: %s", p->o.pid, strerror(-err));
 	free(fresh.v);
 }
