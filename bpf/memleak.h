@@ -53,6 +53,8 @@ enum ml_kind {
 	ML_KIND_WRAP = 4,    /* entry only: remembers its caller for the allocation made inside it (no return probe) */
 	ML_KIND_RAISE = 5,   /* entry only: an out-of-memory error is being made; its message is the std::string
 				in size_arg (struct ml_oom_raise_event) */
+	ML_KIND_STEP = 6,    /* entry only: a training step (the step clock, by default the autograd engine's
+				backward pass), counted per process in the steps map (struct ml_steps) */
 };
 
 /* How success is told at return. */
@@ -395,6 +397,16 @@ struct ml_rss_event {
 	__u64 lo, hi, to;
 };
 
+/*
+ * The step clock: a traced process's training steps (its ML_KIND_STEP probe's hits), by tgid in the steps map.
+ * User space reads them at each report and deletes a process's entry when it forgets the process.
+ */
+#define ML_MAX_STEP_PROCS 4096
+struct ml_steps {
+	__u64 count;
+	__u64 last_ns; /* bpf_ktime_get_ns() of the last one */
+};
+
 /* Per-CPU counters, indexed by enum ml_stat. */
 enum ml_stat {
 	ML_STAT_ALLOC_CALLS = 0,  /* allocating calls that returned */
@@ -430,11 +442,12 @@ enum ml_stat {
 	ML_STAT_RSS_LOST,	 /* pages allocated for a pending fault that could not be recorded (table full) */
 	ML_STAT_RSS_MOVE_LOST,	 /* records an mremap moved to an address the sampling test rejects */
 	ML_STAT_LOADER_HITS,	 /* traps on the dynamic loader's _dl_debug_state (ldso_stop, ldso_notify) */
+	ML_STAT_STEP_HITS,	 /* traps on the step clock's probe (ML_KIND_STEP) */
 	ML_STAT_MAX,
 };
 
 /* Per-layer event counters (allocating calls and releases), for the header's rates. */
-#define ML_STAT_LAYER_BASE 32
+#define ML_STAT_LAYER_BASE 40
 #define ML_STAT_LAYER_ALLOCS(layer) (ML_STAT_LAYER_BASE + 2 * (layer))
 #define ML_STAT_LAYER_FREES(layer) (ML_STAT_LAYER_BASE + 2 * (layer) + 1)
 /*

@@ -162,6 +162,32 @@ static __always_inline void oom_raised(__u32 spec, __u64 str, const struct ml_ca
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* Training steps per traced process (the step clock); user space reads them at each report. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ML_MAX_STEP_PROCS);
+	__type(key, __u32);
+	__type(value, struct ml_steps);
+} steps SEC(".maps");
+
+/* A step begins: one more for the process. No stack, no thread state: the clock's cost is its trap. */
+static __always_inline int step_enter(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ml_steps *s = bpf_map_lookup_elem(&steps, &tgid), first = {};
+
+	stat_inc(ML_STAT_STEP_HITS);
+	if (!s) {
+		bpf_map_update_elem(&steps, &tgid, &first, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&steps, &tgid);
+		if (!s)
+			return 0;
+	}
+	__sync_fetch_and_add(&s->count, 1);
+	s->last_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
 /* An exception raised: taken when its message says a CUDA allocation ran out of memory. */
 static __always_inline int raise_enter(struct pt_regs *ctx, struct ml_thread *th, __u32 idx, __u64 msg)
 {
@@ -188,6 +214,8 @@ int BPF_KPROBE(alloc_enter)
 	if (idx >= ML_MAX_SPECS)
 		return 0;
 	s = &specs[idx & (ML_MAX_SPECS - 1)];
+	if (s->kind == ML_KIND_STEP)
+		return step_enter();
 	hit(s->layer, false);
 	if (s->layer == ML_LAYER_TORCH_CPU && READ_ONCE(wrap_sampled) && bpf_ktime_get_ns() > READ_ONCE(ts_until_ns))
 		return 0;

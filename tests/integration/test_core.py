@@ -276,6 +276,29 @@ def interval_count_and_growth():
 
 
 @test
+def step_clock_counts_every_step_and_reads_growth_per_step():
+    """--step names the job's step function (here a C one): every one of its 300 calls counted, once each, and
+    the leak it makes read per step; the layer's total too. --step none: no step clock."""
+    rep, _ = traced("steps", "--step", "train_step", "0.5")
+    eq(rep["steps"] and (rep["steps"]["clock"], rep["steps"]["processes"], rep["steps"]["most"]),
+       ("train_step", 1, 300), "the step clock: its function, one process, 300 steps")
+    proc = rep["processes"][0]
+    eq((proc["steps"]["count"], rep["stats"]["hits"]["step"]), (300, 300), "the process's steps, one trap each")
+    row = next(s for s in rep["stacks"] if s["frames"] and s["frames"][0]["func"] == "train_step")
+    eq((row["bytes"], row["count"]), (300000, 300), "train_step's blocks")
+    ps = row.get("per_step") or {}
+    check(abs(ps.get("bytes", 0) - 1000) <= 20 and abs(ps.get("count", 0) - 1) <= 0.02 and ps.get("steps", 0) >= 100,
+          f"1000 bytes and one block a step: {ps}")
+    lt = rep["totals"]["libc"].get("per_step") or {}
+    check(abs(lt.get("bytes", 0) - 1000) <= 20 and lt.get("steps", 0) >= 100, f"libc's total, per step: {lt}")
+    check(abs(proc["totals"]["libc"]["per_step"]["bytes"] - lt["bytes"]) < 1e-6, "the process's own, the same")
+    rep, _ = traced("steps", "--step", "none", "0.5")
+    eq((rep["steps"], rep["processes"][0]["steps"], rep["stats"]["hits"]["step"]), (None, None, 0),
+       "--step none: no step clock, no trap")
+    check(all("per_step" not in s for s in rep["stacks"]), "and no per-step rates")
+
+
+@test
 def verdicts_on_the_demo_trainer():
     """record_loss leaks a block per step; cache_put fills 64 slots then only replaces; train_step frees all."""
     def run(*args):

@@ -40,6 +40,18 @@ __attribute__((noinline, used)) void c10_free_cpu(void *p)
 	__asm__ volatile("" ::"r"(p));
 }
 
+/* A step function as --step names one: a C symbol, and a C++ one by its signature. */
+__attribute__((noinline, used)) void my_train_step(int n)
+{
+	__asm__ volatile("" ::"r"(n));
+}
+
+void ns_step(int n) __asm__("_ZN2ns4stepEi");
+__attribute__((noinline, used)) void ns_step(int n)
+{
+	__asm__ volatile("" ::"r"(n + 1));
+}
+
 static unsigned int row_of(const char *func)
 {
 	for (unsigned int row = 0; row < ml_allocators_n; row++)
@@ -71,6 +83,33 @@ static void test_demangled_rows(const struct elf_syms *syms)
 	cuda_only.layers = 1U << ML_LAYER_TORCH_CUDA;
 	CHECK_EQ_INT(ml_rows_find(syms, &cuda_only, found), 0, "rows: looked for, torch_cuda only");
 	CHECK(!found[a].ok && !found[f].ok, "rows: torch_cpu rows not looked for when the layer is off");
+	free(found);
+}
+
+/* The step clock's row: the default looked for unless --step none, and in its place the function --step names. */
+static void test_step_row(const struct elf_syms *syms)
+{
+	unsigned int row = row_of(ML_STEP_DEFAULT);
+	struct found *found = calloc(ml_allocators_n, sizeof(*found));
+	struct rowfind_opts o = {.path = "self", .layers = 1U << ML_LAYER_TORCH_CUDA, .step = "my_train_step"};
+	uint64_t want = 0, want_cc = 0;
+
+	CHECK(row < ml_allocators_n && ml_allocators[row].spec.kind == ML_KIND_STEP, "step: the table's row");
+	CHECK(!elf_syms__find(syms, "my_train_step", &want, NULL), "step: my_train_step's symbol is here");
+	CHECK(!elf_syms__find(syms, "_ZN2ns4stepEi", &want_cc, NULL), "step: ns::step(int)'s symbol is here");
+	CHECK_EQ_INT(ml_rows_find(syms, &o, found), 0, "step: looked for by symbol");
+	CHECK(found[row].ok && found[row].vaddr == want, "step: my_train_step found, whatever layers are traced");
+	memset(found, 0, ml_allocators_n * sizeof(*found));
+	o.step = "ns::step(int)";
+	CHECK_EQ_INT(ml_rows_find(syms, &o, found), 0, "step: looked for by its demangled name");
+	CHECK(found[row].ok && found[row].vaddr == want_cc, "step: ns::step(int) found");
+	memset(found, 0, ml_allocators_n * sizeof(*found));
+	o.step = NULL;
+	CHECK_EQ_INT(ml_rows_find(syms, &o, found), 0, "step: --step none");
+	CHECK(!found[row].ok, "step: no step clock, none looked for");
+	memset(found, 0, ml_allocators_n * sizeof(*found));
+	o.step = "no_such_step";
+	CHECK(ml_rows_find(syms, &o, found) == 0 && !found[row].ok, "step: a function the object lacks: not found");
 	free(found);
 }
 
@@ -190,6 +229,7 @@ int main(void)
 	CHECK_EQ_INT(elf_syms__open(fd, &syms), 0, "this test's symbols");
 	if (syms) {
 		test_demangled_rows(syms);
+		test_step_row(syms);
 		test_rowcache(fd, syms);
 	}
 	elf_syms__free(syms);
@@ -206,5 +246,7 @@ int main(void)
 	c10_alloc_cpu(1);
 	c10_alloc_cpu2(1);
 	c10_free_cpu(NULL);
+	my_train_step(1);
+	ns_step(1);
 	return SUMMARY("rowfind");
 }

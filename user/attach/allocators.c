@@ -230,6 +230,12 @@ const struct ml_allocator ml_allocators[] = {
      ML_MATCH_DEMANGLED,
      false,
      {.kind = ML_KIND_FREE, .layer = ML_LAYER_TORCH_CPU, .group = ML_GROUP_HEAP, .free_arg = 1}},
+
+    /*
+     * The step clock, no layer: entry only, counted per process (bpf/probes.bpf.c step_enter). The row's name is
+     * the default; --step looks for another in its place (rowfind.c).
+     */
+    {ML_STEP_DEFAULT, ML_LIB_ANY, ML_MATCH_DEMANGLED, false, {.kind = ML_KIND_STEP}},
 };
 
 const unsigned int ml_allocators_n = sizeof(ml_allocators) / sizeof(ml_allocators[0]);

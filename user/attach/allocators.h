@@ -37,6 +37,23 @@ const char *ml_heap_lib(const char *path, bool *replaces);
 extern const struct ml_allocator ml_allocators[];
 extern const unsigned int ml_allocators_n;
 
+/*
+ * The step clock's default function: the autograd engine's backward pass, once per loss.backward() (and per
+ * torch.autograd.grad). --step names another.
+ */
+#define ML_STEP_DEFAULT                                                                                                \
+	"torch::autograd::Engine::execute(std::vector<torch::autograd::Edge, std::allocator<torch::autograd::Edge> > " \
+	"const&, std::vector<at::Tensor, std::allocator<at::Tensor> > const&, bool, bool, bool, "                      \
+	"std::vector<torch::autograd::Edge, std::allocator<torch::autograd::Edge> > const&)"
+/* How a step function named by --step is looked for: a C++ signature ("ns::f(int)") demangled, else by symbol. */
+static inline enum ml_match ml_step_match(const char *func)
+{
+	for (; *func; func++)
+		if (*func == '(')
+			return ML_MATCH_DEMANGLED;
+	return ML_MATCH_SYMBOL;
+}
+
 /* USDT probes, attached in any object that carries them. */
 struct ml_usdt {
 	const char *provider, *name;

@@ -70,7 +70,8 @@ static int open_object(int pid, const struct ml_mapping *m)
 int planahead__plan(const struct plan_opts *o, const struct ml_mapping *m, bool as_libc, const struct rowplan **plan,
 		    struct rowplan **fresh, struct elf_syms **syms)
 {
-	struct rowfind_opts fo = {.path = m->path, .layers = o->layers, .as_libc = as_libc, .torch_raw = o->torch_raw};
+	struct rowfind_opts fo = {
+	    .path = m->path, .layers = o->layers, .as_libc = as_libc, .torch_raw = o->torch_raw, .step = o->step};
 	struct rowkey key;
 	int fd = open_object(o->pid, m), err;
 

@@ -19,6 +19,7 @@ struct plan_opts {
 	struct rowcache *rows; /* the session's; NULL: none */
 	unsigned int layers;   /* bit mask of enum ml_layer traced */
 	bool torch_raw;	       /* the optin rows too */
+	const char *step;      /* the step clock's function, NULL: none */
 };
 
 /* A C library, or a heap allocator that replaces its malloc family: its malloc/free rows are looked for. */

@@ -78,7 +78,7 @@ static bool layer_on(const struct probes *p, unsigned int layer)
 }
 
 /* The planners' view of p's options (planahead.h): whose objects, into which cache, for which rows. */
-#define PLAN_OPTS(p) (&(struct plan_opts){(p)->o.pid, (p)->o.rows, (p)->o.layers, (p)->o.torch_raw})
+#define PLAN_OPTS(p) (&(struct plan_opts){(p)->o.pid, (p)->o.rows, (p)->o.layers, (p)->o.torch_raw, (p)->o.step})
 
 static struct object *lookup(const struct probes *p, const struct ml_mapping *m)
 {
@@ -108,7 +108,7 @@ static bool needs_return_probe(const struct ml_spec *sp)
 {
 	if (sp->kind == ML_KIND_FREE)
 		return sp->track_free;
-	return sp->kind != ML_KIND_WRAP && sp->kind != ML_KIND_RAISE;
+	return sp->kind != ML_KIND_WRAP && sp->kind != ML_KIND_RAISE && sp->kind != ML_KIND_STEP;
 }
 
 /*
@@ -236,10 +236,13 @@ static int attach_usdts(struct probes *p, const char *path, const struct ml_mapp
 	return n;
 }
 
-/* Whether a row's probe says its layer is traced in the object: an error's constructor does not. */
+/*
+ * Whether a row's probe says its layer is traced in the object: an error's constructor does not, nor does the
+ * step clock (an object of no layer keeps its links when the budget sheds one).
+ */
 static unsigned int layer_bit(const struct ml_spec *sp)
 {
-	return sp->kind == ML_KIND_RAISE ? 0 : 1U << sp->layer;
+	return sp->kind == ML_KIND_RAISE || sp->kind == ML_KIND_STEP ? 0 : 1U << sp->layer;
 }
 
 /* Attach the rows found, adding their layers to *layers. Returns the number of functions probed. */
@@ -314,10 +317,13 @@ static int attach_torch_usdts(struct probes *p, const char *path, const struct m
 }
 
 /* -v: where each function was probed. */
-static void say_probed(const struct ml_mapping *m, const struct rowat *rows)
+static void say_probed(const struct probes *p, const struct ml_mapping *m, const struct rowat *rows)
 {
 	for (unsigned int row = 0; row < ml_allocators_n && ml_log_level >= 1; row++) {
-		if (rows[row].ok)
+		if (rows[row].ok && ml_allocators[row].spec.kind == ML_KIND_STEP)
+			ml_info("%s: the step clock, %s, probed at offset 0x%" PRIx64, m->path, p->o.step,
+				rows[row].off);
+		else if (rows[row].ok)
 			ml_info("%s: %s probed at offset 0x%" PRIx64 " (layer %s)", m->path, ml_allocators[row].func,
 				rows[row].off, ml_layer_name(ml_allocators[row].spec.layer));
 	}
@@ -348,7 +354,7 @@ static int probe_object(struct probes *p, const struct ml_mapping *m, bool as_li
 	if (err >= 0 && plan->usdts)
 		u = attach_torch_usdts(p, path, m, syms, plan->rows, layers);
 	if (err >= 0 && u >= 0) {
-		say_probed(m, plan->rows);
+		say_probed(p, m, plan->rows);
 		err += u;
 		links__commit(p->links, mark, *layers);
 	} else {

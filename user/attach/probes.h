@@ -16,6 +16,7 @@ struct probes_opts {
 	struct rowcache *rows; /* what each object file was found to hold, shared by all tracees; NULL: none */
 	unsigned int layers;   /* bit mask of enum ml_layer to trace */
 	bool torch_raw;	       /* also the allocator rows marked optin (return probes on C++ code) */
+	const char *step;      /* the step clock's function (ML_STEP_DEFAULT or --step's), NULL: none */
 	bool multi;	       /* the four allocator programs were loaded for uprobe_multi links */
 	/* PyTorch's USDT programs, loaded apart: the release's or the allocation's, NULL when there are none */
 	struct bpf_program *(*usdt_prog)(void *ctx, bool is_free);

@@ -13,12 +13,28 @@
 
 static bool wanted(const struct rowfind_opts *o, const struct ml_allocator *a)
 {
+	if (a->spec.kind == ML_KIND_STEP)
+		return o->step != NULL;
 	return o->layers & (1U << a->spec.layer);
+}
+
+/* A row's function as looked for: the step clock's is the one --step names. */
+static const char *row_func(const struct rowfind_opts *o, unsigned int row)
+{
+	return ml_allocators[row].spec.kind == ML_KIND_STEP && o->step ? o->step : ml_allocators[row].func;
+}
+
+static enum ml_match row_match(const struct rowfind_opts *o, unsigned int row)
+{
+	if (ml_allocators[row].spec.kind == ML_KIND_STEP && o->step)
+		return ml_step_match(o->step);
+	return ml_allocators[row].match;
 }
 
 /* A demangled row still looked for, and the identifier its mangled name must spell: <len><tok>. */
 struct pending {
 	unsigned int row;
+	const char *func; /* its whole demangled name */
 	const char *tok;
 	size_t len;
 	char dec[24]; /* len in decimal */
@@ -69,7 +85,7 @@ static int try_rows(struct demangle_ctx *ctx, const char *raw, uint64_t vaddr, c
 			continue;
 		if (!*dm && !(*dm = ml_demangle(raw)))
 			return -ENOMEM;
-		if (!strcmp(*dm, ml_allocators[w->row].func)) {
+		if (!strcmp(*dm, w->func)) {
 			ctx->found[w->row].ok = true;
 			ctx->found[w->row].vaddr = vaddr;
 		}
@@ -128,9 +144,10 @@ static int pending_rows(const struct rowfind_opts *o, const struct found *found,
 	for (unsigned int row = 0; row < ml_allocators_n; row++) {
 		struct pending *w = &ctx->want[ctx->nwant];
 
-		if (ml_allocators[row].match == ML_MATCH_DEMANGLED && !found[row].ok &&
-		    wanted(o, &ml_allocators[row]) && name_token(ml_allocators[row].func, &w->tok, &w->len)) {
+		if (row_match(o, row) == ML_MATCH_DEMANGLED && !found[row].ok && wanted(o, &ml_allocators[row]) &&
+		    name_token(row_func(o, row), &w->tok, &w->len)) {
 			w->row = row;
+			w->func = row_func(o, row);
 			w->ndec = (size_t)snprintf(w->dec, sizeof(w->dec), "%zu", w->len);
 			ctx->pair[w->dec[w->ndec - 1] - '0'][(unsigned char)w->tok[0]] = true;
 			ctx->nwant++;
@@ -140,9 +157,11 @@ static int pending_rows(const struct rowfind_opts *o, const struct found *found,
 }
 
 /* Whether a row is found by its symbol's name in this pass (the PLT rows wait for the demangled pass). */
-static bool by_symbol(const struct rowfind_opts *o, const struct ml_allocator *a)
+static bool by_symbol(const struct rowfind_opts *o, unsigned int row)
 {
-	return wanted(o, a) && (a->lib == ML_LIB_LIBC) == o->as_libc && a->match != ML_MATCH_DEMANGLED &&
+	const struct ml_allocator *a = &ml_allocators[row];
+
+	return wanted(o, a) && (a->lib == ML_LIB_LIBC) == o->as_libc && row_match(o, row) != ML_MATCH_DEMANGLED &&
 	       a->lib != ML_LIB_PLT;
 }
 
@@ -159,14 +178,14 @@ static int find_symbols(const struct elf_syms *syms, const struct rowfind_opts *
 	for (unsigned int row = 0; row < ml_allocators_n; row++) {
 		const struct ml_allocator *a = &ml_allocators[row];
 
-		if (wanted(o, a) && (a->lib == ML_LIB_LIBC) == o->as_libc && a->match == ML_MATCH_DEMANGLED)
+		if (wanted(o, a) && (a->lib == ML_LIB_LIBC) == o->as_libc && row_match(o, row) == ML_MATCH_DEMANGLED)
 			*any_demangled = true;
-		if (by_symbol(o, a))
-			w[n++].name = a->func;
+		if (by_symbol(o, row))
+			w[n++].name = row_func(o, row);
 	}
 	err = elf_syms__find_each(syms, w, n);
 	for (unsigned int row = 0, k = 0; row < ml_allocators_n && !err; row++) {
-		if (!by_symbol(o, &ml_allocators[row]))
+		if (!by_symbol(o, row))
 			continue;
 		found[row].ok = w[k].found;
 		found[row].vaddr = w[k++].vaddr;
@@ -183,8 +202,7 @@ static void drop_aliases(const struct rowfind_opts *o, struct found *found)
 	for (unsigned int row = 0; row < ml_allocators_n; row++)
 		for (unsigned int prev = 0; found[row].ok && prev < row; prev++)
 			if (found[prev].ok && found[prev].vaddr == found[row].vaddr) {
-				ml_dbg("%s: %s is %s: probed once", o->path, ml_allocators[row].func,
-				       ml_allocators[prev].func);
+				ml_dbg("%s: %s is %s: probed once", o->path, row_func(o, row), row_func(o, prev));
 				found[row].ok = false;
 			}
 }

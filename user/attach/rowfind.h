@@ -21,6 +21,7 @@ struct rowfind_opts {
 	unsigned int layers; /* bit mask of the layers traced: rows of others are not looked for */
 	bool as_libc;	     /* a C library (or static executable): its libc rows, and only those */
 	bool torch_raw;	     /* --torch-raw-alloc: the opt-in rows too */
+	const char *step;    /* the step clock's function (--step), NULL: no step clock */
 };
 
 /*

@@ -51,6 +51,9 @@ struct ml_judgement {
 	double monotonic;     /* share of report-to-report changes that went the trend's way (bytes) */
 	int64_t count_growth; /* allocations since the previous report (all of them when the stack is new) */
 	struct ml_trend bytes, count;
+	/* Its process's step clock (collect/steps.h): growth per step over the judged samples that stepped. */
+	uint64_t steps; /* the steps they span; 0: no per-step rates */
+	double bytes_per_step, count_per_step;
 };
 
 struct verdicts;
@@ -78,6 +81,12 @@ void verdicts__hold_sampled(struct verdicts *v, bool hold);
  * there, not at the report.
  */
 void verdicts__tensor_phase(struct verdicts *v, uint64_t closed_ns);
+struct steps;
+/*
+ * The traced processes' step clocks for the next update (NULL: none): a row's clock stands still while its
+ * process pauses (no step, up to STEPS_PAUSE_MAX_S), its samples restated, and its growth is also judged per step.
+ */
+void verdicts__steps(struct verdicts *v, const struct steps *st);
 /* The number of the report the next update judges (its samples carry it, see ml_judgement's from_report). */
 void verdicts__report_seq(struct verdicts *v, uint64_t seq);
 /*

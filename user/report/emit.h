@@ -19,6 +19,7 @@ struct ml_cuda_oom;
 struct findings;
 struct ml_exit_view;
 struct ml_judgement;
+struct steps;
 
 struct reporter {
 	FILE *out;
@@ -36,6 +37,7 @@ struct reporter {
 	const struct ml_cuda_oom *cuda_oom;
 	const struct findings *findings;
 	const struct ml_exit_view *exited;
+	const struct steps *steps;
 };
 
 /*

@@ -1,6 +1,7 @@
 /* The JSON Lines format: one report as one JSON object on one line, with the evidence behind each verdict. */
 #include <time.h>
 #include "attach/allocators.h"
+#include "collect/steps.h"
 #include "judge/findings.h"
 #include "judge/verdict.h"
 #include "judge/victims.h"
@@ -29,11 +30,14 @@ static void json_cuda_oom(struct jw *w, struct reporter *r)
  * The "totals" object: bytes, count and growth of each active layer. A process's own totals also keep an
  * inactive layer whose growth since the last report is not zero (the records that went with it).
  */
-static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool with_gone)
+static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool with_gone, const struct steps *st,
+			int tgid)
 {
 	jw_obj_begin(w, "totals");
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &layers[layer];
+		double per_step;
+		uint64_t nsteps;
 
 		if (!t->active && !(with_gone && t->growth_bytes))
 			continue;
@@ -43,8 +47,61 @@ static void json_totals(struct jw *w, const struct ml_layer_total *layers, bool 
 		jw_i64(w, "growth_bytes", t->growth_bytes);
 		if (layer == ML_LAYER_RSS)
 			jw_u64(w, "cow_bytes", t->cow_bytes);
+		if (tgid ? steps__layer_rate(steps__of(st, tgid), layer, &per_step, &nsteps)
+			 : steps__total_rate(st, layer, &per_step, &nsteps)) {
+			jw_obj_begin(w, "per_step");
+			jw_double(w, "bytes", per_step);
+			jw_u64(w, "steps", nsteps);
+			jw_obj_end(w);
+		}
 		jw_obj_end(w);
 	}
+	jw_obj_end(w);
+}
+
+/* processes[].steps: the process's step clock, null while it counted none. */
+static void json_proc_steps(struct jw *w, const struct steps *st, int tgid)
+{
+	const struct step_count *c = steps__of(st, tgid);
+
+	if (!c) {
+		jw_null(w, "steps");
+		return;
+	}
+	jw_obj_begin(w, "steps");
+	jw_u64(w, "count", c->count);
+	jw_u64(w, "since_report", c->delta);
+	jw_double(w, "paused_s", c->paused_s);
+	jw_double(w, "pause_s", c->pause_s);
+	jw_obj_end(w);
+}
+
+/* The report's "steps": the step clock's function and the most steps a process made; null without a clock. */
+static void json_steps(struct jw *w, const struct steps *st)
+{
+	uint64_t most;
+	size_t n = steps__procs(st, &most);
+
+	if (!st) {
+		jw_null(w, "steps");
+		return;
+	}
+	jw_obj_begin(w, "steps");
+	jw_str(w, "clock", steps__func(st));
+	jw_u64(w, "processes", n);
+	jw_u64(w, "most", most);
+	jw_obj_end(w);
+}
+
+/* stacks[].per_step: the row's growth per step over its judged reports, when its process steps. */
+static void json_row_steps(struct jw *w, const struct ml_judgement *j)
+{
+	if (!j->steps)
+		return;
+	jw_obj_begin(w, "per_step");
+	jw_double(w, "bytes", j->bytes_per_step);
+	jw_double(w, "count", j->count_per_step);
+	jw_u64(w, "steps", j->steps);
 	jw_obj_end(w);
 }
 
@@ -70,7 +127,8 @@ static void json_process(struct jw *w, struct reporter *r, int tgid, const struc
 	jw_i64(w, "pid", tgid);
 	jw_str(w, "heap_allocator", stackview__heap(r->sv, tgid));
 	ml_json_proc(w, r->sv, tgid, p);
-	json_totals(w, p ? p->layers : none, true);
+	json_proc_steps(w, r->steps, tgid);
+	json_totals(w, p ? p->layers : none, true, r->steps, tgid);
 	jw_obj_end(w);
 }
 
@@ -122,6 +180,7 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 	jw_double(w, "leak_score", j->leak_score);
 	jw_double(w, "growth_bytes_per_s", j->growth_bytes_per_s);
 	jw_double(w, "growth_bytes_per_interval", j->growth_per_interval);
+	json_row_steps(w, j);
 	jw_obj_begin(w, "evidence");
 	jw_u64(w, "intervals", j->intervals);
 	jw_double(w, "monotonic", j->monotonic);
@@ -157,7 +216,8 @@ int ml_emit_json(struct reporter *r, const struct ml_snapshot *s, const struct m
 	jw_double(&w, "interval_s", s->elapsed_s);
 	ml_json_exit(&w, r->exited, ml_run_start(r, s));
 	ml_json_peak(&w, r->sv, r->findings, ml_run_start(r, s));
-	json_totals(&w, s->layers, false);
+	json_totals(&w, s->layers, false, r->steps, 0);
+	json_steps(&w, r->steps);
 	ml_json_devices(&w, s, order);
 	if (r->cuda_oom)
 		json_cuda_oom(&w, r);

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include "attach/allocators.h"
 #include "collect/ledger.h"
+#include "collect/steps.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
 #include "lib/log.h"
@@ -30,6 +31,8 @@ struct group {
 	uint64_t candidates;
 	uint64_t bytes[ML_LAYER_MAX], count[ML_LAYER_MAX];
 	int64_t growth[ML_LAYER_MAX];
+	double per_step[ML_LAYER_MAX]; /* its stepping processes' growth per step (collect/steps.h) */
+	unsigned int stepped;	       /* the layers of which one of them has a per-step rate */
 };
 
 static const char *nz(const char *s)
@@ -124,9 +127,16 @@ static int group_all(const struct ml_metrics_in *in, struct group **g, size_t *n
 		if (k == SIZE_MAX)
 			return -ENOMEM;
 		for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+			double per_step;
+			uint64_t nsteps;
+
 			(*g)[k].bytes[l] += s->procs[i].layers[l].bytes;
 			(*g)[k].count[l] += s->procs[i].layers[l].count;
 			(*g)[k].growth[l] += s->procs[i].layers[l].growth_bytes;
+			if (steps__layer_rate(steps__of(in->steps, s->procs[i].tgid), l, &per_step, &nsteps)) {
+				(*g)[k].per_step[l] += per_step;
+				(*g)[k].stepped |= 1U << l;
+			}
 		}
 	}
 	for (size_t i = 0; s && in->j && i < s->nrows; i++) {
@@ -153,6 +163,16 @@ static void write_families(FILE *f, const struct ml_metrics_in *in, const struct
 	family(f, "memleak_ai_growth_bytes_per_second", "gauge",
 	       "Change of the outstanding bytes over the last report interval.");
 	per_layer(f, "memleak_ai_growth_bytes_per_second", g, n, in->layers, 2, s ? s->elapsed_s : 0);
+	family(f, "memleak_ai_growth_bytes_per_step", "gauge",
+	       "Change of the outstanding bytes per training step (the step clock), over its last reports.");
+	for (size_t i = 0; i < n; i++)
+		for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
+			if (!(g[i].stepped & (1U << l)))
+				continue;
+			series_start(f, "memleak_ai_growth_bytes_per_step", &g[i]);
+			label(f, "layer", ml_layer_name(l), false);
+			fprintf(f, "} %.6g\n", g[i].per_step[l]);
+		}
 	family(f, "memleak_ai_leak_candidates", "gauge", "Stacks whose outstanding memory keeps growing.");
 	for (size_t i = 0; i < n; i++) {
 		series_start(f, "memleak_ai_leak_candidates", &g[i]);

@@ -25,8 +25,9 @@ struct ml_metrics_in {
 	const struct ml_judgement *j; /* parallel to s->rows */
 	const struct ml_metric_proc *procs;
 	size_t nprocs;
-	unsigned int layers;   /* the layers traced (bit mask of enum ml_layer) */
-	double overhead_ratio; /* share of the traced processes' time in probes; < 0: not measured yet */
+	unsigned int layers;	   /* the layers traced (bit mask of enum ml_layer) */
+	double overhead_ratio;	   /* share of the traced processes' time in probes; < 0: not measured yet */
+	const struct steps *steps; /* the step clocks (collect/steps.h), or NULL */
 	uint64_t reports;
 };
 

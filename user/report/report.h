@@ -24,6 +24,7 @@ struct ml_judgement;
 struct findings;
 struct ml_exit_view;
 struct ml_cuda_oom;
+struct steps;
 
 /*
  * One report's input: the snapshot with its verdicts and row order (verdicts__update), and what the session
@@ -45,6 +46,7 @@ struct report_in {
 	const struct ml_exit_view *exited;   /* the final report after the target's exit: its last live rows */
 	const struct ml_cuda_oom *cuda_oom;  /* the CUDA out-of-memory burst this report is written at, or NULL */
 	const struct unwind_loading *tables; /* the unwinding tables' background building, or NULL */
+	const struct steps *steps;	     /* the step clocks (collect/steps.h), or NULL */
 };
 
 /* Write one report in the reporter's format; 0 or a negative errno (the output could not be written). */

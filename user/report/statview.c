@@ -194,6 +194,7 @@ static void json_hits(struct jw *w, const struct ml_snapshot *s)
 		jw_obj_end(w);
 	}
 	jw_u64(w, "loader", s->stats[ML_STAT_LOADER_HITS]);
+	jw_u64(w, "step", s->stats[ML_STAT_STEP_HITS]);
 	jw_obj_end(w);
 }
 

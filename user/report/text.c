@@ -1,8 +1,10 @@
 /* The text format: one report as lines for a person, leak candidates first, Python frames folded as a traceback. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "attach/allocators.h"
+#include "collect/steps.h"
 #include "judge/findings.h"
 #include "judge/verdict.h"
 #include "judge/victims.h"
@@ -35,6 +37,43 @@ static void text_candidate(FILE *f, const struct ml_judgement *j, unsigned int l
 				  : "bytes",
 		c, what, j->bytes.net >= 0 ? "+" : "", b, j->intervals, j->window_s, j->count.per_s, what, rate,
 		j->count.highs, j->intervals, j->bytes.highs, j->intervals, j->leak_score);
+	if (j->steps) {
+		ml_fmt_bytes(rate, sizeof(rate), j->bytes_per_step);
+		ml_fmt_count(c, sizeof(c), (int64_t)j->steps, false);
+		fprintf(f, "    per step: %s%s/step, %.2f %s/step (%s steps)\n", j->bytes_per_step >= 0 ? "+" : "",
+			rate, j->count_per_step, what, c);
+	}
+}
+
+/* A layer's growth per step, when the processes step: "; +4.6 MiB/step (1,208 steps)". */
+static void text_per_step(FILE *f, bool known, double per_step, uint64_t nsteps)
+{
+	char b[32], c[40];
+
+	if (!known)
+		return;
+	ml_fmt_bytes(b, sizeof(b), per_step);
+	ml_fmt_count(c, sizeof(c), (int64_t)nsteps, false);
+	fprintf(f, "; %s%s/step (%s steps)", per_step >= 0 ? "+" : "", b, c);
+}
+
+/* The step clock's line: the most steps a process made, and what counts them. */
+static void text_steps(struct reporter *r)
+{
+	char c[40];
+	uint64_t most;
+	size_t n = steps__procs(r->steps, &most);
+
+	if (!n)
+		return;
+	ml_fmt_count(c, sizeof(c), (int64_t)most, false);
+	fprintf(r->out, "steps  %s in %zu process%s, counted at ", c, n, n == 1 ? "" : "es");
+	if (!strcmp(steps__func(r->steps), ML_STEP_DEFAULT))
+		fputs("the autograd engine's backward passes\n", r->out);
+	else {
+		ml_put_safe(r->out, steps__func(r->steps));
+		fputc('\n', r->out);
+	}
 }
 
 /* A frame on its own line: "func+0x1a (module) file:line", or "train.py:42 in train_step" for Python. */
@@ -169,6 +208,8 @@ static void text_layers(struct reporter *r, const struct ml_snapshot *s)
 	FILE *f = r->out;
 	const char *heap = stackview__heap(r->sv, r->o.pid);
 	char b1[32], b2[32];
+	double per_step;
+	uint64_t nsteps;
 
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &s->layers[layer];
@@ -187,8 +228,10 @@ static void text_layers(struct reporter *r, const struct ml_snapshot *s)
 			s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
 		if (layer == ML_LAYER_LIBC && heap)
 			fprintf(f, "; heap allocator %s", heap);
+		text_per_step(f, steps__total_rate(r->steps, layer, &per_step, &nsteps), per_step, nsteps);
 		fputc('\n', f);
 	}
+	text_steps(r);
 }
 
 /* A process's line under --follow: its pid indented by its depth in the tree, its heap, labels and layers. */

@@ -17,6 +17,7 @@
 #include "collect/heaplive.h"
 #include "collect/ledger.h"
 #include "collect/rsspages.h"
+#include "collect/steps.h"
 #include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/clock.h"
@@ -196,8 +197,8 @@ static int write_outputs(struct session *ss, const struct report_in *in)
 	}
 	ss->cuda_oom_due = false;
 	if (ss->metrics)
-		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), in->snap, in->judged, ss->layers,
-				       overhead__info(ss->ov), ss->seq);
+		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), in->snap, in->judged, ss->steps,
+				       ss->layers, overhead__info(ss->ov), ss->seq);
 	if (ss->push)
 		fleet__push(ss->push, procevents__fleet_of(ss), in->snap, in->judged, ss->sv, ss->seq);
 	if (in->final && o->html) {
@@ -269,6 +270,29 @@ static uint64_t row_site(void *ctx, const struct ml_row *r)
 	return python ? h : ml_key_hash(&r->key);
 }
 
+/*
+ * The step clock at this report: each process's steps, and what its layers hold then (its per-step growth). A
+ * failed read leaves the counts of the last: a report is never lost to it.
+ */
+static void count_steps(struct session *ss, const struct ml_snapshot *snap)
+{
+	int err;
+
+	if (!ss->steps)
+		return;
+	err = steps__read(ss->steps, snap->elapsed_s);
+	if (err)
+		ml_notice("cannot read the step clock: %s", strerror(-err));
+	for (size_t i = 0; i < snap->nprocs; i++) {
+		int64_t b[ML_LAYER_MAX];
+
+		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
+			b[l] = (int64_t)snap->procs[i].layers[l].bytes;
+		steps__keep_bytes(ss->steps, snap->procs[i].tgid, b);
+	}
+	verdicts__steps(ss->verdicts, ss->steps);
+}
+
 /* Judge a report made while the processes live; the order and verdicts into *judged and *order. */
 static int judge(struct session *ss, const struct ml_snapshot *snap, bool restate, const struct ml_judgement **judged,
 		 const size_t **order)
@@ -321,6 +345,7 @@ static int session_report(struct session *ss, bool *final)
 	if (ss->rss)
 		rsspages__tune(ss->rss, snap); /* from the next report on: this one stands as collected */
 	ss->seq++;
+	count_steps(ss, snap);
 	exited = exited_view(ss, *final, snap, &xv);
 	err = exited ? 0 : judge(ss, snap, *final || ss->py_exit_due, &judged, &order);
 	if (!err && ss->timeline && html_timeline__add(ss->timeline, snap))
@@ -353,7 +378,8 @@ static int session_report(struct session *ss, bool *final)
 				.findings = ss->findings,
 				.exited = exited ? &xv : NULL,
 				.cuda_oom = ss->cuda_oom_due ? &ss->cuda_oom : NULL,
-				.tables = ss->env.uw ? &tables : NULL};
+				.tables = ss->env.uw ? &tables : NULL,
+				.steps = ss->steps};
 	err = write_outputs(ss, &in);
 	free(traced);
 	return err;

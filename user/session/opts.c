@@ -54,6 +54,9 @@ static const char usage[] =
     "      --torch-raw-alloc  also trace NativeCachingAllocator::raw_alloc(_with_stream) and the pinned host\n"
     "                         caching allocator (torch_host) with return probes; UNSAFE when the job catches\n"
     "                         out-of-memory exceptions: one thrown through a return probe ends the process\n"
+    "      --step FUNCTION    the step clock: count the job's training steps at FUNCTION's entry (a symbol,\n"
+    "                         or a C++ signature as nm -C prints it; default: the autograd engine's\n"
+    "                         backward pass, torch::autograd::Engine::execute); none: no step clock\n"
     "      --no-python        native frames only: no CPython frames (file, function, line) in stacks\n"
     "      --native           text reports show every native frame of a Python stack (default: the\n"
     "                         interpreter's own and unresolved frames fold into one line a run)\n"
@@ -111,7 +114,8 @@ enum {
 	OPT_PUSH_SERVICE,
 	OPT_PPROF_DIR,
 	OPT_PPROF_KEEP,
-	OPT_PPROF_MAX_AGE
+	OPT_PPROF_MAX_AGE,
+	OPT_STEP
 };
 
 static const struct option long_opts[] = {
@@ -127,6 +131,7 @@ static const struct option long_opts[] = {
     {"sort", required_argument, NULL, 's'},
     {"max-allocs", required_argument, NULL, OPT_MAX_ALLOCS},
     {"torch-raw-alloc", no_argument, NULL, OPT_TORCH_RAW},
+    {"step", required_argument, NULL, OPT_STEP},
     {"no-python", no_argument, NULL, OPT_NO_PYTHON},
     {"native", no_argument, NULL, OPT_NATIVE},
     {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
@@ -377,6 +382,7 @@ static const struct arg_rule arg_rules[] = {
     {OPT_NO_FOLLOW, "--no-follow", ARG_OFF, FIELD(follow)},
     {OPT_TORCH_RAW, "--torch-raw-alloc", ARG_ON, FIELD(torch_raw)},
     {OPT_ALL_PYTHON, "--all-python", ARG_ON, FIELD(all_python)},
+    {OPT_STEP, "--step", ARG_NAME, FIELD(step), .want = "a function name, or none"},
 };
 
 /* A percentage, "5" or "5%", in range: 0 or -EINVAL. */
@@ -399,6 +405,13 @@ static int parse_count(const struct arg_rule *r, const char *arg, uint64_t *v)
 	if (ml_parse_size(arg, v) || *v < r->range.u.min || *v > r->range.u.max)
 		return -EINVAL;
 	return 0;
+}
+
+const char *ml_opts_step(const struct ml_opts *o)
+{
+	if (!o->step)
+		return ML_STEP_DEFAULT;
+	return strcmp(o->step, "none") ? o->step : NULL;
 }
 
 /* Check a table option's value and store it; the field is left as it was when the value is refused. */

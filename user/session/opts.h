@@ -26,6 +26,7 @@ struct ml_opts {
 	uint32_t max_stacks;   /* size of the kernel's cache of stacks handed over */
 	unsigned int layers;   /* bit mask of enum ml_layer to trace (--layers) */
 	bool torch_raw;	       /* --torch-raw-alloc: return probes on the caching allocator's raw_alloc */
+	const char *step;      /* --step FUNCTION: the step clock's function; "none": no step clock; NULL: default */
 	bool sort_bytes;       /* --sort bytes: plain outstanding-bytes ranking, no leak candidates first */
 	bool python;	       /* Python frames in stacks (--no-python turns them off) */
 	bool native;	       /* --native: text shows every native frame of Python stacks */
@@ -53,6 +54,9 @@ static inline bool ml_opts_node(const struct ml_opts *o)
 {
 	return o->match || o->cgroup || o->all_python;
 }
+
+/* The step clock's function: --step's, ML_STEP_DEFAULT without it, NULL for --step none. */
+const char *ml_opts_step(const struct ml_opts *o);
 
 /* 0 on success, 1 when --help/--version was handled (exit 0), -EINVAL after printing a one-line error. */
 int ml_opts__parse(int argc, char **argv, struct ml_opts *o);

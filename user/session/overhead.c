@@ -251,7 +251,9 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
 		layer_ns[l] = e * in->hit_ns + r * in->ret_ns + (hits > 0 ? (double)probe_ns * (e + r) / hits : 0);
 		cost += layer_ns[l];
 	}
-	other = (double)d[ML_STAT_LOADER_HITS] * in->hit_ns + (double)other_ns + (hits > 0 ? 0 : (double)probe_ns);
+	/* The loader's traps, and the step clock's (one a step): entries without a layer. */
+	other = (double)(d[ML_STAT_LOADER_HITS] + d[ML_STAT_STEP_HITS]) * in->hit_ns + (double)other_ns +
+		(hits > 0 ? 0 : (double)probe_ns);
 	cost += other;
 	/* The traps and the programs ran in the traced processes' time: more than all of it is an estimate off. */
 	if (cost > base)
@@ -274,7 +276,7 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
 	o->sum_cost_ns += cost * scale;
 	o->sum_base_ns += base;
 	in->pct_since_attach = o->sum_cost_ns / o->sum_base_ns * 100.0;
-	in->hits_per_s = (hits + (double)d[ML_STAT_LOADER_HITS]) / secs;
+	in->hits_per_s = (hits + (double)(d[ML_STAT_LOADER_HITS] + d[ML_STAT_STEP_HITS])) / secs;
 	in->bpf_ns_per_s = (double)(probe_ns + other_ns) / secs;
 	in->measured = true;
 }

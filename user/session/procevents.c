@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include "collect/ledger.h"
 #include "collect/rsspages.h"
+#include "collect/steps.h"
 #include "lib/clock.h"
 #include "lib/grow.h"
 #include "lib/log.h"
@@ -33,6 +34,7 @@ struct probes_opts procevents__root_probes(struct session *ss)
 				    .rows = &ss->rows,
 				    .layers = ss->layers,
 				    .torch_raw = ss->o->torch_raw,
+				    .step = ml_opts_step(ss->o),
 				    .multi = ss->multi,
 				    .usdt_prog = no_usdt ? NULL : bgobj__usdt_prog,
 				    .usdt_ctx = ss->usdt_obj};
@@ -104,6 +106,7 @@ void procevents__follower_gone(void *ctx, int pid)
 
 	ledger__forget(ss->ledger, pid, UINT64_MAX);
 	copies__gone(ss->copies, pid);
+	steps__forget(ss->steps, pid);
 }
 
 #define CUDA_OOM_BURST_NS (2ULL * 1000000000) /* failures closer than this to the last are one burst */
@@ -188,6 +191,7 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 		if (ss->ledger)
 			ledger__forget(ss->ledger, (int)e->tgid, e->ts_ns);
 		copies__gone(ss->copies, (int)e->tgid);
+		steps__forget(ss->steps, (int)e->tgid); /* the new image's steps count from 0 */
 		if ((int)e->tgid == ss->root.pid)
 			ss->root_exec =
 			    true; /* a launcher script can exec several times in a row: probe the last image */

@@ -29,6 +29,7 @@
 #include "collect/sizeweights.h"
 #include "collect/slots.h"
 #include "collect/stackstore.h"
+#include "collect/steps.h"
 #include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/clock.h"
@@ -138,6 +139,8 @@ static int open_collectors(struct session *ss)
 		goto fail;
 	}
 	err = verdicts__new(&ss->verdicts);
+	if (!err && ml_opts_step(o))
+		err = steps__new(bpf_map__fd(ss->skel->maps.steps), ml_opts_step(o), &ss->steps);
 	if (!err)
 		err = findings__new(&ss->findings);
 	if (!err && o->html)
@@ -373,7 +376,9 @@ static int session_open(struct session *ss)
 	 * the budget's first decision. */
 	n = overhead__calibrate_start(ss->ov, ss->multi);
 	/* -p: the running process's objects planned meanwhile (a failure only leaves them to the attach). */
-	if (o->pid && planahead__start(&(struct plan_opts){ss->root.pid, &ss->rows, ss->layers, o->torch_raw}, &ahead))
+	if (o->pid &&
+	    planahead__start(&(struct plan_opts){ss->root.pid, &ss->rows, ss->layers, o->torch_raw, ml_opts_step(o)},
+			     &ahead))
 		ahead = NULL;
 	err = session__load_bpf(o, ss->multi, &ss->skel);
 	/* The table's first level before any probe: a record with nowhere to go would be dropped. */
@@ -522,7 +527,7 @@ static int session_start(struct session *ss)
 	overhead__start(ss->ov, ss->pids, nf);
 	overhead__set_tensor_sampling(ss->ov, ss->multi);
 	if (ss->metrics) /* the processes, at zero, until the first report */
-		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), NULL, NULL, ss->layers,
+		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), NULL, NULL, NULL, ss->layers,
 				       overhead__info(ss->ov), 0);
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	ss->scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -583,6 +588,7 @@ static int session_close(struct session *ss, bool ok)
 	}
 	overhead__free(ss->ov);
 	verdicts__free(ss->verdicts);
+	steps__free(ss->steps);
 	findings__free(ss->findings);
 	victims__clear(&ss->victims);
 	html_timeline__free(ss->timeline);

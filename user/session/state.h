@@ -55,6 +55,7 @@ struct session {
 	struct slots *slots;	   /* the allocation table's levels, made right after the BPF object loads */
 	struct sizeweights *sizes; /* the sampled C heap's weights by chunk size (budget__heap_by_size) */
 	struct verdicts *verdicts;
+	struct steps *steps;	    /* the step clock's counts per process (NULL: --step none) */
 	struct findings *findings;  /* what the run found while its processes lived: last live report, peaks */
 	pthread_mutex_t learn_lock; /* the stack store's reader thread decodes new stacks' code objects ... */
 	struct pyframes *learn_py;  /* ... with the first process's decoder (NULL: none, or being replaced) */

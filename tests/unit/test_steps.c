@@ -1,0 +1,192 @@
+/*
+ * Unit tests of the step clock (collect/steps.h) on a real BPF hash map, as the probe fills it: counts, pauses and
+ * their cap, per-step growth of a layer, forgetting; and the verdicts it drives: a leak that pauses with its job
+ * stays growing through the pause, its growth read per step.
+ */
+#include <bpf/bpf.h>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "check.h"
+#include "collect/steps.h"
+#include "judge/verdict.h"
+#include "report/metrics.h"
+
+#define MIB 1048576.0
+
+static void set_count(int fd, uint32_t tgid, uint64_t count)
+{
+	struct ml_steps v = {.count = count};
+
+	bpf_map_update_elem(fd, &tgid, &v, BPF_ANY);
+}
+
+static void counts_and_pauses(int fd)
+{
+	struct steps *s = NULL;
+	const struct step_count *c;
+	double per_step = 0;
+	uint64_t n = 0, most = 0;
+	int64_t b[ML_LAYER_MAX] = {0};
+
+	CHECK_EQ_INT(steps__new(fd, "train_step", &s), 0, "steps: new");
+	CHECK(steps__of(s, 100) == NULL, "no process steps before the first read");
+	set_count(fd, 100, 10);
+	CHECK_EQ_INT(steps__read(s, 2), 0, "read 1");
+	c = steps__of(s, 100);
+	CHECK(c && c->count == 10 && c->delta == 10 && c->paused_s == 0, "10 steps, all since the read before");
+	b[ML_LAYER_TORCH_CPU] = 10 * (int64_t)MIB;
+	steps__keep_bytes(s, 100, b);
+	CHECK(!steps__layer_rate(steps__of(s, 100), ML_LAYER_TORCH_CPU, &per_step, &n), "one read: no rate yet");
+	set_count(fd, 100, 30);
+	CHECK_EQ_INT(steps__read(s, 2), 0, "read 2");
+	c = steps__of(s, 100);
+	CHECK(c && c->count == 30 && c->delta == 20, "20 more");
+	b[ML_LAYER_TORCH_CPU] = 30 * (int64_t)MIB;
+	steps__keep_bytes(s, 100, b);
+	CHECK(steps__layer_rate(steps__of(s, 100), ML_LAYER_TORCH_CPU, &per_step, &n) && per_step == MIB && n == 20,
+	      "torch_cpu: 1 MiB a step over 20 steps");
+	CHECK(steps__layer_rate(steps__of(s, 100), ML_LAYER_LIBC, &per_step, &n) && per_step == 0,
+	      "libc: nothing a step");
+	/* A pause: the clock stands still for up to STEPS_PAUSE_MAX_S, then runs again. */
+	for (int i = 0; i < 10; i++)
+		steps__read(s, 2);
+	c = steps__of(s, 100);
+	CHECK(c && c->delta == 0 && c->paused_s == 20 && c->pause_s == 20, "10 reads without a step: 20 s paused");
+	for (int i = 0; i < 60; i++)
+		steps__read(s, 2);
+	c = steps__of(s, 100);
+	CHECK(c && c->paused_s == STEPS_PAUSE_MAX_S && c->pause_s == 140, "a pause counts 120 s at most");
+	set_count(fd, 100, 31);
+	steps__read(s, 2);
+	c = steps__of(s, 100);
+	CHECK(c && c->delta == 1 && c->pause_s == 0 && c->paused_s == STEPS_PAUSE_MAX_S, "a step ends the pause");
+	/* A second process: the node's rate is the sum of theirs. */
+	set_count(fd, 200, 5);
+	steps__read(s, 2);
+	b[ML_LAYER_TORCH_CPU] = 0;
+	steps__keep_bytes(s, 200, b);
+	set_count(fd, 200, 15);
+	steps__read(s, 2);
+	b[ML_LAYER_TORCH_CPU] = 5 * (int64_t)MIB;
+	steps__keep_bytes(s, 200, b);
+	CHECK(steps__total_rate(s, ML_LAYER_TORCH_CPU, &per_step, &n) && per_step == 1.5 * MIB && n == 20,
+	      "two processes: 1 MiB and 0.5 MiB a step, 1.5 MiB in all; the most steps spanned 20");
+	CHECK(steps__procs(s, &most) == 2 && most == 31, "2 processes, 31 steps the most");
+	steps__forget(s, 100);
+	uint32_t key = 100;
+	struct ml_steps v;
+	CHECK(steps__of(s, 100) == NULL && bpf_map_lookup_elem(fd, &key, &v) != 0, "forgotten, here and in the map");
+	CHECK(steps__procs(s, &most) == 1 && most == 15, "1 process left");
+	steps__free(s);
+}
+
+/* A row of tgid that holds bytes, judged at a report every 2 s. */
+static const struct ml_judgement *judge_at(struct verdicts *v, struct ml_row *row, int seq)
+{
+	const struct ml_judgement *j = NULL;
+	const size_t *order;
+	struct ml_snapshot snap = {
+	    .rows = row, .nrows = 1, .elapsed_s = 2, .now_ns = (uint64_t)(seq + 1) * 2000000000ULL};
+
+	return verdicts__update(v, &snap, false, 0, &j, &order) ? NULL : j;
+}
+
+/*
+ * A leak of 1 MiB a step, 10 steps a report, then a pause of 14 reports (28 s) between epochs: growing before the
+ * pause and in every report of it, at 1 MiB a step. The same row without a step clock reads stable in the pause.
+ */
+static void pause_keeps_a_leak(int fd)
+{
+	struct verdicts *v = NULL, *plain = NULL;
+	struct steps *s = NULL;
+	struct ml_row row = {.key = {.tgid = 300, .layer = ML_LAYER_TORCH_CPU, .stack_id = 7}}, prow;
+	const struct ml_judgement *j = NULL, *pj = NULL;
+	bool paused_growing = true, plain_stable = false;
+	uint64_t steps = 0;
+
+	CHECK(!verdicts__new(&v) && !verdicts__new(&plain) && !steps__new(fd, "f", &s), "verdicts and steps");
+	verdicts__steps(v, s);
+	for (int seq = 0; seq < 20; seq++) {
+		bool epoch = seq < 6;
+
+		if (epoch)
+			steps += 10;
+		set_count(fd, 300, steps);
+		steps__read(s, 2);
+		row.bytes = (uint64_t)(steps * MIB);
+		row.count = steps;
+		row.records = row.count;
+		row.raw_bytes = row.bytes;
+		row.oldest_ts_ns = 1;
+		prow = row;
+		j = judge_at(v, &row, seq);
+		pj = judge_at(plain, &prow, seq);
+		if (seq == 5)
+			CHECK(j && j->verdict == ML_V_GROWING && fabs(j->bytes_per_step - MIB) < 1 &&
+				  fabs(j->count_per_step - 1) < 1e-9 && j->steps == 50,
+			      "growing at the epoch's end: 1 MiB and 1 allocation a step, over 50 steps");
+		if (!epoch && (!j || j->verdict != ML_V_GROWING))
+			paused_growing = false;
+		if (!epoch && pj && pj->verdict != ML_V_GROWING)
+			plain_stable = true;
+	}
+	CHECK(paused_growing, "growing in every report of the 28-s pause");
+	CHECK(j && j->bytes_per_step == MIB && j->steps == 50, "still 1 MiB a step over its 50 steps");
+	CHECK(plain_stable, "without the step clock the pause reads as a leak that stopped");
+	verdicts__free(v);
+	verdicts__free(plain);
+	steps__free(s);
+}
+
+/* Prometheus: a rank's per-step growth of torch_cpu, and none for a rank that does not step. */
+static void metrics_per_step(int fd)
+{
+	struct steps *s = NULL;
+	struct ml_proc_total procs[2] = {{.tgid = 400}, {.tgid = 401}};
+	struct ml_snapshot snap = {.procs = procs, .nprocs = 2};
+	struct ml_metric_proc mp[2] = {{400, "0", "main"}, {401, "1", "main"}};
+	int64_t b[ML_LAYER_MAX] = {0};
+	char *text = NULL;
+	size_t len = 0;
+
+	CHECK_EQ_INT(steps__new(fd, "f", &s), 0, "metrics: steps");
+	set_count(fd, 400, 100);
+	steps__read(s, 2);
+	steps__keep_bytes(s, 400, b);
+	set_count(fd, 400, 200);
+	steps__read(s, 2);
+	b[ML_LAYER_TORCH_CPU] = 100 * (int64_t)MIB;
+	steps__keep_bytes(s, 400, b);
+	procs[0].layers[ML_LAYER_TORCH_CPU] = (struct ml_layer_total){.bytes = 100 * (uint64_t)MIB, .active = true};
+	CHECK_EQ_INT(ml_metrics_render(&(struct ml_metrics_in){.s = &snap,
+							 .procs = mp,
+							 .nprocs = 2,
+							 .layers = 1U << ML_LAYER_TORCH_CPU,
+							 .overhead_ratio = -1,
+							 .steps = s},
+					&text, &len),
+		     0, "metrics: rendered");
+	CHECK(text && strstr(text, "memleak_ai_growth_bytes_per_step{rank=\"0\",role=\"main\",layer=\"torch_cpu\"} "
+				   "1.04858e+06\n"),
+	      "rank 0: 1 MiB a step of torch_cpu");
+	CHECK(text && !strstr(text, "memleak_ai_growth_bytes_per_step{rank=\"1\""), "rank 1 steps not: no series");
+	free(text);
+	steps__forget(s, 400);
+	steps__free(s);
+}
+
+int main(void)
+{
+	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "steps", sizeof(uint32_t), sizeof(struct ml_steps), 64, NULL);
+
+	if (fd < 0) {
+		SKIP("steps", "cannot create a BPF hash map (not root?)");
+		return SUMMARY("steps");
+	}
+	counts_and_pauses(fd);
+	pause_keeps_a_leak(fd);
+	metrics_per_step(fd);
+	close(fd);
+	return SUMMARY("steps");
+}

@@ -1,0 +1,193 @@
+/* The step clock's counts per traced process (see steps.h). */
+#include "collect/steps.h"
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lib/grow.h"
+
+struct steps {
+	int map_fd;
+	const char *func;
+	struct step_count *v; /* by tgid */
+	size_t n, cap;
+};
+
+int steps__new(int map_fd, const char *func, struct steps **out)
+{
+	struct steps *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->map_fd = map_fd;
+	s->func = func;
+	*out = s;
+	return 0;
+}
+
+void steps__free(struct steps *s)
+{
+	if (!s)
+		return;
+	free(s->v);
+	free(s);
+}
+
+/* The index tgid has, or would have, in s->v. */
+static size_t find(const struct steps *s, int tgid)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->v[mid].tgid < tgid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+const struct step_count *steps__of(const struct steps *s, int tgid)
+{
+	size_t i = s ? find(s, tgid) : 0;
+
+	return s && i < s->n && s->v[i].tgid == tgid ? &s->v[i] : NULL;
+}
+
+static struct step_count *add(struct steps *s, int tgid)
+{
+	size_t i = find(s, tgid);
+
+	if (i < s->n && s->v[i].tgid == tgid)
+		return &s->v[i];
+	if (ml_grow(&s->v, &s->cap, s->n + 1, sizeof(*s->v)))
+		return NULL;
+	memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof(*s->v));
+	s->n++;
+	memset(&s->v[i], 0, sizeof(s->v[i]));
+	s->v[i].tgid = tgid;
+	return &s->v[i];
+}
+
+/* A process's new count: a read without a step is a pause, its clock standing still up to STEPS_PAUSE_MAX_S. */
+static void update(struct step_count *c, uint64_t count, double interval_s)
+{
+	c->delta = count > c->count ? count - c->count : 0;
+	c->count = count;
+	if (c->delta) {
+		c->pause_s = 0;
+		return;
+	}
+	if (c->pause_s < STEPS_PAUSE_MAX_S)
+		c->paused_s += interval_s < STEPS_PAUSE_MAX_S - c->pause_s ? interval_s : STEPS_PAUSE_MAX_S - c->pause_s;
+	c->pause_s += interval_s;
+}
+
+int steps__read(struct steps *s, double interval_s)
+{
+	uint32_t key = 0, next;
+	bool first = true;
+	int err;
+
+	for (size_t i = 0; i < s->n; i++)
+		s->v[i].delta = ~0ULL; /* not seen in the map yet */
+	while (!(err = bpf_map_get_next_key(s->map_fd, first ? NULL : &key, &next))) {
+		struct ml_steps v;
+		struct step_count *c;
+
+		first = false;
+		key = next;
+		if (bpf_map_lookup_elem(s->map_fd, &key, &v) || !v.count || key > 0x7fffffff)
+			continue; /* deleted meanwhile */
+		if (!(c = add(s, (int)key)))
+			return -ENOMEM;
+		if (c->delta == ~0ULL)
+			c->delta = 0;
+		update(c, v.count, interval_s);
+	}
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].delta == ~0ULL) /* gone from the map (a process forgotten): no steps this time */
+			update(&s->v[i], s->v[i].count, interval_s);
+	return err == -ENOENT ? 0 : err;
+}
+
+void steps__keep_bytes(struct steps *s, int tgid, const int64_t bytes[ML_LAYER_MAX])
+{
+	struct step_count *c = (struct step_count *)steps__of(s, tgid);
+
+	if (!c)
+		return;
+	if (c->nkept == STEPS_KEEP) {
+		memmove(c->kept_steps, c->kept_steps + 1, (STEPS_KEEP - 1) * sizeof(c->kept_steps[0]));
+		memmove(c->kept_bytes, c->kept_bytes + 1, (STEPS_KEEP - 1) * sizeof(c->kept_bytes[0]));
+		c->nkept--;
+	}
+	c->kept_steps[c->nkept] = c->count;
+	memcpy(c->kept_bytes[c->nkept], bytes, sizeof(c->kept_bytes[0]));
+	c->nkept++;
+}
+
+bool steps__layer_rate(const struct step_count *c, unsigned int layer, double *per_step, uint64_t *nsteps)
+{
+	unsigned int last;
+
+	if (!c || c->nkept < 2 || layer >= ML_LAYER_MAX)
+		return false;
+	last = c->nkept - 1;
+	if (c->kept_steps[last] <= c->kept_steps[0])
+		return false;
+	*nsteps = c->kept_steps[last] - c->kept_steps[0];
+	*per_step = (double)(c->kept_bytes[last][layer] - c->kept_bytes[0][layer]) / (double)*nsteps;
+	return true;
+}
+
+const char *steps__func(const struct steps *s)
+{
+	return s->func;
+}
+
+bool steps__total_rate(const struct steps *s, unsigned int layer, double *per_step, uint64_t *nsteps)
+{
+	bool any = false;
+
+	*per_step = 0;
+	*nsteps = 0;
+	for (size_t i = 0; s && i < s->n; i++) {
+		double r;
+		uint64_t n;
+
+		if (!steps__layer_rate(&s->v[i], layer, &r, &n))
+			continue;
+		any = true;
+		*per_step += r;
+		if (n > *nsteps)
+			*nsteps = n;
+	}
+	return any;
+}
+
+void steps__forget(struct steps *s, int tgid)
+{
+	size_t i;
+	uint32_t key = (uint32_t)tgid;
+
+	if (!s)
+		return;
+	(void)bpf_map_delete_elem(s->map_fd, &key);
+	i = find(s, tgid);
+	if (i < s->n && s->v[i].tgid == tgid) {
+		memmove(s->v + i, s->v + i + 1, (s->n - i - 1) * sizeof(*s->v));
+		s->n--;
+	}
+}
+
+size_t steps__procs(const struct steps *s, uint64_t *most)
+{
+	*most = 0;
+	for (size_t i = 0; s && i < s->n; i++)
+		if (s->v[i].count > *most)
+			*most = s->v[i].count;
+	return s ? s->n : 0;
+}
