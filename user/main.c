@@ -1,19 +1,37 @@
 /* memleak-ai: the options, then one run (user/session/session.c). */
+#define _GNU_SOURCE
 #include <bpf/libbpf.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include "lib/log.h"
 #include "session/opts.h"
 #include "session/session.h"
 
-/* libbpf's warnings always reach stderr (a default run prints none); its info and debug lines need -vv. */
+/*
+ * libbpf's warnings always reach stderr (a default run prints none); its info and debug lines need -vv. One warning
+ * is a race the tool handles, a probe attached to a traced process that exited meanwhile ("No such process"): the
+ * attach's caller takes it for the exit it is, and it is shown at -v only.
+ */
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list args)
 {
+	char *msg = NULL;
+	int n;
+
 	if (level != LIBBPF_WARN && ml_log_level < 2)
 		return 0;
-	return vfprintf(stderr, fmt, args);
+	if (level != LIBBPF_WARN || ml_log_level >= 1)
+		return vfprintf(stderr, fmt, args);
+	n = vasprintf(&msg, fmt, args);
+	if (n < 0)
+		return 0;
+	if (!strstr(msg, "No such process"))
+		fputs(msg, stderr);
+	free(msg);
+	return n;
 }
 
 int main(int argc, char **argv)
