@@ -81,14 +81,23 @@ static void counts_and_pauses(int fd)
 	steps__free(s);
 }
 
-/* A row of tgid that holds bytes, judged at a report every 2 s. */
-static const struct ml_judgement *judge_at(struct verdicts *v, struct ml_row *row, int seq)
+/*
+ * A row of tgid that holds bytes, judged at a report every 2 s. With phases, tensor sampling's last on phase closed
+ * before each report, 0.8 s before until the epoch's end, then 0.1 s less each time: its samples are timed there, not
+ * at the reports the pauses count, and each report of the pause has its phase a little later than the last's.
+ */
+static const struct ml_judgement *judge_at(struct verdicts *v, struct ml_row *row, int seq, bool phases)
 {
 	const struct ml_judgement *j = NULL;
 	const size_t *order;
 	struct ml_snapshot snap = {
 	    .rows = row, .nrows = 1, .elapsed_s = 2, .now_ns = (uint64_t)(seq + 1) * 2000000000ULL};
 
+	if (phases)
+		verdicts__tensor_phase(v, snap.now_ns - (uint64_t)(seq < 6    ? 8
+								   : seq < 14 ? 13 - seq
+									      : 0) *
+							    100000000ULL);
 	return verdicts__update(v, &snap, false, 0, &j, &order) ? NULL : j;
 }
 
@@ -96,7 +105,7 @@ static const struct ml_judgement *judge_at(struct verdicts *v, struct ml_row *ro
  * A leak of 1 MiB a step, 10 steps a report, then a pause of 14 reports (28 s) between epochs: growing before the
  * pause and in every report of it, at 1 MiB a step. The same row without a step clock reads stable in the pause.
  */
-static void pause_keeps_a_leak(int fd)
+static void pause_keeps_a_leak(int fd, bool phases)
 {
 	struct verdicts *v = NULL, *plain = NULL;
 	struct steps *s = NULL;
@@ -120,8 +129,8 @@ static void pause_keeps_a_leak(int fd)
 		row.raw_bytes = row.bytes;
 		row.oldest_ts_ns = 1;
 		prow = row;
-		j = judge_at(v, &row, seq);
-		pj = judge_at(plain, &prow, seq);
+		j = judge_at(v, &row, seq, phases);
+		pj = judge_at(plain, &prow, seq, phases);
 		if (seq == 5)
 			CHECK(j && j->verdict == ML_V_GROWING && fabs(j->bytes_per_step - MIB) < 1 &&
 				  fabs(j->count_per_step - 1) < 1e-9 && j->steps == 50,
@@ -131,7 +140,8 @@ static void pause_keeps_a_leak(int fd)
 		if (!epoch && pj && pj->verdict != ML_V_GROWING)
 			plain_stable = true;
 	}
-	CHECK(paused_growing, "growing in every report of the 28-s pause");
+	CHECK(paused_growing, phases ? "phases: growing in every report of the 28-s pause"
+				     : "growing in every report of the 28-s pause");
 	CHECK(j && j->bytes_per_step == MIB && j->steps == 50, "still 1 MiB a step over its 50 steps");
 	CHECK(plain_stable, "without the step clock the pause reads as a leak that stopped");
 	verdicts__free(v);
@@ -160,12 +170,12 @@ static void metrics_per_step(int fd)
 	steps__keep_bytes(s, 400, b);
 	procs[0].layers[ML_LAYER_TORCH_CPU] = (struct ml_layer_total){.bytes = 100 * (uint64_t)MIB, .active = true};
 	CHECK_EQ_INT(ml_metrics_render(&(struct ml_metrics_in){.s = &snap,
-							 .procs = mp,
-							 .nprocs = 2,
-							 .layers = 1U << ML_LAYER_TORCH_CPU,
-							 .overhead_ratio = -1,
-							 .steps = s},
-					&text, &len),
+							       .procs = mp,
+							       .nprocs = 2,
+							       .layers = 1U << ML_LAYER_TORCH_CPU,
+							       .overhead_ratio = -1,
+							       .steps = s},
+				       &text, &len),
 		     0, "metrics: rendered");
 	CHECK(text && strstr(text, "memleak_ai_growth_bytes_per_step{rank=\"0\",role=\"main\",layer=\"torch_cpu\"} "
 				   "1.04858e+06\n"),
@@ -185,7 +195,8 @@ int main(void)
 		return SUMMARY("steps");
 	}
 	counts_and_pauses(fd);
-	pause_keeps_a_leak(fd);
+	pause_keeps_a_leak(fd, false);
+	pause_keeps_a_leak(fd, true); /* timed at tensor sampling's phases */
 	metrics_per_step(fd);
 	close(fd);
 	return SUMMARY("steps");

@@ -206,18 +206,24 @@ static bool tensor_time(const struct verdicts *v, const struct hist *old, uint64
 
 /*
  * The time of a sample of a process that steps: its clock stands still while the process pauses (STEPS_PAUSE_MAX_S
- * at most a pause), so a leak that waits with its job between epochs is not read as one that stopped. True when
- * the clock did not move since the row's last sample: that sample is restated, at its time.
+ * at most a pause), so a leak that waits with its job between epochs is not read as one that stopped. True when it
+ * made no step since the row's last sample, within a pause's cap: that sample is restated, at its time. Told by the
+ * steps, not the times: a tensor-sampled row's are its phases', up to a second off the reports the pauses count.
  */
-static bool step_time(const struct hist *old, const struct step_count *sc, double *t)
+static bool step_time(const struct hist *old, const struct step_count *sc, double interval, double *t)
 {
-	double last = old && old->n_short ? old->recent[old->n_short - 1].t : -1;
+	const struct sample *last = old && old->n_short ? &old->recent[old->n_short - 1] : NULL;
 
 	*t -= sc->paused_s;
-	if (*t > last)
+	if (!last)
 		return false;
-	*t = last;
-	return true;
+	if (last->steps == (double)sc->count && sc->pause_s <= STEPS_PAUSE_MAX_S) {
+		*t = last->t;
+		return true;
+	}
+	if (*t <= last->t) /* steps again, a phase's moment after the pause began: an interval on */
+		*t = last->t + interval;
+	return false;
 }
 
 /* A row judged on its records at today's weights (by_records): a C heap window's, or a sampled tensor layer's. */
@@ -444,7 +450,7 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		if (v->ts_closed_ns && r->key.layer == ML_LAYER_TORCH_CPU && tensor_time(v, old, s->now_ns, &t))
 			held = true;
 		else if (sc)
-			held = step_time(old, sc, &t) || held;
+			held = step_time(old, sc, interval, &t) || held;
 		j[i] = judge_row(&nh[i], old, r, t, v->seq ? v->seq : v->updates + 1, merge || held, age, interval,
 				 sc ? (double)sc->count : 0);
 		j[i] = by_traits(r, j[i], old, merge);
