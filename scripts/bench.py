@@ -1008,6 +1008,64 @@ def default_bench():
           f"{med_range([x[2] for x in shares if x], '{:.1f}')}% of a CPU")
 
 
+def steps_bench():
+    """
+    The step clock's cost (issue 39): the losses loop (5 ms asleep a step: about 150 steps a second, a step clock's
+    worst case) with the tool attached (-p, --layers cuda: no CPU allocator probed, so the clock is what is left) by
+    turns with the clock and with --step none, BENCH_STEPS_ROUNDS (3) pairs of BENCH_DEFAULT_SECONDS. The clock's
+    steps against the script's, its traps a second, and what they cost at the calibrated trap time.
+    """
+    settings = losses_settings("steps")
+    if not settings:
+        return
+    py, secs, _, wl_dir = settings
+    rounds = int(os.environ.get("BENCH_STEPS_ROUNDS", "3"))
+    res, counted, rate, hit_us = {"clock": [], "none": []}, [], [], []
+    for _ in range(rounds):
+        for mode in res:
+            wl = subprocess.Popen([py, os.path.join(wl_dir, "losses.py"), "wait", "25"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, cwd=wl_dir, env=dict(os.environ, OMP_NUM_THREADS="1"))
+            out = tempfile.mktemp(prefix="bench-steps-")
+            tool = None
+            try:
+                read_line(wl.stdout, 120, "losses.py ready")
+                tool = subprocess.Popen([TOOL, "-l", "cuda", "--json", out, *(["--step", "none"] if mode == "none" else []),
+                                         "-p", str(wl.pid), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+                    pass
+                wl.stdin.write(b"g")
+                wl.stdin.flush()
+                t0, times = time.time(), []
+                while time.time() - t0 < secs:
+                    times.append(float(read_line(wl.stdout, 60, "losses.py step times")))
+                tool.send_signal(signal.SIGINT)
+                tool.wait(timeout=60)
+                wl.kill()
+                res[mode].append(statistics.mean(times))
+                last = [json.loads(l) for l in open(out)][-1]
+                if mode == "clock":
+                    counted.append((last["steps"]["most"], len(times) * 25))
+                    rate.append(last["stats"]["hits"]["step"] / (time.time() - t0))
+                    hit_us.append(last["overhead"]["hit_ns"] / 1e3)
+            finally:
+                if tool and tool.poll() is None:
+                    tool.kill()
+                wl.kill()
+                wl.wait()
+                if os.path.exists(out):
+                    os.unlink(out)
+    ratios = [c / n for c, n in zip(res["clock"], res["none"])]
+    ms = statistics.median(res["clock"])
+    print(f"Step clock, losses loop (5 ms asleep a step), -p --layers cuda, with the clock and with --step none by turns "
+          f"({rounds} pairs of {secs:.0f} s):")
+    print(f"  steps counted / the script's steps by the time the tool stopped, each run: "
+          f"{' '.join(f'{c}/{n}' for c, n in counted)} (the script counts in 25s: the clock may be up to 24 ahead)")
+    print(f"  step time with / without the clock, each pair: {' '.join(f'{r:.3f}' for r in ratios)}; median "
+          f"x{statistics.median(ratios):.3f} ({ms:.3f} ms a step with it)")
+    print(f"  {statistics.median(rate):.0f} step traps/s at {statistics.median(hit_us):.2f} us (calibrated): "
+          f"{statistics.median(hit_us) / 1e3 / ms * 100:.2f} % of a step, one trap a step")
+
+
 def paired_bench():
     """
     The same figure measured with the host's noise cancelled: each round starts two fresh losses.py processes
@@ -1616,7 +1674,7 @@ def main(argv):
     benches = {"estimate": estimate_bench, "default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench, "findings": findings_bench,
                "memory": memory_bench, "attach": attach_bench,
-               "import": import_bench}
+               "import": import_bench, "steps": steps_bench}
     peers = {"peers": peers_bench}  # not part of the default run (about 10 minutes): `make bench BENCH=peers`
     names = argv or list(benches)
     benches.update(peers)

@@ -562,6 +562,57 @@ def steady_control_attached_default_settings_2s():
     check(len(reps) >= 6, f"six reports at least: {len(reps)}")
 
 
+def epochs_run(kind):
+    """epochs.py at default settings, -p, the default interval: 300 steps an epoch (about 25 s), a 30-s pause."""
+    return Run("epochs.py", "p", "--top", "50", interval="5", wl_args=[kind, "300", "30", "2"])
+
+
+@test
+def epochs_pause_keeps_the_leak_read_per_step_default_settings():
+    """Issue 39's steps, at default settings with -p and a report every 5 s: the step clock counts the script's
+    300 steps of an epoch; the row that keeps a 1 MiB tensor a step reads 1 MiB a step; through the 30-s pause
+    after the epoch it stays a leak candidate in every report; the steady twin, with the same pauses, has none."""
+    script = "epochs.py"
+    leak, control = epochs_run("keep"), None
+    try:
+        control = epochs_run("steady")
+        eq(read_line(leak.wl.stdout, 90, "the first epoch's end").strip(), "steps 300", "the script's count")
+        paused_at = time.time()
+        # The pause, and a report into the next epoch: 40 s.
+        leak.wait_for(lambda rs: rs[-1]["time_unix"] > paused_at + 40, 60)
+    finally:
+        reps = leak.stop()
+        creps = control.stop() if control else []
+    line = leak_line(script)
+    at_line = [(r, next((s for s in r["stacks"] if s["layer"] == "torch_cpu" and
+                         (user_frame(s, script) or {}).get("line") == line), None)) for r in reps]
+    pause = [(r, s) for r, s in at_line if paused_at + 4 < r["time_unix"] < paused_at + 29]
+    check(len(pause) >= 4, f"four reports or more inside the pause: {[r['time_unix'] - paused_at for r in reps]}")
+    steps = [next(p["steps"] for p in r["processes"] if p["pid"] == leak.pid) for r, _ in pause]
+    eq([st["count"] for st in steps], [300] * len(pause), "the steps counted in the pause: the script's 300")
+    check(steps[-1]["pause_s"] >= 15 and steps[-1]["since_report"] == 0, f"the pause is seen: {steps[-1]}")
+    verdicts = [(r["seq"], s and s["verdict"]) for r, s in pause]
+    eq([v for _, v in verdicts], ["growing"] * len(pause), f"a leak candidate in every report of the pause: {verdicts}")
+    ps = pause[0][1].get("per_step") or {}
+    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= 0.1 and ps.get("steps", 0) >= 100,
+          f"1 MiB a step within 10 %, over 100 steps or more: {ps}")
+    tot = pause[0][0]["totals"]["torch_cpu"].get("per_step") or {}
+    check(abs(tot.get("bytes", 0) / 1048576 - 1) <= 0.1, f"torch_cpu's total, 1 MiB a step within 10 %: {tot}")
+    print(f"# per step: the row {ps.get('bytes', 0) / 1048576:.3f} MiB over {ps.get('steps')} steps, torch_cpu "
+          f"{tot.get('bytes', 0) / 1048576:.3f} MiB; the pause's reports {[v[0] for v in verdicts]}", flush=True)
+    check(re.search(r"per step: \+1\.0\d? MiB/step", leak.text), "text: the candidate's per-step line")
+    check(re.search(r"^steps  300 in 1 process, counted at the autograd engine's backward passes$", leak.text,
+                    re.M), "text: the step clock's line in the pause")
+    check_outputs(leak, reps[-1], True)
+    # The steady twin: the same epochs and pauses, nothing kept: no candidate after its first three reports.
+    check(len(creps) >= 10, f"control: reports kept coming: {len(creps)}")
+    for r in creps[3:]:
+        grow = [(s["layer"], s["bytes"], [f.get("func") for f in s["frames"][:4]]) for s in r["stacks"]
+                if s["verdict"] == "growing"]
+        eq(grow, [], f"control: no growing stack in report {r['seq']}")
+    check_outputs(control, creps[-1], False)
+
+
 # The matrix, within a few minutes: every workload once, full fidelity and default settings both covered,
 # -p and -c both covered (the losses loop has all three of its own above).
 @test
