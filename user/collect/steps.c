@@ -81,7 +81,8 @@ static void update(struct step_count *c, uint64_t count, double interval_s)
 		return;
 	}
 	if (c->pause_s < STEPS_PAUSE_MAX_S)
-		c->paused_s += interval_s < STEPS_PAUSE_MAX_S - c->pause_s ? interval_s : STEPS_PAUSE_MAX_S - c->pause_s;
+		c->paused_s +=
+		    interval_s < STEPS_PAUSE_MAX_S - c->pause_s ? interval_s : STEPS_PAUSE_MAX_S - c->pause_s;
 	c->pause_s += interval_s;
 }
 

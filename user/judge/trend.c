@@ -3,8 +3,8 @@
  * judged samples, the verdict they make and the leak score. Pure functions of the samples; verdict.c keeps the
  * history they are fed from.
  */
-#include <math.h>
 #include "judge/trend.h"
+#include <math.h>
 #include "judge/verdict.h"
 
 /* Least-squares slope of y over t; 0 when the t do not spread. */
