@@ -20,6 +20,7 @@ struct findings;
 struct ml_exit_view;
 struct ml_judgement;
 struct steps;
+struct ml_rank_view;
 
 struct reporter {
 	FILE *out;
@@ -38,6 +39,7 @@ struct reporter {
 	const struct findings *findings;
 	const struct ml_exit_view *exited;
 	const struct steps *steps;
+	const struct ml_rank_view *ranks;
 };
 
 /*

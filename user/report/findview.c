@@ -42,23 +42,6 @@ void ml_json_exit(struct jw *w, const struct ml_exit_view *xv, uint64_t start_ns
 	jw_obj_end(w);
 }
 
-/* The job's own line of a row, for the peak's text: file:line in function, or its first frame's label. */
-static void put_row_line(FILE *f, struct stackview *sv, const struct ml_row *row)
-{
-	const struct ml_frame *const *frames;
-	size_t n = stackview__frames(sv, row, &frames, NULL);
-	char label[ML_FRAME_LABEL_MAX];
-
-	for (size_t k = 0; k < n; k++)
-		if (ml_frame_is_user_code(frames[k])) {
-			ml_put_safe(f, frames[k]->file);
-			fprintf(f, ":%d in ", frames[k]->line);
-			ml_put_safe(f, frames[k]->func);
-			return;
-		}
-	ml_put_safe(f, n ? ml_frame_label(frames[0], label, sizeof(label)) : "[no frames]");
-}
-
 /* Each layer's peak, "LAYER SIZE at T s", the first after lead and the others after ", "; whether any was. */
 static bool text_highs(FILE *f, const struct ml_high *layers, uint64_t start_ns, const char *lead)
 {
@@ -107,7 +90,7 @@ void ml_text_peak(FILE *f, struct stackview *sv, const struct findings *fd, uint
 	for (size_t i = 0; i < p->nrows && i < PEAK_ROWS_TEXT; i++) {
 		ml_fmt_bytes(b, sizeof(b), (double)p->rows[i].bytes);
 		fprintf(f, "  at the peak: %s %s at ", ml_layer_name(p->rows[i].key.layer), b);
-		put_row_line(f, sv, &p->rows[i]);
+		ml_put_row_line(f, sv, &p->rows[i]);
 		fputc('\n', f);
 	}
 }

@@ -14,6 +14,7 @@
 #include "report/json.h"
 #include "report/oomview.h"
 #include "report/procview.h"
+#include "report/rankview.h"
 
 static void json_cuda_oom(struct jw *w, struct reporter *r)
 {
@@ -225,6 +226,7 @@ int ml_emit_json(struct reporter *r, const struct ml_snapshot *s, const struct m
 		ml_json_overhead(&w, r->ov);
 	}
 	json_processes(&w, r, s);
+	ml_json_ranks(&w, r, s, order, shown);
 	ml_json_all_stats(&w, s, shown, ml_python_tally(r, s, order, shown), r->tables);
 	jw_arr_begin(&w, "stacks");
 	for (size_t i = 0; i < shown; i++)

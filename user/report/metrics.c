@@ -15,6 +15,7 @@
 #include "attach/allocators.h"
 #include "collect/ledger.h"
 #include "collect/steps.h"
+#include "judge/ranks.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
 #include "lib/log.h"
@@ -173,6 +174,16 @@ static void write_families(FILE *f, const struct ml_metrics_in *in, const struct
 			label(f, "layer", ml_layer_name(l), false);
 			fprintf(f, "} %.6g\n", g[i].per_step[l]);
 		}
+	family(f, "memleak_ai_rank_over_median_bytes", "gauge",
+	       "A rank that stands apart from its job's others in a layer: its outstanding bytes over their median.");
+	for (size_t i = 0; in->ranks && i < in->ranks->n; i++) {
+		const struct rank_apart *a = &in->ranks->apart[i];
+
+		fputs("memleak_ai_rank_over_median_bytes{", f);
+		label(f, "rank", a->rank, true);
+		label(f, "layer", ml_layer_name(a->layer), false);
+		fprintf(f, "} %.6g\n", (double)a->bytes - a->median_bytes);
+	}
 	family(f, "memleak_ai_leak_candidates", "gauge", "Stacks whose outstanding memory keeps growing.");
 	for (size_t i = 0; i < n; i++) {
 		series_start(f, "memleak_ai_leak_candidates", &g[i]);

@@ -12,6 +12,7 @@
 
 struct ml_snapshot;
 struct ml_judgement;
+struct ml_rank_view;
 
 /* A traced process as the metrics see it. */
 struct ml_metric_proc {
@@ -25,9 +26,10 @@ struct ml_metrics_in {
 	const struct ml_judgement *j; /* parallel to s->rows */
 	const struct ml_metric_proc *procs;
 	size_t nprocs;
-	unsigned int layers;	   /* the layers traced (bit mask of enum ml_layer) */
-	double overhead_ratio;	   /* share of the traced processes' time in probes; < 0: not measured yet */
-	const struct steps *steps; /* the step clocks (collect/steps.h), or NULL */
+	unsigned int layers;		  /* the layers traced (bit mask of enum ml_layer) */
+	double overhead_ratio;		  /* share of the traced processes' time in probes; < 0: not measured yet */
+	const struct steps *steps;	  /* the step clocks (collect/steps.h), or NULL */
+	const struct ml_rank_view *ranks; /* ranks that stand apart (judge/ranks.h), or NULL */
 	uint64_t reports;
 };
 

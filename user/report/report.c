@@ -76,6 +76,7 @@ int reporter__emit(struct reporter *r, const struct report_in *in)
 	r->cuda_oom = in->cuda_oom;
 	r->tables = in->tables;
 	r->steps = in->steps;
+	r->ranks = in->ranks;
 	r->findings = in->findings;
 	r->exited = in->exited;
 	err = formats[r->o.format].emit(r, in->snap, in->judged, in->order, in->seq, in->final);

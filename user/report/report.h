@@ -25,6 +25,7 @@ struct findings;
 struct ml_exit_view;
 struct ml_cuda_oom;
 struct steps;
+struct ml_rank_view;
 
 /*
  * One report's input: the snapshot with its verdicts and row order (verdicts__update), and what the session
@@ -47,6 +48,7 @@ struct report_in {
 	const struct ml_cuda_oom *cuda_oom;  /* the CUDA out-of-memory burst this report is written at, or NULL */
 	const struct unwind_loading *tables; /* the unwinding tables' background building, or NULL */
 	const struct steps *steps;	     /* the step clocks (collect/steps.h), or NULL */
+	const struct ml_rank_view *ranks;    /* ranks that stand apart (session/diverge.h), or NULL: none */
 };
 
 /* Write one report in the reporter's format; 0 or a negative errno (the output could not be written). */

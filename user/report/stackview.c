@@ -8,6 +8,7 @@
 #include "lib/hash.h"
 #include "lib/path.h"
 #include "python/pyframes.h"
+#include "report/format.h"
 #include "report/json.h"
 
 /* The interpreter's eval loop: one native frame per run of Python frames. */
@@ -209,6 +210,38 @@ size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const s
 const char *ml_frame_unresolved(const struct ml_frame *fr)
 {
 	return fr->unresolved ? fr->unresolved : "unknown";
+}
+
+void ml_put_row_line(FILE *f, struct stackview *sv, const struct ml_row *row)
+{
+	const struct ml_frame *const *frames;
+	size_t n = stackview__frames(sv, row, &frames, NULL);
+	char label[ML_FRAME_LABEL_MAX];
+
+	for (size_t k = 0; k < n; k++)
+		if (ml_frame_is_user_code(frames[k])) {
+			ml_put_safe(f, frames[k]->file);
+			fprintf(f, ":%d in ", frames[k]->line);
+			ml_put_safe(f, frames[k]->func);
+			return;
+		}
+	ml_put_safe(f, n ? ml_frame_label(frames[0], label, sizeof(label)) : "[no frames]");
+}
+
+uint64_t stackview__site(struct stackview *sv, const struct ml_row *r)
+{
+	const struct ml_frame *const *f;
+	size_t n = stackview__frames(sv, r, &f, NULL);
+	uint64_t h = 0;
+	bool python = false;
+
+	for (size_t i = 0; i < n; i++) {
+		if (f[i]->kind != ML_FRAME_PYTHON)
+			continue;
+		python = true;
+		h = ml_hash_str(f[i]->func, ml_hash_add(ml_hash_str(f[i]->file, h), (uint64_t)f[i]->line));
+	}
+	return python ? h : ml_key_hash(&r->key);
 }
 
 size_t stackview__unresolved(struct stackview *sv, const struct ml_snapshot *s, const size_t *order, size_t n)

@@ -3,6 +3,7 @@
 #define ML_STACKVIEW_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "collect/heapfrag.h"
 #include "collect/ledger.h"
 #include "lib/proclabels.h"
@@ -49,6 +50,14 @@ void stackview__free(struct stackview *sv); /* NULL-safe */
 size_t stackview__frames(struct stackview *sv, const struct ml_row *row, const struct ml_frame *const **out,
 			 unsigned int *flags);
 
+/*
+ * Where a row's memory is kept, as its user would fix it: a hash of its Python stack (files, lines, functions),
+ * whatever native path below it allocated; a row without Python frames is a site of its own. Two Linear layers
+ * built on one line are one site; their gradients, made by the backward call's line, another.
+ */
+uint64_t stackview__site(struct stackview *sv, const struct ml_row *r);
+/* The job's own line of a row, "file:line in function", or its first frame's label: for one-line mentions. */
+void ml_put_row_line(FILE *f, struct stackview *sv, const struct ml_row *row);
 /* The C heap allocator of a traced process, or NULL when not known. */
 const char *stackview__heap(struct stackview *sv, int tgid);
 /* What is known of a traced process (its resolver); non-zero when it is not traced (any more). */

@@ -18,6 +18,7 @@
 #include "report/fragview.h"
 #include "report/oomview.h"
 #include "report/procview.h"
+#include "report/rankview.h"
 
 /* A leak candidate's line: which signals rose, what the window retained, how fast, and how surely. */
 static void text_candidate(FILE *f, const struct ml_judgement *j, unsigned int layer)
@@ -232,6 +233,7 @@ static void text_layers(struct reporter *r, const struct ml_snapshot *s)
 		fputc('\n', f);
 	}
 	text_steps(r);
+	ml_text_ranks(r, s);
 }
 
 /* A process's line under --follow: its pid indented by its depth in the tree, its heap, labels and layers. */

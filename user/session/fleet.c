@@ -93,8 +93,9 @@ size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_
 }
 
 void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,
-			    const struct ml_judgement *judged, const struct steps *steps, unsigned int layers,
-			    const struct ml_overhead *ov, uint64_t reports)
+			    const struct ml_judgement *judged, const struct steps *steps,
+			    const struct ml_rank_view *ranks, unsigned int layers, const struct ml_overhead *ov,
+			    uint64_t reports)
 {
 	size_t n = 0;
 	struct tracee **v = all_of(p, &n);
@@ -108,6 +109,7 @@ void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, cons
 	if (!procs || ml_metrics_render(&(struct ml_metrics_in){.s = snap,
 								.j = judged,
 								.steps = steps,
+								.ranks = ranks,
 								.procs = procs,
 								.nprocs = n,
 								.layers = layers,

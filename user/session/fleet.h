@@ -15,6 +15,7 @@ struct metrics_server;
 struct ml_judgement;
 struct ml_overhead;
 struct steps;
+struct ml_rank_view;
 struct ml_snapshot;
 struct pusher;
 struct sizeweights;
@@ -44,8 +45,9 @@ void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweigh
 
 /* This report (NULL before the first) is what /metrics serves from now on. */
 void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, const struct ml_snapshot *snap,
-			    const struct ml_judgement *judged, const struct steps *steps, unsigned int layers,
-			    const struct ml_overhead *ov, uint64_t reports);
+			    const struct ml_judgement *judged, const struct steps *steps,
+			    const struct ml_rank_view *ranks, unsigned int layers, const struct ml_overhead *ov,
+			    uint64_t reports);
 
 /* --push, --pprof-dir: one profile per traced process, of this report's interval. */
 void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snapshot *snap,

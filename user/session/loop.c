@@ -31,6 +31,7 @@
 #include "report/stackview.h"
 #include "session/budget.h"
 #include "session/copies.h"
+#include "session/diverge.h"
 #include "session/fleet.h"
 #include "session/follow.h"
 #include "session/overhead.h"
@@ -198,7 +199,7 @@ static int write_outputs(struct session *ss, const struct report_in *in)
 	ss->cuda_oom_due = false;
 	if (ss->metrics)
 		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), in->snap, in->judged, ss->steps,
-				       ss->layers, overhead__info(ss->ov), ss->seq);
+				       in->ranks, ss->layers, overhead__info(ss->ov), ss->seq);
 	if (ss->push)
 		fleet__push(ss->push, procevents__fleet_of(ss), in->snap, in->judged, ss->sv, ss->seq);
 	if (in->final && o->html) {
@@ -248,26 +249,9 @@ static void keep_findings(struct session *ss, const struct ml_snapshot *snap, co
 	}
 }
 
-/*
- * Where a row's memory is kept, as its user would fix it: its Python stack (files, lines, functions), whatever
- * native path below it allocated; a row without Python frames is a site of its own. Two Linear layers built on
- * one line are one site; their gradients, made by the backward call's line, another.
- */
 static uint64_t row_site(void *ctx, const struct ml_row *r)
 {
-	struct session *ss = ctx;
-	const struct ml_frame *const *f;
-	size_t n = stackview__frames(ss->sv, r, &f, NULL);
-	uint64_t h = 0;
-	bool python = false;
-
-	for (size_t i = 0; i < n; i++) {
-		if (f[i]->kind != ML_FRAME_PYTHON)
-			continue;
-		python = true;
-		h = ml_hash_str(f[i]->func, ml_hash_add(ml_hash_str(f[i]->file, h), (uint64_t)f[i]->line));
-	}
-	return python ? h : ml_key_hash(&r->key);
+	return stackview__site(((struct session *)ctx)->sv, r);
 }
 
 /*
@@ -324,6 +308,7 @@ static int session_report(struct session *ss, bool *final)
 	struct ml_exit_view xv;
 	struct report_in in;
 	struct unwind_loading tables;
+	struct ml_rank_view ranks = {0};
 	int *traced = NULL, err;
 	size_t ntraced;
 	bool exited;
@@ -360,6 +345,8 @@ static int session_report(struct session *ss, bool *final)
 		followers__trim(ss->followers);
 	if (exited)
 		snap = &xv.s; /* the last live report's rows, shown after the exit */
+	else if (diverge__report(ss, snap, traced, ntraced, &ranks))
+		ml_notice("out of memory comparing the ranks: this report leaves them out");
 	if (ss->env.uw) {
 		unwinder__tick(ss->env.uw);
 		unwinder__loading(ss->env.uw, &tables);
@@ -379,7 +366,8 @@ static int session_report(struct session *ss, bool *final)
 				.exited = exited ? &xv : NULL,
 				.cuda_oom = ss->cuda_oom_due ? &ss->cuda_oom : NULL,
 				.tables = ss->env.uw ? &tables : NULL,
-				.steps = ss->steps};
+				.steps = ss->steps,
+				.ranks = exited ? NULL : &ranks};
 	err = write_outputs(ss, &in);
 	free(traced);
 	return err;

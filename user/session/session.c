@@ -31,6 +31,7 @@
 #include "collect/stackstore.h"
 #include "collect/steps.h"
 #include "judge/findings.h"
+#include "judge/ranks.h"
 #include "judge/verdict.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -527,7 +528,7 @@ static int session_start(struct session *ss)
 	overhead__start(ss->ov, ss->pids, nf);
 	overhead__set_tensor_sampling(ss->ov, ss->multi);
 	if (ss->metrics) /* the processes, at zero, until the first report */
-		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), NULL, NULL, NULL, ss->layers,
+		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), NULL, NULL, NULL, NULL, ss->layers,
 				       overhead__info(ss->ov), 0);
 	ss->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	ss->scan_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -589,6 +590,8 @@ static int session_close(struct session *ss, bool ok)
 	overhead__free(ss->ov);
 	verdicts__free(ss->verdicts);
 	steps__free(ss->steps);
+	ranks__free(ss->ranks);
+	free(ss->rank_rows);
 	findings__free(ss->findings);
 	victims__clear(&ss->victims);
 	html_timeline__free(ss->timeline);

@@ -55,14 +55,16 @@ struct session {
 	struct slots *slots;	   /* the allocation table's levels, made right after the BPF object loads */
 	struct sizeweights *sizes; /* the sampled C heap's weights by chunk size (budget__heap_by_size) */
 	struct verdicts *verdicts;
-	struct steps *steps;	    /* the step clock's counts per process (NULL: --step none) */
-	struct findings *findings;  /* what the run found while its processes lived: last live report, peaks */
-	pthread_mutex_t learn_lock; /* the stack store's reader thread decodes new stacks' code objects ... */
-	struct pyframes *learn_py;  /* ... with the first process's decoder (NULL: none, or being replaced) */
-	bool py_exit_due;	    /* the first process's interpreter began its teardown: report before it frees */
-	uint64_t py_exit_seen;	    /* -c: the BPF side's count of stops at that teardown, when last handled */
-	bool py_teardown;	    /* ... it did: reports from here on are not the run's findings */
-	struct ml_victims victims;  /* the last report's victims of fragmentation and rows held (judge/victims.h) */
+	struct steps *steps; /* the step clock's counts per process (NULL: --step none) */
+	struct ranks *ranks; /* the ranks of a job compared (session/diverge.c), made at the first report */
+	size_t *rank_rows, cap_rank_rows; /* ... each divergent rank's row, for the report */
+	struct findings *findings;	  /* what the run found while its processes lived: last live report, peaks */
+	pthread_mutex_t learn_lock;	  /* the stack store's reader thread decodes new stacks' code objects ... */
+	struct pyframes *learn_py;	  /* ... with the first process's decoder (NULL: none, or being replaced) */
+	bool py_exit_due;	   /* the first process's interpreter began its teardown: report before it frees */
+	uint64_t py_exit_seen;	   /* -c: the BPF side's count of stops at that teardown, when last handled */
+	bool py_teardown;	   /* ... it did: reports from here on are not the run's findings */
+	struct ml_victims victims; /* the last report's victims of fragmentation and rows held (judge/victims.h) */
 	bool walk_soon; /* a growing row of fresh heap waits for a heap walk to be told: the next report walks */
 	struct html_timeline *timeline;
 	struct stackview *sv;
