@@ -13,7 +13,7 @@
 
 /*
  * libbpf's warnings always reach stderr (a default run prints none); its info and debug lines need -vv. One warning
- * is a race the tool handles, a probe attached to a traced process that exited meanwhile ("No such process"): the
+ * is a race the tool handles, a probe attached to a traced process that exited meanwhile (ESRCH): the
  * attach's caller takes it for the exit it is, and it is shown at -v only.
  */
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -28,7 +28,7 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ar
 	n = vasprintf(&msg, fmt, args);
 	if (n < 0)
 		return 0;
-	if (!strstr(msg, "No such process"))
+	if (!strstr(msg, "No such process") && !strstr(msg, "ESRCH")) /* libbpf after 1.1 names errors */
 		fputs(msg, stderr);
 	free(msg);
 	return n;

@@ -92,7 +92,9 @@ static void metrics_apart(void)
 	CHECK_EQ_INT(
 	    ml_metrics_render(&(struct ml_metrics_in){.s = &snap, .overhead_ratio = -1, .ranks = &v}, &text, &len), 0,
 	    "metrics: rendered");
-	CHECK(text && strstr(text, "memleak_ai_rank_over_median_bytes{rank=\"3\",layer=\"torch_cpu\"} 6.29146e+07\n"),
+	CHECK(text &&
+		  strstr(text,
+			 "memleak_ai_rank_over_median_bytes{job=\"\",rank=\"3\",layer=\"torch_cpu\"} 6.29146e+07\n"),
 	      "metrics: rank 3's 60 MiB over the median");
 	free(text);
 }

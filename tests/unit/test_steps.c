@@ -14,11 +14,48 @@
 
 #define MIB 1048576.0
 
-static void set_count(int fd, uint32_t tgid, uint64_t count)
+static void set_count_at(int fd, uint32_t tgid, uint64_t count, uint64_t last_ns)
 {
-	struct ml_steps v = {.count = count};
+	struct ml_steps v = {.count = count, .last_ns = last_ns};
 
 	bpf_map_update_elem(fd, &tgid, &v, BPF_ANY);
+}
+
+/* A count whose last step's time is not known (0): every read without a step is a pause. */
+static void set_count(int fd, uint32_t tgid, uint64_t count)
+{
+	set_count_at(fd, tgid, count, 0);
+}
+
+/*
+ * Steps of 12 s read every 5 s: a read without a step is no pause while the next step is due (STEPS_LATE periods);
+ * once it is overdue, it is.
+ */
+static void long_steps(int fd)
+{
+	struct steps *s = NULL;
+	const struct step_count *c;
+	const uint64_t sec = 1000000000ULL;
+	uint64_t now = 100 * sec;
+	bool paused = false;
+
+	CHECK_EQ_INT(steps__new(fd, "f", &s), 0, "long steps: new");
+	for (int i = 0; i < 12; i++, now += 5 * sec) {
+		uint64_t count = 1 + (now - 100 * sec) / (12 * sec);
+
+		set_count_at(fd, 500, count, 100 * sec + (count - 1) * 12 * sec);
+		steps__read(s, 5, now);
+		c = steps__of(s, 500);
+		paused |= c && c->pause_s > 0;
+	}
+	c = steps__of(s, 500);
+	CHECK(c && c->count == 5 && !paused && c->paused_s == 0, "12-s steps, a read every 5 s: never a pause");
+	for (int i = 0; i < 10; i++, now += 5 * sec)
+		steps__read(s, 5, now);
+	c = steps__of(s, 500);
+	CHECK(c && c->pause_s > 0 && c->pause_s < 50, "no step for 50 s: a pause once the step was 36 s overdue");
+	steps__forget(s, 500);
+	steps__free(s);
 }
 
 static void counts_and_pauses(int fd)
@@ -32,14 +69,14 @@ static void counts_and_pauses(int fd)
 	CHECK_EQ_INT(steps__new(fd, "train_step", &s), 0, "steps: new");
 	CHECK(steps__of(s, 100) == NULL, "no process steps before the first read");
 	set_count(fd, 100, 10);
-	CHECK_EQ_INT(steps__read(s, 2), 0, "read 1");
+	CHECK_EQ_INT(steps__read(s, 2, 0), 0, "read 1");
 	c = steps__of(s, 100);
 	CHECK(c && c->count == 10 && c->delta == 10 && c->paused_s == 0, "10 steps, all since the read before");
 	b[ML_LAYER_TORCH_CPU] = 10 * (int64_t)MIB;
 	steps__keep_bytes(s, 100, b);
 	CHECK(!steps__layer_rate(steps__of(s, 100), ML_LAYER_TORCH_CPU, &per_step, &n), "one read: no rate yet");
 	set_count(fd, 100, 30);
-	CHECK_EQ_INT(steps__read(s, 2), 0, "read 2");
+	CHECK_EQ_INT(steps__read(s, 2, 0), 0, "read 2");
 	c = steps__of(s, 100);
 	CHECK(c && c->count == 30 && c->delta == 20, "20 more");
 	b[ML_LAYER_TORCH_CPU] = 30 * (int64_t)MIB;
@@ -50,24 +87,24 @@ static void counts_and_pauses(int fd)
 	      "libc: nothing a step");
 	/* A pause: the clock stands still for up to STEPS_PAUSE_MAX_S, then runs again. */
 	for (int i = 0; i < 10; i++)
-		steps__read(s, 2);
+		steps__read(s, 2, 0);
 	c = steps__of(s, 100);
 	CHECK(c && c->delta == 0 && c->paused_s == 20 && c->pause_s == 20, "10 reads without a step: 20 s paused");
 	for (int i = 0; i < 60; i++)
-		steps__read(s, 2);
+		steps__read(s, 2, 0);
 	c = steps__of(s, 100);
 	CHECK(c && c->paused_s == STEPS_PAUSE_MAX_S && c->pause_s == 140, "a pause counts 120 s at most");
 	set_count(fd, 100, 31);
-	steps__read(s, 2);
+	steps__read(s, 2, 0);
 	c = steps__of(s, 100);
 	CHECK(c && c->delta == 1 && c->pause_s == 0 && c->paused_s == STEPS_PAUSE_MAX_S, "a step ends the pause");
 	/* A second process: the node's rate is the sum of theirs. */
 	set_count(fd, 200, 5);
-	steps__read(s, 2);
+	steps__read(s, 2, 0);
 	b[ML_LAYER_TORCH_CPU] = 0;
 	steps__keep_bytes(s, 200, b);
 	set_count(fd, 200, 15);
-	steps__read(s, 2);
+	steps__read(s, 2, 0);
 	b[ML_LAYER_TORCH_CPU] = 5 * (int64_t)MIB;
 	steps__keep_bytes(s, 200, b);
 	CHECK(steps__total_rate(s, ML_LAYER_TORCH_CPU, &per_step, &n) && per_step == 1.5 * MIB && n == 20,
@@ -122,7 +159,7 @@ static void pause_keeps_a_leak(int fd, bool phases)
 		if (epoch)
 			steps += 10;
 		set_count(fd, 300, steps);
-		steps__read(s, 2);
+		steps__read(s, 2, 0);
 		row.bytes = (uint64_t)(steps * MIB);
 		row.count = steps;
 		row.records = row.count;
@@ -162,10 +199,10 @@ static void metrics_per_step(int fd)
 
 	CHECK_EQ_INT(steps__new(fd, "f", &s), 0, "metrics: steps");
 	set_count(fd, 400, 100);
-	steps__read(s, 2);
+	steps__read(s, 2, 0);
 	steps__keep_bytes(s, 400, b);
 	set_count(fd, 400, 200);
-	steps__read(s, 2);
+	steps__read(s, 2, 0);
 	b[ML_LAYER_TORCH_CPU] = 100 * (int64_t)MIB;
 	steps__keep_bytes(s, 400, b);
 	procs[0].layers[ML_LAYER_TORCH_CPU] = (struct ml_layer_total){.bytes = 100 * (uint64_t)MIB, .active = true};
@@ -198,6 +235,7 @@ int main(void)
 	pause_keeps_a_leak(fd, false);
 	pause_keeps_a_leak(fd, true); /* timed at tensor sampling's phases */
 	metrics_per_step(fd);
+	long_steps(fd);
 	close(fd);
 	return SUMMARY("steps");
 }

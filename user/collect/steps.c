@@ -9,6 +9,7 @@
 struct steps {
 	int map_fd;
 	const char *func;
+	uint32_t gen;	      /* reads made */
 	struct step_count *v; /* by tgid */
 	size_t n, cap;
 };
@@ -71,12 +72,33 @@ static struct step_count *add(struct steps *s, int tgid)
 	return &s->v[i];
 }
 
-/* A process's new count: a read without a step is a pause, its clock standing still up to STEPS_PAUSE_MAX_S. */
-static void update(struct step_count *c, uint64_t count, double interval_s)
+/*
+ * Whether the process's next step is overdue: STEPS_LATE mean periods since its last. Not while one step alone gives
+ * no period (a step may be long); always when the steps' times are not known.
+ */
+static bool overdue(const struct step_count *c, uint64_t now_ns)
+{
+	uint64_t n = c->count - c->first_count;
+
+	if (!c->last_ns)
+		return true;
+	if (!n || c->last_ns <= c->first_ns)
+		return false;
+	return now_ns > c->last_ns && now_ns - c->last_ns > STEPS_LATE * ((c->last_ns - c->first_ns) / n);
+}
+
+/* A process's new count: a read without a step, the next one overdue, is a pause, up to STEPS_PAUSE_MAX_S. */
+static void update(struct step_count *c, uint64_t count, uint64_t last_ns, double interval_s, uint64_t now_ns)
 {
 	c->delta = count > c->count ? count - c->count : 0;
 	c->count = count;
-	if (c->delta) {
+	if (last_ns > c->last_ns)
+		c->last_ns = last_ns;
+	if (!c->first_ns) {
+		c->first_ns = c->last_ns;
+		c->first_count = count;
+	}
+	if (c->delta || !overdue(c, now_ns)) {
 		c->pause_s = 0;
 		return;
 	}
@@ -86,14 +108,13 @@ static void update(struct step_count *c, uint64_t count, double interval_s)
 	c->pause_s += interval_s;
 }
 
-int steps__read(struct steps *s, double interval_s)
+int steps__read(struct steps *s, double interval_s, uint64_t now_ns)
 {
 	uint32_t key = 0, next;
 	bool first = true;
 	int err;
 
-	for (size_t i = 0; i < s->n; i++)
-		s->v[i].delta = ~0ULL; /* not seen in the map yet */
+	s->gen++;
 	while (!(err = bpf_map_get_next_key(s->map_fd, first ? NULL : &key, &next))) {
 		struct ml_steps v;
 		struct step_count *c;
@@ -102,15 +123,18 @@ int steps__read(struct steps *s, double interval_s)
 		key = next;
 		if (bpf_map_lookup_elem(s->map_fd, &key, &v) || !v.count || key > 0x7fffffff)
 			continue; /* deleted meanwhile */
-		if (!(c = add(s, (int)key)))
-			return -ENOMEM;
-		if (c->delta == ~0ULL)
-			c->delta = 0;
-		update(c, v.count, interval_s);
+		if (!(c = add(s, (int)key))) {
+			err = -ENOMEM;
+			break;
+		}
+		if (c->gen == s->gen)
+			continue; /* a walk the map restarted (a key deleted under it): seen already */
+		c->gen = s->gen;
+		update(c, v.count, v.last_ns, interval_s, now_ns);
 	}
 	for (size_t i = 0; i < s->n; i++)
-		if (s->v[i].delta == ~0ULL) /* gone from the map (a process forgotten): no steps this time */
-			update(&s->v[i], s->v[i].count, interval_s);
+		if (s->v[i].gen != s->gen) /* gone from the map (forgotten), or not reached: no step seen this time */
+			update(&s->v[i], s->v[i].count, 0, interval_s, now_ns);
 	return err == -ENOENT ? 0 : err;
 }
 

@@ -14,6 +14,8 @@
 
 /* The longest pause a process's clock stands still for; after it, time runs again (a job that stopped training). */
 #define STEPS_PAUSE_MAX_S 120.0
+/* A pause begins once the next step is this many mean step periods late: a step longer than a report is no pause. */
+#define STEPS_LATE 3
 /* Reports over which a layer's per-step growth is measured: the newest against the oldest kept. */
 #define STEPS_KEEP 12
 
@@ -22,10 +24,13 @@ struct steps;
 /* One process's steps as of the last read. */
 struct step_count {
 	int tgid;
-	uint64_t count;	 /* steps since the clock first counted one in this process */
-	uint64_t delta;	 /* of them, since the read before */
-	double paused_s; /* seconds its clock stood still since its first step (pauses, each capped) */
-	double pause_s;	 /* of them, the current pause's (0 while it steps) */
+	uint64_t count;			/* steps since the clock first counted one in this process */
+	uint64_t delta;			/* of them, since the read before */
+	double paused_s;		/* seconds its clock stood still since its first step (pauses, each capped) */
+	double pause_s;			/* of them, the current pause's (0 while it steps) */
+	uint64_t last_ns;		/* its last step (CLOCK_MONOTONIC) */
+	uint64_t first_ns, first_count; /* the last step and the count at the first read: the mean period */
+	uint32_t gen;			/* the read that last saw it in the map */
 	/* The newest STEPS_KEEP reads' counts and per-layer bytes, oldest first (steps__keep_bytes). */
 	uint64_t kept_steps[STEPS_KEEP];
 	int64_t kept_bytes[STEPS_KEEP][ML_LAYER_MAX];
@@ -37,8 +42,11 @@ int steps__new(int map_fd, const char *func, struct steps **out);
 const char *steps__func(const struct steps *s);
 void steps__free(struct steps *s); /* NULL-safe */
 
-/* Read every process's count, interval_s after the read before. 0 or a negative errno. */
-int steps__read(struct steps *s, double interval_s);
+/*
+ * Read every process's count, interval_s after the read before, at now_ns (CLOCK_MONOTONIC). 0 or a negative errno;
+ * a process not read is taken as one that made no step.
+ */
+int steps__read(struct steps *s, double interval_s, uint64_t now_ns);
 /* A process's steps, or NULL while its clock has counted none. */
 const struct step_count *steps__of(const struct steps *s, int tgid);
 /* Keep this read's outstanding bytes per layer of a process that steps, for its per-step growth. */

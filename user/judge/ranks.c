@@ -190,7 +190,8 @@ static int compare_job(struct ranks *r, const struct rank_in *in, size_t n, size
 			continue;
 		done[i] = true;
 		gi[m] = &in[i];
-		g[m++] = hist_of(r, in[i].job, in[i].rank);
+		if (!(g[m++] = hist_of(r, in[i].job, in[i].rank))) /* pushed to at this update: found, never made */
+			err = -ENOMEM;
 	}
 	if (!err && m >= 3) {
 		r->compared += m;

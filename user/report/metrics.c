@@ -180,7 +180,8 @@ static void write_families(FILE *f, const struct ml_metrics_in *in, const struct
 		const struct rank_apart *a = &in->ranks->apart[i];
 
 		fputs("memleak_ai_rank_over_median_bytes{", f);
-		label(f, "rank", a->rank, true);
+		label(f, "job", a->job ? a->job : "", true);
+		label(f, "rank", a->rank, false);
 		label(f, "layer", ml_layer_name(a->layer), false);
 		fprintf(f, "} %.6g\n", (double)a->bytes - a->median_bytes);
 	}

@@ -264,7 +264,7 @@ static void count_steps(struct session *ss, const struct ml_snapshot *snap)
 
 	if (!ss->steps)
 		return;
-	err = steps__read(ss->steps, snap->elapsed_s);
+	err = steps__read(ss->steps, snap->elapsed_s, snap->now_ns);
 	if (err)
 		ml_notice("cannot read the step clock: %s", strerror(-err));
 	for (size_t i = 0; i < snap->nprocs; i++) {
