@@ -1,7 +1,8 @@
 """Workload: epochs of training steps with a pause between them, keeping a 1 MiB CPU tensor a step or not.
 
 argv: wait|run, keep|steady, steps an epoch, seconds of pause after each epoch, epochs (0: until killed).
-It prints "steps N" after each epoch: the steps it made (one backward pass each)."""
+It prints "steps N at T" after each epoch: the steps it made (one backward pass each), and when (time.time()), so a
+test knows when the pause began however late it reads the line."""
 import sys
 import time
 
@@ -29,5 +30,5 @@ while not epochs or epoch < epochs:
         steps += 1
         time.sleep(0.08)
     epoch += 1
-    print("steps", steps, flush=True)
+    print("steps", steps, "at", time.time(), flush=True)
     time.sleep(pause_s)
