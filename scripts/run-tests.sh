@@ -229,11 +229,11 @@ if [ "${1:-}" != "--unit-only" ]; then
 		sed "s/^integration:/$label:/" "$out"
 		rm -f "$out"
 	}
-	# Every test file in both passes (the workloads once), TEST_JOBS at a time, the longest first and the two soaks
+	# Every test file in both passes (the workloads once), two at a time, the longest first and the two soaks
 	# (busy targets) apart, then any file not named here. The tests that rest on the tool's measure of its own
 	# cost share (@alone) after them, one at a time with nothing beside them.
-	QUEUE="workloads/test_workloads workloads/test_steps core core:asan workloads/test_workloads@3.11
-		workloads/test_workloads@3.13 workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
+	QUEUE="workloads/test_workloads core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
+		workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
 		gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
 	QUEUE=$(echo $QUEUE)
 	for t in $(ls tests/integration/test_*.py | sed 's/.*test_\(.*\)\.py/\1/'); do
