@@ -52,6 +52,15 @@ def debian_only(fn):
 FULL = ("--max-overhead", "100")
 
 
+def fmt_bytes(b, sign=False):
+    """Bytes as the text report writes them ("1.0 MiB", "-512 B"), with a "+" when sign and not negative."""
+    units, v, u = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"], abs(b), 0
+    while v >= 1024 and u + 1 < len(units):
+        v, u = v / 1024, u + 1
+    s = ("-" if b < 0 else "") + (f"{v:.0f} B" if u == 0 else f"{v:.1f} {units[u]}")
+    return ("+" if sign and b >= 0 else "") + s
+
+
 def leak_line(script):
     """The line of the workload marked '# LEAK': where the memory that stays is allocated."""
     for i, line in enumerate(open(os.path.join(HERE, script)), 1):
@@ -607,6 +616,10 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     print(f"# per step: the row {ps.get('bytes', 0) / 1048576:.3f} MiB over {ps.get('steps')} steps, torch_cpu "
           f"{tot.get('bytes', 0) / 1048576:.3f} MiB; the pause's reports {[v[0] for v in verdicts]}", flush=True)
     check(re.search(r"per step: \+1\.0\d? MiB/step", leak.text), "text: the candidate's per-step line")
+    # The layer's line reads the same figure as JSON's totals (a report in the pause: text and JSON alike).
+    want = f"; {fmt_bytes(tot.get('bytes', 0), True)}/step ({tot.get('steps', 0):,} steps)"
+    lines = [l for l in leak.text.splitlines() if l.startswith("torch_cpu outstanding ")]
+    check(any(l.endswith(want) for l in lines), f"text: torch_cpu's line ends {want!r} as in JSON: {lines[-3:]}")
     check(re.search(r"^steps  300 in 1 process, counted at the autograd engine's backward passes$", leak.text,
                     re.M), "text: the step clock's line in the pause")
     check_outputs(leak, reps[-1], True)
@@ -1447,6 +1460,7 @@ def say_interpreter():
     out = interpreter()
     print(f"# workloads on {PY}: Python {' torch '.join(out) or 'without torch'}{' (smoke subset)' if SMOKE else ''}",
           flush=True)
+
 
 
 if __name__ == "__main__":

@@ -47,11 +47,13 @@ static void text_candidate(FILE *f, const struct ml_judgement *j, unsigned int l
 }
 
 /* A layer's growth per step, when the processes step: "; +4.6 MiB/step (1,208 steps)". */
-static void text_per_step(FILE *f, bool known, double per_step, uint64_t nsteps)
+static void text_per_step(FILE *f, const struct steps *st, unsigned int layer)
 {
 	char b[32], c[40];
+	double per_step;
+	uint64_t nsteps;
 
-	if (!known)
+	if (!steps__total_rate(st, layer, &per_step, &nsteps))
 		return;
 	ml_fmt_bytes(b, sizeof(b), per_step);
 	ml_fmt_count(c, sizeof(c), (int64_t)nsteps, false);
@@ -209,8 +211,6 @@ static void text_layers(struct reporter *r, const struct ml_snapshot *s)
 	FILE *f = r->out;
 	const char *heap = stackview__heap(r->sv, r->o.pid);
 	char b1[32], b2[32];
-	double per_step;
-	uint64_t nsteps;
 
 	for (unsigned int layer = 0; layer < ML_LAYER_MAX; layer++) {
 		const struct ml_layer_total *t = &s->layers[layer];
@@ -229,7 +229,7 @@ static void text_layers(struct reporter *r, const struct ml_snapshot *s)
 			s->elapsed_s > 0 ? (double)fr / s->elapsed_s : 0);
 		if (layer == ML_LAYER_LIBC && heap)
 			fprintf(f, "; heap allocator %s", heap);
-		text_per_step(f, steps__total_rate(r->steps, layer, &per_step, &nsteps), per_step, nsteps);
+		text_per_step(f, r->steps, layer);
 		fputc('\n', f);
 	}
 	text_steps(r);

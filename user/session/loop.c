@@ -201,7 +201,7 @@ static int write_outputs(struct session *ss, const struct report_in *in)
 		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), in->snap, in->judged, ss->steps,
 				       in->ranks, ss->layers, overhead__info(ss->ov), ss->seq);
 	if (ss->push)
-		fleet__push(ss->push, procevents__fleet_of(ss), in->snap, in->judged, ss->sv, ss->seq);
+		fleet__push(ss->push, procevents__fleet_of(ss), in->snap, in->judged, ss->steps, ss->sv, ss->seq);
 	if (in->final && o->html) {
 		struct html_opts ho = {.pid = ss->root.pid,
 				       .top = o->top,
@@ -270,6 +270,9 @@ static void count_steps(struct session *ss, const struct ml_snapshot *snap)
 	for (size_t i = 0; i < snap->nprocs; i++) {
 		int64_t b[ML_LAYER_MAX];
 
+		/* what the interpreter's teardown frees is not the job's growth: the last live report's rates stand */
+		if (ss->py_teardown && snap->procs[i].tgid == ss->root.pid)
+			continue;
 		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
 			b[l] = (int64_t)snap->procs[i].layers[l].bytes;
 		steps__keep_bytes(ss->steps, snap->procs[i].tgid, b);
