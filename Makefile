@@ -19,7 +19,7 @@ ifeq ($(WERROR),1)
 CFLAGS += -Werror
 endif
 CPPFLAGS += -I$(OUTPUT) -Iuser -Ibpf -MMD -MP
-LDLIBS += -lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c -lmicrohttpd -lcurl -lpthread
+LDLIBS += -lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c -lmicrohttpd -lcurl -ljansson -lpthread
 # clang's own include paths, so BPF code sees the same system headers without the kernel's
 CLANG_BPF_SYS_INCLUDES ?= $(shell $(CLANG) -v -E - </dev/null 2>&1 | sed -n '/<...> search starts here:/,/End of search list./{ s| \(/.*\)|-idirafter \1|p }')
 
@@ -31,7 +31,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-# user/ by pipeline stage: lib, then attach, symbolize, unwind, python, collect, judge, report, session.
+# user/ by pipeline stage: lib, then attach, symbolize, unwind, python, collect, judge, report, diff, session.
 USER_SRCS := $(wildcard user/*/*.c)
 USER_OBJS := $(patsubst user/%.c,$(OUTPUT)/%.o,$(USER_SRCS))
 

@@ -16,7 +16,7 @@ J=${TEST_JOBS:-3}
 case $J in '' | *[!0-9]* | 0*) echo "run-tests.sh: TEST_JOBS must be a whole number from 1 up, not '$J'" >&2; exit 2 ;; esac
 # Every module but main.c, as the Makefile builds them
 OBJS="$(for f in user/*/*.c; do f=${f#user/}; printf 'build/%s.o ' "${f%.c}"; done)build/profile.pb-c.o build/html_assets.o"
-LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c -lmicrohttpd -lcurl -lpthread"
+LIBS="-lbpf -lelf -ldw -lz -lstdc++ -lm -lprotobuf-c -lmicrohttpd -lcurl -ljansson -lpthread"
 build() {
 	echo "  BUILD    $1" >&2
 	shift

@@ -24,9 +24,9 @@ def read(path):
         return f.read()
 
 
-def long_options():
-    src = read("user/session/opts.c")
-    m = re.search(r"struct option\s+\w+\[\]\s*=\s*\{(.*?)\n\};", src, re.S)
+def long_options(path="user/session/opts.c"):
+    src = read(path)
+    m = re.search(r"struct option\s+\w+\[\]\s*=\s*\{(.*?)\};", src, re.S)
     if not m:
         return None
     return re.findall(r'\{\s*"([a-z0-9-]+)"\s*,', m.group(1))
@@ -97,6 +97,25 @@ def check_readme_and_kernel(check, man, usage):
           f"docs/usage.md and docs/memleak-ai.8 state the kernel minimum the code checks ({want})")
 
 
+def check_diff(check, man):
+    """`memleak-ai diff`: its options in the man page and docs/diff.md, its JSON keys in docs/diff.md."""
+    doc = read("docs/diff.md")
+    opts = long_options("user/session/diffcmd.c")
+    check(bool(opts), f"user/session/diffcmd.c: the struct option table read ({len(opts or [])} long options)")
+    for name in opts or []:
+        pat = r"--" + re.escape(name) + r"(?![a-z0-9-])"
+        check(re.search(pat, man) is not None and re.search(pat, doc) is not None,
+              f"diff --{name} is in docs/memleak-ai.8 and docs/diff.md")
+    words = set()
+    for span in re.findall(r"`([^`\n]+)`", doc):
+        words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", span))
+    src = read("user/diff/diffview.c")
+    keys = sorted(set(re.findall(r'\b(?:jw|json)_\w+\(\s*&?\w+\s*,\s*"([^"]+)"', src)))
+    check(len(keys) > 20, f"user/diff/diffview.c: the diff's JSON keys read ({len(keys)})")
+    for key in keys:
+        check(key in words, f"diff JSON key \"{key}\" is in docs/diff.md")
+
+
 def main():
     results = []
 
@@ -120,6 +139,7 @@ def main():
     for key in keys:
         check(key in words, f"JSON key \"{key}\" is in docs/usage.md")
 
+    check_diff(check, man)
     lines = usage.count("\n")
     check(lines < 700, f"docs/usage.md is under 700 lines ({lines})")
     check_design(check)

@@ -1,4 +1,4 @@
-/* memleak-ai: the options, then one run (user/session/session.c). */
+/* memleak-ai: the options, then one run (user/session/session.c); or `memleak-ai diff` of two runs. */
 #define _GNU_SOURCE
 #include <bpf/libbpf.h>
 #include <signal.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include "lib/log.h"
+#include "session/diffcmd.h"
 #include "session/opts.h"
 #include "session/session.h"
 
@@ -40,6 +41,8 @@ int main(int argc, char **argv)
 	struct rlimit rl;
 	int err;
 
+	if (argc > 1 && !strcmp(argv[1], "diff"))
+		return diffcmd__main(argc - 1, argv + 1);
 	err = ml_opts__parse(argc, argv, &o);
 	if (err) {
 		ml_opts__free(&o);

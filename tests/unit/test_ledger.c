@@ -267,7 +267,7 @@ static void pprof_checks(struct ledger *l, const struct ml_snapshot *s)
 		CHECK(false, "pprof: set up");
 		goto out;
 	}
-	CHECK_EQ_INT(ml_pprof_write(f, s, j, sv, NULL, 1000000000ULL, 0), 0, "pprof: written");
+	CHECK_EQ_INT(ml_pprof_write(f, s, j, sv, NULL, NULL, 1000000000ULL, 0), 0, "pprof: written");
 	fclose(f);
 	f = NULL;
 	raw = gunzip(buf, len, &plen);

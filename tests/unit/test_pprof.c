@@ -47,7 +47,8 @@ static Profile *encode(const struct ml_snapshot *s, const struct ml_judgement *j
 
 	if (!out)
 		return NULL;
-	CHECK_EQ_INT(ml_pprof_write(out, s, j, sv, f, DURATION_NS, tgid), 0, tgid ? "one process: written" : "written");
+	CHECK_EQ_INT(ml_pprof_write(out, s, j, sv, NULL, f, DURATION_NS, tgid), 0,
+		     tgid ? "one process: written" : "written");
 	fclose(out);
 	raw = gunzip(buf, len, &plen);
 	if (raw)
@@ -114,16 +115,38 @@ static void sample_types(const Profile *p)
 static void string_table(const Profile *p)
 {
 	static const char *const want[] = {
-	    "",	      "inuse_space", "bytes",  "inuse_objects", "count", "growth_space", "peak_space", /* the types */
-	    "0x500",  "0x1000",	     "0x2000", "layer",		"libc",	 "verdict",	 "growing",
-	    "pid",								  /* row 0 */
-	    "rank",   "3",	     "role",   "main",		"comm",	 "train", /* its process */
-	    "0x3000", "torch_cpu",   "stable",					  /* row 1 */
-	    "0x600",  "new",							  /* row 2 */
+	    "",
+	    "inuse_space",
+	    "bytes",
+	    "inuse_objects",
+	    "count",
+	    "growth_space",
+	    "peak_space", /* the types */
+	    "0x500",
+	    "0x1000",
+	    "0x2000",
+	    "layer",
+	    "libc",
+	    "verdict",
+	    "growing",
+	    "pid", /* row 0 */
+	    "rank",
+	    "3",
+	    "role",
+	    "main",
+	    "comm",
+	    "train", /* its process */
+	    "bytes_per_s",
+	    "bytes_per_step", /* its rates */
+	    "0x3000",
+	    "torch_cpu",
+	    "stable", /* row 1 */
+	    "0x600",
+	    "new", /* row 2 */
 	};
 	size_t n = sizeof(want) / sizeof(want[0]), same = 0;
 
-	CHECK_EQ_U64(p->n_string_table, n, "the string table: 26 strings");
+	CHECK_EQ_U64(p->n_string_table, n, "the string table: 28 strings");
 	for (size_t i = 0; i < n && i < p->n_string_table; i++)
 		same += !strcmp(p->string_table[i], want[i]);
 	CHECK_EQ_U64(same, n, "the string table: each string in its place, once");
@@ -175,16 +198,21 @@ static void samples(const Profile *p)
 	CHECK(sample_is(sm[0], loc[0], val[0]), "row 0: caller first, its bytes, count, growth and the kept peak");
 	CHECK(sample_is(sm[1], loc[1], val[1]), "row 1: a negative growth; its peak its bytes, above the kept one");
 	CHECK(sample_is(sm[2], loc[2], val[2]), "row 2: never kept, its peak its bytes");
-	CHECK(sm[0]->n_label == 6 && is(label(p, sm[0], "layer"), "libc") &&
+	CHECK(sm[0]->n_label == 8 && is(label(p, sm[0], "layer"), "libc") &&
 		  is(label(p, sm[0], "verdict"), "growing") && is(label(p, sm[0], "pid"), "#7"),
 	      "row 0: layer, verdict and pid labels");
 	CHECK(is(label(p, sm[0], "rank"), "3") && is(label(p, sm[0], "role"), "main") &&
 		  is(label(p, sm[0], "comm"), "train"),
 	      "row 0: its process's rank, role and comm");
-	CHECK(sm[1]->n_label == 6 && is(label(p, sm[1], "layer"), "torch_cpu") &&
+	CHECK(is(label(p, sm[0], "bytes_per_s"), "#100") && is(label(p, sm[0], "bytes_per_step"), "#512") &&
+		  !label(p, sm[0], "steps"),
+	      "row 0: its growth per second and per step as numbers; no step count without a step clock");
+	CHECK(is(label(p, sm[1], "bytes_per_s"), "#-3") && !label(p, sm[1], "bytes_per_step"),
+	      "row 1: a negative rate, rounded; no per-step rate when its process has none");
+	CHECK(sm[1]->n_label == 7 && is(label(p, sm[1], "layer"), "torch_cpu") &&
 		  is(label(p, sm[1], "verdict"), "stable"),
 	      "row 1: its own layer and verdict");
-	CHECK(sm[2]->n_label == 3 && is(label(p, sm[2], "verdict"), "new") && is(label(p, sm[2], "pid"), "#8") &&
+	CHECK(sm[2]->n_label == 4 && is(label(p, sm[2], "verdict"), "new") && is(label(p, sm[2], "pid"), "#8") &&
 		  !label(p, sm[2], "rank"),
 	      "row 2: a process not known has no fleet labels");
 }
@@ -247,7 +275,10 @@ int main(void)
 	struct ml_row rows[3] = {row(7, ML_LAYER_LIBC, 1, 0x500, 4096, 4, 1024),
 				 row(7, ML_LAYER_TORCH_CPU, 2, 0x500, 100, 1, -50),
 				 row(8, ML_LAYER_LIBC, 1, 0x600, 64, 2, 0)};
-	struct ml_judgement j[3] = {{.verdict = ML_V_GROWING}, {.verdict = ML_V_STABLE}, {.verdict = ML_V_NEW}};
+	struct ml_judgement j[3] = {
+	    {.verdict = ML_V_GROWING, .growth_bytes_per_s = 100.2, .steps = 10, .bytes_per_step = 512},
+	    {.verdict = ML_V_STABLE, .growth_bytes_per_s = -2.5},
+	    {.verdict = ML_V_NEW}};
 	struct ml_snapshot s = {.rows = rows, .nrows = 3};
 	struct slots *t = NULL;
 	struct memleak_bpf *skel = load(&t);

@@ -15,6 +15,7 @@ losses = []
 every = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # benchmarks: print ms a step every EVERY steps
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # end by itself after STEPS steps (0: never)
 rows = int(sys.argv[4]) if len(sys.argv) > 4 else 0  # batches of 16 to ROWS rows, drawn each step (0: always 64)
+fixed = sys.argv[5:6] == ["item"]  # "item": the fixed loop, which keeps loss.item(); lines as in the leaking one
 rng = random.Random(0)
 start()
 step, t0 = 0, time.perf_counter()
@@ -26,7 +27,7 @@ while not steps or step < steps:
     opt.zero_grad()
     loss.backward()
     opt.step()
-    losses.append(loss)  # the bug: loss.item() was meant
+    losses.append(loss.item() if fixed else loss)  # the bug: loss.item() was meant
     time.sleep(0.005)
     step += 1
     if every and step % every == 0:

@@ -1,12 +1,14 @@
 /* pprof output: the final report as a gzipped profile.proto, for go tool pprof, Pyroscope and Parca. */
 #include "report/pprof.h"
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zlib.h>
 #include "attach/allocators.h"
 #include "collect/ledger.h"
+#include "collect/steps.h"
 #include "judge/findings.h"
 #include "judge/verdict.h"
 #include "lib/grow.h"
@@ -213,8 +215,8 @@ static int gzip_write(FILE *out, const uint8_t *buf, size_t len)
 	return zr == Z_STREAM_END ? 0 : -EIO;
 }
 
-/* Labels a sample carries at most: layer, verdict, pid, and the fleet's rank, role and comm. */
-#define SAMPLE_LABELS 6
+/* Labels a sample carries at most: layer, verdict, pid, the fleet's rank, role and comm, and its rates and steps. */
+#define SAMPLE_LABELS 9
 
 /* NULL-safe; also frees a sample that was never filled in. */
 static void sample_free(Perftools__Profiles__Sample *sm)
@@ -259,11 +261,25 @@ fail:
 	return NULL;
 }
 
-/* A sample's labels: its layer, verdict and pid, and the process's fleet labels where it has them. */
-static void sample_labels(struct builder *b, struct stackview *sv, Perftools__Profiles__Sample *sm,
-			  const struct ml_row *row, const struct ml_judgement *j)
+/* A numeric label, in unit when not NULL. */
+static void num_label(struct builder *b, Perftools__Profiles__Label *lab, const char *key, int64_t num,
+		      const char *unit)
+{
+	lab->key = str(b, key);
+	lab->num = num;
+	if (unit)
+		lab->num_unit = str(b, unit);
+}
+
+/*
+ * A sample's labels: its layer, verdict and pid, the process's fleet labels where it has them, and what
+ * `memleak-ai diff` compares: the row's growth per second, and per step with its process's steps when it steps.
+ */
+static void sample_labels(struct builder *b, struct stackview *sv, const struct steps *st,
+			  Perftools__Profiles__Sample *sm, const struct ml_row *row, const struct ml_judgement *j)
 {
 	Perftools__Profiles__Label *lab = sm->label[0];
+	const struct step_count *c = steps__of(st, (int)row->key.tgid);
 	struct ml_resolver res;
 	size_t nlab = 3;
 
@@ -271,8 +287,7 @@ static void sample_labels(struct builder *b, struct stackview *sv, Perftools__Pr
 	lab[0].str = str(b, ml_layer_name(row->key.layer));
 	lab[1].key = str(b, "verdict");
 	lab[1].str = str(b, ml_verdict_name(j->verdict));
-	lab[2].key = str(b, "pid");
-	lab[2].num = row->key.tgid;
+	num_label(b, &lab[2], "pid", row->key.tgid, NULL);
 	if (!stackview__proc(sv, row->key.tgid, &res) && res.labels) {
 		const char *kv[3][2] = {{"rank", res.labels->rank}, {"role", res.role}, {"comm", res.labels->comm}};
 
@@ -282,12 +297,17 @@ static void sample_labels(struct builder *b, struct stackview *sv, Perftools__Pr
 				lab[nlab++].str = str(b, kv[k][1]);
 			}
 	}
+	num_label(b, &lab[nlab++], "bytes_per_s", llround(j->growth_bytes_per_s), "bytes");
+	if (j->steps)
+		num_label(b, &lab[nlab++], "bytes_per_step", llround(j->bytes_per_step), "bytes");
+	if (c)
+		num_label(b, &lab[nlab++], "steps", (int64_t)c->count, NULL);
 	sm->n_label = nlab;
 }
 
 /* A row as a sample: its frames' locations, its outstanding bytes, count, growth and peak, and its labels. */
-static int row_sample(struct builder *b, struct stackview *sv, const struct findings *f, const struct ml_row *row,
-		      const struct ml_judgement *j, Perftools__Profiles__Sample **out)
+static int row_sample(struct builder *b, struct stackview *sv, const struct steps *st, const struct findings *f,
+		      const struct ml_row *row, const struct ml_judgement *j, Perftools__Profiles__Sample **out)
 {
 	struct ml_high peak = {.bytes = row->bytes};
 	uint64_t freed;
@@ -313,7 +333,7 @@ static int row_sample(struct builder *b, struct stackview *sv, const struct find
 	sm->value[1] = (int64_t)row->count;
 	sm->value[2] = row->growth_bytes;
 	sm->value[3] = (int64_t)peak.bytes;
-	sample_labels(b, sv, sm, row, j);
+	sample_labels(b, sv, st, sm, row, j);
 	*out = sm;
 	return 0;
 }
@@ -369,7 +389,7 @@ static int pack(FILE *out, struct builder *b, Perftools__Profiles__ValueType **v
 }
 
 int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judgement *j, struct stackview *sv,
-		   const struct findings *f, uint64_t duration_ns, int tgid)
+		   const struct steps *st, const struct findings *f, uint64_t duration_ns, int tgid)
 {
 	Perftools__Profiles__ValueType vt[SAMPLE_VALUES], *vtp[SAMPLE_VALUES];
 	Perftools__Profiles__Sample **samples = calloc(s->nrows ? s->nrows : 1, sizeof(*samples));
@@ -391,7 +411,7 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 	for (size_t i = 0; i < s->nrows && !err; i++) {
 		if (tgid && (int)s->rows[i].key.tgid != tgid)
 			continue;
-		err = row_sample(&b, sv, f, &s->rows[i], &j[i], &samples[nsamples]);
+		err = row_sample(&b, sv, st, f, &s->rows[i], &j[i], &samples[nsamples]);
 		if (!err)
 			nsamples++;
 	}
@@ -408,5 +428,5 @@ int ml_pprof_write(FILE *out, const struct ml_snapshot *s, const struct ml_judge
 int ml_emit_pprof(struct reporter *r, const struct ml_snapshot *s, const struct ml_judgement *jv, const size_t *order,
 		  uint64_t seq, bool final)
 {
-	return final ? ml_pprof_write(r->out, s, jv, r->sv, r->findings, r->duration_ns, 0) : 0;
+	return final ? ml_pprof_write(r->out, s, jv, r->sv, r->steps, r->findings, r->duration_ns, 0) : 0;
 }

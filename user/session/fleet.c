@@ -126,7 +126,7 @@ out:
 }
 
 void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snapshot *snap,
-		 const struct ml_judgement *judged, struct stackview *sv, uint64_t seq)
+		 const struct ml_judgement *judged, const struct steps *steps, struct stackview *sv, uint64_t seq)
 {
 	size_t n = 0;
 	struct tracee **v = all_of(p, &n);
@@ -155,7 +155,7 @@ void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snap
 			continue;
 		}
 		m.from_s = m.until_s - (uint64_t)(snap->elapsed_s + 0.5);
-		err = ml_pprof_write(f, snap, judged, sv, NULL, (uint64_t)(snap->elapsed_s * 1e9), t->pid);
+		err = ml_pprof_write(f, snap, judged, sv, steps, NULL, (uint64_t)(snap->elapsed_s * 1e9), t->pid);
 		if (fclose(f) && !err)
 			err = -ENOMEM;
 		if (err) {

@@ -51,6 +51,6 @@ void fleet__publish_metrics(struct metrics_server *m, struct fleet_procs p, cons
 
 /* --push, --pprof-dir: one profile per traced process, of this report's interval. */
 void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snapshot *snap,
-		 const struct ml_judgement *judged, struct stackview *sv, uint64_t seq);
+		 const struct ml_judgement *judged, const struct steps *steps, struct stackview *sv, uint64_t seq);
 
 #endif
