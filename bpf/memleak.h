@@ -405,6 +405,7 @@ struct ml_rss_event {
 struct ml_steps {
 	__u64 count;
 	__u64 last_ns; /* bpf_ktime_get_ns() of the last one */
+	__u64 sampled; /* of them, those made while a tensor sampling on phase was open (ts_from_ns..ts_until_ns) */
 };
 
 /* Per-CPU counters, indexed by enum ml_stat. */

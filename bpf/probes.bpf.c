@@ -22,6 +22,8 @@ struct ml_ts_phase ts_phase = {};
  * report) leaves the probes attached but recording nothing, so the share sampled stays the one chosen.
  */
 __u64 ts_until_ns = 0;
+/* ... and when it began, its probes all on: the steps made between count as sampled (struct ml_steps). */
+__u64 ts_from_ns = 0;
 
 /* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the
  * context. */
@@ -175,6 +177,7 @@ static __always_inline int step_enter(void)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct ml_steps *s = bpf_map_lookup_elem(&steps, &tgid), first = {};
+	__u64 now = bpf_ktime_get_ns();
 
 	stat_inc(ML_STAT_STEP_HITS);
 	if (!s) {
@@ -184,7 +187,9 @@ static __always_inline int step_enter(void)
 			return 0;
 	}
 	__sync_fetch_and_add(&s->count, 1);
-	s->last_ns = bpf_ktime_get_ns();
+	s->last_ns = now;
+	if (READ_ONCE(wrap_sampled) && now >= READ_ONCE(ts_from_ns) && now <= READ_ONCE(ts_until_ns))
+		__sync_fetch_and_add(&s->sampled, 1);
 	return 0;
 }
 

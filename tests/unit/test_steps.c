@@ -186,6 +186,93 @@ static void pause_keeps_a_leak(int fd, bool phases)
 	steps__free(s);
 }
 
+/*
+ * Tensor sampling's phases close 0.2 s or 1.6 s before the reports, in turn; the job makes 5 steps a second and keeps
+ * 1 MiB a step. A sample holds the bytes of its phase's close: read against the steps then (steps__count_at), the
+ * row grows 1 MiB a step exactly; against the report's steps it read 0.97 MiB a step (least squares over the 8).
+ */
+static void phase_steps(int fd)
+{
+	const uint64_t sec = 1000000000ULL;
+	struct verdicts *v = NULL;
+	struct steps *s = NULL;
+	struct ml_row row = {.key = {.tgid = 310, .layer = ML_LAYER_TORCH_CPU, .stack_id = 9}, .oldest_ts_ns = 1};
+	const struct ml_judgement *j = NULL;
+	const struct step_count *c;
+	const size_t *order;
+
+	CHECK(!verdicts__new(&v) && !steps__new(fd, "f", &s), "phase steps: verdicts and steps");
+	verdicts__steps(v, s);
+	set_count_at(fd, 310, 5, 1 * sec); /* a read before the first phase: 5 steps at 1 s, and a first report */
+	steps__read(s, 1, 1 * sec);
+	verdicts__update(v, &(struct ml_snapshot){.elapsed_s = 1, .now_ns = 1 * sec}, false, 0, &j, &order);
+	for (int k = 1; k <= 8; k++) {
+		uint64_t now = (uint64_t)k * 2 * sec, close = now - (k % 2 ? 200000000ULL : 1600000000ULL);
+		double at_close = 10.0 * k - 5.0 * (double)(now - close) / (double)sec;
+		struct ml_snapshot snap = {.rows = &row, .nrows = 1, .elapsed_s = 2, .now_ns = now};
+
+		set_count_at(fd, 310, (uint64_t)(10 * k), now);
+		steps__read(s, 2, now);
+		row.bytes = (uint64_t)(at_close * MIB);
+		row.count = row.records = (uint64_t)at_close;
+		row.raw_bytes = row.bytes;
+		verdicts__tensor_phase(v, close);
+		if (verdicts__update(v, &snap, false, 0, &j, &order))
+			j = NULL;
+	}
+	c = steps__of(s, 310);
+	CHECK(c && fabs(steps__count_at(c, 15 * sec) - 75) < 1e-9 && steps__count_at(c, 16 * sec) == 80 &&
+		  steps__count_at(c, 99 * sec) == 80 && steps__count_at(c, 0) == 5,
+	      "the count at a moment: between two reads, at a read, after the last, before the first kept");
+	CHECK(j && fabs(j->bytes_per_step - MIB) < 1 && fabs(j->count_per_step - 1) < 1e-6,
+	      "phases closing 0.2 s and 1.6 s before the reports: 1 MiB and one tensor a step, exactly");
+	verdicts__free(v);
+	steps__forget(s, 310);
+	steps__free(s);
+}
+
+/*
+ * A tensor-sampled row: 10 steps a report, of which 2 or 3 fall in the on phases, in turn; each step keeps 1 MiB.
+ * Its weighed bytes swing with the turn (weights 4 and 3.3); its records over the steps made in the phases
+ * (struct ml_steps.sampled) read 1 MiB a step exactly.
+ */
+static void sampled_steps(int fd)
+{
+	struct verdicts *v = NULL;
+	struct steps *s = NULL;
+	struct ml_row row = {.key = {.tgid = 320, .layer = ML_LAYER_TORCH_CPU, .stack_id = 11},
+			     .oldest_ts_ns = 1,
+			     .traits = ML_ROW_WEIGHED};
+	const struct ml_judgement *j = NULL;
+	const size_t *order;
+	uint64_t sampled = 0;
+
+	CHECK(!verdicts__new(&v) && !steps__new(fd, "f", &s), "sampled steps: verdicts and steps");
+	verdicts__steps(v, s);
+	for (int k = 1; k <= 8; k++) {
+		struct ml_steps val = {.count = (uint64_t)(10 * k), .last_ns = (uint64_t)k * 2000000000ULL};
+		struct ml_snapshot snap = {.rows = &row, .nrows = 1, .elapsed_s = 2, .now_ns = val.last_ns};
+		uint32_t tgid = 320;
+
+		sampled += k % 2 ? 2 : 3;
+		val.sampled = sampled;
+		bpf_map_update_elem(fd, &tgid, &val, BPF_ANY);
+		steps__read(s, 2, snap.now_ns);
+		row.records = row.weighed_records = sampled;
+		row.raw_bytes = row.weighed_raw_bytes = (uint64_t)(sampled * MIB);
+		row.count = (uint64_t)(sampled * (k % 2 ? 4.0 : 3.3));
+		row.bytes = (uint64_t)(row.count * MIB);
+		verdicts__tensor_phase(v, snap.now_ns - 300000000ULL);
+		if (verdicts__update(v, &snap, false, 0, &j, &order))
+			j = NULL;
+	}
+	CHECK(j && fabs(j->bytes_per_step - MIB) < 1 && fabs(j->count_per_step - 1) < 1e-6 && j->steps == 18,
+	      "records over the steps in the phases: 1 MiB and one tensor a step, over 18 sampled steps");
+	verdicts__free(v);
+	steps__forget(s, 320);
+	steps__free(s);
+}
+
 /* Prometheus: a rank's per-step growth of torch_cpu, and none for a rank that does not step. */
 static void metrics_per_step(int fd)
 {
@@ -236,6 +323,8 @@ int main(void)
 	pause_keeps_a_leak(fd, true); /* timed at tensor sampling's phases */
 	metrics_per_step(fd);
 	long_steps(fd);
+	phase_steps(fd);
+	sampled_steps(fd);
 	close(fd);
 	return SUMMARY("steps");
 }

@@ -614,13 +614,14 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     check(steps[-1]["pause_s"] >= 15 and steps[-1]["since_report"] == 0, f"the pause is seen: {steps[-1]}")
     verdicts = [(r["seq"], s and s["verdict"]) for r, s in pause]
     eq([v for _, v in verdicts], ["growing"] * len(pause), f"a leak candidate in every report of the pause: {verdicts}")
-    # Under tensor sampling (1 in 4 to 1 in 8 here) the row holds 30 to 60 records over its 240 steps: their number
-    # varies by itself, 13 to 18 % (Poisson). Runs read 0.94 to 1.19 MiB a step (0.95, 0.94 and 1.19 in three).
+    # Under tensor sampling (1 in 4 to 1 in 8 here) the row's records are read over the steps made in the on phases:
+    # 1 MiB a step within the goal's 10 %. The layer's total is its weighed bytes over every step: its 30 to 60
+    # records over 240 steps stand for the phases' share of the work, which swings by itself (0.94 to 1.19 MiB).
     sampled = any(m["step"] == "torch_cpu sampling" for m in pause[0][0]["modes"]["shed"])
     tol = 0.25 if sampled else 0.1
     ps = pause[0][1].get("per_step") or {}
-    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= tol and ps.get("steps", 0) >= 100,
-          f"1 MiB a step within {tol:.0%} (sampled: {sampled}), over 100 steps or more: {ps}")
+    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= 0.1 and ps.get("steps", 0) >= (20 if sampled else 100),
+          f"1 MiB a step within 10 % (sampled: {sampled}), over 100 steps or more (20 sampled): {ps}")
     tot = pause[0][0]["totals"]["torch_cpu"].get("per_step") or {}
     check(abs(tot.get("bytes", 0) / 1048576 - 1) <= tol, f"torch_cpu's total, 1 MiB a step within {tol:.0%}: {tot}")
     print(f"# per step: the row {ps.get('bytes', 0) / 1048576:.3f} MiB over {ps.get('steps')} steps, torch_cpu "

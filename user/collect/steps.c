@@ -87,6 +87,40 @@ static bool overdue(const struct step_count *c, uint64_t now_ns)
 	return now_ns > c->last_ns && now_ns - c->last_ns > STEPS_LATE * ((c->last_ns - c->first_ns) / n);
 }
 
+/* Remember a read's time and count, the newest STEPS_KEEP. */
+static void keep_read(struct step_count *c, uint64_t now_ns)
+{
+	if (c->nreads && c->read_ns[c->nreads - 1] >= now_ns)
+		return;
+	if (c->nreads == STEPS_KEEP) {
+		memmove(c->read_ns, c->read_ns + 1, (STEPS_KEEP - 1) * sizeof(c->read_ns[0]));
+		memmove(c->read_count, c->read_count + 1, (STEPS_KEEP - 1) * sizeof(c->read_count[0]));
+		c->nreads--;
+	}
+	c->read_ns[c->nreads] = now_ns;
+	c->read_count[c->nreads++] = c->count;
+}
+
+double steps__count_at(const struct step_count *c, uint64_t t_ns)
+{
+	unsigned int i = c->nreads;
+	uint64_t end;
+
+	if (!c->nreads || t_ns >= c->read_ns[c->nreads - 1] || t_ns >= c->last_ns)
+		return (double)c->count;
+	while (i > 0 && c->read_ns[i - 1] > t_ns)
+		i--;
+	if (i == 0)
+		return (double)c->read_count[0];
+	/* steps made between read i-1 and read i; the newest interval's ended at the last step */
+	end = i == c->nreads - 1 && c->last_ns < c->read_ns[i] ? c->last_ns : c->read_ns[i];
+	if (end <= c->read_ns[i - 1])
+		return (double)c->read_count[i];
+	return (double)c->read_count[i - 1] + (double)(c->read_count[i] - c->read_count[i - 1]) *
+						  (double)(t_ns - c->read_ns[i - 1]) /
+						  (double)(end - c->read_ns[i - 1]);
+}
+
 /* A process's new count: a read without a step, the next one overdue, is a pause, up to STEPS_PAUSE_MAX_S. */
 static void update(struct step_count *c, uint64_t count, uint64_t last_ns, double interval_s, uint64_t now_ns)
 {
@@ -98,6 +132,7 @@ static void update(struct step_count *c, uint64_t count, uint64_t last_ns, doubl
 		c->first_ns = c->last_ns;
 		c->first_count = count;
 	}
+	keep_read(c, now_ns);
 	if (c->delta || !overdue(c, now_ns)) {
 		c->pause_s = 0;
 		return;
@@ -130,6 +165,7 @@ int steps__read(struct steps *s, double interval_s, uint64_t now_ns)
 		if (c->gen == s->gen)
 			continue; /* a walk the map restarted (a key deleted under it): seen already */
 		c->gen = s->gen;
+		c->sampled = v.sampled;
 		update(c, v.count, v.last_ns, interval_s, now_ns);
 	}
 	for (size_t i = 0; i < s->n; i++)

@@ -26,11 +26,15 @@ struct step_count {
 	int tgid;
 	uint64_t count;			/* steps since the clock first counted one in this process */
 	uint64_t delta;			/* of them, since the read before */
+	uint64_t sampled;		/* of them, those made in tensor sampling's on phases */
 	double paused_s;		/* seconds its clock stood still since its first step (pauses, each capped) */
 	double pause_s;			/* of them, the current pause's (0 while it steps) */
 	uint64_t last_ns;		/* its last step (CLOCK_MONOTONIC) */
 	uint64_t first_ns, first_count; /* the last step and the count at the first read: the mean period */
 	uint32_t gen;			/* the read that last saw it in the map */
+	/* The newest STEPS_KEEP reads' times and counts, oldest first: the count at a moment between them. */
+	uint64_t read_ns[STEPS_KEEP], read_count[STEPS_KEEP];
+	unsigned int nreads;
 	/* The newest STEPS_KEEP reads' counts and per-layer bytes, oldest first (steps__keep_bytes). */
 	uint64_t kept_steps[STEPS_KEEP];
 	int64_t kept_bytes[STEPS_KEEP][ML_LAYER_MAX];
@@ -49,6 +53,12 @@ void steps__free(struct steps *s); /* NULL-safe */
 int steps__read(struct steps *s, double interval_s, uint64_t now_ns);
 /* A process's steps, or NULL while its clock has counted none. */
 const struct step_count *steps__of(const struct steps *s, int tgid);
+/*
+ * The steps a process had made at t_ns (CLOCK_MONOTONIC), at most its count: a tensor-sampled row's sample is of
+ * when a sampling phase closed, up to a second before the report, and paired with the report's count it read
+ * epochs.py's 1 MiB a step as 0.94 to 1.19 MiB. Between two reads steps are taken as even up to the last step.
+ */
+double steps__count_at(const struct step_count *c, uint64_t t_ns);
 /* Keep this read's outstanding bytes per layer of a process that steps, for its per-step growth. */
 void steps__keep_bytes(struct steps *s, int tgid, const int64_t bytes[ML_LAYER_MAX]);
 /*

@@ -13,10 +13,11 @@
 /* A stack at one report: its bytes and count as reported, and its records' own bytes and number. */
 struct sample {
 	double t, b, c;
-	float rb, rc; /* what weighed rows are judged on (by_records) */
-	float wb, wc; /* of those, the weighed records' bytes and number */
-	uint32_t seq; /* the report whose values these are */
-	double steps; /* its process's steps then (0: none counted yet) */
+	float rb, rc;	/* what weighed rows are judged on (by_records) */
+	float wb, wc;	/* of those, the weighed records' bytes and number */
+	uint32_t seq;	/* the report whose values these are */
+	double steps;	/* its process's steps then (0: none counted yet) */
+	double sampled; /* of them, those made in tensor sampling's on phases, at the report */
 };
 
 /* The history of one stack: recent samples, and older ones folded (the last sample of each fold kept). */
@@ -193,9 +194,14 @@ static bool tensor_row(const struct ml_row *r)
  * for eight reports). At the phases the samples are even. True when no phase closed since the row's last sample:
  * it is restated then, at that sample's time.
  */
+static uint64_t tensor_at_ns(const struct verdicts *v, uint64_t now_ns)
+{
+	return v->ts_closed_ns < v->t0_ns ? v->t0_ns : v->ts_closed_ns > now_ns ? now_ns : v->ts_closed_ns;
+}
+
 static bool tensor_time(const struct verdicts *v, const struct hist *old, uint64_t now_ns, double *t)
 {
-	uint64_t at = v->ts_closed_ns < v->t0_ns ? v->t0_ns : v->ts_closed_ns > now_ns ? now_ns : v->ts_closed_ns;
+	uint64_t at = tensor_at_ns(v, now_ns);
 	double last = old && old->n_short ? old->recent[old->n_short - 1].t : -1;
 
 	*t = (double)(at - v->t0_ns) / 1e9;
@@ -247,6 +253,32 @@ static uint64_t report_at(const struct hist *h, double t)
 	return 0;
 }
 
+/*
+ * A tensor-sampled row's growth per step: the bytes and number of its records made under sampling against the steps
+ * made in the on phases, both as of the reports (least squares). Weighed records stand for the phases' share of the
+ * work, which swings with how few steps a phase holds: epochs.py's 1 MiB a step read 0.94 to 1.19 MiB so, and
+ * records over the steps that made them read it exactly. False while the window holds under two such samples, or
+ * fewer than 8 sampled steps.
+ */
+static bool per_sampled_step(struct ml_judgement *j, const struct hist *h)
+{
+	double x[ML_HIST_SHORT + ML_HIST_LONG], yb[ML_HIST_SHORT + ML_HIST_LONG], yc[ML_HIST_SHORT + ML_HIST_LONG];
+	size_t m = 0;
+
+	for (uint32_t i = 0; i < h->n_long + h->n_short; i++) {
+		const struct sample *s = i < h->n_long ? &h->old[i] : &h->recent[i - h->n_long];
+
+		if (s->t >= j->from_t && s->sampled > 0 && s->wc > 0)
+			x[m] = s->sampled, yb[m] = s->wb, yc[m++] = s->wc;
+	}
+	if (m < 2 || x[m - 1] < x[0] + 8)
+		return false;
+	j->steps = (uint64_t)(x[m - 1] - x[0]);
+	j->bytes_per_step = ml_slope(x, yb, m);
+	j->count_per_step = ml_slope(x, yc, m);
+	return true;
+}
+
 /* Growth per step over the judged samples (from from_t) that counted steps: least squares over the steps. */
 static void per_step(struct ml_judgement *j, const double *t, const double *b, const double *c, const double *st,
 		     size_t n)
@@ -266,7 +298,8 @@ static void per_step(struct ml_judgement *j, const double *t, const double *b, c
 
 /* A row's judgement, its history (old, or none for a new stack) carried into *h with the sample of now. */
 static struct ml_judgement judge_row(struct hist *h, const struct hist *old, const struct ml_row *r, double now,
-				     uint64_t seq, bool merge, double age, double interval, double steps)
+				     uint64_t seq, bool merge, double age, double interval, double steps,
+				     double sampled)
 {
 	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG];
 	double rb[ML_HIST_SHORT + ML_HIST_LONG], rc[ML_HIST_SHORT + ML_HIST_LONG];
@@ -280,7 +313,8 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 			   .wb = (float)r->weighed_raw_bytes,
 			   .wc = (float)r->weighed_records,
 			   .seq = (uint32_t)seq,
-			   .steps = steps};
+			   .steps = steps,
+			   .sampled = sampled};
 	struct ml_judgement j;
 	size_t n;
 
@@ -302,7 +336,9 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 
 		for (uint32_t i = 0; i < h->n_long + h->n_short; i++)
 			st[i] = i < h->n_long ? h->old[i].steps : h->recent[i - h->n_long].steps;
-		per_step(&j, t, b, c, st, n); /* as reported: at today's weights epochs.py's 1 MiB read 0.74 MiB */
+		if (!tensor_row(r) || !per_sampled_step(&j, h))
+			per_step(&j, t, b, c, st,
+				 n); /* as reported: at today's weights epochs.py's 1 MiB read 0.74 MiB */
 	}
 	return j;
 }
@@ -446,16 +482,21 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		 * rows are not held: their records come every second (on for 1/2^n of it), and held with the C
 		 * heap's, models_list.py's kept models had a sample every other report and were judged new to the end.
 		 */
-		bool held = v->hold_sampled && heap_window_row(r);
+		bool held = v->hold_sampled && heap_window_row(r),
+		     tensor = v->ts_closed_ns && r->key.layer == ML_LAYER_TORCH_CPU;
 		const struct step_count *sc = steps__of(v->steps, r->key.tgid);
-		double t = now;
+		double t = now, steps = sc ? (double)sc->count : 0;
 
-		if (v->ts_closed_ns && r->key.layer == ML_LAYER_TORCH_CPU && tensor_time(v, old, s->now_ns, &t))
+		if (tensor && tensor_time(v, old, s->now_ns, &t)) {
 			held = true;
-		else if (sc)
+			steps = old->recent[old->n_short - 1].steps; /* restated, with its steps */
+		} else if (sc) {
 			held = step_time(old, sc, interval, &t) || held;
+			if (tensor) /* the steps at its phase's close, not at the report */
+				steps = steps__count_at(sc, tensor_at_ns(v, s->now_ns));
+		}
 		j[i] = judge_row(&nh[i], old, r, t, v->seq ? v->seq : v->updates + 1, merge || held, age, interval,
-				 sc ? (double)sc->count : 0);
+				 steps, sc ? (double)sc->sampled : 0);
 		j[i] = by_traits(r, j[i], old, merge);
 		nh[i].last = j[i];
 		ord[i] = i;

@@ -344,9 +344,12 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 		err = probes__pause(e->root, TENSOR_LAYERS, !on);
 	if (e->followers)
 		followers__pause(e->followers, TENSOR_LAYERS, !on);
-	if (on) /* the phase's length counts from when its probes are all on */
-		__atomic_store_n(&b->skel->bss->ts_until_ns, ml_clock_ns(CLOCK_MONOTONIC) + tensor_on_ns(b),
-				 __ATOMIC_SEQ_CST);
+	if (on) { /* the phase's length counts from when its probes are all on */
+		uint64_t from = ml_clock_ns(CLOCK_MONOTONIC);
+
+		__atomic_store_n(&b->skel->bss->ts_from_ns, from, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&b->skel->bss->ts_until_ns, from + tensor_on_ns(b), __ATOMIC_SEQ_CST);
+	}
 	/* Weighed as an on phase closes (no allocation returns in view any more): whole cycles only, so that
 	 * the weight does not swing with the phase a report falls in. */
 	if (!on && b->ts_on) {
@@ -564,6 +567,7 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 	b->ts_span = b->ts_gaps = b->ts_calls = 0;
 	if (b->ts_on) { /* a phase under way counts from here, at the new length */
 		tensor_phase_begin(b);
+		__atomic_store_n(&b->skel->bss->ts_from_ns, b->ts_since_ns, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&b->skel->bss->ts_until_ns, b->ts_since_ns + tensor_on_ns(b), __ATOMIC_SEQ_CST);
 	}
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, b->ts_shift);
