@@ -122,16 +122,19 @@ fixtures() {
 			-Wl,-rpath,$CUDA_HOME/lib64 -o $G/cuda_real
 	fi
 }
-# Fuzz the parsers of what comes from the target (maps text, ELF files) for a bounded time: a crash, a leak or
+# Fuzz the parsers of what comes from the target (maps text, ELF files), and of the files diff reads, for a bounded time: a crash, a leak or
 # undefined behaviour fails the run. New inputs go to a scratch corpus, the checked-in seeds stay as they are.
 fuzz() {
 	f=$1
-	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -Iuser -Ibpf -Ibuild tests/fuzz/fuzz_$f.c \
+	build fuzz_$f clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iuser -Ibpf -Ibuild tests/fuzz/fuzz_$f.c \
 		$(case $f in maps) echo user/lib/procmaps.c ;; pyline) echo user/python/pyline.c ;; ehframe) echo "user/unwind/ehframe.c user/unwind/cfi.c user/lib/elfsym.c -lelf" ;;
 		heapfrag) echo "user/collect/heapfrag.c user/collect/census.c user/collect/pyheap.c user/lib/procmaps.c" \
 			"user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
 		pyheap) echo "user/collect/pyheap.c user/collect/census.c user/lib/procmaps.c user/lib/procmem.c" \
 			"user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lelf -lstdc++" ;;
+		diff) echo "user/diff/diffrun.c user/diff/jsonin.c user/diff/pprofin.c user/diff/compare.c user/diff/diffview.c" \
+			"user/diff/diffhtml.c user/lib/frameclass.c user/report/format.c user/report/json.c build/profile.pb-c.c" \
+			"-ljansson -lprotobuf-c -lz -lm" ;;
 		pyframes) echo "user/python/pyframes.c user/python/pycode.c user/python/pyoffsets.c user/python/pyline.c user/report/format.c" \
 			"user/lib/procmaps.c user/lib/procmem.c user/lib/elfsym.c user/lib/demangle.c user/lib/log.c user/lib/u64map.c -lbpf -lelf -lstdc++" ;;
 		*) echo "user/lib/elfsym.c user/lib/elfsites.c -lelf" ;; esac) \
@@ -148,7 +151,7 @@ fuzz() {
 	fi
 	rm -f "$scratch.log"
 }
-FUZZERS="maps elf pyline ehframe heapfrag pyheap pyframes"
+FUZZERS="maps elf pyline ehframe heapfrag pyheap pyframes diff"
 if [ "${1:-}" = "--fuzz-only" ]; then # make fuzz: the fuzzers alone, FUZZ_SECONDS each
 	for f in $FUZZERS; do
 		job "fuzz_$f" test fuzz $f

@@ -148,7 +148,7 @@ int diff__compare(const struct diff_run *a, const struct diff_run *b, const stru
 	for (size_t i = 0; i < b->nrows && !err; i++)
 		if (!diffrun__find(a, b->rows[i].key))
 			err = consider(out, o, NULL, &b->rows[i]);
-	if (!err)
+	if (!err && out->nitems) /* qsort's array may not be NULL, even empty */
 		qsort(out->items, out->nitems, sizeof(*out->items), by_change);
 	return err ? err : compare_layers(out, o);
 }

@@ -2,12 +2,13 @@
 #define _GNU_SOURCE
 #include "diff/diffrun.h"
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "lib/frameclass.h"
 #include "lib/grow.h"
 #include "lib/hash.h"
-#include "report/stackview.h"
 
 int diffrun__new(const char *path, const char *format, struct diff_run **out)
 {
@@ -227,4 +228,15 @@ int diffrun__add_layer(struct diff_run *r, const char *layer, const struct diff_
 	}
 	figs_add(&l->f, f);
 	return 0;
+}
+
+int diff__fail(char **why, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(why, fmt, ap) < 0)
+		*why = NULL;
+	va_end(ap);
+	return -EINVAL;
 }

@@ -69,5 +69,7 @@ int diffrun__add_layer(struct diff_run *r, const char *layer, const struct diff_
 /* The row of key, or NULL. */
 const struct diff_row *diffrun__find(const struct diff_run *r, const char *key);
 const struct diff_layer *diffrun__layer(const struct diff_run *r, const char *name);
+/* A reader's refusal: *why set to the message (NULL when out of memory), -EINVAL returned. */
+int diff__fail(char **why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

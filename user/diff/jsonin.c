@@ -3,20 +3,8 @@
 #include "diff/jsonin.h"
 #include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char **why, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vasprintf(why, fmt, ap) < 0)
-		*why = NULL;
-	va_end(ap);
-	return -EINVAL;
-}
 
 /* A number field, 0 when absent or not a number: the schema only grows, and missing means none. */
 static double num(const json_t *o, const char *key)
@@ -54,7 +42,8 @@ static int read_stack(struct diff_run *r, const json_t *st, size_t k, char **why
 	int err;
 
 	if (!layer || !json_is_array(frames))
-		return fail(why, "report %llu: stack %zu has no layer or frames", (unsigned long long)r->seq, k + 1);
+		return diff__fail(why, "report %llu: stack %zu has no layer or frames", (unsigned long long)r->seq,
+				  k + 1);
 	v = calloc(json_array_size(frames) + 1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -86,7 +75,7 @@ static int read_report(const json_t *rep, struct diff_run *r, char **why)
 
 	r->seq = (uint64_t)num(rep, "seq");
 	if (!json_is_array(stacks))
-		return fail(why, "report %llu has no stacks", (unsigned long long)r->seq);
+		return diff__fail(why, "report %llu has no stacks", (unsigned long long)r->seq);
 	r->stepped = json_is_object(steps);
 	r->steps = num(steps, "most");
 	r->partial = num(stats, "stacks_shown") < num(stats, "stacks_total");
@@ -131,7 +120,7 @@ static json_t *pick_report(FILE *f, enum diff_pick pick, char **why, int *err)
 		if (!o && line[len - 1] != '\n' && keep)
 			break; /* the last line, cut short */
 		if (!o) {
-			*err = fail(why, "line %zu is not JSON: %s", lineno, je.text);
+			*err = diff__fail(why, "line %zu is not JSON: %s", lineno, je.text);
 			break;
 		}
 		if (!is_report(o)) {
@@ -144,7 +133,7 @@ static json_t *pick_report(FILE *f, enum diff_pick pick, char **why, int *err)
 			break;
 	}
 	free(line);
-	if (*err || (!keep && (*err = fail(why, "no report in it (memleak-ai's --json or -f json output)")))) {
+	if (*err || (!keep && (*err = diff__fail(why, "no report in it (memleak-ai's --json or -f json output)")))) {
 		json_decref(keep);
 		return NULL;
 	}
@@ -159,7 +148,7 @@ int jsonin__read(FILE *f, enum diff_pick pick, struct diff_run *r, char **why)
 	if (!rep)
 		return err;
 	if (ferror(f))
-		err = fail(why, "%s", strerror(errno));
+		err = diff__fail(why, "%s", strerror(errno));
 	else
 		err = read_report(rep, r, why);
 	json_decref(rep);

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "diff/pprofin.h"
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -14,17 +13,6 @@
 
 typedef Perftools__Profiles__Profile Profile;
 
-static int fail(char **why, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vasprintf(why, fmt, ap) < 0)
-		*why = NULL;
-	va_end(ap);
-	return -EINVAL;
-}
-
 static int slurp(FILE *f, uint8_t **buf, size_t *len, char **why)
 {
 	size_t cap = 0, n;
@@ -32,13 +20,13 @@ static int slurp(FILE *f, uint8_t **buf, size_t *len, char **why)
 	*len = 0;
 	do {
 		if (*len == PPROF_MAX)
-			return fail(why, "larger than 1 GiB");
+			return diff__fail(why, "larger than 1 GiB");
 		if (ml_grow(buf, &cap, *len + 65536 < PPROF_MAX ? *len + 65536 : PPROF_MAX, 1))
 			return -ENOMEM;
 		n = fread(*buf + *len, 1, cap - *len < PPROF_MAX - *len ? cap - *len : PPROF_MAX - *len, f);
 		*len += n;
 	} while (n);
-	return ferror(f) ? fail(why, "%s", strerror(errno)) : 0;
+	return ferror(f) ? diff__fail(why, "%s", strerror(errno)) : 0;
 }
 
 /* Unpack a gzip stream into *out, at most PPROF_MAX bytes. */
@@ -49,11 +37,11 @@ static int gunzip(const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen
 	int zr = Z_OK, err = 0;
 
 	if (inlen > UINT32_MAX || inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		return fail(why, "cannot unpack it");
+		return diff__fail(why, "cannot unpack it");
 	*outlen = 0;
 	while (zr == Z_OK) {
 		if (*outlen == PPROF_MAX) {
-			err = fail(why, "unpacks to more than 1 GiB");
+			err = diff__fail(why, "unpacks to more than 1 GiB");
 			break;
 		}
 		if (ml_grow(out, &cap, *outlen + 65536 < PPROF_MAX ? *outlen + 65536 : PPROF_MAX, 1)) {
@@ -67,7 +55,7 @@ static int gunzip(const uint8_t *in, size_t inlen, uint8_t **out, size_t *outlen
 	}
 	inflateEnd(&z);
 	if (!err && zr != Z_STREAM_END)
-		err = fail(why, "its gzip stream is damaged (%s)", z.msg ? z.msg : "cut short");
+		err = diff__fail(why, "its gzip stream is damaged (%s)", z.msg ? z.msg : "cut short");
 	return err;
 }
 
@@ -96,7 +84,7 @@ static const Perftools__Profiles__Location *find_loc(const Profile *p, uint64_t 
 {
 	Perftools__Profiles__Location key = {.id = id}, *kp = &key, **hit;
 
-	hit = bsearch(&kp, p->location, p->n_location, sizeof(*p->location), by_loc_id);
+	hit = p->n_location ? bsearch(&kp, p->location, p->n_location, sizeof(*p->location), by_loc_id) : NULL;
 	return hit ? *hit : NULL;
 }
 
@@ -104,7 +92,7 @@ static const Perftools__Profiles__Function *find_fn(const Profile *p, uint64_t i
 {
 	Perftools__Profiles__Function key = {.id = id}, *kp = &key, **hit;
 
-	hit = bsearch(&kp, p->function, p->n_function, sizeof(*p->function), by_fn_id);
+	hit = p->n_function ? bsearch(&kp, p->function, p->n_function, sizeof(*p->function), by_fn_id) : NULL;
 	return hit ? *hit : NULL;
 }
 
@@ -137,7 +125,7 @@ static int loc_frames(const Profile *p, const Perftools__Profiles__Location *l, 
 		const char *name = fn ? strat(p, fn->name) : NULL, *file = fn ? strat(p, fn->filename) : NULL;
 
 		if (!fn)
-			return fail(why, "location %llu names no function", (unsigned long long)l->id);
+			return diff__fail(why, "location %llu names no function", (unsigned long long)l->id);
 		if (ml_grow(v, cap, *n + 1, sizeof(**v)))
 			return -ENOMEM;
 		/* memleak-ai writes a Python frame with no address, and its file and line */
@@ -185,13 +173,13 @@ static int read_sample(const Profile *p, const Perftools__Profiles__Sample *s, i
 	int err;
 
 	if (s->n_value != p->n_sample_type)
-		return fail(why, "a sample has %zu values for %zu types", s->n_value, p->n_sample_type);
+		return diff__fail(why, "a sample has %zu values for %zu types", s->n_value, p->n_sample_type);
 	for (size_t k = 0; k < s->n_location_id; k++) {
 		const Perftools__Profiles__Location *l = find_loc(p, s->location_id[k]);
 
 		if (!l)
-			return fail(why, "a sample names location %llu, which is not in it",
-				    (unsigned long long)s->location_id[k]);
+			return diff__fail(why, "a sample names location %llu, which is not in it",
+					  (unsigned long long)s->location_id[k]);
 		if ((err = loc_frames(p, l, v, &n, cap, why)))
 			return err;
 	}
@@ -214,9 +202,11 @@ static int read_profile(Profile *p, struct diff_run *r, char **why)
 	int err = 0;
 
 	if (vb < 0)
-		return fail(why, "a profile without inuse_space values (not a memory profile)");
-	qsort(p->location, p->n_location, sizeof(*p->location), by_loc_id);
-	qsort(p->function, p->n_function, sizeof(*p->function), by_fn_id);
+		return diff__fail(why, "a profile without inuse_space values (not a memory profile)");
+	if (p->n_location) /* neither array may be NULL, even empty */
+		qsort(p->location, p->n_location, sizeof(*p->location), by_loc_id);
+	if (p->n_function)
+		qsort(p->function, p->n_function, sizeof(*p->function), by_fn_id);
 	for (size_t i = 0; i < p->n_sample && !err; i++)
 		err = read_sample(p, p->sample[i], vb, vc, vpeak, r, &v, &cap, why);
 	free(v);
@@ -233,7 +223,7 @@ int pprofin__read(FILE *f, struct diff_run *r, char **why)
 	if (!err && len >= 2 && raw[0] == 0x1f && raw[1] == 0x8b)
 		err = gunzip(raw, len, &un, &unlen, why);
 	if (!err && !(p = perftools__profiles__profile__unpack(NULL, un ? unlen : len, un ? un : raw)))
-		err = fail(why, "neither JSON Lines nor a pprof profile");
+		err = diff__fail(why, "neither JSON Lines nor a pprof profile");
 	if (!err)
 		err = read_profile(p, r, why);
 	if (p)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include "collect/heapfrag.h"
 #include "collect/ledger.h"
+#include "lib/frameclass.h"
 #include "lib/proclabels.h"
 #include "lib/procmem.h"
 #include "symbolize/symbolizer.h"
@@ -73,18 +74,6 @@ const char *ml_frame_unresolved(const struct ml_frame *fr);
 
 /* For ledger__set_canon: a hash of how the stack reads once its native chain is cut; ctx is the stack view. */
 uint64_t stackview__canon(void *ctx, uint32_t tgid, uint64_t stack_id, unsigned int *traits);
-
-/*
- * A Python frame of the job's own code: not frozen importlib, the standard library or an installed package
- * (site-packages, dist-packages). "<string>" (python -c) is the job's own.
- */
-bool ml_frame_is_user_code(const struct ml_frame *fr);
-
-/* A native frame of the interpreter itself: in the python executable or libpython. */
-bool ml_frame_is_interpreter(const struct ml_frame *fr);
-
-/* A Python frame of the import machinery (importlib, frozen or not). */
-bool ml_frame_is_import(const struct ml_frame *fr);
 
 struct jw;
 /* A stack's "frames" array, innermost first, as the stacks[] objects of the JSON report carry it. */

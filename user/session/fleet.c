@@ -138,6 +138,9 @@ void fleet__push(struct pusher *push, struct fleet_procs p, const struct ml_snap
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	for (size_t i = 0; i < n; i++) {
+		/* at its interpreter's teardown a profile would show what the exit frees: its last one stands */
+		if (v[i]->py_exiting)
+			continue;
 		const struct tracee *t = v[i];
 		struct push_meta m = {.pid = t->pid,
 				      .seq = seq,

@@ -270,8 +270,10 @@ static void count_steps(struct session *ss, const struct ml_snapshot *snap)
 	for (size_t i = 0; i < snap->nprocs; i++) {
 		int64_t b[ML_LAYER_MAX];
 
+		const struct tracee *t = procevents__tracee_of(ss, (int)snap->procs[i].tgid);
+
 		/* what the interpreter's teardown frees is not the job's growth: the last live report's rates stand */
-		if (ss->py_teardown && snap->procs[i].tgid == ss->root.pid)
+		if ((ss->py_teardown && snap->procs[i].tgid == ss->root.pid) || (t && t->py_exiting))
 			continue;
 		for (unsigned int l = 0; l < ML_LAYER_MAX; l++)
 			b[l] = (int64_t)snap->procs[i].layers[l].bytes;

@@ -160,6 +160,10 @@ static int on_proc_event(void *ctx, void *data, size_t len)
 		return 0;
 	}
 	if (e->type == ML_PROC_PY_EXIT) {
+		struct tracee *t = procevents__tracee_of(ss, (int)e->tgid);
+
+		if (t)
+			t->py_exiting = true;
 		ss->py_exit_due |= (int)e->tgid == ss->root.pid;
 		return 0;
 	}

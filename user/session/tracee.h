@@ -38,6 +38,7 @@ struct tracee {
 	struct ml_labels labels;   /* rank, job, container, comm: read once, at attach */
 	const char *role;	   /* "main", or "worker" for a child of a traced process with its rank */
 	struct ml_oom oom;	   /* the OOM killer chose it (and its RSS then) */
+	bool py_exiting;	   /* its interpreter's teardown began: what it frees from here is not the job's */
 	struct ml_procmem mem, mem_base; /* resident memory at the last report, and at the first reading */
 	bool mem_ok, mem_base_ok;
 	struct ml_heapfrag frag; /* its glibc heap's fragmentation at the last report */
