@@ -212,6 +212,7 @@ static void hostile_names(void)
 	char *text, *json, *html;
 	json_t *doc;
 
+	f.count = 32;
 	diffrun__new("a\x1b[1m", "json", &a);
 	diffrun__new("b", "json", &b);
 	a->stepped = b->stepped = true;
@@ -224,6 +225,7 @@ static void hostile_names(void)
 		  strstr(text, "A = a\\x1b[1m"),
 	      "text: escape bytes and bytes that are not UTF-8 as \\xNN; the newline in a name made a space");
 	CHECK(text && strstr(text, "grown at /job/a\\xff.py:3") && strstr(text, "+8.0 KiB/step") &&
+		  strstr(text, "; allocations 0 -> 32; not in A\n") &&
 		  strstr(text, "gate: --fail-over-per-step 10.0 KiB: passed"),
 	      "text: the grown row, its rate, and the gate under it");
 	doc = json ? json_loads(json, 0, NULL) : NULL;

@@ -88,9 +88,9 @@ static void html_item(FILE *f, const struct diff_result *res, const struct diff_
 	html_bytes(f, it->b_rate, true);
 	fprintf(f, "%s</td><td>", u);
 	html_bytes(f, it->a_bytes, false);
-	fprintf(f, "</td><td>");
+	fprintf(f, " (%.0f)</td><td>", it->a ? it->a->f.count : 0);
 	html_bytes(f, it->b_bytes, false);
-	fprintf(f, "</td><td><ol>");
+	fprintf(f, " (%.0f)</td><td><ol>", it->b ? it->b->f.count : 0);
 	for (size_t i = 0; i < row->nframes; i++) {
 		fprintf(f, i == row->site ? "<li><b>" : "<li>"); /* the row's site: the job's own line */
 		html_put(f, row->frames[i]);
@@ -109,7 +109,7 @@ static void html_table(FILE *f, const struct diff_result *res, enum diff_change 
 		return;
 	fprintf(f,
 		"<h2>%s: %zu stack%s</h2>\n<table><tr><th>layer</th><th>growth A</th><th>growth B</th>"
-		"<th>held A</th><th>held B</th><th>frames, innermost first</th></tr>\n",
+		"<th>held A (allocations)</th><th>held B (allocations)</th><th>frames, innermost first</th></tr>\n",
 		diff__change_name(c), n, n == 1 ? "" : "s");
 	for (size_t i = 0; i < res->nitems && shown < top; i++)
 		if (res->items[i].change == c) {

@@ -17,6 +17,14 @@ static void put_bytes(FILE *f, double b, bool sign)
 	fprintf(f, "%s%s", sign && b >= 0 ? "+" : "", buf);
 }
 
+static void put_count(FILE *f, double n, bool sign)
+{
+	char buf[32];
+
+	ml_fmt_count(buf, sizeof(buf), (int64_t)llround(n), sign);
+	fputs(buf, f);
+}
+
 static void put_run(FILE *f, const char *name, const struct diff_run *r)
 {
 	char n[32];
@@ -84,7 +92,11 @@ static void text_item(FILE *f, const struct diff_result *res, const struct diff_
 	put_bytes(f, it->b_bytes, false);
 	fprintf(f, " (");
 	put_bytes(f, it->b_bytes - it->a_bytes, true);
-	fprintf(f, ")%s\n", !it->a ? "; not in A" : !it->b ? "; not in B" : "");
+	fprintf(f, "); allocations ");
+	put_count(f, it->a ? it->a->f.count : 0, false);
+	fprintf(f, " -> ");
+	put_count(f, it->b ? it->b->f.count : 0, false);
+	fprintf(f, "%s\n", !it->a ? "; not in A" : !it->b ? "; not in B" : "");
 	for (size_t i = 0; i < shown; i++) {
 		fprintf(f, "    %s ", i ? "  " : "at");
 		ml_put_safe(f, row->frames[i]);
