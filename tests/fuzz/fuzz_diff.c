@@ -35,20 +35,29 @@ static void render(const struct diff_run *r)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static char blank[] = "\n"; /* fmemopen refuses an empty buffer: a file of one blank line instead */
+	/* a profile's first bytes as diff__load hands them over, read already (up to 63 of them) */
+	size_t pre = size && data[0] & 1 ? (size_t)(data[0] >> 2) : 0;
 	struct diff_run *r = NULL;
 	char *why = NULL;
 	FILE *f;
 	int err;
 
-	static char blank[] = "\n"; /* fmemopen refuses an empty buffer: a file of one blank line instead */
-
-	if (size < 1 || !(f = size > 1 ? fmemopen((void *)(data + 1), size - 1, "r") : fmemopen(blank, 1, "r")))
+	if (size < 1)
+		return 0;
+	if (pre > size - 1)
+		pre = size - 1;
+	f = size - 1 - pre ? fmemopen((void *)(data + 1 + pre), size - 1 - pre, "r") : fmemopen(blank, 1, "r");
+	if (!f)
 		return 0;
 	if (diffrun__new("fuzz", data[0] & 1 ? "pprof" : "json", &r)) {
 		fclose(f);
 		return 0;
 	}
-	err = data[0] & 1 ? pprofin__read(f, r, &why) : jsonin__read(f, data[0] & 2 ? DIFF_FIRST : DIFF_LAST, r, &why);
+	if (data[0] & 1)
+		err = pprofin__read(f, data + 1, pre, r, &why);
+	else
+		err = jsonin__read(f, data[0] & 2 ? DIFF_FIRST : DIFF_LAST, r, &why);
 	if (err && err != -EINVAL && err != -ENOMEM)
 		__builtin_trap();
 	if (err == -EINVAL && !why)

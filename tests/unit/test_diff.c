@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
 #include "diff/compare.h"
@@ -16,6 +17,7 @@
 #include "diff/diffview.h"
 #include "diff/jsonin.h"
 #include "diff/pprofin.h"
+#include "profile.pb-c.h"
 
 #define KIB 1024.0
 #define MIB (1024.0 * 1024.0)
@@ -288,11 +290,87 @@ static void bad_files(void)
 	free(why);
 }
 
+/* A raw (not gzipped) profile of one sample: 4,096 bytes of libc at a.py:7 in f. Its first byte is 0x0a. */
+static uint8_t *raw_profile(size_t *len)
+{
+	static char *strings[] = {"", "inuse_space", "bytes", "layer", "libc", "f", "a.py"};
+	Perftools__Profiles__ValueType vt = PERFTOOLS__PROFILES__VALUE_TYPE__INIT, *vtp = &vt;
+	Perftools__Profiles__Function fn = PERFTOOLS__PROFILES__FUNCTION__INIT, *fnp = &fn;
+	Perftools__Profiles__Line ln = PERFTOOLS__PROFILES__LINE__INIT, *lnp = &ln;
+	Perftools__Profiles__Location loc = PERFTOOLS__PROFILES__LOCATION__INIT, *locp = &loc;
+	Perftools__Profiles__Label lab = PERFTOOLS__PROFILES__LABEL__INIT, *labp = &lab;
+	Perftools__Profiles__Sample sm = PERFTOOLS__PROFILES__SAMPLE__INIT, *smp = &sm;
+	Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
+	uint64_t loc_id = 1;
+	int64_t value = 4096;
+	uint8_t *buf;
+
+	vt.type = 1, vt.unit = 2;
+	fn.id = 1, fn.name = 5, fn.filename = 6;
+	ln.function_id = 1, ln.line = 7;
+	loc.id = 1, loc.n_line = 1, loc.line = &lnp;
+	lab.key = 3, lab.str = 4;
+	sm.n_location_id = 1, sm.location_id = &loc_id, sm.n_value = 1, sm.value = &value, sm.n_label = 1;
+	sm.label = &labp;
+	p.n_sample_type = 1, p.sample_type = &vtp, p.n_sample = 1, p.sample = &smp, p.n_location = 1;
+	p.location = &locp, p.n_function = 1, p.function = &fnp, p.n_string_table = 7, p.string_table = strings;
+	*len = perftools__profiles__profile__get_packed_size(&p);
+	buf = malloc(*len);
+	if (buf)
+		perftools__profiles__profile__pack(&p, buf);
+	return buf;
+}
+
+/* path as a pipe's read end, a child writing the bytes to it: what `<(zcat run.jsonl.gz)` hands over. */
+static struct diff_run *load_piped(const void *bytes, size_t len, char **why, int *err)
+{
+	struct diff_run *r = NULL;
+	char path[32];
+	int fds[2];
+	pid_t pid;
+
+	if (pipe(fds) || (pid = fork()) < 0) {
+		*err = -errno;
+		return NULL;
+	}
+	if (!pid) {
+		close(fds[0]);
+		_exit(write(fds[1], bytes, len) == (ssize_t)len ? 0 : 1);
+	}
+	close(fds[1]);
+	snprintf(path, sizeof(path), "/dev/fd/%d", fds[0]);
+	*err = diff__load(path, DIFF_LAST, &r, why);
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+	return r;
+}
+
+static void pipes_and_raw_profiles(void)
+{
+	size_t len = 0;
+	uint8_t *raw = raw_profile(&len);
+	char *why = NULL;
+	int err;
+	struct diff_run *r = raw ? load_piped(raw, len, &why, &err) : NULL;
+	const struct diff_row *row = r ? diffrun__find(r, "libc\na.py:7 in f") : NULL;
+	static const char lines[] = "\n\n  {\"type\":\"report\",\"seq\":7,\"stacks\":[]}\n";
+
+	CHECK(raw && raw[0] == 0x0a, "a raw profile begins with 0x0a, a newline");
+	CHECK(r && !err && !strcmp(r->format, "pprof") && r->nrows == 1 && row && row->f.bytes == 4096 && row->python,
+	      "a raw profile through a pipe: read whole, its leading newline kept (no rewind)");
+	diffrun__free(r);
+	free(raw);
+	r = load_piped(lines, strlen(lines), &why, &err);
+	CHECK(r && !err && r->seq == 7 && !strcmp(r->format, "json"), "JSON Lines through a pipe, after blank lines");
+	diffrun__free(r);
+}
+
 int main(void)
 {
 	json_lines();
 	judged();
 	hostile_names();
 	bad_files();
+	pipes_and_raw_profiles();
 	return SUMMARY("diff");
 }

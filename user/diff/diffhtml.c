@@ -1,5 +1,6 @@
 /* A diff as one self-contained HTML page: the runs, the layers and a table per change; no script, no fetch. */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include "diff/diffview.h"
 #include "report/format.h"
@@ -32,6 +33,10 @@ static void html_bytes(FILE *f, double b, bool sign)
 {
 	char buf[32];
 
+	if (!(fabs(b) < 1e18)) { /* a number no run holds, from a file: as it is, not cut to the buffer */
+		fprintf(f, sign ? "%+.3g B" : "%.3g B", b);
+		return;
+	}
 	ml_fmt_bytes(buf, sizeof(buf), b);
 	fprintf(f, "%s%s", sign && b >= 0 ? "+" : "", buf);
 }

@@ -7,24 +7,38 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "diff/pprofin.h"
+#include "lib/grow.h"
 
-/* JSON Lines begin with '{' (after blanks); anything else is read as a profile, gzipped or not. */
-static bool looks_json(FILE *f)
+/*
+ * The bytes up to the first that is not blank, and that one (EOF at the end): JSON Lines begin with '{', anything else
+ * is read as a profile. Kept, not rewound: a pipe (`<(zcat run.jsonl.gz)`) cannot be, and a raw profile's first
+ * byte is often 0x0a, a newline.
+ */
+static int peek(FILE *f, uint8_t **pre, size_t *n, int *first)
 {
+	size_t cap = 0;
 	int c;
 
-	while ((c = getc(f)) == ' ' || c == '\t' || c == '\r' || c == '\n')
-		;
-	rewind(f);
-	return c == '{';
+	*n = 0;
+	do {
+		c = getc(f);
+		if (c == EOF)
+			break;
+		if (ml_grow(pre, &cap, *n + 1, 1))
+			return -ENOMEM;
+		(*pre)[(*n)++] = (uint8_t)c;
+	} while (c == ' ' || c == '\t' || c == '\r' || c == '\n');
+	*first = c;
+	return 0;
 }
 
 int diff__load(const char *path, enum diff_pick pick, struct diff_run **out, char **why)
 {
 	struct stat st;
 	FILE *f = fopen(path, "re");
-	bool json;
-	int err;
+	uint8_t *pre = NULL;
+	size_t npre = 0;
+	int first, err;
 
 	*out = NULL;
 	*why = NULL;
@@ -34,10 +48,14 @@ int diff__load(const char *path, enum diff_pick pick, struct diff_run **out, cha
 		fclose(f);
 		return asprintf(why, "a directory: give one of its files") < 0 ? -ENOMEM : -EISDIR;
 	}
-	json = looks_json(f);
-	err = diffrun__new(path, json ? "json" : "pprof", out);
+	err = peek(f, &pre, &npre, &first);
 	if (!err)
-		err = json ? jsonin__read(f, pick, *out, why) : pprofin__read(f, *out, why);
+		err = diffrun__new(path, first == '{' ? "json" : "pprof", out);
+	if (!err && first == '{') /* the blanks before it are nothing to JSON */
+		err = ungetc(first, f) == EOF ? -EIO : jsonin__read(f, pick, *out, why);
+	else if (!err)
+		err = pprofin__read(f, pre, npre, *out, why);
+	free(pre);
 	fclose(f);
 	if (err) {
 		diffrun__free(*out);

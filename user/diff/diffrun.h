@@ -69,6 +69,12 @@ int diffrun__add_layer(struct diff_run *r, const char *layer, const struct diff_
 /* The row of key, or NULL. */
 const struct diff_row *diffrun__find(const struct diff_run *r, const char *key);
 const struct diff_layer *diffrun__layer(const struct diff_run *r, const char *name);
+/* A number read from a file as an integer: clamped, NaN as 0 (a cast out of range is undefined). */
+static inline int64_t diff_i64(double v)
+{
+	return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? -INT64_MAX : (int64_t)v;
+}
+
 /* A reader's refusal: *why set to the message (NULL when out of memory), -EINVAL returned. */
 int diff__fail(char **why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

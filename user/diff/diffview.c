@@ -13,6 +13,10 @@ static void put_bytes(FILE *f, double b, bool sign)
 {
 	char buf[32];
 
+	if (!(fabs(b) < 1e18)) { /* a number no run holds, from a file: as it is, not cut to the buffer */
+		fprintf(f, sign ? "%+.3g B" : "%.3g B", b);
+		return;
+	}
 	ml_fmt_bytes(buf, sizeof(buf), b);
 	fprintf(f, "%s%s", sign && b >= 0 ? "+" : "", buf);
 }
@@ -21,7 +25,7 @@ static void put_count(FILE *f, double n, bool sign)
 {
 	char buf[32];
 
-	ml_fmt_count(buf, sizeof(buf), (int64_t)llround(n), sign);
+	ml_fmt_count(buf, sizeof(buf), diff_i64(round(n)), sign);
 	fputs(buf, f);
 }
 
@@ -35,7 +39,7 @@ static void put_run(FILE *f, const char *name, const struct diff_run *r)
 		fprintf(f, " (report %llu", (unsigned long long)r->seq);
 	else
 		fprintf(f, " (%s", r->format);
-	ml_fmt_count(n, sizeof(n), (int64_t)r->steps, false);
+	ml_fmt_count(n, sizeof(n), diff_i64(r->steps), false);
 	if (r->stepped)
 		fprintf(f, ", %s steps", n);
 	fprintf(f, ", %zu stacks%s)", r->nrows, r->partial ? " listed of more" : "");
@@ -137,7 +141,7 @@ int diffview__text(FILE *f, const struct diff_result *res, const struct diffview
 	fprintf(f, "\n");
 	put_run(f, "B", res->b);
 	fprintf(f, "\ngrowth compared per %s", res->per_step ? "step" : "second");
-	ml_fmt_count(n, sizeof(n), (int64_t)res->at_steps, false);
+	ml_fmt_count(n, sizeof(n), diff_i64(res->at_steps), false);
 	if (res->at_steps)
 		fprintf(f, "; bytes held compared at %s steps (the longer run's estimated from its growth per step)",
 			n);

@@ -71,9 +71,11 @@ static int read_report(const json_t *rep, struct diff_run *r, char **why)
 	const json_t *steps = json_object_get(rep, "steps"), *stats = json_object_get(rep, "stats"), *v;
 	const char *key;
 	size_t i;
+	int64_t seq;
 	int err = 0;
 
-	r->seq = (uint64_t)num(rep, "seq");
+	seq = diff_i64(num(rep, "seq"));
+	r->seq = seq > 0 ? (uint64_t)seq : 0;
 	if (!json_is_array(stacks))
 		return diff__fail(why, "report %llu has no stacks", (unsigned long long)r->seq);
 	r->stepped = json_is_object(steps);

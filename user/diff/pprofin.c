@@ -13,11 +13,18 @@
 
 typedef Perftools__Profiles__Profile Profile;
 
-static int slurp(FILE *f, uint8_t **buf, size_t *len, char **why)
+static int slurp(FILE *f, const uint8_t *pre, size_t npre, uint8_t **buf, size_t *len, char **why)
 {
 	size_t cap = 0, n;
 
 	*len = 0;
+	if (npre > PPROF_MAX)
+		return diff__fail(why, "larger than 1 GiB");
+	if (npre && ml_grow(buf, &cap, npre, 1))
+		return -ENOMEM;
+	if (npre)
+		memcpy(*buf, pre, npre);
+	*len = npre;
 	do {
 		if (*len == PPROF_MAX)
 			return diff__fail(why, "larger than 1 GiB");
@@ -213,12 +220,12 @@ static int read_profile(Profile *p, struct diff_run *r, char **why)
 	return err;
 }
 
-int pprofin__read(FILE *f, struct diff_run *r, char **why)
+int pprofin__read(FILE *f, const uint8_t *pre, size_t npre, struct diff_run *r, char **why)
 {
 	uint8_t *raw = NULL, *un = NULL;
 	size_t len = 0, unlen = 0;
 	Profile *p = NULL;
-	int err = slurp(f, &raw, &len, why);
+	int err = slurp(f, pre, npre, &raw, &len, why);
 
 	if (!err && len >= 2 && raw[0] == 0x1f && raw[1] == 0x8b)
 		err = gunzip(raw, len, &un, &unlen, why);
