@@ -139,6 +139,7 @@ static void two_runs(struct diff_run **a, struct diff_run **b)
 	add(*a, "40", 40 * MIB, 40 * KIB), add(*b, "40", 100 * MIB, 52 * KIB); /* a leak in both, noise apart */
 	add(*a, "50", 4 * MIB, 0), add(*b, "50", 64 * KIB, 0);		       /* freed */
 	add(*b, "60", 2 * MIB, 0);					       /* new, held, not growing */
+	add(*a, "70", 256, 0), add(*b, "70", 133 * KIB, 8 * KIB);	       /* transient buffers' slope */
 	diffrun__add_layer(*a, "torch_cpu", &(struct diff_figs){.bytes = 53 * MIB, .per_step = 40 * KIB, .stepped = 1});
 	diffrun__add_layer(*b, "torch_cpu",
 			   &(struct diff_figs){.bytes = 231 * MIB, .per_step = 116 * KIB, .stepped = 1});
@@ -167,7 +168,8 @@ static void judged(void)
 	it = item_at(&res, 50);
 	CHECK(it && it->change == DIFF_SHRUNK, "4 MiB to 64 KiB: shrunk");
 	CHECK(!item_at(&res, 40), "40 -> 52 KiB/step and 40 MiB -> 48 MiB at equal steps: not doubled, not named");
-	CHECK(!item_at(&res, 10) && res.unchanged == 2 && res.matched == 3, "two unchanged of three matched");
+	CHECK(!item_at(&res, 70), "8 KiB a step over 1,000 steps holding 133 KiB: not borne out, not named");
+	CHECK(!item_at(&res, 10) && res.unchanged == 3 && res.matched == 4, "three unchanged of four matched");
 	CHECK(res.nlayers == 2 && !strcmp(res.layers[0].name, "torch_cpu") && res.layers[0].over &&
 		  !strcmp(res.layers[1].name, "libc") && !res.layers[1].a && !res.layers[1].over,
 	      "the gate on layers: torch_cpu 76 KiB a step more is over 10 KiB; libc, in B only, 4 KiB is not");

