@@ -226,7 +226,6 @@ if [ "${1:-}" != "--unit-only" ]; then
 		case ${3:-} in
 		'') env= label=workloads ;;
 		debian) env="MEMLEAK_AI_WL_PY=/usr/bin/python3.11 MEMLEAK_AI_WL_SMOKE=1" label="workloads (Debian's torch)" ;;
-		lane2) env="MEMLEAK_AI_WL_LANE=2" label="workloads (second lane)" ;;
 		*) env="MEMLEAK_AI_WL_PY=build/venv/$3/bin/python MEMLEAK_AI_WL_SMOKE=1" label="workloads ($3)" ;;
 		esac
 		env MEMLEAK_AI_TEST_PART=$1 $env python3 "$2" >"$out" 2>&1
@@ -237,8 +236,7 @@ if [ "${1:-}" != "--unit-only" ]; then
 	# (busy targets) apart, then any file not named here. The tests that rest on the tool's measure of its own
 	# cost share (@alone) after them, one at a time with nothing beside them.
 	QUEUE="workloads/test_workloads core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
-		workloads/test_workloads@debian fleet soak fleet:asan gpu workloads/test_workloads@lane2 python python:asan
-		soak:asan unwind
+		workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
 		gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
 	QUEUE=$(echo $QUEUE)
 	for t in $(ls tests/integration/test_*.py | sed 's/.*test_\(.*\)\.py/\1/'); do

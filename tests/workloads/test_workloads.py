@@ -49,16 +49,6 @@ def debian_only(fn):
     return fn
 
 
-LANE2 = []
-
-
-def lane2(fn):
-    """Run by a second job of the suite, beside the first (MEMLEAK_AI_WL_LANE=2): the main pass's own file is the
-    suite's longest job, and these whole runs compared need no more than the rest of the machine."""
-    LANE2.append(fn.__name__)
-    return fn
-
-
 FULL = ("--max-overhead", "100")
 
 
@@ -739,7 +729,6 @@ def ranks_one_of_four_diverges_named_at_its_line():
 
 
 @test
-@lane2
 def ranks_cuda_one_of_four_diverges_on_the_standin_device():
     """Issue 39's ranks on CUDA: the same job's four ranks on the stand-in device (scripts/standin-gpu), the GPU
     layers at full fidelity: rank 3's extra 1 MiB CUDA tensor a step names it, in torch_cuda, at its line."""
@@ -1516,7 +1505,6 @@ def named_lines(doc, change):
 
 
 @test
-@lane2
 def diff_names_the_kept_losses_and_gates_on_them():
     """Issue 39's diff: losses.py keeping its losses (twice) and keeping loss.item() (twice: same file, same lines),
     each attached with -p at full fidelity, the allocation layers (libc, torch_cpu), for 600 steps, two runs at a
@@ -1579,11 +1567,8 @@ def diff_names_the_kept_losses_and_gates_on_them():
 
 if __name__ == "__main__":
     say_interpreter()
-    if len(sys.argv) == 1 and os.environ.get("MEMLEAK_AI_WL_LANE") == "2":
-        sys.argv += LANE2
-    elif len(sys.argv) == 1:
-        sys.argv += SMOKE_TESTS if SMOKE else [fn.__name__ for fn in harness._tests
-                                               if fn.__name__ not in DEBIAN_ONLY + LANE2]
+    if len(sys.argv) == 1:
+        sys.argv += SMOKE_TESTS if SMOKE else [fn.__name__ for fn in harness._tests if fn.__name__ not in DEBIAN_ONLY]
         if SMOKE and PY == "/usr/bin/python3.11":
             sys.argv += DEBIAN_TOO + DEBIAN_ONLY
     sys.exit(main())
