@@ -611,8 +611,8 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     sampled = any(m["step"] == "torch_cpu sampling" for m in pause[0][0]["modes"]["shed"])
     tol = 0.25 if sampled else 0.1
     ps = pause[0][1].get("per_step") or {}
-    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= tol and ps.get("steps", 0) >= (20 if sampled else 100),
-          f"1 MiB a step within {tol:.0%} (sampled: {sampled}), over 100 steps or more (20 sampled): {ps}")
+    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= tol and ps.get("steps", 0) >= (8 if sampled else 100),
+          f"1 MiB a step within {tol:.0%} (sampled: {sampled}), over 100 steps or more (8 sampled): {ps}")
     tot = pause[0][0]["totals"]["torch_cpu"].get("per_step") or {}
     check(abs(tot.get("bytes", 0) / 1048576 - 1) <= tol, f"torch_cpu's total, 1 MiB a step within {tol:.0%}: {tot}")
     print(f"# per step: the row {ps.get('bytes', 0) / 1048576:.3f} MiB over {ps.get('steps')} steps, torch_cpu "
