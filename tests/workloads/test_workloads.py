@@ -617,7 +617,9 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     check(abs(tot.get("bytes", 0) / 1048576 - 1) <= tol, f"torch_cpu's total, 1 MiB a step within {tol:.0%}: {tot}")
     print(f"# per step: the row {ps.get('bytes', 0) / 1048576:.3f} MiB over {ps.get('steps')} steps, torch_cpu "
           f"{tot.get('bytes', 0) / 1048576:.3f} MiB; the pause's reports {[v[0] for v in verdicts]}", flush=True)
-    check(re.search(r"per step: \+1\.0\d? MiB/step", leak.text), "text: the candidate's per-step line")
+    # The row's text reads the same figure as its JSON (0.997 MiB a step prints as 1021.0 KiB: not "1.0 MiB").
+    row_want = f"    per step: {fmt_bytes(ps.get('bytes', 0), True)}/step, "
+    check(row_want in leak.text, f"text: the candidate's per-step line as in JSON ({row_want.strip()!r})")
     # The layer's line reads the same figure as JSON's totals (a report in the pause: text and JSON alike).
     want = f"; {fmt_bytes(tot.get('bytes', 0), True)}/step ({tot.get('steps', 0):,} steps)"
     lines = [l for l in leak.text.splitlines() if l.startswith("torch_cpu outstanding ")]
