@@ -1,6 +1,5 @@
 /* A diff as one self-contained HTML page: the runs, the layers and a table per change; no script, no fetch. */
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 #include "diff/diffview.h"
 #include "report/format.h"
@@ -29,18 +28,6 @@ static void html_put(FILE *f, const char *s)
 	}
 }
 
-static void html_bytes(FILE *f, double b, bool sign)
-{
-	char buf[32];
-
-	if (!(fabs(b) < 1e18)) { /* a number no run holds, from a file: as it is, not cut to the buffer */
-		fprintf(f, sign ? "%+.3g B" : "%.3g B", b);
-		return;
-	}
-	ml_fmt_bytes(buf, sizeof(buf), b);
-	fprintf(f, "%s%s", sign && b >= 0 ? "+" : "", buf);
-}
-
 static void html_run(FILE *f, const char *name, const struct diff_run *r)
 {
 	fprintf(f, "<li><b>%s</b>: <code>", name);
@@ -65,13 +52,13 @@ static void html_layers(FILE *f, const struct diff_result *res)
 		fprintf(f, "<tr%s><td>", c->over ? " class=over" : "");
 		html_put(f, c->name);
 		fprintf(f, "</td><td>");
-		html_bytes(f, c->a_bytes, false);
+		diffview__put_bytes(f, c->a_bytes, false);
 		fprintf(f, "</td><td>");
-		html_bytes(f, c->b_bytes, false);
+		diffview__put_bytes(f, c->b_bytes, false);
 		for (int s = 0; s < 2; s++) {
 			fprintf(f, "</td><td>");
 			if (l[s] && l[s]->f.stepped) {
-				html_bytes(f, l[s]->f.per_step, true);
+				diffview__put_bytes(f, l[s]->f.per_step, true);
 				fprintf(f, "/step");
 			}
 		}
@@ -88,13 +75,13 @@ static void html_item(FILE *f, const struct diff_result *res, const struct diff_
 	fprintf(f, "<tr><td>");
 	html_put(f, row->layer);
 	fprintf(f, "</td><td>");
-	html_bytes(f, it->a_rate, true);
+	diffview__put_bytes(f, it->a_rate, true);
 	fprintf(f, "%s</td><td>", u);
-	html_bytes(f, it->b_rate, true);
+	diffview__put_bytes(f, it->b_rate, true);
 	fprintf(f, "%s</td><td>", u);
-	html_bytes(f, it->a_bytes, false);
+	diffview__put_bytes(f, it->a_bytes, false);
 	fprintf(f, " (%.0f)</td><td>", it->a ? it->a->f.count : 0);
-	html_bytes(f, it->b_bytes, false);
+	diffview__put_bytes(f, it->b_bytes, false);
 	fprintf(f, " (%.0f)</td><td><ol>", it->b ? it->b->f.count : 0);
 	for (size_t i = 0; i < row->nframes; i++) {
 		fprintf(f, i == row->site ? "<li><b>" : "<li>"); /* the row's site: the job's own line */

@@ -9,7 +9,7 @@
 /* Frames of a row shown in text: the rest are counted on one line, and JSON has them all. */
 #define TEXT_FRAMES 8
 
-static void put_bytes(FILE *f, double b, bool sign)
+void diffview__put_bytes(FILE *f, double b, bool sign)
 {
 	char buf[32];
 
@@ -58,17 +58,17 @@ static void text_layers(FILE *f, const struct diff_result *res)
 		fprintf(f, "  ");
 		ml_put_safe(f, c->name);
 		fprintf(f, ": ");
-		put_bytes(f, c->a_bytes, false);
+		diffview__put_bytes(f, c->a_bytes, false);
 		fprintf(f, " -> ");
-		put_bytes(f, c->b_bytes, false);
+		diffview__put_bytes(f, c->b_bytes, false);
 		fprintf(f, " (");
-		put_bytes(f, c->b_bytes - c->a_bytes, true);
+		diffview__put_bytes(f, c->b_bytes - c->a_bytes, true);
 		fprintf(f, ")");
 		if (res->per_step && c->a && c->b && (c->a->f.stepped || c->b->f.stepped)) {
 			fprintf(f, "; growth ");
-			put_bytes(f, c->a->f.per_step, true);
+			diffview__put_bytes(f, c->a->f.per_step, true);
 			fprintf(f, "/step -> ");
-			put_bytes(f, c->b->f.per_step, true);
+			diffview__put_bytes(f, c->b->f.per_step, true);
 			fprintf(f, "/step");
 		}
 		fprintf(f, "%s\n", c->over ? "; OVER THE GATE" : "");
@@ -85,17 +85,17 @@ static void text_item(FILE *f, const struct diff_result *res, const struct diff_
 	fprintf(f, " %s at ", diff__change_name(it->change));
 	ml_put_safe(f, row->nframes ? row->frames[row->site] : "(no frames)");
 	fprintf(f, ": growth ");
-	put_bytes(f, it->a_rate, true);
+	diffview__put_bytes(f, it->a_rate, true);
 	fprintf(f, "%s -> ", unit(res));
-	put_bytes(f, it->b_rate, true);
+	diffview__put_bytes(f, it->b_rate, true);
 	fprintf(f, "%s (", unit(res));
-	put_bytes(f, it->b_rate - it->a_rate, true);
+	diffview__put_bytes(f, it->b_rate - it->a_rate, true);
 	fprintf(f, "%s); held ", unit(res));
-	put_bytes(f, it->a_bytes, false);
+	diffview__put_bytes(f, it->a_bytes, false);
 	fprintf(f, " -> ");
-	put_bytes(f, it->b_bytes, false);
+	diffview__put_bytes(f, it->b_bytes, false);
 	fprintf(f, " (");
-	put_bytes(f, it->b_bytes - it->a_bytes, true);
+	diffview__put_bytes(f, it->b_bytes - it->a_bytes, true);
 	fprintf(f, "); allocations ");
 	put_count(f, it->a ? it->a->f.count : 0, false);
 	fprintf(f, " -> ");
@@ -119,11 +119,11 @@ static void text_gates(FILE *f, const struct diff_result *res, const struct diff
 	fprintf(f, "gate:");
 	if (o->fail_over >= 0) {
 		fprintf(f, " --fail-over ");
-		put_bytes(f, o->fail_over, false);
+		diffview__put_bytes(f, o->fail_over, false);
 	}
 	if (o->fail_over_per_step >= 0) {
 		fprintf(f, " --fail-over-per-step ");
-		put_bytes(f, o->fail_over_per_step, false);
+		diffview__put_bytes(f, o->fail_over_per_step, false);
 	}
 	if (res->over)
 		fprintf(f, ": FAILED, %zu layer%s over it\n", res->over, res->over == 1 ? "" : "s");

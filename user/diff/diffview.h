@@ -2,6 +2,7 @@
 #ifndef ML_DIFFVIEW_H
 #define ML_DIFFVIEW_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include "diff/compare.h"
 
@@ -10,6 +11,9 @@ struct diffview_opts {
 	double fail_over; /* the gates, < 0 when off: said beside the verdict */
 	double fail_over_per_step;
 };
+
+/* Bytes as text and HTML write them ("+1.6 MiB"); a size no run holds (1e18 and over) as the file had it. */
+void diffview__put_bytes(FILE *f, double b, bool sign);
 
 int diffview__text(FILE *f, const struct diff_result *res, const struct diffview_opts *o);
 int diffview__json(FILE *f, const struct diff_result *res, const struct diffview_opts *o);
