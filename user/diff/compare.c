@@ -19,15 +19,17 @@ const char *diff__change_name(enum diff_change c)
 	return c < DIFF_CHANGES ? names[c] : "?";
 }
 
-double diff__bytes_at(const struct diff_result *res, const struct diff_run *run, const struct diff_row *row)
+/* Bytes held at the result's step count (a row's or a layer's figures, or none): projected back along their growth
+ * per step, never below 0. */
+static double bytes_at(const struct diff_result *res, const struct diff_run *run, const struct diff_figs *f)
 {
 	double b;
 
-	if (!row)
+	if (!f)
 		return 0;
-	if (!res->at_steps || run->steps <= res->at_steps || !row->f.stepped)
-		return row->f.bytes;
-	b = row->f.bytes - row->f.per_step * (run->steps - res->at_steps);
+	if (!res->at_steps || run->steps <= res->at_steps || !f->stepped)
+		return f->bytes;
+	b = f->bytes - f->per_step * (run->steps - res->at_steps);
 	return b > 0 ? b : 0;
 }
 
@@ -82,8 +84,8 @@ static int consider(struct diff_result *res, const struct diff_opts *o, const st
 {
 	struct diff_item it = {.a = a, .b = b};
 
-	it.a_bytes = diff__bytes_at(res, res->a, a);
-	it.b_bytes = diff__bytes_at(res, res->b, b);
+	it.a_bytes = bytes_at(res, res->a, a ? &a->f : NULL);
+	it.b_bytes = bytes_at(res, res->b, b ? &b->f : NULL);
 	it.a_rate = rate(res, a);
 	it.b_rate = rate(res, b);
 	it.change = judge(res, o, &it);
@@ -112,14 +114,6 @@ static int by_change(const void *x, const void *y)
 	return da > db ? -1 : da < db;
 }
 
-/* A layer's bytes at the result's step count, as diff__bytes_at reads a row's. */
-static double layer_bytes_at(const struct diff_result *res, const struct diff_run *run, const struct diff_layer *l)
-{
-	struct diff_row row = {.f = l ? l->f : (struct diff_figs){}};
-
-	return l ? diff__bytes_at(res, run, &row) : 0;
-}
-
 /* Each layer of either run, once, A's first; the gates are the layers': a leak's rows split as its stacks do. */
 static int compare_layers(struct diff_result *res, const struct diff_opts *o)
 {
@@ -133,8 +127,8 @@ static int compare_layers(struct diff_result *res, const struct diff_opts *o)
 
 			if (k && c.a)
 				continue;
-			c.a_bytes = layer_bytes_at(res, res->a, c.a);
-			c.b_bytes = layer_bytes_at(res, res->b, c.b);
+			c.a_bytes = bytes_at(res, res->a, c.a ? &c.a->f : NULL);
+			c.b_bytes = bytes_at(res, res->b, c.b ? &c.b->f : NULL);
 			c.over = (o->fail_over >= 0 && c.b_bytes - c.a_bytes > o->fail_over) ||
 				 (o->fail_over_per_step >= 0 && res->per_step &&
 				  (c.b ? c.b->f.per_step : 0) - (c.a ? c.a->f.per_step : 0) > o->fail_over_per_step);

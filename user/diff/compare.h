@@ -53,7 +53,5 @@ int diff__compare(const struct diff_run *a, const struct diff_run *b, const stru
 		  struct diff_result *out);
 void diff__result_free(struct diff_result *res);
 const char *diff__change_name(enum diff_change c);
-/* A row's bytes at the result's step count: projected back along its growth per step, never below 0. */
-double diff__bytes_at(const struct diff_result *res, const struct diff_run *run, const struct diff_row *row);
 
 #endif
