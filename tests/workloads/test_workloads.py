@@ -591,6 +591,8 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
         paused_at = float(said[3])  # when it began the pause: the line may be read much later on a busy machine
         # The pause, and a report into the next epoch: 40 s.
         leak.wait_for(lambda rs: rs[-1]["time_unix"] > paused_at + 40, 60)
+        # Started second, the twin may lag on a busy machine: stopped together, it had 6 reports once.
+        control.wait_for(lambda rs: len(rs) >= 10, 60)
     finally:
         reps = leak.stop()
         creps = control.stop() if control else []
@@ -668,6 +670,9 @@ def ranks_run(dev, tool_args):
         threading.Thread(target=lambda: text.append(tool.stdout.read()), daemon=True).start()
         end = time.time() + 120
         while time.time() < end and sum(any(f"pid {p.pid} " in l and "tracing" in l for l in err) for p in procs) < 4:
+            time.sleep(0.2)
+        # and its first report written: on a busy machine the reports began late, one before rank 3 diverged
+        while time.time() < end and not (os.path.exists(out) and os.path.getsize(out)):
             time.sleep(0.2)
         for p in procs:
             p.stdin.write(b"g")
