@@ -71,10 +71,37 @@ static void tensors(void)
 	CHECK(shed__part(&s, ML_SHED_RSS_SAMPLING) == 0, "a step under 0.05 % saves nothing worth its loss");
 }
 
+/*
+ * The step clock (a trap a step: 1.1 % at a thousand steps a second) is sampled after the tensor probes are shed
+ * and before the rss layer's faults, halving while it can; under an eighth of the budget every step counts.
+ */
+static void step_clock(void)
+{
+	struct ml_overhead in = info(2.4, 0, 0, 0);
+	struct shed_sample s = {.info = &in, .rss_cost = true, .rss_pct = 0.9, .step_sampling = true};
+
+	in.shed = 1U << ML_SHED_TORCH_CPU | 1U << ML_SHED_TORCH_CPU_SAMPLING, in.tensor_halvings = TENSOR_SHED_HALVINGS;
+	in.rss_doublings = RSS_SHED_DOUBLINGS, in.step_pct = 1.1;
+	CHECK_EQ_INT(shed__next(&s), ML_SHED_STEP_SAMPLING, "2.4 %, the clock 1.1 %, rss 0.9 %: the clock sampled");
+	CHECK_EQ_INT(shed__halvings(&s, in.step_pct, STEP_SHED_HALVINGS), 1, "0.4 % over: one halving saves 0.55 %");
+	in.shed |= 1U << ML_SHED_STEP_SAMPLING, in.step_halvings = 1, in.step_pct = 0.55, in.pct = 2.3;
+	CHECK_EQ_INT(shed__next(&s), ML_SHED_STEP_SAMPLING, "still over: it halves again");
+	in.step_halvings = STEP_SHED_HALVINGS, in.step_pct = 0.04;
+	CHECK_EQ_INT(shed__next(&s), ML_SHED_RSS_FAULTS, "probed 1/32 of the time: the rss layer's faults next");
+	in = info(2.2, 0, 0, 0);
+	in.step_pct = 0.2;
+	s.rss_cost = false;
+	CHECK_EQ_INT(shed__next(&s), ML_SHED_N, "the clock at 0.2 %, under an eighth of the budget: every step counts");
+	in.step_pct = 1.1;
+	s.step_sampling = false;
+	CHECK_EQ_INT(shed__next(&s), ML_SHED_N, "no uprobe_multi links: the clock cannot be sampled");
+}
+
 int main(void)
 {
 	under_and_over();
 	windows_not_covered_by_rss();
 	tensors();
+	step_clock();
 	return SUMMARY("shed");
 }

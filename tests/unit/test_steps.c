@@ -44,14 +44,14 @@ static void long_steps(int fd)
 		uint64_t count = 1 + (now - 100 * sec) / (12 * sec);
 
 		set_count_at(fd, 500, count, 100 * sec + (count - 1) * 12 * sec);
-		steps__read(s, 5, now);
+		steps__read(s, 5, now, now);
 		c = steps__of(s, 500);
 		paused |= c && c->pause_s > 0;
 	}
 	c = steps__of(s, 500);
 	CHECK(c && c->count == 5 && !paused && c->paused_s == 0, "12-s steps, a read every 5 s: never a pause");
 	for (int i = 0; i < 10; i++, now += 5 * sec)
-		steps__read(s, 5, now);
+		steps__read(s, 5, now, now);
 	c = steps__of(s, 500);
 	CHECK(c && c->pause_s > 0 && c->pause_s < 50, "no step for 50 s: a pause once the step was 36 s overdue");
 	steps__forget(s, 500);
@@ -69,14 +69,14 @@ static void counts_and_pauses(int fd)
 	CHECK_EQ_INT(steps__new(fd, "train_step", &s), 0, "steps: new");
 	CHECK(steps__of(s, 100) == NULL, "no process steps before the first read");
 	set_count(fd, 100, 10);
-	CHECK_EQ_INT(steps__read(s, 2, 0), 0, "read 1");
+	CHECK_EQ_INT(steps__read(s, 2, 0, 0), 0, "read 1");
 	c = steps__of(s, 100);
 	CHECK(c && c->count == 10 && c->delta == 10 && c->paused_s == 0, "10 steps, all since the read before");
 	b[ML_LAYER_TORCH_CPU] = 10 * (int64_t)MIB;
 	steps__keep_bytes(s, 100, b);
 	CHECK(!steps__layer_rate(steps__of(s, 100), ML_LAYER_TORCH_CPU, &per_step, &n), "one read: no rate yet");
 	set_count(fd, 100, 30);
-	CHECK_EQ_INT(steps__read(s, 2, 0), 0, "read 2");
+	CHECK_EQ_INT(steps__read(s, 2, 0, 0), 0, "read 2");
 	c = steps__of(s, 100);
 	CHECK(c && c->count == 30 && c->delta == 20, "20 more");
 	b[ML_LAYER_TORCH_CPU] = 30 * (int64_t)MIB;
@@ -87,24 +87,24 @@ static void counts_and_pauses(int fd)
 	      "libc: nothing a step");
 	/* A pause: the clock stands still for up to STEPS_PAUSE_MAX_S, then runs again. */
 	for (int i = 0; i < 10; i++)
-		steps__read(s, 2, 0);
+		steps__read(s, 2, 0, 0);
 	c = steps__of(s, 100);
 	CHECK(c && c->delta == 0 && c->paused_s == 20 && c->pause_s == 20, "10 reads without a step: 20 s paused");
 	for (int i = 0; i < 60; i++)
-		steps__read(s, 2, 0);
+		steps__read(s, 2, 0, 0);
 	c = steps__of(s, 100);
 	CHECK(c && c->paused_s == STEPS_PAUSE_MAX_S && c->pause_s == 140, "a pause counts 120 s at most");
 	set_count(fd, 100, 31);
-	steps__read(s, 2, 0);
+	steps__read(s, 2, 0, 0);
 	c = steps__of(s, 100);
 	CHECK(c && c->delta == 1 && c->pause_s == 0 && c->paused_s == STEPS_PAUSE_MAX_S, "a step ends the pause");
 	/* A second process: the node's rate is the sum of theirs. */
 	set_count(fd, 200, 5);
-	steps__read(s, 2, 0);
+	steps__read(s, 2, 0, 0);
 	b[ML_LAYER_TORCH_CPU] = 0;
 	steps__keep_bytes(s, 200, b);
 	set_count(fd, 200, 15);
-	steps__read(s, 2, 0);
+	steps__read(s, 2, 0, 0);
 	b[ML_LAYER_TORCH_CPU] = 5 * (int64_t)MIB;
 	steps__keep_bytes(s, 200, b);
 	CHECK(steps__total_rate(s, ML_LAYER_TORCH_CPU, &per_step, &n) && per_step == 1.5 * MIB && n == 20,
@@ -159,7 +159,7 @@ static void pause_keeps_a_leak(int fd, bool phases)
 		if (epoch)
 			steps += 10;
 		set_count(fd, 300, steps);
-		steps__read(s, 2, 0);
+		steps__read(s, 2, 0, 0);
 		row.bytes = (uint64_t)(steps * MIB);
 		row.count = steps;
 		row.records = row.count;
@@ -204,7 +204,7 @@ static void phase_steps(int fd)
 	CHECK(!verdicts__new(&v) && !steps__new(fd, "f", &s), "phase steps: verdicts and steps");
 	verdicts__steps(v, s);
 	set_count_at(fd, 310, 5, 1 * sec); /* a read before the first phase: 5 steps at 1 s, and a first report */
-	steps__read(s, 1, 1 * sec);
+	steps__read(s, 1, 1 * sec, 1 * sec);
 	verdicts__update(v, &(struct ml_snapshot){.elapsed_s = 1, .now_ns = 1 * sec}, false, 0, &j, &order);
 	for (int k = 1; k <= 8; k++) {
 		uint64_t now = (uint64_t)k * 2 * sec, close = now - (k % 2 ? 200000000ULL : 1600000000ULL);
@@ -212,7 +212,7 @@ static void phase_steps(int fd)
 		struct ml_snapshot snap = {.rows = &row, .nrows = 1, .elapsed_s = 2, .now_ns = now};
 
 		set_count_at(fd, 310, (uint64_t)(10 * k), now);
-		steps__read(s, 2, now);
+		steps__read(s, 2, now, now);
 		row.bytes = (uint64_t)(at_close * MIB);
 		row.count = row.records = (uint64_t)at_close;
 		row.raw_bytes = row.bytes;
@@ -257,7 +257,7 @@ static void sampled_steps(int fd)
 		sampled += k % 2 ? 2 : 3;
 		val.sampled = sampled;
 		bpf_map_update_elem(fd, &tgid, &val, BPF_ANY);
-		steps__read(s, 2, snap.now_ns);
+		steps__read(s, 2, snap.now_ns, snap.now_ns);
 		row.records = row.weighed_records = sampled;
 		row.raw_bytes = row.weighed_raw_bytes = (uint64_t)(sampled * MIB);
 		row.count = (uint64_t)(sampled * (k % 2 ? 4.0 : 3.3));
@@ -286,10 +286,10 @@ static void metrics_per_step(int fd)
 
 	CHECK_EQ_INT(steps__new(fd, "f", &s), 0, "metrics: steps");
 	set_count(fd, 400, 100);
-	steps__read(s, 2, 0);
+	steps__read(s, 2, 0, 0);
 	steps__keep_bytes(s, 400, b);
 	set_count(fd, 400, 200);
-	steps__read(s, 2, 0);
+	steps__read(s, 2, 0, 0);
 	b[ML_LAYER_TORCH_CPU] = 100 * (int64_t)MIB;
 	steps__keep_bytes(s, 400, b);
 	procs[0].layers[ML_LAYER_TORCH_CPU] = (struct ml_layer_total){.bytes = 100 * (uint64_t)MIB, .active = true};
@@ -310,6 +310,61 @@ static void metrics_per_step(int fd)
 	steps__free(s);
 }
 
+/*
+ * The clock sampled by the budget (probed 1/8 of each second): a read's steps stand for the whole interval's, and
+ * a read without one is a pause only when the clock was probed long enough in it to see one.
+ */
+static void clock_sampled(int fd)
+{
+	struct steps *s = NULL;
+	const struct step_count *c;
+	const uint64_t sec = 1000000000ULL;
+	uint64_t now = 50 * sec, on = now - sec / 2, raw = 4500;
+
+	CHECK_EQ_INT(steps__new(fd, "f", &s), 0, "sampled clock: new");
+	set_count_at(fd, 600, raw, now - sec / 8);
+	steps__read(s, 5, now, on);
+	c = steps__of(s, 600);
+	CHECK(c && c->count == 5000 && c->delta == 5000, "4,500 steps seen in 4.5 s probed of 5 stand for 5,000");
+	for (int i = 0; i < 4; i++) {
+		now += 5 * sec;
+		on += 5 * sec / 8;
+		raw += 625;
+		set_count_at(fd, 600, raw, now - sec / 2);
+		steps__read(s, 5, now, on);
+	}
+	c = steps__of(s, 600);
+	CHECK(c && c->count == 25000 && c->delta == 5000 && c->paused_s == 0,
+	      "probed 1/8 of the time: 625 seen a read stand for 5,000; no pause between windows");
+	now += 5 * sec;
+	on += 5 * sec / 8;
+	steps__read(s, 5, now, on);
+	c = steps__of(s, 600);
+	CHECK(c && c->delta == 0 && c->pause_s == 5, "no step in 625 ms probed: a pause (1-ms steps)");
+	steps__forget(s, 600);
+	/* 2.5-s steps probed 1/32 of the time: 312 ms probed a read cannot tell a pause */
+	now += 5 * sec;
+	on += 5 * sec;
+	set_count_at(fd, 601, 10, now - sec);
+	steps__read(s, 5, now, on);
+	set_count_at(fd, 601, 12, now + 4 * sec);
+	now += 5 * sec;
+	on += 5 * sec;
+	steps__read(s, 5, now, on);
+	now += 10 * sec;
+	on += 10 * sec / 32;
+	steps__read(s, 10, now, on);
+	c = steps__of(s, 601);
+	CHECK(c && c->delta == 0 && c->pause_s == 0, "2.5-s steps, 11 s since the last, 312 ms probed: no pause");
+	now += 10 * sec;
+	on += 10 * sec;
+	steps__read(s, 10, now, on);
+	c = steps__of(s, 601);
+	CHECK(c && c->pause_s == 10, "then 10 s probed without one: a pause");
+	steps__forget(s, 601);
+	steps__free(s);
+}
+
 int main(void)
 {
 	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "steps", sizeof(uint32_t), sizeof(struct ml_steps), 64, NULL);
@@ -325,6 +380,7 @@ int main(void)
 	long_steps(fd);
 	phase_steps(fd);
 	sampled_steps(fd);
+	clock_sampled(fd);
 	close(fd);
 	return SUMMARY("steps");
 }

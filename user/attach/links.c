@@ -22,6 +22,7 @@ struct links {
 	size_t nmfds, capmfds;
 	unsigned int paused; /* layers whose allocation-side links are closed for now (links__pause) */
 	unsigned int closed; /* layers whose links are all closed for now (links__window) */
+	bool step_off;	     /* the step clock's links are closed for now (links__step) */
 };
 
 int links__new(struct memleak_bpf *skel, int pid, struct links **out)
@@ -89,7 +90,8 @@ static int push_mfd(struct links *l, int fd, int batch, const char *path, const 
 static int batch_prog_fd(const struct links *l, int b)
 {
 	struct bpf_program *progs[LINKS_NBATCH] = {l->skel->progs.alloc_exit, l->skel->progs.free_exit,
-						   l->skel->progs.free_enter, l->skel->progs.alloc_enter};
+						   l->skel->progs.free_enter, l->skel->progs.alloc_enter,
+						   l->skel->progs.alloc_enter};
 
 	return bpf_program__fd(progs[b]);
 }
@@ -127,11 +129,13 @@ void links__commit(struct links *l, struct links_mark mark, unsigned int layers)
 	for (size_t i = mark.nlinks; i < l->nlinks; i++)
 		l->link_layers[i] = (unsigned char)layers;
 	for (size_t i = mark.nmulti; i < l->nmfds; i++)
-		l->mfds[i].layers = (unsigned char)layers;
+		l->mfds[i].layers = l->mfds[i].batch == LINKS_STEP ? 0 : (unsigned char)layers;
 	if (l->paused)
 		links__pause(l, l->paused, true);
 	if (l->closed)
 		links__window(l, l->closed, false);
+	if (l->step_off)
+		links__step(l, false);
 }
 
 void links__rollback(struct links *l, struct links_mark mark)
@@ -282,8 +286,41 @@ int links__window(struct links *l, unsigned int mask, bool open)
 		l->closed |= mask;
 		return 0;
 	}
-	err = toggle(l, mask, false, on, LINKS_NBATCH);
+	err = toggle(l, mask, false, on, sizeof(on) / sizeof(on[0]));
 	if (!err)
 		l->closed &= ~mask;
+	return err;
+}
+
+bool links__has_step(const struct links *l)
+{
+	for (size_t i = 0; i < l->nmfds; i++)
+		if (l->mfds[i].batch == LINKS_STEP)
+			return true;
+	return false;
+}
+
+int links__step(struct links *l, bool on)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < l->nmfds; i++) {
+		struct ml_mlink *m = &l->mfds[i];
+		int fd;
+
+		if (m->batch != LINKS_STEP || (m->fd >= 0) == on)
+			continue;
+		if (!on) {
+			close(m->fd);
+			m->fd = -1;
+			continue;
+		}
+		fd = ml_mlink_attach(m, batch_prog_fd(l, m->batch), false, l->pid);
+		if (fd < 0)
+			err = err ? err : fd; /* the next window tries again */
+		else
+			m->fd = fd;
+	}
+	l->step_off = !on;
 	return err;
 }

@@ -14,8 +14,9 @@ struct bpf_link;
 struct links;
 struct memleak_bpf;
 
-/* Which program a row goes to, as a batch of a uprobe_multi link. */
-enum links_batch { LINKS_ALLOC_RET, LINKS_FREE_RET, LINKS_FREE, LINKS_ALLOC, LINKS_NBATCH };
+/* Which program a row goes to, as a batch of a uprobe_multi link; the step clock's entries have a batch of their own,
+ * of no layer, sampled in time apart from the layers' links (links__step). */
+enum links_batch { LINKS_ALLOC_RET, LINKS_FREE_RET, LINKS_FREE, LINKS_ALLOC, LINKS_STEP, LINKS_NBATCH };
 
 /* A mark of the links made so far: those made after it are one object's, taken or given back together. */
 struct links_mark {
@@ -59,5 +60,13 @@ int links__pause(struct links *l, unsigned int mask, bool pause);
  * releases LINKS_GRACE_US later). 0 or the first attach error.
  */
 int links__window(struct links *l, unsigned int mask, bool open);
+
+/*
+ * The step clock's links (batch LINKS_STEP) closed or attached again: its traps cost one a step, sampled in time
+ * when steps come fast. 0 or the first attach error.
+ */
+int links__step(struct links *l, bool on);
+/* Whether there is a step clock link to close. */
+bool links__has_step(const struct links *l);
 
 #endif

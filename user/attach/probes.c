@@ -127,7 +127,7 @@ static int attach_batched(struct probes *p, const char *path, const struct rowat
 
 		if (!rows[row].ok)
 			continue;
-		int entry = sp->kind == ML_KIND_FREE ? LINKS_FREE : LINKS_ALLOC;
+		int entry = sp->kind == ML_KIND_FREE ? LINKS_FREE : sp->kind == ML_KIND_STEP ? LINKS_STEP : LINKS_ALLOC;
 		int ret = sp->kind == ML_KIND_FREE ? LINKS_FREE_RET : LINKS_ALLOC_RET;
 
 		if (needs_return_probe(sp))
@@ -641,6 +641,11 @@ int probes__pause(struct probes *p, unsigned int mask, bool pause)
 int probes__window(struct probes *p, unsigned int mask, bool open)
 {
 	return links__window(p->links, mask, open);
+}
+
+int probes__step(struct probes *p, bool on)
+{
+	return links__step(p->links, on);
 }
 
 unsigned int probes__n_probed(const struct probes *p, unsigned int *nfuncs)

@@ -65,6 +65,8 @@ int probes__pause(struct probes *p, unsigned int mask, bool pause);
  * first attach error.
  */
 int probes__window(struct probes *p, unsigned int mask, bool open);
+/* The step clock's links closed or attached again (the budget's ML_SHED_STEP_SAMPLING). 0 or the first attach error. */
+int probes__step(struct probes *p, bool on);
 /* Whether probes__pause (and probes__window) have anything to pause for mask. */
 bool probes__pausable(const struct probes *p, unsigned int mask);
 /* Objects with probes attached, and in *nfuncs the functions probed in them. */

@@ -20,7 +20,8 @@ enum ml_shed {
 	ML_SHED_TORCH_CPU,	    /* PyTorch's CPU tensor probes: that memory is then followed as heap growth */
 	ML_SHED_TORCH_CUDA,	    /* the caching allocator's tensor probes: the cuda layer's segments stay */
 	ML_SHED_RSS_FAULTS,	    /* the rss layer's fault tracing, after its sampling went to 1 page in 64 */
-	ML_SHED_N,		    /* nothing more is shed: the CUDA calls and heap growth are rare */
+	ML_SHED_STEP_SAMPLING, /* the step clock's probe attached 1/N of the time, its counts scaled: N doubles to 32 */
+	ML_SHED_N,	       /* nothing more is shed: the CUDA calls and heap growth are rare */
 };
 
 const char *ml_shed_name(enum ml_shed step);
@@ -52,6 +53,8 @@ struct ml_overhead {
 	double shed_pct[ML_SHED_N];	 /* what its part cost then */
 	unsigned int rss_doublings;	 /* ML_SHED_RSS_SAMPLING: how many times the rss layer's N doubled */
 	unsigned int tensor_halvings;	 /* ML_SHED_TORCH_CPU_SAMPLING: the tensor probes' time on halved so often */
+	unsigned int step_halvings;	 /* ML_SHED_STEP_SAMPLING: the step clock's time on halved so often */
+	double step_pct;		 /* the step clock's traps: its part of other_pct */
 	unsigned int heap_window_one_in; /* heap-growth mode: the C heap's probes on 1/N of the time (0: never) */
 	uint64_t heap_windows;		 /* ... windows opened so far */
 	double heap_window_weight;     /* ... what a record made in one stands for (2^n, corrected for the slowdown) */

@@ -10,6 +10,7 @@ struct steps {
 	int map_fd;
 	const char *func;
 	uint32_t gen;	      /* reads made */
+	uint64_t off_ns;      /* the time the clock was not probed, summed, as of the last read */
 	struct step_count *v; /* by tgid */
 	size_t n, cap;
 };
@@ -76,15 +77,19 @@ static struct step_count *add(struct steps *s, int tgid)
  * Whether the process's next step is overdue: STEPS_LATE mean periods since its last. Not while one step alone gives
  * no period (a step may be long); always when the steps' times are not known.
  */
-static bool overdue(const struct step_count *c, uint64_t now_ns)
+static bool overdue(const struct step_count *c, uint64_t now_ns, const struct steps_window *w)
 {
-	uint64_t n = c->count - c->first_count;
+	uint64_t n = c->count - c->first_count, late;
 
 	if (!c->last_ns)
 		return true;
 	if (!n || c->last_ns <= c->first_ns)
 		return false;
-	return now_ns > c->last_ns && now_ns - c->last_ns > STEPS_LATE * ((c->last_ns - c->first_ns) / n);
+	late = STEPS_LATE * ((c->last_ns - c->first_ns) / n);
+	/* sampled, a step is late only once the clock was probed that long in the read's interval */
+	if (w->sampled && w->on_ns <= (double)late)
+		return false;
+	return now_ns > c->last_ns && now_ns - c->last_ns > late;
 }
 
 /* Remember a read's time and count, the newest STEPS_KEEP. */
@@ -121,9 +126,21 @@ double steps__count_at(const struct step_count *c, uint64_t t_ns)
 						  (double)(end - c->read_ns[i - 1]);
 }
 
-/* A process's new count: a read without a step, the next one overdue, is a pause, up to STEPS_PAUSE_MAX_S. */
-static void update(struct step_count *c, uint64_t count, uint64_t last_ns, double interval_s, uint64_t now_ns)
+/*
+ * A process's new count, from the clock's: its steps since the read before, over the share of the interval it was
+ * probed. A read without a step, the next one overdue, is a pause, up to STEPS_PAUSE_MAX_S.
+ */
+static void update(struct step_count *c, uint64_t raw, uint64_t raw_sampled, uint64_t last_ns, double interval_s,
+		   uint64_t now_ns, const struct steps_window *w)
 {
+	uint64_t d = raw > c->raw ? raw - c->raw : 0, count;
+
+	c->est += (double)d * w->scale;
+	c->est_sampled += (double)(raw_sampled > c->raw_sampled ? raw_sampled - c->raw_sampled : 0) * w->scale;
+	c->raw = raw > c->raw ? raw : c->raw;
+	c->raw_sampled = raw_sampled > c->raw_sampled ? raw_sampled : c->raw_sampled;
+	c->sampled = (uint64_t)(c->est_sampled + 0.5);
+	count = (uint64_t)(c->est + 0.5);
 	c->delta = count > c->count ? count - c->count : 0;
 	c->count = count;
 	if (last_ns > c->last_ns)
@@ -133,7 +150,7 @@ static void update(struct step_count *c, uint64_t count, uint64_t last_ns, doubl
 		c->first_count = count;
 	}
 	keep_read(c, now_ns);
-	if (c->delta || !overdue(c, now_ns)) {
+	if (d || !overdue(c, now_ns, w)) {
 		c->pause_s = 0;
 		return;
 	}
@@ -143,8 +160,26 @@ static void update(struct step_count *c, uint64_t count, uint64_t last_ns, doubl
 	c->pause_s += interval_s;
 }
 
-int steps__read(struct steps *s, double interval_s, uint64_t now_ns)
+/* The read's interval: how long of it the clock was probed, and so what one step seen stands for. */
+static struct steps_window window(struct steps *s, double interval_s, uint64_t now_ns, uint64_t on_ns)
 {
+	uint64_t off = now_ns > on_ns ? now_ns - on_ns : 0;
+	double len = interval_s * 1e9, gap = off > s->off_ns ? (double)(off - s->off_ns) : 0;
+	struct steps_window w = {.scale = 1, .on_ns = len};
+
+	s->off_ns = off;
+	if (gap <= 0 || len <= 0)
+		return w;
+	w.sampled = true;
+	w.on_ns = len > gap ? len - gap : 0;
+	if (w.on_ns > len / STEPS_SCALE_MAX)
+		w.scale = len / w.on_ns;
+	return w;
+}
+
+int steps__read(struct steps *s, double interval_s, uint64_t now_ns, uint64_t on_ns)
+{
+	struct steps_window w = window(s, interval_s, now_ns, on_ns);
 	uint32_t key = 0, next;
 	bool first = true;
 	int err;
@@ -165,12 +200,11 @@ int steps__read(struct steps *s, double interval_s, uint64_t now_ns)
 		if (c->gen == s->gen)
 			continue; /* a walk the map restarted (a key deleted under it): seen already */
 		c->gen = s->gen;
-		c->sampled = v.sampled;
-		update(c, v.count, v.last_ns, interval_s, now_ns);
+		update(c, v.count, v.sampled, v.last_ns, interval_s, now_ns, &w);
 	}
 	for (size_t i = 0; i < s->n; i++)
 		if (s->v[i].gen != s->gen) /* gone from the map (forgotten), or not reached: no step seen this time */
-			update(&s->v[i], s->v[i].count, 0, interval_s, now_ns);
+			update(&s->v[i], s->v[i].raw, s->v[i].raw_sampled, 0, interval_s, now_ns, &w);
 	return err == -ENOENT ? 0 : err;
 }
 

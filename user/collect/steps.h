@@ -32,6 +32,8 @@ struct step_count {
 	uint64_t last_ns;		/* its last step (CLOCK_MONOTONIC) */
 	uint64_t first_ns, first_count; /* the last step and the count at the first read: the mean period */
 	uint32_t gen;			/* the read that last saw it in the map */
+	uint64_t raw, raw_sampled;	/* the clock's own counts: steps seen while it was probed */
+	double est, est_sampled;	/* what they stand for, summed read by read: count and sampled, unrounded */
 	/* The newest STEPS_KEEP reads' times and counts, oldest first: the count at a moment between them. */
 	uint64_t read_ns[STEPS_KEEP], read_count[STEPS_KEEP];
 	unsigned int nreads;
@@ -41,16 +43,26 @@ struct step_count {
 	unsigned int nkept;
 };
 
+/* A read's interval: whether the clock was sampled in it, how long it was probed, what a step seen stands for. */
+struct steps_window {
+	bool sampled;
+	double on_ns, scale;
+};
+/* At most this scale: a read whose interval had the clock probed for less says nothing of it. */
+#define STEPS_SCALE_MAX 1024
+
 /* map_fd: the BPF steps map (bpf/probes.bpf.c); func: the step function, as reports name it. 0 or -ENOMEM. */
 int steps__new(int map_fd, const char *func, struct steps **out);
 const char *steps__func(const struct steps *s);
 void steps__free(struct steps *s); /* NULL-safe */
 
 /*
- * Read every process's count, interval_s after the read before, at now_ns (CLOCK_MONOTONIC). 0 or a negative errno;
- * a process not read is taken as one that made no step.
+ * Read every process's count, interval_s after the read before, at now_ns (CLOCK_MONOTONIC). on_ns: how long the
+ * clock has been probed until now_ns (session/budget.h: budget__step_on_ns); now_ns when it always is. Sampled, a
+ * read's steps stand for those of the whole interval. 0 or a negative errno; a process not read is taken as one
+ * that made no step.
  */
-int steps__read(struct steps *s, double interval_s, uint64_t now_ns);
+int steps__read(struct steps *s, double interval_s, uint64_t now_ns, uint64_t on_ns);
 /* A process's steps, or NULL while its clock has counted none. */
 const struct step_count *steps__of(const struct steps *s, int tgid);
 /*

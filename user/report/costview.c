@@ -46,6 +46,9 @@ void ml_text_overhead(FILE *f, const struct ml_overhead *ov)
 		if (st == ML_SHED_TORCH_CPU_SAMPLING)
 			fprintf(f, "; its allocations traced 1/%u of the time, each record standing for %u",
 				1U << ov->tensor_halvings, 1U << ov->tensor_halvings);
+		if (st == ML_SHED_STEP_SAMPLING)
+			fprintf(f, "; its probe on 1/%u of the time, the steps estimated from those seen",
+				1U << ov->step_halvings);
 		fprintf(f, ")\n");
 	}
 }
@@ -110,8 +113,9 @@ static void json_modes(struct jw *w, const struct ml_overhead *ov)
 		jw_double(w, "pct", ov->shed_pct[st]);
 		if (st == ML_SHED_RSS_SAMPLING)
 			jw_u64(w, "doublings", ov->rss_doublings);
-		if (st == ML_SHED_TORCH_CPU_SAMPLING)
-			jw_u64(w, "one_in", 1U << ov->tensor_halvings);
+		if (st == ML_SHED_TORCH_CPU_SAMPLING || st == ML_SHED_STEP_SAMPLING)
+			jw_u64(w, "one_in",
+			       1U << (st == ML_SHED_STEP_SAMPLING ? ov->step_halvings : ov->tensor_halvings));
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);

@@ -1,9 +1,10 @@
 /*
  * --max-overhead's actions. Over the budget, the C heap goes first: its probes off, it is followed through
  * the system calls that grow the address space (heap-growth mode). Still over the budget, the parts of
- * enum ml_shed go in their order, each when it costs something: the rss layer's sampling (its hook), then
+ * enum ml_shed go in shed.c's order, each when it costs something: the rss layer's sampling (its hook), then
  * PyTorch's CPU tensor allocations sampled in time, then PyTorch's CPU tensor probes, then the CUDA caching
- * allocator's. What a layer's probes recorded goes with them: their releases would not be seen.
+ * allocator's, then the step clock sampled in time. What a layer's probes recorded goes with them: their
+ * releases would not be seen. Without the C heap traced, the shed order starts at the first decision.
  *
  * Tensor sampling: the allocation side of the torch_cpu layer (c10::alloc_cpu, the posix_memalign it makes and
  * that call's return) is attached for 1/2^n of every OVERHEAD_TENSOR_PERIOD_S and closed for the rest, in every traced
@@ -20,6 +21,9 @@
  * glibc's chunk headers which recorded blocks are still in use (collect/heaplive.c) and drops the others: the survivors
  * estimate what stays. Another allocator has no such headers: its records go only when a window sees their release,
  * or sees the allocator hand their address out again (a takeover), which bounds what a short-lived stack leaves.
+ *
+ * Step clock sampling: its links (one trap a step, and nothing else) are attached for 1/2^n of every STEP_PERIOD_S
+ * in every traced process; a read's steps then stand for those of its whole interval (budget__step_on_ns).
  */
 #include "session/budget.h"
 #include <bpf/libbpf.h>
@@ -72,6 +76,10 @@ struct budget {
 	uint64_t hw_last_on_ns;		    /* how long it lasted */
 	uint64_t hw_wall_on, hw_wall_off;   /* time in windows and between them */
 	double hw_target;		    /* what the windows may cost, as a fraction: the budget the rest leaves */
+	int st_fd;			    /* the step clock's sampling: the next toggle */
+	unsigned int st_shift;		    /* the clock is probed 1/2^st_shift of the time; 0: all of it */
+	bool st_off;			    /* ... and closed now, since st_off_ns */
+	uint64_t st_off_ns, st_off_sum;	    /* ... the time it was closed before */
 };
 
 /* Tensor releases in windows before they are the windows' clock: fewer say too little. */
@@ -86,6 +94,7 @@ struct budget {
 #define HEAP_WINDOW_MAX_SHIFT 10     /* 1/1024 of the time at least */
 
 #define TENSOR_LAYERS (1U << ML_LAYER_TORCH_CPU)
+#define STEP_PERIOD_S 1.0 /* the step clock, sampled, is probed for 1/2^n of each second */
 
 static bool heap_prog(const struct memleak_bpf *s, const struct bpf_program *p)
 {
@@ -103,20 +112,19 @@ int budget__new(struct memleak_bpf *skel, double budget_pct, struct budget **out
 	b->skel = skel;
 	b->ts_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	b->hw_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	if (b->ts_fd < 0 || b->hw_fd < 0) {
-		err = -errno;
+	b->st_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	err = b->ts_fd < 0 || b->hw_fd < 0 || b->st_fd < 0 ? -errno : 0;
+	if (err)
 		ml_dbg("budget: timerfd_create: %s", strerror(-err));
+	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
+	else if (budget_pct < 100 && !(b->heap_obj = bgobj__start(skel, heap_prog)))
+		err = -ENOMEM;
+	if (err) {
 		close(b->ts_fd);
 		close(b->hw_fd);
+		close(b->st_fd);
 		free(b);
 		return err;
-	}
-	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
-	if (budget_pct < 100 && !(b->heap_obj = bgobj__start(skel, heap_prog))) {
-		close(b->ts_fd);
-		close(b->hw_fd);
-		free(b);
-		return -ENOMEM;
 	}
 	*out = b;
 	return 0;
@@ -130,6 +138,7 @@ void budget__free(struct budget *b)
 	bgobj__free(b->heap_obj);
 	close(b->ts_fd);
 	close(b->hw_fd);
+	close(b->st_fd);
 	if (b->hw_windows)
 		ml_info("heap windows: %" PRIu64 " opened, %.1f ms per toggle on average", b->hw_windows,
 			(double)b->hw_toggle_ns / 1e6 / (double)(2 * b->hw_windows));
@@ -554,6 +563,62 @@ void budget__timer(struct budget *b, const struct budget_env *e)
 	tensor_toggle(b, e, !b->ts_on);
 }
 
+int budget__step_timer_fd(const struct budget *b)
+{
+	return b && b->st_shift ? b->st_fd : -1;
+}
+
+/* The step clock's links closed or attached again in every traced process; the timer set for the next toggle. */
+static void step_toggle(struct budget *b, const struct budget_env *e, bool on)
+{
+	double on_s = STEP_PERIOD_S / (1U << b->st_shift);
+	struct itimerspec its = {};
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
+	int err = 0;
+
+	if (e->root)
+		err = probes__step(e->root, on);
+	if (e->followers)
+		followers__step(e->followers, on);
+	if (err && err != -ESRCH)
+		ml_notice("step clock sampling: cannot attach its probe again: %s", strerror(-err));
+	if (on && b->st_off)
+		b->st_off_sum += now - b->st_off_ns;
+	else if (!on && !b->st_off)
+		b->st_off_ns = now;
+	b->st_off = !on;
+	ml_timespec(&its.it_value, on ? on_s : STEP_PERIOD_S - on_s);
+	timerfd_settime(b->st_fd, 0, &its, NULL);
+}
+
+void budget__step_timer(struct budget *b, const struct budget_env *e)
+{
+	uint64_t expirations;
+
+	if (read(b->st_fd, &expirations, sizeof(expirations)) < 0 || !b->st_shift)
+		return;
+	step_toggle(b, e, b->st_off);
+}
+
+uint64_t budget__step_on_ns(const struct budget *b, uint64_t now_ns)
+{
+	uint64_t off = b ? b->st_off_sum : 0;
+
+	if (b && b->st_off && now_ns > b->st_off_ns)
+		off += now_ns - b->st_off_ns;
+	return now_ns > off ? now_ns - off : 0;
+}
+
+/* k more halvings of the time the step clock is probed; the first period starts with it on. */
+static void step_sampling(struct budget *b, const struct budget_env *e, unsigned int k)
+{
+	bool first = !b->st_shift;
+
+	b->st_shift += k;
+	if (first)
+		step_toggle(b, e, true);
+}
+
 /* k more halvings of the time the tensor allocation probes are on: their records weigh 2^k times as much. */
 static void tensor_sampling(struct budget *b, const struct budget_env *e, unsigned int k)
 {
@@ -594,6 +659,8 @@ void budget__act(struct budget *b, const struct budget_env *e, enum overhead_act
 	step = overhead__next_shed(e->ov);
 	if (step == ML_SHED_TORCH_CPU_SAMPLING)
 		tensor_sampling(b, e, overhead__tensor_halvings(e->ov)); /* before overhead__shed counts them */
+	if (step == ML_SHED_STEP_SAMPLING)
+		step_sampling(b, e, overhead__step_halvings(e->ov));
 	if (step == ML_SHED_TORCH_CPU || step == ML_SHED_TORCH_CUDA) {
 		layer = step == ML_SHED_TORCH_CPU ? ML_LAYER_TORCH_CPU : ML_LAYER_TORCH_CUDA;
 		if (e->root)

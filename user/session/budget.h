@@ -59,6 +59,15 @@ bool budget__heap_sweepable(const struct budget *b, uint64_t *since_ns);
  */
 bool budget__heap_by_size(const struct budget *b, uint64_t *since_ns);
 
+/*
+ * The step clock's sampling (ML_SHED_STEP_SAMPLING): its timer (-1 while it is probed all the time), its expiry
+ * (the clock's links closed or attached again in every traced process), and how long the clock has been probed
+ * until now_ns (CLOCK_MONOTONIC), summed since the budget began: a read's steps over the share of its interval
+ * on estimate all of them (collect/steps.h).
+ */
+int budget__step_timer_fd(const struct budget *b);
+void budget__step_timer(struct budget *b, const struct budget_env *e);
+uint64_t budget__step_on_ns(const struct budget *b, uint64_t now_ns);
 /* Do what overhead__sample asked (nothing for OVERHEAD_OK), before report number next_report. */
 void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report);
 

@@ -32,6 +32,7 @@ struct followers {
 	bool heap_windows;    /* ... with its probes on in sampling windows only (else not at all) */
 	unsigned int dropped; /* layers shed by --max-overhead: not probed in any follower */
 	unsigned int paused;  /* layers whose allocation side is paused now (tensor sampling) */
+	bool step_off;	      /* the step clock's links closed now (its sampling) */
 	unsigned int closed;  /* layers whose links are all closed now (the C heap between windows) */
 	struct tracee *v;
 	size_t n, cap, skipped;
@@ -110,6 +111,8 @@ static int attach(struct followers *f, struct tracee *t)
 		probes__pause(t->probes, f->paused, true);
 	if (f->closed)
 		probes__window(t->probes, f->closed, false);
+	if (f->step_off)
+		probes__step(t->probes, false);
 	tracee__watch_loader(t);
 	return tracee__symbolize(t, &f->env);
 }
@@ -243,6 +246,14 @@ void followers__pause(struct followers *f, unsigned int mask, bool pause)
 	for (size_t i = 0; i < f->n; i++)
 		if (f->v[i].probes)
 			probes__pause(f->v[i].probes, mask, pause);
+}
+
+void followers__step(struct followers *f, bool on)
+{
+	f->step_off = !on;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].probes)
+			probes__step(f->v[i].probes, on);
 }
 
 size_t followers__pids(const struct followers *f, int *out, size_t max)

@@ -52,6 +52,8 @@ void followers__window(struct followers *f, unsigned int mask, bool open);
 void followers__drop_layers(struct followers *f, unsigned int mask);
 /* Tensor sampling: the allocation side of those layers paused (or resumed) in every follower, new ones too. */
 void followers__pause(struct followers *f, unsigned int mask, bool pause);
+/* The step clock's sampling: its links closed (or attached again) in every follower, new ones too. */
+void followers__step(struct followers *f, bool on);
 /* The followers' pids, at most max of them; returns how many. */
 size_t followers__pids(const struct followers *f, int *out, size_t max);
 

@@ -264,7 +264,7 @@ static void count_steps(struct session *ss, const struct ml_snapshot *snap)
 
 	if (!ss->steps)
 		return;
-	err = steps__read(ss->steps, snap->elapsed_s, snap->now_ns);
+	err = steps__read(ss->steps, snap->elapsed_s, snap->now_ns, budget__step_on_ns(ss->budget, snap->now_ns));
 	if (err)
 		ml_notice("cannot read the step clock: %s", strerror(-err));
 	for (size_t i = 0; i < snap->nprocs; i++) {
@@ -385,7 +385,7 @@ static int session_report(struct session *ss, bool *final)
  * or a negative errno that ends the run.
  */
 #define LOOP_DONE 1
-#define LOOP_SOURCES 7 /* loop_sources() */
+#define LOOP_SOURCES 8 /* loop_sources() */
 
 /* SIGCHLD is the target held at its dynamic loader (-c); any other signal asks for the final report. */
 static int on_signal(struct session *ss, bool ready, bool *final)
@@ -502,6 +502,13 @@ static int on_heap_timer(struct session *ss, bool ready, bool *final)
 	return 0;
 }
 
+static int on_step_timer(struct session *ss, bool ready, bool *final)
+{
+	if (ready && !*final)
+		budget__step_timer(ss->budget, budget_env_of(ss));
+	return 0;
+}
+
 static int on_scan_timer(struct session *ss, bool ready, bool *final)
 {
 	if (ready && !*final)
@@ -565,6 +572,7 @@ static void loop_sources(struct session *ss, struct loop_source src[LOOP_SOURCES
 	    {ss->proc_rb ? ring_buffer__epoll_fd(ss->proc_rb) : -1, on_proc_events},
 	    {budget__timer_fd(ss->budget), on_budget_timer},
 	    {budget__heap_timer_fd(ss->budget), on_heap_timer},
+	    {budget__step_timer_fd(ss->budget), on_step_timer},
 	    {ss->scan_fd, on_scan_timer},
 	    {ss->tick_fd, on_report_tick},
 	};

@@ -60,6 +60,7 @@ struct overhead {
 	double rss_pct;			 /* the rss layer's part of the last sample (its hook) */
 	double sum_cost_ns, sum_base_ns; /* every sample's cost and T(with) since attach: pct_since_attach */
 	bool tensor_sampling;		 /* the torch_cpu layer's allocation side can be paused (uprobe_multi links) */
+	bool step_sampling;		 /* the step clock's links can be closed and attached again (the same) */
 	double alloc_side_pct; /* the torch_cpu layer's part less its releases' traps (what sampling scales) */
 	overhead_rss_cost_fn rss_cost;
 	void (*rss_shed)(void *ctx, bool off);
@@ -271,6 +272,7 @@ static void account(struct overhead *o, const uint64_t *d, uint64_t probe_ns, ui
 		o->alloc_side_pct = e > 0 && fr < e ? in->layer_pct[ML_LAYER_TORCH_CPU] * (1 - fr / e) : 0;
 	}
 	in->other_pct = other * scale / base * 100.0;
+	in->step_pct = (double)d[ML_STAT_STEP_HITS] * in->hit_ns * scale / base * 100.0;
 	o->rss_pct = (double)rss > other ? in->other_pct : (double)rss * scale / base * 100.0;
 	in->pct = cost * scale / base * 100.0;
 	o->sum_cost_ns += cost * scale;
@@ -356,8 +358,9 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 	/* A budget of 100% keeps every probe on, whatever the estimate says. */
 	if (in->budget_pct >= 100 || in->pct <= in->budget_pct)
 		return OVERHEAD_OK;
-	if (!in->heap_mode)
-		return in->layer_pct[ML_LAYER_LIBC] > 0 ? OVERHEAD_HEAP : OVERHEAD_OK;
+	/* The C heap goes first; without it (--layers torch_cpu,...) the shed order starts at once. */
+	if (!in->heap_mode && in->layer_pct[ML_LAYER_LIBC] > 0)
+		return OVERHEAD_HEAP;
 	return overhead__next_shed(o) < ML_SHED_N ? OVERHEAD_SHED : OVERHEAD_OK;
 }
 
@@ -401,7 +404,8 @@ static struct shed_sample sample_of(const struct overhead *o)
 				    .rss_cost = o->rss_cost != NULL,
 				    .rss_pct = o->rss_pct,
 				    .tensor_sampling = o->tensor_sampling,
-				    .alloc_side_pct = o->alloc_side_pct};
+				    .alloc_side_pct = o->alloc_side_pct,
+				    .step_sampling = o->step_sampling};
 }
 
 enum ml_shed overhead__next_shed(const struct overhead *o)
@@ -430,6 +434,11 @@ unsigned int overhead__tensor_halvings(const struct overhead *o)
 	return halvings(o, o->alloc_side_pct, TENSOR_SHED_HALVINGS - o->info.tensor_halvings);
 }
 
+unsigned int overhead__step_halvings(const struct overhead *o)
+{
+	return halvings(o, o->info.step_pct, STEP_SHED_HALVINGS - o->info.step_halvings);
+}
+
 void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 {
 	struct ml_overhead *in = &o->info;
@@ -446,14 +455,17 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 					      ml_layer_name(l), in->layer_pct[l]);
 	if (n < sizeof(parts) && in->other_pct >= SHED_MIN_PCT)
 		snprintf(parts + n, sizeof(parts) - n, "%sother %.1f%%", n ? ", " : "", in->other_pct);
-	ml_notice("tracing still costs %.1f%% in heap-growth mode, over the %g%% budget (%s): shedding %s (%.1f%%)",
-		  in->pct, in->budget_pct, parts, ml_shed_name(step), shed_part(o, step));
+	ml_notice("tracing still costs %.1f%%%s, over the %g%% budget (%s): shedding %s (%.1f%%)", in->pct,
+		  in->heap_mode ? " in heap-growth mode" : "", in->budget_pct, parts, ml_shed_name(step),
+		  shed_part(o, step));
 	in->shed_pct[step] = shed_part(o, step);
 	if (!(in->shed & (1U << step)))
 		in->shed_report[step] = report;
 	in->shed |= 1U << step;
 	if (step == ML_SHED_TORCH_CPU_SAMPLING) {
 		in->tensor_halvings += overhead__tensor_halvings(o); /* the budget pauses and resumes the probes */
+	} else if (step == ML_SHED_STEP_SAMPLING) {
+		in->step_halvings += overhead__step_halvings(o); /* ... and the step clock's */
 	} else if (step == ML_SHED_RSS_SAMPLING) {
 		for (unsigned int k = halvings(o, o->rss_pct, RSS_SHED_DOUBLINGS - in->rss_doublings); k; k--) {
 			in->rss_doublings++;
@@ -478,6 +490,11 @@ void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*she
 void overhead__set_tensor_sampling(struct overhead *o, bool possible)
 {
 	o->tensor_sampling = possible;
+}
+
+void overhead__set_step_sampling(struct overhead *o, bool possible)
+{
+	o->step_sampling = possible;
 }
 
 const struct ml_overhead *overhead__info(const struct overhead *o)

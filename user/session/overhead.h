@@ -34,7 +34,8 @@ enum overhead_action {
 	OVERHEAD_OK = 0, /* within the budget, or nothing left to do about it */
 	OVERHEAD_HEAP =
 	    1, /* the C heap's probes push the cost over the budget: heap-growth mode (overhead__heap_mode) */
-	OVERHEAD_SHED = 2, /* still over the budget in heap-growth mode: shed overhead__next_shed()'s step */
+	OVERHEAD_SHED =
+	    2, /* still over the budget in heap-growth mode, or without the C heap: shed overhead__next_shed()'s step */
 };
 
 /*
@@ -68,6 +69,8 @@ void overhead__heap_swept(struct overhead *o, uint64_t swept, uint64_t freed);
 enum ml_shed overhead__next_shed(const struct overhead *o);
 /* ML_SHED_TORCH_CPU_SAMPLING: how many halvings of the time on it takes now (enough to reach the budget). */
 unsigned int overhead__tensor_halvings(const struct overhead *o);
+/* ML_SHED_STEP_SAMPLING: how many halvings of the time the step clock is probed take now. */
+unsigned int overhead__step_halvings(const struct overhead *o);
 /* That step was taken (before report number `report`); its cost is named on stderr. */
 void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report);
 
@@ -86,6 +89,8 @@ void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*she
  * attached again (uprobe_multi links). The budget does it; each step halves the time they are on.
  */
 void overhead__set_tensor_sampling(struct overhead *o, bool possible);
+/* ML_SHED_STEP_SAMPLING is possible: the step clock's links can be closed and attached again (uprobe_multi). */
+void overhead__set_step_sampling(struct overhead *o, bool possible);
 /* Its period: the probes on for 1/2^n of it. Samples span at least as much while it runs. */
 #define OVERHEAD_TENSOR_PERIOD_S 1.0
 

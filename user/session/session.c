@@ -527,6 +527,7 @@ static int session_start(struct session *ss)
 	nf = (unsigned int)procevents__traced_pids(ss);
 	overhead__start(ss->ov, ss->pids, nf);
 	overhead__set_tensor_sampling(ss->ov, ss->multi);
+	overhead__set_step_sampling(ss->ov, ss->multi);
 	if (ss->metrics) /* the processes, at zero, until the first report */
 		fleet__publish_metrics(ss->metrics, procevents__fleet_of(ss), NULL, NULL, NULL, NULL, ss->layers,
 				       overhead__info(ss->ov), 0);

@@ -29,6 +29,12 @@ static double step_part(const struct shed_sample *s, enum ml_shed step)
 	case ML_SHED_TORCH_CPU: return tensor_part(s, ML_LAYER_TORCH_CPU);
 	case ML_SHED_TORCH_CUDA: return tensor_part(s, ML_LAYER_TORCH_CUDA);
 	case ML_SHED_RSS_FAULTS: return s->rss_cost ? s->rss_pct : 0;
+	/* The step clock sampled in time: a trap a step adds up in a loop of short steps (1.4 % at 1,400 a second). */
+	case ML_SHED_STEP_SAMPLING:
+		return s->step_sampling && in->step_halvings < STEP_SHED_HALVINGS &&
+			       in->step_pct * STEP_SHED_SHARE >= in->budget_pct
+			   ? in->step_pct
+			   : 0;
 	default: return 0;
 	}
 }
@@ -58,6 +64,20 @@ static double kept(const struct shed_sample *s)
 	return k;
 }
 
+/*
+ * The order steps are taken in: the step clock's sampling loses only the precision of its counts, so it comes
+ * before the rss layer's faults, which are what the C heap falls back to.
+ */
+static const enum ml_shed shed_order[] = {ML_SHED_RSS_SAMPLING, ML_SHED_TORCH_CPU_SAMPLING, ML_SHED_TORCH_CPU,
+					  ML_SHED_TORCH_CUDA,	ML_SHED_STEP_SAMPLING,	    ML_SHED_RSS_FAULTS};
+#define SHED_ORDER_N (sizeof(shed_order) / sizeof(shed_order[0]))
+
+/* A step taken more than once: by halvings (sampling) while shed__part says it can still save. */
+static bool repeats(enum ml_shed st)
+{
+	return st == ML_SHED_TORCH_CPU_SAMPLING || st == ML_SHED_STEP_SAMPLING;
+}
+
 enum ml_shed shed__next(const struct shed_sample *s)
 {
 	const struct ml_overhead *in = s->info;
@@ -67,20 +87,22 @@ enum ml_shed shed__next(const struct shed_sample *s)
 	 * Shedding the rest must be what brings the cost under the budget, or it only loses information. Tensor
 	 * sampling keeps every stack (as estimates) and lowers what stays: it goes whenever the cost is over.
 	 */
-	for (int st = ML_SHED_RSS_SAMPLING + 1; st < ML_SHED_RSS_FAULTS; st++)
-		if ((st == ML_SHED_TORCH_CPU_SAMPLING || !(in->shed & (1U << st))) &&
-		    shed__part(s, (enum ml_shed)st) > later)
-			later = shed__part(s, (enum ml_shed)st);
+	for (size_t i = 1; i + 1 < SHED_ORDER_N; i++)
+		if ((repeats(shed_order[i]) || !(in->shed & (1U << shed_order[i]))) &&
+		    shed__part(s, shed_order[i]) > later)
+			later = shed__part(s, shed_order[i]);
 	if (shed__part(s, ML_SHED_TORCH_CPU_SAMPLING) > 0)
 		return ML_SHED_TORCH_CPU_SAMPLING;
 	if (in->pct - kept(s) <= in->budget_pct)
 		return ML_SHED_N;
-	for (int st = 0; st < ML_SHED_N; st++) {
+	for (size_t i = 0; i < SHED_ORDER_N; i++) {
+		enum ml_shed st = shed_order[i];
+
 		/*
 		 * The rss layer's sampling may double again and again, as long as it costs at least as much as the
 		 * probe steps after it, up to one page in 64: beyond that what it costs is its faults, whatever the
-		 * interval, and the last step turns them off. Tensor sampling halves the time on while it can
-		 * (shed__part is 0 after the last halving). The others go once.
+		 * interval, and the last step turns them off. Sampling halves the time on while it can (shed__part
+		 * is 0 after the last halving). The others go once.
 		 */
 		if (st == ML_SHED_RSS_SAMPLING) {
 			if (shed__part(s, st) > 0 && shed__part(s, st) >= later &&
@@ -88,10 +110,10 @@ enum ml_shed shed__next(const struct shed_sample *s)
 				return ML_SHED_RSS_SAMPLING;
 			continue;
 		}
-		if (st == ML_SHED_TORCH_CPU_SAMPLING || (in->shed & (1U << st)))
+		if (st == ML_SHED_TORCH_CPU_SAMPLING || (!repeats(st) && (in->shed & (1U << st))))
 			continue;
-		if (shed__part(s, (enum ml_shed)st) > 0)
-			return (enum ml_shed)st;
+		if (shed__part(s, st) > 0)
+			return st;
 	}
 	return ML_SHED_N;
 }

@@ -12,6 +12,8 @@
 #define RSS_SHED_DOUBLINGS 6   /* the rss layer's sampling is shed down to one page in 64, then its faults */
 #define TENSOR_SHED_HALVINGS 4 /* tensor allocations are traced down to 1/16 of the time */
 #define SHED_MIN_PCT 0.05      /* a step that saves less than this is not worth what it loses */
+#define STEP_SHED_HALVINGS 5   /* the step clock is probed down to 1/32 of the time */
+#define STEP_SHED_SHARE 8.0    /* ... and only once it costs an eighth of the budget: else its steps all count */
 
 /* One sample of what the decisions read. */
 struct shed_sample {
@@ -20,6 +22,7 @@ struct shed_sample {
 	double rss_pct;			/* ... and its part of pct */
 	bool tensor_sampling;		/* the torch_cpu layer's allocation side can be paused */
 	double alloc_side_pct;		/* ... and what it costs */
+	bool step_sampling;		/* the step clock's links can be closed and attached again */
 };
 
 /* The next step to shed, or ML_SHED_N: none is needed, or none would bring the cost under the budget. */
