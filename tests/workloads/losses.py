@@ -1,4 +1,5 @@
 """Workload: a training loop that keeps every loss tensor, and with it the autograd nodes of its step."""
+import os
 import random
 import sys
 import time
@@ -16,6 +17,7 @@ every = int(sys.argv[2]) if len(sys.argv) > 2 else 0  # benchmarks: print ms a s
 steps = int(sys.argv[3]) if len(sys.argv) > 3 else 0  # end by itself after STEPS steps (0: never)
 rows = int(sys.argv[4]) if len(sys.argv) > 4 else 0  # batches of 16 to ROWS rows, drawn each step (0: always 64)
 fixed = sys.argv[5:6] == ["item"]  # "item": the fixed loop, which keeps loss.item(); lines as in the leaking one
+pause = float(os.environ.get("LOSSES_SLEEP_MS", "5")) / 1e3  # benchmarks: 2 ms, or none (a CPU-bound loop)
 rng = random.Random(0)
 start()
 step, t0 = 0, time.perf_counter()
@@ -28,7 +30,8 @@ while not steps or step < steps:
     loss.backward()
     opt.step()
     losses.append(loss.item() if fixed else loss)  # the bug: loss.item() was meant
-    time.sleep(0.005)
+    if pause:
+        time.sleep(pause)
     step += 1
     if every and step % every == 0:
         t1 = time.perf_counter()
