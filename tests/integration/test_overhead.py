@@ -241,6 +241,29 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
           f"torch_cpu's probes cost nothing after: {[r['overhead']['layer_pct'] for r in after]}")
 
 
+@test_no_asan  # as above: the steps are decided by a PyTorch loop's timing
+@alone
+def without_the_c_heap_the_budget_sheds_from_the_first_decision():
+    """With --layers torch_cpu there is no C heap to switch: the shed order starts at the first decision (it never
+    did, and the torch layers alone cost 17 % to 32 % against a 2 % budget). Tensors are sampled, then their probes
+    go; the step clock, its trap a step the cost left, is then sampled in time (1/2 and on), and its counts stand
+    for every step: the script's 2,000 within 15 % (1,897 and 2,006 read; the steps after the last window are
+    not seen)."""
+    tool, pid = attached_run([torch_py(), TORCH_SCRIPT, "item", "cpu", "2000"], "-f", "json", "--layers",
+                             "torch_cpu", "--max-overhead", "0.1", "1")
+    reps = tool.reports()
+    eq({r["modes"]["libc"] for r in reps}, {"full"}, "no heap-growth mode: no C heap traced")
+    shed = reps[-1]["modes"]["shed"]
+    check(shed and shed[0]["step"] == "torch_cpu sampling" and shed[0]["since_report"] <= 4,
+          f"torch_cpu sampled from the first decision: {shed}")
+    note = [l for l in tool.stderr_lines if "shedding torch_cpu sampling" in l]
+    check(note and not any("heap-growth" in n for n in note), f"named without heap-growth mode: {note}")
+    clock = [s for s in shed if s["step"] == "step clock sampling"]
+    check(clock and clock[0]["one_in"] >= 2, f"the step clock sampled once the tensor probes went: {shed}")
+    count = next(p["steps"]["count"] for p in reps[-1]["processes"] if p["pid"] == pid)
+    check(abs(count - 2000) <= 300, f"the steps estimated from those seen: {count} for the script's 2,000")
+
+
 @test
 def max_overhead_option_is_checked():
     for bad in ("0", "abc", "101", "-1", "5x"):

@@ -362,6 +362,20 @@ static void clock_sampled(int fd)
 	c = steps__of(s, 601);
 	CHECK(c && c->pause_s == 10, "then 10 s probed without one: a pause");
 	steps__forget(s, 601);
+	/* reads every 0.5 s, a window of 125 ms a second: a read between windows waits for the next one's steps */
+	set_count_at(fd, 602, 1000, now);
+	steps__read(s, 0.5, now, on);
+	now += sec / 2;
+	steps__read(s, 0.5, now, on);
+	c = steps__of(s, 602);
+	CHECK(c && c->count == 1000 && c->delta == 0 && c->pause_s == 0, "a read with the clock never probed: no step");
+	now += sec / 2;
+	on += sec / 8;
+	set_count_at(fd, 602, 1125, now);
+	steps__read(s, 0.5, now, on);
+	c = steps__of(s, 602);
+	CHECK(c && c->count == 2000 && c->delta == 1000, "125 steps in 125 ms probed stand for both reads' second");
+	steps__forget(s, 602);
 	steps__free(s);
 }
 

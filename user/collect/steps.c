@@ -11,6 +11,7 @@ struct steps {
 	const char *func;
 	uint32_t gen;	      /* reads made */
 	uint64_t off_ns;      /* the time the clock was not probed, summed, as of the last read */
+	double unseen_ns;     /* reads since the last with the clock probed in it: their steps are the next one's */
 	struct step_count *v; /* by tgid */
 	size_t n, cap;
 };
@@ -168,12 +169,16 @@ static struct steps_window window(struct steps *s, double interval_s, uint64_t n
 	struct steps_window w = {.scale = 1, .on_ns = len};
 
 	s->off_ns = off;
-	if (gap <= 0 || len <= 0)
+	if ((gap <= 0 && !s->unseen_ns) || len <= 0)
 		return w;
 	w.sampled = true;
 	w.on_ns = len > gap ? len - gap : 0;
-	if (w.on_ns > len / STEPS_SCALE_MAX)
-		w.scale = len / w.on_ns;
+	if (w.on_ns * STEPS_SCALE_MAX <= len) { /* a read between windows (-i 0.5, a window a second) */
+		s->unseen_ns += len;
+		return w;
+	}
+	w.scale = (len + s->unseen_ns) / w.on_ns;
+	s->unseen_ns = 0;
 	return w;
 }
 

@@ -573,7 +573,7 @@ static void step_toggle(struct budget *b, const struct budget_env *e, bool on)
 {
 	double on_s = STEP_PERIOD_S / (1U << b->st_shift);
 	struct itimerspec its = {};
-	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
 	int err = 0;
 
 	if (e->root)
@@ -582,10 +582,11 @@ static void step_toggle(struct budget *b, const struct budget_env *e, bool on)
 		followers__step(e->followers, on);
 	if (err && err != -ESRCH)
 		ml_notice("step clock sampling: cannot attach its probe again: %s", strerror(-err));
+	/* On once attached; off as the close begins: its breakpoints go first, then it waits tens of ms for RCU. */
 	if (on && b->st_off)
-		b->st_off_sum += now - b->st_off_ns;
+		b->st_off_sum += ml_clock_ns(CLOCK_MONOTONIC) - b->st_off_ns;
 	else if (!on && !b->st_off)
-		b->st_off_ns = now;
+		b->st_off_ns = t0;
 	b->st_off = !on;
 	ml_timespec(&its.it_value, on ? on_s : STEP_PERIOD_S - on_s);
 	timerfd_settime(b->st_fd, 0, &its, NULL);
