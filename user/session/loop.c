@@ -318,6 +318,7 @@ static int session_report(struct session *ss, bool *final)
 	size_t ntraced;
 	bool exited;
 
+	overhead__self_tick(ss->ov); /* the interval's own CPU: the last report's work and what came between */
 	heap_sweep(ss);
 	find_copies(ss);
 	if (o->count && ss->seq + 1 >= o->count)

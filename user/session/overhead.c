@@ -53,7 +53,7 @@ struct overhead {
 	uint64_t *pcpu;
 	uint64_t start_ns; /* the probes were attached */
 	uint64_t last_ns, last_cpu_ns, last_probe_ns, last_other_ns, last_rss_ns;
-	uint64_t last_self_ns; /* memleak-ai's own CPU time (all its threads) */
+	uint64_t self_cpu_at, self_at; /* memleak-ai's own CPU time (all its threads), and when, at the last report */
 	uint64_t last[ML_STAT_SLOTS];
 	bool have_last;
 	bool settled;			 /* a decision was taken since the last change: samples span a second again */
@@ -216,7 +216,6 @@ static void baseline(struct overhead *o, uint64_t now, uint64_t cpu, const uint6
 	memcpy(o->last, v, sizeof(o->last));
 	o->last_ns = now;
 	o->last_cpu_ns = cpu;
-	o->last_self_ns = ml_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	bpf_run_ns(o, &o->last_probe_ns, &o->last_other_ns);
 	o->last_rss_ns = rss_ns(o);
 	o->have_last = true;
@@ -227,6 +226,8 @@ void overhead__start(struct overhead *o, const int *pids, size_t npids)
 	uint64_t v[ML_STAT_SLOTS];
 
 	o->start_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	o->self_at = o->start_ns;
+	o->self_cpu_at = ml_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	if (!read_counters(o, v))
 		baseline(o, o->start_ns, cpu_ns(pids, npids), v);
 }
@@ -338,7 +339,6 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 		return OVERHEAD_OK;
 	}
 	in->cpu_per_s = base / 1e9 / secs;
-	in->self_cpu_pct = (double)delta(ml_clock_ns(CLOCK_PROCESS_CPUTIME_ID), o->last_self_ns) / 1e9 / secs * 100.0;
 	/*
 	 * T(with): the CPU time the traced processes used, but never less than the time that passed: a job
 	 * that mostly waits (for I/O, the GPU, a timer) is slowed by the time tracing adds to its work, not in
@@ -490,6 +490,20 @@ void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*she
 void overhead__set_tensor_sampling(struct overhead *o, bool possible)
 {
 	o->tensor_sampling = possible;
+}
+
+/*
+ * From report to report, not over the budget's samples: those come each second between reports and mostly miss
+ * the reports' own work (heap walks, the table's scan), and read 0.8 % where /proc read 2.9 %.
+ */
+void overhead__self_tick(struct overhead *o)
+{
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu = ml_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+
+	if (o->self_at && now > o->self_at)
+		o->info.self_cpu_pct = (double)delta(cpu, o->self_cpu_at) / (double)(now - o->self_at) * 100.0;
+	o->self_cpu_at = cpu;
+	o->self_at = now;
 }
 
 void overhead__set_step_sampling(struct overhead *o, bool possible)
