@@ -292,14 +292,6 @@ int links__window(struct links *l, unsigned int mask, bool open)
 	return err;
 }
 
-bool links__has_step(const struct links *l)
-{
-	for (size_t i = 0; i < l->nmfds; i++)
-		if (l->mfds[i].batch == LINKS_STEP)
-			return true;
-	return false;
-}
-
 int links__step(struct links *l, bool on)
 {
 	int err = 0;

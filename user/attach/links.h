@@ -66,7 +66,5 @@ int links__window(struct links *l, unsigned int mask, bool open);
  * when steps come fast. 0 or the first attach error.
  */
 int links__step(struct links *l, bool on);
-/* Whether there is a step clock link to close. */
-bool links__has_step(const struct links *l);
 
 #endif
