@@ -55,6 +55,7 @@ struct ml_overhead {
 	unsigned int tensor_halvings;	 /* ML_SHED_TORCH_CPU_SAMPLING: the tensor probes' time on halved so often */
 	unsigned int step_halvings;	 /* ML_SHED_STEP_SAMPLING: the step clock's time on halved so often */
 	double step_pct;		 /* the step clock's traps: its part of other_pct */
+	bool over_unshed;		 /* over the budget at the last sample with nothing left to shed */
 	unsigned int heap_window_one_in; /* heap-growth mode: the C heap's probes on 1/N of the time (0: never) */
 	uint64_t heap_windows;		 /* ... windows opened so far */
 	double heap_window_weight;     /* ... what a record made in one stands for (2^n, corrected for the slowdown) */

@@ -5,6 +5,19 @@
 #include "collect/cost.h"
 #include "report/json.h"
 
+void ml_cost_parts(const struct ml_overhead *ov, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (unsigned int l = 0; l < ML_LAYER_MAX && n < len; l++)
+		if (ov->layer_pct[l] >= ML_COST_PART_MIN)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s %.1f%%", n ? ", " : "", ml_layer_name(l),
+					      ov->layer_pct[l]);
+	if (n < len && ov->other_pct >= ML_COST_PART_MIN)
+		snprintf(buf + n, len - n, "%sother %.1f%%", n ? ", " : "", ov->other_pct);
+}
+
 /* The cost line, the C heap's mode and what the budget shed. */
 void ml_text_overhead(FILE *f, const struct ml_overhead *ov)
 {
@@ -50,6 +63,15 @@ void ml_text_overhead(FILE *f, const struct ml_overhead *ov)
 			fprintf(f, "; its probe on 1/%u of the time, the steps estimated from those seen",
 				1U << ov->step_halvings);
 		fprintf(f, ")\n");
+	}
+	if (ov->over_unshed) {
+		char parts[ML_COST_PARTS_LEN];
+
+		ml_cost_parts(ov, parts, sizeof(parts));
+		fprintf(f,
+			"budget: over it, and nothing left to shed: %s stay (tensor probes go only at five times the "
+			"budget, as they name leaks in Python code; CUDA calls, heap growth and following never)\n",
+			parts);
 	}
 }
 
@@ -103,6 +125,7 @@ static void json_modes(struct jw *w, const struct ml_overhead *ov)
 			jw_obj_end(w);
 		}
 	}
+	jw_bool(w, "over_budget_unshed", ov->over_unshed);
 	jw_arr_begin(w, "shed");
 	for (int st = 0; st < ML_SHED_N; st++) {
 		if (!(ov->shed & (1U << st)))

@@ -33,6 +33,7 @@
 #include "lib/log.h"
 #include "lib/procmaps.h"
 #include "memleak.h"
+#include "report/costview.h"
 #include "session/calib.h"
 #include "session/shed.h"
 #include "memleak.skel.h"
@@ -356,12 +357,16 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 			in->decided_after_s = (double)(now - o->start_ns) / 1e9;
 	}
 	/* A budget of 100% keeps every probe on, whatever the estimate says. */
+	in->over_unshed = false;
 	if (in->budget_pct >= 100 || in->pct <= in->budget_pct)
 		return OVERHEAD_OK;
 	/* The C heap goes first; without it (--layers torch_cpu,...) the shed order starts at once. */
 	if (!in->heap_mode && in->layer_pct[ML_LAYER_LIBC] > 0)
 		return OVERHEAD_HEAP;
-	return overhead__next_shed(o) < ML_SHED_N ? OVERHEAD_SHED : OVERHEAD_OK;
+	if (overhead__next_shed(o) < ML_SHED_N)
+		return OVERHEAD_SHED;
+	in->over_unshed = true; /* the reports say what stays, and why */
+	return OVERHEAD_OK;
 }
 
 /* A change of what is traced: the next decision comes from the hits after it, at the short window again. */
@@ -442,19 +447,11 @@ unsigned int overhead__step_halvings(const struct overhead *o)
 void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 {
 	struct ml_overhead *in = &o->info;
-	char parts[256];
-	size_t n = 0;
+	char parts[ML_COST_PARTS_LEN];
 
 	if (step >= ML_SHED_N)
 		return;
-	/* What is costing, largest parts first as the layers come: each over 0.05 % named. */
-	parts[0] = '\0';
-	for (unsigned int l = 0; l < ML_LAYER_MAX && n < sizeof(parts); l++)
-		if (in->layer_pct[l] >= SHED_MIN_PCT)
-			n += (size_t)snprintf(parts + n, sizeof(parts) - n, "%s%s %.1f%%", n ? ", " : "",
-					      ml_layer_name(l), in->layer_pct[l]);
-	if (n < sizeof(parts) && in->other_pct >= SHED_MIN_PCT)
-		snprintf(parts + n, sizeof(parts) - n, "%sother %.1f%%", n ? ", " : "", in->other_pct);
+	ml_cost_parts(in, parts, sizeof(parts));
 	ml_notice("tracing still costs %.1f%%%s, over the %g%% budget (%s): shedding %s (%.1f%%)", in->pct,
 		  in->heap_mode ? " in heap-growth mode" : "", in->budget_pct, parts, ml_shed_name(step),
 		  shed_part(o, step));
