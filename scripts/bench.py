@@ -29,7 +29,7 @@ BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and 
 BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-separated: 2500,10000),
 BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
 BENCH_PEERS_SECONDS (10), BENCH_PEERS_ROUNDS (3), BENCH_PEERS_PYTHON (build/venv/3.12/bin/python),
-BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary built from its source; unset: not run), BENCH_MEMORY_SECONDS (15),
+BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary; bench.sh builds one from BENCH_BCC_SRC, a bcc checkout; unset: not run; also paired's reference row), BENCH_MEMORY_SECONDS (15),
 BENCH_ATTACH_ROUNDS (3), BENCH_IMPORT_ROUNDS (5), BENCH_PAIRED_SLEEPS (2,0), BENCH_PAIRED_MODES (default,torch).
 """
 import json
@@ -1105,7 +1105,7 @@ class Others:
         return max(0.0, (busy_cpu_s() - self.busy0) - (tree_cpu_s(self.pids) - self.ours0)) / dt if dt > 0 else 0.0
 
 
-PAIRED_MODES = {"default": [], "torch": ["--layers", "torch_cpu,torch_cuda,cuda,cuda_host"]}
+PAIRED_MODES = {"default": [], "torch": ["--layers", "torch_cpu,torch_cuda,cuda,cuda_host"], "bpftools": ["bpftools"]}
 
 
 def paired_round(py, wl_dir, secs, sleep_ms, args, which):
@@ -1120,7 +1120,13 @@ def paired_round(py, wl_dir, secs, sleep_ms, args, which):
     try:
         for wl in wls:
             read_line(wl.stdout, 120, "losses.py ready")
-        if args is not None:
+        if args == ["bpftools"]:  # the reference: libbpf-tools memleak, every malloc probed, text every 2 s
+            tool = subprocess.Popen([os.environ["BENCH_MEMLEAK_BPFTOOLS"], "-p", str(wls[which].pid), "2"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            while "Attaching to pid" not in read_line(tool.stdout, 60, "libbpf-tools memleak attached"):
+                pass
+            threading.Thread(target=lambda: [None for _ in tool.stdout], daemon=True).start()
+        elif args is not None:
             tool = subprocess.Popen([TOOL, "-f", "json", *args, "-p", str(wls[which].pid), "2"],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
@@ -1179,6 +1185,8 @@ def paired_bench():
     nulls = int(os.environ.get("BENCH_PAIRED_NULL", str(max(2, rounds // 2))))
     sleeps = [float(x) for x in os.environ.get("BENCH_PAIRED_SLEEPS", "2,0").split(",")]
     modes = os.environ.get("BENCH_PAIRED_MODES", "default,torch").split(",")
+    if os.environ.get("BENCH_MEMLEAK_BPFTOOLS") and "bpftools" not in modes:
+        modes.append("bpftools")  # the reference row: libbpf-tools memleak
     want = (os.path.join(wl_dir, "losses.py"), next(i for i, l in enumerate(open(os.path.join(wl_dir, "losses.py")), 1)
                                                     if "# LEAK" in l))
     for sleep_ms in sleeps:
@@ -1204,6 +1212,9 @@ def paired_bench():
             last = [reps[-1]["overhead"] for _, reps, _ in rows if reps]
             print(f"  {mode:8s} traced/untraced, each round: {' '.join(f'{r:.3f}' for r in ratios)}; median "
                   f"x{statistics.median(ratios):.3f}, highest x{max(ratios):.3f}")
+            if not last:  # libbpf-tools memleak: no JSON to read
+                print(f"  {'':8s} others' CPU {med_range([c for _, _, c in rows], '{:.2f}')}")
+                continue
             print(f"  {'':8s} share reported since attach {med_range([o['pct_since_attach'] for o in last], '{:.1f}')}%; "
                   f"tool's own CPU {med_range([o['tool_cpu_pct'] for o in last], '{:.2f}')}% of a CPU; "
                   f"{med_range([o['hits_per_s'] for o in last])} hits/s at "

@@ -19,6 +19,21 @@ gcc -g -O2 -fomit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-nofp
 gcc -g -O2 -fno-omit-frame-pointer tests/bench/deepbench.c -o $B/deepbench-fp
 gcc -g -O2 tests/bench/three_leaks.c -o $B/three_leaks
 gcc -g -O2 tests/fixtures/sampled_leak.c -o $B/sampled_leak
+# libbpf-tools memleak, the reference the peers and default benchmarks run beside memleak-ai, from a bcc checkout
+# (BENCH_BCC_SRC) with this machine's libbpf, bpftool and kernel BTF; BENCH_MEMLEAK_BPFTOOLS names it unless set.
+if [ -n "${BENCH_BCC_SRC:-}" ] && [ -z "${BENCH_MEMLEAK_BPFTOOLS:-}" ]; then
+	T=${BENCH_BCC_SRC%/}/libbpf-tools
+	[ -f "$T/memleak.bpf.c" ] || { echo "bench.sh: no libbpf-tools/memleak.bpf.c in BENCH_BCC_SRC=$BENCH_BCC_SRC" >&2; exit 2; }
+	mkdir -p $B/bpftools
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c >$B/bpftools/vmlinux.h
+	$CLANG -g -O2 -target bpf -D__TARGET_ARCH_x86 -I$B/bpftools -I"$T" $SYS_INC -include tests/bench/bpftools_compat.h \
+		-c "$T/memleak.bpf.c" -o $B/bpftools/memleak.bpf.o
+	bpftool gen skeleton $B/bpftools/memleak.bpf.o name memleak_bpf >$B/bpftools/memleak.skel.h
+	gcc -g -O2 -I$B/bpftools -I"$T" "$T/memleak.c" "$T/trace_helpers.c" "$T/uprobe_helpers.c" -lbpf -lelf -lz \
+		-o $B/bpftools-memleak
+	BENCH_MEMLEAK_BPFTOOLS=$PWD/$B/bpftools-memleak
+	export BENCH_MEMLEAK_BPFTOOLS
+fi
 # The peers benchmark's Memray (tests/bench/requirements.txt), into the venv of PyPI's torch when missing.
 VENV=build/venv/3.12
 case " $* " in *" peers "*)
