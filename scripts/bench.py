@@ -1105,6 +1105,17 @@ class Others:
         return max(0.0, (busy_cpu_s() - self.busy0) - (tree_cpu_s(self.pids) - self.ours0)) / dt if dt > 0 else 0.0
 
 
+def bpftools_start(path, pid):
+    """libbpf-tools memleak -p pid, a report every 2 s, line-buffered, returned once it says it traces: older
+    versions say "Tracing outstanding memory allocs", newer "Attaching to pid"."""
+    tool = subprocess.Popen(["stdbuf", "-oL", path, "-p", str(pid), "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    line = ""
+    while not any(w in line for w in ("Tracing outstanding memory allocs", "Attaching to pid")):
+        line = read_line(tool.stdout, 120, "memleak (libbpf-tools) attached")
+    return tool
+
+
 PAIRED_MODES = {"default": [], "torch": ["--layers", "torch_cpu,torch_cuda,cuda,cuda_host"], "bpftools": ["bpftools"]}
 
 
@@ -1121,10 +1132,7 @@ def paired_round(py, wl_dir, secs, sleep_ms, args, which):
         for wl in wls:
             read_line(wl.stdout, 120, "losses.py ready")
         if args == ["bpftools"]:  # the reference: libbpf-tools memleak, every malloc probed, text every 2 s
-            tool = subprocess.Popen([os.environ["BENCH_MEMLEAK_BPFTOOLS"], "-p", str(wls[which].pid), "2"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            while "Attaching to pid" not in read_line(tool.stdout, 60, "libbpf-tools memleak attached"):
-                pass
+            tool = bpftools_start(os.environ["BENCH_MEMLEAK_BPFTOOLS"], wls[which].pid)
             threading.Thread(target=lambda: [None for _ in tool.stdout], daemon=True).start()
         elif args is not None:
             tool = subprocess.Popen([TOOL, "-f", "json", *args, "-p", str(wls[which].pid), "2"],
@@ -1504,11 +1512,7 @@ def peers_bench():
                         threading.Thread(target=lambda t=tool: tool_out.extend(l.decode(errors="replace")
                                                                                for l in t.stdout), daemon=True).start()
                     else:  # libbpf-tools memleak: a report every 2 s
-                        tool = subprocess.Popen(["stdbuf", "-oL", bpftools, "-p", str(wl.pid), "2"], stdout=subprocess.PIPE,
-                                                stderr=subprocess.STDOUT)
-                        while "Tracing outstanding memory allocs" not in read_line(tool.stdout, 120,
-                                                                                     "memleak (libbpf-tools) attached"):
-                            pass
+                        tool = bpftools_start(bpftools, wl.pid)
                         r["start"].append(time.time() - t0)
                         threading.Thread(target=lambda t=tool: tool_out.extend(l.decode(errors="replace")
                                                                                for l in t.stdout), daemon=True).start()
