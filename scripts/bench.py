@@ -1223,8 +1223,11 @@ def paired_bench():
             if not last:  # libbpf-tools memleak: no JSON to read
                 print(f"  {'':8s} others' CPU {med_range([c for _, _, c in rows], '{:.2f}')}")
                 continue
+            # each run's median over its periodic reports: the final one's interval is short and does the most
+            own = [statistics.median(r["overhead"]["tool_cpu_pct"] for r in reps[1:-1] if not r.get("final"))
+                   for _, reps, _ in rows if len(reps) > 2]
             print(f"  {'':8s} share reported since attach {med_range([o['pct_since_attach'] for o in last], '{:.1f}')}%; "
-                  f"tool's own CPU {med_range([o['tool_cpu_pct'] for o in last], '{:.2f}')}% of a CPU; "
+                  f"tool's own CPU {med_range(own, '{:.2f}')}% of a CPU; "
                   f"{med_range([o['hits_per_s'] for o in last])} hits/s at "
                   f"{med_range([o['hit_ns'] / 1e3 for o in last], '{:.2f}')} us calibrated; loss line a top-3 "
                   f"candidate within 6 reports: {sum(named)} of {len(named)}; others' CPU "
