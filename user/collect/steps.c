@@ -134,12 +134,14 @@ double steps__count_at(const struct step_count *c, uint64_t t_ns)
 static void update(struct step_count *c, uint64_t raw, uint64_t raw_sampled, uint64_t last_ns, double interval_s,
 		   uint64_t now_ns, const struct steps_window *w)
 {
-	uint64_t d = raw > c->raw ? raw - c->raw : 0, count;
+	uint64_t d = raw > c->raw ? raw - c->raw : 0,
+		 ds = raw_sampled > c->raw_sampled ? raw_sampled - c->raw_sampled : 0;
+	uint64_t count;
 
+	c->raw += d;
+	c->raw_sampled += ds;
 	c->est += (double)d * w->scale;
-	c->est_sampled += (double)(raw_sampled > c->raw_sampled ? raw_sampled - c->raw_sampled : 0) * w->scale;
-	c->raw = raw > c->raw ? raw : c->raw;
-	c->raw_sampled = raw_sampled > c->raw_sampled ? raw_sampled : c->raw_sampled;
+	c->est_sampled += (double)ds * w->scale;
 	c->sampled = (uint64_t)(c->est_sampled + 0.5);
 	count = (uint64_t)(c->est + 0.5);
 	c->delta = count > c->count ? count - c->count : 0;
