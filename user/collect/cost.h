@@ -24,6 +24,9 @@ enum ml_shed {
 	ML_SHED_N,	       /* nothing more is shed: the CUDA calls and heap growth are rare */
 };
 
+/* The smallest part of the cost worth naming, or shedding (session/shed.h): what saves less loses more. */
+#define ML_COST_PART_MIN 0.05
+
 const char *ml_shed_name(enum ml_shed step);
 
 /* The tool's cost, as every report shows it (measured by session/overhead.c). */

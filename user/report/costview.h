@@ -10,7 +10,6 @@ struct ml_overhead;
 
 /* Room for every layer's part and the rest's: "torch_cuda 100.0%, " is 20 bytes. */
 #define ML_COST_PARTS_LEN 256
-#define ML_COST_PART_MIN 0.05 /* the smallest part named: the budget sheds nothing saving less (session/shed.h) */
 /* What is costing, as the layers come, each part of at least 0.05 % named ("libc 1.2%, other 0.8%"). */
 void ml_cost_parts(const struct ml_overhead *ov, char *buf, size_t len);
 /* The cost line, the C heap's mode and what the budget shed. */

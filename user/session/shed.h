@@ -8,12 +8,12 @@
 #include <stdbool.h>
 #include "collect/cost.h"
 
-#define TENSOR_SHED_FACTOR 5.0 /* a tensor layer's probes are shed when they alone cost 5 times the budget */
-#define RSS_SHED_DOUBLINGS 6   /* the rss layer's sampling is shed down to one page in 64, then its faults */
-#define TENSOR_SHED_HALVINGS 4 /* tensor allocations are traced down to 1/16 of the time */
-#define SHED_MIN_PCT 0.05      /* a step that saves less than this is not worth what it loses */
-#define STEP_SHED_HALVINGS 5   /* the step clock is probed down to 1/32 of the time */
-#define STEP_SHED_SHARE 8.0    /* ... and only once it costs an eighth of the budget: else its steps all count */
+#define TENSOR_SHED_FACTOR 5.0	      /* a tensor layer's probes are shed when they alone cost 5 times the budget */
+#define RSS_SHED_DOUBLINGS 6	      /* the rss layer's sampling is shed down to one page in 64, then its faults */
+#define TENSOR_SHED_HALVINGS 4	      /* tensor allocations are traced down to 1/16 of the time */
+#define SHED_MIN_PCT ML_COST_PART_MIN /* a step that saves less is not worth what it loses */
+#define STEP_SHED_HALVINGS 5	      /* the step clock is probed down to 1/32 of the time */
+#define STEP_SHED_SHARE 8.0	      /* ... and only once it costs an eighth of the budget: else its steps all count */
 
 /* One sample of what the decisions read. */
 struct shed_sample {
