@@ -18,6 +18,8 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   attach    -p on a running torch job: to attached, to its first tagged block recorded with its stack, to every
             unwinding table loaded
   import    `import torch` under -c at default settings against bare, timed inside the target, in pairs
+  owncpu    the tool's own CPU (/proc, all threads, and its overhead lines) on the losses loop asleep 2 ms a step,
+            -p at default settings and the default interval
   findings  -c on the losses loop ending by itself (PyPI's torch): the run's time against none, what decoding code
             objects as their stacks come and keeping the findings cost, and whether the final report after the
             exit still names the leak
@@ -30,7 +32,7 @@ BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-
 BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
 BENCH_PEERS_SECONDS (10), BENCH_PEERS_ROUNDS (3), BENCH_PEERS_PYTHON (build/venv/3.12/bin/python),
 BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary; bench.sh builds one from BENCH_BCC_SRC, a bcc checkout; unset: not run; also paired's reference row), BENCH_MEMORY_SECONDS (15),
-BENCH_ATTACH_ROUNDS (3), BENCH_IMPORT_ROUNDS (5), BENCH_PAIRED_SLEEPS (2,0), BENCH_PAIRED_MODES (default,torch).
+BENCH_ATTACH_ROUNDS (3), BENCH_IMPORT_ROUNDS (5), BENCH_OWNCPU_SECONDS (60), BENCH_OWNCPU_ROUNDS (3), BENCH_PAIRED_SLEEPS (2,0), BENCH_PAIRED_MODES (default,torch).
 """
 import json
 import os
@@ -1009,6 +1011,53 @@ def default_bench():
           f"{med_range([x[2] for x in shares if x], '{:.1f}')}% of a CPU")
 
 
+def owncpu_bench():
+    """
+    The goal's figure for the tool's own CPU: one losses loop (asleep 2 ms a step, one intra-op thread) under
+    memleak-ai -p at default settings and the default interval (text every 5 s), BENCH_OWNCPU_ROUNDS (3) fresh
+    runs. Each waits out 30 s of start (tables, the first heap walks), then takes BENCH_OWNCPU_SECONDS (60) of the
+    tool's user and system CPU from /proc, all its threads; beside it, what its overhead lines said of it then.
+    """
+    settings = losses_settings("own-CPU")
+    if not settings:
+        return
+    py, _, _, wl_dir = settings
+    secs = float(os.environ.get("BENCH_OWNCPU_SECONDS", "60"))
+    rounds = int(os.environ.get("BENCH_OWNCPU_ROUNDS", "3"))
+    env = dict(os.environ, OMP_NUM_THREADS="1", LOSSES_SLEEP_MS="2")
+    pct, said, loads = [], [], []
+    for _ in range(rounds):
+        wl = subprocess.Popen([py, os.path.join(wl_dir, "losses.py"), "wait"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, cwd=wl_dir, env=env)
+        tool = None
+        try:
+            read_line(wl.stdout, 120, "losses.py ready")
+            tool = subprocess.Popen([TOOL, "-p", str(wl.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            while "attached to pid" not in read_line(tool.stderr, 60, "memleak-ai attached"):
+                pass
+            out = []
+            threading.Thread(target=lambda: out.extend(tool.stdout), daemon=True).start()
+            threading.Thread(target=lambda: [None for _ in tool.stderr], daemon=True).start()
+            wl.stdin.write(b"g")
+            wl.stdin.flush()
+            time.sleep(30)
+            n0, c0, t0 = len(out), proc_cpu_s(tool.pid), time.time()
+            time.sleep(secs)
+            pct.append((proc_cpu_s(tool.pid) - c0) * 100 / (time.time() - t0))
+            loads.append(os.getloadavg()[0])
+            said += [float(m.group(1)) for m in (re.search(rb"^overhead: .* itself ([0-9.]+)% of a CPU", l)
+                                                 for l in out[n0:]) if m]
+        finally:
+            if tool:
+                tool.kill()
+            wl.kill()
+            wl.wait()
+    print(f"memleak-ai's own CPU, -p on the losses loop asleep 2 ms a step, default settings and interval ({rounds} "
+          f"runs of {secs:.0f} s after 30 s):")
+    print(f"  by /proc, all threads: {med_range(pct, '{:.2f}')}% of a core (runs: {' '.join(f'{x:.2f}' for x in pct)}); "
+          f"its overhead lines then: {med_range(said, '{:.1f}') + '%' if said else 'none read'}; load average {med_range(loads, '{:.2f}')}")
+
+
 def steps_bench():
     """
     The step clock's cost (issue 39): the losses loop (5 ms asleep a step: about 150 steps a second, a step clock's
@@ -1765,7 +1814,7 @@ def main(argv):
     benches = {"estimate": estimate_bench, "default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench, "findings": findings_bench,
                "memory": memory_bench, "attach": attach_bench,
-               "import": import_bench, "steps": steps_bench}
+               "import": import_bench, "steps": steps_bench, "owncpu": owncpu_bench}
     peers = {"peers": peers_bench}  # not part of the default run (about 10 minutes): `make bench BENCH=peers`
     names = argv or list(benches)
     benches.update(peers)

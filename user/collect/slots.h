@@ -35,7 +35,9 @@ int slots__new(struct memleak_bpf *skel, uint64_t max_slots, struct slots **out)
 void slots__free(struct slots *t); /* NULL-safe; stops the watching thread first */
 
 /* A thread that makes and publishes levels as the newest fills or a record is dropped. 0 or -errno. */
-#define SLOTS_WATCH_MS 20
+#define SLOTS_WATCH_MS 20	 /* between looks while the newest level fills */
+#define SLOTS_IDLE_MS 100	 /* ... and while it is far from ML_TABLE_AHEAD */
+#define SLOTS_BURST_PER_S 150000 /* records a second the probes can make at most (memleak.h) */
 int slots__watch(struct slots *t);
 
 /* The percent of the newest level's slots live, rounded down, from a sample of its slots. */
