@@ -18,6 +18,8 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
   attach    -p on a running torch job: to attached, to its first tagged block recorded with its stack, to every
             unwinding table loaded
   import    `import torch` under -c at default settings against bare, timed inside the target, in pairs
+  fullcost  -c at full fidelity on the losses loop, beside a bare one: the time added a step against its probe
+            hits a step at the calibrated trap cost
   owncpu    the tool's own CPU (/proc, all threads, and its overhead lines) on the losses loop asleep 2 ms a step,
             -p at default settings and the default interval
   findings  -c on the losses loop ending by itself (PyPI's torch): the run's time against none, what decoding code
@@ -32,11 +34,13 @@ BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-
 BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
 BENCH_PEERS_SECONDS (10), BENCH_PEERS_ROUNDS (3), BENCH_PEERS_PYTHON (build/venv/3.12/bin/python),
 BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary; bench.sh builds one from BENCH_BCC_SRC, a bcc checkout; unset: not run; also paired's reference row), BENCH_MEMORY_SECONDS (15),
-BENCH_ATTACH_ROUNDS (3), BENCH_IMPORT_ROUNDS (5), BENCH_OWNCPU_SECONDS (60), BENCH_OWNCPU_ROUNDS (3), BENCH_PAIRED_SLEEPS (2,0), BENCH_PAIRED_MODES (default,torch).
+BENCH_ATTACH_ROUNDS (3), BENCH_IMPORT_ROUNDS (5), BENCH_OWNCPU_SECONDS (60), BENCH_OWNCPU_ROUNDS (3),
+BENCH_FULLCOST_SECONDS (30), BENCH_FULLCOST_ROUNDS (3), BENCH_FULLCOST_SLEEP (2), BENCH_PAIRED_SLEEPS (2,0), BENCH_PAIRED_MODES (default,torch).
 """
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -1058,6 +1062,98 @@ def owncpu_bench():
           f"its overhead lines then: {med_range(said, '{:.1f}') + '%' if said else 'none read'}; load average {med_range(loads, '{:.2f}')}")
 
 
+def fullcost_round(py, wl_dir, secs, sleep_ms):
+    """One round: two fresh losses loops at once, one bare, one under memleak-ai -c at full fidelity (JSON every
+    2 s on the tool's stdout, the loop's step times among them). Returns the mean step times (bare, traced) over
+    secs, and the traced loop's periodic reports."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", LOSSES_SLEEP_MS=str(sleep_ms))
+    every = max(1, int(50 / (sleep_ms + 1)))
+    script = [py, os.path.join(wl_dir, "losses.py"), "wait", str(every)]
+    bare = subprocess.Popen(script, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=wl_dir, env=env)
+    # The reports to a file: on the target's stdout, a line of its would land inside a report's.
+    jdir = tempfile.mkdtemp(prefix="fullcost-")
+    tool = subprocess.Popen([TOOL, "-f", "json", "--json", os.path.join(jdir, "r.jsonl"), "--max-overhead", "100",
+                             "-c", " ".join(script), "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, cwd=wl_dir, env=env)
+    lines = []
+    try:
+        threading.Thread(target=lambda: [lines.append(l) for l in tool.stdout if not l.startswith(b"{")],
+                         daemon=True).start()
+        read_line(bare.stdout, 120, "losses.py ready")
+        t0 = time.time()
+        while not any(l.startswith(b"ready") for l in lines):
+            if time.time() - t0 > 300 or tool.poll() is not None:
+                raise RuntimeError("the traced loop did not start")
+            time.sleep(0.1)
+        for p in (bare, tool):
+            p.stdin.write(b"g")
+            p.stdin.flush()
+        times, t0, n0, c0 = [], time.time(), len(lines), proc_cpu_s(tool.pid)
+        while time.time() - t0 < secs:
+            times.append(float(read_line(bare.stdout, 60, "losses.py step times")))
+        tool_pct = (proc_cpu_s(tool.pid) - c0) * 100 / (time.time() - t0)
+        traced = [float(l) for l in lines[n0:] if re.match(rb"^[0-9.]+$", l.strip())]
+        with open(os.path.join(jdir, "r.jsonl")) as f:  # whole lines: the tool may be writing the next
+            reps = [json.loads(l) for l in f if l.endswith("\n")]
+        return statistics.mean(times[2:]), statistics.mean(traced[2:]), reps, tool_pct
+    finally:
+        tool.send_signal(signal.SIGINT)
+        try:
+            tool.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            tool.kill()
+        bare.kill()
+        bare.wait()
+        shutil.rmtree(jdir, ignore_errors=True)
+
+
+def fullcost_bench():
+    """
+    Issue 36's full-fidelity goal: the time memleak-ai adds to a step of the losses loop under -c at full fidelity
+    (--max-overhead 100) against what its probe hits cost at the calibrated trap cost. Each of BENCH_FULLCOST_ROUNDS
+    (3) rounds runs a bare loop and a traced one at once (asleep BENCH_FULLCOST_SLEEP ms a step, 2), for
+    BENCH_FULLCOST_SECONDS (30) after both start stepping. Per step: the hits and the step clock's steps between
+    the traced run's second and last periodic reports, times the hit's and the return's calibrated costs; the
+    added time is the traced mean less the bare one. The BPF programs' own time is shown beside, not counted in.
+    """
+    settings = losses_settings("full-fidelity cost")
+    if not settings:
+        return
+    py, _, _, wl_dir = settings
+    secs = float(os.environ.get("BENCH_FULLCOST_SECONDS", "30"))
+    rounds = int(os.environ.get("BENCH_FULLCOST_ROUNDS", "3"))
+    sleep_ms = float(os.environ.get("BENCH_FULLCOST_SLEEP", "2"))
+    print(f"PyTorch loop keeping its losses, -c at full fidelity against bare, side by side, asleep {sleep_ms:g} ms "
+          f"a step ({rounds} rounds of {secs:.0f} s):")
+    ratios, with_bpf = [], []
+    for _ in range(rounds):
+        tb, tt, reps, tool_pct = fullcost_round(py, wl_dir, secs, sleep_ms)
+        per = [r for r in reps if not r.get("final") and (r.get("steps") or {}).get("most")][1:]
+        if len(per) < 2 or per[-1]["steps"]["most"] <= per[0]["steps"]["most"]:
+            print(f"  round: too few reports with steps ({len(per)})")
+            continue
+        a, b = per[0], per[-1]
+        steps = b["steps"]["most"] - a["steps"]["most"]
+        hits = lambda r, k: sum(v[k] for v in r["stats"]["hits"].values() if isinstance(v, dict))  # noqa: E731
+        plain = lambda r: sum(v for v in r["stats"]["hits"].values() if not isinstance(v, dict))  # noqa: E731
+        ov = b["overhead"]
+        e = (hits(b, "entry") - hits(a, "entry") + plain(b) - plain(a)) / steps
+        r = (hits(b, "return") - hits(a, "return")) / steps
+        pred_ms = (e * ov["hit_ns"] + r * ov["ret_ns"]) / 1e6
+        added = tt - tb
+        span = b["time_unix"] - a["time_unix"]
+        bpf_ms = ov.get("bpf_ns_per_s", 0) / 1e6 * span / steps if span else 0
+        ratios.append(added / pred_ms)
+        with_bpf.append(added / (pred_ms + bpf_ms))
+        print(f"  bare {tb:.3f} ms/step, traced {tt:.3f}: adds {added * 1e3:.0f} us; {steps} steps in {span:.0f} s, "
+              f"{e:.1f} entry and {r:.1f} return hits a step at {ov['hit_ns'] / 1e3:.2f} us and {ov['ret_ns'] / 1e3:.2f} "
+              f"us: {pred_ms * 1e3:.0f} us (x{added / pred_ms:.2f}); with the BPF programs' {bpf_ms * 1e3:.0f} us a step: "
+              f"x{added / (pred_ms + bpf_ms):.2f}; the tool {tool_pct:.0f}% of a core; load {os.getloadavg()[0]:.2f}")
+    if ratios:
+        print(f"  added over hits x trap cost: {med_range(ratios, 'x{:.2f}')} (goal <= x1.2); with the programs' time: "
+              f"{med_range(with_bpf, 'x{:.2f}')}")
+
+
 def steps_bench():
     """
     The step clock's cost (issue 39): the losses loop (5 ms asleep a step: about 150 steps a second, a step clock's
@@ -1814,7 +1910,8 @@ def main(argv):
     benches = {"estimate": estimate_bench, "default": default_bench, "paired": paired_bench, "start": start_bench, "rss": rss_bench, "overhead": overhead_bench, "cost": cost_bench, "startup": startup_bench, "pyframes": pyframes_bench, "unwind": unwind_bench, "torch": torch_bench,
                "budget": budget_bench, "report": report_bench, "fleet": fleet_bench, "findings": findings_bench,
                "memory": memory_bench, "attach": attach_bench,
-               "import": import_bench, "steps": steps_bench, "owncpu": owncpu_bench}
+               "import": import_bench, "steps": steps_bench, "owncpu": owncpu_bench,
+               "fullcost": fullcost_bench}
     peers = {"peers": peers_bench}  # not part of the default run (about 10 minutes): `make bench BENCH=peers`
     names = argv or list(benches)
     benches.update(peers)
