@@ -96,10 +96,12 @@ static void match_complete(const struct ml_snapshot *s, struct stackstore *stack
 		const struct ml_row *r = &s->rows[i];
 		uint64_t h, py;
 
-		if (!r->count || r->key.stack_id == ML_STACK_NONE || !u64map__get(seeds, prefix_seed(r)) ||
-		    stackstore__get(stacks, r->key.stack_id, st) || (st->flags & ML_STACK_UW_STOPPED))
+		if (!r->count || r->key.stack_id == ML_STACK_NONE)
 			continue;
 		h = prefix_seed(r);
+		if (!u64map__get(seeds, h) || stackstore__get(stacks, r->key.stack_id, st) ||
+		    (st->flags & ML_STACK_UW_STOPPED))
+			continue;
 		py = py_hash(st);
 		for (size_t len = 0; len <= st->nr; len++) {
 			void *v;
