@@ -188,7 +188,7 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	struct ledger *l = NULL;
 	int64_t grew = 20;
 	struct sizeweights_proc proc = {
-	    .tgid = 7, .since_ns = now - 2000000000ULL, .growth = growth_of_80, .ctx = &grew};
+	    .tgid = 7, .since_ns = now - 2000000000ULL, .until_ns = now, .growth = growth_of_80, .ctx = &grew};
 
 	CHECK_EQ_U64(sizeweights__chunk(1), 32, "chunk: the minimum");
 	CHECK_EQ_U64(sizeweights__chunk(24), 32, "chunk: 24 bytes fit 32");
@@ -234,6 +234,20 @@ static void size_weight_checks(struct stackstore *ss, uint64_t now)
 	CHECK_EQ_INT(sizeweights__weigh(sw, T, &proc, 1), 0, "weigh whole again");
 	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xb0) && find(s, 0xb0)->count == 2,
 	      "memory that shrank: each record stands for itself");
+	/* A walk read before the newest records: 4 records between the base and it set the weight (20 / 4), and the
+	 * five 0xa0 records made after it take that weight without setting it (20 / 9 would weigh the leak down). */
+	for (uint64_t i = 0; i < 4; i++)
+		put(skel, 7, 0xd000 + i * 0x100, 64, now - 1000000000ULL, 5, 0xd0);
+	proc = (struct sizeweights_proc){.tgid = 7,
+					 .since_ns = now - 2000000000ULL,
+					 .until_ns = now - 500000000ULL,
+					 .growth = growth_of_80,
+					 .ctx = &grew};
+	grew = 20;
+	CHECK_EQ_INT(sizeweights__weigh(sw, T, &proc, 1), 0, "weigh by a walk before the newest records");
+	CHECK(ledger__collect(l, &s) == 0 && find(s, 0xd0) && find(s, 0xd0)->count == 4 * 5 && find(s, 0xa0) &&
+		  find(s, 0xa0)->count == 5 * 5 + 2,
+	      "records after the walk take its weight, 5: they do not set it");
 out:
 	ledger__free(l);
 	sizeweights__free(sw);

@@ -574,8 +574,8 @@ int main(void)
 		verdicts__free(f.v);
 	}
 	/*
-	 * The same tensors and a C heap window row, both sampled, with no heap window in any report after the first
-	 * (verdicts__hold_sampled): the C heap row's sample is restated, the tensors' rows are judged each report, as
+	 * The same tensors and a C heap window row, both sampled, with no heap window closed after the first report
+	 * (verdicts__heap_window): the C heap row's sample is restated, the tensors' rows are judged each report, as
 	 * tensor sampling takes records every second.
 	 */
 	{
@@ -585,7 +585,7 @@ int main(void)
 
 		f.err = verdicts__new(&f.v);
 		for (int i = 0; i < 4; i++) {
-			verdicts__hold_sampled(f.v, i > 0);
+			verdicts__heap_window(f.v, 1500000000ULL);
 			for (int k = 0; k < 2; k++) {
 				rows[k].records += 4, rows[k].raw_bytes += 4 * 16384;
 				rows[k].weighed_records += 4, rows[k].weighed_raw_bytes += 4 * 16384;
@@ -672,6 +672,40 @@ int main(void)
 		else
 			CHECK(!err && (grew < 0 || grew > 4),
 			      "the same row timed at the reports: not growing by the fifth");
+		verdicts__free(v);
+	}
+	/*
+	 * sampled_leak's kept blocks in C heap windows that close every 2.4 s (at 1.2, 3.6, 6.0, ...), reports every
+	 * 2 s: 50 records a window, each standing for 16 blocks. Timed at the reports the row reads 800, 1600, 2400,
+	 * 2400, 3200 blocks, one report of three flat: stable at the fifth. Timed at the windows
+	 * (verdicts__heap_window), growing by then.
+	 */
+	for (int windows = 1; windows >= 0; windows--) {
+		struct ml_row row = {.key = {.tgid = 1, .layer = ML_LAYER_LIBC, .stack_id = 1},
+				     .traits = ML_ROW_SAMPLED | ML_ROW_WEIGHED};
+		struct verdicts *v = NULL;
+		const struct ml_judgement *jv = NULL;
+		const size_t *order;
+		int err = verdicts__new(&v), grew = -1;
+
+		for (int i = 0; !err && i < 5; i++) {
+			double now = 2.0 * (i + 1), closed = 1.2 + 2.4 * (int)((now - 1.2) / 2.4);
+			struct ml_snapshot s = {
+			    .rows = &row, .nrows = 1, .elapsed_s = 2, .now_ns = (uint64_t)(now * 1e9)};
+
+			row.records = row.weighed_records = 50 * (uint64_t)((closed - 1.2) / 2.4 + 1.5);
+			row.raw_bytes = row.weighed_raw_bytes = 200 * row.records;
+			row.bytes = 16 * row.raw_bytes, row.count = 16 * row.records;
+			verdicts__heap_window(v, windows ? (uint64_t)(closed * 1e9) : 0);
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
+			if (!err && grew < 0 && jv[0].verdict == ML_V_GROWING)
+				grew = i;
+		}
+		if (windows)
+			CHECK(!err && grew >= 0 && jv[0].verdict == ML_V_GROWING,
+			      "a C heap window row timed at its windows: growing by the fifth report");
+		else
+			CHECK(!err && grew < 0, "the same row timed at the reports: not growing by the fifth");
 		verdicts__free(v);
 	}
 	/*

@@ -123,7 +123,7 @@ static int gather(struct sizeweights *w, const struct ml_slot *table, size_t len
 		const struct sizeweights_proc *p = weighable(&s) ? proc_of(procs, n, s.tgid) : NULL;
 		uint64_t c = sizeweights__chunk(s.size);
 
-		if (!p || p->whole || s.ts_ns < p->since_ns || !c)
+		if (!p || p->whole || s.ts_ns < p->since_ns || s.ts_ns > p->until_ns || !c)
 			continue;
 		if (ml_grow(&w->sizes, &w->cap_sizes, w->nsizes + 1, sizeof(*w->sizes)))
 			return -ENOMEM;
@@ -143,7 +143,8 @@ static int add_whole(struct sizeweights *w, const struct slots *t, const struct 
 		for (size_t i = 0; i < t->lv[lv].len; i++) {
 			struct ml_slot s = t->lv[lv].v[i];
 
-			if (weighable(&s) && s.tgid == (uint32_t)p->tgid && s.ts_ns >= p->since_ns) {
+			if (weighable(&s) && s.tgid == (uint32_t)p->tgid && s.ts_ns >= p->since_ns &&
+			    s.ts_ns <= p->until_ns) {
 				bytes += s.size;
 				k++;
 			}

@@ -30,14 +30,16 @@ void sizeweights__free(struct sizeweights *w); /* NULL-safe */
 /* glibc's chunk bytes for a request of size bytes (a mmapped block's are more: it is not counted by size). */
 uint64_t sizeweights__chunk(uint64_t size);
 /*
- * A process to weigh: its records made since since_ns, its sizes' growth. whole: an allocator without chunk
- * headers to count (jemalloc, tcmalloc), so all its records weigh alike: its anonymous memory's growth over
- * their bytes. A leak grows that memory by what it keeps; churn it frees does not.
+ * A process to weigh: its records made since since_ns, its sizes' growth as read at until_ns. whole: an
+ * allocator without chunk headers to count (jemalloc, tcmalloc), so all its records weigh alike: its anonymous
+ * memory's growth over their bytes. A leak grows that memory by what it keeps; churn it frees does not.
+ * Records made after until_ns take the weight but do not set it: the growth read then does not hold them, and
+ * a heap walked seconds ago would weigh every later record down (its leak read at the walk's count, not now).
  */
 struct sizeweights_proc {
 	int tgid;
 	bool whole;
-	uint64_t since_ns;
+	uint64_t since_ns, until_ns;
 	sizeweights_growth_fn growth;
 	void *ctx;
 };

@@ -70,11 +70,12 @@ void verdicts__free(struct verdicts *v);
 int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
 		     const struct ml_judgement **out, const size_t **order);
 /*
- * The next update comes with no C heap sampling window closed since the last (windows every 4 or 8 s, reports
- * every 2): rows of sampled records restate their last sample rather than add a flat one, which would read
- * as a leak that stopped growing.
+ * When the C heap's last sampling window closed, or the windows began before the first (CLOCK_MONOTONIC ns; 0:
+ * no windows): its sampled rows gain records only in windows (one every 2 s or more, reports every 2), so their
+ * samples are timed at the window, and a report with none since restates the last sample rather than add a
+ * flat one, which would read as a leak that stopped growing.
  */
-void verdicts__hold_sampled(struct verdicts *v, bool hold);
+void verdicts__heap_window(struct verdicts *v, uint64_t closed_ns);
 /*
  * When tensor sampling's last on phase closed, or sampling began before the first (CLOCK_MONOTONIC ns, as
  * snapshots' now_ns; 0: not sampling): torch_cpu rows gain records only in on phases, so their samples are timed

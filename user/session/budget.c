@@ -73,6 +73,7 @@ struct budget {
 	uint64_t hw_tick_on, hw_tick_off;   /* ... in windows and between them */
 	uint64_t hw_mark_ns;		    /* CLOCK_MONOTONIC at the last mark */
 	uint64_t hw_opened_ns;		    /* when the last window opened */
+	uint64_t hw_closed_ns;		    /* ... and when the last one closed */
 	uint64_t hw_last_on_ns;		    /* how long it lasted */
 	uint64_t hw_wall_on, hw_wall_off;   /* time in windows and between them */
 	double hw_target;		    /* what the windows may cost, as a fraction: the budget the rest leaves */
@@ -478,6 +479,7 @@ static void heap_toggle(struct budget *b, const struct budget_env *e, bool on)
 	if (!on) {
 		heap_cpu_mark(b, e, true);
 		b->hw_last_on_ns = b->hw_mark_ns - b->hw_opened_ns;
+		b->hw_closed_ns = b->hw_mark_ns;
 		trap_share(b, overhead__info(e->ov));
 		bool all;
 		double ww = window_weight(b, &clock, &all);
@@ -547,6 +549,13 @@ uint64_t budget__tensor_phase_ns(const struct budget *b)
 	if (!b || !b->ts_shift)
 		return 0;
 	return b->ts_closed_ns > b->ts_began_ns ? b->ts_closed_ns : b->ts_began_ns;
+}
+
+uint64_t budget__heap_window_ns(const struct budget *b)
+{
+	if (!b || !b->hw_shift)
+		return 0;
+	return b->hw_closed_ns > b->hw_since_ns ? b->hw_closed_ns : b->hw_since_ns;
 }
 
 int budget__timer_fd(const struct budget *b)

@@ -42,6 +42,8 @@ struct budget_env {
 /* When tensor sampling's records last changed (CLOCK_MONOTONIC ns): its last on phase's close, or before the
  * first, when sampling began; 0 when not sampling. */
 uint64_t budget__tensor_phase_ns(const struct budget *b);
+/* The same for the C heap's sampling windows: the last window's close, or when they began; 0: no windows. */
+uint64_t budget__heap_window_ns(const struct budget *b);
 int budget__timer_fd(const struct budget *b);
 void budget__timer(struct budget *b, const struct budget_env *e);
 

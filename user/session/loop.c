@@ -286,13 +286,11 @@ static void count_steps(struct session *ss, const struct ml_snapshot *snap)
 static int judge(struct session *ss, const struct ml_snapshot *snap, bool restate, const struct ml_judgement **judged,
 		 const size_t **order)
 {
-	uint64_t windows = overhead__info(ss->ov)->heap_windows;
 	int err;
 
-	verdicts__hold_sampled(ss->verdicts, windows && windows == ss->windows_seen);
+	verdicts__heap_window(ss->verdicts, budget__heap_window_ns(ss->budget));
 	verdicts__tensor_phase(ss->verdicts, budget__tensor_phase_ns(ss->budget));
 	verdicts__report_seq(ss->verdicts, ss->seq);
-	ss->windows_seen = windows;
 	err = verdicts__update(ss->verdicts, snap, ss->o->sort_bytes, restate ? ss->o->interval_s : 0, judged, order);
 	if (err)
 		return err;

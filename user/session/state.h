@@ -71,7 +71,6 @@ struct session {
 	struct overhead *ov;
 	struct rsspages *rss;  /* the rss layer, when on */
 	struct copies *copies; /* its copy scan, made when its faults are no longer traced */
-	uint64_t windows_seen; /* C heap sampling windows opened by the last report */
 	FILE *out, *extra_out[N_OUTPUTS - 1];
 	struct reporter *reps[N_OUTPUTS];
 	struct budget *budget;			/* --max-overhead's actions: heap-growth mode, shedding */

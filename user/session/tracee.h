@@ -26,7 +26,8 @@ struct tracee_env {
 	const char *debug_dir; /* --debug-dir, NULL: the default */
 };
 
-#define TRACEE_EARLY_WALKS 3 /* heap walks at each report before their pacing begins */
+#define TRACEE_EARLY_WALKS 3	/* heap walks at each report before their pacing begins */
+#define TRACEE_BROKEN_RETRIES 2 /* a walk the heap changed under: tried again so often before pacing resumes */
 
 struct tracee {
 	int pid, parent; /* parent: the traced process it was forked from, 0 for the first one */
@@ -44,7 +45,8 @@ struct tracee {
 	struct ml_heapfrag frag; /* its glibc heap's fragmentation at the last report */
 	struct census *census;	 /* its heap's chunks by type, made at the first walk */
 	bool frag_ok;
-	uint64_t frag_next_ns; /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
+	uint64_t frag_next_ns;	   /* the next walk not before this (CLOCK_MONOTONIC): its cost is paced */
+	unsigned int broken_walks; /* walks in a row that the heap changed under */
 	/* The C heap weighed by size (tracee__size_due): the base walk's time, and the last walk weighed. */
 	uint64_t size_base_ns, size_weighed_ns, size_tried_ns; /* ... and the start a base was taken for */
 	uint64_t mem_ns, size_base_anon; /* when mem was read; its anonymous bytes at the base (not glibc) */
