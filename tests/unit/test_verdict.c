@@ -432,7 +432,8 @@ int main(void)
 	 * cut key it starts afresh, new.
 	 */
 	for (int named = 0; named < 2; named++) {
-		double t[16], b[16];
+		uint64_t sq[16];
+		double b[16];
 		struct verdicts *v;
 		struct ml_row row = {.key = {.tgid = 1, .stack_id = 5}};
 		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
@@ -453,8 +454,8 @@ int main(void)
 		}
 		if (named)
 			CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 5 &&
-				  jv[0].count_growth == 16 && verdicts__series(v, &row.key, t, b, 16) == 6 &&
-				  b[5] == 6 * 4096,
+				  jv[0].count_growth == 16 && verdicts__series(v, &row.key, sq, b, 16) == 6 &&
+				  b[5] == 6 * 4096 && sq[0] == 1 && sq[5] == 6,
 			      "cut walks completed: the row goes on growing, its six samples under its own key");
 		else
 			CHECK(!err && jv[0].verdict == ML_V_NEW && jv[0].intervals == 1, "another row's key: afresh");
@@ -517,11 +518,12 @@ int main(void)
 			  f.j[1].growth_bytes_per_s < 24 * 2 * 160,
 		      "four more records a report: growing, at 2 records a second at today's weight (157.5)");
 		{
-			double t[16], b[16];
-			size_t n = verdicts__series(f.v, &rows[0].key, t, b, 16);
+			uint64_t sq[16];
+			double b[16];
+			size_t n = verdicts__series(f.v, &rows[0].key, sq, b, 16);
 
-			CHECK(n >= 8 && b[n - 1] == (double)rows[0].bytes && b[0] < b[n - 1],
-			      "the page's chart draws the bytes as reported");
+			CHECK(n >= 8 && b[n - 1] == (double)rows[0].bytes && b[0] < b[n - 1] && sq[n - 1] == 10,
+			      "the page's chart draws the bytes as reported, the last at the tenth report");
 			CHECK(f.j[0].count_growth == (int64_t)(counts[9] - counts[8]) &&
 				  f.j[0].count.net == counts[9] - counts[0],
 			      "its count growth and retained count: differences of the counts reported");

@@ -580,19 +580,18 @@ void verdicts__spread(struct verdicts *v, const struct ml_snapshot *s, bool by_b
 	free(tail);
 }
 
-size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max)
+size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, uint64_t *seq, double *bytes,
+			size_t max)
 {
 	const struct hist *h = v->n ? bsearch(key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
-	double tt[ML_HIST_SHORT + ML_HIST_LONG], bb[ML_HIST_SHORT + ML_HIST_LONG], cc[ML_HIST_SHORT + ML_HIST_LONG];
-	size_t n;
+	size_t n = 0;
 
-	if (!h)
-		return 0;
-	n = series(h, tt, bb, cc);
-	if (n > max)
-		n = max;
-	memcpy(t, tt, n * sizeof(*t));
-	memcpy(bytes, bb, n * sizeof(*bytes));
+	for (uint32_t i = 0; h && i < h->n_long + h->n_short && n < max; i++, n++) {
+		const struct sample *s = i < h->n_long ? &h->old[i] : &h->recent[i - h->n_long];
+
+		seq[n] = s->seq;
+		bytes[n] = s->b;
+	}
 	return n;
 }
 

@@ -107,8 +107,12 @@ void verdicts__spread(struct verdicts *v, const struct ml_snapshot *s, bool by_b
 const char *ml_verdict_name(enum ml_verdict v);
 /* Bytes the history holds now: one fixed-size record per stack in the last report. */
 size_t verdicts__memory(const struct verdicts *v);
-/* The kept history of a stack (seconds since the first report, bytes), oldest first; the number of samples. */
-size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, double *t, double *bytes, size_t max);
+/*
+ * The kept history of a stack (the report each sample's values are from, bytes), oldest first; the number of
+ * samples. By report, not by time: a sampled row's samples are timed at its windows or phases.
+ */
+size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, uint64_t *seq, double *bytes,
+			size_t max);
 
 /*
  * The classification alone, on a series of (seconds, bytes, allocation count) samples: exposed for unit tests.

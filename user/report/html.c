@@ -27,6 +27,7 @@ struct html_timeline {
 	uint64_t t0_ns;
 	size_t n;
 	double t[TL_MAX];
+	uint64_t seq[TL_MAX]; /* the report's number */
 	double bytes[TL_MAX][ML_LAYER_MAX];
 	unsigned int layers; /* layers ever active */
 };
@@ -42,18 +43,20 @@ void html_timeline__free(struct html_timeline *h)
 	free(h);
 }
 
-int html_timeline__add(struct html_timeline *h, const struct ml_snapshot *s)
+int html_timeline__add(struct html_timeline *h, const struct ml_snapshot *s, uint64_t seq)
 {
 	if (!h->n && !h->t0_ns)
 		h->t0_ns = s->now_ns;
 	if (h->n == TL_MAX) { /* keep every other point: a long run stays bounded, its whole span kept */
 		for (size_t i = 0; i < TL_MAX / 2; i++) {
 			h->t[i] = h->t[2 * i];
+			h->seq[i] = h->seq[2 * i];
 			memcpy(h->bytes[i], h->bytes[2 * i], sizeof(h->bytes[i]));
 		}
 		h->n = TL_MAX / 2;
 	}
 	h->t[h->n] = (double)(s->now_ns - h->t0_ns) / 1e9;
+	h->seq[h->n] = seq;
 	for (unsigned int l = 0; l < ML_LAYER_MAX; l++) {
 		h->bytes[h->n][l] = (double)s->layers[l].bytes;
 		if (s->layers[l].active)
@@ -155,12 +158,13 @@ static char *stack_label(struct page *p, const struct ml_row *row, size_t rank)
 	return label;
 }
 
-/* A top stack's history, on the timeline's grid (folded older samples leave gaps: null). */
+/* A top stack's history, on the timeline's grid (folded older samples, and restated ones, leave gaps: null). */
 static void timeline_stack(struct page *p, struct verdicts *v, const struct ml_row *row, size_t rank)
 {
 	const struct html_timeline *tl = p->tl;
-	double st[ML_HIST_SHORT + ML_HIST_LONG], sb[ML_HIST_SHORT + ML_HIST_LONG];
-	size_t n = verdicts__series(v, &row->key, st, sb, ML_HIST_SHORT + ML_HIST_LONG), k = 0;
+	uint64_t sq[ML_HIST_SHORT + ML_HIST_LONG];
+	double sb[ML_HIST_SHORT + ML_HIST_LONG];
+	size_t n = verdicts__series(v, &row->key, sq, sb, ML_HIST_SHORT + ML_HIST_LONG), k = 0;
 	char *label;
 
 	jw_obj_begin(&p->w, NULL);
@@ -171,9 +175,9 @@ static void timeline_stack(struct page *p, struct verdicts *v, const struct ml_r
 	free(label);
 	jw_arr_begin(&p->w, "values");
 	for (size_t i = 0; i < tl->n; i++) {
-		while (k < n && st[k] < tl->t[i] - 1e-3)
+		while (k < n && sq[k] < tl->seq[i])
 			k++;
-		if (k < n && fabs(st[k] - tl->t[i]) <= 1e-3)
+		if (k < n && sq[k] == tl->seq[i])
 			jw_double(&p->w, NULL, sb[k]);
 		else
 			jw_null(&p->w, NULL);

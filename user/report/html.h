@@ -18,7 +18,7 @@ struct findings;
 /* Per-layer outstanding bytes at every report; bounded (halved when full). */
 int html_timeline__new(struct html_timeline **out);
 void html_timeline__free(struct html_timeline *h);
-int html_timeline__add(struct html_timeline *h, const struct ml_snapshot *s);
+int html_timeline__add(struct html_timeline *h, const struct ml_snapshot *s, uint64_t seq); /* seq: report's */
 
 struct html_opts {
 	int pid;

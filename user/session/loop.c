@@ -337,7 +337,7 @@ static int session_report(struct session *ss, bool *final)
 	count_steps(ss, snap);
 	exited = exited_view(ss, *final, snap, &xv);
 	err = exited ? 0 : judge(ss, snap, *final || ss->py_exit_due, &judged, &order);
-	if (!err && ss->timeline && html_timeline__add(ss->timeline, snap))
+	if (!err && ss->timeline && html_timeline__add(ss->timeline, snap, ss->seq))
 		err = -ENOMEM;
 	if (err) {
 		ml_err("cannot %s: %s", ss->timeline ? "judge the report, or keep its timeline" : "judge the report",
