@@ -1,6 +1,9 @@
 /* Unit tests of the leak verdicts: growing (by bytes or by count), stable, shrinking, churn, warm-up and ranking. */
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "check.h"
 #include "judge/verdict.h"
 
@@ -119,6 +122,52 @@ static void spread_rows(void)
 	verdicts__free(f.v);
 }
 
+/*
+ * 20,000 stacks whose rows come in another order each report (the snapshot sorts them by bytes): each finds its
+ * own history by its key, the even ones growing by a block a report and the odd ones flat.
+ */
+static void many_rows_find_their_history(void)
+{
+	enum { N = 20000 };
+	struct ml_row *rows = calloc(N, sizeof(*rows));
+	struct verdicts *v = NULL;
+	const struct ml_judgement *jv = NULL;
+	const size_t *order;
+	size_t growing = 0, stable = 0, four = 0;
+	int err = rows ? verdicts__new(&v) : -ENOMEM;
+	double took = 0;
+
+	for (int rep = 0; !err && rep < 5; rep++) {
+		struct ml_snapshot s = {
+		    .rows = rows, .nrows = N, .elapsed_s = 1, .now_ns = (uint64_t)(rep + 1) * 1000000000};
+		struct timespec a, b;
+
+		for (size_t i = 0; i < N; i++) {
+			size_t k = (i * 7919 + (size_t)rep * 104729) % N; /* 7919 is prime to N: every stack once */
+
+			rows[i] =
+			    (struct ml_row){.key = {.tgid = 1 + (uint32_t)(k % 3), .stack_id = k, .caller = k >> 4},
+					    .bytes = 4096 * (k % 2 ? 1 : (uint64_t)rep + 1),
+					    .count = k % 2 ? 1 : (uint64_t)rep + 1};
+		}
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		err = verdicts__update(v, &s, false, 0, &jv, &order);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		took += (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	}
+	for (size_t i = 0; !err && i < N; i++) {
+		growing += rows[i].key.stack_id % 2 == 0 && jv[i].verdict == ML_V_GROWING;
+		stable += rows[i].key.stack_id % 2 == 1 && jv[i].verdict == ML_V_STABLE;
+		four += jv[i].intervals == 4;
+	}
+	CHECK(!err && growing == N / 2 && stable == N / 2 && four == N,
+	      "20,000 rows in a new order each report: each judged on its own five samples");
+	printf("# %zu growing, %zu stable, %zu with 4 intervals; %.1f ms an update\n", growing, stable, four,
+	       took * 1e3 / 5);
+	verdicts__free(v);
+	free(rows);
+}
+
 int main(void)
 {
 	struct ml_judgement j;
@@ -152,6 +201,7 @@ int main(void)
 	CHECK(j.verdict == ML_V_SHRINKING && j.growth_bytes_per_s < 0, "shrinking");
 	weighed_rows();
 	spread_rows();
+	many_rows_find_their_history();
 	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"),
 	      "names");
 	CHECK_EQ_STR(ml_verdict_name(ML_V_IMPORT), "import", "import's name");

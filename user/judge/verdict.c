@@ -9,6 +9,7 @@
 #include <string.h>
 #include "collect/steps.h"
 #include "judge/trend.h"
+#include "lib/hash.h"
 
 /* A stack at one report: its bytes and count as reported, and its records' own bytes and number. */
 struct sample {
@@ -35,8 +36,10 @@ struct hist {
 #define RESTATE_WHOLE 0.9
 
 struct verdicts {
-	struct hist *h; /* sorted by key */
+	struct hist *h; /* in the last snapshot's row order */
 	size_t n;
+	uint32_t *slot; /* h's index by key (find_hist): cap slots (a power of two), each an index + 1 or 0: free */
+	size_t cap;
 	struct ml_judgement *j;
 	size_t *order;
 	double *rank; /* what growing rows are ordered by: their leak score, but see rank_rows() */
@@ -87,15 +90,49 @@ void verdicts__free(struct verdicts *v)
 	if (!v)
 		return;
 	free(v->h);
+	free(v->slot);
 	free(v->j);
 	free(v->order);
 	free(v->rank);
 	free(v);
 }
 
-static int cmp_key(const void *a, const void *b)
+/*
+ * The histories are found by a hash of their key, not kept sorted: sorting moved each 1.3-KB history a dozen
+ * times a report, and with the bsearch took 35-41 % of the tool's CPU at full fidelity (two million records).
+ */
+static uint64_t key_hash(const struct ml_agg_key *k)
 {
-	return memcmp(a, b, sizeof(struct ml_agg_key));
+	return ml_hash_add(ml_hash_add(ml_hash64((uint64_t)k->tgid << 8 | k->layer), k->stack_id), k->caller);
+}
+
+/* The index of h[n] by key, twice as many slots as histories at least. 0 or -ENOMEM. */
+static int index_build(const struct hist *h, size_t n, uint32_t **slot, size_t *cap)
+{
+	size_t c = 16;
+
+	while (c < 2 * n)
+		c *= 2;
+	*slot = calloc(c, sizeof(**slot));
+	if (!*slot)
+		return -ENOMEM;
+	*cap = c;
+	for (size_t i = 0; i < n; i++) {
+		size_t s = key_hash(&h[i].key) & (c - 1);
+
+		while ((*slot)[s])
+			s = (s + 1) & (c - 1);
+		(*slot)[s] = (uint32_t)i + 1;
+	}
+	return 0;
+}
+
+static struct hist *find_hist(const struct verdicts *v, const struct ml_agg_key *k)
+{
+	for (size_t s = v->cap ? key_hash(k) & (v->cap - 1) : 0; v->cap && v->slot[s]; s = (s + 1) & (v->cap - 1))
+		if (!memcmp(&v->h[v->slot[s] - 1].key, k, sizeof(*k)))
+			return &v->h[v->slot[s] - 1];
+	return NULL;
 }
 
 /* The history of a stack as one series, oldest first: folded samples, then the recent ones. */
@@ -444,6 +481,39 @@ static int cmp_order(const void *a, const void *b)
 	return (x > y) - (x < y); /* rows come sorted by bytes */
 }
 
+/* A row of the report at now_ns (now s after the first) judged, its history carried from v's into *h. */
+static struct ml_judgement update_row(const struct verdicts *v, const struct ml_row *r, struct hist *h, uint64_t now_ns,
+				      double now, double interval, bool merge)
+{
+	struct hist *old = find_hist(v, &r->key);
+	/* A stack whose walks were cut short until its table came goes on with the cut row's history. */
+	if (!old && r->cut_count && v->n)
+		old = find_hist(v, &r->cut_key);
+	double age = r->oldest_ts_ns <= now_ns ? (double)(now_ns - r->oldest_ts_ns) / 1e9 : 0;
+	/* Records that come only in on phases (C heap windows, tensor sampling's): timed at the last close. */
+	uint64_t closed = heap_window_row(r)		       ? v->hw_closed_ns
+			  : r->key.layer == ML_LAYER_TORCH_CPU ? v->ts_closed_ns
+							       : 0;
+	const struct step_count *sc = steps__of(v->steps, r->key.tgid);
+	double t = now, steps = sc ? (double)sc->count : 0;
+	struct ml_judgement j;
+	bool held = false;
+
+	if (closed && phase_time(v, closed, old, now_ns, &t)) {
+		held = true;
+		steps = old->recent[old->n_short - 1].steps; /* restated, with its steps */
+	} else if (sc) {
+		held = step_time(old, sc, interval, &t);
+		if (closed) /* the steps at its phase's close, not at the report */
+			steps = steps__count_at(sc, phase_at_ns(v, closed, now_ns));
+	}
+	j = judge_row(h, old, r, t, v->seq ? v->seq : v->updates + 1, merge || held, age, interval, steps,
+		      sc ? (double)sc->sampled : 0);
+	j = by_traits(r, j, old, merge);
+	h->last = j;
+	return j;
+}
+
 int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
 		     const struct ml_judgement **out, const size_t **order)
 {
@@ -452,6 +522,8 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 	size_t *ord = calloc(s->nrows ? s->nrows : 1, sizeof(*ord));
 	double *rank = calloc(s->nrows ? s->nrows : 1, sizeof(*rank));
 	double now, interval = s->elapsed_s;
+	uint32_t *slot;
+	size_t cap;
 	bool merge;
 
 	if (!nh || !j || !ord || !rank) {
@@ -473,38 +545,19 @@ int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_by
 		interval = restate_s;
 	/* Stacks that vanished (all their memory freed) drop their history: the table stays as big as the report. */
 	for (size_t i = 0; i < s->nrows; i++) {
-		const struct ml_row *r = &s->rows[i];
-		struct hist *old = v->n ? bsearch(&r->key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
-		/* A stack whose walks were cut short until its table came goes on with the cut row's history. */
-		if (!old && r->cut_count && v->n)
-			old = bsearch(&r->cut_key, v->h, v->n, sizeof(*v->h), cmp_key);
-		double age = r->oldest_ts_ns <= s->now_ns ? (double)(s->now_ns - r->oldest_ts_ns) / 1e9 : 0;
-		/* Records that come only in on phases (C heap windows, tensor sampling's): timed at the last close. */
-		uint64_t closed = heap_window_row(r)		       ? v->hw_closed_ns
-				  : r->key.layer == ML_LAYER_TORCH_CPU ? v->ts_closed_ns
-								       : 0;
-		const struct step_count *sc = steps__of(v->steps, r->key.tgid);
-		double t = now, steps = sc ? (double)sc->count : 0;
-		bool held = false;
-
-		if (closed && phase_time(v, closed, old, s->now_ns, &t)) {
-			held = true;
-			steps = old->recent[old->n_short - 1].steps; /* restated, with its steps */
-		} else if (sc) {
-			held = step_time(old, sc, interval, &t);
-			if (closed) /* the steps at its phase's close, not at the report */
-				steps = steps__count_at(sc, phase_at_ns(v, closed, s->now_ns));
-		}
-		j[i] = judge_row(&nh[i], old, r, t, v->seq ? v->seq : v->updates + 1, merge || held, age, interval,
-				 steps, sc ? (double)sc->sampled : 0);
-		j[i] = by_traits(r, j[i], old, merge);
-		nh[i].last = j[i];
+		j[i] = update_row(v, &s->rows[i], &nh[i], s->now_ns, now, interval, merge);
 		ord[i] = i;
+	}
+	if (index_build(nh, s->nrows, &slot, &cap)) {
+		free(nh), free(j), free(ord), free(rank);
+		return -ENOMEM;
 	}
 	v->last_now = now;
 	v->updates++;
-	qsort(nh, s->nrows, sizeof(*nh), cmp_key);
 	free(v->h);
+	free(v->slot);
+	v->slot = slot;
+	v->cap = cap;
 	free(v->j);
 	free(v->order), free(v->rank);
 	v->h = nh;
@@ -583,7 +636,7 @@ void verdicts__spread(struct verdicts *v, const struct ml_snapshot *s, bool by_b
 size_t verdicts__series(const struct verdicts *v, const struct ml_agg_key *key, uint64_t *seq, double *bytes,
 			size_t max)
 {
-	const struct hist *h = v->n ? bsearch(key, v->h, v->n, sizeof(*v->h), cmp_key) : NULL;
+	const struct hist *h = find_hist(v, key);
 	size_t n = 0;
 
 	for (uint32_t i = 0; h && i < h->n_long + h->n_short && n < max; i++, n++) {
