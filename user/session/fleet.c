@@ -73,7 +73,7 @@ void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweigh
 	free(v);
 }
 
-size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids)
+size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, enum tracee_walk how, int **pids)
 {
 	size_t n = 0;
 	struct tracee **v = all_of(p, &n);
@@ -85,7 +85,7 @@ size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_
 	}
 	for (size_t i = 0; i < n; i++) {
 		tracee__sample_memory(v[i]);
-		tracee__scan_heap(v[i], l, walk_pace, walk_all);
+		tracee__scan_heap(v[i], l, walk_pace, how);
 		(*pids)[i] = v[i]->pid;
 	}
 	free(v);

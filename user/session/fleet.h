@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "session/tracee.h" /* enum tracee_walk */
 
 struct followers;
 struct ledger;
@@ -32,11 +33,11 @@ struct fleet_procs {
 int fleet__node_add(struct followers *f, bool follow, int pid);
 
 /*
- * Each traced process's resident memory read for this report, and its C heap walked (paced: tracee__scan_heap;
- * every one when walk_all: the final report, or a row of fresh heap waiting to be told); their pids in *pids
- * (malloc'd), the count returned.
+ * Each traced process's resident memory read for this report, and its C heap walked as how says
+ * (tracee__scan_heap: paced, or every one now: the final report, or a row of fresh heap waiting to be told);
+ * their pids in *pids (malloc'd), the count returned.
  */
-size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, bool walk_all, int **pids);
+size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, enum tracee_walk how, int **pids);
 /*
  * The sampled C heap weighed by size from the last walks (tracee__size_due; since_ns, the windows' start, or 0:
  * not by size). A process without PyTorch is walked (or read) once out of turn at the start (tracee__size_base).

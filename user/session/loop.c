@@ -323,7 +323,10 @@ static int session_report(struct session *ss, bool *final)
 		*final = true;
 	/* The memory and heap walks before the records are counted: the C heap's size weights hold for them. */
 	ntraced = fleet__sample_memory(procevents__fleet_of(ss), ss->ledger, 200.0 / o->max_overhead,
-				       *final || ss->walk_soon, &traced);
+				       *final	       ? TRACEE_WALK_LAST
+				       : ss->walk_soon ? TRACEE_WALK_NOW
+						       : TRACEE_WALK_PACED,
+				       &traced);
 	weigh_sizes(ss);
 	err = ledger__collect(ss->ledger, &snap);
 	if (err) {

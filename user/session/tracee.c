@@ -209,9 +209,10 @@ static bool other_heap(const struct tracee *t)
 	return t->probes && probes__heap(t->probes) && !glibc_chunks(t);
 }
 
-void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool force)
+void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, enum tracee_walk how)
 {
 	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
+	bool force = how != TRACEE_WALK_PACED;
 	int err;
 
 	/* glibc's chunk layout only; an exited process keeps its last reading, like its memory. */
@@ -228,15 +229,18 @@ void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool for
 	 * heap past it never has its newest range walked, and a bystander's growth there reads as a leak. */
 	err = heapfrag__scan(&t->frag, t->pid, t->census, force && t->frag.capped ? t->frag.widened + 1 : 0);
 	/*
-	 * A walk the heap changed under counts nothing (the size weights and census keep the last whole one's):
-	 * asked for (the final report, a size base) it is tried again at once, else at the next report rather than
-	 * a paced interval on, TRACEE_BROKEN_RETRIES times in a row. A C program freeing 400,000 blocks a second
-	 * broke 4 walks in a row under ASan, and its leak was weighed at a walk 6 s old: half of what it kept.
+	 * A walk the heap changed under counts nothing (the size weights and census keep the last whole one's). The
+	 * final report's is tried again at once; while the C heap is weighed by size, a paced one at the next
+	 * report rather than a paced interval on, TRACEE_BROKEN_RETRIES times in a row. A C program freeing
+	 * 400,000 blocks a second broke 4 walks in a row under ASan, and its leak was weighed at a walk 6 s old:
+	 * half of what it kept. A PyTorch job's walks (90-300 ms) are not retried between reports: a 0.5-s report
+	 * came late, and the next on its heels.
 	 */
-	for (unsigned int i = 0; force && err != -ESRCH && t->frag.broken && i < TRACEE_BROKEN_RETRIES; i++)
+	for (unsigned int i = 0;
+	     how == TRACEE_WALK_LAST && err != -ESRCH && t->frag.broken && i < TRACEE_BROKEN_RETRIES; i++)
 		err = heapfrag__scan(&t->frag, t->pid, t->census, 0);
-	t->broken_walks = t->frag.broken ? t->broken_walks + 1 : 0;
-	t->frag_next_ns = now + (t->frag.broken && t->broken_walks <= TRACEE_BROKEN_RETRIES
+	t->broken_walks = t->frag.broken && t->size_tried_ns ? t->broken_walks + 1 : 0;
+	t->frag_next_ns = now + (t->broken_walks && t->broken_walks <= TRACEE_BROKEN_RETRIES
 				     ? 0
 				     : (uint64_t)((double)t->frag.scan_ns * (pace > 1 ? pace : 1)));
 	if (err == -ESRCH)
@@ -288,7 +292,7 @@ void tracee__size_base(struct tracee *t, struct ledger *l, uint64_t since_ns)
 	if (other_heap(t))
 		tracee__sample_memory(t);
 	else
-		tracee__scan_heap(t, l, 1, true);
+		tracee__scan_heap(t, l, 1, TRACEE_WALK_NOW);
 }
 
 bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out)
@@ -297,6 +301,7 @@ bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_n
 		return whole_due(t, since_ns, out);
 	if (!since_ns || !t->census) {
 		t->size_base_ns = 0;
+		t->size_tried_ns = 0;
 		sizeweights__drop(sw, t->pid);
 		return false;
 	}

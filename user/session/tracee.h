@@ -114,9 +114,10 @@ void tracee__sample_memory(struct tracee *t);
  * reads most of the heap (90-300 ms for a PyTorch job's 200 MiB) and takes the target's mmap lock for each
  * read: the next one waits pace times as long as the last one took (pace 200 / --max-overhead keeps the
  * walks within half the budget's share of a CPU), the report meanwhile showing the last walk's figures with
- * their age. force: walk now (the final report).
+ * their age. how: paced, now (a row waits for a walk, a size base), or now as the last report's.
  */
-void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, bool force);
+enum tracee_walk { TRACEE_WALK_PACED, TRACEE_WALK_NOW, TRACEE_WALK_LAST };
+void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, enum tracee_walk how);
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 /* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */
