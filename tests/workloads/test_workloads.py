@@ -523,8 +523,10 @@ def losses_loop_default_settings_2s():
     first = next((r for r in reps if r["seq"] == ev["from_report"]), None)
     check(first and first["seq"] <= seq - ev["intervals"], f"the report the judged ones begin at, before report {seq}: {ev}")
     # Their span is the reports', but under tensor sampling a torch_cpu row's samples are timed at the phases that
-    # closed before each report (up to a second before it), so there window_s is not measured between reports.
-    phased = leak["layer"] == "torch_cpu" and any(m["step"] == "torch_cpu sampling" for m in rep["modes"]["shed"])
+    # closed before each report (up to a second before it), and in the C heap's windows a libc row's at the last
+    # window's close (up to a window period before): there window_s is not measured between reports.
+    phased = (leak["layer"] == "torch_cpu" and any(m["step"] == "torch_cpu sampling" for m in rep["modes"]["shed"])) \
+        or (leak["layer"] == "libc" and (rep["modes"].get("libc_windows") or {}).get("windows", 0) > 0)
     print(f"# judged at report {seq} from report {first['seq']}, {ev['window_s']:.2f} s, timed at phases: {phased}", flush=True)
     check(phased or abs(rep["time_unix"] - ev["window_s"] - first["time_unix"]) < 0.5,
           f"the judged reports span window_s: {ev['window_s']} s before report {seq}: {[(r['seq'], round(rep['time_unix'] - r['time_unix'], 2), r['interval_s']) for r in reps]} {ev}")
