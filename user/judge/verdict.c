@@ -9,7 +9,6 @@
 #include <string.h>
 #include "collect/steps.h"
 #include "judge/trend.h"
-#include "lib/hash.h"
 
 /* A stack at one report: its bytes and count as reported, and its records' own bytes and number. */
 struct sample {
@@ -98,14 +97,10 @@ void verdicts__free(struct verdicts *v)
 }
 
 /*
- * The histories are found by a hash of their key, not kept sorted: sorting moved each 1.3-KB history a dozen
- * times a report, and with the bsearch took 35-41 % of the tool's CPU at full fidelity (two million records).
+ * The histories are found by their key's hash (ml_key_hash, as the ledger's rows are), not kept sorted: sorting
+ * moved each 1.3-KB history a dozen times a report, and with the bsearch took 35-41 % of the tool's CPU at full
+ * fidelity (two million records).
  */
-static uint64_t key_hash(const struct ml_agg_key *k)
-{
-	return ml_hash_add(ml_hash_add(ml_hash64((uint64_t)k->tgid << 8 | k->layer), k->stack_id), k->caller);
-}
-
 /* The index of h[n] by key, twice as many slots as histories at least. 0 or -ENOMEM. */
 static int index_build(const struct hist *h, size_t n, uint32_t **slot, size_t *cap)
 {
@@ -118,7 +113,7 @@ static int index_build(const struct hist *h, size_t n, uint32_t **slot, size_t *
 		return -ENOMEM;
 	*cap = c;
 	for (size_t i = 0; i < n; i++) {
-		size_t s = key_hash(&h[i].key) & (c - 1);
+		size_t s = ml_key_hash(&h[i].key) & (c - 1);
 
 		while ((*slot)[s])
 			s = (s + 1) & (c - 1);
@@ -129,8 +124,8 @@ static int index_build(const struct hist *h, size_t n, uint32_t **slot, size_t *
 
 static struct hist *find_hist(const struct verdicts *v, const struct ml_agg_key *k)
 {
-	for (size_t s = v->cap ? key_hash(k) & (v->cap - 1) : 0; v->cap && v->slot[s]; s = (s + 1) & (v->cap - 1))
-		if (!memcmp(&v->h[v->slot[s] - 1].key, k, sizeof(*k)))
+	for (size_t s = v->cap ? ml_key_hash(k) & (v->cap - 1) : 0; v->cap && v->slot[s]; s = (s + 1) & (v->cap - 1))
+		if (ml_key_same(&v->h[v->slot[s] - 1].key, k))
 			return &v->h[v->slot[s] - 1];
 	return NULL;
 }
