@@ -6,7 +6,7 @@
 # output is held back and printed whole, after a "# NAME (SECONDS s)" line, when it ends. The tests whose outcome
 # rests on the share of the machine they get (@alone in tests/integration/harness.py: the tool's measure of its own
 # cost share, the workloads at default settings, a DataLoader whose workers may outrun its main process)
-# run last, one file at a time with nothing beside them.
+# run last, apart from the others, two test files at a time (ALONE_JOBS).
 set -u
 cd "$(dirname "$0")/.."
 B=build/tests
@@ -228,14 +228,15 @@ if [ "${1:-}" != "--unit-only" ]; then
 		debian) env="MEMLEAK_AI_WL_PY=/usr/bin/python3.11 MEMLEAK_AI_WL_SMOKE=1" label="workloads (Debian's torch)" ;;
 		*) env="MEMLEAK_AI_WL_PY=build/venv/$3/bin/python MEMLEAK_AI_WL_SMOKE=1" label="workloads ($3)" ;;
 		esac
-		env MEMLEAK_AI_TEST_PART=$1 $env python3 "$2" >"$out" 2>&1
+		env MEMLEAK_AI_TEST_PART=$1 MEMLEAK_AI_TEST_SHARD=$shard $env python3 "$2" >"$out" 2>&1
 		sed "s/^integration:/$label:/" "$out"
 		rm -f "$out"
 	}
-	# Every test file in both passes (the workloads once), two at a time, the longest first and the two soaks
-	# (busy targets) apart, then any file not named here. The tests that rest on the tool's measure of its own
-	# cost share (@alone) after them, one at a time with nothing beside them.
-	QUEUE="workloads/test_workloads core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
+	# Every test file in both passes (the workloads once), three at a time, the longest first and the two soaks
+	# (busy targets) apart, then any file not named here. The workloads' shared tests, 12.7 min in one file, in
+	# two halves (#K/N: MEMLEAK_AI_TEST_SHARD, by each test's @takes), so that no one file sets the suite's time.
+	# The tests that rest on the tool's measure of its own cost share (@alone) after them, apart from the rest.
+	QUEUE="workloads/test_workloads#1/2 workloads/test_workloads#2/2 core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
 		workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
 		gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
 	QUEUE=$(echo $QUEUE)
@@ -247,7 +248,9 @@ if [ "${1:-}" != "--unit-only" ]; then
 	}
 	# A queue entry (workloads/test_x, name, name:asan): its file in t, how it runs in kind.
 	entry() {
-		py=""
+		py="" shard=""
+		case $1 in *#*) shard=${1#*#} ;; esac
+		set -- "${1%#*}"
 		case $1 in
 		*/*@*) t=tests/${1%@*}.py kind=workloads py=${1#*@} ;;
 		*/*) t=tests/$1.py kind=workloads ;;
@@ -255,7 +258,21 @@ if [ "${1:-}" != "--unit-only" ]; then
 		esac
 		case $1 in *:asan) kind=asan ;; esac
 	}
+	# The @alone part's order: each half of the workloads' beside a file of C targets first (the overhead tests'
+	# busy loops run beside one PyTorch loop, never beside each other), then the rest as they came.
+	alone_order() {
+		for q in "$@"; do
+			case $q in
+			overhead | overhead:asan) ;;
+			'workloads/test_workloads#1/2') echo "$q overhead" ;;
+			'workloads/test_workloads#2/2') echo "$q overhead:asan" ;;
+			*) echo "$q" ;;
+			esac
+		done
+	}
 	ALONE=""
+	ALONE_J=${ALONE_JOBS:-2}
+	case $ALONE_J in '' | *[!0-9]* | 0*) echo "run-tests.sh: ALONE_JOBS must be a whole number from 1 up" >&2; exit 2 ;; esac
 	for q in $QUEUE; do
 		entry "$q"
 		part=""
@@ -264,14 +281,17 @@ if [ "${1:-}" != "--unit-only" ]; then
 			ALONE="$ALONE $q"
 			[ "$(grep -c '^@alone' "$t")" -lt "$(grep -c '^@test' "$t")" ] || continue
 		fi
-		job "$t${py:+@$py}$(label $kind $part)" test $kind "$part" "$t" $py
+		job "$t${py:+@$py}${shard:+ #$shard}$(label $kind $part)" test $kind "$part" "$t" $py
 	done
 	drain
-	for q in $ALONE; do
+	# The @alone files ALONE_JOBS (2) at a time, none beside the shared part: at most one other such test beside
+	# each, no heavier than the `stress-ng --cpu 1` the suite must hold beside (issue 37).
+	J=$ALONE_J
+	for q in $(alone_order $ALONE); do
 		entry "$q"
-		job "$t${py:+@$py}$(label $kind alone)" test $kind alone "$t" $py
-		drain
+		job "$t${py:+@$py}${shard:+ #$shard}$(label $kind alone)" test $kind alone "$t" $py
 	done
+	drain
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

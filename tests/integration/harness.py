@@ -38,9 +38,9 @@ def test_no_asan(fn):
 def alone(fn):
     """Under @test: a test whose outcome rests on the share of the machine it gets: on the tool's measure of its
     own cost share (the --max-overhead budget decides what is traced) or on how fast the parts of its target run
-    against each other. `make test` runs these
-    with nothing else beside them, and every other test two test files at a time: MEMLEAK_AI_TEST_PART=alone
-    runs only these, =shared only the others, =all (or unset) both."""
+    against each other. `make test` runs these after every other test (three test files at a time), two files
+    of them at a time: MEMLEAK_AI_TEST_PART=alone runs only these, =shared only the others, =all (or unset)
+    both."""
     fn.alone = True
     return fn
 
@@ -59,6 +59,43 @@ PART = os.environ.get("MEMLEAK_AI_TEST_PART")
 if PART not in (None, "", "all", "alone", "shared"):
     sys.exit(f"harness: MEMLEAK_AI_TEST_PART must be alone, shared or all, not {PART!r}")
 PART = None if PART in (None, "", "all") else PART
+
+
+def takes(seconds):
+    """Under @test: about how long the test runs on a quiet machine, for MEMLEAK_AI_TEST_SHARD (30 s unmarked)."""
+    def mark(fn):
+        fn.takes = seconds
+        return fn
+    return mark
+
+
+def _shard_spec():
+    """MEMLEAK_AI_TEST_SHARD=K/N: run the K-th of N shares of the tests this run selects (`make test` splits the
+    longest file in two so that it no longer sets the suite's time). Unset: every test."""
+    spec = os.environ.get("MEMLEAK_AI_TEST_SHARD") or ""
+    if not spec:
+        return None
+    k, _, n = spec.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        sys.exit(f"harness: MEMLEAK_AI_TEST_SHARD must be K/N with 1 <= K <= N, not {spec!r}")
+    return int(k), int(n)
+
+
+SHARD = _shard_spec()
+
+
+def _in_shard(chosen):
+    """The tests of shard K: the longest first, each to the share with the least time so far; they run in file order."""
+    if not SHARD:
+        return chosen
+    k, n = SHARD
+    load, mine = [0.0] * n, set()
+    for fn in sorted(chosen, key=lambda f: -getattr(f, "takes", 30)):
+        i = load.index(min(load))
+        load[i] += getattr(fn, "takes", 30)
+        if i == k - 1:
+            mine.add(fn)
+    return [fn for fn in chosen if fn in mine]
 
 
 class Fail(Exception):
@@ -531,11 +568,9 @@ def sweep(name):
 def main():
     only = sys.argv[1:]
     passed = failed = skipped = 0
-    for fn in _tests:
-        if only and fn.__name__ not in only:
-            continue
-        if PART and PART != ("alone" if getattr(fn, "alone", False) else "shared"):
-            continue
+    chosen = [fn for fn in _tests if (not only or fn.__name__ in only) and
+              (not PART or PART == ("alone" if getattr(fn, "alone", False) else "shared"))]
+    for fn in _in_shard(chosen):
         for attempt in (1, 2):
             t0 = time.time()
             try:

@@ -17,7 +17,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import harness  # noqa: E402
-from harness import ROOT, TOOL, Fail, alone, check, flaky, descendants, eq, html_check, main, read_line, test  # noqa: E402
+from harness import ROOT, TOOL, Fail, alone, check, flaky, descendants, eq, html_check, main, read_line, takes, test  # noqa: E402
 
 # The interpreter: MEMLEAK_AI_WL_PY, else PyPI's torch in build/venv/3.12 (scripts/make-venv.sh), the GPU
 # machine's version. MEMLEAK_AI_WL_SMOKE=1 runs the @smoke subset only (the other versions, Debian's torch 1.13).
@@ -371,6 +371,7 @@ def losses_loop_attached_full_fidelity():
 
 
 @test
+@takes(75)
 def losses_loop_fragmentation_full_fidelity():
     """Most of the loop's RSS growth is freed heap pinned by the few blocks a step keeps: at full fidelity the
     C heap's free-but-resident memory is charged to the retained autograd nodes (the forward and loss line),
@@ -580,6 +581,7 @@ def epochs_run(kind):
 
 
 @test
+@takes(190)
 def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     """Issue 39's steps, at default settings with -p and a report every 5 s: the step clock counts the script's
     300 steps of an epoch; the row that keeps a 1 MiB tensor a step reads 1 MiB a step; through the 30-s pause
@@ -733,6 +735,7 @@ def ranks_check(reps, diverged, txt, job, layer):
 
 
 @test
+@takes(75)
 def ranks_one_of_four_diverges_named_at_its_line():
     """Issue 39's ranks: a job of four CPU ranks under --match, at default settings with a report every 2 s. For
     their first 200 steps (10 s or more) the four are the same: no rank is named. Then rank 3 keeps an extra 1 MiB
@@ -742,6 +745,7 @@ def ranks_one_of_four_diverges_named_at_its_line():
 
 
 @test
+@takes(75)
 def ranks_cuda_one_of_four_diverges_on_the_standin_device():
     """Issue 39's ranks on CUDA: the same job's four ranks on the stand-in device (scripts/standin-gpu), the GPU
     layers at full fidelity: rank 3's extra 1 MiB CUDA tensor a step names it, in torch_cuda, at its line."""
@@ -828,6 +832,7 @@ def dataset_cache_default(mode, within, wl_args=()):
 
 
 @test
+@takes(20)
 @alone
 def dataset_class_cache_default_settings_2s():
     dataset_cache_default("p", 6)
@@ -841,6 +846,7 @@ def dataset_class_cache_started_default_settings_2s():
 
 
 @test
+@takes(50)
 @alone
 def losses_loop_started_default_settings_2s():
     """The losses loop under -c at default settings: a top-three candidate at the loss line within ten
@@ -850,6 +856,7 @@ def losses_loop_started_default_settings_2s():
 
 
 @test
+@takes(15)
 @alone
 def models_kept_in_a_list_default_settings():
     leak_run("models_list.py", "p")
@@ -868,6 +875,7 @@ def model_cache_run(maxsize, reports=6):
 
 
 @test
+@takes(40)
 @alone
 def models_kept_by_a_cache_default_settings_5s():
     """Issue 35: an lru_cache(maxsize=None) keyed by the model keeps every round's model (1.1 MiB of parameters
@@ -885,6 +893,7 @@ def models_kept_by_a_cache_default_settings_5s():
 
 
 @test
+@takes(40)
 @alone
 @flaky("issue 37: once in 7 runs a sampled C heap row (detach's TensorImpl, ~8 records at weight 25) rose in its "
        "first 3 intervals and read growing at score 0.5 in report 5 of the bounded cache")
@@ -1307,6 +1316,7 @@ def standin_accounting(expandable, mode="c", raw=None, default=False):
 
 
 @test
+@takes(45)
 @alone
 def standin_gpu_caching_allocator_exact():
     """At default settings, with raw_alloc blocks too, probed by symbol beside the USDT probes: counted once;
@@ -1518,6 +1528,7 @@ def named_lines(doc, change):
 
 
 @test
+@takes(110)
 def diff_names_the_kept_losses_and_gates_on_them():
     """Issue 39's diff: losses.py keeping its losses (twice) and keeping loss.item() (twice: same file, same lines),
     each attached with -p at full fidelity, the allocation layers (libc, torch_cpu), for 600 steps, two runs at a
