@@ -1561,8 +1561,9 @@ def diff_names_the_kept_losses_and_gates_on_them():
                 f"{n} {doc['layers'][n]['b']['per_step'] / 1024:.1f} KiB/step" for n in over), flush=True)
         for a, b in (("F1", "F2"), ("F2", "F1")):
             rc, doc = diff_of(f[a], f[b], "--fail-over-per-step", "2K")
+            rates = {n: [((l.get(r) or {}).get("per_step") or 0) // 1 for r in "ab"] for n, l in doc["layers"].items()}
             eq((rc, [(s["change"], s["frames"][:1]) for s in doc["stacks"]]), (0, []),
-               f"{kind} {a} -> {b}: the fixed loop twice, nothing named, the gate passed")
+               f"{kind} {a} -> {b}: the fixed loop twice, nothing named, the gate passed (bytes a step: {rates})")
         for a, b in (("L1", "L2"), ("L2", "L1")):
             rc, doc = diff_of(f[a], f[b])
             eq([(s["frames"][:1], s["a"], s["b"]) for s in doc["stacks"] if s["change"] == "grown"], [],
