@@ -29,7 +29,7 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
             leaking from three sites under memleak-ai, memray attach, memray run --native, heaptrack -p and (given
             BENCH_MEMLEAK_BPFTOOLS) libbpf-tools memleak: step time against none, start-up, leak named or not
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
-BENCH_PYTHON (/usr/bin/python3.11), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
+BENCH_PYTHON (build/venv/3.12/bin/python: PyPI's torch 2.15; /usr/bin/python3.11 for Debian's 1.13), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
 BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-separated: 2500,10000),
 BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
 BENCH_PEERS_SECONDS (10), BENCH_PEERS_ROUNDS (3), BENCH_PEERS_PYTHON (build/venv/3.12/bin/python),
@@ -60,6 +60,14 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 TOOL = os.environ.get("BENCH_TOOL", os.path.join(ROOT, "memleak-ai"))
 # another build of memleak-ai (an older commit) measured interleaved with TOOL in the overhead bench: ratios new/old
 TOOL_OLD = os.environ.get("BENCH_TOOL_OLD")
+# PyPI's torch 2.15, the one the tests run and users install (scripts/make-venv.sh)
+VENV_PY = os.path.join(ROOT, "build", "venv", "3.12", "bin", "python")
+
+
+def torch_python():
+    """The Python with torch every PyTorch mode runs: BENCH_PYTHON (/usr/bin/python3.11: Debian's torch 1.13), else
+    PyPI's torch 2.15 in build/venv/3.12."""
+    return os.environ.get("BENCH_PYTHON", VENV_PY)
 
 
 def prog_ids(pid):
@@ -247,7 +255,7 @@ def cost_bench():
 def startup_bench():
     """From the command to the probes attached ('attached' on stderr) and to the end of a run of one 0.5 s report,
     at default settings: an idle C target, and an idle PyTorch process (unwinding tables for its ~300 files)."""
-    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    py = torch_python()
     targets = [("C target (mallocbench, idle)", [os.path.join(B, "mallocbench")]),
                ("PyTorch target (torch_step.py after import, idle)", [py, os.path.join(ROOT, "tests", "bench",
                                                                                        "torch_step.py")])]
@@ -323,7 +331,7 @@ def pyframes_bench():
     depth: no tool, memleak-ai (Python frames on), memleak-ai --no-python (the two tool modes in alternating
     order). BPF run time per event from kernel.bpf_stats_enabled, of this memleak-ai's programs only.
     """
-    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    py = torch_python()
     if not os.path.exists(py):
         print(f"  (Python frame-walk benchmark skipped: {py} not found)")
         return
@@ -487,7 +495,7 @@ def unwind_bench():
 
 def tables_bench():
     """The unwinding tables of a PyTorch CPU process, as memleak-ai -v reports them when it attaches (3 attaches)."""
-    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    py = torch_python()
     if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode:
         print("  (table sizes skipped: no torch for " + py + ")")
         return
@@ -522,9 +530,9 @@ def torch_bench():
     PyTorch CPU training step, one process, interleaved: no tool; the torch/CUDA layers; every layer; each
     tool mode with Python frames (the default) and with --no-python.
     """
-    py = "/usr/bin/python3"
+    py = torch_python()
     if not os.path.exists(py):
-        print("  (PyTorch step benchmark skipped: Debian python3 with python3-torch not found)")
+        print(f"  (PyTorch step benchmark skipped: {py} not found; make venv)")
         return
     steps = int(os.environ.get("BENCH_TORCH_STEPS", "20"))
     # step times wander by about 1 %: more rounds for a stable median
@@ -619,9 +627,9 @@ def budget_bench():
     In budget mode one run goes first (the tool measures its cost and switches the C heap to heap-growth
     mode), then the measured run; the planted leak must be flagged at its Python line in that mode.
     """
-    py = "/usr/bin/python3"
+    py = torch_python()
     if not os.path.exists(py):
-        print("  (budget benchmark skipped: Debian python3 with python3-torch not found)")
+        print(f"  (budget benchmark skipped: {py} not found; make venv)")
         return
     script = os.path.join(ROOT, "tests", "bench", "torch_step.py")
     plant_line = next(n for n, t in enumerate(open(script), 1) if "# at: plant\n" in t)
@@ -706,7 +714,7 @@ def fleet_bench():
     import threading
     n = int(os.environ.get("BENCH_FLEET_RANKS", "16"))
     secs = float(os.environ.get("BENCH_FLEET_SECONDS", "60"))
-    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    py = torch_python()
     tag = f"fleet{os.getpid()}"
     ranks = []
     tool = None
@@ -851,7 +859,7 @@ def estimate_bench():
         print(f"  {size:>8} B x {rate}/s, budget {budget}%{', ' + preload if preload else ''}"
               f"{f', {written} B written' if written != 256 else ''}: "
               f"estimate/truth {med_range(ratios, '{:.2f}')}, weight {med_range(weights)}")
-    py = os.environ.get("BENCH_PYTHON", os.path.join(ROOT, "build", "venv", "3.12", "bin", "python"))
+    py = torch_python()
     wl = os.path.join(ROOT, "tests", "workloads")
     ratios = []
     for _ in range(ROUNDS):
@@ -883,9 +891,9 @@ def rss_bench():
     the traced process, and the BPF time of the layer's four programs (the tool's own, counted for every
     process's faults and system calls, so an upper bound) per fault of the traced process.
     """
-    py = "/usr/bin/python3.11"
+    py = torch_python()
     if not os.path.exists(py):
-        print("  (rss benchmark skipped: Debian python3.11 with python3-torch not found)")
+        print(f"  (rss benchmark skipped: {py} not found; make venv)")
         return
     secs = float(os.environ.get("BENCH_RSS_SECONDS", "20"))
     names = {"rss_fault_user", "rss_fault_kernel", "rss_page_alloc", "rss_exit"}
@@ -928,10 +936,10 @@ def rss_bench():
 
 
 def losses_settings(what):
-    """The Python with torch (BENCH_PYTHON, Debian's python3.11 with python3-torch by default),
+    """The Python with torch (torch_python()),
     BENCH_DEFAULT_SECONDS and _ROUNDS, and the workloads' folder, for the benchmarks on
     tests/workloads/losses.py; None (and why, printed) without it."""
-    py = os.environ.get("BENCH_PYTHON", "/usr/bin/python3.11")
+    py = torch_python()
     if not os.path.exists(py):
         print(f"  ({what} benchmark skipped: {py} with torch not found)")
         return None
@@ -1479,7 +1487,6 @@ def findings_bench():
 
 
 # --- peers: the same workloads under Memray, heaptrack and (given a binary) libbpf-tools memleak -------------------
-VENV_PY = os.path.join(ROOT, "build", "venv", "3.12", "bin", "python")
 C_LEAKS = ("leak_session", "leak_token", "leak_frame")  # tests/bench/three_leaks.c
 
 
