@@ -38,9 +38,9 @@ def test_no_asan(fn):
 def alone(fn):
     """Under @test: a test whose outcome rests on the share of the machine it gets: on the tool's measure of its
     own cost share (the --max-overhead budget decides what is traced) or on how fast the parts of its target run
-    against each other. `make test` runs these after every other test (three test files at a time), two files
-    of them at a time: MEMLEAK_AI_TEST_PART=alone runs only these, =shared only the others, =all (or unset)
-    both."""
+    against each other. `make test` runs these after every other test (three test files at a time), one file
+    at a time (a file's shares at once on an idle machine): MEMLEAK_AI_TEST_PART=alone runs only these, =shared
+    only the others, =all (or unset) both."""
     fn.alone = True
     return fn
 
