@@ -6,7 +6,7 @@
 # output is held back and printed whole, after a "# NAME (SECONDS s)" line, when it ends. The tests whose outcome
 # rests on the share of the machine they get (@alone in tests/integration/harness.py: the tool's measure of its own
 # cost share, the workloads at default settings, a DataLoader whose workers may outrun its main process)
-# run last, apart from the others, two test files at a time (ALONE_JOBS).
+# run last, apart from the others, one file at a time (the workloads' two halves at once on an idle machine).
 set -u
 cd "$(dirname "$0")/.."
 B=build/tests
@@ -233,10 +233,11 @@ if [ "${1:-}" != "--unit-only" ]; then
 		rm -f "$out"
 	}
 	# Every test file in both passes (the workloads once), three at a time, the longest first and the two soaks
-	# (busy targets) apart, then any file not named here. The workloads' shared tests, 12.7 min in one file, in
-	# two halves (#K/N: MEMLEAK_AI_TEST_SHARD, by each test's @takes), so that no one file sets the suite's time.
-	# The tests that rest on the tool's measure of its own cost share (@alone) after them, apart from the rest.
-	QUEUE="workloads/test_workloads#1/2 workloads/test_workloads#2/2 core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
+	# (busy targets) apart, then any file not named here. The tests that rest on the tool's measure of its own
+	# cost share (@alone) after them, apart from the rest. (The workloads' shared tests stay one file: in two
+	# halves beside a third file they ran 1 min sooner, but put two PyTorch loops beside the epochs test, whose
+	# sampled row then read stable through its pause, beside stress-ng.)
+	QUEUE="workloads/test_workloads core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
 		workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
 		gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
 	QUEUE=$(echo $QUEUE)
@@ -276,7 +277,11 @@ if [ "${1:-}" != "--unit-only" ]; then
 		part=""
 		if grep -q '^@alone' "$t"; then
 			part=shared
-			ALONE="$ALONE $q"
+			# The workloads' @alone tests in two halves (#K/N: MEMLEAK_AI_TEST_SHARD, by each test's @takes).
+			case $q in
+			workloads/test_workloads) ALONE="$ALONE $q#1/2 $q#2/2" ;;
+			*) ALONE="$ALONE $q" ;;
+			esac
 			[ "$(grep -c '^@alone' "$t")" -lt "$(grep -c '^@test' "$t")" ] || continue
 		fi
 		job "$t${py:+@$py}${shard:+ #$shard}$(label $kind $part)" test $kind "$part" "$t" $py
