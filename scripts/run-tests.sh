@@ -292,8 +292,7 @@ if [ "${1:-}" != "--unit-only" ]; then
 	# and 7/7, in 251 and 278 s against 505 s in turn). The C targets' files (the overhead tests' busy loops, the
 	# demo) failed beside one, and two halves failed beside `stress-ng --cpu 1`: a machine that other work keeps
 	# busy gets them one at a time.
-	busy=$(others_busy)
-	if [ "$busy" -gt 25 ] && [ "$ALONE_J" -gt 1 ]; then
+	if [ "$ALONE_J" -gt 1 ] && busy=$(others_busy) && [ "$busy" -gt 25 ]; then
 		echo "# the @alone part one file at a time: other processes kept $busy % of a CPU busy"
 		ALONE_J=1
 	fi

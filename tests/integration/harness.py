@@ -71,7 +71,7 @@ def takes(seconds):
 
 def _shard_spec():
     """MEMLEAK_AI_TEST_SHARD=K/N: run the K-th of N shares of the tests this run selects (`make test` splits the
-    longest file in two so that it no longer sets the suite's time). Unset: every test."""
+    workloads' @alone tests in two, to run at once on an idle machine). Unset: every test."""
     spec = os.environ.get("MEMLEAK_AI_TEST_SHARD") or ""
     if not spec:
         return None

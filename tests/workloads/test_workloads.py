@@ -371,7 +371,6 @@ def losses_loop_attached_full_fidelity():
 
 
 @test
-@takes(75)
 def losses_loop_fragmentation_full_fidelity():
     """Most of the loop's RSS growth is freed heap pinned by the few blocks a step keeps: at full fidelity the
     C heap's free-but-resident memory is charged to the retained autograd nodes (the forward and loss line),
@@ -581,7 +580,6 @@ def epochs_run(kind):
 
 
 @test
-@takes(190)
 def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     """Issue 39's steps, at default settings with -p and a report every 5 s: the step clock counts the script's
     300 steps of an epoch; the row that keeps a 1 MiB tensor a step reads 1 MiB a step; through the 30-s pause
@@ -735,7 +733,6 @@ def ranks_check(reps, diverged, txt, job, layer):
 
 
 @test
-@takes(75)
 def ranks_one_of_four_diverges_named_at_its_line():
     """Issue 39's ranks: a job of four CPU ranks under --match, at default settings with a report every 2 s. For
     their first 200 steps (10 s or more) the four are the same: no rank is named. Then rank 3 keeps an extra 1 MiB
@@ -745,7 +742,6 @@ def ranks_one_of_four_diverges_named_at_its_line():
 
 
 @test
-@takes(75)
 def ranks_cuda_one_of_four_diverges_on_the_standin_device():
     """Issue 39's ranks on CUDA: the same job's four ranks on the stand-in device (scripts/standin-gpu), the GPU
     layers at full fidelity: rank 3's extra 1 MiB CUDA tensor a step names it, in torch_cuda, at its line."""
@@ -1528,7 +1524,6 @@ def named_lines(doc, change):
 
 
 @test
-@takes(110)
 def diff_names_the_kept_losses_and_gates_on_them():
     """Issue 39's diff: losses.py keeping its losses (twice) and keeping loss.item() (twice: same file, same lines),
     each attached with -p at full fidelity, the allocation layers (libc, torch_cpu), for 600 steps, two runs at a
