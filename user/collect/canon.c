@@ -22,7 +22,7 @@ struct canon_ent {
 };
 
 struct shown_ent {
-	uint32_t tgid;
+	uint32_t tgid, pass; /* pass: the last sweep a live stack was shown by it */
 	uint64_t how, first;
 };
 
@@ -74,7 +74,7 @@ static uint64_t shown_as(struct canon *c, uint32_t tgid, uint64_t id, uint64_t h
 		free(e);
 		return id;
 	}
-	*e = (struct shown_ent){.tgid = tgid, .how = how, .first = id};
+	*e = (struct shown_ent){.tgid = tgid, .pass = c->pass, .how = how, .first = id};
 	return id;
 }
 
@@ -107,39 +107,38 @@ uint64_t canon__of(struct canon *c, uint32_t tgid, uint64_t id, unsigned int *tr
 	return e->canon;
 }
 
+/* An id entry seen in this pass stays, and keeps the way of reading it is shown by. */
+static bool keep_id(void *ctx, uint64_t key, void *val)
+{
+	struct canon *c = ctx;
+	struct canon_ent *e = val;
+	struct shown_ent *se;
+
+	if (e->pass != c->pass) {
+		free(e);
+		return false;
+	}
+	se = e->how ? u64map__get(&c->shown, canon_key(e->tgid, e->how)) : NULL;
+	if (se && se->first == e->canon)
+		se->pass = c->pass;
+	return true;
+}
+
+/* A way of reading stays while a live stack is shown by it (one dropped is only learnt again). */
+static bool keep_shown(void *ctx, uint64_t key, void *val)
+{
+	struct canon *c = ctx;
+	struct shown_ent *se = val;
+
+	if (se->pass == c->pass)
+		return true;
+	free(se);
+	return false;
+}
+
+/* In place: rebuilding both maps each report was a fifth of the tool's CPU on 480,000 stacks of torch's import. */
 void canon__sweep(struct canon *c)
 {
-	struct u64map keep = {}, shown = {};
-
-	if (!c->ids.n)
-		return;
-	for (size_t i = 0; i < c->ids.cap; i++) {
-		struct canon_ent *e = c->ids.slots[i].val;
-
-		if (!e)
-			continue;
-		if (e->pass != c->pass || u64map__put(&keep, c->ids.slots[i].key, e)) {
-			free(e);
-			continue;
-		}
-		if (e->how) {
-			uint64_t k = canon_key(e->tgid, e->how);
-			struct shown_ent *se = u64map__get(&c->shown, k);
-
-			/* Kept while a live stack is shown by it (a failed put only makes it be learnt again). */
-			if (se && se->first == e->canon && !u64map__get(&shown, k))
-				u64map__put(&shown, k, se);
-		}
-	}
-	free(c->ids.slots);
-	c->ids = keep;
-	/* The ways of reading still in use moved to the new map; free the rest. */
-	for (size_t i = 0; i < c->shown.cap; i++) {
-		struct shown_ent *se = c->shown.slots[i].val;
-
-		if (se && u64map__get(&shown, c->shown.slots[i].key) != se)
-			free(se);
-	}
-	free(c->shown.slots);
-	c->shown = shown;
+	u64map__sweep(&c->ids, keep_id, c);
+	u64map__sweep(&c->shown, keep_shown, c);
 }

@@ -69,6 +69,40 @@ int u64map__put(struct u64map *m, uint64_t key, void *val)
 	return 0;
 }
 
+/*
+ * Empties slot i and moves later entries of its run back into the hole when their home slot is not after
+ * it, so that every lookup still meets them before an empty slot (linear probing's deletion, no tombstones).
+ */
+static void remove_at(struct u64map *m, size_t i)
+{
+	size_t mask = m->cap - 1;
+
+	for (size_t j = (i + 1) & mask; m->slots[j].val; j = (j + 1) & mask) {
+		size_t home = ml_hash64(m->slots[j].key) & mask;
+
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			m->slots[i] = m->slots[j];
+			i = j;
+		}
+	}
+	m->slots[i] = (struct u64slot){0};
+	m->n--;
+}
+
+/*
+ * Slot i is looked at again after a removal, since an entry moved into it. An entry from the table's start
+ * (its run wrapped) may move to the end and be asked again: hence keep's "called again for kept entries".
+ */
+void u64map__sweep(struct u64map *m, u64map_keep_fn keep, void *ctx)
+{
+	for (size_t i = 0; i < m->cap;) {
+		if (m->slots[i].val && !keep(ctx, m->slots[i].key, m->slots[i].val))
+			remove_at(m, i);
+		else
+			i++;
+	}
+}
+
 void u64map__free_values(struct u64map *m)
 {
 	size_t i;
