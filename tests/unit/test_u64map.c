@@ -74,7 +74,8 @@ static void sweep_round(const char *what, uint64_t (*key_of)(int i))
 		c.drop_every = every[k];
 		c.refused = 0;
 		u64map__sweep(&map, keep_some, &c);
-		snprintf(name, sizeof(name), "%s: a sweep dropping every %u-th key keeps the rest findable", what, every[k]);
+		snprintf(name, sizeof(name), "%s: a sweep dropping every %u-th key keeps the rest findable", what,
+			 every[k]);
 		CHECK(!mismatches(&map, &m) && map.n == before - c.refused && map.cap == cap, name);
 	}
 	snprintf(name, sizeof(name), "%s: the last sweep left nothing", what);

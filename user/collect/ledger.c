@@ -44,7 +44,7 @@ struct ledger {
 	size_t rows_cap, procs_cap;
 	struct row_index idx;
 	struct ml_row *prev; /* previous rows, sorted by key */
-	size_t nprev;
+	size_t nprev, cap_prev;
 	uint64_t prev_stats[ML_STAT_SLOTS];
 	uint64_t *pcpu;
 	struct devsplit *gpu;	   /* this pass's cuda and torch_cuda allocations, per device */
@@ -470,15 +470,15 @@ static int add_growth(struct ledger *l)
 	for (size_t j = 0; j < l->nprev; j++)
 		if (prev_rows[j].key.layer < ML_LAYER_MAX)
 			s->layers[prev_rows[j].key.layer].growth_bytes -= (int64_t)prev_rows[j].bytes;
-	l->prev = malloc((nrows ? nrows : 1) * sizeof(*l->prev));
-	free(prev_rows);
-	if (l->prev) {
-		if (nrows) /* s->rows is NULL while no row was ever made: memcpy's source must not be */
-			memcpy(l->prev, s->rows, nrows * sizeof(*s->rows));
-		l->nprev = nrows;
-	} else {
+	/* In place, as big as the largest report yet: a new buffer each report faulted in 72 MB at 480,000 rows. */
+	if (ml_grow(&l->prev, &l->cap_prev, nrows ? nrows : 1, sizeof(*l->prev))) {
 		l->nprev = 0;
+		return 0;
 	}
+	if (nrows) /* s->rows is NULL while no row was ever made: memcpy's source must not be */
+		memcpy(l->prev, s->rows, nrows * sizeof(*s->rows));
+	l->nprev = nrows;
+	ml_fit(&l->prev, &l->cap_prev, nrows, sizeof(*l->prev));
 	return 0;
 }
 

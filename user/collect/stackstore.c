@@ -425,6 +425,23 @@ int stackstore__flags(struct stackstore *ss, uint64_t id)
 	return flags;
 }
 
+int stackstore__leaf(struct stackstore *ss, uint64_t id, uint64_t *word)
+{
+	const struct stack_ent *e;
+	int flags = -ENOENT;
+
+	*word = 0;
+	pthread_mutex_lock(&ss->lock);
+	e = find(ss, id);
+	if (e) {
+		flags = e->flags;
+		if (e->leaf)
+			*word = ss->frames[ss->nodes[e->leaf - 1].frame];
+	}
+	pthread_mutex_unlock(&ss->lock);
+	return flags;
+}
+
 void stackstore__stats(struct stackstore *ss, struct stackstore_stats *out)
 {
 	pthread_mutex_lock(&ss->lock);

@@ -52,6 +52,8 @@ void stackstore__on_new(struct stackstore *ss, stackstore_new_fn fn, void *ctx);
 
 /* The ML_STACK_* flags of the stack with this id, or -ENOENT. */
 int stackstore__flags(struct stackstore *ss, uint64_t id);
+/* Its flags (or -ENOENT) and, in *word, its innermost word (0 for an empty stack), without copying the rest. */
+int stackstore__leaf(struct stackstore *ss, uint64_t id, uint64_t *word);
 
 void stackstore__stats(struct stackstore *ss, struct stackstore_stats *out);
 

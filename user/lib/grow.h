@@ -28,4 +28,21 @@ static inline int ml_grow(void *p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+/*
+ * Give back what an array grown for a burst no longer needs: once its capacity is over four times need (and 64
+ * more), it is cut to need + 64. Keeps the old buffer when realloc fails.
+ */
+static inline void ml_fit(void *p, size_t *cap, size_t need, size_t elem)
+{
+	void **pp = p, *q;
+
+	if (*cap <= 4 * need + 64)
+		return;
+	q = realloc(*pp, (need + 64) * elem);
+	if (!q)
+		return;
+	*pp = q;
+	*cap = need + 64;
+}
+
 #endif
