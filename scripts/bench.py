@@ -66,8 +66,9 @@ VENV_PY = os.path.join(ROOT, "build", "venv", "3.12", "bin", "python")
 
 def torch_python():
     """The Python with torch every PyTorch mode runs: BENCH_PYTHON (/usr/bin/python3.11: Debian's torch 1.13), else
-    PyPI's torch 2.15 in build/venv/3.12."""
-    return os.environ.get("BENCH_PYTHON", VENV_PY)
+    PyPI's torch 2.15 in build/venv/3.12. A path is made absolute: modes run their loops from the workloads' folder."""
+    py = os.environ.get("BENCH_PYTHON", VENV_PY)
+    return os.path.abspath(py) if "/" in py else py
 
 
 def prog_ids(pid):
