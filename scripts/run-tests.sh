@@ -234,9 +234,10 @@ if [ "${1:-}" != "--unit-only" ]; then
 	}
 	# Every test file in both passes (the workloads once), three at a time, the longest first and the two soaks
 	# (busy targets) apart, then any file not named here. The tests that rest on the tool's measure of its own
-	# cost share (@alone) after them, apart from the rest. (The workloads' shared tests stay one file: in two
+	# cost share (@alone) after them, apart from the rest. (The workloads' shared tests stay one job: in two
 	# halves beside a third file they ran 1 min sooner, but put two PyTorch loops beside the epochs test, whose
-	# sampled row then read stable through its pause, beside stress-ng.)
+	# sampled row then read stable through its pause, beside stress-ng. Only their @beside tests, exact
+	# accounting on the stand-in GPU with no libc probes, are a job of their own, as another file's would be.)
 	QUEUE="workloads/test_workloads core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
 		workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
 		gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
@@ -269,7 +270,14 @@ if [ "${1:-}" != "--unit-only" ]; then
 		b1=$(($2 + $3 + $4 + $7 + $8 + $9)) t1=$(($2 + $3 + $4 + $5 + $6 + $7 + $8 + $9))
 		echo $(((b1 - b0) * 100 * $(nproc) / (t1 - t0 + 1)))
 	}
-	ALONE=""
+	ALONE="" BESIDE=""
+	flush_beside() {
+		for q in $BESIDE; do
+			entry "$q"
+			job "$t$(label $kind beside)" test $kind beside "$t"
+		done
+		BESIDE=""
+	}
 	ALONE_J=${ALONE_JOBS:-2}
 	case $ALONE_J in '' | *[!0-9]* | 0*) echo "run-tests.sh: ALONE_JOBS must be a whole number from 1 up" >&2; exit 2 ;; esac
 	for q in $QUEUE; do
@@ -284,8 +292,16 @@ if [ "${1:-}" != "--unit-only" ]; then
 			esac
 			[ "$(grep -c '^@alone' "$t")" -lt "$(grep -c '^@test' "$t")" ] || continue
 		fi
+		# A file's @beside tests (the workloads' stand-in GPU accounting) in a job of their own, queued after the
+		# longest files: its other shared tests then run one after another without them.
+		if [ -z "$py" ] && grep -q '^@beside' "$t"; then
+			BESIDE="$BESIDE $q"
+			part=shared
+		fi
 		job "$t${py:+@$py}${shard:+ #$shard}$(label $kind $part)" test $kind "$part" "$t" $py
+		case " $QUEUE " in *" $q "*" core:asan "*) ;; *) flush_beside ;; esac
 	done
+	flush_beside
 	drain
 	# The @alone files one at a time, but for the shares of one file (the workloads'), which run ALONE_JOBS (2) at
 	# a time on an otherwise idle machine: PyTorch loops beside PyTorch loops (both halves at once passed, 8/8

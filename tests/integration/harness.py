@@ -45,6 +45,14 @@ def alone(fn):
     return fn
 
 
+def beside(fn):
+    """Under @test, in a file whose shared tests run one after another (the workloads'): a test that may run beside
+    that file's others, in a job of its own, as the other files' tests do: it checks exact accounting, not what
+    timing or the machine's share decides. MEMLEAK_AI_TEST_PART=beside runs only these; =shared leaves them out."""
+    fn.beside = True
+    return fn
+
+
 def flaky(why):
     """Under @test: a test known to fail now and then for a reason not yet fixed (why, with its issue). A failure
     is printed with the reason and the test runs once more; it passes only if that run passes. Every retry is
@@ -56,8 +64,8 @@ def flaky(why):
 
 
 PART = os.environ.get("MEMLEAK_AI_TEST_PART")
-if PART not in (None, "", "all", "alone", "shared"):
-    sys.exit(f"harness: MEMLEAK_AI_TEST_PART must be alone, shared or all, not {PART!r}")
+if PART not in (None, "", "all", "alone", "shared", "beside"):
+    sys.exit(f"harness: MEMLEAK_AI_TEST_PART must be alone, shared, beside or all, not {PART!r}")
 PART = None if PART in (None, "", "all") else PART
 
 
@@ -565,11 +573,15 @@ def sweep(name):
         print(f"# {name} left {len(left)} processes running, ended now: {left}", flush=True)
 
 
+def _part(fn):
+    """The part of `make test` fn runs in: alone, beside (its file's shared part, in a job of its own) or shared."""
+    return "alone" if getattr(fn, "alone", False) else "beside" if getattr(fn, "beside", False) else "shared"
+
+
 def main():
     only = sys.argv[1:]
     passed = failed = skipped = 0
-    chosen = [fn for fn in _tests if (not only or fn.__name__ in only) and
-              (not PART or PART == ("alone" if getattr(fn, "alone", False) else "shared"))]
+    chosen = [fn for fn in _tests if (not only or fn.__name__ in only) and (not PART or PART == _part(fn))]
     for fn in _in_shard(chosen):
         for attempt in (1, 2):
             t0 = time.time()

@@ -17,7 +17,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import harness  # noqa: E402
-from harness import ROOT, TOOL, Fail, alone, check, flaky, descendants, eq, html_check, main, read_line, takes, test  # noqa: E402
+from harness import ROOT, TOOL, Fail, alone, beside, check, flaky, descendants, eq, html_check, main, read_line, takes, test  # noqa: E402
 
 # The interpreter: MEMLEAK_AI_WL_PY, else PyPI's torch in build/venv/3.12 (scripts/make-venv.sh), the GPU
 # machine's version. MEMLEAK_AI_WL_SMOKE=1 runs the @smoke subset only (the other versions, Debian's torch 1.13).
@@ -1321,16 +1321,19 @@ def standin_gpu_caching_allocator_exact():
 
 
 @test
+@beside
 def standin_gpu_expandable_segments_exact():
     standin_accounting(True)
 
 
 @test
+@beside
 def standin_gpu_raw_alloc_symbols_semaphore_off_exact():
     standin_accounting(False, raw="symbols")
 
 
 @test
+@beside
 def standin_gpu_attached_after_cuda_init_exact():
     """The same attached with -p once torch.cuda is initialised (and before the loop's first tensor): what the
     tool saw since attach is all there is, so the figures are exact as under -c."""
@@ -1338,6 +1341,7 @@ def standin_gpu_attached_after_cuda_init_exact():
 
 
 @test  # exact figures of unsampled layers: they do not rest on the machine's share
+@beside
 def standin_gpu_kept_tensors_started_ending_peaks():
     """cuda_steps.py under -c at default settings on the stand-in device: it keeps a 1 MiB tensor a step for 300
     steps, writes PyTorch's own peaks and returns, and its teardown frees every tensor. The final report, after
@@ -1379,6 +1383,7 @@ def fragmented_cache(env):
 
 
 @test
+@beside
 def standin_gpu_fragmented_expandable_segments_pinned_by_rows():
     """The same with expandable segments: each pool's segment is one range grown by cuMemMap'd 2 MiB pages, and
     the pinned bytes are counted over the mapped ranges. PyTorch 2.15 keeps the freed pages between live blocks
@@ -1389,6 +1394,7 @@ def standin_gpu_fragmented_expandable_segments_pinned_by_rows():
 
 
 @test
+@beside
 def standin_gpu_fragmented_cache_pinned_by_rows():
     """The cache fragmented on purpose (cuda_frag.py): four live 2 MiB blocks keep a 20 MiB segment, and a live
     1 MiB tensor a 2 MiB one. The device's pinned bytes equal what memory_snapshot() says the segments holding a
@@ -1434,6 +1440,7 @@ def mib_text(n, digits=2):
 
 
 @test
+@beside
 def standin_gpu_out_of_memory_report():
     """A 64 MiB stand-in device filled with 8 MiB tensors (cuda_oom.py) under -c: when cudaMalloc fails, one
     report is written at once (the caching allocator's retry and raise are the same burst) naming the failed
@@ -1459,6 +1466,7 @@ def standin_gpu_out_of_memory_report():
 
 
 @test
+@beside
 def standin_gpu_out_of_memory_by_memory_fraction():
     """The same loop allowed 32 MiB (set_per_process_memory_fraction: half the 64 MiB stand-in device): the
     caching allocator raises with no failed call, when a third 20 MiB segment would pass 32 MiB. The entry probe on
