@@ -140,6 +140,7 @@ static void two_runs(struct diff_run **a, struct diff_run **b)
 	add(*a, "50", 4 * MIB, 0), add(*b, "50", 64 * KIB, 0);		       /* freed */
 	add(*b, "60", 2 * MIB, 0);					       /* new, held, not growing */
 	add(*a, "70", 256, 0), add(*b, "70", 133 * KIB, 8 * KIB);	       /* transient buffers' slope */
+	add(*a, "80", 133 * KIB, 8 * KIB), add(*b, "80", 256, 0);	       /* ... in A, caught there */
 	diffrun__add_layer(*a, "torch_cpu", &(struct diff_figs){.bytes = 53 * MIB, .per_step = 40 * KIB, .stepped = 1});
 	diffrun__add_layer(*b, "torch_cpu",
 			   &(struct diff_figs){.bytes = 231 * MIB, .per_step = 116 * KIB, .stepped = 1});
@@ -169,7 +170,8 @@ static void judged(void)
 	CHECK(it && it->change == DIFF_SHRUNK, "4 MiB to 64 KiB: shrunk");
 	CHECK(!item_at(&res, 40), "40 -> 52 KiB/step and 40 MiB -> 48 MiB at equal steps: not doubled, not named");
 	CHECK(!item_at(&res, 70), "8 KiB a step over 1,000 steps holding 133 KiB: not borne out, not named");
-	CHECK(!item_at(&res, 10) && res.unchanged == 3 && res.matched == 4, "three unchanged of four matched");
+	CHECK(!item_at(&res, 80), "the same in A, none in B: the fall not borne out either, not named shrunk");
+	CHECK(!item_at(&res, 10) && res.unchanged == 4 && res.matched == 5, "four unchanged of five matched");
 	CHECK(res.nlayers == 2 && !strcmp(res.layers[0].name, "torch_cpu") && res.layers[0].over &&
 		  !strcmp(res.layers[1].name, "libc") && !res.layers[1].a && !res.layers[1].over,
 	      "the gate on layers: torch_cpu 76 KiB a step more is over 10 KiB; libc, in B only, 4 KiB is not");

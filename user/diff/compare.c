@@ -44,22 +44,26 @@ static bool rose(double from, double to, double floor)
 }
 
 /*
- * Whether a rise of growth per step is borne out by the bytes held: at least a third of what it would add over the
- * steps compared. A row of transient buffers (a backward pass's 130 KiB, there at some reports and not others) reads
- * a slope of 1.1 KiB a step over 600 steps while it holds no more; a leak holds what it grows by. Per second, the
- * runs' durations are not known: true.
+ * Whether a change of growth per step is borne out by the bytes held: they moved the same way by at least a third
+ * of what the change adds (or takes away) over the steps compared. A row of transient buffers (a backward pass's
+ * 130 KiB, there at some reports and not others) reads a slope of 1.1 KiB a step over 600 steps while it holds no
+ * more; a leak holds what it grows by. Each way: two runs of a fixed loop, the buffers caught in one, named the
+ * row shrunk one way round. Per second, the runs' durations are not known: true.
  */
-static bool borne_out(const struct diff_result *res, const struct diff_item *it)
+static bool borne_out(const struct diff_result *res, double bytes_rise, double rate_rise)
 {
 	double steps = res->at_steps ? res->at_steps : res->b->steps;
 
-	return !res->per_step || it->b_bytes - it->a_bytes >= (it->b_rate - it->a_rate) * steps / 3;
+	return !res->per_step || bytes_rise >= rate_rise * steps / 3;
 }
 
 /* What changed between a and b (either may be NULL), or DIFF_CHANGES when nothing worth naming did. */
 static enum diff_change judge(const struct diff_result *res, const struct diff_opts *o, const struct diff_item *it)
 {
-	bool faster = rose(it->a_rate, it->b_rate, o->min_rate) && borne_out(res, it);
+	bool faster = rose(it->a_rate, it->b_rate, o->min_rate) &&
+		      borne_out(res, it->b_bytes - it->a_bytes, it->b_rate - it->a_rate);
+	bool slower = rose(it->b_rate, it->a_rate, o->min_rate) &&
+		      borne_out(res, it->a_bytes - it->b_bytes, it->a_rate - it->b_rate);
 
 	/* a run that listed its top stacks only says nothing of one smaller than the smallest it listed */
 	if (!it->a && faster)
@@ -74,7 +78,7 @@ static enum diff_change judge(const struct diff_result *res, const struct diff_o
 			   : DIFF_CHANGES;
 	if (faster || rose(it->a_bytes, it->b_bytes, o->min_bytes))
 		return DIFF_GROWN;
-	if (rose(it->b_rate, it->a_rate, o->min_rate) || rose(it->b_bytes, it->a_bytes, o->min_bytes))
+	if (slower || rose(it->b_bytes, it->a_bytes, o->min_bytes))
 		return DIFF_SHRUNK;
 	return DIFF_CHANGES;
 }
