@@ -48,6 +48,11 @@ struct stackstore {
 	struct node *nodes;
 	size_t nnodes, cap_nodes;
 	struct index32 nidx;
+	/* The last stack added, outermost word first, with its nodes: the next one's shared outer words need no
+	 * lookup (consecutive stacks of a thread mostly differ near the allocation). path_len 0: none. */
+	uint64_t path_word[ML_STACK_WORDS];
+	uint32_t path_node[ML_STACK_WORDS];
+	size_t path_len;
 	struct ring_buffer *rb;
 	uint64_t received, collisions, malformed;
 	/*
@@ -248,16 +253,25 @@ static int add_locked(struct stackstore *ss, const void *rec, size_t len)
 	    index_room(&ss->sidx, ss->nents, stack_key, stack_is, ss))
 		return -ENOMEM;
 	/* From the outermost word in, so stacks that differ only near the allocation share every other node. */
-	for (size_t k = words; k-- > 0;) {
-		int64_t f = frame_id(ss, st->ips[k]), nd;
+	for (size_t k = words, p = 0, same = 1; k-- > 0; p++) {
+		int64_t f, nd;
 
-		if (f < 0)
-			return (int)f;
-		nd = node_id(ss, leaf, (uint32_t)f);
-		if (nd < 0)
+		if (same && p < ss->path_len && ss->path_word[p] == st->ips[k]) {
+			leaf = ss->path_node[p];
+			continue;
+		}
+		same = 0;
+		f = frame_id(ss, st->ips[k]);
+		nd = f < 0 ? f : node_id(ss, leaf, (uint32_t)f);
+		if (nd < 0) {
+			ss->path_len = 0; /* its words past p are another stack's */
 			return (int)nd;
+		}
 		leaf = (uint32_t)nd;
+		ss->path_word[p] = st->ips[k];
+		ss->path_node[p] = leaf;
 	}
+	ss->path_len = words;
 	e = (struct stack_ent){
 	    .id = st->id, .leaf = leaf, .nr = (uint8_t)st->nr, .nr_py = (uint8_t)st->nr_py, .flags = st->flags};
 	i = index_find(&ss->sidx, st->id, stack_is, ss);
