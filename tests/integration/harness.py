@@ -166,6 +166,41 @@ def read_line(f, timeout, what, left=None):
     raise Fail(f"timed out waiting for {what} (got {bytes(buf[-300:])!r})")
 
 
+def _cpu_ticks(pid):
+    """User plus system clock ticks of a process, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def read_start_line(proc, idle_s, what, cap_s=600):
+    """A starting process's first line, waited for as long as its start makes progress: Fail once it has used no
+    CPU for idle_s seconds, or has ended, or after cap_s. `import torch` takes 5 s alone and over 60 beside
+    stress-ng and three test jobs (a fixture that said nothing in 60 s, 2026-11-30)."""
+    buf, fd, t0 = bytearray(), proc.stdout.fileno(), time.time()
+    last, busy_at = _cpu_ticks(proc.pid), t0
+    while time.time() - t0 < cap_s:
+        if select.select([fd], [], [], 1.0)[0]:
+            c = os.read(fd, 1)
+            if not c:
+                break
+            if c == b"\n":
+                return buf.decode(errors="replace")
+            buf += c
+            continue
+        now, ticks = time.time(), _cpu_ticks(proc.pid)
+        if ticks is None:
+            break
+        if ticks != last:
+            last, busy_at = ticks, now
+        elif now - busy_at > idle_s:
+            raise Fail(f"timed out waiting for {what}: no CPU used for {idle_s} s (got {bytes(buf[-300:])!r})")
+    raise Fail(f"timed out waiting for {what} (got {bytes(buf[-300:])!r})")
+
+
 def drain(f, what, timeout=10):
     """The rest of a pipe whose writer has exited, up to its end. A process the writer left behind that still
     holds the pipe (a forked child that never ended) would make a plain read wait forever: after timeout seconds
@@ -322,10 +357,10 @@ def attached_run(argv, *tool_args, after_go=None, after_tool=None, ready_timeout
     with -p, let it run, stop the tool with SIGINT once the fixture is done, and check both ended well.
     after_go(fx, tool) runs between go and done (more handshakes), after_tool(fx, tool) once the tool has
     ended, the fixture still running. Returns (tool, fixture pid); the fixture's further output lines are
-    in tool.fixture_lines."""
+    in tool.fixture_lines. ready_timeout: how long the fixture's start may use no CPU before its "ready"."""
     fx = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        line = read_line(fx.stdout, ready_timeout, "fixture ready")
+        line = read_start_line(fx, ready_timeout, "fixture ready")
         check(line.startswith("ready"), f"fixture said {line!r}")
         tool = Tool("-p", str(fx.pid), *tool_args)
         tool.fixture_lines = []
