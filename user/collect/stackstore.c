@@ -427,33 +427,32 @@ int stackstore__drain(struct stackstore *ss)
 	return err < 0 ? err : 0;
 }
 
-int stackstore__flags(struct stackstore *ss, uint64_t id)
-{
-	const struct stack_ent *e;
-	int flags;
-
-	pthread_mutex_lock(&ss->lock);
-	e = find(ss, id);
-	flags = e ? e->flags : -ENOENT;
-	pthread_mutex_unlock(&ss->lock);
-	return flags;
-}
-
-int stackstore__leaf(struct stackstore *ss, uint64_t id, uint64_t *word)
+/* The flags of stack id (or -ENOENT) and, with word, its innermost word: flags alone read no node. */
+static int flags_of(struct stackstore *ss, uint64_t id, uint64_t *word)
 {
 	const struct stack_ent *e;
 	int flags = -ENOENT;
 
-	*word = 0;
 	pthread_mutex_lock(&ss->lock);
 	e = find(ss, id);
 	if (e) {
 		flags = e->flags;
-		if (e->leaf)
-			*word = ss->frames[ss->nodes[e->leaf - 1].frame];
+		if (word)
+			*word = e->leaf ? ss->frames[ss->nodes[e->leaf - 1].frame] : 0;
 	}
 	pthread_mutex_unlock(&ss->lock);
 	return flags;
+}
+
+int stackstore__flags(struct stackstore *ss, uint64_t id)
+{
+	return flags_of(ss, id, NULL);
+}
+
+int stackstore__leaf(struct stackstore *ss, uint64_t id, uint64_t *word)
+{
+	*word = 0;
+	return flags_of(ss, id, word);
 }
 
 void stackstore__stats(struct stackstore *ss, struct stackstore_stats *out)
