@@ -405,8 +405,22 @@ struct ml_rss_event {
 struct ml_steps {
 	__u64 count;
 	__u64 last_ns; /* bpf_ktime_get_ns() of the last one */
-	__u64 sampled; /* of them, those made while a tensor sampling on phase was open (ts_from_ns..ts_until_ns) */
+	/*
+	 * Of them, those tensor sampling saw: steps begun in an on phase and ended before it was sealed (by_step),
+	 * else steps begun while one was open (ts_from_ns..ts_until_ns).
+	 */
+	__u64 sampled;
+	__u64 period_ns; /* a moving mean of the time between steps, pauses left out */
+	/*
+	 * Tensor sampling by whole steps, while steps come at most ML_TS_STEP_SPAN on phases apart: a step begun in
+	 * on phase `gate` records every tensor it makes, one begun outside records none (0: closed), so that a
+	 * row's records and the steps they are read against are the same steps.
+	 */
+	__u32 gate;
+	__u32 by_step;
 };
+/* Whole steps are sampled while a step lasts at most this many on phases' length: user space waits for it. */
+#define ML_TS_STEP_SPAN 2
 
 /* Per-CPU counters, indexed by enum ml_stat. */
 enum ml_stat {

@@ -24,6 +24,11 @@ struct ml_ts_phase ts_phase = {};
 __u64 ts_until_ns = 0;
 /* ... and when it began, its probes all on: the steps made between count as sampled (struct ml_steps). */
 __u64 ts_from_ns = 0;
+/* The on phases user space opened, and the last one it sealed: ended before every step begun in it had ended. */
+__u32 ts_phase_id = 0;
+__u32 ts_sealed_id = 0;
+/* The step clock is itself sampled in time (user space sets it): steps it misses cannot gate, time does. */
+__u32 ts_steps_sampled = 0;
 
 /* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the
  * context. */
@@ -172,6 +177,48 @@ struct {
 	__type(value, struct ml_steps);
 } steps SEC(".maps");
 
+/* The mean time between steps, over about the last eight; a gap of eight times it is a pause, left out. */
+static __always_inline void step_period(struct ml_steps *s, __u64 now)
+{
+	__u64 d = now - s->last_ns, p = s->period_ns;
+
+	if (!s->last_ns || now <= s->last_ns || (p && d > 8 * p))
+		return;
+	s->period_ns = p ? p - p / 8 + d / 8 : d;
+}
+
+/*
+ * Tensor sampling at a step's start: the step that ends here counts if tensor sampling saw all of it (its gate
+ * open, its phase not sealed); the one that begins is gated if it begins in an on phase and steps are short enough
+ * for user space to wait for it. Longer steps are sampled in time: a step counts if it begins in an on phase.
+ */
+static __always_inline void step_gate(struct ml_steps *s, __u64 now)
+{
+	__u64 from = READ_ONCE(ts_from_ns), until = READ_ONCE(ts_until_ns);
+	bool in = now >= from && now <= until;
+
+	if (s->gate) {
+		if (s->gate > READ_ONCE(ts_sealed_id))
+			__sync_fetch_and_add(&s->sampled, 1);
+	} else if (!s->by_step && in) {
+		__sync_fetch_and_add(&s->sampled, 1);
+	}
+	s->by_step = !READ_ONCE(ts_steps_sampled) && s->period_ns && until > from &&
+		     s->period_ns <= ML_TS_STEP_SPAN * (until - from);
+	s->gate = s->by_step && in ? READ_ONCE(ts_phase_id) : 0;
+}
+
+/* Whether tensor sampling records a torch_cpu allocation now: by its process's step gate, else by time. */
+static __always_inline bool tensor_sampled(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ml_steps *s = bpf_map_lookup_elem(&steps, &tgid);
+
+	if (s && s->by_step && !READ_ONCE(ts_steps_sampled))
+		return s->gate && s->gate > READ_ONCE(ts_sealed_id);
+	return bpf_ktime_get_ns() <= READ_ONCE(ts_until_ns);
+}
+
 /* A step begins: one more for the process. No stack, no thread state: the clock's cost is its trap. */
 static __always_inline int step_enter(void)
 {
@@ -187,9 +234,10 @@ static __always_inline int step_enter(void)
 			return 0;
 	}
 	__sync_fetch_and_add(&s->count, 1);
+	step_period(s, now);
 	s->last_ns = now;
-	if (READ_ONCE(wrap_sampled) && now >= READ_ONCE(ts_from_ns) && now <= READ_ONCE(ts_until_ns))
-		__sync_fetch_and_add(&s->sampled, 1);
+	if (READ_ONCE(wrap_sampled))
+		step_gate(s, now);
 	return 0;
 }
 
@@ -222,7 +270,7 @@ int BPF_KPROBE(alloc_enter)
 	if (s->kind == ML_KIND_STEP)
 		return step_enter();
 	hit(s->layer, false);
-	if (s->layer == ML_LAYER_TORCH_CPU && READ_ONCE(wrap_sampled) && bpf_ktime_get_ns() > READ_ONCE(ts_until_ns))
+	if (s->layer == ML_LAYER_TORCH_CPU && READ_ONCE(wrap_sampled) && !tensor_sampled())
 		return 0;
 	load_args(ctx, &args, s->count_arg >= ML_ARG_STACK1 || s->count2_arg >= ML_ARG_STACK1);
 	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);

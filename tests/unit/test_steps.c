@@ -273,6 +273,52 @@ static void sampled_steps(int fd)
 	steps__free(s);
 }
 
+/*
+ * Few sampled steps: one a report over six reports, each step's 1 MiB recorded, weighed as 3 MiB. Sampled by whole
+ * steps (struct ml_steps: by_step) five read 1 MiB a step from the records; sampled in time, where a phase may cut
+ * a step from its tensor, five are too few and the row reads its weighed bytes over all its steps.
+ */
+static void few_sampled_steps(int fd, bool whole)
+{
+	struct verdicts *v = NULL;
+	struct steps *s = NULL;
+	struct ml_row row = {.key = {.tgid = 330, .layer = ML_LAYER_TORCH_CPU, .stack_id = 12},
+			     .oldest_ts_ns = 1,
+			     .traits = ML_ROW_WEIGHED};
+	const struct ml_judgement *j = NULL;
+	const size_t *order;
+
+	CHECK(!verdicts__new(&v) && !steps__new(fd, "f", &s), "few sampled steps: verdicts and steps");
+	verdicts__steps(v, s);
+	for (int k = 1; k <= 6; k++) {
+		struct ml_steps val = {.count = (uint64_t)(10 * k),
+				       .last_ns = (uint64_t)k * 2000000000ULL,
+				       .sampled = (uint64_t)k,
+				       .by_step = whole};
+		struct ml_snapshot snap = {.rows = &row, .nrows = 1, .elapsed_s = 2, .now_ns = val.last_ns};
+		uint32_t tgid = 330;
+
+		bpf_map_update_elem(fd, &tgid, &val, BPF_ANY);
+		steps__read(s, 2, snap.now_ns, snap.now_ns);
+		row.records = row.weighed_records = (uint64_t)k;
+		row.raw_bytes = row.weighed_raw_bytes = (uint64_t)k * MIB;
+		row.count = 3 * (uint64_t)k;
+		row.bytes = row.count * MIB;
+		verdicts__tensor_phase(v, snap.now_ns - 300000000ULL);
+		if (verdicts__update(v, &snap, false, 0, &j, &order))
+			j = NULL;
+	}
+	if (whole)
+		CHECK(j && fabs(j->bytes_per_step - MIB) < 1 && j->steps == 5,
+		      "five steps sampled whole: 1 MiB a step from the records");
+	else
+		CHECK(j && j->steps > 5 && fabs(j->bytes_per_step - MIB) > MIB / 2,
+		      "five steps sampled in time: too few, the weighed bytes over all steps instead");
+	verdicts__free(v);
+	steps__forget(s, 330);
+	steps__free(s);
+}
+
 /* Prometheus: a rank's per-step growth of torch_cpu, and none for a rank that does not step. */
 static void metrics_per_step(int fd)
 {
@@ -394,6 +440,8 @@ int main(void)
 	long_steps(fd);
 	phase_steps(fd);
 	sampled_steps(fd);
+	few_sampled_steps(fd, true);
+	few_sampled_steps(fd, false);
 	clock_sampled(fd);
 	close(fd);
 	return SUMMARY("steps");

@@ -612,15 +612,17 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     check(steps[-1]["pause_s"] >= 15 and steps[-1]["since_report"] == 0, f"the pause is seen: {steps[-1]}")
     verdicts = [(r["seq"], s and s["verdict"]) for r, s in pause]
     eq([v for _, v in verdicts], ["growing"] * len(pause), f"a leak candidate in every report of the pause: {verdicts}")
-    # Under tensor sampling (1 in 4 to 1 in 8 here) the row's records are read over the steps made in the on phases,
-    # 25 to 30 of them: a step begun in a phase whose tensor comes after it closes, or the other way round, moves the
-    # reading by 3 to 4 % each. Two runs read 1.000 and 0.895 MiB a step; the weighed reading before read 0.94 to 1.19.
-    # The goal's 10 % holds unsampled; sampled, 25 %.
+    # Under tensor sampling (1 in 8 to 1 in 16 here) the row's records are read over the steps tensor sampling saw
+    # whole, 8 to 100 of them: a step begun in an on phase records every tensor it makes, the phase's close waiting
+    # for it to end (struct ml_steps: gate), so 4 such steps are read (8 sampled in time). Sampled in time, a phase
+    # that closed between a step's start and its tensor moved the reading by 3 to 7 % each (0.895 to 1.000 MiB a
+    # step). The goal's 10 % holds either way.
     sampled = any(m["step"] == "torch_cpu sampling" for m in pause[0][0]["modes"]["shed"])
-    tol = 0.25 if sampled else 0.1
     ps = pause[0][1].get("per_step") or {}
-    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= tol and ps.get("steps", 0) >= (8 if sampled else 100),
-          f"1 MiB a step within {tol:.0%} (sampled: {sampled}), over 100 steps or more (8 sampled): {ps}")
+    check(abs(ps.get("bytes", 0) / 1048576 - 1) <= 0.1 and ps.get("steps", 0) >= (4 if sampled else 100),
+          f"1 MiB a step within 10% (sampled: {sampled}), over 100 steps or more (4 sampled): {ps}")
+    # The layer's total is weighed (records that stand for the whole layer, over all steps): 25 % sampled.
+    tol = 0.25 if sampled else 0.1
     tot = pause[0][0]["totals"]["torch_cpu"].get("per_step") or {}
     check(abs(tot.get("bytes", 0) / 1048576 - 1) <= tol, f"torch_cpu's total, 1 MiB a step within {tol:.0%}: {tot}")
     print(f"# per step: the row {ps.get('bytes', 0) / 1048576:.3f} MiB over {ps.get('steps')} steps, torch_cpu "

@@ -208,6 +208,7 @@ int steps__read(struct steps *s, double interval_s, uint64_t now_ns, uint64_t on
 			continue; /* a walk the map restarted (a key deleted under it): seen already */
 		c->gen = s->gen;
 		update(c, v.count, v.sampled, v.last_ns, interval_s, now_ns, &w);
+		c->whole = v.by_step;
 	}
 	for (size_t i = 0; i < s->n; i++)
 		if (s->v[i].gen != s->gen) /* gone from the map (forgotten), or not reached: no step seen this time */

@@ -27,6 +27,7 @@ struct step_count {
 	uint64_t count;			/* steps since the clock first counted one in this process */
 	uint64_t delta;			/* of them, since the read before */
 	uint64_t sampled;		/* of them, those made in tensor sampling's on phases */
+	bool whole;			/* ... sampled by whole steps at the last read (struct ml_steps: by_step) */
 	double paused_s;		/* seconds its clock stood still since its first step (pauses, each capped) */
 	double pause_s;			/* of them, the current pause's (0 while it steps) */
 	uint64_t last_ns;		/* its last step (CLOCK_MONOTONIC) */

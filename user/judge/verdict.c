@@ -291,14 +291,27 @@ static uint64_t report_at(const struct hist *h, double t)
 	return 0;
 }
 
+/* A row's process's steps at the report: all of them, those tensor sampling saw, and how many of those will do. */
+struct row_steps {
+	double steps, sampled;
+	unsigned int min_sampled;
+};
+
+/*
+ * Sampled steps a tensor-sampled row's growth per step is read over: a step sampled whole holds every tensor it
+ * made, one sampled in time may hold one more or one fewer than it made (a phase began or ended between them).
+ */
+#define MIN_SAMPLED_WHOLE 4
+#define MIN_SAMPLED_TIME 8
+
 /*
  * A tensor-sampled row's growth per step: the bytes and number of its records made under sampling against the steps
- * made in the on phases, both as of the reports (least squares). Weighed records stand for the phases' share of the
+ * tensor sampling saw, both as of the reports (least squares). Weighed records stand for the phases' share of the
  * work, which swings with how few steps a phase holds: epochs.py's 1 MiB a step read 0.94 to 1.19 MiB so, and
  * records over the steps that made them read it exactly. False while the window holds under two such samples, or
- * fewer than 8 sampled steps.
+ * fewer sampled steps than min.
  */
-static bool per_sampled_step(struct ml_judgement *j, const struct hist *h)
+static bool per_sampled_step(struct ml_judgement *j, const struct hist *h, unsigned int min)
 {
 	double x[ML_HIST_SHORT + ML_HIST_LONG], yb[ML_HIST_SHORT + ML_HIST_LONG], yc[ML_HIST_SHORT + ML_HIST_LONG];
 	size_t m = 0;
@@ -309,7 +322,7 @@ static bool per_sampled_step(struct ml_judgement *j, const struct hist *h)
 		if (s->t >= j->from_t && s->sampled > 0 && s->wc > 0)
 			x[m] = s->sampled, yb[m] = s->wb, yc[m++] = s->wc;
 	}
-	if (m < 2 || x[m - 1] < x[0] + 8)
+	if (m < 2 || x[m - 1] < x[0] + min)
 		return false;
 	j->steps = (uint64_t)(x[m - 1] - x[0]);
 	j->bytes_per_step = ml_slope(x, yb, m);
@@ -336,8 +349,7 @@ static void per_step(struct ml_judgement *j, const double *t, const double *b, c
 
 /* A row's judgement, its history (old, or none for a new stack) carried into *h with the sample of now. */
 static struct ml_judgement judge_row(struct hist *h, const struct hist *old, const struct ml_row *r, double now,
-				     uint64_t seq, bool merge, double age, double interval, double steps,
-				     double sampled)
+				     uint64_t seq, bool merge, double age, double interval, const struct row_steps *rs)
 {
 	double t[ML_HIST_SHORT + ML_HIST_LONG], b[ML_HIST_SHORT + ML_HIST_LONG], c[ML_HIST_SHORT + ML_HIST_LONG];
 	double rb[ML_HIST_SHORT + ML_HIST_LONG], rc[ML_HIST_SHORT + ML_HIST_LONG];
@@ -351,8 +363,8 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 			   .wb = (float)r->weighed_raw_bytes,
 			   .wc = (float)r->weighed_records,
 			   .seq = (uint32_t)seq,
-			   .steps = steps,
-			   .sampled = sampled};
+			   .steps = rs->steps,
+			   .sampled = rs->sampled};
 	struct ml_judgement j;
 	size_t n;
 
@@ -369,12 +381,12 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 	if (reweighed_row(r))
 		j = by_records(r, h, &j, t, n, age, interval, step, rb, rc);
 	j.from_report = report_at(h, j.from_t);
-	if (steps > 0) {
+	if (rs->steps > 0) {
 		double st[ML_HIST_SHORT + ML_HIST_LONG];
 
 		for (uint32_t i = 0; i < h->n_long + h->n_short; i++)
 			st[i] = i < h->n_long ? h->old[i].steps : h->recent[i - h->n_long].steps;
-		if (!tensor_row(r) || !per_sampled_step(&j, h))
+		if (!tensor_row(r) || !per_sampled_step(&j, h, rs->min_sampled))
 			per_step(&j, t, b, c, st,
 				 n); /* as reported: at today's weights epochs.py's 1 MiB read 0.74 MiB */
 	}
@@ -494,20 +506,22 @@ static struct ml_judgement update_row(const struct verdicts *v, const struct ml_
 			  : r->key.layer == ML_LAYER_TORCH_CPU ? v->ts_closed_ns
 							       : 0;
 	const struct step_count *sc = steps__of(v->steps, r->key.tgid);
-	double t = now, steps = sc ? (double)sc->count : 0;
+	struct row_steps rs = {.steps = sc ? (double)sc->count : 0,
+			       .sampled = sc ? (double)sc->sampled : 0,
+			       .min_sampled = sc && sc->whole ? MIN_SAMPLED_WHOLE : MIN_SAMPLED_TIME};
+	double t = now;
 	struct ml_judgement j;
 	bool held = false;
 
 	if (closed && phase_time(v, closed, old, now_ns, &t)) {
 		held = true;
-		steps = old->recent[old->n_short - 1].steps; /* restated, with its steps */
+		rs.steps = old->recent[old->n_short - 1].steps; /* restated, with its steps */
 	} else if (sc) {
 		held = step_time(old, sc, interval, &t);
 		if (closed) /* the steps at its phase's close, not at the report */
-			steps = steps__count_at(sc, phase_at_ns(v, closed, now_ns));
+			rs.steps = steps__count_at(sc, phase_at_ns(v, closed, now_ns));
 	}
-	j = judge_row(h, old, r, t, v->seq ? v->seq : v->updates + 1, merge || held, age, interval, steps,
-		      sc ? (double)sc->sampled : 0);
+	j = judge_row(h, old, r, t, v->seq ? v->seq : v->updates + 1, merge || held, age, interval, &rs);
 	j = by_traits(r, j, old, merge);
 	h->last = j;
 	return j;

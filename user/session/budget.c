@@ -26,6 +26,7 @@
  * in every traced process; a read's steps then stand for those of its whole interval (budget__step_on_ns).
  */
 #include "session/budget.h"
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -57,6 +58,10 @@ struct budget {
 	uint64_t ts_span, ts_gaps;	    /* its on phases: releases from their first to last allocation, ... */
 	uint64_t ts_calls;		    /* ... the allocations each saw (gaps: one fewer a phase) */
 	uint64_t ts_began_ns, ts_closed_ns; /* when sampling began, and when its last on phase closed (0: none) */
+	uint64_t ts_wait_until_ns;	    /* an on phase's close waits for its gated steps to end until then */
+	bool ts_waited;			    /* ... and this one did */
+	uint64_t ts_waits, ts_wait_ns;	    /* closes that waited for a step to end, and how long in all */
+	uint64_t ts_sealed;		    /* closes that could wait no longer (struct ml_steps: gate) */
 	int hw_fd;			    /* the C heap's sampling windows: the next toggle */
 	unsigned int hw_shift;		    /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
 	bool hw_unchecked;		    /* not glibc: records go by the releases windows see, never swept */
@@ -144,8 +149,11 @@ void budget__free(struct budget *b)
 		ml_info("heap windows: %" PRIu64 " opened, %.1f ms per toggle on average", b->hw_windows,
 			(double)b->hw_toggle_ns / 1e6 / (double)(2 * b->hw_windows));
 	if (b->ts_toggles)
-		ml_info("tensor sampling: %" PRIu64 " toggles of the allocation probes, %.1f ms each on average",
-			b->ts_toggles, (double)b->ts_toggle_ns / 1e6 / (double)b->ts_toggles);
+		ml_info("tensor sampling: %" PRIu64 " toggles of the allocation probes, %.1f ms each on average; "
+			"%" PRIu64 " closes waited %.1f ms on average for a step to end, %" PRIu64
+			" sealed before it did",
+			b->ts_toggles, (double)b->ts_toggle_ns / 1e6 / (double)b->ts_toggles, b->ts_waits,
+			b->ts_waits ? (double)b->ts_wait_ns / 1e6 / (double)b->ts_waits : 0.0, b->ts_sealed);
 	free(b);
 }
 
@@ -340,13 +348,64 @@ static uint64_t tensor_on_ns(const struct budget *b)
 	return (uint64_t)(OVERHEAD_TENSOR_PERIOD_S * 1e9) >> b->ts_shift;
 }
 
+/* Whether a step begun in the current on phase is still under way, recording every tensor it makes. */
+static bool steps_gated(const struct budget *b)
+{
+	uint32_t id = __atomic_load_n(&b->skel->bss->ts_phase_id, __ATOMIC_SEQ_CST), key = 0, next;
+	int fd = bpf_map__fd(b->skel->maps.steps);
+	bool first = true;
+
+	while (!bpf_map_get_next_key(fd, first ? NULL : &key, &next)) {
+		struct ml_steps v;
+
+		first = false;
+		key = next;
+		if (!bpf_map_lookup_elem(fd, &key, &v) && v.gate == id && v.gate > b->skel->bss->ts_sealed_id)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * An on phase ends when its time is up and no step begun in it is under way (struct ml_steps: gate): re-armed for
+ * a few milliseconds while one is, up to ML_TS_STEP_SPAN phases' length; then sealed, its unfinished steps not
+ * counted. False while it waits.
+ */
+static bool tensor_close_ready(struct budget *b)
+{
+	struct itimerspec its = {};
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
+
+	if (!steps_gated(b))
+		return true;
+	if (now < b->ts_wait_until_ns) {
+		b->ts_waited = true;
+		ml_timespec(&its.it_value, 0.002);
+		timerfd_settime(b->ts_fd, 0, &its, NULL);
+		return false;
+	}
+	__atomic_store_n(&b->skel->bss->ts_sealed_id, b->skel->bss->ts_phase_id, __ATOMIC_SEQ_CST);
+	b->ts_sealed++;
+	return true;
+}
+
 /* The tensor layers' allocation side on or off in every traced process; the timer set for the next toggle. */
 static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 {
-	double period = OVERHEAD_TENSOR_PERIOD_S, on_s = period / (1U << b->ts_shift);
+	double period = OVERHEAD_TENSOR_PERIOD_S, on_s = period / (1U << b->ts_shift), off_s = period - on_s;
 	struct itimerspec its = {};
-	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
+	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), until = b->skel->bss->ts_until_ns;
 	int err = 0;
+
+	if (!on && b->ts_on && b->ts_waited && t0 > until) { /* waited for steps: the share stays 1/2^n */
+		double held = (double)(t0 - b->skel->bss->ts_from_ns) / 1e9;
+
+		b->ts_waits++;
+		b->ts_wait_ns += t0 - until;
+		if (held > on_s)
+			off_s = held * (double)((1U << b->ts_shift) - 1);
+	}
+	b->ts_waited = false;
 
 	if (on)
 		tensor_phase_begin(b);
@@ -357,8 +416,10 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 	if (on) { /* the phase's length counts from when its probes are all on */
 		uint64_t from = ml_clock_ns(CLOCK_MONOTONIC);
 
+		__atomic_add_fetch(&b->skel->bss->ts_phase_id, 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&b->skel->bss->ts_from_ns, from, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&b->skel->bss->ts_until_ns, from + tensor_on_ns(b), __ATOMIC_SEQ_CST);
+		b->ts_wait_until_ns = from + (ML_TS_STEP_SPAN + 1) * tensor_on_ns(b) + 10000000;
 	}
 	/* Weighed as an on phase closes (no allocation returns in view any more): whole cycles only, so that
 	 * the weight does not swing with the phase a report falls in. */
@@ -372,7 +433,7 @@ static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
 	b->ts_on = on;
 	b->ts_toggles++;
 	b->ts_toggle_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
-	ml_timespec(&its.it_value, on ? on_s : period - on_s);
+	ml_timespec(&its.it_value, on ? on_s : off_s);
 	timerfd_settime(b->ts_fd, 0, &its, NULL);
 }
 
@@ -569,6 +630,8 @@ void budget__timer(struct budget *b, const struct budget_env *e)
 
 	if (read(b->ts_fd, &expirations, sizeof(expirations)) < 0 || !b->ts_shift)
 		return;
+	if (b->ts_on && !tensor_close_ready(b))
+		return;
 	tensor_toggle(b, e, !b->ts_on);
 }
 
@@ -625,6 +688,8 @@ static void step_sampling(struct budget *b, const struct budget_env *e, unsigned
 	bool first = !b->st_shift;
 
 	b->st_shift += k;
+	/* Steps the clock does not see cannot gate tensor sampling: it goes back to time alone. */
+	__atomic_store_n(&b->skel->bss->ts_steps_sampled, 1, __ATOMIC_SEQ_CST);
 	if (first)
 		step_toggle(b, e, true);
 }
@@ -644,6 +709,7 @@ static void tensor_sampling(struct budget *b, const struct budget_env *e, unsign
 		tensor_phase_begin(b);
 		__atomic_store_n(&b->skel->bss->ts_from_ns, b->ts_since_ns, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&b->skel->bss->ts_until_ns, b->ts_since_ns + tensor_on_ns(b), __ATOMIC_SEQ_CST);
+		b->ts_wait_until_ns = b->ts_since_ns + (ML_TS_STEP_SPAN + 1) * tensor_on_ns(b) + 10000000;
 	}
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, b->ts_shift);
 	if (err)
