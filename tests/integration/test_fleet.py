@@ -294,8 +294,19 @@ def ranks_labelled_pushed_and_kept_in_a_directory():
             eq(headers.get("Authorization"), "Bearer tok123", "bearer token")
         want = {f"memleak-ai{{rank={r},role={role},job=job-{tag}}}" for r, role in (("0", "main"), ("1", "main"), ("1", "worker"))}
         eq(names & want, want, f"a profile per rank and role: {names}")
-        leaky = [b for p, _, b in got if "rank%3D1%2Crole%3Dmain" in p][-1]
+        pushed = [b for p, _, b in got if "rank%3D1%2Crole%3Dmain" in p]
+        leaky = pushed[-1]
         prof = decode_profile(leaky)
+        # diff reads profiles as the store keeps them: rank 1's first and last, its leak's line grown between.
+        for name, body in (("first", pushed[0]), ("last", leaky)):
+            with open(os.path.join(d, name + ".pb.gz"), "wb") as f:
+                f.write(body)
+        r = subprocess.run([TOOL, "diff", "-f", "json", d + "/first.pb.gz", d + "/last.pb.gz"], capture_output=True,
+                           text=True, timeout=60)
+        grown = [s["frames"] for s in json.loads(r.stdout or "{}").get("stacks", []) if s["change"] == "grown"]
+        check(r.returncode == 0 and any(f"rank.py:{LEAK_LINE} " in f for fr in grown for f in fr),
+              f"diff of two pushed profiles: rank.py:{LEAK_LINE} grown (exit {r.returncode}, {r.stderr.strip()}): "
+              f"{grown[:2]}")
         for s in ('"inuse_space"', '"inuse_objects"', '"growth_space"', '"rank"', '"layer"', '"libc"', '/rank.py"'):
             check(s in prof, f"pushed profile holds {s}")
         line = next(l for l in tool.err if "--push: " in l and "profiles sent" in l)

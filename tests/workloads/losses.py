@@ -9,7 +9,12 @@ import torch
 from protocol import start
 
 torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+# More layers: each keeps about 2 KiB more of autograd nodes with each loss. Narrow, so that a backward pass's
+# passing buffers stay as small as with one (a report may catch them).
+depth = int(os.environ.get("LOSSES_DEPTH", "1"))
+first = torch.nn.Linear(128, 256)  # made first, as with one layer only: the same weights as ever
+hidden = [m for k in range(depth - 1) for m in (torch.nn.Linear(32 if k else 256, 32), torch.nn.ReLU())]
+model = torch.nn.Sequential(first, torch.nn.ReLU(), *hidden, torch.nn.Linear(32 if hidden else 256, 1))
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 x, y = torch.randn(64, 128), torch.randn(64, 1)
 losses = []
