@@ -6,11 +6,7 @@
  * allocator's, then the step clock sampled in time. What a layer's probes recorded goes with them: their
  * releases would not be seen. Without the C heap traced, the shed order starts at the first decision.
  *
- * Tensor sampling: the allocation side of the torch_cpu layer (c10::alloc_cpu, the posix_memalign it makes and
- * that call's return) is attached for 1/2^n of every OVERHEAD_TENSOR_PERIOD_S and closed for the rest, in every traced
- * process at once; free_cpu stays on, so a recorded tensor is still released whenever it goes. The records made
- * from then on weigh 2^n (ledger__set_weight), then, once the on phases spanned enough tensor releases, all the
- * releases over those (ledger__add_scale): bytes, counts and the verdicts' series estimate the whole.
+ * Tensor sampling: session/tsample.h.
  *
  * Heap windows: in heap-growth mode, a process's C heap probes (releases too) are attached for 1/2^n of
  * every HEAP_WINDOW_PERIOD_S, 2^n the smallest power of two that brings their measured full cost under the
@@ -26,7 +22,6 @@
  * in every traced process; a read's steps then stand for those of its whole interval (budget__step_on_ns).
  */
 #include "session/budget.h"
-#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -43,53 +38,40 @@
 #include "session/bgobj.h"
 #include "session/follow.h"
 #include "session/tracee.h"
+#include "session/tsample.h"
 #include "memleak.skel.h"
 
 struct budget {
-	struct memleak_bpf *skel;	    /* the session's object */
-	struct bgobj *heap_obj;		    /* its second instance, heap_exit alone, loaded in the background */
-	struct bpf_link *heap_link;	    /* heap_exit attached: heap-growth mode on */
-	int ts_fd;			    /* tensor sampling's timer: the next toggle */
-	unsigned int ts_shift;		    /* the allocation side is on 1/2^ts_shift of the time; 0: not sampling */
-	bool ts_on;			    /* ... and on now */
-	uint64_t ts_toggles, ts_toggle_ns;  /* toggles made, and the time they took (closing a link waits) */
-	uint64_t ts_since_ns;		    /* the last halving: its records weigh by the releases since */
-	uint64_t ts_frees_at;		    /* PyTorch's CPU tensor releases counted (ts_phase.frees) then */
-	uint64_t ts_span, ts_gaps;	    /* its on phases: releases from their first to last allocation, ... */
-	uint64_t ts_calls;		    /* ... the allocations each saw (gaps: one fewer a phase) */
-	uint64_t ts_began_ns, ts_closed_ns; /* when sampling began, and when its last on phase closed (0: none) */
-	uint64_t ts_wait_until_ns;	    /* an on phase's close waits for its gated steps to end until then */
-	bool ts_waited;			    /* ... and this one did */
-	uint64_t ts_waits, ts_wait_ns;	    /* closes that waited for a step to end, and how long in all */
-	uint64_t ts_sealed;		    /* closes that could wait no longer (struct ml_steps: gate) */
-	int hw_fd;			    /* the C heap's sampling windows: the next toggle */
-	unsigned int hw_shift;		    /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
-	bool hw_unchecked;		    /* not glibc: records go by the releases windows see, never swept */
-	double hw_period;		    /* one window every hw_period seconds */
-	uint64_t hw_adapted_ns;		    /* when the last change to either was made */
-	bool hw_on;			    /* ... and on now */
-	uint64_t hw_since_ns;		    /* records made from then on are the windows' */
-	uint64_t hw_windows, hw_toggle_ns;  /* windows opened, and the time toggles took */
-	double hw_trap_share;		    /* the part of a window's CPU time its traps take */
-	double hw_cost_at;		    /* the C heap probes' cost (ns) summed until the windows began */
-	uint64_t hw_cpu_at;		    /* the traced processes' CPU time at the last toggle, ns */
-	uint64_t hw_cpu_on, hw_cpu_off;	    /* ... in windows and between them since they began */
-	uint64_t hw_tick_at;		    /* PyTorch's CPU tensor releases counted at the last toggle */
-	uint64_t hw_tick_on, hw_tick_off;   /* ... in windows and between them */
-	uint64_t hw_mark_ns;		    /* CLOCK_MONOTONIC at the last mark */
-	uint64_t hw_opened_ns;		    /* when the last window opened */
-	uint64_t hw_closed_ns;		    /* ... and when the last one closed */
-	uint64_t hw_last_on_ns;		    /* how long it lasted */
-	uint64_t hw_wall_on, hw_wall_off;   /* time in windows and between them */
-	double hw_target;		    /* what the windows may cost, as a fraction: the budget the rest leaves */
-	int st_fd;			    /* the step clock's sampling: the next toggle */
-	unsigned int st_shift;		    /* the clock is probed 1/2^st_shift of the time; 0: all of it */
-	bool st_off;			    /* ... and closed now, since st_off_ns */
-	uint64_t st_off_ns, st_off_sum;	    /* ... the time it was closed before */
+	struct memleak_bpf *skel;	   /* the session's object */
+	struct bgobj *heap_obj;		   /* its second instance, heap_exit alone, loaded in the background */
+	struct bpf_link *heap_link;	   /* heap_exit attached: heap-growth mode on */
+	struct tsample *ts;		   /* tensor sampling */
+	int hw_fd;			   /* the C heap's sampling windows: the next toggle */
+	unsigned int hw_shift;		   /* a window lasts HEAP_WINDOW_PERIOD_S / 2^hw_shift; 0: no windows */
+	bool hw_unchecked;		   /* not glibc: records go by the releases windows see, never swept */
+	double hw_period;		   /* one window every hw_period seconds */
+	uint64_t hw_adapted_ns;		   /* when the last change to either was made */
+	bool hw_on;			   /* ... and on now */
+	uint64_t hw_since_ns;		   /* records made from then on are the windows' */
+	uint64_t hw_windows, hw_toggle_ns; /* windows opened, and the time toggles took */
+	double hw_trap_share;		   /* the part of a window's CPU time its traps take */
+	double hw_cost_at;		   /* the C heap probes' cost (ns) summed until the windows began */
+	uint64_t hw_cpu_at;		   /* the traced processes' CPU time at the last toggle, ns */
+	uint64_t hw_cpu_on, hw_cpu_off;	   /* ... in windows and between them since they began */
+	uint64_t hw_tick_at;		   /* PyTorch's CPU tensor releases counted at the last toggle */
+	uint64_t hw_tick_on, hw_tick_off;  /* ... in windows and between them */
+	uint64_t hw_mark_ns;		   /* CLOCK_MONOTONIC at the last mark */
+	uint64_t hw_opened_ns;		   /* when the last window opened */
+	uint64_t hw_closed_ns;		   /* ... and when the last one closed */
+	uint64_t hw_last_on_ns;		   /* how long it lasted */
+	uint64_t hw_wall_on, hw_wall_off;  /* time in windows and between them */
+	double hw_target;		   /* what the windows may cost, as a fraction: the budget the rest leaves */
+	int st_fd;			   /* the step clock's sampling: the next toggle */
+	unsigned int st_shift;		   /* the clock is probed 1/2^st_shift of the time; 0: all of it */
+	bool st_off;			   /* ... and closed now, since st_off_ns */
+	uint64_t st_off_ns, st_off_sum;	   /* ... the time it was closed before */
 };
 
-/* Tensor releases in windows before they are the windows' clock: fewer say too little. */
-#define HEAP_WINDOW_MIN_TICKS 8
 /* The traps' share of a window's CPU time, capped: near 1 the CPU clock's weight, 1 / (1 - share), follows the
  * estimate's error instead of the work. */
 #define HEAP_TRAP_SHARE_MAX 0.9
@@ -99,7 +81,6 @@ struct budget {
 #define HEAP_WINDOW_PERIOD_MAX_S 8.0 /* a window every 8 s at least: a verdict needs windows */
 #define HEAP_WINDOW_MAX_SHIFT 10     /* 1/1024 of the time at least */
 
-#define TENSOR_LAYERS (1U << ML_LAYER_TORCH_CPU)
 #define STEP_PERIOD_S 1.0 /* the step clock, sampled, is probed for 1/2^n of each second */
 
 static bool heap_prog(const struct memleak_bpf *s, const struct bpf_program *p)
@@ -116,17 +97,16 @@ int budget__new(struct memleak_bpf *skel, double budget_pct, struct budget **out
 	if (!b)
 		return -ENOMEM;
 	b->skel = skel;
-	b->ts_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	b->hw_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
 	b->st_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	err = b->ts_fd < 0 || b->hw_fd < 0 || b->st_fd < 0 ? -errno : 0;
+	err = b->hw_fd < 0 || b->st_fd < 0 ? -errno : tsample__new(skel, &b->ts);
 	if (err)
 		ml_dbg("budget: timerfd_create: %s", strerror(-err));
 	/* A budget of 100% never switches: its program need not be verified (a third of the verifier's work). */
 	else if (budget_pct < 100 && !(b->heap_obj = bgobj__start(skel, heap_prog)))
 		err = -ENOMEM;
 	if (err) {
-		close(b->ts_fd);
+		tsample__free(b->ts);
 		close(b->hw_fd);
 		close(b->st_fd);
 		free(b);
@@ -142,18 +122,12 @@ void budget__free(struct budget *b)
 		return;
 	bpf_link__destroy(b->heap_link);
 	bgobj__free(b->heap_obj);
-	close(b->ts_fd);
+	tsample__free(b->ts);
 	close(b->hw_fd);
 	close(b->st_fd);
 	if (b->hw_windows)
 		ml_info("heap windows: %" PRIu64 " opened, %.1f ms per toggle on average", b->hw_windows,
 			(double)b->hw_toggle_ns / 1e6 / (double)(2 * b->hw_windows));
-	if (b->ts_toggles)
-		ml_info("tensor sampling: %" PRIu64 " toggles of the allocation probes, %.1f ms each on average; "
-			"%" PRIu64 " closes waited %.1f ms on average for a step to end, %" PRIu64
-			" sealed before it did",
-			b->ts_toggles, (double)b->ts_toggle_ns / 1e6 / (double)b->ts_toggles, b->ts_waits,
-			b->ts_waits ? (double)b->ts_wait_ns / 1e6 / (double)b->ts_waits : 0.0, b->ts_sealed);
 	free(b);
 }
 
@@ -213,7 +187,7 @@ static double window_weight(const struct budget *b, const char **clock, bool *al
 	double last = (double)b->hw_last_on_ns, cycle;
 
 	*all = false;
-	if (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off) {
+	if (b->hw_tick_on >= SAMPLE_MIN_TICKS && b->hw_tick_off) {
 		*clock = "tensor releases";
 		*all = true;
 		return (double)(b->hw_tick_on + b->hw_tick_off) / (double)b->hw_tick_on;
@@ -299,145 +273,6 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 }
 
 /*
- * Records weigh the work of the whole cycle over the work the on phases sampled, releases counting work: the
- * probes slow the work while on, so more of it falls in the off phase than its share of the time says (2^shift).
- * A phase's sample is what the BPF side saw between its first and last allocation (struct ml_ts_phase), plus one
- * mean gap an allocation: the toggles themselves take tens of milliseconds, longer on a loaded machine, and are
- * neither side's.
- */
-static void tensor_phase_begin(struct budget *b)
-{
-	struct ml_ts_phase *p = &b->skel->bss->ts_phase;
-
-	p->first = p->last = 0;
-	__atomic_store_n(&p->calls, 0, __ATOMIC_SEQ_CST);
-}
-
-static void tensor_phase_end(struct budget *b)
-{
-	const struct ml_ts_phase *p = &b->skel->bss->ts_phase;
-	uint64_t calls = __atomic_load_n(&p->calls, __ATOMIC_SEQ_CST);
-
-	b->ts_calls += calls;
-	if (calls >= 2 && p->last >= p->first) {
-		b->ts_span += p->last - p->first;
-		b->ts_gaps += calls - 1;
-	}
-}
-
-static void tensor_weigh(struct budget *b, const struct budget_env *e)
-{
-	uint64_t total = __atomic_load_n(&b->skel->bss->ts_phase.frees, __ATOMIC_SEQ_CST) - b->ts_frees_at;
-	double w;
-	int err;
-
-	if (b->ts_span < HEAP_WINDOW_MIN_TICKS || !b->ts_gaps)
-		return; /* too few: the time share (2^shift) stands */
-	w = (double)total * (double)b->ts_gaps / ((double)b->ts_span * (double)b->ts_calls);
-	ml_dbg("tensor sampling: 1/%u on, releases %" PRIu64 " in all, %" PRIu64 " spanned by %" PRIu64
-	       " allocations of %" PRIu64 ": weight %.2f",
-	       1U << b->ts_shift, total, b->ts_span, b->ts_gaps, b->ts_calls, w);
-	err = ledger__add_scale(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, w < 1 ? 1 : w);
-	if (err)
-		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
-}
-
-/* How long an on phase lasts now. */
-static uint64_t tensor_on_ns(const struct budget *b)
-{
-	return (uint64_t)(OVERHEAD_TENSOR_PERIOD_S * 1e9) >> b->ts_shift;
-}
-
-/* Whether a step begun in the current on phase is still under way, recording every tensor it makes. */
-static bool steps_gated(const struct budget *b)
-{
-	uint32_t id = __atomic_load_n(&b->skel->bss->ts_phase_id, __ATOMIC_SEQ_CST), key = 0, next;
-	int fd = bpf_map__fd(b->skel->maps.steps);
-	bool first = true;
-
-	while (!bpf_map_get_next_key(fd, first ? NULL : &key, &next)) {
-		struct ml_steps v;
-
-		first = false;
-		key = next;
-		if (!bpf_map_lookup_elem(fd, &key, &v) && v.gate == id && v.gate > b->skel->bss->ts_sealed_id)
-			return true;
-	}
-	return false;
-}
-
-/*
- * An on phase ends when its time is up and no step begun in it is under way (struct ml_steps: gate): re-armed for
- * a few milliseconds while one is, up to ML_TS_STEP_SPAN phases' length; then sealed, its unfinished steps not
- * counted. False while it waits.
- */
-static bool tensor_close_ready(struct budget *b)
-{
-	struct itimerspec its = {};
-	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
-
-	if (!steps_gated(b))
-		return true;
-	if (now < b->ts_wait_until_ns) {
-		b->ts_waited = true;
-		ml_timespec(&its.it_value, 0.002);
-		timerfd_settime(b->ts_fd, 0, &its, NULL);
-		return false;
-	}
-	__atomic_store_n(&b->skel->bss->ts_sealed_id, b->skel->bss->ts_phase_id, __ATOMIC_SEQ_CST);
-	b->ts_sealed++;
-	return true;
-}
-
-/* The tensor layers' allocation side on or off in every traced process; the timer set for the next toggle. */
-static void tensor_toggle(struct budget *b, const struct budget_env *e, bool on)
-{
-	double period = OVERHEAD_TENSOR_PERIOD_S, on_s = period / (1U << b->ts_shift), off_s = period - on_s;
-	struct itimerspec its = {};
-	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC), until = b->skel->bss->ts_until_ns;
-	int err = 0;
-
-	if (!on && b->ts_on && b->ts_waited && t0 > until) { /* waited for steps: the share stays 1/2^n */
-		double held = (double)(t0 - b->skel->bss->ts_from_ns) / 1e9;
-
-		b->ts_waits++;
-		b->ts_wait_ns += t0 - until;
-		if (held > on_s)
-			off_s = held * (double)((1U << b->ts_shift) - 1);
-	}
-	b->ts_waited = false;
-
-	if (on)
-		tensor_phase_begin(b);
-	if (e->root)
-		err = probes__pause(e->root, TENSOR_LAYERS, !on);
-	if (e->followers)
-		followers__pause(e->followers, TENSOR_LAYERS, !on);
-	if (on) { /* the phase's length counts from when its probes are all on */
-		uint64_t from = ml_clock_ns(CLOCK_MONOTONIC);
-
-		__atomic_add_fetch(&b->skel->bss->ts_phase_id, 1, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&b->skel->bss->ts_from_ns, from, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&b->skel->bss->ts_until_ns, from + tensor_on_ns(b), __ATOMIC_SEQ_CST);
-		b->ts_wait_until_ns = from + (ML_TS_STEP_SPAN + 1) * tensor_on_ns(b) + 10000000;
-	}
-	/* Weighed as an on phase closes (no allocation returns in view any more): whole cycles only, so that
-	 * the weight does not swing with the phase a report falls in. */
-	if (!on && b->ts_on) {
-		tensor_phase_end(b);
-		tensor_weigh(b, e);
-		b->ts_closed_ns = ml_clock_ns(CLOCK_MONOTONIC);
-	}
-	if (err && err != -ESRCH)
-		ml_notice("tensor sampling: cannot attach the allocation probes again: %s", strerror(-err));
-	b->ts_on = on;
-	b->ts_toggles++;
-	b->ts_toggle_ns += ml_clock_ns(CLOCK_MONOTONIC) - t0;
-	ml_timespec(&its.it_value, on ? on_s : off_s);
-	timerfd_settime(b->ts_fd, 0, &its, NULL);
-}
-
-/*
  * The traced processes' CPU time since the last mark goes to the windows' or the gaps' share. A window counts
  * from when its allocation entries are on (attached last) to when they go (closed first).
  */
@@ -487,7 +322,7 @@ static void heap_adapt(struct budget *b, const struct budget_env *e)
 	if (ov->measured)
 		b->hw_target =
 		    fmax(ov->budget_pct / 2, ov->budget_pct - (ov->pct - ov->layer_pct[ML_LAYER_LIBC])) / 100;
-	if (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off)
+	if (b->hw_tick_on >= SAMPLE_MIN_TICKS && b->hw_tick_off)
 		slow = 1 - ((double)b->hw_tick_on / (double)b->hw_wall_on) /
 			       ((double)b->hw_tick_off / (double)b->hw_wall_off);
 	cost = slow / (double)(1U << b->hw_shift) / b->hw_period * HEAP_WINDOW_PERIOD_S;
@@ -599,7 +434,7 @@ bool budget__heap_sweepable(const struct budget *b, uint64_t *since_ns)
 
 bool budget__heap_by_size(const struct budget *b, uint64_t *since_ns)
 {
-	if (!b || !b->hw_shift || (b->hw_tick_on >= HEAP_WINDOW_MIN_TICKS && b->hw_tick_off))
+	if (!b || !b->hw_shift || (b->hw_tick_on >= SAMPLE_MIN_TICKS && b->hw_tick_off))
 		return false;
 	*since_ns = b->hw_since_ns;
 	return true;
@@ -607,9 +442,7 @@ bool budget__heap_by_size(const struct budget *b, uint64_t *since_ns)
 
 uint64_t budget__tensor_phase_ns(const struct budget *b)
 {
-	if (!b || !b->ts_shift)
-		return 0;
-	return b->ts_closed_ns > b->ts_began_ns ? b->ts_closed_ns : b->ts_began_ns;
+	return b ? tsample__phase_ns(b->ts) : 0;
 }
 
 uint64_t budget__heap_window_ns(const struct budget *b)
@@ -621,18 +454,20 @@ uint64_t budget__heap_window_ns(const struct budget *b)
 
 int budget__timer_fd(const struct budget *b)
 {
-	return b ? b->ts_fd : -1;
+	return b ? tsample__timer_fd(b->ts) : -1;
+}
+
+/* What tensor sampling acts on, from the budget's own. */
+static struct tsample_env ts_env(const struct budget_env *e)
+{
+	return (struct tsample_env){.root = e->root, .followers = e->followers, .ledger = e->ledger};
 }
 
 void budget__timer(struct budget *b, const struct budget_env *e)
 {
-	uint64_t expirations;
+	struct tsample_env te = ts_env(e);
 
-	if (read(b->ts_fd, &expirations, sizeof(expirations)) < 0 || !b->ts_shift)
-		return;
-	if (b->ts_on && !tensor_close_ready(b))
-		return;
-	tensor_toggle(b, e, !b->ts_on);
+	tsample__timer(b->ts, &te);
 }
 
 int budget__step_timer_fd(const struct budget *b)
@@ -694,35 +529,9 @@ static void step_sampling(struct budget *b, const struct budget_env *e, unsigned
 		step_toggle(b, e, true);
 }
 
-/* k more halvings of the time the tensor allocation probes are on: their records weigh 2^k times as much. */
-static void tensor_sampling(struct budget *b, const struct budget_env *e, unsigned int k)
-{
-	unsigned int first = !b->ts_shift;
-	int err;
-
-	b->ts_shift += k;
-	b->skel->bss->wrap_sampled = 1;
-	b->ts_since_ns = ml_clock_ns(CLOCK_MONOTONIC);
-	b->ts_frees_at = __atomic_load_n(&b->skel->bss->ts_phase.frees, __ATOMIC_SEQ_CST);
-	b->ts_span = b->ts_gaps = b->ts_calls = 0;
-	if (b->ts_on) { /* a phase under way counts from here, at the new length */
-		tensor_phase_begin(b);
-		__atomic_store_n(&b->skel->bss->ts_from_ns, b->ts_since_ns, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&b->skel->bss->ts_until_ns, b->ts_since_ns + tensor_on_ns(b), __ATOMIC_SEQ_CST);
-		b->ts_wait_until_ns = b->ts_since_ns + (ML_TS_STEP_SPAN + 1) * tensor_on_ns(b) + 10000000;
-	}
-	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, b->ts_since_ns, b->ts_shift);
-	if (err)
-		ml_notice("tensor sampling: cannot weigh the records: %s", strerror(-err));
-	if (first) {
-		b->ts_began_ns = b->ts_since_ns;
-		tensor_toggle(b, e,
-			      false); /* the first period starts with the probes off; later ones keep their phase */
-	}
-}
-
 void budget__act(struct budget *b, const struct budget_env *e, enum overhead_action act, uint64_t next_report)
 {
+	struct tsample_env te = ts_env(e);
 	enum ml_shed step;
 	unsigned int layer;
 
@@ -734,7 +543,7 @@ void budget__act(struct budget *b, const struct budget_env *e, enum overhead_act
 		return;
 	step = overhead__next_shed(e->ov);
 	if (step == ML_SHED_TORCH_CPU_SAMPLING)
-		tensor_sampling(b, e, overhead__tensor_halvings(e->ov)); /* before overhead__shed counts them */
+		tsample__more(b->ts, &te, overhead__tensor_halvings(e->ov)); /* before overhead__shed counts them */
 	if (step == ML_SHED_STEP_SAMPLING)
 		step_sampling(b, e, overhead__step_halvings(e->ov));
 	if (step == ML_SHED_TORCH_CPU || step == ML_SHED_TORCH_CUDA) {
@@ -746,11 +555,8 @@ void budget__act(struct budget *b, const struct budget_env *e, enum overhead_act
 		*e->layers &= ~(1U << layer);
 		ledger__forget_layer(e->ledger, layer);
 		ledger__clear_scale(e->ledger, layer);
-		if (step == ML_SHED_TORCH_CPU && b->ts_shift) { /* nothing left to sample: the timer stops */
-			b->ts_shift = 0;
-			b->skel->bss->wrap_sampled = 0;
-			timerfd_settime(b->ts_fd, 0, &(struct itimerspec){}, NULL);
-		}
+		if (step == ML_SHED_TORCH_CPU)
+			tsample__stop(b->ts);
 	}
 	overhead__shed(e->ov, step, next_report); /* ML_SHED_RSS_SAMPLING: the layer's own hook doubles N */
 }
