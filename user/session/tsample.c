@@ -118,6 +118,14 @@ static uint64_t on_ns(const struct tsample *t)
 	return (uint64_t)(OVERHEAD_TENSOR_PERIOD_S * 1e9) >> t->shift;
 }
 
+/* The on phase's time from `from`: its end, and how long its close may wait for its steps (ML_TS_STEP_SPAN more). */
+static void window(struct tsample *t, uint64_t from)
+{
+	__atomic_store_n(&t->skel->bss->ts_from_ns, from, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&t->skel->bss->ts_until_ns, from + on_ns(t), __ATOMIC_SEQ_CST);
+	t->wait_until_ns = from + (ML_TS_STEP_SPAN + 1) * on_ns(t) + 10000000;
+}
+
 /* Whether a step begun in the current on phase is still under way, recording every tensor it makes. */
 static bool steps_gated(const struct tsample *t)
 {
@@ -184,12 +192,8 @@ static void toggle(struct tsample *t, const struct tsample_env *e, bool on)
 	if (e->followers)
 		followers__pause(e->followers, TENSOR_LAYERS, !on);
 	if (on) { /* the phase's length counts from when its probes are all on */
-		uint64_t from = ml_clock_ns(CLOCK_MONOTONIC);
-
 		__atomic_add_fetch(&t->skel->bss->ts_phase_id, 1, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&t->skel->bss->ts_from_ns, from, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&t->skel->bss->ts_until_ns, from + on_ns(t), __ATOMIC_SEQ_CST);
-		t->wait_until_ns = from + (ML_TS_STEP_SPAN + 1) * on_ns(t) + 10000000;
+		window(t, ml_clock_ns(CLOCK_MONOTONIC));
 	}
 	/* Weighed as an on phase closes (no allocation returns in view any more): whole cycles only, so that
 	 * the weight does not swing with the phase a report falls in. */
@@ -220,9 +224,7 @@ void tsample__more(struct tsample *t, const struct tsample_env *e, unsigned int 
 	t->span = t->gaps = t->calls = 0;
 	if (t->on) { /* a phase under way counts from here, at the new length */
 		phase_begin(t);
-		__atomic_store_n(&t->skel->bss->ts_from_ns, t->since_ns, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&t->skel->bss->ts_until_ns, t->since_ns + on_ns(t), __ATOMIC_SEQ_CST);
-		t->wait_until_ns = t->since_ns + (ML_TS_STEP_SPAN + 1) * on_ns(t) + 10000000;
+		window(t, t->since_ns);
 	}
 	err = ledger__set_weight(e->ledger, ML_LAYER_TORCH_CPU, t->since_ns, t->shift);
 	if (err)
