@@ -319,6 +319,63 @@ static void few_sampled_steps(int fd, bool whole)
 	steps__free(s);
 }
 
+/*
+ * Few whole steps sampled a report, unevenly in time (0 to 4 a 5-s report, as under load at 1 in 16): each keeps a
+ * 1 MiB tensor, recorded and weighed as 16. Timed, the weighed bytes jump and halt, and the row did not read growing;
+ * against the steps sampling saw it rises by one record a step, and is a candidate from the fourth report that saw
+ * one (the seventh), through the pause after (no step: the samples restated). A row whose records stay put is not.
+ */
+static void uneven_whole_steps(int fd, bool leak)
+{
+	static const int per_report[] = {1, 0, 3, 1, 0, 0, 4, 1, 0, 0, 0, 0};
+	struct verdicts *v = NULL;
+	struct steps *s = NULL;
+	struct ml_row row = {.key = {.tgid = 340, .layer = ML_LAYER_TORCH_CPU, .stack_id = 13},
+			     .oldest_ts_ns = 1,
+			     .traits = ML_ROW_WEIGHED};
+	const struct ml_judgement *j = NULL;
+	const size_t *order;
+	uint64_t sampled = 0, count = 0, kept = 0;
+	int growing = 0, first = 0;
+
+	CHECK(!verdicts__new(&v) && !steps__new(fd, "f", &s), "uneven whole steps: verdicts and steps");
+	verdicts__steps(v, s);
+	for (int k = 1; k <= 12; k++) {
+		uint64_t now = (uint64_t)k * 5000000000ULL;
+		bool paused = k > 8;
+		struct ml_steps val = {.by_step = 1};
+		struct ml_snapshot snap = {.rows = &row, .nrows = 1, .elapsed_s = 5, .now_ns = now};
+		uint32_t tgid = 340;
+
+		count += paused ? 0 : 60;
+		sampled += (uint64_t)per_report[k - 1];
+		kept = leak ? sampled : (sampled ? 1 : 0);
+		val.count = count, val.sampled = sampled;
+		val.last_ns = paused ? 8 * 5000000000ULL : now;
+		bpf_map_update_elem(fd, &tgid, &val, BPF_ANY);
+		steps__read(s, 5, now, now);
+		row.records = row.weighed_records = kept;
+		row.raw_bytes = row.weighed_raw_bytes = kept * (uint64_t)MIB;
+		row.count = 16 * kept;
+		row.bytes = row.count * (uint64_t)MIB;
+		verdicts__tensor_phase(v, now - 300000000ULL);
+		if (verdicts__update(v, &snap, false, 0, &j, &order))
+			j = NULL;
+		if (j && j->verdict == ML_V_GROWING && !first)
+			first = k;
+		growing += j && j->verdict == ML_V_GROWING;
+	}
+	if (leak)
+		CHECK(
+		    first == 7 && growing == 6,
+		    "a tensor kept a step: growing from the fourth report with a new sampled step, through the pause");
+	else
+		CHECK(growing == 0, "one record kept: never growing");
+	verdicts__free(v);
+	steps__forget(s, 340);
+	steps__free(s);
+}
+
 /* Prometheus: a rank's per-step growth of torch_cpu, and none for a rank that does not step. */
 static void metrics_per_step(int fd)
 {
@@ -442,6 +499,8 @@ int main(void)
 	sampled_steps(fd);
 	few_sampled_steps(fd, true);
 	few_sampled_steps(fd, false);
+	uneven_whole_steps(fd, true);
+	uneven_whole_steps(fd, false);
 	clock_sampled(fd);
 	close(fd);
 	return SUMMARY("steps");

@@ -1,11 +1,10 @@
 /*
- * One series' classification (ml_judge, declared in verdict.h): the growth tests of bytes and counts over the
+ * One series' classification (ml_judge, trend.h): the growth tests of bytes and counts over the
  * judged samples, the verdict they make and the leak score. Pure functions of the samples; verdict.c keeps the
  * history they are fed from.
  */
 #include "judge/trend.h"
 #include <math.h>
-#include "judge/verdict.h"
 
 /* Least-squares slope of y over t; 0 when the t do not spread. */
 double ml_slope(const double *t, const double *y, size_t n)
@@ -33,10 +32,10 @@ static struct ml_trend trend(const double *t, const double *y, size_t n, double 
 {
 	struct ml_trend r = {0};
 	size_t moves = n - 1, nrates = 0;
-	double hi = y[0], drops = 0, mean = 0, var = 0, inv_dt = 0, rate[ML_HIST_SHORT + ML_HIST_LONG];
+	double hi = y[0], drops = 0, mean = 0, var = 0, inv_dt = 0, rate[ML_SERIES_MAX];
 	bool recent = false;
 
-	if (n < 2 || n > ML_HIST_SHORT + ML_HIST_LONG)
+	if (n < 2 || n > ML_SERIES_MAX)
 		return r;
 	r.net = y[n - 1] - y[0];
 	r.per_s = ml_slope(t, y, n);
@@ -108,11 +107,10 @@ static size_t spaced(const double *t, const double *b, const double *c, size_t n
 static size_t trends(struct ml_judgement *j, const double *t, const double *bytes, const double *counts, size_t n,
 		     double step)
 {
-	double ts[ML_HIST_SHORT + ML_HIST_LONG], bs[ML_HIST_SHORT + ML_HIST_LONG], cs[ML_HIST_SHORT + ML_HIST_LONG];
+	double ts[ML_SERIES_MAX], bs[ML_SERIES_MAX], cs[ML_SERIES_MAX];
 	size_t m = 0;
 
-	if (step > 0 && n >= 2 && j->growth_bytes_per_s * (t[n - 1] - t[n - 2]) <= step &&
-	    n <= ML_HIST_SHORT + ML_HIST_LONG)
+	if (step > 0 && n >= 2 && j->growth_bytes_per_s * (t[n - 1] - t[n - 2]) <= step && n <= ML_SERIES_MAX)
 		m = spaced(t, bytes, counts, n, 2 * step / j->growth_bytes_per_s, ts, bs, cs);
 	if (m >= 5 && m < n) { /* spaced samples hold several steps each: their unevenness is the row's own */
 		t = ts, bytes = bs, counts = counts ? cs : NULL;
