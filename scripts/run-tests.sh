@@ -303,19 +303,23 @@ if [ "${1:-}" != "--unit-only" ]; then
 	done
 	flush_beside
 	drain
-	# The @alone files one at a time, but for the shares of one file (the workloads'), which run ALONE_JOBS (2) at
-	# a time on an otherwise idle machine: PyTorch loops beside PyTorch loops (both halves at once passed, 8/8
-	# and 7/7, in 251 and 278 s against 505 s in turn). The C targets' files (the overhead tests' busy loops, the
+	# The @alone files one at a time, but for the shares of the workloads (their two halves, and their smoke subset
+	# on each other interpreter), which run ALONE_JOBS (2) at a time on an otherwise idle machine: PyTorch loops
+	# beside PyTorch loops (both halves at once passed, 8/8 and 7/7, in 251 and 278 s against 505 s in turn). The C targets' files (the overhead tests' busy loops, the
 	# demo) failed beside one, and two halves failed beside `stress-ng --cpu 1`: a machine that other work keeps
 	# busy gets them one at a time.
 	if [ "$ALONE_J" -gt 1 ] && busy=$(others_busy) && [ "$busy" -gt 25 ]; then
 		echo "# the @alone part one file at a time: other processes kept $busy % of a CPU busy"
 		ALONE_J=1
 	fi
+	prev=1
 	for q in $ALONE; do
 		entry "$q"
 		J=1
-		[ -z "$shard" ] || J=$ALONE_J
+		[ -z "$shard$py" ] || J=$ALONE_J
+		# Shares run beside shares, never beside a file that runs alone: the first share after one waits for it.
+		[ "$J" -eq 1 ] || [ "$prev" -gt 1 ] || drain
+		prev=$J
 		job "$t${py:+@$py}${shard:+ #$shard}$(label $kind alone)" test $kind alone "$t" $py
 	done
 	drain

@@ -585,22 +585,21 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     300 steps of an epoch; the row that keeps a 1 MiB tensor a step reads 1 MiB a step; through the 30-s pause
     after the epoch it stays a leak candidate in every report; the steady twin, with the same pauses, has none."""
     script = "epochs.py"
-    # The twin runs after the leaking loop, not beside it: two torch loops and the tool on two cores made the
-    # sampled row's rates uneven (CV 0.56 at report 4), and it read stable through the pause in 7 runs of 8
-    # (2026-11-30, issue 39's note).
-    leak, control = epochs_run("keep"), None
+    # The twin starts as the leaking loop pauses, not beside its first epoch: two torch loops and the tool on two
+    # cores made the sampled row's rates uneven (CV 0.56 at report 4), and it read stable through the pause in 7
+    # runs of 8 (2026-11-30, issue 39's note). Its loop overlaps the leaking one's second epoch only.
+    leak, control, reps, creps = epochs_run("keep"), None, None, []
     try:
         said = read_line(leak.wl.stdout, 180, "the first epoch's end").split()
         eq(said[:2], ["steps", "300"], "the script's count")
         paused_at = float(said[3])  # when it began the pause: the line may be read much later on a busy machine
+        control = epochs_run("steady")
         # The pause, and a report into the next epoch: 40 s.
         leak.wait_for(lambda rs: rs[-1]["time_unix"] > paused_at + 40, 60)
-    finally:
         reps = leak.stop()
-    try:
-        control = epochs_run("steady")
         control.wait_for(lambda rs: len(rs) >= 10, 90)
     finally:
+        reps = leak.stop() if reps is None else reps
         creps = control.stop() if control else []
     line = leak_line(script)
     at_line = [(r, next((s for s in r["stacks"] if s["layer"] == "torch_cpu" and
