@@ -317,8 +317,12 @@ if [ "${1:-}" != "--unit-only" ]; then
 		entry "$q"
 		J=1
 		[ -z "$shard$py" ] || J=$ALONE_J
-		# Shares run beside shares, never beside a file that runs alone: the first share after one waits for it.
-		[ "$J" -eq 1 ] || [ "$prev" -gt 1 ] || drain
+		# Shares run beside shares, never beside a file that runs alone: the first share after one waits for it
+		# (and reads its entry again: reap's read sets kind).
+		if [ "$J" -gt 1 ] && [ "$prev" -eq 1 ]; then
+			drain
+			entry "$q"
+		fi
 		prev=$J
 		job "$t${py:+@$py}${shard:+ #$shard}$(label $kind alone)" test $kind alone "$t" $py
 	done
