@@ -310,10 +310,19 @@ class Tool:
         self.args = [TOOL, *exact(args)]
         self.p = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
         self.stderr_lines = []
-        # Reports are drained as they come: a full pipe would block the tool, not the test.
+        # Reports are drained as they come, a line at a time: a full pipe would block the tool, not the test, and
+        # lines() tells a test the tool's progress.
         self._out = []
-        self._reader = threading.Thread(target=lambda: self._out.append(self.p.stdout.read()), daemon=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+
+    def _read(self):
+        for line in iter(self.p.stdout.readline, b""):
+            self._out.append(line)
+
+    def lines(self):
+        """The lines the tool has written to stdout so far (with -f json, its reports)."""
+        return len(self._out)
 
     def wait_attached(self, timeout=20):
         end = time.time() + timeout
