@@ -477,6 +477,39 @@ int main(void)
 		verdicts__free(v);
 	}
 	/*
+	 * A final report a whole interval after the fourth (1.09 s, interval 1 s) in which the job stalled: a sample
+	 * of its own, flat, whose rates alone read stable. The leak stays growing; one whose bytes and records fell is
+	 * judged afresh; a periodic report so late is judged on its own.
+	 */
+	for (int how = 0; how < 3; how++) {
+		struct verdicts *v;
+		struct ml_row row = {.key = {.tgid = 1, .stack_id = 1}};
+		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
+		const struct ml_judgement *jv = NULL;
+		const size_t *order = NULL;
+		int err = verdicts__new(&v);
+
+		for (int i = 0; i < 4 && !err; i++) {
+			s.now_ns = (uint64_t)(i + 1) * 1000000000ULL;
+			row.bytes += 4096, row.count += 16, row.raw_bytes = row.bytes, row.records = row.count;
+			err = verdicts__update(v, &s, false, 0, &jv, &order);
+			s.elapsed_s = 1;
+		}
+		if (how == 1)
+			row.bytes = 4096, row.count = 16, row.records = 16;
+		s.now_ns += 1090000000ULL, s.elapsed_s = 1.09;
+		err = err ? err : verdicts__update(v, &s, false, how == 2 ? 0 : 1.0, &jv, &order);
+		if (how == 0)
+			CHECK(!err && jv[0].verdict == ML_V_GROWING && jv[0].intervals == 4 && jv[0].count_growth == 0,
+			      "a final report 1.09 s later, the job stalled: a sample of its own, still growing");
+		else if (how == 1)
+			CHECK(!err && jv[0].verdict != ML_V_GROWING,
+			      "a final report whose bytes and records fell: afresh");
+		else
+			CHECK(!err && jv[0].verdict == ML_V_STABLE, "a periodic report so late and flat: stable");
+		verdicts__free(v);
+	}
+	/*
 	 * A leak whose walks were cut short (its table not loaded yet) for four reports, then complete: the merged
 	 * row, under its complete stack's key, goes on with the cut row's history and stays growing. Without the
 	 * cut key it starts afresh, new.

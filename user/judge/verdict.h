@@ -18,7 +18,8 @@ void verdicts__free(struct verdicts *v);
  * parallel to s->rows, valid until the next call, and in *order the row indices in report order: growing
  * stacks first by leak score, then the rest by outstanding bytes (or all by bytes when by_bytes). A snapshot
  * under 0.9 restate_s after the last one (the final report's: the report interval; 0 for the others) replaces
- * the last sample instead of adding one.
+ * the last sample instead of adding one; in such a report (restate_s > 0), a row growing at the last that freed
+ * nothing since stays growing.
  */
 int verdicts__update(struct verdicts *v, const struct ml_snapshot *s, bool by_bytes, double restate_s,
 		     const struct ml_judgement **out, const size_t **order);
