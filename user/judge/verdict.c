@@ -213,13 +213,9 @@ static bool reweighed_row(const struct ml_row *r)
 	       r->weighed_raw_bytes <= r->raw_bytes && r->weighed_records <= r->records;
 }
 
-/*
- * A row's process's steps at the report: all of them, those tensor sampling saw, how many of those will do, and
- * whether it is sampled by whole steps.
- */
+/* A row's process's steps at the report: all of them, those tensor sampling saw, and whether it saw them whole. */
 struct row_steps {
 	double steps, sampled;
-	unsigned int min_sampled;
 	bool whole;
 };
 
@@ -256,6 +252,15 @@ static bool per_sampled_step(struct ml_judgement *j, const struct hist *h, unsig
 	return true;
 }
 
+/* A growth test's outcome and evidence from another series of the same signal; its net and slope stay. */
+static void take_evidence(struct ml_trend *to, const struct ml_trend *from)
+{
+	to->rising = from->rising;
+	to->highs = from->highs;
+	to->regularity = from->regularity;
+	to->evidence = from->evidence;
+}
+
 /*
  * A row sampled by whole steps, judged as well against the steps sampling saw: each holds every tensor it made, so a
  * leak adds the same records at each, however few a report's phases held. Timed, one to four sampled steps a report
@@ -270,6 +275,8 @@ static struct ml_judgement by_sampled_steps(const struct hist *h, const struct m
 	struct ml_judgement js, k = *j;
 	size_t m = 0;
 
+	if (j->verdict == ML_V_GROWING)
+		return *j;
 	for (uint32_t i = 0; i < hist__len(h); i++) {
 		const struct sample *s = hist__at(h, i);
 
@@ -280,15 +287,13 @@ static struct ml_judgement by_sampled_steps(const struct hist *h, const struct m
 		x[m] = s->sampled, yb[m] = s->wb, yc[m++] = s->wc;
 	}
 	js = ml_judge(x, yb, yc, m, age, interval, 0);
-	if (j->verdict == ML_V_GROWING || js.verdict != ML_V_GROWING)
+	if (js.verdict != ML_V_GROWING)
 		return *j;
 	k.verdict = ML_V_GROWING;
 	k.monotonic = js.monotonic;
 	k.leak_score = js.leak_score;
-	k.bytes.rising = js.bytes.rising, k.count.rising = js.count.rising;
-	k.bytes.highs = js.bytes.highs, k.count.highs = js.count.highs;
-	k.bytes.regularity = js.bytes.regularity, k.count.regularity = js.count.regularity;
-	k.bytes.evidence = js.bytes.evidence, k.count.evidence = js.count.evidence;
+	take_evidence(&k.bytes, &js.bytes);
+	take_evidence(&k.count, &js.count);
 	return k;
 }
 
@@ -350,7 +355,7 @@ static struct ml_judgement judge_row(struct hist *h, const struct hist *old, con
 
 		for (uint32_t i = 0; i < hist__len(h); i++)
 			st[i] = hist__at(h, i)->steps;
-		if (!tensor_row(r) || !per_sampled_step(&j, h, rs->min_sampled))
+		if (!tensor_row(r) || !per_sampled_step(&j, h, rs->whole ? MIN_SAMPLED_WHOLE : MIN_SAMPLED_TIME))
 			per_step(&j, t, b, c, st,
 				 n); /* as reported: at today's weights epochs.py's 1 MiB read 0.74 MiB */
 	}
@@ -473,10 +478,8 @@ static struct ml_judgement update_row(const struct verdicts *v, const struct ml_
 			  : r->key.layer == ML_LAYER_TORCH_CPU ? v->ts_closed_ns
 							       : 0;
 	const struct step_count *sc = steps__of(v->steps, r->key.tgid);
-	struct row_steps rs = {.steps = sc ? (double)sc->count : 0,
-			       .sampled = sc ? (double)sc->sampled : 0,
-			       .min_sampled = sc && sc->whole ? MIN_SAMPLED_WHOLE : MIN_SAMPLED_TIME,
-			       .whole = sc && sc->whole};
+	struct row_steps rs = {
+	    .steps = sc ? (double)sc->count : 0, .sampled = sc ? (double)sc->sampled : 0, .whole = sc && sc->whole};
 	double t = now;
 	struct ml_judgement j;
 	bool held = false;
