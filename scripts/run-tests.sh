@@ -51,19 +51,21 @@ exec 3<>"$P/fifo"
 trap 'rm -rf "$P"' EXIT
 running=0
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# Their variables are job_* and reap_*: the callers' own (entry's kind, t, shard, py) stay as they were.
 job() {
 	while [ "$running" -ge "$J" ]; do reap; done
-	name=$1 kind=$2
+	job_name=$1 job_kind=$2
 	shift 2
-	n=$(echo "$name" | tr -c 'A-Za-z0-9_.\n-' _)
+	job_n=$(echo "$job_name" | tr -c 'A-Za-z0-9_.\n-' _)
 	# CMD in a subshell of its own: one that exits (build's failure) still has its status reported, not awaited forever.
-	( t0=$(now_ms); ("$@") >"$P/$n.log" 2>&1 3>&-; rc=$?; echo "$rc $(($(now_ms) - t0)) $kind $n $name" >&3 ) &
+	( t0=$(now_ms); ("$@") >"$P/$job_n.log" 2>&1 3>&-; rc=$?
+	  echo "$rc $(($(now_ms) - t0)) $job_kind $job_n $job_name" >&3 ) &
 	running=$((running + 1))
 }
 reap() {
-	read -r rc ms kind n name <&3
+	read -r reap_rc reap_ms reap_kind reap_n reap_name <&3
 	running=$((running - 1))
-	"done_$kind" "$rc" "$name" "$P/$n.log" "$(($ms / 1000)).$(($ms % 1000 / 100))"
+	"done_$reap_kind" "$reap_rc" "$reap_name" "$P/$reap_n.log" "$((reap_ms / 1000)).$((reap_ms % 1000 / 100))"
 }
 drain() {
 	while [ "$running" -gt 0 ]; do reap; done
@@ -317,12 +319,8 @@ if [ "${1:-}" != "--unit-only" ]; then
 		entry "$q"
 		J=1
 		[ -z "$shard$py" ] || J=$ALONE_J
-		# Shares run beside shares, never beside a file that runs alone: the first share after one waits for it
-		# (and reads its entry again: reap's read sets kind).
-		if [ "$J" -gt 1 ] && [ "$prev" -eq 1 ]; then
-			drain
-			entry "$q"
-		fi
+		# Shares run beside shares, never beside a file that runs alone: the first share after one waits for it.
+		[ "$J" -eq 1 ] || [ "$prev" -gt 1 ] || drain
 		prev=$J
 		job "$t${py:+@$py}${shard:+ #$shard}$(label $kind alone)" test $kind alone "$t" $py
 	done
