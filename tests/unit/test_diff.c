@@ -141,6 +141,8 @@ static void two_runs(struct diff_run **a, struct diff_run **b)
 	add(*b, "60", 2 * MIB, 0);					       /* new, held, not growing */
 	add(*a, "70", 256, 0), add(*b, "70", 133 * KIB, 8 * KIB);	       /* transient buffers' slope */
 	add(*a, "80", 133 * KIB, 8 * KIB), add(*b, "80", 256, 0);	       /* ... in A, caught there */
+	add(*a, "90", 1 * MIB, -4 * KIB), add(*b, "90", 12 * MIB, 4 * KIB);    /* passing buffers, peaks below */
+	(*a)->rows[(*a)->nrows - 1].f.peak_bytes = 12 * MIB;
 	diffrun__add_layer(*a, "torch_cpu", &(struct diff_figs){.bytes = 53 * MIB, .per_step = 40 * KIB, .stepped = 1});
 	diffrun__add_layer(*b, "torch_cpu",
 			   &(struct diff_figs){.bytes = 231 * MIB, .per_step = 116 * KIB, .stepped = 1});
@@ -171,7 +173,9 @@ static void judged(void)
 	CHECK(!item_at(&res, 40), "40 -> 52 KiB/step and 40 MiB -> 48 MiB at equal steps: not doubled, not named");
 	CHECK(!item_at(&res, 70), "8 KiB a step over 1,000 steps holding 133 KiB: not borne out, not named");
 	CHECK(!item_at(&res, 80), "the same in A, none in B: the fall not borne out either, not named shrunk");
-	CHECK(!item_at(&res, 10) && res.unchanged == 4 && res.matched == 5, "four unchanged of five matched");
+	CHECK(!item_at(&res, 90), "1 MiB -> 8 MiB at equal steps, -4 -> +4 KiB a step, but A once held 12 MiB: "
+				  "what B holds, A held too, not named grown");
+	CHECK(!item_at(&res, 10) && res.unchanged == 5 && res.matched == 6, "five unchanged of six matched");
 	CHECK(res.nlayers == 2 && !strcmp(res.layers[0].name, "torch_cpu") && res.layers[0].over &&
 		  !strcmp(res.layers[1].name, "libc") && !res.layers[1].a && !res.layers[1].over,
 	      "the gate on layers: torch_cpu 76 KiB a step more is over 10 KiB; libc, in B only, 4 KiB is not");

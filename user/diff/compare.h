@@ -14,7 +14,7 @@ enum diff_change { DIFF_GROWN, DIFF_APPEARED, DIFF_VANISHED, DIFF_SHRUNK, DIFF_C
 
 struct diff_opts {
 	double min_bytes;	   /* the smallest change of outstanding bytes named (default 1 MiB) */
-	double min_rate;	   /* the smallest change of growth named, per step or per second (default 4 KiB) */
+	double min_rate;	   /* the smallest change of growth named, per step or per second (default 1 KiB) */
 	double fail_over;	   /* a layer whose bytes held grew by more fails the diff; < 0: no gate */
 	double fail_over_per_step; /* a layer whose growth per step rose by more fails it; < 0: no gate */
 	bool same_run;		   /* A and B are two reports of one run: bytes are compared as they are */
