@@ -89,8 +89,29 @@ static void grow_checks(struct memleak_bpf *skel)
 	slots__free(t);
 }
 
+/* The watching thread's decisions, look by look: a level made ahead only on ML_TABLE_AHEAD read looks in a row. */
+static void step_checks(void)
+{
+	static const struct {
+		unsigned int fill;
+		bool dropped;
+		enum slots_step want;
+	} looks[] = {{13, false, SLOTS_WAIT},	 {15, false, SLOTS_WAIT}, {13, false, SLOTS_WAIT},
+		     {15, false, SLOTS_WAIT},	 {16, false, SLOTS_WAIT}, {15, false, SLOTS_PREPARE},
+		     {17, false, SLOTS_PREPARE}, {25, false, SLOTS_GROW}, {2, false, SLOTS_WAIT},
+		     {2, true, SLOTS_GROW},	 {15, false, SLOTS_WAIT}, {14, false, SLOTS_WAIT}};
+	unsigned int ahead = 0, wrong = 0;
+
+	for (size_t i = 0; i < sizeof(looks) / sizeof(looks[0]); i++)
+		wrong += slots__step(&ahead, looks[i].fill, looks[i].dropped) != looks[i].want;
+	CHECK_EQ_INT(wrong, 0,
+		     "a 15 % look between 13 % ones makes nothing; three in a row make a level ahead; 25 % or a drop "
+		     "publishes one at once, and the count starts over");
+}
+
 int main(void)
 {
+	step_checks();
 	struct memleak_bpf *skel = memleak_bpf__open_and_load();
 	struct slots *t = NULL;
 

@@ -20,6 +20,7 @@ struct slots_watch {
 	int stop_fd; /* an eventfd: written to stop the thread */
 	int ncpu;
 	uint64_t *pcpu, full_seen; /* the per-CPU counters read, and the drops for a full chain seen last */
+	unsigned int ahead;	   /* looks in a row that read ML_TABLE_AHEAD percent live (slots__step) */
 	bool said;
 };
 
@@ -205,6 +206,16 @@ struct ml_slot *slots__claim(struct slots *t, uint32_t tgid, uint8_t layer, uint
 	return NULL;
 }
 
+enum slots_step slots__step(unsigned int *ahead, unsigned int fill, bool dropped)
+{
+	if (dropped || fill >= ML_TABLE_FILL) {
+		*ahead = 0;
+		return SLOTS_GROW;
+	}
+	*ahead = fill >= ML_TABLE_AHEAD ? *ahead + 1 : 0;
+	return *ahead >= SLOTS_AHEAD_LOOKS ? SLOTS_PREPARE : SLOTS_WAIT;
+}
+
 /*
  * When to look next: soon while the newest level is past half of ML_TABLE_AHEAD, else after SLOTS_IDLE_MS,
  * unless the probes' fastest recording (SLOTS_BURST_PER_S) could fill what is left below ML_TABLE_AHEAD in that
@@ -220,8 +231,9 @@ static int watch_wait_ms(const struct slots *t, unsigned int fill)
 	return SLOTS_IDLE_MS;
 }
 
-/* One look: the next level made once the newest is ML_TABLE_AHEAD percent live, and published once it is
- * ML_TABLE_FILL percent live or a record found no slot since the last look. Returns the wait for the next. */
+/* One look: the next level made once the newest reads ML_TABLE_AHEAD percent live (slots__step), and published
+ * once it is ML_TABLE_FILL percent live or a record found no slot since the last look. Returns the wait for the next.
+ */
 static int watch_once(struct slots *t, struct slots_watch *w)
 {
 	uint64_t sum[ML_STAT_SLOTS], full = w->full_seen;
@@ -230,21 +242,25 @@ static int watch_once(struct slots *t, struct slots_watch *w)
 
 	if (!ml_stats_sum(bpf_map__fd(t->skel->maps.stats), w->ncpu, w->pcpu, sum))
 		full = sum[ML_STAT_DROP_ALLOCS_FULL];
-	if (full == w->full_seen && fill < ML_TABLE_AHEAD)
-		return watch_wait_ms(t, fill);
-	if (full != w->full_seen || fill >= ML_TABLE_FILL) {
+	switch (slots__step(&w->ahead, fill, full != w->full_seen)) {
+	case SLOTS_WAIT: return fill < ML_TABLE_AHEAD ? watch_wait_ms(t, fill) : SLOTS_WATCH_MS;
+	case SLOTS_GROW:
 		w->full_seen = full;
 		err = slots__grow(t);
 		if (!err)
 			ml_info("allocation table: a level of %zu slots added, %llu slots in all (%llu MiB)",
 				t->lv[t->n - 1].len, (unsigned long long)slots__capacity(t),
 				(unsigned long long)(slots__bytes(t) >> 20));
-	} else if (!t->spare) {
+		break;
+	case SLOTS_PREPARE:
+		if (t->spare)
+			break;
 		err = slots__prepare(t);
 		if (!err)
 			ml_info(
 			    "allocation table: a level of %zu slots made ahead, unused until the newest is %d %% live",
 			    t->lv[t->n].len, ML_TABLE_FILL);
+		break;
 	}
 	if (err && err != -ENOSPC && !w->said)
 		ml_notice("cannot add a level to the allocation table: %s", strerror(-err));
