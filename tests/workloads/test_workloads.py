@@ -1070,7 +1070,7 @@ def steady_control_started_default_settings_grows_nothing():
 @debian_too
 def running_total_census_default_settings():
     """total += loss, attached at default settings: with no probe and no stack, the heap census names the
-    autograd node types the total keeps, growing at the third report; per step two Linear layers
+    autograd node types the total keeps, growing at the third walk (the third report, on a quiet machine); per step two Linear layers
     (AddmmBackward0 and TBackward0 each), one ReLU, one mse_loss and one add, so their counts keep those
     ratios, and the text says so."""
     run = Run("running_total.py", "p", interval="2")
@@ -1088,7 +1088,12 @@ def running_total_census_default_settings():
     addmm = types.get(nodes + "AddmmBackward0")
     check(addmm and addmm["growing"] and addmm["per_s"] > 0,
           f"AddmmBackward0 growing within {len(reps)} reports: {list(types.items())[:4]}")
-    eq(len(reps), 3, "growing at the third report (the first three walks come at each report)")
+    # The third walk: on a quiet machine the first three come at each report; one report of a run beside
+    # stress-ng came without its walk (stress run S6), and the type grew at the fourth report, the third walk.
+    walks = [(next((p.get("census") or {} for p in r["processes"] if p["pid"] == run.pid), {})).get("walks")
+             for r in reps]
+    eq(walks[-1], 3, f"growing at the third walk (walks at each report: {walks})")
+    check(len(reps) <= 4, f"the third walk by the fourth report: {walks}")
     grew = [n for n, t in types.items() if t["growing"]]
     check(set(grew) >= {nodes + k for k in ("AddmmBackward0", "TBackward0", "ReluBackward0")} and
           grew[0].replace("shared_ptr control block of ", "").startswith(nodes),
