@@ -187,6 +187,17 @@ static int grow_reports(struct verdicts *v, struct ml_snapshot *s, int n, const 
 	return err;
 }
 
+/* New verdicts, and one row (tgid 1, stack 1) in *s fed n growing reports: how the final-report cases begin. */
+static int grown_row(int n, struct verdicts **v, struct ml_row *row, struct ml_snapshot *s,
+		     const struct ml_judgement **jv, const size_t **order)
+{
+	int err = verdicts__new(v);
+
+	*row = (struct ml_row){.key = {.tgid = 1, .stack_id = 1}};
+	*s = (struct ml_snapshot){.rows = row, .nrows = 1, .elapsed_s = 1e6};
+	return err ? err : grow_reports(*v, s, n, jv, order);
+}
+
 int main(void)
 {
 	struct ml_judgement j;
@@ -461,14 +472,13 @@ int main(void)
 	 * records were reweighed, none freed. One whose bytes and records fell is judged afresh.
 	 */
 	for (int how = 0; how < 3; how++) {
-		struct verdicts *v;
-		struct ml_row row = {.key = {.tgid = 1, .stack_id = 1}};
-		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
+		struct verdicts *v = NULL;
+		struct ml_row row;
+		struct ml_snapshot s;
 		const struct ml_judgement *jv = NULL;
 		const size_t *order = NULL;
-		int err = verdicts__new(&v);
+		int err = grown_row(5, &v, &row, &s, &jv, &order);
 
-		err = err ? err : grow_reports(v, &s, 5, &jv, &order);
 		if (how == 0)
 			row.bytes += 15 * 4096, row.count += 15 * 16, row.records = row.count;
 		else if (how == 1)
@@ -496,14 +506,13 @@ int main(void)
 	 * judged afresh; a periodic report so late is judged on its own.
 	 */
 	for (int how = 0; how < 3; how++) {
-		struct verdicts *v;
-		struct ml_row row = {.key = {.tgid = 1, .stack_id = 1}};
-		struct ml_snapshot s = {.rows = &row, .nrows = 1, .elapsed_s = 1e6};
+		struct verdicts *v = NULL;
+		struct ml_row row;
+		struct ml_snapshot s;
 		const struct ml_judgement *jv = NULL;
 		const size_t *order = NULL;
-		int err = verdicts__new(&v);
+		int err = grown_row(4, &v, &row, &s, &jv, &order);
 
-		err = err ? err : grow_reports(v, &s, 4, &jv, &order);
 		if (how == 1)
 			row.bytes = 4096, row.count = 16, row.records = 16;
 		s.now_ns += 1090000000ULL, s.elapsed_s = 1.09;
