@@ -243,7 +243,7 @@ static int watch_once(struct slots *t, struct slots_watch *w)
 	if (!ml_stats_sum(bpf_map__fd(t->skel->maps.stats), w->ncpu, w->pcpu, sum))
 		full = sum[ML_STAT_DROP_ALLOCS_FULL];
 	switch (slots__step(&w->ahead, fill, full != w->full_seen)) {
-	case SLOTS_WAIT: return fill < ML_TABLE_AHEAD ? watch_wait_ms(t, fill) : SLOTS_WATCH_MS;
+	case SLOTS_WAIT: return watch_wait_ms(t, fill);
 	case SLOTS_GROW:
 		w->full_seen = full;
 		err = slots__grow(t);
