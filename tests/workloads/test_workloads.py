@@ -1130,17 +1130,20 @@ def running_total_sampled_default_settings():
     script = "running_total.py"
     back, total = line_with(script, "loss.backward()"), line_with(script, "total += loss")
     run = Run(script, "p", "--top", "40", interval="2")
+
+    def nwin(r):
+        return (r["modes"].get("libc_windows") or {}).get("windows", 0)
+
     # Seven reports and six windows: a window comes about every 2.4 s, later on a loaded machine (proof E of
     # 2026-11-30 read 5 at the seventh report, its other half's PyTorch loop beside it).
     try:
-        reps = run.wait_for(lambda rs: len(rs) >= 7 and
-                            (rs[-1]["modes"].get("libc_windows") or {}).get("windows", 0) >= 6, 90)
+        reps = run.wait_for(lambda rs: len(rs) >= 7 and nwin(rs[-1]) >= 6, 90)
     finally:
         reps = run.stop()
     check(len(reps) >= 7, f"reports: {len(reps)}")
     modes = reps[-1]["modes"]
     windows = modes.get("libc_windows") or {}
-    check(modes["libc"] == "heap_growth" and windows.get("windows", 0) >= 6 and windows.get("checked", 0) > 0,
+    check(modes["libc"] == "heap_growth" and nwin(reps[-1]) >= 6 and windows.get("checked", 0) > 0,
           f"the C heap sampled in windows, their blocks checked: {modes}")
 
     def lines(s):
@@ -1148,9 +1151,6 @@ def running_total_sampled_default_settings():
 
     # Six reports, or more where a loaded machine took the six windows later (proof M read no candidate in the
     # first six reports): the verdict needs windows, and a window's pace is the machine's.
-    def nwin(r):
-        return (r["modes"].get("libc_windows") or {}).get("windows", 0)
-
     upto = max(6, next((k + 1 for k, r in enumerate(reps) if nwin(r) >= 6), len(reps)))
     found = [r["seq"] for r in reps[:upto] if any(lines(s) in (leak_line(script), total)
                                                   for s in growing_top3(r, script)[0])]
