@@ -81,6 +81,7 @@ def sampled_leak_run(pre=()):
           f"the blocks kept at leak_step: one growing row: {[(s['verdict'], s['count']) for s in blocks]}")
     eq([funcs(s)[:3] for s in final["stacks"] if s["verdict"] == "growing" and "churn" in funcs(s)], [],
        "churn's blocks are no candidate")
+    eq((blocks[0]["estimated"], blocks[0]["address_space"]), (True, False), "the row is the windows' estimate of blocks")
     return final, leaked, windows, blocks[0]
 
 
@@ -102,6 +103,7 @@ def c_heap_sampled_in_windows_keeps_a_c_leak_at_its_line():
     check(0.75 <= block["count"] / leaked <= 1.25,
           f"the estimate within 25 % of the truth: {block['count']} estimated, {leaked} kept")
     growth = [s for s in final["stacks"] if s["layer"] == "libc" and "__sbrk" in funcs(s) and "leak_step" in funcs(s)]
+    eq({(s["address_space"], s["estimated"]) for s in growth}, {(True, False)}, "the break's growth: address space")
     check(any(s["verdict"] == "growing" for s in growth) and all(s["verdict"] != "victim" for s in growth),
           f"the break's growth in leak_step is a candidate, no victim: {[(s['verdict'], s.get('victim')) for s in growth]}")
 
