@@ -553,9 +553,11 @@ def losses_loop_default_settings_2s():
     # slow the steps unevenly, so the time share alone gave up to 1.39). Counted by the toggles' times instead,
     # a slow close gave 1.51 on CI (1.57 with 60 ms added to each close here; 0.81 to 0.85 as spanned). Over
     # three to five reports the count reads low, 0.64 to 0.77, and so does every probe on: 0.80 and 0.84 in
-    # 10 s, 0.91 in 20 s (a loss taken elsewhere than its line); hence 0.5.
-    print(f"# kept loss tensors counted {kept} for {steps} steps: {kept / max(steps, 1):.2f}", flush=True)
-    check(steps >= 500 and 0.5 * steps <= kept <= 1.3 * steps,
+    # 10 s, 0.91 in 20 s (a loss taken elsewhere than its line); hence 0.5. Sampled at 1 in N, the count comes
+    # in records of about N each, about 18 of them at N = 16 (a proof read 0.48): three records short is noise.
+    one_in = max([1] + [m.get("one_in", 1) for m in sampled])
+    print(f"# kept loss tensors counted {kept} for {steps} steps: {kept / max(steps, 1):.2f} (1 in {one_in})", flush=True)
+    check(steps >= 500 and 0.5 * steps - 3 * one_in <= kept <= 1.3 * steps,
           f"kept loss tensors counted {kept} for {steps} steps (sampling: {sampled})")
     # One row: a tensor whose allocation began just before a sampling window opened is not taken with a stack
     # a frame deeper (c10::alloc_cpu's own frame on top), which would split the leak in two rows.
