@@ -248,10 +248,12 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     check(after and all("torch_cpu" not in r["overhead"]["layer_pct"] for r in after),
           f"torch_cpu's probes cost nothing after: {[r['overhead']['layer_pct'] for r in after]}")
     # Then only the C heap's windows are left (0.4 to 0.6 %, over the 0.1 % budget): the reports say nothing is
-    # left to shed, each of them over the budget and after the last step shed.
+    # left to shed, each of them over the budget and from the report that shows the last step shed on. That one
+    # may say it too: its since_report is the report after the step, and the sample of the hits after the step
+    # can come before that report as well (proof Q: the last step and such a sample both before report 5).
     unshed = [r for r in reps if r["modes"]["over_budget_unshed"]]
     last_step = max(s["since_report"] for s in reps[-1]["modes"]["shed"])
-    check(unshed and all(r["overhead"]["pct"] > 0.1 and r["seq"] > last_step for r in unshed),
+    check(unshed and all(r["overhead"]["pct"] > 0.1 and r["seq"] >= last_step for r in unshed),
           f"over the budget with nothing left to shed: {[(r['seq'], r['overhead']['pct']) for r in unshed]}, "
           f"the last step shed before report {last_step}")
 
