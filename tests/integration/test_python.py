@@ -316,7 +316,7 @@ def python_started_by_a_shell_that_execs_it():
 
 @test
 @flaky("issue 37: once in CI under ASan a report read 69.8 MB of C heap while a 31 MB bash heap ran (report 2, "
-       "before the second image's start was logged); not seen in 13 runs here, 10 of them beside stress-ng. The "
+       "before the second image's start was logged); not seen in 24 runs here, 20 of them beside stress-ng. The "
        "failure now prints each report's address space, estimate and rows")
 def exec_in_heap_growth_mode_starts_from_the_new_break():
     """-c on a bash loop busy enough to put the C heap in heap-growth mode, that grows its heap by brk and execs
