@@ -106,6 +106,12 @@ struct ml_snapshot {
 	size_t npins;
 };
 
+/* Whether a C heap row is heap-growth mode's address space (brk beyond its peak, mmap, mremap), not blocks. */
+static inline bool ml_row_address_space(const struct ml_row *r)
+{
+	return r->key.layer == ML_LAYER_LIBC && (r->traits & (ML_ROW_BRK | ML_ROW_SPACE));
+}
+
 /* Whether a snapshot holds more than one process, or one other than root: rows then name their pid. */
 static inline bool ml_snapshot_multi(const struct ml_snapshot *s, int root)
 {

@@ -64,9 +64,7 @@ static int cmp_key(const void *a, const void *b)
  */
 static bool fresh_heap(const struct ml_row *r)
 {
-	if (r->key.layer == ML_LAYER_LIBC)
-		return r->traits & (ML_ROW_BRK | ML_ROW_SPACE);
-	return r->key.layer == ML_LAYER_RSS && r->bytes > r->cow_bytes;
+	return ml_row_address_space(r) || (r->key.layer == ML_LAYER_RSS && r->bytes > r->cow_bytes);
 }
 
 /*

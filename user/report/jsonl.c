@@ -172,7 +172,7 @@ static void json_row(struct jw *w, struct reporter *r, const struct ml_snapshot 
 							: "faults");
 	}
 	/* Heap-growth mode's address space and the windows' weighed blocks describe the same heap: told apart. */
-	jw_bool(w, "address_space", !!(row->traits & (ML_ROW_BRK | ML_ROW_SPACE)) && row->key.layer == ML_LAYER_LIBC);
+	jw_bool(w, "address_space", ml_row_address_space(row));
 	jw_bool(w, "estimated", !!(row->traits & ML_ROW_WEIGHED));
 	jw_double(w, "oldest_age_s", ml_row_age_s(s, row));
 	jw_i64(w, "growth_bytes", row->growth_bytes);
