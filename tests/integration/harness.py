@@ -365,10 +365,11 @@ def check_no_null_python_frame(reps):
     eq(bad[:3], [], "no null Python frame in any report")
 
 
-def attached_run(argv, *tool_args, after_go=None, after_tool=None, ready_timeout=60, done_timeout=120):
+def attached_run(argv, *tool_args, before_go=None, after_go=None, after_tool=None, ready_timeout=60, done_timeout=120):
     """Start a fixture speaking the ready / go / done protocol on stdin and stdout, attach memleak-ai to it
     with -p, let it run, stop the tool with SIGINT once the fixture is done, and check both ended well.
-    after_go(fx, tool) runs between go and done (more handshakes), after_tool(fx, tool) once the tool has
+    before_go(fx, tool) runs once the tool is attached, before go; after_go(fx, tool) between go and done (more
+    handshakes), after_tool(fx, tool) once the tool has
     ended, the fixture still running. Returns (tool, fixture pid); the fixture's further output lines are
     in tool.fixture_lines. ready_timeout: how long the fixture's start may use no CPU before its "ready"."""
     fx = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -379,6 +380,8 @@ def attached_run(argv, *tool_args, after_go=None, after_tool=None, ready_timeout
         tool.fixture_lines = []
         try:
             tool.wait_attached()
+            if before_go:
+                before_go(fx, tool)
             fx.stdin.write(b"g")
             fx.stdin.flush()
             if after_go:
@@ -432,11 +435,24 @@ def torch_py():
     return TORCH_PY
 
 
-def torch_kept_losses(*tool_args):
+def wait_tables_loaded(fx, tool, timeout=90):
+    """Reads the tool's stderr (-v) until it says every unwinding table is in: they load behind the attach (issue
+    36), so a stack taken sooner may hold only frame pointers' frames."""
+    end = time.time() + timeout
+    while time.time() < end:
+        tool.stderr_lines.append(read_line(tool.p.stderr, end - time.time(), "the tables loaded"))
+        if "unwinding tables: all loaded" in tool.stderr_lines[-1]:
+            return
+    raise Fail("the unwinding tables did not all load")
+
+
+def torch_kept_losses(*tool_args, tables=True):
     """The PyTorch CPU loop that keeps its losses, traced in the torch_cpu layer: (the last periodic report,
-    its growing torch_cpu stacks, the largest of them)."""
+    its growing torch_cpu stacks, the largest of them). tables: the loop starts once every unwinding table is
+    in (a loaded machine took 10 s, the whole loop, and its rows held frame pointers' frames only)."""
+    wait = ("-v",) if tables else ()
     tool, _ = attached_run([torch_py(), TORCH_SCRIPT, "keep"], "-f", "json", "--layers", "torch_cpu", "--top", "50",
-                           *tool_args, "0.5")
+                           *wait, *tool_args, "0.5", before_go=wait_tables_loaded if tables else None)
     rep = tool.reports()[-2]
     growing = [s for s in rep["stacks"] if s["layer"] == "torch_cpu" and s["verdict"] == "growing"]
     check(growing, "kept losses: growing torch_cpu stacks")

@@ -5,10 +5,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import test_no_asan, FIX, TORCH_SCRIPT, Fail, attached_run, check, eq, main, read_line, test, torch_kept_losses, torch_py  # noqa: E402
+from harness import test_no_asan, FIX, TORCH_SCRIPT, Fail, attached_run, check, eq, main, test, torch_kept_losses, torch_py, wait_tables_loaded  # noqa: E402
 
 UNWIND = os.path.join(FIX, "unwind")  # g++ -O2 -fomit-frame-pointer, with libunwind_fix.so beside it
 UNWIND_DF = os.path.join(FIX, "unwind-df", "unwind")  # its library described by .debug_frame only
@@ -242,7 +241,7 @@ def libtorch_allocation_reaches_the_python_frames():
     check(any(f["kind"] == "python" and f["file"] == TORCH_SCRIPT and f["func"] == "<module>" for f in fr),
           "the job's own line is there")
     eq(fr[-1]["func"], "_start", "and the native frames go on to _start")
-    _, growing_fp, _ = torch_kept_losses("--unwind", "fp")
+    _, growing_fp, _ = torch_kept_losses("--unwind", "fp", tables=False)
     fp_at = max(sum(1 for f in s["frames"] if (f["func"] or "").startswith("at::")) for s in growing_fp)
     check(fp_at < len(at), f"frame pointers alone see fewer at:: frames ({fp_at} vs {len(at)})")
 
@@ -255,16 +254,8 @@ def tables_load_behind_the_attach():
     loop's stacks go on to _start, and the report's stats.unwind_tables say all were loaded, some by the thread."""
     line = next(i for i, l in enumerate(open(TORCH_SCRIPT), 1) if "# at: forward" in l)
 
-    def wait_loaded(fx, tool):
-        end = time.time() + 90
-        while time.time() < end:
-            tool.stderr_lines.append(read_line(tool.p.stderr, end - time.time(), "the tables loaded"))
-            if "unwinding tables: all loaded" in tool.stderr_lines[-1]:
-                return
-        raise Fail("the unwinding tables did not all load")
-
     tool, _ = attached_run([torch_py(), TORCH_SCRIPT, "keep", "cpu", "1500"], "-v", "-f", "json", "--layers",
-                           "torch_cpu", "--top", "50", "0.5", after_go=wait_loaded, done_timeout=180)
+                           "torch_cpu", "--top", "50", "0.5", after_go=wait_tables_loaded, done_timeout=180)
     reps = tool.reports()
     at_line = [(r["seq"], s) for r in reps for s in r["stacks"]
                if any(f["kind"] == "python" and f["file"] == TORCH_SCRIPT and f["line"] == line for f in s["frames"])]
