@@ -515,7 +515,7 @@ static int room(struct verdicts *v, size_t n)
 /* The buffers back to what n rows need once a burst of rows has gone: a run's start need not stay resident. */
 static void shrink(struct verdicts *v, size_t n)
 {
-	if (v->cap_spare > 4 * n + 64) { /* written whole by the next update: nothing to keep */
+	if (ml_oversized(v->cap_spare, n)) { /* written whole by the next update: nothing to keep */
 		free(v->spare);
 		v->spare = NULL;
 		v->cap_spare = 0;

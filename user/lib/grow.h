@@ -3,6 +3,7 @@
 #define ML_GROW_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -28,15 +29,18 @@ static inline int ml_grow(void *p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-/*
- * Give back what an array grown for a burst no longer needs: once its capacity is over four times need (and 64
- * more), it is cut to need + 64. Keeps the old buffer when realloc fails.
- */
+/* Whether an array grown for a burst holds more than need calls for: over four times need, and 64 more. */
+static inline bool ml_oversized(size_t cap, size_t need)
+{
+	return cap > 4 * need + 64;
+}
+
+/* Give back what an oversized array no longer needs: cut to need + 64. Keeps the old buffer when realloc fails. */
 static inline void ml_fit(void *p, size_t *cap, size_t need, size_t elem)
 {
 	void **pp = p, *q;
 
-	if (*cap <= 4 * need + 64)
+	if (!ml_oversized(*cap, need))
 		return;
 	q = realloc(*pp, (need + 64) * elem);
 	if (!q)
