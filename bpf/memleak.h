@@ -422,6 +422,12 @@ struct ml_steps {
 /* Whole steps are sampled while a step lasts at most this many on phases' length: user space waits for it. */
 #define ML_TS_STEP_SPAN 2
 
+/* Whether a step's gate is open: set in an on phase (0 is none) that has not been sealed since (ts_sealed_id). */
+static inline int ml_gate_open(__u32 gate, __u32 sealed_id)
+{
+	return gate > sealed_id;
+}
+
 /* Per-CPU counters, indexed by enum ml_stat. */
 enum ml_stat {
 	ML_STAT_ALLOC_CALLS = 0,  /* allocating calls that returned */

@@ -198,7 +198,7 @@ static __always_inline void step_gate(struct ml_steps *s, __u64 now)
 	bool in = now >= from && now <= until;
 
 	if (s->gate) {
-		if (s->gate > READ_ONCE(ts_sealed_id))
+		if (ml_gate_open(s->gate, READ_ONCE(ts_sealed_id)))
 			__sync_fetch_and_add(&s->sampled, 1);
 	} else if (!s->by_step && in) {
 		__sync_fetch_and_add(&s->sampled, 1);
@@ -215,7 +215,7 @@ static __always_inline bool tensor_sampled(void)
 	struct ml_steps *s = bpf_map_lookup_elem(&steps, &tgid);
 
 	if (s && s->by_step && !READ_ONCE(ts_steps_sampled))
-		return s->gate && s->gate > READ_ONCE(ts_sealed_id);
+		return ml_gate_open(s->gate, READ_ONCE(ts_sealed_id));
 	return bpf_ktime_get_ns() <= READ_ONCE(ts_until_ns);
 }
 

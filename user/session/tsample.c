@@ -138,7 +138,8 @@ static bool steps_gated(const struct tsample *t)
 
 		first = false;
 		key = next;
-		if (!bpf_map_lookup_elem(fd, &key, &v) && v.gate == id && v.gate > t->skel->bss->ts_sealed_id)
+		if (!bpf_map_lookup_elem(fd, &key, &v) && v.gate == id &&
+		    ml_gate_open(v.gate, t->skel->bss->ts_sealed_id))
 			return true;
 	}
 	return false;
