@@ -184,17 +184,15 @@ def read_start_line(proc, idle_s, what, cap_s=600):
     """A starting process's first line, waited for as long as its start makes progress: Fail once it has used no
     CPU for idle_s seconds, or has ended, or after cap_s. `import torch` takes 5 s alone and over 60 beside
     stress-ng and three test jobs (a fixture that said nothing in 60 s, 2026-11-30)."""
-    buf, fd, t0 = bytearray(), proc.stdout.fileno(), time.time()
+    buf, t0 = bytearray(), time.time()
     last, busy_at = _cpu_ticks(proc.pid), t0
     while time.time() - t0 < cap_s:
-        if select.select([fd], [], [], 1.0)[0]:
-            c = os.read(fd, 1)
+        for c in pieces(proc.stdout, 1.0, 1):  # a second's bytes, then the CPU check
             if not c:
-                break
+                raise Fail(f"timed out waiting for {what}: it ended (got {bytes(buf[-300:])!r})")
             if c == b"\n":
                 return buf.decode(errors="replace")
             buf += c
-            continue
         now, ticks = time.time(), _cpu_ticks(proc.pid)
         if ticks is None:
             break
