@@ -236,8 +236,8 @@ if [ "${1:-}" != "--unit-only" ]; then
 	}
 	# Every test file in both passes (the workloads once), three at a time, the longest first and the two soaks
 	# (busy targets) apart, then any file not named here. (The hostile files, 48 s each, came last unnamed: they
-	# ended the shared part 46 s after the workloads' serial job, where short files now fill the tail.) The tests that rest on the tool's measure of its own
-	# cost share (@alone) after them, apart from the rest. (The workloads' shared tests stay one job: in two
+	# ended the shared part 46 s after the workloads' serial job, where short files now fill the tail.) The tests
+	# that rest on the tool's measure of its own cost share (@alone) after them, apart from the rest. (The workloads' shared tests stay one job: in two
 	# halves beside a third file they ran 1 min sooner, but put two PyTorch loops beside the epochs test, whose
 	# sampled row then read stable through its pause, beside stress-ng. Only their @beside tests, exact
 	# accounting on the stand-in GPU with no libc probes, are a job of their own, as another file's would be.)

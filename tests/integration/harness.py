@@ -367,9 +367,8 @@ def attached_run(argv, *tool_args, before_go=None, after_go=None, after_tool=Non
     """Start a fixture speaking the ready / go / done protocol on stdin and stdout, attach memleak-ai to it
     with -p, let it run, stop the tool with SIGINT once the fixture is done, and check both ended well.
     before_go(fx, tool) runs once the tool is attached, before go; after_go(fx, tool) between go and done (more
-    handshakes), after_tool(fx, tool) once the tool has
-    ended, the fixture still running. Returns (tool, fixture pid); the fixture's further output lines are
-    in tool.fixture_lines. ready_timeout: how long the fixture's start may use no CPU before its "ready"."""
+    handshakes); after_tool(fx, tool) once the tool has ended, the fixture still running. Returns (tool, fixture
+    pid); the fixture's further output lines are in tool.fixture_lines. ready_timeout: how long the fixture's start may use no CPU before its "ready"."""
     fx = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         line = read_start_line(fx, ready_timeout, "fixture ready")
