@@ -333,6 +333,16 @@ out:
 	stackview__free(sv);
 }
 
+static uint64_t on_now_ns;
+static double on_elapsed;
+
+static void on_collect(void *ctx, uint64_t now_ns, double elapsed_s)
+{
+	(*(int *)ctx)++;
+	on_now_ns = now_ns;
+	on_elapsed = elapsed_s;
+}
+
 int main(void)
 {
 	struct memleak_bpf *skel = load(4096);
@@ -341,6 +351,7 @@ int main(void)
 	const struct ml_row *r;
 	struct ledger *l;
 	uint64_t now = mono_ns();
+	int on_calls = 0;
 
 	if (!skel) {
 		printf("not ok - load BPF (needs root)\nunit ledger: 0 passed, 1 failed\n");
@@ -382,9 +393,12 @@ int main(void)
 	CHECK(s->layers[ML_LAYER_LIBC].growth_bytes == 5596 - 4703, "layer growth");
 	pprof_checks(l, s); /* growth here differs from bytes: -100 and +1000 */
 
-	/* other processes' entries are keyed apart */
+	/* other processes' entries are keyed apart; a collect tells its moment as it begins (the step clock's read) */
 	put(skel, 8, 0x1000, 50, now, 5, 0xa0);
+	ledger__on_collect(l, on_collect, &on_calls);
 	CHECK(ledger__collect(l, &s) == 0 && s->nrows == 3, "other tgid gets its own row");
+	CHECK(on_calls == 1 && on_now_ns == s->now_ns && on_elapsed == s->elapsed_s && on_elapsed > 0,
+	      "on_collect: once, at the snapshot's now and elapsed");
 	del(skel, 8, 0x1000);
 	ledger__free(l);
 

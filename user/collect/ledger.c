@@ -51,6 +51,8 @@ struct ledger {
 	struct ml_stack stack_buf; /* one stack-table value, read by ledger__stack */
 	struct canon *canon;	   /* the stack ids rows are keyed by */
 	struct weights *w;	   /* what a sampled record stands for */
+	ledger_now_fn on_now;	   /* ledger__on_collect's */
+	void *on_now_ctx;
 };
 
 uint32_t ledger_table_slots(uint32_t max_allocs)
@@ -199,6 +201,12 @@ static void read_stats(struct ledger *l)
 	}
 }
 
+void ledger__on_collect(struct ledger *l, ledger_now_fn fn, void *ctx)
+{
+	l->on_now = fn;
+	l->on_now_ctx = ctx;
+}
+
 void ledger__set_canon(struct ledger *l, ledger_canon_fn fn, void *ctx)
 {
 	canon__set(l->canon, fn, ctx);
@@ -342,6 +350,8 @@ static int collect_begin(struct ledger *l, uint64_t *now)
 	if (err)
 		return err;
 	*now = ml_clock_ns(CLOCK_MONOTONIC);
+	if (l->on_now)
+		l->on_now(l->on_now_ctx, *now, (double)(*now - l->last_ns) / 1e9);
 	canon__begin(l->canon);
 	s->nrows = 0;
 	s->rss_records = 0;

@@ -35,6 +35,12 @@ void ledger__free(struct ledger *l);
 /* Aggregate now. The snapshot stays valid until the next collect or free. */
 int ledger__collect(struct ledger *l, const struct ml_snapshot **out);
 /*
+ * Called by each collect at the moment its records are counted as of (the snapshot's now_ns), with the seconds
+ * since the last: what is read beside the records (the step clock) is read then, not after the pass over them.
+ */
+typedef void (*ledger_now_fn)(void *ctx, uint64_t now_ns, double elapsed_s);
+void ledger__on_collect(struct ledger *l, ledger_now_fn fn, void *ctx);
+/*
  * How a captured stack reads once its native chain is cut where the report cuts it: a hash of what is shown,
  * or 0 on failure. Frame-pointer walks through code without frame pointers pick up garbage frames that the
  * report cuts away; stacks that read the same are one row, shown as the first of them still in use.

@@ -255,18 +255,13 @@ static uint64_t row_site(void *ctx, const struct ml_row *r)
 }
 
 /*
- * The step clock at this report: each process's steps, and what its layers hold then (its per-step growth). A
- * failed read leaves the counts of the last: a report is never lost to it.
+ * The step clock at this report (read as the records were counted: session.c's read_steps): what each stepping
+ * process's layers hold at its count, for its per-step growth.
  */
 static void count_steps(struct session *ss, const struct ml_snapshot *snap)
 {
-	int err;
-
 	if (!ss->steps)
 		return;
-	err = steps__read(ss->steps, snap->elapsed_s, snap->now_ns, budget__step_on_ns(ss->budget, snap->now_ns));
-	if (err)
-		ml_notice("cannot read the step clock: %s", strerror(-err));
 	for (size_t i = 0; i < snap->nprocs; i++) {
 		int64_t b[ML_LAYER_MAX];
 
