@@ -6,7 +6,8 @@
 # output is held back and printed whole, after a "# NAME (SECONDS s)" line, when it ends. The tests whose outcome
 # rests on the share of the machine they get (@alone in tests/integration/harness.py: the tool's measure of its own
 # cost share, the workloads at default settings, a DataLoader whose workers may outrun its main process)
-# run last, apart from the others, one file at a time (the workloads' two halves at once on an idle machine).
+# run last, apart from the others' files, one file at a time (the workloads' two halves at once on an idle machine;
+# there, four files' ASan passes run one after another beside the C targets' files, which leave a CPU idle).
 set -u
 cd "$(dirname "$0")/.."
 B=build/tests
@@ -240,7 +241,8 @@ if [ "${1:-}" != "--unit-only" ]; then
 	# that rest on the tool's measure of its own cost share (@alone) after them, apart from the rest. (The workloads' shared tests stay one job: in two
 	# halves beside a third file they ran 1 min sooner, but put two PyTorch loops beside the epochs test, whose
 	# sampled row then read stable through its pause, beside stress-ng. Only their @beside tests, exact
-	# accounting on the stand-in GPU with no libc probes, are a job of their own, as another file's would be.)
+	# accounting on the stand-in GPU and diff's four full-fidelity runs, are a job of their own, as another file's
+	# would be: diff's last, after the epochs test's pause in the serial job.)
 	QUEUE="workloads/test_workloads core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
 		workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
 		hostile hostile:asan gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
@@ -283,7 +285,38 @@ if [ "${1:-}" != "--unit-only" ]; then
 	}
 	ALONE_J=${ALONE_JOBS:-2}
 	case $ALONE_J in '' | *[!0-9]* | 0*) echo "run-tests.sh: ALONE_JOBS must be a whole number from 1 up" >&2; exit 2 ;; esac
+	# FILL: ASan passes of files with shared tests only, held back from the shared part (CPU-bound, three files
+	# at a time) to run one after another beside the files that run alone one at a time (C targets that leave a
+	# CPU idle: the @alone part used half the machine). Only on a machine nothing else keeps busy.
+	FILL="python:asan hostile:asan fleet:asan gpu:asan"
+	if busy=$(others_busy) && [ "$busy" -gt 25 ]; then
+		echo "# the ASan passes in the shared part: other processes kept $busy % of a CPU busy"
+		FILL=""
+	fi
+	# Each FILL entry's output in a log of its own (fill_run), printed and added up as any job's (done_fill).
+	fill_run() {
+		i=0
+		for q in $FILL; do
+			i=$((i + 1))
+			entry "$q"
+			t0=$(now_ms)
+			"$kind" "" "$t" >"$P/fill$i.log" 2>&1
+			echo "$(($(now_ms) - t0)) $t$(label $kind)" >"$P/fill$i.name"
+		done
+	}
+	done_fill() {
+		i=0
+		for q in $FILL; do
+			i=$((i + 1))
+			read -r ms name <"$P/fill$i.name" || { echo "not ok - $q did not run"; failed=$((failed + 1)); continue; }
+			echo "# $name ($((ms / 1000)).$((ms % 1000 / 100)) s)"
+			cat "$P/fill$i.log"
+			tally "$P/fill$i.log" "$name"
+		done
+		FILL="" filling=0
+	}
 	for q in $QUEUE; do
+		case " $FILL " in *" $q "*) continue ;; esac
 		entry "$q"
 		part=""
 		if grep -q '^@alone' "$t"; then
@@ -312,22 +345,31 @@ if [ "${1:-}" != "--unit-only" ]; then
 	# beside PyTorch loops (both halves at once passed, 8/8 and 7/7, in 251 and 278 s against 505 s in turn). The C targets' files (the overhead tests' busy loops, the
 	# demo) failed beside one, and two halves failed beside `stress-ng --cpu 1`: a machine that other work keeps
 	# busy gets them one at a time.
-	if [ "$ALONE_J" -gt 1 ] && busy=$(others_busy) && [ "$busy" -gt 25 ]; then
+	if busy=$(others_busy) && [ "$busy" -gt 25 ]; then
 		echo "# the @alone part one file at a time: other processes kept $busy % of a CPU busy"
 		ALONE_J=1
+		[ -z "$FILL" ] || { job "the ASan passes held back" fill fill_run; drain; }
 	fi
 	# The shares first: one starts as soon as another ends (the file the demo is in sat between the halves and the
-	# smoke subsets, and made each wait for the longer of a pair: 14 s in proof W).
-	prev=1
+	# smoke subsets, and made each wait for the longer of a pair: 14 s in proof W). The FILL passes start with
+	# the first file that runs alone, once the shares have ended; each file waits for the one before it.
+	filling=0
 	for q in $SHARES $ALONE; do
 		entry "$q"
-		J=1
-		[ -z "$shard$py" ] || J=$ALONE_J
-		# Shares run beside shares, never beside a file that runs alone: the first share after one waits for it.
-		[ "$J" -eq 1 ] || [ "$prev" -gt 1 ] || drain
-		prev=$J
+		if [ -n "$shard$py" ]; then
+			J=$ALONE_J
+		else
+			if [ -n "$FILL" ] && [ "$filling" -eq 0 ]; then
+				drain
+				job "the ASan passes held back" fill fill_run
+				filling=1
+			fi
+			while [ "$running" -gt "$filling" ]; do reap; done
+			J=2
+		fi
 		job "$t${py:+@$py}${shard:+ #$shard}$(label $kind alone)" test $kind alone "$t" $py
 	done
+	[ -z "$FILL" ] || [ "$filling" -eq 1 ] || job "the ASan passes held back" fill fill_run
 	drain
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
