@@ -7,7 +7,7 @@
 # rests on the share of the machine they get (@alone in tests/integration/harness.py: the tool's measure of its own
 # cost share, the workloads at default settings, a DataLoader whose workers may outrun its main process)
 # run last, apart from the others' files, one file at a time (the workloads' two halves at once on an idle machine;
-# there, four files' ASan passes run one after another beside the C targets' files, which leave a CPU idle).
+# there, seven files' ASan passes run one after another beside the C targets' files, which leave a CPU idle).
 set -u
 cd "$(dirname "$0")/.."
 B=build/tests
@@ -241,8 +241,9 @@ if [ "${1:-}" != "--unit-only" ]; then
 	# that rest on the tool's measure of its own cost share (@alone) after them, apart from the rest. (The workloads' shared tests stay one job: in two
 	# halves beside a third file they ran 1 min sooner, but put two PyTorch loops beside the epochs test, whose
 	# sampled row then read stable through its pause, beside stress-ng. Only their @beside tests, exact
-	# accounting on the stand-in GPU and diff's four full-fidelity runs, are a job of their own, as another file's
-	# would be: diff's last, after the epochs test's pause in the serial job.)
+	# accounting on the stand-in GPU with no libc probes, are a job of their own, as another file's would be. The
+	# diff test stays last in the serial job, where the shared part's load has fallen: in the beside job at a load
+	# of 7 to 8 a fixed run's torch_cpu total jumped by 5 MB and failed diff's gate.)
 	QUEUE="workloads/test_workloads core core:asan workloads/test_workloads@3.11 workloads/test_workloads@3.13
 		workloads/test_workloads@debian fleet soak fleet:asan gpu python python:asan soak:asan unwind
 		hostile hostile:asan gpu:asan follow overhead rss rss:asan overhead:asan unwind:asan oom oom:asan follow:asan frag frag:asan"
@@ -285,10 +286,10 @@ if [ "${1:-}" != "--unit-only" ]; then
 	}
 	ALONE_J=${ALONE_JOBS:-2}
 	case $ALONE_J in '' | *[!0-9]* | 0*) echo "run-tests.sh: ALONE_JOBS must be a whole number from 1 up" >&2; exit 2 ;; esac
-	# FILL: ASan passes of files with shared tests only, held back from the shared part (CPU-bound, three files
+	# FILL: ASan passes of files whose tests run shared (core's @alone test is not run under ASan), held back from the shared part (CPU-bound, three files
 	# at a time) to run one after another beside the files that run alone one at a time (C targets that leave a
 	# CPU idle: the @alone part used half the machine). Only on a machine nothing else keeps busy.
-	FILL="python:asan hostile:asan fleet:asan gpu:asan"
+	FILL="core:asan python:asan hostile:asan fleet:asan gpu:asan unwind:asan follow:asan"
 	if busy=$(others_busy) && [ "$busy" -gt 25 ]; then
 		echo "# the ASan passes in the shared part: other processes kept $busy % of a CPU busy"
 		FILL=""
