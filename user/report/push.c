@@ -172,6 +172,16 @@ static int send_one(struct pusher *p, CURL *c, const struct item *it)
 	return err;
 }
 
+/* A profile that will not be sent: refused or not answered when it was tried at least once, else dropped unsent. */
+static void give_up(struct pusher *p, struct item *it)
+{
+	if (it->tries)
+		p->st.failed++;
+	else
+		p->st.dropped++;
+	item_free(it);
+}
+
 static void *sender(void *arg)
 {
 	struct pusher *p = arg;
@@ -211,7 +221,7 @@ static void *sender(void *arg)
 				pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 			}
 		} else {
-			p->st.failed++;
+			give_up(p, &it);
 		}
 		item_free(&it);
 	}
@@ -386,10 +396,9 @@ int pusher__submit(struct pusher *p, const struct push_meta *m, void *buf, size_
 	/* Full: the oldest profile goes, so the store gets the newest when it comes back. */
 	while (p->n && (p->n >= PUSH_QUEUE_MAX || p->bytes + len > PUSH_QUEUE_BYTES)) {
 		p->bytes -= p->q[p->head].len;
-		item_free(&p->q[p->head]);
+		give_up(p, &p->q[p->head]);
 		p->head = (p->head + 1) % PUSH_QUEUE_MAX;
 		p->n--;
-		p->st.dropped++;
 	}
 	if (len > PUSH_QUEUE_BYTES) {
 		p->st.dropped++;
@@ -431,10 +440,9 @@ void pusher__free_after(struct pusher *p, struct push_stats *st)
 		pthread_mutex_lock(&p->mu);
 		p->stop = true;
 		while (p->n) {
-			item_free(&p->q[p->head]);
+			give_up(p, &p->q[p->head]);
 			p->head = (p->head + 1) % PUSH_QUEUE_MAX;
 			p->n--;
-			p->st.dropped++;
 		}
 		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);

@@ -33,6 +33,7 @@ struct push_meta {
 	uint64_t seq;		       /* the report's number */
 };
 
+/* failed: profiles tried at least once and never taken; dropped: never tried (a full queue, or left at exit). */
 struct push_stats {
 	uint64_t sent, failed, dropped, written;
 };

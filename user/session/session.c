@@ -601,7 +601,7 @@ static int session_close(struct session *ss, bool ok)
 		pusher__free_after(ss->push, &st);
 		if (ss->o->push_url)
 			ml_notice("--push: %" PRIu64 " profiles sent, %" PRIu64 " refused or not answered, %" PRIu64
-				  " dropped from a full queue",
+				  " dropped unsent (a full queue, or left at exit)",
 				  st.sent, st.failed, st.dropped);
 	}
 	overhead__free(ss->ov);
