@@ -286,9 +286,10 @@ if [ "${1:-}" != "--unit-only" ]; then
 	}
 	ALONE_J=${ALONE_JOBS:-2}
 	case $ALONE_J in '' | *[!0-9]* | 0*) echo "run-tests.sh: ALONE_JOBS must be a whole number from 1 up" >&2; exit 2 ;; esac
-	# FILL: ASan passes of files whose tests run shared (core's @alone test is not run under ASan), held back from the shared part (CPU-bound, three files
-	# at a time) to run one after another beside the files that run alone one at a time (C targets that leave a
-	# CPU idle: the @alone part used half the machine). Only on a machine nothing else keeps busy.
+	# FILL: ASan passes of files whose tests run shared (core's @alone test is not run under ASan), held back from
+	# the shared part (CPU-bound, three files at a time) to run one after another beside the files that run alone
+	# one at a time (C targets that leave a CPU idle: the @alone part used half the machine). Only on a machine
+	# nothing else keeps busy.
 	FILL="core:asan python:asan hostile:asan fleet:asan gpu:asan unwind:asan follow:asan"
 	if busy=$(others_busy) && [ "$busy" -gt 25 ]; then
 		echo "# the ASan passes in the shared part: other processes kept $busy % of a CPU busy"
@@ -352,8 +353,9 @@ if [ "${1:-}" != "--unit-only" ]; then
 		[ -z "$FILL" ] || { job "the ASan passes held back" fill fill_run; drain; }
 	fi
 	# The shares first: one starts as soon as another ends (the file the demo is in sat between the halves and the
-	# smoke subsets, and made each wait for the longer of a pair: 14 s in proof W). The FILL passes start with
-	# the first file that runs alone, once the shares have ended; each file waits for the one before it.
+	# smoke subsets, and made each wait for the longer of a pair: 14 s in proof W), so no share runs beside a file
+	# that runs alone. The FILL passes start with the first such file, once the shares have ended; each of those
+	# files waits for the one before it.
 	filling=0
 	for q in $SHARES $ALONE; do
 		entry "$q"
