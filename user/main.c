@@ -29,9 +29,12 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ar
 	n = vasprintf(&msg, fmt, args);
 	if (n < 0)
 		return 0;
-	/* A target gone while its probe went on: no process (ESRCH), or no longer its map_files entry (ENOENT). */
+	/*
+	 * A target gone while its probe went on: no process (ESRCH), or no longer its /proc/PID/map_files or
+	 * /proc/PID/root path (ENOENT: a process under -c exited as its loader's probe went on).
+	 */
 	if (!strstr(msg, "No such process") && !strstr(msg, "ESRCH") && /* libbpf after 1.1 names errors */
-	    !(strstr(msg, "/map_files/") && (strstr(msg, "No such file or directory") || strstr(msg, "ENOENT"))))
+	    !(strstr(msg, "'/proc/") && (strstr(msg, "No such file or directory") || strstr(msg, "ENOENT"))))
 		fputs(msg, stderr);
 	free(msg);
 	return n;
