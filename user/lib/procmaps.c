@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "lib/procmaps.h"
@@ -238,6 +239,16 @@ int ml_maps__read_at(int proc_pid_dirfd, struct ml_maps *out)
 	err = ml_maps__parse(text, len, out);
 	free(text);
 	return err;
+}
+
+bool ml_maps__is_exe(int pid, const struct ml_mapping *mp)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	return !stat(path, &st) && st.st_ino == mp->inode && major(st.st_dev) == mp->dev_major &&
+	       minor(st.st_dev) == mp->dev_minor;
 }
 
 int ml_proc_open(int pid, const char *name)

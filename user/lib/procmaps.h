@@ -66,6 +66,9 @@ int ml_maps__attach_path(int pid, const struct ml_mapping *mp, char **out);
  */
 int ml_maps__attach_path_of(int pid, uint64_t inode, uint32_t major, uint32_t minor, char **out);
 
+/* Whether mp maps the file pid runs (/proc/PID/exe); false when that cannot be told. */
+bool ml_maps__is_exe(int pid, const struct ml_mapping *mp);
+
 /* The fields of /proc/PID/stat memleak-ai uses. */
 struct ml_proc_stat {
 	int ppid;

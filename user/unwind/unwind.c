@@ -75,7 +75,7 @@ struct unwinder {
 	pthread_cond_t idle;	 /* unwinder__wait's: nothing pending */
 	struct uwbuild *builder; /* NULL: every table built at once */
 	bool background;
-	uint64_t sync_ns; /* what a sync may spend building beyond the first rank's files */
+	uint64_t sync_ns; /* how long a sync builds before the files past the first rank go to the builder */
 	uint32_t jobs;
 	struct unwind_loading loading;
 	uint64_t queued_ns; /* when the first of the files pending now was queued */
@@ -221,8 +221,8 @@ static void evict(struct unwinder *u, uint32_t slot)
 }
 
 /*
- * Build order: the files allocations come from or through first (rank 0 always at once, with the probes'
- * libraries), then PyTorch's (rank 1), then the rest (2); the smaller first within a rank.
+ * Build order: the process's executable and the files allocations come from or through first (rank 0 always at
+ * once, with the probes' libraries), then PyTorch's (rank 1), then the rest (2); the smaller first within a rank.
  */
 static const struct {
 	const char *prefix;
@@ -273,7 +273,7 @@ static int file_slot(struct unwinder *u, int pid, const struct ml_mapping *mp, u
 	f->dev = dev;
 	f->ino = mp->inode;
 	f->pid = pid;
-	f->rank = file_rank(mp->path);
+	f->rank = ml_maps__is_exe(pid, mp) ? 0 : file_rank(mp->path); /* a program's allocations come from its code */
 	f->fd = ml_maps__open_file(pid, mp);
 	if (f->fd >= 0) { /* else known without a table, as one that has none */
 		f->size = fstat(f->fd, &st) ? 0 : (uint64_t)st.st_size;

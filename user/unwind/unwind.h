@@ -22,7 +22,7 @@ struct unwind_opts {
 	const char *debug_dir; /* where separate debug files are looked for; NULL: the default */
 	uint64_t mem;	       /* the most the row and index arrays may hold (--unwind-mem) */
 	bool background;       /* build what a sync has no time for in a thread; false: every table at once */
-	uint32_t sync_ms;      /* with background: the time a sync may spend beyond the first rank's files */
+	uint32_t sync_ms;      /* with background: how long a sync builds before files past the first rank wait */
 };
 
 /* The tables built in the background so far. */
