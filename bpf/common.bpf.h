@@ -106,16 +106,6 @@ struct ml_scratch {
 	__u8 win[2 * ML_PY_WINDOW + 128]; /* the window [win_lo, win_lo + ML_PY_WINDOW); indexes mask with 8191 */
 };
 
-/*
- * Stack capture (stack.bpf.c), for a probe's event: the registers it starts from go in, the immediate caller
- * and the stack's id (ML_STACK_NONE: the caller alone) come out.
- */
-struct ml_capture {
-	__u64 ip, sp, bp;
-	__u64 fault; /* capture_stack_ip at a page fault: ip is the faulting code's own frame (caller = ip, exact) */
-	__u64 caller, stack_id;
-};
-
 /* From a function's entry (cap->sp, cap->bp): the caller is the return address at [sp]. Returns 0. */
 int capture_stack(struct ml_thread *th, struct ml_capture *cap);
 /*

@@ -86,12 +86,34 @@ struct ml_rss_fault {
 	__u64 cap_ip, cap_sp, cap_ns, cap_caller, cap_stack; /* the last stack captured at a fault, and when */
 };
 
+/*
+ * Stack capture (stack.bpf.c), for a probe's event: the registers it starts from go in, the immediate caller
+ * and the stack's id (ML_STACK_NONE: the caller alone) come out.
+ */
+struct ml_capture {
+	__u64 ip, sp, bp;
+	__u64 fault; /* capture_stack_ip at a page fault: ip is the faulting code's own frame (caller = ip, exact) */
+	__u64 caller, stack_id;
+};
+
+/* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the
+ * context. */
+struct ml_args {
+	__u64 v[9];
+};
+
 struct ml_thread {
 	struct ml_call calls[ML_GROUPS];
 	struct ml_wrap wrap;
 	struct ml_rss_fault rss;
 	__u64 py_tstate;  /* this thread's PyThreadState, once found (checked again at every use) */
 	__u64 py_miss_ns; /* when a search last found none: not searched again for ML_PY_RETRY_NS */
+	/*
+	 * alloc_enter's arguments and capture, kept here rather than on its stack: the probe, capture_stack and
+	 * py_frames share the 512 bytes of BPF stack, and kernel 6.18.44's verifier counted 592 with them there.
+	 */
+	struct ml_args args;
+	struct ml_capture cap;
 };
 
 struct {

@@ -30,12 +30,6 @@ __u32 ts_sealed_id = 0;
 /* The step clock is itself sampled in time (user space sets it): steps it misses cannot gate, time does. */
 __u32 ts_steps_sampled = 0;
 
-/* The first six integer arguments and three stack words, copied once: the verifier refuses a computed offset into the
- * context. */
-struct ml_args {
-	__u64 v[9];
-};
-
 static __always_inline void load_args(struct pt_regs *ctx, struct ml_args *a, bool stack)
 {
 	a->v[0] = PT_REGS_PARM1(ctx);
@@ -219,8 +213,11 @@ static __always_inline bool tensor_sampled(void)
 	return bpf_ktime_get_ns() <= READ_ONCE(ts_until_ns);
 }
 
-/* A step begins: one more for the process. No stack, no thread state: the clock's cost is its trap. */
-static __always_inline int step_enter(void)
+/*
+ * A step begins: one more for the process. No stack, no thread state: the clock's cost is its trap. A function
+ * of its own so that its locals stay off alloc_enter's frame, which stack capture's share of 512 bytes needs.
+ */
+static __noinline int step_enter(void)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct ml_steps *s = bpf_map_lookup_elem(&steps, &tgid), first = {};
@@ -244,12 +241,13 @@ static __always_inline int step_enter(void)
 /* An exception raised: taken when its message says a CUDA allocation ran out of memory. */
 static __always_inline int raise_enter(struct pt_regs *ctx, struct ml_thread *th, __u32 idx, __u64 msg)
 {
-	struct ml_capture cap = {.sp = PT_REGS_SP(ctx), .bp = PT_REGS_FP(ctx)};
+	struct ml_capture *cap = &th->cap;
 
 	if (!oom_message(msg))
 		return 0;
-	capture_stack(th, &cap);
-	oom_raised(idx, msg, &cap);
+	*cap = (struct ml_capture){.sp = PT_REGS_SP(ctx), .bp = PT_REGS_FP(ctx)};
+	capture_stack(th, cap);
+	oom_raised(idx, msg, cap);
 	return 0;
 }
 
@@ -261,8 +259,7 @@ int BPF_KPROBE(alloc_enter)
 	struct ml_thread *th;
 	struct ml_call *t;
 	__u64 sp = PT_REGS_SP(ctx), size, now, *caller, *stack_id;
-	struct ml_capture cap;
-	struct ml_args args;
+	struct ml_args *args;
 
 	if (idx >= ML_MAX_SPECS)
 		return 0;
@@ -272,12 +269,13 @@ int BPF_KPROBE(alloc_enter)
 	hit(s->layer, false);
 	if (s->layer == ML_LAYER_TORCH_CPU && READ_ONCE(wrap_sampled) && !tensor_sampled())
 		return 0;
-	load_args(ctx, &args, s->count_arg >= ML_ARG_STACK1 || s->count2_arg >= ML_ARG_STACK1);
 	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!th) {
 		stat_inc(ML_STAT_DROP_THREAD);
 		return 0;
 	}
+	args = &th->args;
+	load_args(ctx, args, s->count_arg >= ML_ARG_STACK1 || s->count2_arg >= ML_ARG_STACK1);
 	if (s->kind == ML_KIND_WRAP) {
 		/* No return probe on C++ code: an exception unwinding through the kernel's return trampoline
 		 * would terminate the target. The allocation is taken where the wrapper calls into C. */
@@ -288,7 +286,7 @@ int BPF_KPROBE(alloc_enter)
 		goto capture;
 	}
 	if (s->kind == ML_KIND_RAISE)
-		return raise_enter(ctx, th, idx, arg_n(&args, s->size_arg));
+		return raise_enter(ctx, th, idx, arg_n(args, s->size_arg));
 	t = &th->calls[s->group & (ML_GROUPS - 1)];
 	now = bpf_ktime_get_ns();
 	if (t->sp) {
@@ -308,8 +306,8 @@ int BPF_KPROBE(alloc_enter)
 		t->sp = 0;
 		return 0;
 	}
-	size = call_size(s, &args);
-	record_call(t, s, &args, idx, sp, now, size);
+	size = call_size(s, args);
+	record_call(t, s, args, idx, sp, now, size);
 	/* A size only known at return cannot be filtered here: capture, and let the return filter. */
 	if (!s->size_out_arg && (size < min_size || size > max_size)) {
 		t->stack_id = ML_STACK_NONE;
@@ -326,10 +324,10 @@ int BPF_KPROBE(alloc_enter)
 	stack_id = &t->stack_id;
 capture:
 	/* One call site for either. */
-	cap = (struct ml_capture){.sp = sp, .bp = PT_REGS_FP(ctx)};
-	capture_stack(th, &cap);
-	*caller = cap.caller;
-	*stack_id = cap.stack_id;
+	th->cap = (struct ml_capture){.sp = sp, .bp = PT_REGS_FP(ctx)};
+	capture_stack(th, &th->cap);
+	*caller = th->cap.caller;
+	*stack_id = th->cap.stack_id;
 	return 0;
 }
 

@@ -595,6 +595,29 @@ static __always_inline int table_walk(struct ml_scratch *sc, const struct ml_uma
 	return 1;
 }
 
+/*
+ * The native frames, into sc's stack and *h: from the process's tables um where it has them, else from the
+ * frame-pointer chain. A function of its own, so that its walk's state is off the stack when py_frames runs:
+ * a probe, capture_stack and py_frames share 512 bytes. 0 when nothing can be captured.
+ */
+static __noinline int native_walk(struct ml_scratch *sc, const struct ml_umaps *um, struct ml_capture *cap,
+				  bool from_ip, __u64 *h)
+{
+	__u64 fp = cap->bp, sp = cap->sp;
+
+	if (um)
+		return table_walk(sc, um, cap, from_ip, h);
+	/* The window check rejects most garbage in rbp before the first read. */
+	if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
+		struct fp_walk fw = {.st = &sc->st, .fp = fp, .h = *h};
+
+		bpf_loop(ML_MAX_FRAMES, fp_step, &fw, 0);
+		sc->st.nr = fw.nr;
+		*h = fw.h;
+	}
+	return 1;
+}
+
 /* Hands the stack st, known as h, to user space unless it was lately. */
 static __always_inline void hand_over(struct ml_stack *st, __u64 h)
 {
@@ -626,17 +649,16 @@ static __always_inline void hand_over(struct ml_stack *st, __u64 h)
  */
 static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap, bool from_ip)
 {
-	__u64 fp = cap->bp, sp = cap->sp, ret = 0;
 	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct ml_umaps *um = unwind_tables ? bpf_map_lookup_elem(&umaps, &tgid) : NULL;
 	struct ml_scratch *sc;
 	struct ml_stack *st;
-	__u64 h = ML_FNV_BASIS;
+	__u64 h = ML_FNV_BASIS, ret = 0;
 
 	cap->stack_id = ML_STACK_NONE;
 	cap->caller = 0;
 	if (!um) {
-		bpf_probe_read_user(&ret, sizeof(ret), (void *)sp);
+		bpf_probe_read_user(&ret, sizeof(ret), (void *)cap->sp);
 		cap->caller = ret;
 	}
 	sc = bpf_map_lookup_elem(&scratch, &zero);
@@ -646,17 +668,8 @@ static __always_inline void capture(struct ml_thread *th, struct ml_capture *cap
 	st->flags = 0;
 	st->nr_py = 0;
 	st->nr = 0;
-	if (um) {
-		if (!table_walk(sc, um, cap, from_ip, &h))
-			return;
-	} else if (fp >= sp && fp - sp <= ML_FP_WINDOW) {
-		/* The window check rejects most garbage in rbp before the first read. */
-		struct fp_walk fw = {.st = st, .fp = fp, .h = h};
-
-		bpf_loop(ML_MAX_FRAMES, fp_step, &fw, 0);
-		st->nr = fw.nr;
-		h = fw.h;
-	}
+	if (!native_walk(sc, um, cap, from_ip, &h))
+		return;
 	if (from_ip && cap->fault)
 		cap->caller = cap->ip | ML_IP_EXACT;
 	py_frames(sc, th, tgid, &h);
