@@ -75,6 +75,8 @@ void fleet__weigh_sizes(struct fleet_procs p, struct ledger *l, struct sizeweigh
 
 size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_pace, enum tracee_walk how, int **pids)
 {
+	uint64_t all_ns = 0;
+	bool paced = false;
 	size_t n = 0;
 	struct tracee **v = all_of(p, &n);
 
@@ -83,9 +85,14 @@ size_t fleet__sample_memory(struct fleet_procs p, struct ledger *l, double walk_
 		free(v);
 		return 0;
 	}
+	/* One paced walk a report, all of them paced as one: sixteen ranks each walked at its own pace took 16 % of
+	 * a core (175 ms walks of PyPI's torch 2.15), and all came due in the same reports. */
+	for (size_t i = 0; i < n; i++)
+		all_ns += v[i]->frag.scan_ns;
 	for (size_t i = 0; i < n; i++) {
 		tracee__sample_memory(v[i]);
-		tracee__scan_heap(v[i], l, walk_pace, how);
+		if (tracee__scan_heap(v[i], l, walk_pace, all_ns - v[i]->frag.scan_ns, paced ? TRACEE_WALK_EARLY : how))
+			paced = how == TRACEE_WALK_PACED;
 		(*pids)[i] = v[i]->pid;
 	}
 	free(v);

@@ -209,20 +209,20 @@ static bool other_heap(const struct tracee *t)
 	return t->probes && probes__heap(t->probes) && !glibc_chunks(t);
 }
 
-void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, enum tracee_walk how)
+bool tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, uint64_t others_ns, enum tracee_walk how)
 {
 	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
-	bool force = how != TRACEE_WALK_PACED;
+	bool force = how == TRACEE_WALK_NOW || how == TRACEE_WALK_LAST;
 	int err;
 
 	/* glibc's chunk layout only; an exited process keeps its last reading, like its memory. */
 	if (!glibc_chunks(t))
-		return;
+		return false;
 	/* The first walks come at each report, so that the census can call a type growing by the third; and
 	 * so do those until three walks have counted the vtables a slow first read added late. */
-	if (t->frag_ok && !force && now < t->frag_next_ns &&
+	if (t->frag_ok && !force && (how == TRACEE_WALK_EARLY || now < t->frag_next_ns) &&
 	    !(t->census && (census__walks(t->census) < TRACEE_EARLY_WALKS || !census__settled(t->census))))
-		return;
+		return false;
 	if (!t->census && census__new(t->pid, &t->census))
 		ml_info("pid %d: no heap census: %s", t->pid, strerror(ENOMEM));
 	/* Rows held for a walk (force) that the last one could not cover, capped: a wider budget each time, or a
@@ -242,12 +242,13 @@ void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, enum tra
 	t->broken_walks = t->frag.broken && t->size_tried_ns ? t->broken_walks + 1 : 0;
 	t->frag_next_ns = now + (t->broken_walks && t->broken_walks <= TRACEE_BROKEN_RETRIES
 				     ? 0
-				     : (uint64_t)((double)t->frag.scan_ns * (pace > 1 ? pace : 1)));
+				     : (uint64_t)((double)(t->frag.scan_ns + others_ns) * (pace > 1 ? pace : 1)));
 	if (err == -ESRCH)
-		return;
+		return true;
 	t->frag_ok = !err && !heapfrag__attribute(&t->frag, l, t->pid);
 	if (err && err != -ESRCH)
 		ml_info("pid %d: cannot read its C heap's chunks: %s", t->pid, strerror(-err));
+	return true;
 }
 
 static bool size_growth(void *ctx, uint64_t chunk, int64_t *growth)
@@ -292,7 +293,7 @@ void tracee__size_base(struct tracee *t, struct ledger *l, uint64_t since_ns)
 	if (other_heap(t))
 		tracee__sample_memory(t);
 	else
-		tracee__scan_heap(t, l, 1, TRACEE_WALK_NOW);
+		tracee__scan_heap(t, l, 1, 0, TRACEE_WALK_NOW);
 }
 
 bool tracee__size_due(struct tracee *t, struct sizeweights *sw, uint64_t since_ns, struct sizeweights_proc *out)

@@ -112,12 +112,14 @@ void tracee__sample_memory(struct tracee *t);
 /*
  * Walk its glibc heap's chunk headers for this report, the holders named from the ledger's records. A walk
  * reads most of the heap (90-300 ms for a PyTorch job's 200 MiB) and takes the target's mmap lock for each
- * read: the next one waits pace times as long as the last one took (pace 200 / --max-overhead keeps the
- * walks within half the budget's share of a CPU), the report meanwhile showing the last walk's figures with
- * their age. how: paced, now (a row waits for a walk, a size base), or now as the last report's.
+ * read: the next one waits pace times as long as the last one took, plus others_ns, the last walks of the
+ * other processes traced (pace 200 / --max-overhead keeps all the walks within half the budget's share of
+ * one CPU), the report meanwhile showing the last walk's figures with their age. how: paced, only the first
+ * walks (another process took this report's paced walk), now (a row waits for a walk, a size base), or now as
+ * the last report's. True when it walked.
  */
-enum tracee_walk { TRACEE_WALK_PACED, TRACEE_WALK_NOW, TRACEE_WALK_LAST };
-void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, enum tracee_walk how);
+enum tracee_walk { TRACEE_WALK_PACED, TRACEE_WALK_EARLY, TRACEE_WALK_NOW, TRACEE_WALK_LAST };
+bool tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, uint64_t others_ns, enum tracee_walk how);
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 /* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */
