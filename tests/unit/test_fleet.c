@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "check.h"
 #include "collect/ledger.h"
 #include "judge/verdict.h"
@@ -165,6 +166,18 @@ static void rollup(void)
 	CHECK_EQ_INT(
 	    ml_procmem__parse("Rss: 99999999999999999999 kB\nPss: 1 kB\nAnonymous: 1 kB\nPrivate_Dirty: 1 kB\n", &m),
 	    -EINVAL, "smaps_rollup: out of range");
+	/* statm: resident 300 pages of which 120 file or shared: RSS and RssAnon as /proc/PID/status gives them */
+	m = (struct ml_procmem){.pss = 7, .private_dirty = 9};
+	CHECK(!ml_procmem__parse_statm("4000 300 120 10 0 500 0\n", 4096, &m) && m.rss == 300 * 4096 &&
+		  m.anon == 180 * 4096 && m.pss == 7 && m.private_dirty == 9,
+	      "statm: rss and anon in bytes, the rollup's fields left as they were");
+	CHECK_EQ_INT(ml_procmem__parse_statm("4000 300 120 10 0 500\n", 4096, &m), -EINVAL, "statm: a field missing");
+	CHECK_EQ_INT(ml_procmem__parse_statm("4000 300 301 10 0 500 0\n", 4096, &m), -EINVAL,
+		     "statm: more shared than resident");
+	CHECK_EQ_INT(ml_procmem__parse_statm("4000 300 1 10 0 500 0 9\n", 4096, &m), -EINVAL, "statm: trailing fields");
+	CHECK_EQ_INT(ml_procmem__parse_statm("1 18446744073709551615 1 1 0 1 0\n", 4096, &m), -EINVAL,
+		     "statm: out of range");
+	CHECK(!ml_procmem__read_statm(getpid(), &m) && m.rss > 0 && m.anon <= m.rss, "statm: this process's own read");
 }
 
 static void push_url(void)

@@ -1,4 +1,4 @@
-/* /proc/PID/smaps_rollup: Rss, Anonymous, Private_Dirty and Pss of a process. */
+/* /proc/PID/smaps_rollup and statm: Rss, Anonymous, Private_Dirty and Pss of a process. */
 #define _GNU_SOURCE
 #include "lib/procmem.h"
 #include <dirent.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #define ROLLUP_MAX 4096 /* the file is about 700 bytes: anything larger is not one */
+#define STATM_MAX 256	/* seven numbers */
 
 int ml_procmem__parse(const char *text, struct ml_procmem *out)
 {
@@ -81,6 +82,34 @@ int ml_procmem__read(int pid, struct ml_procmem *out)
 		return err;
 	/* A process that exited (a zombie) has no mappings: its rollup is empty. */
 	return len ? ml_procmem__parse(buf, out) : -ESRCH;
+}
+
+int ml_procmem__parse_statm(const char *text, uint64_t page, struct ml_procmem *out)
+{
+	unsigned long long size, resident, shared;
+	int used = 0;
+
+	/* size resident shared text lib data dt, in pages; resident counts anonymous, file and shared pages. */
+	if (sscanf(text, "%llu %llu %llu %*u %*u %*u %*u%n", &size, &resident, &shared, &used) != 3 || !used ||
+	    (text[used] && text[used] != '\n') || shared > resident || resident > UINT64_MAX / page)
+		return -EINVAL;
+	out->rss = (uint64_t)resident * page;
+	out->anon = (uint64_t)(resident - shared) * page;
+	return 0;
+}
+
+int ml_procmem__read_statm(int pid, struct ml_procmem *out)
+{
+	char buf[STATM_MAX + 1];
+	size_t len;
+	int err = read_proc_text(pid, "statm", buf, sizeof(buf), &len);
+
+	if (err)
+		return err;
+	/* A zombie's counters are all zero: its memory is gone, as an empty rollup says. */
+	if (!strncmp(buf, "0 0 ", 4))
+		return -ESRCH;
+	return ml_procmem__parse_statm(buf, (uint64_t)sysconf(_SC_PAGESIZE), out);
 }
 
 #define STATUS_MAX 8192 /* /proc/PID/status is about 1.5 KiB */

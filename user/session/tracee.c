@@ -54,7 +54,8 @@ int tracee__attach(struct tracee *t, const struct tracee_env *e, const struct pr
 {
 	int err;
 
-	tracee__sample_memory(t); /* the baseline its growth is counted from: before its probes fire */
+	/* the baseline its growth is counted from: before its probes fire */
+	tracee__sample_memory(t, 1, 0, TRACEE_WALK_NOW);
 	/* The rss layer (when its programs were loaded): a fork of a traced process is in already. */
 	if (bpf_program__fd(e->skel->progs.rss_page_alloc) >= 0 && ml_rss_track(e->skel, t->pid))
 		ml_notice("pid %d: the rss layer cannot trace it: %s", t->pid, strerror(errno));
@@ -179,16 +180,31 @@ void ml_protect_from_oom(void)
 		close(fd);
 }
 
-void tracee__sample_memory(struct tracee *t)
+bool tracee__rollup_paced(const struct tracee *t)
 {
-	struct ml_procmem m;
+	return t->rollup_ns >= TRACEE_ROLLUP_CHEAP_NS && !(t->role && !strcmp(t->role, "worker"));
+}
+
+void tracee__sample_memory(struct tracee *t, double pace, uint64_t others_ns, enum tracee_walk how)
+{
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
+	struct ml_procmem m = t->mem, r;
 
 	/* An exited process keeps its last reading: the report after its exit shows what it had. */
-	if (ml_procmem__read(t->pid, &m))
+	if (ml_procmem__read_statm(t->pid, &m))
 		return;
+	if (!tracee__rollup_paced(t) || !t->mem_ok || how == TRACEE_WALK_NOW || how == TRACEE_WALK_LAST ||
+	    (how == TRACEE_WALK_PACED && now >= t->rollup_next_ns)) {
+		if (ml_procmem__read(t->pid, &r))
+			return;
+		m.private_dirty = r.private_dirty;
+		m.pss = r.pss;
+		t->rollup_ns = ml_clock_ns(CLOCK_MONOTONIC) - now;
+		t->rollup_next_ns = now + (uint64_t)((double)(t->rollup_ns + others_ns) * (pace > 1 ? pace : 1));
+	}
 	t->mem = m;
 	t->mem_ok = true;
-	t->mem_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	t->mem_ns = now;
 	if (!t->mem_base_ok) {
 		t->mem_base = t->mem;
 		t->mem_base_ok = true;
@@ -209,7 +225,7 @@ static bool other_heap(const struct tracee *t)
 	return t->probes && probes__heap(t->probes) && !glibc_chunks(t);
 }
 
-bool tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, uint64_t others_ns, enum tracee_walk how)
+void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, uint64_t others_ns, enum tracee_walk how)
 {
 	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC);
 	bool force = how == TRACEE_WALK_NOW || how == TRACEE_WALK_LAST;
@@ -217,12 +233,12 @@ bool tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, uint64_t
 
 	/* glibc's chunk layout only; an exited process keeps its last reading, like its memory. */
 	if (!glibc_chunks(t))
-		return false;
+		return;
 	/* The first walks come at each report, so that the census can call a type growing by the third; and
 	 * so do those until three walks have counted the vtables a slow first read added late. */
 	if (t->frag_ok && !force && (how == TRACEE_WALK_EARLY || now < t->frag_next_ns) &&
 	    !(t->census && (census__walks(t->census) < TRACEE_EARLY_WALKS || !census__settled(t->census))))
-		return false;
+		return;
 	if (!t->census && census__new(t->pid, &t->census))
 		ml_info("pid %d: no heap census: %s", t->pid, strerror(ENOMEM));
 	/* Rows held for a walk (force) that the last one could not cover, capped: a wider budget each time, or a
@@ -244,11 +260,10 @@ bool tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, uint64_t
 				     ? 0
 				     : (uint64_t)((double)(t->frag.scan_ns + others_ns) * (pace > 1 ? pace : 1)));
 	if (err == -ESRCH)
-		return true;
+		return;
 	t->frag_ok = !err && !heapfrag__attribute(&t->frag, l, t->pid);
 	if (err && err != -ESRCH)
 		ml_info("pid %d: cannot read its C heap's chunks: %s", t->pid, strerror(-err));
-	return true;
 }
 
 static bool size_growth(void *ctx, uint64_t chunk, int64_t *growth)
@@ -291,7 +306,7 @@ void tracee__size_base(struct tracee *t, struct ledger *l, uint64_t since_ns)
 		return;
 	t->size_tried_ns = since_ns; /* once a start: a heap too large to walk whole is not walked each scan */
 	if (other_heap(t))
-		tracee__sample_memory(t);
+		tracee__sample_memory(t, 1, 0, TRACEE_WALK_NOW);
 	else
 		tracee__scan_heap(t, l, 1, 0, TRACEE_WALK_NOW);
 }

@@ -26,8 +26,9 @@ struct tracee_env {
 	const char *debug_dir; /* --debug-dir, NULL: the default */
 };
 
-#define TRACEE_EARLY_WALKS 3	/* heap walks at each report before their pacing begins */
-#define TRACEE_BROKEN_RETRIES 2 /* a walk the heap changed under: tried again so often before pacing resumes */
+#define TRACEE_EARLY_WALKS 3	       /* heap walks at each report before their pacing begins */
+#define TRACEE_ROLLUP_CHEAP_NS 1000000 /* an smaps_rollup read this quick is made every report */
+#define TRACEE_BROKEN_RETRIES 2	       /* a walk the heap changed under: tried again so often before pacing resumes */
 
 struct tracee {
 	int pid, parent; /* parent: the traced process it was forked from, 0 for the first one */
@@ -49,7 +50,8 @@ struct tracee {
 	unsigned int broken_walks; /* walks in a row that the heap changed under */
 	/* The C heap weighed by size (tracee__size_due): the base walk's time, and the last walk weighed. */
 	uint64_t size_base_ns, size_weighed_ns, size_tried_ns; /* ... and the start a base was taken for */
-	uint64_t mem_ns, size_base_anon; /* when mem was read; its anonymous bytes at the base (not glibc) */
+	uint64_t mem_ns, size_base_anon;    /* when mem was read; its anonymous bytes at the base (not glibc) */
+	uint64_t rollup_ns, rollup_next_ns; /* the last smaps_rollup read's time; the next paced one not before */
 };
 
 /*
@@ -107,19 +109,28 @@ static inline bool tracee__needs_scan(const struct tracee *t, bool full)
 {
 	return full || !t->ld_watch || (t->probes && probes__retry_pending(t->probes));
 }
-/* Read its resident memory for this report (the first reading is the baseline growth is counted from). */
-void tracee__sample_memory(struct tracee *t);
 /*
  * Walk its glibc heap's chunk headers for this report, the holders named from the ledger's records. A walk
  * reads most of the heap (90-300 ms for a PyTorch job's 200 MiB) and takes the target's mmap lock for each
  * read: the next one waits pace times as long as the last one took, plus others_ns, the last walks of the
  * other processes traced (pace 200 / --max-overhead keeps all the walks within half the budget's share of
  * one CPU), the report meanwhile showing the last walk's figures with their age. how: paced, only the first
- * walks (another process took this report's paced walk), now (a row waits for a walk, a size base), or now as
- * the last report's. True when it walked.
+ * walks (another process's paced walk is longer due), now (a row waits for a walk, a size base), or now as the
+ * last report's.
  */
 enum tracee_walk { TRACEE_WALK_PACED, TRACEE_WALK_EARLY, TRACEE_WALK_NOW, TRACEE_WALK_LAST };
-bool tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, uint64_t others_ns, enum tracee_walk how);
+void tracee__scan_heap(struct tracee *t, struct ledger *l, double pace, uint64_t others_ns, enum tracee_walk how);
+/*
+ * Read its resident memory for this report (the first reading is the baseline growth is counted from): RSS
+ * and anonymous bytes from statm each time, Private_Dirty and PSS from smaps_rollup, whose page-table walk is
+ * paced as the heap walks are where tracee__rollup_paced() says so (how: TRACEE_WALK_EARLY skips it then).
+ */
+void tracee__sample_memory(struct tracee *t, double pace, uint64_t others_ns, enum tracee_walk how);
+/*
+ * Whether its smaps_rollup reads are paced: those that take TRACEE_ROLLUP_CHEAP_NS or more, but not a worker's
+ * (see tracee__label()), whose Private_Dirty growth is the copies on write the rss layer explains.
+ */
+bool tracee__rollup_paced(const struct tracee *t);
 /* Where its frames resolve. */
 void tracee__resolver(const struct tracee *t, struct ml_resolver *out);
 /* Whether it exited (its pidfd is readable); the first one's is watched by the session instead. */
