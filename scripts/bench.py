@@ -31,7 +31,7 @@ Usage: scripts/bench.py [overhead|cost|startup|pyframes|unwind|torch|budget|repo
 Environment: BENCH_ROUNDS (5), BENCH_ITERS (300000), BENCH_TOOL (the memleak-ai binary, ./memleak-ai),
 BENCH_PYTHON (build/venv/3.12/bin/python: PyPI's torch 2.15; /usr/bin/python3.11 for Debian's 1.13), BENCH_PY_ITERS (50000), BENCH_PY_ROUNDS and BENCH_TORCH_ROUNDS (at least 7),
 BENCH_TORCH_STEPS (20), BENCH_COST_WORK (arithmetic rounds between pairs, comma-separated: 2500,10000),
-BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
+BENCH_COST_ITERS (pairs a run, 300000), BENCH_FLEET_RANKS (16), BENCH_FLEET_SECONDS (60), BENCH_FLEET_SETTLE (60), BENCH_UNWIND_MODES (tables,alternating,diverging,fp-build,fp-only: a subset, comma-separated),
 BENCH_PEERS_SECONDS (10), BENCH_PEERS_ROUNDS (3), BENCH_PEERS_PYTHON (build/venv/3.12/bin/python),
 BENCH_MEMLEAK_BPFTOOLS (a libbpf-tools memleak binary; bench.sh builds one from BENCH_BCC_SRC, a bcc checkout; unset: not run; also paired's reference row), BENCH_MEMORY_SECONDS (15),
 BENCH_ATTACH_ROUNDS (3), BENCH_IMPORT_ROUNDS (5), BENCH_OWNCPU_SECONDS (60), BENCH_OWNCPU_ROUNDS (3),
@@ -709,12 +709,15 @@ def proc_rss_kib(pid):
 def fleet_bench():
     """BENCH_FLEET_RANKS steady PyTorch ranks, one memleak-ai --match over all of them at the default settings
     (budget 2%, 10 s interval, metrics served). Start-up: from the command to every rank traced, and the tool's
-    CPU until the budget's switch. Then, from 30 s after the command, the tool's own CPU time (user + system of
-    all its threads) over BENCH_FLEET_SECONDS, its VmRSS along the way, and beside it the BPF time its programs
-    charge to the traced processes."""
+    CPU in its first BENCH_FLEET_SETTLE seconds, which hold each rank's first three heap walks (a report each).
+    Then the tool's own CPU time (user + system of all its threads) over BENCH_FLEET_SECONDS, its VmRSS along the
+    way, and beside it the BPF time its programs charge to the traced processes. The paced walks that follow
+    come every (all the ranks' walk time) x 100 s, one rank a report: at 1/100 of a core on average, by
+    construction, mostly outside the window."""
     import threading
     n = int(os.environ.get("BENCH_FLEET_RANKS", "16"))
     secs = float(os.environ.get("BENCH_FLEET_SECONDS", "60"))
+    settle = float(os.environ.get("BENCH_FLEET_SETTLE", "60"))
     py = torch_python()
     tag = f"fleet{os.getpid()}"
     ranks = []
@@ -742,7 +745,7 @@ def fleet_bench():
                 sys.exit(f"fleet: not every rank traced: {notes[-5:]}")
             time.sleep(0.1)
         attach = time.time() - t1
-        while time.time() - t1 < 30:
+        while time.time() - t1 < settle:
             time.sleep(0.5)
         switch = next((t for t, l in notes if "heap-growth mode" in l), None)
         progs = prog_ids(tool.pid)
@@ -759,9 +762,9 @@ def fleet_bench():
         print(f"Fleet: {n} steady PyTorch ranks (started in {started:.0f} s), one memleak-ai --match, default settings, "
               f"10 s interval, --metrics-listen:")
         print(f"  start-up: all {n} traced {attach:.1f} s after the command; heap-growth mode from "
-              f"{'%.1f s' % switch if switch is not None else 'never'}; the tool's CPU in its first 30 s: "
+              f"{'%.1f s' % switch if switch is not None else 'never'}; the tool's CPU in its first {settle:.0f} s: "
               f"{c_start:.1f} s")
-        print(f"  steady state, {w1 - w0:.0f} s from 30 s on: the tool's own CPU {(c1 - c0) / (w1 - w0) * 100:.2f}% of "
+        print(f"  steady state, {w1 - w0:.0f} s from {settle:.0f} s on: the tool's own CPU {(c1 - c0) / (w1 - w0) * 100:.2f}% of "
               f"one core (user+system, all threads)")
         print(f"  the tool's VmRSS along it (MiB, every 5 s): {' '.join(str(round(r / 1024)) for r in rss)}")
         print(f"  BPF time charged to the ranks: {bpf_ns / (w1 - w0) / 1e6:.1f} ms/s in all "
