@@ -710,8 +710,8 @@ def ranks_run(dev, tool_args):
         eq(said[0], "diverging", "rank 3 says when it diverges")
         diverged = float(said[2])
         end = time.time() + 60
-        while time.time() < end:
-            reps = [json.loads(l) for l in open(out) if l.strip()] if os.path.exists(out) else []
+        while time.time() < end:  # a line without its newline is a report still being written
+            reps = [json.loads(l) for l in open(out) if l.endswith("\n")] if os.path.exists(out) else []
             if len([r for r in reps if r["time_unix"] > diverged]) >= 7:
                 break
             time.sleep(0.5)
