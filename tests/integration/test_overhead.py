@@ -264,9 +264,10 @@ def without_the_c_heap_the_budget_sheds_from_the_first_decision():
     """With --layers torch_cpu there is no C heap to switch: the shed order starts at the first decision (it never
     did, and the torch layers alone cost 17 % to 32 % against a 2 % budget). Tensors are sampled, then their probes
     go; the step clock, its trap a step the cost left, is then sampled in time (1/2 and on), and its counts stand
-    for every step: the script's 2,000 within 15 % (1,897 and 2,006 read; the steps after the last window are
-    not seen)."""
-    tool, pid = attached_run([torch_py(), TORCH_SCRIPT, "item", "cpu", "2000"], "-f", "json", "--layers",
+    for every step: the script's 5,000 within 15 % (the steps after the last window are not seen). Steps pause
+    1 ms, not 5: at 5 ms the clock alone cost 0.09-0.10 % on kernel 6.18.44, the budget itself, and was shed
+    in one run of three."""
+    tool, pid = attached_run([torch_py(), TORCH_SCRIPT, "item", "cpu", "5000", "1"], "-f", "json", "--layers",
                              "torch_cpu", "--max-overhead", "0.1", "1")
     reps = tool.reports()
     eq({r["modes"]["libc"] for r in reps}, {"full"}, "no heap-growth mode: no C heap traced")
@@ -276,9 +277,11 @@ def without_the_c_heap_the_budget_sheds_from_the_first_decision():
     note = [l for l in tool.stderr_lines if "shedding torch_cpu sampling" in l]
     check(note and not any("heap-growth" in n for n in note), f"named without heap-growth mode: {note}")
     clock = [s for s in shed if s["step"] == "step clock sampling"]
+    print(f"# shed: {[(s['step'], s['since_report'], round(s['pct'], 2)) for s in shed]}; each report's overhead: "
+          f"{[(r['seq'], round(r['overhead']['pct'], 2)) for r in reps]}", flush=True)
     check(clock and clock[0]["one_in"] >= 2, f"the step clock sampled once the tensor probes went: {shed}")
     count = next(p["steps"]["count"] for p in reps[-1]["processes"] if p["pid"] == pid)
-    check(abs(count - 2000) <= 300, f"the steps estimated from those seen: {count} for the script's 2,000")
+    check(abs(count - 5000) <= 750, f"the steps estimated from those seen: {count} for the script's 5,000")
 
 
 def _cpu_s(pid):
