@@ -44,9 +44,9 @@ static int sync_image(int pid, struct probes *pr, struct pyframes *py, struct un
 	if (py && pyframes__sync(py, &maps) < 0)
 		ml_notice("pid %d: out of memory looking for a Python interpreter", pid);
 	n = probes__sync(pr, &maps);
-	ml_maps__clear(&maps);
 	if (n >= 0 && sym)
-		symbolizer__refresh(sym);
+		symbolizer__update(sym, &maps);
+	ml_maps__clear(&maps);
 	return n;
 }
 

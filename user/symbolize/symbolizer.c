@@ -226,30 +226,44 @@ static bool region_in(const struct region *set, size_t n, const struct region *r
 
 int symbolizer__refresh(struct symbolizer *s)
 {
-	struct region *cur = NULL, *merged;
 	struct ml_maps maps;
-	size_t ncur = 0, n, i;
-	bool changed = false;
 	int err;
 
 	s->last_refresh_ns = ml_clock_ns(CLOCK_MONOTONIC);
 	if (s->gone)
 		return -ESRCH;
 	err = ml_maps__read_at(s->procfd, &maps);
-	if (err == -ENOENT || err == -ESRCH || (!err && !maps.n)) {
-		/* Exited (an exited or zombie process has no mappings left): keep what we have. */
+	if (err == -ENOENT || err == -ESRCH) {
 		s->gone = true;
 		return -ESRCH;
 	}
 	if (err)
 		return err;
-	cur = calloc(maps.n, sizeof(*cur));
-	if (!cur) {
-		err = -ENOMEM;
-		goto out;
+	err = symbolizer__update(s, &maps);
+	ml_maps__clear(&maps);
+	return err;
+}
+
+int symbolizer__update(struct symbolizer *s, const struct ml_maps *maps)
+{
+	struct region *cur = NULL, *merged;
+	size_t ncur = 0, n, i;
+	bool changed = false;
+	int err = 0;
+
+	s->last_refresh_ns = ml_clock_ns(CLOCK_MONOTONIC);
+	if (s->gone)
+		return -ESRCH;
+	if (!maps->n) {
+		/* Exited (an exited or zombie process has no mappings left): keep what we have. */
+		s->gone = true;
+		return -ESRCH;
 	}
-	for (i = 0; i < maps.n; i++) {
-		const struct ml_mapping *mp = &maps.v[i];
+	cur = calloc(maps->n, sizeof(*cur));
+	if (!cur)
+		return -ENOMEM;
+	for (i = 0; i < maps->n; i++) {
+		const struct ml_mapping *mp = &maps->v[i];
 		struct sym_file *f;
 
 		if (!is_code_mapping(mp))
@@ -290,7 +304,6 @@ int symbolizer__refresh(struct symbolizer *s)
 		s->gen++;
 out:
 	free(cur);
-	ml_maps__clear(&maps);
 	return err;
 }
 

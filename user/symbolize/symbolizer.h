@@ -22,6 +22,9 @@ void symbolizer__free(struct symbolizer *s); /* NULL-safe */
  * Returns 0, -ESRCH when the process is gone (the old state stays usable), -ENOMEM.
  */
 int symbolizer__refresh(struct symbolizer *s);
+/* The same from maps the caller has just read of the same process (a rescan reads them once for all its uses). */
+struct ml_maps;
+int symbolizer__update(struct symbolizer *s, const struct ml_maps *maps);
 
 /*
  * Resolve a return address (symbol and line are looked up at addr - 1, offset is reported from
