@@ -8,6 +8,7 @@
 
 #include "lib/elfsym.h"
 #include "lib/grow.h"
+#include "lib/radix.h"
 #include "unwind/cfi.h"
 #include "unwind/cfi_reader.h"
 #include "unwind/ehframe.h"
@@ -308,55 +309,20 @@ static int cmp_tmp(const void *pa, const void *pb)
 	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* A row's place in the sorted table: (pc, real) as one key, its index in file order beside it. */
-struct sort_key {
-	uint64_t key;
-	uint64_t idx;
-};
-
 /*
- * Sort k[0..n) by key, a byte a pass from the lowest (stable: equal keys keep file order, as cmp_tmp's seq does),
- * through tmp; a pass in which every key has the same byte is skipped (pcs share their high bytes). qsort's
- * compares took 70 % of building libtorch_cuda's table (185 of 267 ms for its 1.1 million rows). Returns the
- * array that holds the result: k or tmp.
- */
-static struct sort_key *radix_sort(struct sort_key *k, struct sort_key *tmp, size_t n)
-{
-	for (unsigned int shift = 0; shift < 64; shift += 8) {
-		size_t count[256] = {0}, pos = 0;
-		struct sort_key *x;
-
-		for (size_t i = 0; i < n; i++)
-			count[(k[i].key >> shift) & 0xff]++;
-		if (count[(k[0].key >> shift) & 0xff] == n)
-			continue;
-		for (unsigned int d = 0; d < 256; d++) {
-			size_t c = count[d];
-
-			count[d] = pos;
-			pos += c;
-		}
-		for (size_t i = 0; i < n; i++)
-			tmp[count[(k[i].key >> shift) & 0xff]++] = k[i];
-		x = k, k = tmp, tmp = x;
-	}
-	return k;
-}
-
-/*
- * b->tmp's rows in order: *sorted[i].idx is the i-th row's index, from radix_sort (or qsort, in place, when a pc
+ * b->tmp's rows in order: *sorted[i].idx is the i-th row's index, from ml_radix_sort (or qsort, in place, when a pc
  * leaves no room for the real bit). *mem is what to free. As much memory as qsort's merge takes: 32 bytes a row.
  */
-static int sort_rows(struct builder *b, struct sort_key **sorted, struct sort_key **mem)
+static int sort_rows(struct builder *b, struct ml_sort_key **sorted, struct ml_sort_key **mem)
 {
-	struct sort_key *k = malloc(2 * b->ntmp * sizeof(*k));
+	struct ml_sort_key *k = malloc(2 * b->ntmp * sizeof(*k));
 	bool wide = false;
 
 	if (!k)
 		return -ENOMEM;
 	for (size_t i = 0; i < b->ntmp && !wide; i++) {
 		wide = b->tmp[i].r.pc >> 63;
-		k[i] = (struct sort_key){b->tmp[i].r.pc << 1 | b->tmp[i].real, i};
+		k[i] = (struct ml_sort_key){b->tmp[i].r.pc << 1 | b->tmp[i].real, i};
 	}
 	if (wide) {
 		qsort(b->tmp, b->ntmp, sizeof(*b->tmp), cmp_tmp);
@@ -364,7 +330,7 @@ static int sort_rows(struct builder *b, struct sort_key **sorted, struct sort_ke
 			k[i].idx = i;
 		*sorted = k;
 	} else {
-		*sorted = radix_sort(k, k + b->ntmp, b->ntmp);
+		*sorted = ml_radix_sort(k, k + b->ntmp, b->ntmp);
 	}
 	*mem = k;
 	return 0;
@@ -373,7 +339,7 @@ static int sort_rows(struct builder *b, struct sort_key **sorted, struct sort_ke
 /* Sort, keep the last row for each pc (real rows after end markers, then file order), merge repeats. */
 static int finish(struct builder *b, struct ml_unwind_table *out)
 {
-	struct sort_key *o, *mem;
+	struct ml_sort_key *o, *mem;
 	size_t i, n = 0;
 	int err;
 
