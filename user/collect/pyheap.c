@@ -163,11 +163,11 @@ static int count_block(struct walk *w, const uint8_t *b, uint64_t size)
 	long v[3] = {0};
 	int n = 0, hit = -1;
 
-	for (; n < 3 && (uint64_t)(16 * n + 16) <= size; n++) {
+	for (; hit < 0 && n < 3 && (uint64_t)(16 * n + 16) <= size; n++) {
 		memcpy(&words[n], b + 8 + 16 * n, 8);
 		v[n] = (long)(uintptr_t)u64map__get(w->types, words[n]);
-		if (hit < 0 && is_type(v[n], kinds[n]))
-			hit = n;
+		if (is_type(v[n], kinds[n]))
+			hit = n; /* the first place that holds a known type of its kind: no need to look further */
 	}
 	for (int k = 0; hit < 0 && k < n; k++) {
 		if (v[k] == 0 && (v[k] = type_of_word(w, words[k])) < 0)
