@@ -297,7 +297,6 @@ static int judge(struct session *ss, const struct ml_snapshot *snap, bool restat
 	return 0;
 }
 
-/* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
 /*
  * The free memory of the tool's own heaps back to the kernel after each report: the unwinding builder's and a
  * report's passing arrays (tens of MiB) otherwise stay resident once glibc has raised its mmap and trim
@@ -311,6 +310,7 @@ static void give_back_memory(void)
 	ml_dbg("malloc_trim: %.1f ms", (double)(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 }
 
+/* A report: collect, judge, write every output (and, the last time, the HTML page). 0 or a negative errno. */
 static int session_report(struct session *ss, bool *final)
 {
 	const struct ml_opts *o = ss->o;
