@@ -77,8 +77,15 @@ def sampled_leak_run(pre=()):
     check(final["modes"]["libc"] == "heap_growth" and windows.get("windows", 0) >= 5,
           f"heap-growth mode, sampled in windows: {final['modes']}")
     blocks = [s for s in final["stacks"] if s["layer"] == "libc" and funcs(s)[:1] == ["leak_step"]]
+    # each report's leak_step rows (count, verdict, the share of rising intervals) and windows so far: what a
+    # failure needs to be read (beside stress-ng --cpu 2 the row read stable at monotonic 0.25 while its count
+    # rose at every report)
+    series = [(r["seq"], [(s["count"], s["verdict"], round(s.get("evidence", {}).get("monotonic", -1), 2))
+                          for s in r["stacks"] if s["layer"] == "libc" and funcs(s)[:1] == ["leak_step"]],
+               (r["modes"].get("libc_windows") or {}).get("windows")) for r in tool.reports()]
     check(len(blocks) == 1 and blocks[0]["verdict"] == "growing" and blocks[0]["count"] > 0,
-          f"the blocks kept at leak_step: one growing row: {[(s['verdict'], s['count']) for s in blocks]}")
+          f"the blocks kept at leak_step: one growing row: {[(s['verdict'], s['count']) for s in blocks]}; by report "
+          f"(seq, rows, windows): {series}")
     eq([funcs(s)[:3] for s in final["stacks"] if s["verdict"] == "growing" and "churn" in funcs(s)], [],
        "churn's blocks are no candidate")
     eq((blocks[0]["estimated"], blocks[0]["address_space"]), (True, False), "the row is the windows' estimate of blocks")
