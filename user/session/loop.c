@@ -325,7 +325,6 @@ static int session_report(struct session *ss, bool *final)
 	size_t ntraced;
 	bool exited;
 
-	overhead__self_tick(ss->ov); /* the interval's own CPU: the last report's work and what came between */
 	heap_sweep(ss);
 	find_copies(ss);
 	if (o->count && ss->seq + 1 >= o->count)
@@ -337,6 +336,7 @@ static int session_report(struct session *ss, bool *final)
 						       : TRACEE_WALK_PACED,
 				       &traced);
 	weigh_sizes(ss);
+	overhead__self_tick(ss->ov); /* own CPU from snapshot to snapshot, the times reports give: walks included */
 	err = ledger__collect(ss->ledger, &snap);
 	if (err) {
 		ml_err("cannot collect the report: %s", strerror(-err));

@@ -490,7 +490,7 @@ void overhead__set_tensor_sampling(struct overhead *o, bool possible)
 }
 
 /*
- * From report to report, not over the budget's samples: those come each second between reports and mostly miss
+ * From snapshot to snapshot, not over the budget's samples: those come each second between reports and mostly miss
  * the reports' own work (heap walks, the table's scan), and read 0.8 % where /proc read 2.9 %.
  */
 void overhead__self_tick(struct overhead *o)

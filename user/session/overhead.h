@@ -89,7 +89,7 @@ void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*she
  * attached again (uprobe_multi links). The budget does it; each step halves the time they are on.
  */
 void overhead__set_tensor_sampling(struct overhead *o, bool possible);
-/* A report is made: memleak-ai's own CPU (ml_overhead.self_cpu_pct) is measured over the interval it ends. */
+/* A snapshot is taken: memleak-ai's own CPU (ml_overhead.self_cpu_pct) is measured over the interval it ends. */
 void overhead__self_tick(struct overhead *o);
 /* ML_SHED_STEP_SAMPLING is possible: the step clock's links can be closed and attached again (uprobe_multi). */
 void overhead__set_step_sampling(struct overhead *o, bool possible);
