@@ -198,6 +198,42 @@ static int grown_row(int n, struct verdicts **v, struct ml_row *row, struct ml_s
 	return err ? err : grow_reports(*v, s, n, jv, order);
 }
 
+/*
+ * A C heap window row of a steady leak (4,000 blocks a report) whose windows shorten: 40 records a window, then 10,
+ * then 5, each window's weight (its length against its cycle) rising to match, and the counts reported (one
+ * weight for the whole process, jemalloc's) rising evenly. Judged on its records at one weight, as the weights
+ * would have it without the windows' own, it reads stable over five reports (40, 80, 120, 130, 135 records,
+ * rates CV 0.67); by its windows' weights, growing.
+ */
+static void shortening_windows(void)
+{
+	static const unsigned int per_window[] = {40, 40, 40, 10, 5};
+
+	for (int with = 0; with < 2; with++) {
+		struct feed f = {0};
+		struct ml_row row = {.key = {.tgid = 1, .layer = ML_LAYER_LIBC, .stack_id = 1}};
+		double sum = 0;
+
+		f.err = verdicts__new(&f.v);
+		for (int i = 0; i < 5; i++) {
+			sum += 4000;
+			row.records += per_window[i], row.raw_bytes += 200 * per_window[i];
+			row.weighed_records = row.records, row.weighed_raw_bytes = row.raw_bytes;
+			row.count = (uint64_t)sum, row.bytes = 200 * row.count;
+			row.window_weights = with ? (float)sum : 0;
+			row.traits = ML_ROW_SAMPLED | ML_ROW_WEIGHED;
+			feed_report(&f, &row, 1, i);
+		}
+		CHECK(!f.err && f.j[0].verdict == (with ? ML_V_GROWING : ML_V_STABLE),
+		      with ? "windows that shorten, by their weights: growing"
+			   : "... by records at one weight: stable");
+		CHECK(!with || (f.j[0].growth_bytes_per_s > 0.99 * 200 * 2000 &&
+				f.j[0].growth_bytes_per_s < 1.01 * 200 * 2000),
+		      "at 2,000 blocks a second");
+		verdicts__free(f.v);
+	}
+}
+
 int main(void)
 {
 	struct ml_judgement j;
@@ -230,6 +266,7 @@ int main(void)
 	j = judge(down, 5, 10, 1);
 	CHECK(j.verdict == ML_V_SHRINKING && j.growth_bytes_per_s < 0, "shrinking");
 	weighed_rows();
+	shortening_windows();
 	spread_rows();
 	many_rows_find_their_history();
 	CHECK(!strcmp(ml_verdict_name(ML_V_GROWING), "growing") && !strcmp(ml_verdict_name(ML_V_CHURN), "churn"),

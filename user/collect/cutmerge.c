@@ -170,11 +170,13 @@ int cutmerge__run(struct ml_snapshot *s, struct stackstore *stacks, struct ml_st
 		into->raw_bytes += r->raw_bytes;
 		into->weighed_records += r->weighed_records;
 		into->weighed_raw_bytes += r->weighed_raw_bytes;
+		into->window_weights += r->window_weights;
 		into->traits |= r->traits & (ML_ROW_SAMPLED | ML_ROW_WEIGHED | ML_ROW_COPY_SCAN);
 		if (r->oldest_ts_ns < into->oldest_ts_ns)
 			into->oldest_ts_ns = r->oldest_ts_ns;
 		r->bytes = r->count = r->cow_bytes = r->records = r->raw_bytes = 0;
 		r->weighed_records = r->weighed_raw_bytes = 0;
+		r->window_weights = 0;
 		merged++;
 	}
 out:

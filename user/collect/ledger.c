@@ -5,9 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 #include "attach/allocators.h"
 #include "collect/canon.h"
 #include "collect/cutmerge.h"
@@ -432,6 +430,8 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, const
 		r->weighed_raw_bytes += v->size;
 	}
 	if (w > 0) {
+		if (v->layer == ML_LAYER_LIBC) /* see struct ml_row */
+			r->window_weights += (float)weights__window(l->w, v->layer, v->spec, v->ts_ns);
 		r->traits |= ML_ROW_SAMPLED;
 		r->bytes += (uint64_t)((double)v->size * w + 0.5);
 		r->count += (uint64_t)(w + 0.5);

@@ -35,6 +35,9 @@ struct ml_row {
 	uint64_t oldest_ts_ns;
 	int64_t growth_bytes; /* since the previous report (all of bytes when the stack is new) */
 	unsigned int traits;  /* ML_ROW_* */
+	/* A C heap window's records: their windows' own weights summed, without their sizes' (judge/verdict.c); 0
+	 * when the windows weigh all records alike */
+	float window_weights;
 	/* cutmerge: the largest cut row merged in (cut_count its count then, 0: none), whose history goes on here */
 	struct ml_agg_key cut_key;
 	uint64_t cut_count;

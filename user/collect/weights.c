@@ -22,6 +22,7 @@ struct weights {
 			double w;
 		} * v;
 		size_t n, cap;
+		bool whole; /* cleared once: its epochs' weights are set again for every record (moving ones) */
 	} scales[ML_LAYER_MAX];
 };
 
@@ -87,8 +88,10 @@ int weights__add_scale(struct weights *w, unsigned int layer, uint64_t since_ns,
 
 void weights__clear_scale(struct weights *w, unsigned int layer)
 {
-	if (layer < ML_LAYER_MAX)
+	if (layer < ML_LAYER_MAX) {
 		w->scales[layer].n = 0;
+		w->scales[layer].whole = true;
+	}
 }
 
 void weights__set_rss_shift(struct weights *w, uint32_t shift)
@@ -118,6 +121,11 @@ static double scale_of(const struct weights *w, uint8_t layer, uint8_t spec, uin
 			hi = mid;
 	}
 	return s->v[lo].w;
+}
+
+double weights__window(const struct weights *w, uint8_t layer, uint8_t spec, uint64_t ts)
+{
+	return layer < ML_LAYER_MAX && !w->scales[layer].whole ? scale_of(w, layer, spec, ts) : 0;
 }
 
 double weights__scaled(const struct weights *w, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,

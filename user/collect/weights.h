@@ -40,6 +40,8 @@ uint32_t weights__rss_shift(const struct weights *w);
 /* What a sampled record stands for: its size's weight, else its layer's scale at ts; 0 when not scaled. */
 double weights__scaled(const struct weights *w, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
 		       uint64_t ts);
+/* The scale of layer at ts alone, its sizes' weights left out; 0 when none, or when set for all records at once. */
+double weights__window(const struct weights *w, uint8_t layer, uint8_t spec, uint64_t ts);
 /* What a record stands for: as scaled, else 2^shift of its record-time weight. */
 double weights__of(const struct weights *w, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
 		   uint64_t ts);

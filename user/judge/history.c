@@ -36,13 +36,14 @@ size_t hist__series(const struct hist *h, double *t, double *b, double *c)
 	return n;
 }
 
-void hist__reweighed(const struct hist *h, double fb, double fc, double *rb, double *rc)
+void hist__reweighed(const struct hist *h, double fb, double fc, double wmean, double *rb, double *rc)
 {
 	for (uint32_t i = 0; i < hist__len(h); i++) {
 		const struct sample *s = hist__at(h, i);
+		double k = s->wmean > 0 && wmean > 0 ? (double)s->wmean / wmean : 1;
 
-		rb[i] = (double)(s->rb - s->wb) + (double)s->wb * fb;
-		rc[i] = (double)(s->rc - s->wc) + (double)s->wc * fc;
+		rb[i] = (double)(s->rb - s->wb) + (double)s->wb * fb * k;
+		rc[i] = (double)(s->rc - s->wc) + (double)s->wc * fc * k;
 	}
 }
 

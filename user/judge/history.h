@@ -21,6 +21,7 @@ struct sample {
 	float rb, rc;	/* what weighed rows are judged on (by_records) */
 	float wb, wc;	/* of those, the weighed records' bytes and number */
 	uint32_t seq;	/* the report whose values these are */
+	float wmean;	/* a C heap window row's weighed records' mean window weight (0: none) */
 	double steps;	/* its process's steps then (0: none counted yet) */
 	double sampled; /* of them, those made in tensor sampling's on phases, at the report */
 };
@@ -51,9 +52,10 @@ void hist__restate(struct hist *h, const struct sample *s);
 size_t hist__series(const struct hist *h, double *t, double *b, double *c);
 /*
  * The history's records at today's weights (rb bytes, rc allocations): those that weigh 1 as they are, the
- * weighed ones at what the row's weighed records stand for now (fb bytes a byte, fc allocations a record).
+ * weighed ones at what the row's weighed records stand for now (fb bytes a byte, fc allocations a record),
+ * each sample's in proportion to its mean window weight then against wmean now (0: none kept, as they are).
  */
-void hist__reweighed(const struct hist *h, double fb, double fc, double *rb, double *rc);
+void hist__reweighed(const struct hist *h, double fb, double fc, double wmean, double *rb, double *rc);
 /* The report whose values the history's sample at time t holds (its trends' first); 0 if none is at t. */
 uint64_t hist__report_at(const struct hist *h, double t);
 
