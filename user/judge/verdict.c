@@ -5,6 +5,7 @@
 #include "judge/verdict.h"
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "collect/steps.h"
 #include "judge/history.h"
