@@ -407,7 +407,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, const
 {
 	const struct ml_slot *v = &rs->v;
 	struct ml_row *r;
-	double w;
+	double w, ww;
 
 	if (sl->addr != v->addr || sl->ts_ns != v->ts_ns)
 		return 0; /* reused while we read it */
@@ -421,7 +421,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, const
 	if (v->ts_ns > newest)
 		return 0;
 	/* A sampled record (an rss page, a tensor of a time-sampled layer) stands for 2^shift. */
-	w = weights__scaled(l->w, v, v->layer, v->spec, v->ts_ns);
+	w = weights__scaled(l->w, v, v->layer, v->spec, v->ts_ns, &ww);
 	r->records++;
 	r->raw_bytes += v->size;
 	if (w > 0 || rs->shift) {
@@ -431,7 +431,7 @@ static int count_slot(struct ledger *l, const volatile struct ml_slot *sl, const
 	}
 	if (w > 0) {
 		if (v->layer == ML_LAYER_LIBC) /* see struct ml_row */
-			r->window_weights += (float)weights__window(l->w, v->layer, v->spec, v->ts_ns);
+			r->window_weights += (float)ww;
 		r->traits |= ML_ROW_SAMPLED;
 		r->bytes += (uint64_t)((double)v->size * w + 0.5);
 		r->count += (uint64_t)(w + 0.5);

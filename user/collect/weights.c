@@ -123,22 +123,19 @@ static double scale_of(const struct weights *w, uint8_t layer, uint8_t spec, uin
 	return s->v[lo].w;
 }
 
-double weights__window(const struct weights *w, uint8_t layer, uint8_t spec, uint64_t ts)
-{
-	return layer < ML_LAYER_MAX && !w->scales[layer].whole ? scale_of(w, layer, spec, ts) : 0;
-}
-
 double weights__scaled(const struct weights *w, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
-		       uint64_t ts)
+		       uint64_t ts, double *window)
 {
-	double s = sizeweights__of(w->sizes, sl);
+	double s = sizeweights__of(w->sizes, sl), scale = scale_of(w, layer, spec, ts);
 
-	return s > 0 ? s : scale_of(w, layer, spec, ts);
+	if (window)
+		*window = layer < ML_LAYER_MAX && !w->scales[layer].whole ? scale : 0;
+	return s > 0 ? s : scale;
 }
 
 double weights__of(const struct weights *w, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec, uint64_t ts)
 {
-	double s = weights__scaled(w, sl, layer, spec, ts);
+	double s = weights__scaled(w, sl, layer, spec, ts, NULL);
 
 	return s > 0 ? s : (double)(1ULL << weights__record_shift(w, layer, ts));
 }

@@ -37,11 +37,12 @@ void weights__clear_scale(struct weights *w, unsigned int layer); /* back to the
 void weights__set_rss_shift(struct weights *w, uint32_t shift);
 uint32_t weights__rss_shift(const struct weights *w);
 
-/* What a sampled record stands for: its size's weight, else its layer's scale at ts; 0 when not scaled. */
+/*
+ * What a sampled record stands for: its size's weight, else its layer's scale at ts; 0 when not scaled. *window
+ * (if given): the scale alone, its sizes' weights left out; 0 when none, or when set for all records at once.
+ */
 double weights__scaled(const struct weights *w, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
-		       uint64_t ts);
-/* The scale of layer at ts alone, its sizes' weights left out; 0 when none, or when set for all records at once. */
-double weights__window(const struct weights *w, uint8_t layer, uint8_t spec, uint64_t ts);
+		       uint64_t ts, double *window);
 /* What a record stands for: as scaled, else 2^shift of its record-time weight. */
 double weights__of(const struct weights *w, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
 		   uint64_t ts);
