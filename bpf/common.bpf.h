@@ -48,6 +48,24 @@ static __always_inline void stat_inc(__u32 idx)
 	cnt_inc(counters(), idx);
 }
 
+/*
+ * A kernel tracepoint's program runs for every process on the machine, memleak-ai's own faults and system calls
+ * included (300,000 runs a second while it attaches): only the time it spends on a traced process's event, from
+ * the filter that found one (t0) to its end, slows the traced job. The budget counts that (ML_STAT_TP_NS, and
+ * the rss layer's part in ML_STAT_RSS_TP_NS too), not the programs' run time.
+ */
+static __always_inline void tp_cost(bool rss, __u64 t0)
+{
+	struct ml_counters *c = counters();
+	__u64 ns = bpf_ktime_get_ns() - t0;
+
+	if (!c)
+		return;
+	c->v[ML_STAT_TP_NS] += ns;
+	if (rss)
+		c->v[ML_STAT_RSS_TP_NS] += ns;
+}
+
 /* Why a walk ended: reason why (below n) of the counters from base (ML_STAT_UW_END_BASE, ML_STAT_PY_END_BASE). */
 static __always_inline void end_inc(struct ml_counters *c, __u32 base, __u32 why, __u32 n)
 {

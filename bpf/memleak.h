@@ -464,6 +464,8 @@ enum ml_stat {
 	ML_STAT_RSS_MOVE_LOST,	 /* records an mremap moved to an address the sampling test rejects */
 	ML_STAT_LOADER_HITS,	 /* traps on the dynamic loader's _dl_debug_state (ldso_stop, ldso_notify) */
 	ML_STAT_STEP_HITS,	 /* traps on the step clock's probe (ML_KIND_STEP) */
+	ML_STAT_TP_NS,		 /* ns the kernel tracepoints' programs spent on traced processes' events (tp_cost) */
+	ML_STAT_RSS_TP_NS,	 /* ... of them, the rss layer's programs */
 	ML_STAT_MAX,
 };
 

@@ -98,11 +98,14 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid, one = 1;
 	struct ml_rss_proc *rp;
+	__u64 t0;
 
 	if (child->pid != child->tgid || !bpf_map_lookup_elem(&traced, &ptgid))
 		return 0;
+	t0 = bpf_ktime_get_ns();
 	if (bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY)) {
 		stat_inc(ML_STAT_DROP_PROC_EVENT);
+		tp_cost(false, t0);
 		return 0;
 	}
 	/* The rss layer from the child's first fault on: a forked worker's copies begin at once. */
@@ -113,6 +116,7 @@ int BPF_PROG(follow_fork, struct task_struct *parent, struct task_struct *child)
 		bpf_map_update_elem(&rss_procs, &ctgid, &crp, BPF_ANY);
 	}
 	proc_event(ML_PROC_FORK, ctgid, ptgid);
+	tp_cost(false, t0);
 	return 0;
 }
 
@@ -134,12 +138,15 @@ int BPF_PROG(oom_victim, struct task_struct *task, uid_t uid)
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct mm_struct *mm = BPF_CORE_READ(task, mm);
 	struct ml_oom_event *e;
+	__u64 t0;
 
 	if (!bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
+	t0 = bpf_ktime_get_ns();
 	e = bpf_ringbuf_reserve(&proc_events, sizeof(*e), 0);
 	if (!e) {
 		stat_inc(ML_STAT_DROP_PROC_EVENT);
+		tp_cost(false, t0);
 		return 0;
 	}
 	e->hdr.type = ML_PROC_OOM;
@@ -151,6 +158,7 @@ int BPF_PROG(oom_victim, struct task_struct *task, uid_t uid)
 	e->file_bytes = mm ? rss_bytes(BPF_CORE_READ(mm, rss_stat[MM_FILEPAGES].count)) : 0;
 	e->shmem_bytes = mm ? rss_bytes(BPF_CORE_READ(mm, rss_stat[MM_SHMEMPAGES].count)) : 0;
 	bpf_ringbuf_submit(e, 0);
+	tp_cost(false, t0);
 	return 0;
 }
 
@@ -160,9 +168,11 @@ int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	__u32 tgid = p->tgid;
 	struct ml_heap_proc *hp;
 	struct ml_rss_proc *rp;
+	__u64 t0;
 
 	if (!bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
+	t0 = bpf_ktime_get_ns();
 	/* The task lives on in the new image: calls in flight in the old one never return. */
 	bpf_task_storage_delete(&threads, p);
 	/* Nor is the old image's program break the new one's: kept, the new image's first brk read as growth
@@ -174,6 +184,7 @@ int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	if (hp)
 		WRITE_ONCE(hp->max_brk, 0);
 	proc_event(ML_PROC_EXEC, tgid, 0);
+	tp_cost(false, t0);
 	return 0;
 }
 
@@ -184,26 +195,14 @@ int BPF_PROG(follow_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 #define ML_NR_MREMAP 25
 #define ML_MAP_ANONYMOUS 0x20
 
-/*
- * Heap-growth mode. Every system call exit passes here while the mode is on anywhere, so the test for the
- * five calls of interest comes first, then the process filter.
- */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
+/* Heap-growth mode: a traced process's brk, mmap, munmap or mremap returned. */
+static __always_inline void heap_exit_of(struct pt_regs *regs, long nr, long ret, __u32 tgid, struct ml_heap_proc *hp)
 {
-	long nr = regs->orig_ax;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct ml_heap_proc *hp;
 	struct ml_counters *c;
 	struct ml_thread *th;
 	struct ml_capture cap;
 	__u64 addr = 0, size = 0;
 
-	if (nr != ML_NR_BRK && nr != ML_NR_MMAP && nr != ML_NR_MUNMAP && nr != ML_NR_MREMAP)
-		return 0;
-	hp = bpf_map_lookup_elem(&heap_procs, &tgid);
-	if (!hp || (ret < 0 && ret > -4096))
-		return 0;
 	/* Memory taken inside a traced allocator call (posix_memalign for a PyTorch tensor, pinned memory)
 	 * belongs to that call's layer. */
 	th = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0, 0);
@@ -212,27 +211,27 @@ int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
 
 		for (__u32 g = 0; g < ML_GROUPS; g++)
 			if (in_flight(&th->calls[g], now, g))
-				return 0;
+				return;
 	}
 	c = counters();
 	if (nr == ML_NR_BRK) {
 		if (!hp->max_brk || (__u64)ret <= hp->max_brk) {
 			if (!hp->max_brk)
 				hp->max_brk = ret;
-			return 0;
+			return;
 		}
 		addr = hp->max_brk;
 		size = (__u64)ret - hp->max_brk;
 		hp->max_brk = ret;
 	} else if (nr == ML_NR_MMAP) {
 		if (!(regs->r10 & ML_MAP_ANONYMOUS) || !regs->dx /* PROT_NONE: a reservation */)
-			return 0;
+			return;
 		addr = ret;
 		size = regs->si;
 	} else if (nr == ML_NR_MUNMAP) {
 		if (ret == 0)
 			release(c, ML_LAYER_LIBC, regs->di);
-		return 0;
+		return;
 	} else {
 		/* mremap: the old range goes (when it was ours), the new one comes. */
 		if (forget(c, tgid, ML_LAYER_LIBC, regs->di, 0)) {
@@ -246,5 +245,27 @@ int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
 	capture_stack_ip(th, &cap);
 	remember(c, tgid, ML_LAYER_LIBC, addr, size, cap.caller, cap.stack_id,
 		 nr == ML_NR_BRK ? ML_SPEC_BRK : ML_SPEC_HEAP, -1);
+}
+
+/*
+ * Every system call exit passes here while the mode is on anywhere, so the test for the calls of interest comes
+ * first, then the process filter.
+ */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(heap_exit, struct pt_regs *regs, long ret)
+{
+	long nr = regs->orig_ax;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ml_heap_proc *hp;
+	__u64 t0;
+
+	if (nr != ML_NR_BRK && nr != ML_NR_MMAP && nr != ML_NR_MUNMAP && nr != ML_NR_MREMAP)
+		return 0;
+	hp = bpf_map_lookup_elem(&heap_procs, &tgid);
+	if (!hp || (ret < 0 && ret > -4096))
+		return 0;
+	t0 = bpf_ktime_get_ns();
+	heap_exit_of(regs, nr, ret, tgid, hp);
+	tp_cost(false, t0);
 	return 0;
 }

@@ -62,24 +62,18 @@ static long anon_vma(struct task_struct *task, struct vm_area_struct *vma, void 
  * A fault of a traced process at addr that may allocate a page: a page not present, or a write to a present
  * one (a copy). ip and sp are its user registers (the interrupted code, or the system call's entry).
  */
-static __always_inline void rss_fault(__u64 addr, __u64 err, __u64 ip, __u64 sp)
+static __always_inline void rss_fault_of(struct ml_rss_proc *rp, __u64 addr, __u64 err, __u64 ip, __u64 sp)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, shift = READ_ONCE(rss_shift);
+	__u32 shift = READ_ONCE(rss_shift);
 	__u64 page = addr & ~(ML_PAGE_BYTES - 1);
 	struct vma_seen v = {};
 	struct task_struct *task;
-	struct ml_rss_proc *rp;
 	struct ml_counters *c;
 	struct ml_thread *th;
 	__u64 gen, *pending;
 	__u32 zero = 0;
 	long e;
 
-	if (addr >= ML_USER_TOP || (err & ML_PF_INSTR) || ((err & ML_PF_PROT) && !(err & ML_PF_WRITE)))
-		return;
-	rp = bpf_map_lookup_elem(&rss_procs, &tgid);
-	if (!rp)
-		return;
 	c = counters();
 	cnt_inc(c, ML_STAT_RSS_FAULTS);
 	/* The test is on the page a record would be kept at: the page, or the huge page around it. */
@@ -113,6 +107,22 @@ static __always_inline void rss_fault(__u64 addr, __u64 err, __u64 ip, __u64 sp)
 	pending = bpf_map_lookup_elem(&rss_pending, &zero);
 	if (pending)
 		*pending = (__u64)task;
+}
+
+static __always_inline void rss_fault(__u64 addr, __u64 err, __u64 ip, __u64 sp)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ml_rss_proc *rp;
+	__u64 t0;
+
+	if (addr >= ML_USER_TOP || (err & ML_PF_INSTR) || ((err & ML_PF_PROT) && !(err & ML_PF_WRITE)))
+		return;
+	rp = bpf_map_lookup_elem(&rss_procs, &tgid);
+	if (!rp)
+		return;
+	t0 = bpf_ktime_get_ns();
+	rss_fault_of(rp, addr, err, ip, sp);
+	tp_cost(true, t0);
 }
 
 SEC("tp_btf/page_fault_user")
@@ -154,34 +164,25 @@ static __always_inline int in_heap(struct task_struct *task, __u64 addr)
  * The page allocator handed out a user page: the one the thread's pending fault asked for when the thread
  * is still in that fault (its user registers the same) and asked for it lately.
  */
-SEC("tp_btf/mm_page_alloc")
-int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int migratetype)
+static __always_inline void page_alloc_of(struct task_struct *task, unsigned int order, gfp_t gfp)
 {
-	struct task_struct *task;
 	struct ml_capture cap;
 	struct ml_counters *c;
 	struct ml_thread *th;
 	struct pt_regs *u;
 	struct ml_slot *s;
-	__u64 bytes, key, now, *pending;
-	__u32 tgid, zero = 0;
+	__u64 bytes, key, now;
+	__u32 tgid;
 	int copy;
 
-	if (!(gfp & ML_GFP_MOVABLE))
-		return 0;
-	task = bpf_get_current_task_btf();
-	pending = bpf_map_lookup_elem(&rss_pending, &zero);
-	if (!pending || *pending != (__u64)task)
-		return 0;
-	*pending = 0;
 	th = bpf_task_storage_get(&threads, task, 0, 0);
 	if (!th || !th->rss.ts_ns)
-		return 0;
+		return;
 	u = (struct pt_regs *)bpf_task_pt_regs(task);
 	now = bpf_ktime_get_ns();
 	if (!u || now - th->rss.ts_ns > ML_FAULT_WINDOW_NS || u->ip != th->rss.ip || u->sp != th->rss.sp) {
 		th->rss.ts_ns = 0;
-		return 0;
+		return;
 	}
 	th->rss.ts_ns = 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
@@ -192,7 +193,7 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 	c = counters();
 	if (!ml_rss_sampled(key, READ_ONCE(rss_shift))) {
 		cnt_inc(c, ML_STAT_RSS_SAMPLED_OUT);
-		return 0;
+		return;
 	}
 	/*
 	 * A loop writing page after page (memset into a new buffer) faults at one instruction with one stack
@@ -222,7 +223,7 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 	s = slot_claim(NULL, tgid, ML_LAYER_RSS, key + (copy ? ML_RSS_COPY : 0));
 	if (!s) {
 		cnt_inc(c, ML_STAT_RSS_LOST);
-		return 0;
+		return;
 	}
 	slot_write(s, tgid, ML_LAYER_RSS, bytes, cap.caller, cap.stack_id,
 		   copy			? ML_SPEC_COPY
@@ -233,6 +234,25 @@ int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int
 		c->v[copy ? ML_STAT_RSS_COPIES : ML_STAT_RSS_PAGES] += bytes >> ML_PAGE_SHIFT;
 		c->v[ML_STAT_LAYER_ALLOCS(ML_LAYER_RSS)] += 1;
 	}
+}
+
+SEC("tp_btf/mm_page_alloc")
+int BPF_PROG(rss_page_alloc, struct page *pg, unsigned int order, gfp_t gfp, int migratetype)
+{
+	struct task_struct *task;
+	__u64 t0, *pending;
+	__u32 zero = 0;
+
+	if (!(gfp & ML_GFP_MOVABLE))
+		return 0;
+	task = bpf_get_current_task_btf();
+	pending = bpf_map_lookup_elem(&rss_pending, &zero);
+	if (!pending || *pending != (__u64)task)
+		return 0;
+	*pending = 0;
+	t0 = bpf_ktime_get_ns();
+	page_alloc_of(task, order, gfp);
+	tp_cost(true, t0);
 	return 0;
 }
 
@@ -366,22 +386,10 @@ static __always_inline __u64 page_up(__u64 v)
 }
 
 /* The system calls that drop or move a traced process's pages. */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(rss_exit, struct pt_regs *regs, long ret)
+static __always_inline void exit_of(struct pt_regs *regs, long nr, long ret, __u32 tgid, struct ml_rss_proc *rp)
 {
-	long nr = regs->orig_ax;
-	__u32 tgid;
-	struct ml_rss_proc *rp;
 	__u64 a, len, nlen, lo = 0, hi = 0, to = 0, lo2 = 0, hi2 = 0;
 
-	if (nr != ML_NR_MUNMAP && nr != ML_NR_MADVISE && nr != ML_NR_BRK && nr != ML_NR_MREMAP && nr != ML_NR_MMAP)
-		return 0;
-	if (ret < 0 && ret > -4096)
-		return 0;
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	rp = bpf_map_lookup_elem(&rss_procs, &tgid);
-	if (!rp)
-		return 0;
 	a = regs->di;
 	len = page_up(regs->si);
 	if (nr != ML_NR_MADVISE && !(nr == ML_NR_MMAP && !(regs->r10 & ML_MAP_FIXED)))
@@ -426,5 +434,26 @@ int BPF_PROG(rss_exit, struct pt_regs *regs, long ret)
 	}
 	ml_rss_range(tgid, lo, hi, to);
 	ml_rss_range(tgid, lo2, hi2, 0);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(rss_exit, struct pt_regs *regs, long ret)
+{
+	long nr = regs->orig_ax;
+	struct ml_rss_proc *rp;
+	__u32 tgid;
+	__u64 t0;
+
+	if (nr != ML_NR_MUNMAP && nr != ML_NR_MADVISE && nr != ML_NR_BRK && nr != ML_NR_MREMAP && nr != ML_NR_MMAP)
+		return 0;
+	if (ret < 0 && ret > -4096)
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	rp = bpf_map_lookup_elem(&rss_procs, &tgid);
+	if (!rp)
+		return 0;
+	t0 = bpf_ktime_get_ns();
+	exit_of(regs, nr, ret, tgid, rp);
+	tp_cost(true, t0);
 	return 0;
 }

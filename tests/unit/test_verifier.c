@@ -38,8 +38,8 @@ static const struct {
     {"ldso_notify", 54},	/* 43 */
     {"py_exit", 57},		/* 45: the stop and the event */
     {"oom_victim", 160},	/* 126 */
-    {"follow_fork", 135},	/* 108: the rss layer's entry for the child */
-    {"follow_exec", 75},	/* 59 */
+    {"follow_fork", 189},	/* 151: the rss layer's entry for the child, tp_cost */
+    {"follow_exec", 111},	/* 89: tp_cost */
     {"heap_exit", 182000},	/* 145585 */
     {"calib", 3},		/* 2 */
     {"rss_fault_user", 320},	/* 256 */

@@ -225,18 +225,6 @@ static void set_shift(struct rsspages *r, uint32_t shift)
 	r->shift = shift;
 }
 
-bool rsspages__cost(void *ctx, uint64_t *ns)
-{
-	struct rsspages *r = ctx;
-	struct bpf_program *progs[RSS_PROGS];
-
-	rss_progs(r->skel, progs);
-	*ns = 0;
-	for (int i = 0; i < RSS_PROGS; i++)
-		*ns += ml_prog_run_ns(bpf_program__fd(progs[i]));
-	return true;
-}
-
 void rsspages__shed(void *ctx, bool off)
 {
 	struct rsspages *r = ctx;

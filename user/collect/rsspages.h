@@ -36,8 +36,7 @@ int rsspages__tune(struct rsspages *r, const struct ml_snapshot *s);
 /* At a scan tick (NULL-safe): over the rate limit since the last one (half a second at least), the same. */
 int rsspages__tick(struct rsspages *r, uint64_t now_ns);
 
-/* The budget's hooks (session/overhead.h): the layer's BPF time so far; one doubling of its interval, or off. */
-bool rsspages__cost(void *ctx, uint64_t *ns);
+/* The budget's hook (session/overhead.h): one doubling of its sampling interval, or its faults off. */
 void rsspages__shed(void *ctx, bool off);
 
 uint32_t rsspages__shift(const struct rsspages *r);

@@ -53,7 +53,7 @@ struct overhead {
 	int ncpu;
 	uint64_t *pcpu;
 	uint64_t start_ns; /* the probes were attached */
-	uint64_t last_ns, last_cpu_ns, last_probe_ns, last_other_ns, last_rss_ns;
+	uint64_t last_ns, last_cpu_ns, last_probe_ns, last_other_ns;
 	uint64_t self_cpu_at, self_at; /* memleak-ai's own CPU time (all its threads), and when, at the last report */
 	uint64_t last[ML_STAT_SLOTS];
 	bool have_last;
@@ -63,12 +63,12 @@ struct overhead {
 	bool tensor_sampling;		 /* the torch_cpu layer's allocation side can be paused (uprobe_multi links) */
 	bool step_sampling;		 /* the step clock's links can be closed and attached again (the same) */
 	double alloc_side_pct; /* the torch_cpu layer's part less its releases' traps (what sampling scales) */
-	overhead_rss_cost_fn rss_cost;
+	bool rss_on;	       /* the rss layer's faults are traced: they can be shed */
 	void (*rss_shed)(void *ctx, bool off);
 	void *rss_ctx;
 	struct {
 		int fd;
-		bool probe;
+		bool probe, tp;
 	} extra[EXTRA_PROGS]; /* programs of other instances of the object (heap_exit, PyTorch's USDT) */
 	size_t nextra;
 	struct calib *calib; /* the probe-cost calibration (calib.c): a hit counts 1 us until it is in */
@@ -170,15 +170,22 @@ static bool is_probe_prog(const struct bpf_program *p)
 }
 
 /* BPF run time so far: of the allocator probes, and of every other program (the calibration's excluded). */
+/* A kernel tracepoint's program (tp_btf): its run time counts every process's events, its cost is tp_cost's. */
+static bool is_tp_prog(const struct bpf_program *p)
+{
+	return bpf_program__type(p) == BPF_PROG_TYPE_TRACING;
+}
+
 static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 {
 	struct bpf_program *prog;
 
 	*probe = *other = 0;
-	bpf_object__for_each_program(prog, o->skel->obj) if (prog != o->skel->progs.calib) *
+	bpf_object__for_each_program(prog, o->skel->obj) if (prog != o->skel->progs.calib && !is_tp_prog(prog)) *
 	    (is_probe_prog(prog) ? probe : other) += ml_prog_run_ns(bpf_program__fd(prog));
 	for (size_t i = 0; i < o->nextra; i++)
-		*(o->extra[i].probe ? probe : other) += ml_prog_run_ns(o->extra[i].fd);
+		if (!o->extra[i].tp)
+			*(o->extra[i].probe ? probe : other) += ml_prog_run_ns(o->extra[i].fd);
 }
 
 int overhead__count_prog(struct overhead *o, const struct bpf_program *p)
@@ -186,6 +193,7 @@ int overhead__count_prog(struct overhead *o, const struct bpf_program *p)
 	if (o->nextra == EXTRA_PROGS)
 		return -E2BIG;
 	o->extra[o->nextra].fd = bpf_program__fd(p);
+	o->extra[o->nextra].tp = is_tp_prog(p);
 	o->extra[o->nextra++].probe = is_probe_prog(p);
 	return 0;
 }
@@ -203,22 +211,12 @@ static uint64_t cpu_ns(const int *pids, size_t n)
 	return sum;
 }
 
-static uint64_t rss_ns(struct overhead *o)
-{
-	uint64_t ns = 0;
-
-	if (o->rss_cost)
-		o->rss_cost(o->rss_ctx, &ns);
-	return ns;
-}
-
 static void baseline(struct overhead *o, uint64_t now, uint64_t cpu, const uint64_t *v)
 {
 	memcpy(o->last, v, sizeof(o->last));
 	o->last_ns = now;
 	o->last_cpu_ns = cpu;
 	bpf_run_ns(o, &o->last_probe_ns, &o->last_other_ns);
-	o->last_rss_ns = rss_ns(o);
 	o->have_last = true;
 }
 
@@ -307,7 +305,7 @@ static bool clearly_over(const struct overhead *o, const uint64_t *d, double ela
 
 enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids)
 {
-	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu, probe_ns, other_ns, rss, v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
+	uint64_t now = ml_clock_ns(CLOCK_MONOTONIC), cpu, probe_ns, other_ns, v[ML_STAT_SLOTS], d[ML_STAT_SLOTS];
 	struct ml_overhead *in = &o->info;
 	/* With tensor sampling on, a sample spans a whole period at least: on and off in their proportion. */
 	bool sampling = in->tensor_halvings && !(in->shed & (1U << ML_SHED_TORCH_CPU));
@@ -332,7 +330,6 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 	    !clearly_over(o, d, (double)(now - o->last_ns), base))
 		return OVERHEAD_OK;
 	bpf_run_ns(o, &probe_ns, &other_ns);
-	rss = rss_ns(o);
 	secs = (double)(now - o->last_ns) / 1e9;
 	if (base < (double)MIN_CPU_NS) {
 		/* An idle job: nothing to relate the cost to, and nothing to save. */
@@ -348,8 +345,8 @@ enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_
 	 */
 	if (base < secs * 1e9)
 		base = secs * 1e9;
-	account(o, d, delta(probe_ns, o->last_probe_ns), delta(other_ns, o->last_other_ns), delta(rss, o->last_rss_ns),
-		base, secs);
+	account(o, d, delta(probe_ns, o->last_probe_ns), delta(other_ns, o->last_other_ns) + d[ML_STAT_TP_NS],
+		o->rss_on ? d[ML_STAT_RSS_TP_NS] : 0, base, secs);
 	baseline(o, now, cpu, v);
 	if (!o->settled) {
 		o->settled = true;
@@ -406,7 +403,7 @@ void overhead__heap_swept(struct overhead *o, uint64_t swept, uint64_t freed)
 static struct shed_sample sample_of(const struct overhead *o)
 {
 	return (struct shed_sample){.info = &o->info,
-				    .rss_cost = o->rss_cost != NULL,
+				    .rss_cost = o->rss_on,
 				    .rss_pct = o->rss_pct,
 				    .tensor_sampling = o->tensor_sampling,
 				    .alloc_side_pct = o->alloc_side_pct,
@@ -471,17 +468,17 @@ void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report)
 		}
 	} else if (step == ML_SHED_RSS_FAULTS && o->rss_shed) {
 		o->rss_shed(o->rss_ctx, true);
-		o->rss_cost = NULL; /* nothing more to shed there */
+		o->rss_on = false; /* nothing more to shed there */
 	}
 	changed(o);
 }
 
-void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx, bool off), void *ctx)
+void overhead__set_rss(struct overhead *o, void (*shed)(void *ctx, bool off), void *ctx)
 {
-	o->rss_cost = cost;
+	o->rss_on = shed != NULL;
 	o->rss_shed = shed;
 	o->rss_ctx = ctx;
-	o->info.rss_fallback = cost != NULL;
+	o->info.rss_fallback = shed != NULL;
 }
 
 void overhead__set_tensor_sampling(struct overhead *o, bool possible)

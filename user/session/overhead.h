@@ -75,14 +75,13 @@ unsigned int overhead__step_halvings(const struct overhead *o);
 void overhead__shed(struct overhead *o, enum ml_shed step, uint64_t report);
 
 /*
- * The rss layer's hook, ML_SHED_RSS_SAMPLING, the first step of the shed order: `cost` gives the layer's
- * cost so far, in ns of the traced processes' time (its fault programs' BPF time, which the samples count
- * among the other programs'), and `shed` doubles its sampling interval N (off false) or, at
- * ML_SHED_RSS_FAULTS, the last step, stops tracing its faults (off true). Setting it also names the rss
- * layer in the report as what the C heap falls back to. Without it the step is never taken.
+ * The rss layer's hook, ML_SHED_RSS_SAMPLING, the first step of the shed order: its cost is its programs' time
+ * on the traced processes' events (ML_STAT_RSS_TP_NS, counted among the other programs' too), and `shed`
+ * doubles its sampling interval N (off false) or, at ML_SHED_RSS_FAULTS, the last step, stops tracing its
+ * faults (off true). Setting it also names the rss layer in the report as what the C heap falls back to.
+ * Without it the step is never taken.
  */
-typedef bool (*overhead_rss_cost_fn)(void *ctx, uint64_t *ns);
-void overhead__set_rss(struct overhead *o, overhead_rss_cost_fn cost, void (*shed)(void *ctx, bool off), void *ctx);
+void overhead__set_rss(struct overhead *o, void (*shed)(void *ctx, bool off), void *ctx);
 
 /*
  * ML_SHED_TORCH_CPU_SAMPLING is possible: the torch_cpu layer's allocation-side probes can be closed and

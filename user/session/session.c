@@ -192,7 +192,7 @@ static void start_rss(struct session *ss)
 		ss->layers &= ~(1U << ML_LAYER_RSS);
 		return;
 	}
-	overhead__set_rss(ss->ov, rsspages__cost, rsspages__shed, ss->rss);
+	overhead__set_rss(ss->ov, rsspages__shed, ss->rss);
 	if (getenv("MEMLEAK_AI_TEST_RSS_NO_FAULTS")) /* test hook: as after the budget's last step */
 		rsspages__shed(ss->rss, true);
 }
