@@ -110,6 +110,24 @@ static void widened_walks(void)
 	free(v);
 }
 
+/* The next scan may cover more after a capped one (until the widest budget) or one a heap changed under. */
+static void test_may_read_more(void)
+{
+	struct ml_heapfrag f = {.capped = true, .widened = HEAPFRAG_WIDEN_MAX - 1};
+
+	CHECK(heapfrag__may_read_more(&f), "capped, a wider budget left");
+	f.widened = HEAPFRAG_WIDEN_MAX;
+	CHECK(!heapfrag__may_read_more(&f), "capped at the widest budget");
+	f = (struct ml_heapfrag){.broken = 2, .corrupt = 1, .broken_runs = HEAPFRAG_BROKEN_MAX - 1};
+	CHECK(heapfrag__may_read_more(&f), "a heap changed under its walk, the second walk in a row");
+	f.broken_runs = HEAPFRAG_BROKEN_MAX;
+	CHECK(!heapfrag__may_read_more(&f), "not after HEAPFRAG_BROKEN_MAX such walks in a row");
+	f = (struct ml_heapfrag){.broken = 2, .corrupt = 1, .unreadable = 1, .broken_runs = 1};
+	CHECK(!heapfrag__may_read_more(&f), "walks stopped at a corrupt or unreadable header stop there again");
+	f = (struct ml_heapfrag){.broken_runs = 1};
+	CHECK(!heapfrag__may_read_more(&f), "a whole walk");
+}
+
 int main(void)
 {
 	/* tcache block, free 4 KiB, holder 64, free 8 KiB + free 2 KiB (a run), holder 80, in use, top */
@@ -120,6 +138,7 @@ int main(void)
 	uint64_t c_holder1 = BASE + 0x290 + 0x1000, c_holder2 = c_holder1 + 0x40 + 0x2000 + 0x800;
 	int err;
 
+	test_may_read_more();
 	err = walk(&f, first, end, 100);
 	CHECK_EQ_INT(err, 0, "a well-formed heap walks to its top");
 	CHECK(f.heaps == 1 && f.top_bytes == 0x8000, "the top chunk ends it and is counted apart");

@@ -380,6 +380,13 @@ void heapfrag__free_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, ui
 	*free = overlap(f->runs, f->nruns, lo, hi);
 }
 
+bool heapfrag__may_read_more(const struct ml_heapfrag *f)
+{
+	bool changed = f->broken > f->corrupt + f->unreadable;
+
+	return (f->capped && f->widened < HEAPFRAG_WIDEN_MAX) || (changed && f->broken_runs < HEAPFRAG_BROKEN_MAX);
+}
+
 const struct ml_heap_holder *heapfrag__holders_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, size_t *n)
 {
 	size_t a = 0, b = f->nholders, i;

@@ -62,6 +62,7 @@ struct ml_heapfrag {
 	uint64_t walked_ns;	      /* CLOCK_MONOTONIC when it began */
 	unsigned int heaps;	      /* heaps walked to their end */
 	unsigned int broken;	      /* heap walks that stopped twice (see heapfrag__walk_heap) */
+	unsigned int broken_runs;     /* walks in a row, this one included, with a heap walk broken (heapfrag__scan) */
 	unsigned int corrupt;	      /* ... at the same bad header both times: corrupt metadata, not a change */
 	unsigned int unreadable;      /* ... at the same header on a page that is not resident */
 	uint64_t unwalked_bytes;      /* the bytes of those heaps from where their walks stopped to their end */
@@ -112,7 +113,8 @@ struct heapfrag_budget {
 
 #define HEAPFRAG_READ_MAX (256ULL << 20) /* per process and report */
 #define HEAPFRAG_CHUNKS_MAX (4ULL << 20)
-#define HEAPFRAG_WIDEN_MAX 2 /* a walk asked for again after a capped one: up to 4 times the budget */
+#define HEAPFRAG_WIDEN_MAX 2  /* a walk asked for again after a capped one: up to 4 times the budget */
+#define HEAPFRAG_BROKEN_MAX 3 /* walks in a row that broke after which the next is not waited for (victims.c) */
 
 /*
  * Walk one heap's chunks from the header at first up to end (where the top chunk, or an older arena heap's
@@ -137,6 +139,12 @@ int heapfrag__walk_heap(struct ml_heapfrag *f, const struct heapfrag_src *src, u
 void heapfrag__free_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, uint64_t *walked, uint64_t *free);
 /* The holders whose user address lies in (lo, hi + 16]: the first of them, and how many (sorted by address). */
 const struct ml_heap_holder *heapfrag__holders_in(const struct ml_heapfrag *f, uint64_t lo, uint64_t hi, size_t *n);
+
+/*
+ * Whether the next scan may cover more than this one: it was capped and a wider budget is left, or a heap changed
+ * under its walk (broken, neither corrupt nor unreadable) and fewer than HEAPFRAG_BROKEN_MAX walks in a row did.
+ */
+bool heapfrag__may_read_more(const struct ml_heapfrag *f);
 
 /* Name the holders' stacks from the ledger's records of tgid, most charged first. 0 or -ENOMEM. */
 int heapfrag__attribute(struct ml_heapfrag *f, struct ledger *l, int tgid);

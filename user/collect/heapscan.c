@@ -196,6 +196,7 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census, unsign
 	struct heapfrag_budget b = {.read_bytes = HEAPFRAG_READ_MAX << w, .chunks = HEAPFRAG_CHUNKS_MAX << w};
 	struct ml_maps maps = {};
 	uint64_t t0 = ml_clock_ns(CLOCK_MONOTONIC);
+	unsigned int runs = f->broken ? f->broken_runs : 0;
 	int err = 0;
 
 	heapfrag__reset(f);
@@ -256,6 +257,7 @@ int heapfrag__scan(struct ml_heapfrag *f, int pid, struct census *census, unsign
 	f->census = census && !err ? census : NULL;
 	sort_by_addr(f);
 out:
+	f->broken_runs = f->broken ? runs + 1 : 0;
 	f->walked_ns = t0;
 	f->scan_ns = ml_clock_ns(CLOCK_MONOTONIC) - t0;
 	ml_maps__clear(&maps);

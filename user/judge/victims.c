@@ -220,7 +220,8 @@ static void on_range(void *ctx, const struct ml_agg_key *k, uint64_t addr, uint6
 	else
 		fd->sp[fd->nsp++] = (struct span){.tgid = k->tgid, .addr = addr, .len = len, .a = a};
 	a->s.range += len;
-	a->s.wider |= f->capped && f->widened < HEAPFRAG_WIDEN_MAX;
+	/* A heap changing under its walk (more often on a busy machine) may be read whole next time. */
+	a->s.wider |= heapfrag__may_read_more(f);
 	a->s.walked += walked;
 	a->s.free += free;
 	h = heapfrag__holders_in(f, addr, addr + len, &nh);
@@ -267,7 +268,7 @@ enum ml_victim_call victims__judge(const struct ml_victim_sample *s, bool was, b
 	uint64_t w = s->walked, fr = s->free;
 	bool filled = fr * 8 < w;
 
-	/* Held once when the walk came and could not cover it, again while a capped walk may widen. */
+	/* Held once when the walk came and could not cover it, again while a capped or broken walk may read more. */
 	if (w * 2 < s->range)
 		return was ? ML_VICTIM_KEPT : s->growing && (!was_held || s->wider) ? ML_VICTIM_HELD : ML_VICTIM_NOT;
 	if (!w) /* no walk of its process (none yet, or it failed): nothing says it is free or filled */

@@ -30,10 +30,10 @@ struct ml_victim {
 
 /* What one row of fresh heap came to in the last walk: all that its judgement rests on (victims__judge). */
 struct ml_victim_sample {
-	bool rss;		     /* pages the rss layer saw touched first, not the C heap's growth */
-	bool growing;		     /* judged growing: a leak candidate unless it is a victim */
-	bool wider;		     /* its walk was capped, and the next may read more (HEAPFRAG_WIDEN_MAX) */
-	uint64_t range;		     /* its records' bytes (unweighted: sampled rss pages count once) */
+	bool rss;	/* pages the rss layer saw touched first, not the C heap's growth */
+	bool growing;	/* judged growing: a leak candidate unless it is a victim */
+	bool wider;	/* its walk was capped or broke, and the next may read more (HEAPFRAG_WIDEN_MAX, _BROKEN_MAX) */
+	uint64_t range; /* its records' bytes (unweighted: sampled rss pages count once) */
 	uint64_t walked, free;	     /* of its ranges, what the walk covered, and found free again */
 	double own_pin, other_pin;   /* free bytes its ranges' recorded holders pin, weighted: its own, others' */
 	double own_fill, other_fill; /* bytes recorded blocks in its ranges hold, weighted: its own, others' */
@@ -69,7 +69,7 @@ struct ml_victims {
  * The victims among the rows of fresh heap, growing or not yet (j parallel to s->rows), each with its pinner,
  * and the growing rows held for want of a walk since they grew. prev is the last report's: a row whose ranges
  * the walk has not covered since stays a victim; a row held then is not held again, unless its walk was capped
- * and the next reads more (struct ml_victim_sample's wider). out's arrays are malloc'd
+ * or broke and the next may read more (struct ml_victim_sample's wider). out's arrays are malloc'd
  * (victims__clear). 0 or -ENOMEM.
  */
 int victims__find(const struct ml_snapshot *s, const struct ml_judgement *j, struct ledger *l, victims_frag_fn frag,
