@@ -386,7 +386,7 @@ static __always_inline __u64 page_up(__u64 v)
 }
 
 /* The system calls that drop or move a traced process's pages. */
-static __always_inline void exit_of(struct pt_regs *regs, long nr, long ret, __u32 tgid, struct ml_rss_proc *rp)
+static __always_inline void rss_exit_of(struct pt_regs *regs, long nr, long ret, __u32 tgid, struct ml_rss_proc *rp)
 {
 	__u64 a, len, nlen, lo = 0, hi = 0, to = 0, lo2 = 0, hi2 = 0;
 
@@ -453,7 +453,7 @@ int BPF_PROG(rss_exit, struct pt_regs *regs, long ret)
 	if (!rp)
 		return 0;
 	t0 = bpf_ktime_get_ns();
-	exit_of(regs, nr, ret, tgid, rp);
+	rss_exit_of(regs, nr, ret, tgid, rp);
 	tp_cost(true, t0);
 	return 0;
 }

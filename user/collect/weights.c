@@ -126,7 +126,7 @@ static double scale_of(const struct weights *w, uint8_t layer, uint8_t spec, uin
 double weights__scaled(const struct weights *w, const volatile struct ml_slot *sl, uint8_t layer, uint8_t spec,
 		       uint64_t ts, double *window)
 {
-	double s = sizeweights__of(w->sizes, sl), scale = scale_of(w, layer, spec, ts);
+	double s = sizeweights__of(w->sizes, sl), scale = window || s <= 0 ? scale_of(w, layer, spec, ts) : 0;
 
 	if (window)
 		*window = layer < ML_LAYER_MAX && !w->scales[layer].whole ? scale : 0;

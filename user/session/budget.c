@@ -260,7 +260,6 @@ static int heap_growth_mode(struct budget *b, const struct budget_env *e, uint64
 	ledger__forget_layer(e->ledger, ML_LAYER_LIBC);
 	if (shift)
 		heap_windows_start(b, e, shift, ov);
-	overhead__count_prog(e->ov, hs->progs.heap_exit);
 	overhead__heap_mode(e->ov, next_report);
 	ml_info("heap-growth mode: the switch took %.1f ms (%.1f ms of it waiting for its program's verification)",
 		(double)(ml_clock_ns(CLOCK_MONOTONIC) - t0) / 1e6, (double)(t1 - t0) / 1e6);

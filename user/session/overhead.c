@@ -44,7 +44,7 @@
 #define EARLY_HITS 2000		    /* and there were this many */
 #define MIN_SAMPLE_NS 1000000000ULL /* later samples span at least a second */
 #define MIN_CPU_NS 20000000ULL	    /* and 20 ms of the traced processes' CPU time to say anything */
-#define EXTRA_PROGS 3		    /* heap_exit, torch_malloc, torch_free */
+#define EXTRA_PROGS 2		    /* torch_malloc, torch_free */
 
 struct overhead {
 	struct memleak_bpf *skel;
@@ -68,8 +68,8 @@ struct overhead {
 	void *rss_ctx;
 	struct {
 		int fd;
-		bool probe, tp;
-	} extra[EXTRA_PROGS]; /* programs of other instances of the object (heap_exit, PyTorch's USDT) */
+		bool probe;
+	} extra[EXTRA_PROGS]; /* programs of other instances of the object (PyTorch's USDT) */
 	size_t nextra;
 	struct calib *calib; /* the probe-cost calibration (calib.c): a hit counts 1 us until it is in */
 };
@@ -169,13 +169,13 @@ static bool is_probe_prog(const struct bpf_program *p)
 	return false;
 }
 
-/* BPF run time so far: of the allocator probes, and of every other program (the calibration's excluded). */
 /* A kernel tracepoint's program (tp_btf): its run time counts every process's events, its cost is tp_cost's. */
 static bool is_tp_prog(const struct bpf_program *p)
 {
 	return bpf_program__type(p) == BPF_PROG_TYPE_TRACING;
 }
 
+/* BPF run time so far: of the allocator probes, and of every other uprobe (the calibration's excluded). */
 static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 {
 	struct bpf_program *prog;
@@ -184,16 +184,16 @@ static void bpf_run_ns(struct overhead *o, uint64_t *probe, uint64_t *other)
 	bpf_object__for_each_program(prog, o->skel->obj) if (prog != o->skel->progs.calib && !is_tp_prog(prog)) *
 	    (is_probe_prog(prog) ? probe : other) += ml_prog_run_ns(bpf_program__fd(prog));
 	for (size_t i = 0; i < o->nextra; i++)
-		if (!o->extra[i].tp)
-			*(o->extra[i].probe ? probe : other) += ml_prog_run_ns(o->extra[i].fd);
+		*(o->extra[i].probe ? probe : other) += ml_prog_run_ns(o->extra[i].fd);
 }
 
 int overhead__count_prog(struct overhead *o, const struct bpf_program *p)
 {
+	if (is_tp_prog(p))
+		return 0; /* counted by tp_cost, in the shared counters */
 	if (o->nextra == EXTRA_PROGS)
 		return -E2BIG;
 	o->extra[o->nextra].fd = bpf_program__fd(p);
-	o->extra[o->nextra].tp = is_tp_prog(p);
 	o->extra[o->nextra++].probe = is_probe_prog(p);
 	return 0;
 }

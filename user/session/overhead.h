@@ -46,8 +46,9 @@ enum overhead_action {
 enum overhead_action overhead__sample(struct overhead *o, const int *pids, size_t npids);
 
 /*
- * A program of another instance of the object (session/bgobj.c: heap-growth mode's, PyTorch's USDT ones): its
- * run time counts too, as the probes' when it is an allocator probe. 0, or -E2BIG past EXTRA_PROGS.
+ * A uprobe program of another instance of the object (session/bgobj.c: PyTorch's USDT ones): its run time counts
+ * too, as the probes' when it is an allocator probe; a tracepoint's counts itself (tp_cost). 0, or -E2BIG past
+ * EXTRA_PROGS.
  */
 int overhead__count_prog(struct overhead *o, const struct bpf_program *p);
 
