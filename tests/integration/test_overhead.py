@@ -371,7 +371,8 @@ def own_cpu_is_the_reports_work_too():
 
     def cpu_at(t):  # /proc's count at a snapshot's time: the last sample before it
         before = [c for when, c in cpu if when <= t]
-        check(before and cpu[-1][0] >= t, f"the samples ({len(cpu)}) cover the snapshot at {t}")
+        check(before and cpu[-1][0] >= t, f"the samples ({len(cpu)}, {cpu[0][0]:.3f} to {cpu[-1][0]:.3f}) cover the "
+              f"snapshot at {t:.3f}; the reports' times: {[round(r['time_unix'], 3) for r in reps]}")
         return before[-1]
     said = sum(r["overhead"]["tool_cpu_pct"] / 100 * (r["time_unix"] - p["time_unix"])
                for p, r in zip(reps[2:6], reps[3:7]))
