@@ -172,26 +172,22 @@ for t in tests/unit/test_*.c; do
 done
 drain
 
+# The unit tests, the checks, the fuzzers and the ASan build in one pool: a phase apiece left slots idle while
+# each one's longest job ended.
 for t in $B/test_*; do
 	job "$t" test "$t"
 done
-drain
 # The architecture: user/'s stage folders include only from earlier stages.
-python3 tests/check_layers.py 2>&1 | tee "$P/layers.log"
-tally "$P/layers.log" tests/check_layers.py
+job tests/check_layers.py test python3 tests/check_layers.py
 # The documentation: every long option in the man page, every JSON key in docs/usage.md.
-python3 tests/check_docs.py 2>&1 | tee "$P/docs.log"
-tally "$P/docs.log" tests/check_docs.py
+job tests/check_docs.py test python3 tests/check_docs.py
 # The formatting: every C file as clang-format 14 leaves it.
-tests/check_format.sh 2>&1 | tee "$P/format.log"
-tally "$P/format.log" tests/check_format.sh
+job tests/check_format.sh test tests/check_format.sh
 # Commit messages since the rule began: a subject of at most 72 characters, a blank line, a body.
-tests/check_commits.sh 2>&1 | tee "$P/commits.log"
-tally "$P/commits.log" tests/check_commits.sh
+job tests/check_commits.sh test tests/check_commits.sh
 for f in $FUZZERS; do
 	job "fuzz_$f" test fuzz $f
 done
-drain
 if [ "${1:-}" != "--unit-only" ]; then
 	# memleak-ai built with AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer, which stops at the
 	# first report: the integration tests run once more against it, bad input must never be a crash.
@@ -206,7 +202,9 @@ if [ "${1:-}" != "--unit-only" ]; then
 	done
 	job "asan profile.pb-c" build $CC -g -O1 -fsanitize=address,undefined -Ibuild -c build/profile.pb-c.c -o $A/profile.pb-c.o
 	job "asan html_assets" build $CC -c build/html_assets.c -o $A/html_assets.o
-	drain
+fi
+drain
+if [ "${1:-}" != "--unit-only" ]; then
 	build memleak-ai-asan $CC -fsanitize=address,undefined $A/*.o $LIBS -o $A/memleak-ai
 	# A test file's output goes to a file, not through a pipe: a process a failed test left behind (holding the
 	# pipe) cannot hold the run up. PART: shared, alone (tests/integration/harness.py: alone), or all.

@@ -68,6 +68,17 @@ let frames = 0;
   frames++;
   (n.children || []).forEach(walk);
 })(M.flame);
+// Every node of the data: a name twice among a node's children, or children holding more than their node, is a
+// tree built wrong (user/report/html.c finds children through an index).
+let flameNodes = 0;
+const flameBad = [];
+(function all(n) {
+  flameNodes++;
+  const kids = n.children || [], names = new Set(kids.map(k => k.name));
+  if (names.size !== kids.length || kids.reduce((s, k) => s + Number(k.value), 0) > Number(n.value))
+    flameBad.push(n.name);
+  kids.forEach(all);
+})(M.flame || {});
 const shown = Array.from(document.querySelectorAll("#flame svg g.frame")).filter(g => g.style.display !== "none");
 return {
   rendered: document.body.dataset.rendered === "yes",
@@ -77,6 +88,8 @@ return {
   plots: charts.filter(c => c.chart && c.datasets > 0 && c.points > 0 && c.painted > 1000).length,
   legend: charts[1].legend || [],
   flameData: frames,
+  flameNodes,
+  flameBad: flameBad.slice(0, 3),
   flameRects: document.querySelectorAll("#flame svg rect").length,
   flameShown: shown.length,
   flameText: shown.map(g => g.querySelector("text").textContent).filter(t => t.length > 0),

@@ -531,6 +531,7 @@ def html_report_renders_in_headless_chromium():
     check(any("record_loss" in l for l in res["legend"]), f"top stacks legend: {res['legend']}")
     # The flame graph: one rect per frame of the data, the leak named.
     eq(res["flameRects"], res["flameData"], "flame graph: a rect for every frame of the data")
+    eq(res["flameBad"], [], f"flame tree of {res['flameNodes']} nodes: siblings unique, each within its parent")
     check(res["flameRects"] >= 3, f"flame graph drawn: {res['flameRects']} frames")
     check(any("record_loss" in t for t in res["flameText"]), f"flame graph names the leak: {res['flameText'][:8]}")
     z = res["zoom"]

@@ -256,6 +256,8 @@ def check_html(run, expect_leak):
     html = open(run.html).read()
     m = re.search(r"<title>([^<]*)</title>", html)
     check(m and m.group(1).strip(), f"{run.script}: the page has its title")
+    eq(res["flameBad"], [], f"{run.script}: flame tree of {res['flameNodes']} nodes, siblings unique, each within "
+       "its parent")
     if expect_leak:
         eq(res["rows"][0][2], "growing", f"{run.script}: the table leads with a leak candidate")
 
