@@ -326,6 +326,10 @@ class Tool:
         """The lines the tool has written to stdout so far (with -f json, its reports)."""
         return len(self._out)
 
+    def reports_so_far(self):
+        """With -f json, the reports written so far, the tool still running: a test waits on what they say."""
+        return [json.loads(line) for line in list(self._out) if line.strip()]
+
     def wait_attached(self, timeout=20):
         end = time.time() + timeout
         while time.time() < end:

@@ -255,8 +255,25 @@ def over_budget_in_heap_growth_mode_samples_tensors_then_sheds():
     its cost; the release probe stays, so the loop's frees are all still seen while fewer allocations are
     recorded (as many halvings at once as the cost says). Only after the last halving do the probes go, when
     they alone still cost 5 times the budget."""
-    tool, _ = attached_run([torch_py(), TORCH_SCRIPT, "item", "cpu", "900"], "-f", "json", "--max-overhead", "0.1",
-                           "0.5")
+    def settled(reps):  # the probes shed, two measured reports past their cut + 4, one over with nothing left
+        steps = reps[-1]["modes"]["shed"]
+        cut = next((s["since_report"] for s in steps if s["step"] == "torch_cpu probes"), None)
+        last = max((s["since_report"] for s in steps), default=0)
+        return cut is not None and sum(r["seq"] > cut + 4 and r["overhead"]["measured"] for r in reps) >= 2 and \
+            any(r["modes"]["over_budget_unshed"] and r["seq"] >= last for r in reps)
+
+    def until_settled(fx, tool):
+        """The loop runs until the reports show what the checks below read, then SIGUSR1 ends it: its 900 steps
+        once ended before a report said nothing was left to shed, beside the suite's ASan passes."""
+        end = time.time() + 100
+        while time.time() < end and fx.poll() is None:
+            reps = tool.reports_so_far()
+            if reps and settled(reps):
+                break
+            time.sleep(0.2)
+        fx.send_signal(signal.SIGUSR1)
+    tool, _ = attached_run([torch_py(), TORCH_SCRIPT, "item", "cpu", "20000"], "-f", "json", "--max-overhead",
+                           "0.1", "0.5", after_go=until_settled)
     reps = tool.reports()
     switched = [r["seq"] for r in reps if r["modes"]["libc"] == "heap_growth"]
     check(switched, "the C heap switched")
