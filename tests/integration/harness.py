@@ -315,6 +315,7 @@ class Tool:
         # Reports are drained as they come, a line at a time: a full pipe would block the tool, not the test, and
         # lines() tells a test the tool's progress.
         self._out = []
+        self._parsed, self._so_far = 0, []  # reports_so_far(): how many lines are parsed, and their reports
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -327,8 +328,12 @@ class Tool:
         return len(self._out)
 
     def reports_so_far(self):
-        """With -f json, the reports written so far, the tool still running: a test waits on what they say."""
-        return [json.loads(line) for line in list(self._out) if line.strip()]
+        """With -f json, the reports written so far, the tool still running: a test waits on what they say. Each
+        line is parsed once: a test polls while it measures the tool's cost, and torch reports are large."""
+        new = self._out[self._parsed:]
+        self._parsed += len(new)
+        self._so_far += [json.loads(line) for line in new if line.strip()]
+        return list(self._so_far)
 
     def wait_attached(self, timeout=20):
         end = time.time() + timeout

@@ -69,7 +69,7 @@ let frames = 0;
   (n.children || []).forEach(walk);
 })(M.flame);
 // Every node of the data: a name twice among a node's children, or children holding more than their node, is a
-// tree built wrong (user/report/html.c finds children through an index).
+// tree built wrong (user/report/html.c's child() finds a node's children by name).
 let flameNodes = 0;
 const flameBad = [];
 (function all(n) {
